@@ -1,0 +1,102 @@
+"""Tiny Kineto-shaped traces built in Python, so each unit test knows its answer by construction."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+CPU_PID, TID, GPU_PID, STREAM = 100, 1, 0, 7
+
+
+class TraceBuilder:
+    """Add host ops, launches and kernels with explicit times (µs); ``build()`` gives the JSON dict."""
+
+    def __init__(self, **top):
+        self.events: list[dict] = []
+        self.top = {"schemaVersion": 1, **top}
+        self._corr = 1000
+        self._ext = 1
+
+    def _x(self, cat, name, ts, dur, pid, tid, **args):
+        ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+        self.events.append(ev)
+        return ev
+
+    def op(self, name, ts, dur, tid=TID, cat="cpu_op"):
+        self._ext += 1
+        return self._x(cat, name, ts, dur, CPU_PID, tid, **{"External id": self._ext})
+
+    def annotation(self, name, ts, dur, tid=TID):
+        return self.op(name, ts, dur, tid, cat="user_annotation")
+
+    def module(self, name, ts, dur, tid=TID):
+        return self._x("python_function", f"nn.Module: {name}", ts, dur, CPU_PID, tid)
+
+    def launch(self, name, ts, dur, kernel_ts, kernel_dur, kind="kernel", stream=STREAM, tid=TID,
+               launch_name="cudaLaunchKernel", ext=None, corr=None):
+        """A runtime call at ``ts`` and the device event it starts at ``kernel_ts``."""
+        self._corr += 1
+        c = corr if corr is not None else self._corr
+        e = ext if ext is not None else self._ext
+        self._x("cuda_runtime", launch_name, ts, dur, CPU_PID, tid, correlation=c, **{"External id": e})
+        return self._x(kind, name, kernel_ts, kernel_dur, GPU_PID, stream, correlation=c, device=0,
+                       stream=stream, **{"External id": e})
+
+    def device_only(self, name, ts, dur, kind="kernel", stream=STREAM, corr=1, ext=0):
+        args = {"correlation": corr, "device": 0, "stream": stream}
+        if ext:
+            args["External id"] = ext
+        return self._x(kind, name, ts, dur, GPU_PID, stream, **args)
+
+    def gpu_annotation(self, name, ts, dur, ext, stream=STREAM):
+        return self._x("gpu_user_annotation", name, ts, dur, GPU_PID, stream, **{"External id": ext})
+
+    def memory(self, ts, nbytes, device_type=1, tid=TID):
+        self.events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": CPU_PID,
+                            "tid": tid, "ts": ts, "args": {"Bytes": nbytes, "Device Type": device_type}})
+
+    def flow(self, fid, start, ts, tid=TID):
+        ev = {"ph": "s" if start else "f", "cat": "fwdbwd", "name": "fwdbwd", "id": fid, "pid": CPU_PID,
+              "tid": tid, "ts": ts}
+        if not start:
+            ev["bp"] = "e"
+        self.events.append(ev)
+
+    def build(self) -> dict:
+        return {**self.top, "traceEvents": list(self.events)}
+
+    def write(self, path: Path, gz: bool | None = None) -> Path:
+        data = json.dumps(self.build()).encode()
+        if gz if gz is not None else str(path).endswith(".gz"):
+            data = gzip.compress(data)
+        Path(path).write_bytes(data)
+        return Path(path)
+
+
+def attention_block(b: TraceBuilder, t0: float, name="layer0.attention", ext_link=False):
+    """An eager attention block on one stream with a known answer.
+
+    Device: bmm 10 µs, softmax 5 µs, div 2 µs (elementwise), copy 3 µs (memory), bmm 10 µs,
+    plus a cuBLAS workspace memset (1 µs) launched by aten::bmm → matmul. Gaps: 1 µs idle each.
+    Busy 31 µs: matmul 21, softmax 5, elementwise 2, memory 3. Span 36 µs (five 1-µs gaps).
+    """
+    b.annotation(name, t0, 60)
+    k = t0 + 100  # device work runs later than the host side, as it does on real GPUs
+    b.op("aten::bmm", t0 + 1, 8)
+    b.launch("Memset (Device)", t0 + 2, 1, k, 1, kind="gpu_memset")
+    b.launch("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)",
+             t0 + 4, 2, k + 2, 10)
+    b.op("aten::div", t0 + 10, 5)
+    b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+             "at::native::binary_internal::DivFunctor<float> > >(int, float)", t0 + 11, 2, k + 13, 2)
+    b.op("aten::_softmax", t0 + 20, 6)
+    b.launch("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)",
+             t0 + 21, 2, k + 16, 5)
+    b.op("aten::copy_", t0 + 30, 6)
+    b.launch("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+             "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const>(int)",
+             t0 + 31, 2, k + 22, 3)
+    b.op("aten::bmm", t0 + 40, 8)
+    b.launch("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_nn_align8>(Params)",
+             t0 + 41, 2, k + 26, 10)

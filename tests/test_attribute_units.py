@@ -1,0 +1,193 @@
+"""Attribution on hand-built traces whose answers are known by construction."""
+
+from __future__ import annotations
+
+import pytest
+
+from builders import TraceBuilder, attention_block
+from tracekit import analyze
+from tracekit.result import CATEGORIES
+
+
+def _one(tmp_path, b: TraceBuilder, **kw):
+    return analyze(b.write(tmp_path / "t.json"), **kw).check()
+
+
+def test_eager_block_categories_and_idle(tmp_path):
+    b = TraceBuilder()
+    attention_block(b, 1000)
+    res = _one(tmp_path, b)
+    [blk] = res.blocks
+    assert (blk.name, blk.found_by, blk.phase) == ("layer0.attention", "annotation", "forward")
+    assert blk.categories == pytest.approx({"matmul": 21, "softmax": 5, "fused_attention": 0, "memory": 3,
+                                            "elementwise": 2, "other": 0})
+    assert blk.total_us == pytest.approx(31) and blk.span_us == pytest.approx(36) and blk.idle_us == pytest.approx(5)
+    assert blk.kernels == 6
+    assert res.coverage.unlinked_us == 0 and res.totals.attention_share == pytest.approx(1.0)
+
+
+def test_overlap_on_two_streams_is_counted_once_first_starter_keeps_it(tmp_path):
+    b = TraceBuilder()
+    b.annotation("attn", 0, 50)
+    b.op("aten::bmm", 1, 5)
+    b.launch("gemm_a_kernel", 2, 1, 100, 10, stream=7)  # [100, 110]
+    b.op("aten::_softmax", 10, 5)
+    b.launch("softmax_warp_forward<float, float, float, 8, false, false>", 11, 1, 104, 10, stream=8)  # [104, 114]
+    res = _one(tmp_path, b)
+    [blk] = res.blocks
+    assert blk.total_us == pytest.approx(14)  # union of [100,110] and [104,114]
+    assert blk.categories["matmul"] == pytest.approx(10)
+    assert blk.categories["softmax"] == pytest.approx(4)  # only what the earlier gemm did not cover
+    assert res.coverage.device_us == pytest.approx(14)
+
+
+def test_unlinked_device_time_is_reported_not_dropped(tmp_path):
+    b = TraceBuilder()
+    attention_block(b, 1000)
+    b.device_only("void orphan_kernel(int)", 50, 7, corr=3)  # launched before the window: no runtime event
+    res = _one(tmp_path, b)
+    assert res.coverage.unlinked_us == pytest.approx(7)
+    assert res.coverage.device_us == pytest.approx(38)
+    assert res.totals.total_us == pytest.approx(31)
+    assert res.totals.attention_share == pytest.approx(31 / 38)
+
+
+def test_external_id_fallback_and_distrust_when_it_equals_correlation(tmp_path):
+    b = TraceBuilder()
+    b.annotation("attn", 0, 50)
+    op = b.op("aten::bmm", 1, 5)
+    ext = op["args"]["External id"]
+    b.device_only("gemm_kernel", 100, 10, corr=999, ext=ext)  # no runtime with corr 999, but External id matches
+    res = _one(tmp_path, b)
+    assert res.blocks[0].categories["matmul"] == pytest.approx(10)
+    assert res.coverage.linked_us == pytest.approx(10)
+
+    # 2022-23 traces: External id on device events is the correlation id; joining on it would be a false match.
+    b2 = TraceBuilder()
+    b2.annotation("attn", 0, 50)
+    op = b2.op("aten::bmm", 1, 5)
+    ext = op["args"]["External id"]
+    b2.device_only("gemm_kernel", 100, 10, corr=ext, ext=ext)
+    res2 = analyze(b2.write(tmp_path / "t2.json")).check()
+    assert res2.coverage.unlinked_us == pytest.approx(10)
+    assert res2.blocks[0].total_us == 0
+
+
+def test_gpu_annotation_fallback_links_by_stream_time(tmp_path):
+    b = TraceBuilder()
+    ann = b.annotation("layer0.attention", 0, 50)
+    b.gpu_annotation("layer0.attention", 100, 20, ann["args"]["External id"])
+    b.device_only("softmax_warp_forward<float, float, float, 8, false, false>", 105, 5, corr=5)
+    b.device_only("softmax_warp_forward<float, float, float, 8, false, false>", 130, 5, corr=6)  # outside
+    res = _one(tmp_path, b)
+    assert res.blocks[0].categories["softmax"] == pytest.approx(5)
+    assert res.coverage.unlinked_us == pytest.approx(5)
+
+
+def test_outermost_scope_wins_and_profiler_step_is_never_a_block(tmp_path):
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#3", 0, 500)
+    b.module("BertAttention_0", 10, 200)
+    b.module("BertSelfAttention_0", 20, 100)
+    b.annotation("inner_attention_part", 30, 50)
+    b.op("aten::scaled_dot_product_attention", 40, 20)
+    b.op("aten::_flash_attention_forward", 41, 10)
+    b.launch("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)", 42, 2, 300, 40)
+    b.op("aten::scaled_dot_product_attention", 300, 20)  # outside any scope: its own fused-op block
+    b.op("aten::_flash_attention_forward", 301, 10)
+    b.launch("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)", 302, 2, 400, 30)
+    res = _one(tmp_path, b)
+    assert [(x.name, x.found_by, x.step, x.ordinal) for x in res.blocks] == [
+        ("BertAttention_0", "module", 3, 0), ("aten::scaled_dot_product_attention", "fused-op", 3, 1)]
+    assert [x.categories["fused_attention"] for x in res.blocks] == pytest.approx([40, 30])
+    assert res.blocks[0].kind == "BertAttention"
+
+
+def test_inferred_eager_pattern_without_annotations(tmp_path):
+    b = TraceBuilder()
+    b.op("aten::linear", 0, 5)
+    b.op("aten::matmul", 10, 5)
+    b.op("aten::bmm", 11, 3)
+    b.launch("gemm_kernel", 12, 1, 100, 4)
+    b.op("aten::div", 16, 2)
+    b.op("aten::softmax", 20, 5)
+    b.op("aten::_softmax", 21, 3)
+    b.launch("softmax_warp_forward<float, float, float, 8, false, false>", 22, 1, 105, 3)
+    b.op("aten::matmul", 30, 5)
+    b.op("aten::bmm", 31, 3)
+    b.launch("gemm_kernel", 32, 1, 110, 4)
+    b.op("aten::linear", 40, 5)
+    b.launch("gemm_kernel", 41, 1, 120, 6)
+    res = _one(tmp_path, b)
+    [blk] = res.blocks
+    assert blk.found_by == "inferred"
+    assert blk.categories["matmul"] == pytest.approx(8) and blk.categories["softmax"] == pytest.approx(3)
+    assert res.coverage.in_blocks_us == pytest.approx(11)  # the trailing projection is outside
+
+
+def test_memory_allocated_inside_block(tmp_path):
+    b = TraceBuilder(profile_memory=1)
+    attention_block(b, 1000)
+    b.memory(1005, 4096)
+    b.memory(1006, -4096)  # frees are not allocations
+    b.memory(1007, 1 << 20)
+    b.memory(1007, 999, device_type=0)  # host allocation, not device memory
+    b.memory(2000, 8192)  # outside the block
+    res = _one(tmp_path, b)
+    assert res.blocks[0].alloc_bytes == 4096 + (1 << 20)
+
+
+def test_backward_ops_join_their_forward_block(tmp_path):
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 50)
+    b.op("aten::bmm", 1, 5)
+    b.launch("gemm_kernel", 2, 1, 100, 10)
+    b.flow(1, True, 1)
+    bwd = b.op("autograd::engine::evaluate_function: BmmBackward0", 500, 20, tid=2)
+    b.op("aten::bmm", 501, 5, tid=2)
+    b.launch("gemm_kernel", 502, 1, 600, 20, tid=2)
+    b.flow(1, False, 500, tid=2)
+    res = _one(tmp_path, b)
+    assert [(x.name, x.phase) for x in res.blocks] == [("layer0.attention", "forward"), ("layer0.attention", "backward")]
+    assert [x.categories["matmul"] for x in res.blocks] == pytest.approx([10, 20])
+    assert bwd["name"].startswith("autograd")
+
+
+def test_cpu_only_trace_uses_self_time(tmp_path):
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 200)
+    b.annotation("layer0.attention", 10, 100)
+    b.op("aten::matmul", 12, 30)
+    b.op("aten::bmm", 14, 20)
+    b.op("aten::softmax", 45, 20)
+    b.op("aten::_softmax", 46, 18)
+    b.op("aten::contiguous", 70, 10)
+    b.op("aten::copy_", 71, 8)
+    res = _one(tmp_path, b)
+    [blk] = res.blocks
+    assert res.time_base == "host"
+    assert blk.total_us == pytest.approx(100)
+    c = blk.categories
+    assert c["matmul"] == pytest.approx(30) and c["softmax"] == pytest.approx(20) and c["memory"] == pytest.approx(10)
+    assert c["other"] == pytest.approx(40)  # the annotation's own time between ops
+    assert res.totals.attention_share == pytest.approx(0.5)
+
+
+def test_check_catches_broken_invariants(tmp_path):
+    b = TraceBuilder()
+    attention_block(b, 1000)
+    res = _one(tmp_path, b)
+    res.blocks[0].categories["matmul"] += 1
+    with pytest.raises(AssertionError):
+        res.check()
+
+
+def test_folder_sums_its_traces(tmp_path):
+    for rank in (0, 1):
+        b = TraceBuilder()
+        attention_block(b, 1000)
+        b.write(tmp_path / f"w{rank}.pt.trace.json.gz")
+    res = analyze(tmp_path).check()
+    assert res.totals.blocks == 2 and res.totals.total_us == pytest.approx(62)
+    assert {b.source for b in res.blocks} == {"w0.pt.trace.json.gz", "w1.pt.trace.json.gz"}
+    assert set(res.totals.categories) == set(CATEGORIES)

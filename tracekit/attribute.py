@@ -1,0 +1,332 @@
+"""Attribute each attention block's time to the six categories.
+
+GPU traces use device busy time: where device events of one block overlap (several
+streams), each instant is given to the event that started first, so categories sum
+exactly to the busy union. CPU-only traces use host self time of the profiler's op
+tree, the same quantity as ``torch.profiler``'s ``self_cpu_time_total``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from itertools import groupby
+from pathlib import Path
+
+from .classify import Classifier
+from .link import NONE, Links, link
+from .load import find_trace_files, load_trace
+from .model import ANNOTATION, MODULE, OP, Trace
+from .result import (
+    CATEGORIES, Attribution, BlockResult, Coverage, Totals, TraceSummary, zero_categories,
+)
+from .scopes import Block, BlockFinder, step_of_host
+
+_INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
+
+
+def analyze(path: str | os.PathLike, scope: str | None = None, classifier: Classifier | None = None) -> Attribution:
+    """Attribute one trace file, or every trace in a run folder (results are summed)."""
+    files = find_trace_files(path)
+    clf = classifier or Classifier()
+    parts = [attribute_trace(load_trace(f), scope=scope, classifier=clf) for f in files]
+    return parts[0] if len(parts) == 1 else merge(parts, source=Path(path).name or str(path))
+
+
+def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier | None = None) -> Attribution:
+    clf = classifier or Classifier()
+    links = link(tr)
+    finder = BlockFinder(scope)
+    blocks, owner = finder.find(tr, links)
+    _attach_backward(tr, links, blocks, owner)
+    if tr.device:
+        return _device_attribution(tr, links, blocks, owner, clf)
+    return _host_attribution(tr, links, blocks, owner, clf)
+
+
+def block_kind(name: str, found_by: str) -> str:
+    """Fold instance numbers so that ``layer3.attention`` and ``layer4.attention`` group."""
+    if found_by == "module":
+        return re.sub(r"_\d+$", "", name)
+    return _INSTANCE.sub("*", name)
+
+
+def short_kernel_name(name: str) -> str:
+    """``void ns::kernel<…>(…)`` → ``ns::kernel``: a readable block name for fused kernels."""
+    n = compact_kernel_name(name)
+    cut = len(n)
+    for ch in "<(":
+        k = n.find(ch)
+        if 0 < k < cut:
+            cut = k
+    return n[:cut].strip() or name[:60]
+
+
+def compact_kernel_name(name: str) -> str:
+    """Drop the noise that every CUDA kernel name carries, keep what tells kernels apart."""
+    n = name[5:] if name.startswith("void ") else name
+    return n.replace("(anonymous namespace)::", "").replace("at::native::", "")
+
+
+def _attach_backward(tr: Trace, links: Links, blocks: list[Block], owner: list[int]) -> None:
+    """Autograd ops reached by a fwdbwd flow from a block's op join that block's backward phase."""
+    if not tr.flows:
+        return
+    at: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i, h in enumerate(tr.host):
+        if h.kind == OP:
+            at[(h.thread, h.ts)].append(i)
+    starts, finishes = {}, {}
+    for f in tr.flows:
+        (starts if f.start else finishes)[f.id] = (f.thread, f.ts)
+    backward: dict[int, int] = {}
+    for fid, end in finishes.items():
+        begin = starts.get(fid)
+        if begin is None:
+            continue
+        fwd = [i for i in at.get(begin, ()) if owner[i] != NONE and blocks[owner[i]].phase == "forward"]
+        bwd = [i for i in at.get(end, ()) if owner[i] == NONE]
+        if not fwd or not bwd:
+            continue
+        fb = owner[fwd[0]]
+        root = min(bwd, key=lambda i: -tr.host[i].dur)  # the outermost op at that instant
+        b = backward.get(fb)
+        if b is None:
+            fwd_block = blocks[fb]
+            b = backward[fb] = len(blocks)
+            blocks.append(Block(fwd_block.name, fwd_block.found_by, [], fwd_block.step, "backward", tr.host[root].ts))
+        blocks[b].roots.append(root)
+        blocks[b].ts = min(blocks[b].ts, tr.host[root].ts)
+        owner[root] = b
+    if backward:
+        for i in links.order:
+            p = links.parent[i]
+            if owner[i] == NONE and p != NONE and owner[p] != NONE:
+                owner[i] = owner[p]
+
+
+def _ordinals(blocks: list[Block]) -> list[int]:
+    ordinal = [0] * len(blocks)
+    idx = sorted(range(len(blocks)), key=lambda b: (blocks[b].step is None, blocks[b].step or 0, blocks[b].phase, blocks[b].ts))
+    for _, g in groupby(idx, key=lambda b: (blocks[b].step, blocks[b].phase)):
+        for k, b in enumerate(g):
+            ordinal[b] = k
+    return ordinal
+
+
+def _alloc_bytes(tr: Trace, blocks: list[Block], device_side: bool) -> list[int | None]:
+    """Bytes allocated inside each block's host intervals (``profile_memory`` traces only)."""
+    if not tr.memory:
+        return [None] * len(blocks)
+    per_thread: dict[int, tuple[list[int], list[int]]] = {}
+    mem = sorted((m for m in tr.memory if m.nbytes > 0 and (m.device_type != 0) == device_side),
+                 key=lambda m: (m.thread, m.ts))
+    for t, g in groupby(mem, key=lambda m: m.thread):
+        ts, cum, acc = [], [0], 0
+        for m in g:
+            ts.append(m.ts)
+            acc += m.nbytes
+            cum.append(acc)
+        per_thread[t] = (ts, cum)
+    out: list[int | None] = []
+    for b in blocks:
+        if not b.roots:
+            out.append(None)
+            continue
+        total = 0
+        for r in b.roots:
+            h = tr.host[r]
+            ts, cum = per_thread.get(h.thread, ([], [0]))
+            total += cum[bisect_right(ts, h.ts + h.dur)] - cum[bisect_left(ts, h.ts)]
+        out.append(total)
+    return out
+
+
+def _busy(events) -> tuple[int, list[int]]:
+    """First-come split of overlapping device time: each event keeps what no earlier starter covered."""
+    order = sorted(range(len(events)), key=lambda k: (events[k].ts, k))
+    share = [0] * len(events)
+    maxend = None
+    for k in order:
+        e = events[k]
+        end = e.ts + e.dur
+        start = e.ts if maxend is None or maxend < e.ts else maxend
+        if end > start:
+            share[k] = end - start
+        if maxend is None or end > maxend:
+            maxend = end
+    return sum(share), share
+
+
+def _summary(tr: Trace, links: Links | None, time_base: str, base_ns: int) -> TraceSummary:
+    i = tr.info
+    return TraceSummary(i.source, i.gpus, i.pytorch, i.runtime, time_base, i.steps, i.event_count,
+                        base_ns / 1000, list(i.warnings), i.damaged, bool(links and links.external_ids_trusted))
+
+
+def _device_attribution(tr, links, blocks, owner, clf) -> Attribution:
+    host, dev = tr.host, tr.device
+    leaf, launcher = links.device_leaf, links.launcher
+    cats: list[str] = []
+    dev_owner = [NONE] * len(dev)
+    for j, d in enumerate(dev):
+        lf = leaf[j]
+        la = launcher[lf] if lf != NONE else NONE
+        cats.append(clf.device(d.name, d.kind, host[la].name if la != NONE else None))
+        if lf != NONE:
+            dev_owner[j] = owner[lf]
+    _fused_kernel_blocks(tr, links, blocks, cats, dev_owner)
+    members: dict[int, list[int]] = defaultdict(list)
+    for j, b in enumerate(dev_owner):
+        if b != NONE:
+            members[b].append(j)
+    total_busy, share = _busy(dev)
+    linked_ns = sum(s for s, ok in zip(share, links.device_linked) if ok)
+    in_blocks_ns = sum(s for s, b in zip(share, dev_owner) if b != NONE)
+    alloc = _alloc_bytes(tr, blocks, device_side=True)
+    ordinal = _ordinals(blocks)
+    results = []
+    top: dict[tuple[str, str], list] = {}
+    for b, blk in enumerate(blocks):
+        js = members.get(b, [])
+        evs = [dev[j] for j in js]
+        busy, bshare = _busy(evs)
+        c = dict.fromkeys(CATEGORIES, 0)
+        for j, s in zip(js, bshare):
+            c[cats[j]] += s
+            t = top.setdefault((compact_kernel_name(dev[j].name), cats[j]), [0, 0])
+            t[0] += 1
+            t[1] += dev[j].dur
+        span = (max(e.ts + e.dur for e in evs) - min(e.ts for e in evs)) if evs else 0
+        host_ns = sum(host[r].dur for r in blk.roots) if blk.roots else None
+        results.append(BlockResult(
+            blk.name, block_kind(blk.name, blk.found_by), blk.found_by, blk.step, ordinal[b], blk.phase,
+            busy / 1000, span / 1000, (span - busy) / 1000, {k: v / 1000 for k, v in c.items()}, len(js),
+            host_ns / 1000 if host_ns is not None else None, alloc[b], tr.info.source))
+    owned = sum(len(v) for v in members.values())
+    cov = Coverage(total_busy / 1000, linked_ns / 1000, in_blocks_ns / 1000, (total_busy - linked_ns) / 1000,
+                   len(dev), sum(links.device_linked))
+    summary = _summary(tr, links, "device", total_busy)
+    att = Attribution(tr.info.source, "device", [summary], _sorted(results), _totals(results, in_blocks_ns, total_busy),
+                      cov, _top(top), owned, len({j for v in members.values() for j in v}))
+    return att
+
+
+def _fused_kernel_blocks(tr, links, blocks, cats, dev_owner) -> None:
+    """Runs of fused-attention kernels on one stream that no host block owns (graphs, compiled code)."""
+    dev = tr.device
+    steps = step_of_host(tr, links) if tr.info.steps else None
+    order = sorted(range(len(dev)), key=lambda j: (dev[j].stream, dev[j].ts))
+    for _, g in groupby(order, key=lambda j: dev[j].stream):
+        current = NONE
+        for j in g:
+            if dev_owner[j] == NONE and cats[j] == "fused_attention":
+                if current == NONE:
+                    lf = links.device_leaf[j]
+                    step = steps[lf] if steps is not None and lf != NONE else None
+                    current = len(blocks)
+                    blocks.append(Block(short_kernel_name(dev[j].name), "fused-kernel", [], step, "forward", dev[j].ts))
+                dev_owner[j] = current
+            else:
+                current = NONE
+
+
+def _self_times(tr: Trace, links: Links) -> list[int]:
+    """Self time on the op/annotation tree; children are clipped to the parent and to each other."""
+    host = tr.host
+    n = len(host)
+    eff_start = [0] * n
+    eff_end = [0] * n
+    self_ns = [0] * n
+    last_child_end: dict[int, int] = {}
+    for i in links.order:
+        h = host[i]
+        if h.kind < ANNOTATION:
+            continue
+        p = links.op_parent[i]
+        s, e = h.ts, h.ts + h.dur
+        if p != NONE:
+            s = max(s, eff_start[p], last_child_end.get(p, s))
+            e = min(e, eff_end[p])
+            e = max(e, s)
+        eff_start[i], eff_end[i] = s, e
+        self_ns[i] = e - s
+        if p != NONE:
+            self_ns[p] -= e - s
+            last_child_end[p] = e
+    return self_ns
+
+
+def _host_attribution(tr, links, blocks, owner, clf) -> Attribution:
+    host = tr.host
+    self_ns = _self_times(tr, links)
+    c = [dict.fromkeys(CATEGORIES, 0) for _ in blocks]
+    covered = [0] * len(blocks)
+    base = 0  # host time of the outermost ops: the denominator of the attention share
+    for i, h in enumerate(host):
+        if h.kind < ANNOTATION:
+            continue
+        base += self_ns[i]
+        b = owner[i]
+        if b != NONE:
+            c[b][clf.host(h.name) if h.kind == OP else "other"] += self_ns[i]
+            covered[b] += self_ns[i]
+    alloc = _alloc_bytes(tr, blocks, device_side=False)
+    ordinal = _ordinals(blocks)
+    results = []
+    for b, blk in enumerate(blocks):
+        span = sum(host[r].dur for r in blk.roots)
+        if covered[b] < span and any(host[r].kind == MODULE for r in blk.roots):
+            c[b]["other"] += span - covered[b]  # module time outside any op: Python and the module call
+        total = sum(c[b].values())
+        results.append(BlockResult(
+            blk.name, block_kind(blk.name, blk.found_by), blk.found_by, blk.step, ordinal[b], blk.phase,
+            total / 1000, total / 1000, 0.0, {k: v / 1000 for k, v in c[b].items()}, 0, span / 1000,
+            alloc[b], tr.info.source))
+    in_blocks = sum(sum(x.values()) for x in c)
+    summary = _summary(tr, links, "host", base)
+    return Attribution(tr.info.source, "host", [summary], _sorted(results), _totals(results, in_blocks, base), None)
+
+
+def _sorted(results: list[BlockResult]) -> list[BlockResult]:
+    return sorted(results, key=lambda r: (r.source, r.step is None, r.step or 0, r.phase != "forward", r.ordinal))
+
+
+def _totals(results: list[BlockResult], in_blocks_ns: int, base_ns: int) -> Totals:
+    cats = zero_categories()
+    for r in results:
+        for k, v in r.categories.items():
+            cats[k] += v
+    share = in_blocks_ns / base_ns if base_ns > 0 else None
+    return Totals(sum(r.total_us for r in results), cats, share, len(results))
+
+
+def _top(top: dict) -> list[tuple[str, str, int, float]]:
+    rows = sorted(((n, c, v[0], v[1] / 1000) for (n, c), v in top.items()), key=lambda r: -r[3])
+    return rows[:15]
+
+
+def merge(parts: list[Attribution], source: str) -> Attribution:
+    """Several traces (ranks, workers) as one result: blocks concatenated, totals summed."""
+    blocks = [b for p in parts for b in p.blocks]
+    bases = {p.time_base for p in parts}
+    time_base = bases.pop() if len(bases) == 1 else "mixed"
+    covs = [p.coverage for p in parts if p.coverage is not None]
+    cov = None
+    if covs:
+        cov = Coverage(*(sum(getattr(c, f) for c in covs) for f in
+                         ("device_us", "linked_us", "in_blocks_us", "unlinked_us", "device_events", "linked_events")))
+    base = sum(t.base_us for p in parts for t in p.traces)
+    in_blocks = sum(p.totals.attention_share * t.base_us for p in parts for t in p.traces if p.totals.attention_share)
+    totals = _totals(blocks, 0, 1)
+    totals.attention_share = in_blocks / base if base > 0 else None
+    top: dict[tuple[str, str], list] = {}
+    for p in parts:
+        for n, c, k, us in p.top_kernels:
+            t = top.setdefault((n, c), [0, 0.0])
+            t[0] += k
+            t[1] += us * 1000
+    return Attribution(source, time_base, [t for p in parts for t in p.traces], blocks, totals, cov, _top(top),
+                       sum(p._device_owned for p in parts), sum(p._device_owned_unique for p in parts))

@@ -1,0 +1,158 @@
+"""Nest host events by time and link each device event to the host op that launched it.
+
+Order of evidence (see ``shared/docs/attribution.md``): correlation id to a runtime
+launch, then External id to an op (unless the trace's External ids are really
+correlation ids), then time overlap with a ``gpu_user_annotation`` on the stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import groupby
+
+from .model import ANNOTATION, OP, Trace
+
+NONE = -1
+
+# How each device event was linked.
+BY_CORRELATION, BY_EXTERNAL_ID, BY_ANNOTATION, UNLINKED = "correlation", "external-id", "gpu-annotation", "unlinked"
+
+
+@dataclass(slots=True)
+class Links:
+    """Host nesting plus device→host links, as parallel index lists."""
+
+    order: list[int]  # host events sorted per thread by (ts, -dur, kind): parents before children
+    parent: list[int]  # innermost enclosing host event, any kind
+    op_parent: list[int]  # innermost enclosing op/annotation (the profiler's own tree)
+    launcher: list[int]  # innermost enclosing op (kind OP), itself included
+    device_leaf: list[int]  # per device event: innermost host event around its launch, or NONE
+    device_linked: list[bool]  # per device event: linked to a launch or op at all
+    device_how: list[str]
+    external_ids_trusted: bool
+
+
+def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int]]:
+    """One stack sweep per thread; O(n log n) for the sort, linear after."""
+    host = tr.host
+    n = len(host)
+    parent = [NONE] * n
+    op_parent = [NONE] * n
+    launcher = [NONE] * n
+    order = sorted(range(n), key=lambda i: (host[i].thread, host[i].ts, -host[i].dur, host[i].kind))
+    stack: list[int] = []
+    ends: list[int] = []
+    cur_thread = None
+    for i in order:
+        h = host[i]
+        if h.thread != cur_thread:
+            stack.clear()
+            ends.clear()
+            cur_thread = h.thread
+        while ends and ends[-1] <= h.ts and not (h.dur == 0 and ends[-1] == h.ts and host[stack[-1]].ts < h.ts):
+            stack.pop()
+            ends.pop()
+        if stack:
+            p = stack[-1]
+            parent[i] = p
+            op_parent[i] = p if host[p].kind >= ANNOTATION else op_parent[p]
+            launcher[i] = i if h.kind == OP else launcher[p]
+        else:
+            launcher[i] = i if h.kind == OP else NONE
+        stack.append(i)
+        ends.append(h.ts + h.dur)
+    return order, parent, op_parent, launcher
+
+
+def runtime_leaves(tr: Trace, order: list[int]) -> list[int]:
+    """For each runtime call, the innermost host event on its thread that contains it."""
+    host = tr.host
+    rts = tr.runtime
+    leaf = [NONE] * len(rts)
+    rorder = sorted(range(len(rts)), key=lambda r: (rts[r].thread, rts[r].ts))
+    by_thread = {t: list(g) for t, g in groupby(order, key=lambda i: host[i].thread)}
+    for t, group in groupby(rorder, key=lambda r: rts[r].thread):
+        hs = by_thread.get(t, [])
+        k = 0
+        stack: list[int] = []
+        for r in group:
+            ts = rts[r].ts
+            while k < len(hs) and host[hs[k]].ts <= ts:
+                h = host[hs[k]]
+                while stack and host[stack[-1]].ts + host[stack[-1]].dur <= h.ts:
+                    stack.pop()
+                stack.append(hs[k])
+                k += 1
+            while stack and host[stack[-1]].ts + host[stack[-1]].dur < ts:
+                stack.pop()
+            leaf[r] = stack[-1] if stack else NONE
+    return leaf
+
+
+def external_ids_trusted(tr: Trace) -> bool:
+    """In 2022-23 traces a device event's External id is its correlation id: ignore them then."""
+    with_ext = [d for d in tr.device if d.ext_id]
+    if not with_ext:
+        return False
+    same = sum(1 for d in with_ext if d.ext_id == d.correlation)
+    return same * 2 < len(with_ext)
+
+
+def link(tr: Trace) -> Links:
+    order, parent, op_parent, launcher = nest_host(tr)
+    rleaf = runtime_leaves(tr, order)
+    by_corr = {}
+    for r, rt in enumerate(tr.runtime):
+        if rt.correlation:
+            by_corr.setdefault(rt.correlation, r)
+    trusted = external_ids_trusted(tr)
+    by_ext = {}
+    if trusted:
+        for i, h in enumerate(tr.host):
+            if h.ext_id and h.kind >= ANNOTATION:
+                by_ext.setdefault(h.ext_id, i)
+    nd = len(tr.device)
+    leaf = [NONE] * nd
+    linked = [False] * nd
+    how = [UNLINKED] * nd
+    pending = []
+    for j, d in enumerate(tr.device):
+        r = by_corr.get(d.correlation) if d.correlation else None
+        if r is not None:
+            leaf[j], linked[j], how[j] = rleaf[r], True, BY_CORRELATION
+            continue
+        i = by_ext.get(d.ext_id) if d.ext_id else None
+        if i is not None:
+            leaf[j], linked[j], how[j] = i, True, BY_EXTERNAL_ID
+            continue
+        pending.append(j)
+    if pending and tr.gpu_annotations:
+        _link_by_annotation(tr, pending, leaf, linked, how)
+    return Links(order, parent, op_parent, launcher, leaf, linked, how, trusted)
+
+
+def _link_by_annotation(tr, pending, leaf, linked, how) -> None:
+    """Innermost gpu_user_annotation on the same stream that overlaps the event's start."""
+    ann_host = {}
+    for i, h in enumerate(tr.host):
+        if h.kind == ANNOTATION and h.ext_id:
+            ann_host.setdefault(h.ext_id, i)
+    anns = sorted(tr.gpu_annotations, key=lambda a: (a.stream, a.ts, -a.dur))
+    by_stream = {s: list(g) for s, g in groupby(anns, key=lambda a: a.stream)}
+    dev = tr.device
+    pending.sort(key=lambda j: (dev[j].stream, dev[j].ts))
+    for s, group in groupby(pending, key=lambda j: dev[j].stream):
+        al = by_stream.get(s, [])
+        k = 0
+        stack = []
+        for j in group:
+            ts = dev[j].ts
+            while k < len(al) and al[k].ts <= ts:
+                stack.append(al[k])
+                k += 1
+            stack = [a for a in stack if a.ts + a.dur > ts] if stack and stack[-1].ts + stack[-1].dur <= ts else stack
+            for a in reversed(stack):
+                if a.ts + a.dur > ts:
+                    i = ann_host.get(a.ext_id, NONE)
+                    leaf[j], linked[j], how[j] = i, True, BY_ANNOTATION
+                    break

@@ -1,0 +1,116 @@
+"""The in-memory trace model: slotted records with canonical fields.
+
+Raw Kineto keys (``"External id"``, ``"correlation"``, ``Kernel``/``kernel``, …) are
+mapped once, in :mod:`tracekit.load`; nothing downstream sees a raw event dict.
+Times are integer nanoseconds so that sums and invariants are exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Host event kinds, ordered so that when two intervals start together and have
+# the same length, the Python frame encloses the annotation, which encloses the op.
+PYTHON, MODULE, ANNOTATION, OP = 0, 1, 2, 3
+HOST_KIND_NAMES = {PYTHON: "python", MODULE: "module", ANNOTATION: "annotation", OP: "op"}
+
+# Device event kinds.
+KERNEL, MEMCPY, MEMSET = "kernel", "memcpy", "memset"
+
+
+@dataclass(slots=True)
+class HostEvent:
+    """A CPU-side interval: ATen op, record_function range or Python frame."""
+
+    kind: int
+    name: str
+    thread: int  # index into Trace.threads
+    ts: int
+    dur: int
+    ext_id: int  # 0 = none
+
+
+@dataclass(slots=True)
+class RuntimeEvent:
+    """A CUDA/HIP runtime or driver call (the launch side of a link)."""
+
+    name: str
+    thread: int
+    ts: int
+    dur: int
+    correlation: int
+    ext_id: int
+
+
+@dataclass(slots=True)
+class DeviceEvent:
+    """A kernel, memcpy or memset on a GPU stream."""
+
+    kind: str
+    name: str
+    stream: int  # index into Trace.streams
+    ts: int
+    dur: int
+    correlation: int
+    ext_id: int
+    device: int
+
+
+@dataclass(slots=True)
+class GpuAnnotation:
+    """A record_function range projected onto a GPU stream."""
+
+    name: str
+    stream: int
+    ts: int
+    dur: int
+    ext_id: int
+
+
+@dataclass(slots=True)
+class MemoryEvent:
+    """An allocator instant (``[memory]``); ``nbytes`` is negative on free."""
+
+    thread: int
+    ts: int
+    nbytes: int
+    device_type: int
+
+
+@dataclass(slots=True)
+class Flow:
+    """One end of a forward→backward (``fwdbwd``) flow."""
+
+    id: int
+    start: bool
+    thread: int
+    ts: int
+
+
+@dataclass(slots=True)
+class TraceInfo:
+    """What the header says about a trace. Never holds user metadata."""
+
+    source: str
+    gpus: list[str] = field(default_factory=list)
+    pytorch: str | None = None
+    runtime: str | None = None  # e.g. "CUDA 12.4", "HIP 6.4"
+    event_count: int = 0
+    steps: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    damaged: bool = False  # salvaged or dropped events: results are partial
+
+
+@dataclass(slots=True)
+class Trace:
+    """One trace file, parsed."""
+
+    info: TraceInfo
+    threads: list[tuple[object, object]] = field(default_factory=list)
+    streams: list[tuple[object, object]] = field(default_factory=list)
+    host: list[HostEvent] = field(default_factory=list)
+    runtime: list[RuntimeEvent] = field(default_factory=list)
+    device: list[DeviceEvent] = field(default_factory=list)
+    gpu_annotations: list[GpuAnnotation] = field(default_factory=list)
+    memory: list[MemoryEvent] = field(default_factory=list)
+    flows: list[Flow] = field(default_factory=list)
