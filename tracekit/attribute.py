@@ -50,6 +50,8 @@ def block_kind(name: str, found_by: str) -> str:
     """Fold instance numbers so that ``layer3.attention`` and ``layer4.attention`` group."""
     if found_by == "module":
         return re.sub(r"_\d+$", "", name)
+    if found_by == "fused-kernel":
+        return name
     return _INSTANCE.sub("*", name)
 
 
@@ -215,22 +217,36 @@ def _device_attribution(tr, links, blocks, owner, clf) -> Attribution:
 
 
 def _fused_kernel_blocks(tr, links, blocks, cats, dev_owner) -> None:
-    """Runs of fused-attention kernels on one stream that no host block owns (graphs, compiled code)."""
+    """Runs of fused-attention kernels on one stream that no host block owns (graphs, compiled code).
+
+    Only linked events count: an orphan launched before the window is reported as unlinked,
+    never guessed into a block. Memory kernels *between* two fused kernels of a run (SageAttention
+    zero-fills its outputs between quantising and attending) join the run.
+    """
     dev = tr.device
+    linked = links.device_linked
     steps = step_of_host(tr, links) if tr.info.steps else None
     order = sorted(range(len(dev)), key=lambda j: (dev[j].stream, dev[j].ts))
     for _, g in groupby(order, key=lambda j: dev[j].stream):
         current = NONE
+        between: list[int] = []
         for j in g:
-            if dev_owner[j] == NONE and cats[j] == "fused_attention":
+            free = dev_owner[j] == NONE and linked[j]
+            if free and cats[j] == "fused_attention":
                 if current == NONE:
                     lf = links.device_leaf[j]
                     step = steps[lf] if steps is not None and lf != NONE else None
                     current = len(blocks)
                     blocks.append(Block(short_kernel_name(dev[j].name), "fused-kernel", [], step, "forward", dev[j].ts))
+                for k in between:
+                    dev_owner[k] = current
+                between.clear()
                 dev_owner[j] = current
+            elif free and current != NONE and cats[j] == "memory":
+                between.append(j)
             else:
                 current = NONE
+                between.clear()
 
 
 def _self_times(tr: Trace, links: Links) -> list[int]:
