@@ -346,3 +346,20 @@ def merge(parts: list[Attribution], source: str) -> Attribution:
             t[1] += us * 1000
     return Attribution(source, time_base, [t for p in parts for t in p.traces], blocks, totals, cov, _top(top),
                        sum(p._device_owned for p in parts), sum(p._device_owned_unique for p in parts))
+
+
+def op_self_times(tr: Trace) -> dict[str, tuple[int, float]]:
+    """Per op/annotation name: (calls, total self µs) over the whole trace.
+
+    The same quantity as ``torch.profiler``'s ``key_averages()`` ``self_cpu_time_total``; the tests
+    use it to cross-check the host attribution against torch's own table.
+    """
+    links = link(tr)
+    self_ns = _self_times(tr, links)
+    out: dict[str, list] = {}
+    for i, h in enumerate(tr.host):
+        if h.kind >= ANNOTATION:
+            v = out.setdefault(h.name, [0, 0])
+            v[0] += 1
+            v[1] += self_ns[i]
+    return {k: (n, ns / 1000) for k, (n, ns) in out.items()}

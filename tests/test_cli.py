@@ -1,0 +1,108 @@
+"""The CLI as users and CI scripts drive it: formats, output files, exit codes, import weight."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from builders import TraceBuilder, attention_block
+from conftest import ROOT, run_cli
+from tracekit.result import CATEGORIES
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.fixture
+def trace(tmp_path):
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], cuda_runtime_version=12040,
+                     metadata={"env": {"HF_TOKEN": "hf_secretsecretsecretsecret"}})
+    b.annotation("ProfilerStep#7", 900, 1000)
+    for k in range(2):
+        attention_block(b, 1000 + 200 * k, name=f"layer{k}.attention")
+    return b.write(tmp_path / "run.pt.trace.json.gz")
+
+
+def test_json_matches_the_golden_contract(trace):
+    proc = run_cli("attribute", trace, "--format", "json", check=True)
+    out = json.loads(proc.stdout)
+    out["tool"] = "tracekit X.Y.Z"
+    golden = json.loads((GOLDEN / "attribute.json").read_text())
+    assert out == golden
+    for b in out["blocks"]:
+        assert set(b["categories"]) == set(CATEGORIES)
+        assert sum(b["categories"].values()) == pytest.approx(b["total_us"])
+    assert "hf_" not in proc.stdout and "HF_TOKEN" not in proc.stdout
+
+
+def test_csv_has_a_stable_header_and_one_row_per_block_and_category(trace):
+    proc = run_cli("attribute", trace, "--format", "csv", check=True)
+    rows = list(csv.reader(io.StringIO(proc.stdout)))
+    assert rows[0] == (GOLDEN / "attribute_header.csv").read_text().strip().split(",")
+    assert len(rows) == 1 + 2 * len(CATEGORIES)
+    matmul = [r for r in rows[1:] if r[7] == "matmul"]
+    assert [float(r[8]) for r in matmul] == [21.0, 21.0]
+
+
+def test_table_and_markdown(trace):
+    table = run_cli("attribute", trace, check=True).stdout
+    assert "NVIDIA H100 80GB HBM3" in table and "CUDA 12.4" in table and "1 step (#7)" in table
+    assert "layer*.attention" in table and "62.0 µs" in table  # two blocks of 31 µs
+    md = run_cli("attribute", trace, "--format", "markdown", "--by", "block", check=True).stdout
+    assert md.count("| layer") == 2 and "|---|" in md
+
+
+def test_output_file_by_extension_and_stdout_stays_clean(trace, tmp_path):
+    out = tmp_path / "a.json"
+    proc = run_cli("attribute", trace, "-o", out, check=True)
+    assert proc.stdout == "" and "wrote" in proc.stderr
+    assert json.loads(out.read_text())["schema_version"] == 1
+
+
+def test_grouping_by_step_and_layer(trace):
+    by_step = run_cli("attribute", trace, "--by", "step", check=True).stdout
+    assert "step 7" in by_step
+    by_layer = run_cli("attribute", trace, "--by", "layer", check=True).stdout
+    assert "layer0.attention" in by_layer and "layer1.attention" in by_layer
+
+
+def test_custom_scope(trace):
+    out = json.loads(run_cli("attribute", trace, "--scope", r"^layer1\.", "--format", "json", check=True).stdout)
+    # layer0 no longer matches the scope, so its bmm → softmax → bmm is found by inference instead.
+    assert [(b["name"], b["found_by"]) for b in out["blocks"]] == [("inferred attention", "inferred"),
+                                                                   ("layer1.attention", "annotation")]
+    assert out["blocks"][0]["total_us"] == out["blocks"][1]["total_us"] == 31.0
+
+
+def test_run_folder(trace):
+    out = json.loads(run_cli("attribute", trace.parent, "--format", "json", check=True).stdout)
+    assert out["totals"]["blocks"] == 2
+
+
+def test_console_script_and_module_agree(trace):
+    exe = Path(sys.executable).parent / "tracekit"
+    if not exe.exists():
+        pytest.skip("console script not installed (pip install . to get it)")
+    a = subprocess.run([str(exe), "attribute", str(trace), "--format", "json"], capture_output=True, text=True)
+    b = run_cli("attribute", trace, "--format", "json")
+    assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
+
+
+def test_import_and_help_stay_light():
+    code = ("import sys, tracekit; from tracekit.cli import cli\n"
+            "try:\n    cli(['--help'], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+            "cli(['attribute', '--help'], standalone_mode=False)\n"
+            "heavy = [m for m in ('torch', 'tensorboard', 'pandas', 'numpy') if m in sys.modules]\n"
+            "assert not heavy, heavy\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "attribute" in proc.stdout
+
+
+def test_version():
+    assert run_cli("--version", check=True).stdout.startswith("tracekit, version ")
