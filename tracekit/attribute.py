@@ -227,6 +227,7 @@ def _fused_kernel_blocks(tr, links, blocks, cats, dev_owner) -> None:
     linked = links.device_linked
     steps = step_of_host(tr, links) if tr.info.steps else None
     order = sorted(range(len(dev)), key=lambda j: (dev[j].stream, dev[j].ts))
+    longest: dict[int, int] = {}  # block -> its longest fused kernel, which names it
     for _, g in groupby(order, key=lambda j: dev[j].stream):
         current = NONE
         between: list[int] = []
@@ -242,11 +243,15 @@ def _fused_kernel_blocks(tr, links, blocks, cats, dev_owner) -> None:
                     dev_owner[k] = current
                 between.clear()
                 dev_owner[j] = current
+                if current not in longest or dev[j].dur > dev[longest[current]].dur:
+                    longest[current] = j
             elif free and current != NONE and cats[j] == "memory":
                 between.append(j)
             else:
                 current = NONE
                 between.clear()
+    for b, j in longest.items():
+        blocks[b].name = short_kernel_name(dev[j].name)
 
 
 def _self_times(tr: Trace, links: Links) -> list[int]:
