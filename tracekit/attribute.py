@@ -165,7 +165,8 @@ def _busy(events) -> tuple[int, list[int]]:
 def _summary(tr: Trace, links: Links | None, time_base: str, base_ns: int) -> TraceSummary:
     i = tr.info
     return TraceSummary(i.source, i.gpus, i.pytorch, i.runtime, time_base, i.steps, i.event_count,
-                        base_ns / 1000, list(i.warnings), i.damaged, bool(links and links.external_ids_trusted))
+                        base_ns / 1000, list(i.warnings), i.damaged, bool(links and links.external_ids_trusted),
+                        list(i.shapes))
 
 
 def _device_attribution(tr, links, blocks, owner, clf) -> Attribution:

@@ -29,6 +29,10 @@ _RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
 _DEVICE_CATS = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET}
 
 _SALVAGE_TRIES = 256
+# Ops whose input shapes characterise an attention workload (for diff's "different shapes" warning).
+_SHAPE_OPS = frozenset({"aten::scaled_dot_product_attention", "aten::softmax", "aten::_softmax", "aten::bmm",
+                        "aten::baddbmm", "aten::_flash_attention_forward", "aten::_efficient_attention_forward"})
+_MAX_SHAPES = 8
 
 
 def find_trace_files(path: str | os.PathLike) -> list[Path]:
@@ -198,6 +202,7 @@ def _build(doc, p: Path, info: TraceInfo) -> Trace:
     names: dict[str, str] = {}
     dropped: Counter = Counter()
     steps: set[int] = set()
+    shapes: set[str] = set()
     range_profiler = False
     host_cats, rt_cats, dev_cats = _HOST_CATS, _RUNTIME_CATS, _DEVICE_CATS
     for e in events:
@@ -252,6 +257,10 @@ def _build(doc, p: Path, info: TraceInfo) -> Trace:
                         if step.isdigit():
                             steps.add(int(step))
                     tr.host.append(HostEvent(kind, name, t, ts_ns, dur_ns, ext))
+                    if name in _SHAPE_OPS and len(shapes) < _MAX_SHAPES * 4:
+                        dims = args.get("Input Dims", args.get("Input dims"))
+                        if type(dims) is list and dims:
+                            shapes.add(f"{name}{dims}")
                 else:
                     tr.runtime.append(RuntimeEvent(name, t, ts_ns, dur_ns, _int(args.get("correlation")), ext))
                 continue
@@ -290,6 +299,7 @@ def _build(doc, p: Path, info: TraceInfo) -> Trace:
     tr.threads = list(threads)
     tr.streams = list(streams)
     info.steps = sorted(steps)
+    info.shapes = sorted(shapes)[:_MAX_SHAPES]
     if dropped:
         n = sum(dropped.values())
         reasons = ", ".join(f"{k}: {v:,}" for k, v in dropped.most_common())

@@ -97,6 +97,7 @@ class TraceInfo:
     runtime: str | None = None  # e.g. "CUDA 12.4", "HIP 6.4"
     event_count: int = 0
     steps: list[int] = field(default_factory=list)
+    shapes: list[str] = field(default_factory=list)  # input dims of attention-like ops, e.g. "aten::bmm[[16, 64, 64], …]"
     warnings: list[str] = field(default_factory=list)
     damaged: bool = False  # salvaged or dropped events: results are partial
 

@@ -75,6 +75,7 @@ class TraceSummary:
     warnings: list[str]
     damaged: bool
     external_ids_trusted: bool
+    shapes: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -27,6 +27,7 @@ def to_dict(result: Attribution, tool: str) -> dict:
             "source": s.source, "gpus": s.gpus, "pytorch": s.pytorch, "runtime": s.runtime,
             "time_base": s.time_base, "steps": s.steps, "events": s.events, "base_us": round(s.base_us, 3),
             "external_ids_trusted": s.external_ids_trusted, "damaged": s.damaged, "warnings": s.warnings,
+            "shapes": s.shapes,
         } for s in result.traces],
         "blocks": blocks,
         "totals": {"total_us": round(t.total_us, 3), "categories": {k: round(v, 3) for k, v in t.categories.items()},
