@@ -1,0 +1,159 @@
+#!/usr/bin/env python
+"""Profile attention implementations in a small GPT-style model and compare them.
+
+    python scripts/profile_attention.py --impl eager,sdpa --seq 512,1024 --out runs/
+
+Each (impl, seq) gets <out>/<impl>_<seq>/ with TensorBoard profiler logs
+(one *.pt.trace.json.gz) and a plain trace.json; the comparison table is
+printed and written to <out>/summary.csv and <out>/summary.md. Attribution
+shares come from tracekit.analyze on each run dir. Impls that cannot run on
+this device are skipped with a one-line message on stderr.
+GPU sweep used for the H200 check: scripts/gpu_check.sh OUT_DIR.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from profiling.impls import IMPLS  # noqa: E402  (no torch import here: fast errors)
+
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _positive_ints(text, what):
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{what} must be a comma-separated list of integers, got {text!r}")
+    if not values:
+        raise ValueError(f"{what} is empty")
+    bad = [v for v in values if v <= 0]
+    if bad:
+        raise ValueError(f"{what} must be > 0, got {bad[0]}")
+    return list(dict.fromkeys(values))
+
+
+def _impls(text):
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    if names == ["all"]:
+        return list(IMPLS)
+    unknown = [n for n in names if n not in IMPLS]
+    if unknown or not names:
+        raise ValueError(f"unknown impl {unknown[0]!r} (choose from: all, {', '.join(IMPLS)})"
+                         if unknown else "--impl is empty")
+    return list(dict.fromkeys(names))
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad option is one `error: ...` line on stderr (exit 2)."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def make_parser():
+    p = _Parser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--impl", default="eager,sdpa",
+                   help=f"comma list of: {', '.join(IMPLS)} (or 'all')")
+    p.add_argument("--seq", default="512,1024", help="comma list of sequence lengths")
+    p.add_argument("--out", default="runs", help="output directory (default: runs)")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--causal", action=argparse.BooleanOptionalAction, default=True,
+                   help="causal masking (default: on)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--active-steps", type=int, default=2,
+                   help="profiled steps after wait=1, warmup=1 (default: 2)")
+    p.add_argument("--record-shapes", action="store_true")
+    p.add_argument("--profile-memory", action="store_true")
+    p.add_argument("--with-stack", action="store_true")
+    p.add_argument("--with-modules", action="store_true")
+    p.add_argument("--window", type=int, default=256, help="sparse: sliding-window size")
+    p.add_argument("--sparse-mode", choices=("auto", "flex", "masked"), default="auto",
+                   help="sparse: FlexAttention block mask, banded-mask fallback, or auto")
+    p.add_argument("--min-time", type=float, default=0.2,
+                   help="CPU latency: seconds for benchmark.Timer.blocked_autorange")
+    p.add_argument("--iters", type=int, default=20, help="GPU latency: timed iterations")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU intra-op threads (default: torch's); 1 is steadier on a busy box")
+    return p
+
+
+def parse_args(argv=None):
+    parser = make_parser()
+    opts = parser.parse_args(argv)
+    try:
+        opts.impls = _impls(opts.impl)
+        opts.seqs = _positive_ints(opts.seq, "--seq")
+        for name in ("layers", "heads", "d_model", "batch", "active_steps", "iters", "window"):
+            if getattr(opts, name) <= 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be > 0")
+        if opts.d_model % opts.heads:
+            raise ValueError("--d-model must be divisible by --heads")
+        if opts.min_time <= 0:
+            raise ValueError("--min-time must be > 0")
+        if opts.threads is not None and opts.threads <= 0:
+            raise ValueError("--threads must be > 0")
+    except ValueError as exc:
+        parser.error(str(exc))
+    import torch
+
+    if opts.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda requested but CUDA is not available")
+    opts.torch_device = torch.device(
+        "cuda" if opts.device == "cuda" or (opts.device == "auto" and torch.cuda.is_available())
+        else "cpu")
+    opts.torch_dtype = getattr(torch, opts.dtype)
+    if opts.threads is not None:
+        torch.set_num_threads(opts.threads)
+    return opts
+
+
+def main(argv=None):
+    opts = parse_args(argv)
+    from profiling import summary
+    from profiling.impls import Unavailable, resolve
+    from profiling.runner import run_one
+
+    def err(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    device, dtype = opts.torch_device, opts.torch_dtype
+    variants = {}
+    for impl in opts.impls:
+        try:
+            variants[impl] = resolve(impl, device=device, dtype=dtype, heads=opts.heads,
+                                     head_dim=opts.d_model // opts.heads, causal=opts.causal,
+                                     window=opts.window, sparse_mode=opts.sparse_mode, note=err)
+        except Unavailable as exc:
+            err(f"skip: {impl}: {exc}")
+    if device.type == "cpu" and opts.dtype != "float32" and "quantized" in variants:
+        err("note: quantized on CPU runs int8 weights with float32 activations")
+    results = []
+    for seq in opts.seqs:
+        for impl in (i for i in opts.impls if i in variants):
+            results.append(run_one(impl, seq, variants[impl], opts, device, dtype, opts.out,
+                                   log=err))
+    if not results:
+        err("warning: no impl could run on this device; nothing to summarise")
+        return 0
+    rows = summary.build_rows(results, warn=err)
+    csv_path, md_path = summary.write(opts.out, rows)
+    import torch
+
+    threads = f" threads={torch.get_num_threads()}" if device.type == "cpu" else ""
+    print(f"device={device.type} dtype={opts.dtype} layers={opts.layers} heads={opts.heads} "
+          f"d_model={opts.d_model} batch={opts.batch} causal={opts.causal}{threads}")
+    print(summary.to_markdown(rows))
+    print(f"\nwrote {csv_path} and {md_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Which attention impls exist, and whether each one runs on this device.
+
+Why probe: forced SDPA backends, flash-attn and FlexAttention depend on the
+device, dtype and head size. A tiny forward pass tells us up front, so the
+sweep can skip an impl with a one-line message instead of crashing mid-run.
+"""
+from __future__ import annotations
+
+import warnings
+
+IMPLS = (
+    "eager", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn",
+    "flash-attn", "sparse", "linear", "quantized",
+)
+
+
+class Unavailable(Exception):
+    """The impl cannot run here; str(exc) is the one-line reason."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    msg = text[0] if text else type(exc).__name__
+    return msg if len(msg) <= 160 else msg[:157] + "..."
+
+
+def _tiny_forward(impl, device, dtype, heads, head_dim, causal, window, variant, seq=16):
+    import torch
+
+    from .model import Mixer, quantize_cpu
+
+    torch.manual_seed(0)
+    m = Mixer(impl, heads * head_dim, heads, causal=causal, window=window, variant=variant)
+    autocast = None
+    if impl == "quantized" and device.type != "cuda":
+        m, dt = quantize_cpu(m.eval()), torch.float32
+    elif impl == "quantized":
+        m, dt = m.to(device), torch.float32
+        autocast = torch.bfloat16 if dtype == torch.bfloat16 else torch.float16
+    else:
+        m, dt = m.to(device=device, dtype=dtype), dtype
+    x = torch.randn(1, seq, heads * head_dim, device=device, dtype=dt)
+    with warnings.catch_warnings(), torch.inference_mode():
+        warnings.simplefilter("ignore")  # SDPA explains every rejected backend
+        if autocast is None:
+            y = m(x)
+        else:
+            with torch.autocast(device_type="cuda", dtype=autocast):
+                y = m(x)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    if not bool(torch.isfinite(y.float()).all()):
+        raise RuntimeError("probe produced non-finite output")
+
+
+def resolve(impl, *, device, dtype, heads, head_dim, causal, window, sparse_mode="auto",
+            note=print):
+    """Return a short variant label for `impl` on this device, or raise Unavailable.
+
+    `note` receives informational one-liners (e.g. the sparse fallback).
+    """
+    import torch
+
+    if impl not in IMPLS:
+        raise Unavailable(f"unknown impl {impl!r}")
+    if impl == "flash-attn":
+        if device.type != "cuda":
+            raise Unavailable(f"not available on {device.type}: flash-attn needs CUDA")
+        try:
+            import flash_attn  # noqa: F401
+        except Exception as exc:  # ImportError, or a broken build
+            raise Unavailable(f"flash-attn package not importable: {_first_line(exc)}")
+    if impl == "quantized" and device.type != "cuda":
+        if "qnnpack" not in torch.backends.quantized.supported_engines and \
+                "fbgemm" not in torch.backends.quantized.supported_engines:
+            raise Unavailable("no int8 quantized engine in this torch build")
+
+    variant = ""
+    if impl == "sparse":
+        if sparse_mode in ("auto", "flex"):
+            try:
+                # one full 128-token block: the smallest shape every flex kernel supports
+                _tiny_forward(impl, device, dtype, heads, head_dim, causal, window, "flex",
+                              seq=128)
+                return ("flex-compiled" if device.type == "cuda" else "flex-eager") + \
+                    f" w={window}"
+            except Exception as exc:
+                if sparse_mode == "flex":
+                    raise Unavailable(f"FlexAttention failed on {device.type}: {_first_line(exc)}")
+                note(f"note: sparse: FlexAttention unusable on {device.type} "
+                     f"({_first_line(exc)}); using the banded-mask fallback")
+        variant = "masked"
+    try:
+        _tiny_forward(impl, device, dtype, heads, head_dim, causal, window, variant)
+    except Exception as exc:
+        raise Unavailable(f"not available on {device.type} "
+                          f"({str(dtype).replace('torch.', '')}): {_first_line(exc)}")
+    if impl == "sparse":
+        return f"masked-band w={window}"
+    if impl == "quantized":
+        if device.type == "cuda":
+            return "autocast-" + ("bf16" if dtype == torch.bfloat16 else "fp16")
+        return "int8-dynamic"
+    if impl.startswith("sdpa-"):
+        return "forced " + impl[5:]
+    return {"sdpa": "auto backend", "linear": "elu+1 chunked" if causal else "elu+1"}.get(impl, "")
