@@ -191,3 +191,16 @@ def test_folder_sums_its_traces(tmp_path):
     assert res.totals.blocks == 2 and res.totals.total_us == pytest.approx(62)
     assert {b.source for b in res.blocks} == {"w0.pt.trace.json.gz", "w1.pt.trace.json.gz"}
     assert set(res.totals.categories) == set(CATEGORIES)
+
+
+def test_parallel_folder_equals_serial(tmp_path):
+    from tracekit.renderers.jsonrenderer import to_dict
+    for rank in range(3):
+        b = TraceBuilder()
+        for k in range(rank + 1):
+            attention_block(b, 1000 + 200 * k, name=f"layer{k}.attention")
+        b.write(tmp_path / f"rank{rank}.pt.trace.json.gz")
+    serial = analyze(tmp_path, jobs=1).check()
+    parallel = analyze(tmp_path, jobs=3).check()
+    assert to_dict(serial, "x") == to_dict(parallel, "x")
+    assert serial.totals.blocks == 6 and [t.source for t in parallel.traces] == [f"rank{r}.pt.trace.json.gz" for r in range(3)]

@@ -7,6 +7,7 @@ import gzip
 import re
 from collections import Counter
 from functools import lru_cache
+from pathlib import Path
 
 import orjson
 import pytest
@@ -195,3 +196,33 @@ def test_header_never_echoes_user_metadata():
     from tracekit.renderers import JSONRenderer
     text = JSONRenderer().render(res)
     assert "hf_" not in text and "torch_env_info" not in text and "moca" not in text
+
+
+@lru_cache(maxsize=1)
+def _golden() -> dict:
+    return orjson.loads(gzip.decompress((Path(__file__).parent / "golden" / "real_attribution.json.gz").read_bytes()))
+
+
+@pytest.mark.parametrize("rel", ALL)
+def test_json_is_unchanged_by_the_streaming_loader(rel):
+    """tests/golden/real_attribution.json.gz holds the JSON of every real trace as produced by the first,
+    whole-document orjson loader; the streaming msgspec loader must reproduce it exactly."""
+    from tracekit.renderers.jsonrenderer import to_dict
+    assert orjson.loads(orjson.dumps(to_dict(result(rel), "x"))) == _golden()[rel]
+
+
+@pytest.mark.parametrize("rel", [
+    "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz",  # header keys after the events
+    "tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",  # metadata before the events
+    "kineto/2021-01_resnet50/worker0.pt.trace.json.gz",  # 2021 spellings
+    "hta/triton_example/triton_example.json.gz",  # INFO list after the events
+])
+@pytest.mark.parametrize("chunk", [997, 65536])
+def test_chunk_boundaries_do_not_change_results(rel, chunk, monkeypatch):
+    import tracekit.read as read
+    from tracekit.renderers.jsonrenderer import to_dict
+    monkeypatch.setattr(read, "CHUNK", chunk)
+    monkeypatch.setattr(read.EventStream.__init__, "__defaults__", (None, chunk))
+    res = analyze(REAL / rel).check()
+    assert not res.damaged
+    assert orjson.loads(orjson.dumps(to_dict(res, "x"))) == _golden()[rel]

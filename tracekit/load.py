@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import gc
 import os
-import zlib
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterable
 
 import orjson
 
-from .errors import TraceFormatError, TraceNotFoundError, TraceReadError
+from .errors import TraceFormatError, TraceNotFoundError
 from .model import (
     ANNOTATION, KERNEL, MEMCPY, MEMSET, MODULE, OP, PYTHON,
     DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo,
 )
+from .read import Event, EventStream
 
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 
@@ -28,11 +29,13 @@ _HOST_CATS = {"cpu_op": OP, "operator": OP, "user_annotation": ANNOTATION, "pyth
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
 _DEVICE_CATS = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET}
 
-_SALVAGE_TRIES = 256
 # Ops whose input shapes characterise an attention workload (for diff's "different shapes" warning).
 _SHAPE_OPS = frozenset({"aten::scaled_dot_product_attention", "aten::softmax", "aten::_softmax", "aten::bmm",
                         "aten::baddbmm", "aten::_flash_attention_forward", "aten::_efficient_attention_forward"})
 _MAX_SHAPES = 8
+# Below 2**42 µs (51 days of relative time), float µs * 1000 rounds to the exact ns; epoch-sized
+# float times (2024 traces) take the slower, exact path in _ns.
+_EXACT_US = float(2**42)
 
 
 def find_trace_files(path: str | os.PathLike) -> list[Path]:
@@ -50,20 +53,31 @@ def find_trace_files(path: str | os.PathLike) -> list[Path]:
     return files
 
 
-def load_trace(path: str | os.PathLike) -> Trace:
-    """Read, decompress, parse and model one trace file."""
+def load_trace(path: str | os.PathLike, progress: Callable[[int, int], None] | None = None) -> Trace:
+    """Stream, decode and model one trace file. ``progress(done, total)`` gets compressed-byte counts."""
     p = Path(path)
+    if not p.exists():
+        raise TraceNotFoundError(f"{p}: no such file or directory")
+    if p.is_file() and p.stat().st_size == 0:
+        raise TraceFormatError(f"{p}: file is empty")
     info = TraceInfo(source=p.name)
-    data = _read_bytes(p, info)
+    stream = EventStream(p, progress=progress)
     with _gc_paused():
-        doc = _parse_json(data, p, info)
-        del data
-        return _build(doc, p, info)
+        tr = _Builder(info).build(stream.batches(), stream)
+    _header(stream.header, info)
+    info.warnings[:0] = stream.warnings
+    info.damaged = info.damaged or stream.damaged
+    if not tr.host and not tr.device and not tr.runtime:
+        if tr.dropped:
+            reasons = ", ".join(f"{k}: {v:,}" for k, v in tr.dropped.items())
+            raise TraceFormatError(f"{p}: no usable events ({reasons})")
+        raise TraceFormatError(f"{p}: trace holds no profiler events")
+    return tr
 
 
 @contextmanager
 def _gc_paused():
-    """Cyclic GC makes building millions of dicts superlinear; nothing here makes cycles."""
+    """Cyclic GC makes building millions of objects superlinear; nothing here makes cycles."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -73,85 +87,23 @@ def _gc_paused():
             gc.enable()
 
 
-def _read_bytes(p: Path, info: TraceInfo) -> bytes:
-    if not p.exists():
-        raise TraceNotFoundError(f"{p}: no such file or directory")
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise TraceReadError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    if not raw:
-        raise TraceFormatError(f"{p}: file is empty")
-    if raw[:2] != b"\x1f\x8b":
-        return raw
-    d = zlib.decompressobj(wbits=31)
-    try:
-        out = d.decompress(raw)
-    except zlib.error as exc:
-        raise TraceReadError(f"{p}: corrupt gzip data ({exc})") from None
-    if not d.eof:
-        info.damaged = True
-        info.warnings.append(f"gzip stream ends early after {len(raw):,} bytes; reading what was decompressed")
-    return out
-
-
-def _parse_json(data: bytes, p: Path, info: TraceInfo):
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        pos = getattr(exc, "pos", 0) or 0
-        truncated = "unexpected end of data" in str(exc) or pos >= len(data.rstrip()) - 1
-    if not truncated or data.lstrip()[:1] not in (b"{", b"["):
-        raise TraceFormatError(f"{p}: not valid JSON (error at byte {pos:,})")
-    doc, kept = _salvage(data)
-    if doc is None:
-        raise TraceFormatError(f"{p}: JSON is cut off at byte {len(data):,} and no complete event could be salvaged")
-    info.damaged = True
-    info.warnings.append(f"trace is truncated: kept the first {kept:,} bytes of {len(data):,}, "
-                         f"dropped {len(data) - kept:,} bytes (the events cut off mid-write)")
-    return doc
-
-
-def _salvage(data: bytes):
-    """Cut after the last complete event and close the brackets; try a few cut points."""
-    opener = data.lstrip()[:1]
-    closers = (b"]}", b"}", b"]") if opener == b"{" else (b"]",)
-    end = len(data)
-    for _ in range(_SALVAGE_TRIES):
-        cut = data.rfind(b"}", 0, end)
-        if cut < 0:
-            return None, 0
-        for closer in closers:
-            try:
-                return orjson.loads(data[: cut + 1] + closer), cut + 1
-            except orjson.JSONDecodeError:
-                pass
-        end = cut
-    return None, 0
-
-
-def _events_of(doc, p: Path) -> list:
-    if isinstance(doc, dict):
-        events = doc.get("traceEvents")
-        if not isinstance(events, list):
-            raise TraceFormatError(f"{p}: JSON is not a PyTorch profiler trace (no 'traceEvents' list)")
-        return events
-    if isinstance(doc, list) and doc and all(isinstance(e, dict) and "ph" in e for e in doc[:100]):
-        return doc  # Chrome's bare-array trace format
-    raise TraceFormatError(f"{p}: JSON is not a PyTorch profiler trace (no 'traceEvents' list)")
-
-
 def _num(v):
     """A JSON number, or a numeric string (ROCm writes some numbers as strings)."""
     t = type(v)
     if t is float or t is int:
         return v
-    if t is str:
-        try:
-            return float(v)
-        except ValueError:
-            return None
-    return None
+    try:
+        return float(v) if "." in v or "e" in v or "E" in v else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _ns(us) -> int:
+    """µs (int or float) to integer ns without float error on epoch-sized values."""
+    if type(us) is int:
+        return us * 1000
+    i = int(us)
+    return i * 1000 + round((us - i) * 1000)
 
 
 def _int(v) -> int:
@@ -173,10 +125,8 @@ def _key(v):
     return v
 
 
-def _header(doc, info: TraceInfo) -> None:
+def _header(doc: dict, info: TraceInfo) -> None:
     """Pick the few facts the report header shows; user metadata is never copied."""
-    if not isinstance(doc, dict):
-        return
     props = doc.get("deviceProperties")
     if isinstance(props, list):
         names = [str(d.get("name") or "").strip() for d in props if isinstance(d, dict)]
@@ -192,123 +142,166 @@ def _header(doc, info: TraceInfo) -> None:
         info.runtime = f"HIP {hip // 10_000_000}.{hip // 100_000 % 100}"
 
 
-def _build(doc, p: Path, info: TraceInfo) -> Trace:
-    events = _events_of(doc, p)
-    _header(doc, info)
-    tr = Trace(info=info)
-    info.event_count = len(events)
-    threads: dict = {}
-    streams: dict = {}
-    names: dict[str, str] = {}
-    dropped: Counter = Counter()
-    steps: set[int] = set()
-    shapes: set[str] = set()
-    range_profiler = False
-    host_cats, rt_cats, dev_cats = _HOST_CATS, _RUNTIME_CATS, _DEVICE_CATS
-    for e in events:
-        if type(e) is not dict:
-            dropped["not an object"] += 1
-            continue
-        ph = e.get("ph")
-        cat = e.get("cat")
-        catl = cat.lower() if type(cat) is str else ""
-        if ph == "X":
-            kind = host_cats.get(catl)
-            is_rt = catl in rt_cats
-            dkind = dev_cats.get(catl)
-            if kind is None and not is_rt and dkind is None and catl != "gpu_user_annotation":
-                if catl == "cuda_profiler_range":
-                    range_profiler = True
-                continue
-            ts = _num(e.get("ts"))
-            dur = _num(e.get("dur"))
-            if ts is None:
-                dropped["missing or non-numeric ts"] += 1
-                continue
-            if dur is None:
-                dropped["missing or non-numeric dur"] += 1
-                continue
-            if dur < 0:
-                dropped["negative dur"] += 1
-                continue
-            name = e.get("name")
-            if type(name) is not str:
-                dropped["missing name"] += 1
-                continue
-            name = names.setdefault(name, name)
-            ts_ns = round(ts * 1000)
-            dur_ns = round(dur * 1000)
-            args = e.get("args")
-            if type(args) is not dict:
-                args = {}
-            ext = args.get("External id", args.get("external id"))
-            ext = _int(ext) if ext is not None else 0
-            if kind is not None or is_rt:
-                tk = (_key(e.get("pid")), _key(e.get("tid")))
-                t = threads.get(tk)
-                if t is None:
-                    t = threads[tk] = len(threads)
+class _Builder:
+    """Turns decoded events into the model, keeping only what the analysis reads.
+
+    Plain Python frames (``python_function`` that are not ``nn.Module`` slices) and launch
+    flows are dropped here: they are most of a with_stack trace's events and the analysis
+    needs neither (correlation ids carry the launch links).
+    """
+
+    def __init__(self, info: TraceInfo):
+        self.info = info
+        self.tr = Trace(info=info)
+        self.threads: dict = {}
+        self.streams: dict = {}
+        self.names: dict[str, str] = {}
+        self.steps: set[int] = set()
+        self.shapes: set[str] = set()
+        self.range_profiler = False
+        self.dropped: Counter = Counter()
+        self.categories: dict[str | None, tuple] = {}
+        self.raw_threads: dict[tuple, int] = {}
+
+    def build(self, batches: Iterable[list[Event]], stream: EventStream) -> Trace:
+        n = 0
+        for batch in batches:
+            n += len(batch)
+            self._ingest(batch)
+        if stream.not_objects:
+            self.dropped["not an object"] += stream.not_objects
+            n += stream.not_objects
+        tr, info = self.tr, self.info
+        info.event_count = n
+        tr.threads = list(self.threads)
+        tr.streams = list(self.streams)
+        tr.dropped = self.dropped
+        info.steps = sorted(self.steps)
+        info.shapes = sorted(self.shapes)[:_MAX_SHAPES]
+        if self.dropped:
+            total = sum(self.dropped.values())
+            reasons = ", ".join(f"{k}: {v:,}" for k, v in self.dropped.most_common())
+            info.damaged = True
+            info.warnings.append(f"dropped {total:,} malformed events ({reasons})")
+        if self.range_profiler and not tr.device:
+            info.warnings.append("CUPTI range-profiler trace: it has no kernel timings, so host time is used")
+        return tr
+
+    def _thread(self, pid, tid) -> int:
+        t = self.raw_threads.get((pid, tid))
+        if t is None:  # 2021 traces spell the same thread "123" on X events and 123 on flows
+            tk = (_key(pid), _key(tid))
+            t = self.threads.get(tk)
+            if t is None:
+                t = self.threads[tk] = len(self.threads)
+            self.raw_threads[(pid, tid)] = t
+        return t
+
+    def _category(self, cat: str | None) -> tuple:
+        """(host kind, is runtime, device kind, is gpu annotation, is range profiler) for a raw ``cat``."""
+        catl = cat.lower() if cat is not None else ""
+        entry = (_HOST_CATS.get(catl), catl in _RUNTIME_CATS, _DEVICE_CATS.get(catl),
+                 catl == "gpu_user_annotation", catl == "cuda_profiler_range")
+        self.categories[cat] = entry
+        return entry
+
+    def _ingest(self, batch: list[Event]) -> None:
+        tr = self.tr
+        categories, names, dropped, streams = self.categories, self.names, self.dropped, self.streams
+        host_append, rt_append, dev_append = tr.host.append, tr.runtime.append, tr.device.append
+        thread, raw_threads = self._thread, self.raw_threads
+        for e in batch:
+            ph = e.ph
+            cat = e.cat
+            if ph == "X":
+                if cat == "python_function":  # most events of a with_stack trace: only modules matter
+                    name = e.name
+                    if name is None or not name.startswith("nn.Module: "):
+                        continue
+                entry = categories.get(cat) or self._category(cat)
+                kind, is_rt, dkind, is_gpu_ann, is_range = entry
+                if kind is None and not is_rt and dkind is None and not is_gpu_ann:
+                    if is_range:
+                        self.range_profiler = True
+                    continue
+                if kind == PYTHON:
+                    name = e.name
+                    if name is None or not name.startswith("nn.Module: "):
+                        continue
+                    kind = MODULE
+                ts, dur = e.ts, e.dur
+                if type(ts) is str or ts is None:
+                    ts = _num(ts)
+                    if ts is None:
+                        dropped["missing or non-numeric ts"] += 1
+                        continue
+                if type(dur) is str or dur is None:
+                    dur = _num(dur)
+                    if dur is None:
+                        dropped["missing or non-numeric dur"] += 1
+                        continue
+                if dur < 0:
+                    dropped["negative dur"] += 1
+                    continue
+                name = e.name
+                if name is None:
+                    dropped["missing name"] += 1
+                    continue
+                name = names.setdefault(name, name)
+                # Inline _ns for the common cases: int µs, and float µs small enough to scale exactly.
+                ts_ns = ts * 1000 if type(ts) is int else round(ts * 1000) if ts < _EXACT_US else _ns(ts)
+                dur_ns = dur * 1000 if type(dur) is int else round(dur * 1000)
+                args = e.args
+                if args is not None:
+                    ext = args.ext_id
+                    if type(ext) is not int:
+                        ext = _int(ext if ext is not None else args.ext_id_2021)
+                else:
+                    ext = 0
                 if kind is not None:
-                    if kind == PYTHON and name.startswith("nn.Module: "):
-                        kind = MODULE
-                    elif name.startswith("ProfilerStep#"):
+                    if name.startswith("ProfilerStep#"):
                         kind = ANNOTATION
                         step = name[13:]
                         if step.isdigit():
-                            steps.add(int(step))
-                    tr.host.append(HostEvent(kind, name, t, ts_ns, dur_ns, ext))
-                    if name in _SHAPE_OPS and len(shapes) < _MAX_SHAPES * 4:
-                        dims = args.get("Input Dims", args.get("Input dims"))
-                        if type(dims) is list and dims:
-                            shapes.add(f"{name}{dims}")
+                            self.steps.add(int(step))
+                    t = raw_threads.get((e.pid, e.tid))
+                    host_append(HostEvent(kind, name, t if t is not None else thread(e.pid, e.tid), ts_ns, dur_ns, ext))
+                    if name in _SHAPE_OPS and args is not None and len(self.shapes) < _MAX_SHAPES * 4:
+                        dims = bytes(args.dims or args.dims_2021)
+                        if dims.startswith(b"[") and 2 < len(dims) < 4000:
+                            self.shapes.add(f"{name}{orjson.loads(dims)}")
+                    continue
+                if is_rt:
+                    corr = args.correlation if args is not None else 0
+                    if type(corr) is not int:
+                        corr = _int(corr)
+                    rt_append(RuntimeEvent(name, thread(e.pid, e.tid), ts_ns, dur_ns, corr, ext))
+                    continue
+                sk = (_key(e.pid), _key(e.tid))
+                s = streams.get(sk)
+                if s is None:
+                    s = streams[sk] = len(streams)
+                if dkind is not None:
+                    corr = _int(args.correlation) if args is not None else 0
+                    dev = args.device if args is not None else None
+                    dev = _int(dev) if dev is not None else (sk[0] if type(sk[0]) is int else 0)
+                    dev_append(DeviceEvent(dkind, name, s, ts_ns, dur_ns, corr, ext, dev))
                 else:
-                    tr.runtime.append(RuntimeEvent(name, t, ts_ns, dur_ns, _int(args.get("correlation")), ext))
-                continue
-            sk = (_key(e.get("pid")), _key(e.get("tid")))
-            s = streams.get(sk)
-            if s is None:
-                s = streams[sk] = len(streams)
-            if dkind is not None:
-                dev = args.get("device")
-                dev = _int(dev) if dev is not None else _int(sk[0]) if type(sk[0]) is int else 0
-                tr.device.append(DeviceEvent(dkind, name, s, ts_ns, dur_ns, _int(args.get("correlation")), ext, dev))
-            else:
-                tr.gpu_annotations.append(GpuAnnotation(name, s, ts_ns, dur_ns, ext))
-        elif ph == "i":
-            if e.get("name") != "[memory]":
-                continue
-            args = e.get("args")
-            ts = _num(e.get("ts"))
-            if type(args) is not dict or ts is None:
-                dropped["malformed [memory] event"] += 1
-                continue
-            tk = (_key(e.get("pid")), _key(e.get("tid")))
-            t = threads.get(tk)
-            if t is None:
-                t = threads[tk] = len(threads)
-            tr.memory.append(MemoryEvent(t, round(ts * 1000), _int(args.get("Bytes")), _int(args.get("Device Type"))))
-        elif (ph == "s" or ph == "f") and catl == "fwdbwd":
-            ts = _num(e.get("ts"))
-            if ts is None:
-                continue
-            tk = (_key(e.get("pid")), _key(e.get("tid")))
-            t = threads.get(tk)
-            if t is None:
-                t = threads[tk] = len(threads)
-            tr.flows.append(Flow(_int(e.get("id")), ph == "s", t, round(ts * 1000)))
-    tr.threads = list(threads)
-    tr.streams = list(streams)
-    info.steps = sorted(steps)
-    info.shapes = sorted(shapes)[:_MAX_SHAPES]
-    if dropped:
-        n = sum(dropped.values())
-        reasons = ", ".join(f"{k}: {v:,}" for k, v in dropped.most_common())
-        info.damaged = True
-        info.warnings.append(f"dropped {n:,} malformed events ({reasons})")
-    if range_profiler and not tr.device:
-        info.warnings.append("CUPTI range-profiler trace: it has no kernel timings, so host time is used")
-    if not tr.host and not tr.device and not tr.runtime:
-        if dropped:
-            raise TraceFormatError(f"{p}: no usable events ({', '.join(f'{k}: {v:,}' for k, v in dropped.items())})")
-        raise TraceFormatError(f"{p}: trace holds no profiler events")
-    return tr
+                    tr.gpu_annotations.append(GpuAnnotation(name, s, ts_ns, dur_ns, ext))
+            elif ph == "i":
+                if e.name != "[memory]":
+                    continue
+                args = e.args
+                ts = _num(e.ts)
+                if args is None or ts is None:
+                    dropped["malformed [memory] event"] += 1
+                    continue
+                nbytes = _int(args.nbytes)
+                if nbytes > 0:  # frees are not allocations
+                    tr.memory.append(MemoryEvent(thread(e.pid, e.tid), _ns(ts), nbytes,
+                                                 _int(args.device_type)))
+            elif (ph == "s" or ph == "f") and cat is not None and cat.lower() == "fwdbwd":
+                ts = _num(e.ts)
+                if ts is None:
+                    continue
+                tr.flows.append(Flow(_int(e.id), ph == "s", thread(e.pid, e.tid), _ns(ts)))

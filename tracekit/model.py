@@ -2,12 +2,15 @@
 
 Raw Kineto keys (``"External id"``, ``"correlation"``, ``Kernel``/``kernel``, …) are
 mapped once, in :mod:`tracekit.load`; nothing downstream sees a raw event dict.
-Times are integer nanoseconds so that sums and invariants are exact.
+Times are integer nanoseconds so that sums and invariants are exact. Event records are
+msgspec Structs: C-level construction and no GC tracking, for millions of them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import msgspec
 
 # Host event kinds, ordered so that when two intervals start together and have
 # the same length, the Python frame encloses the annotation, which encloses the op.
@@ -18,8 +21,7 @@ HOST_KIND_NAMES = {PYTHON: "python", MODULE: "module", ANNOTATION: "annotation",
 KERNEL, MEMCPY, MEMSET = "kernel", "memcpy", "memset"
 
 
-@dataclass(slots=True)
-class HostEvent:
+class HostEvent(msgspec.Struct, gc=False):
     """A CPU-side interval: ATen op, record_function range or Python frame."""
 
     kind: int
@@ -30,8 +32,7 @@ class HostEvent:
     ext_id: int  # 0 = none
 
 
-@dataclass(slots=True)
-class RuntimeEvent:
+class RuntimeEvent(msgspec.Struct, gc=False):
     """A CUDA/HIP runtime or driver call (the launch side of a link)."""
 
     name: str
@@ -42,8 +43,7 @@ class RuntimeEvent:
     ext_id: int
 
 
-@dataclass(slots=True)
-class DeviceEvent:
+class DeviceEvent(msgspec.Struct, gc=False):
     """A kernel, memcpy or memset on a GPU stream."""
 
     kind: str
@@ -56,8 +56,7 @@ class DeviceEvent:
     device: int
 
 
-@dataclass(slots=True)
-class GpuAnnotation:
+class GpuAnnotation(msgspec.Struct, gc=False):
     """A record_function range projected onto a GPU stream."""
 
     name: str
@@ -67,8 +66,7 @@ class GpuAnnotation:
     ext_id: int
 
 
-@dataclass(slots=True)
-class MemoryEvent:
+class MemoryEvent(msgspec.Struct, gc=False):
     """An allocator instant (``[memory]``); ``nbytes`` is negative on free."""
 
     thread: int
@@ -77,8 +75,7 @@ class MemoryEvent:
     device_type: int
 
 
-@dataclass(slots=True)
-class Flow:
+class Flow(msgspec.Struct, gc=False):
     """One end of a forward→backward (``fwdbwd``) flow."""
 
     id: int
@@ -115,3 +112,4 @@ class Trace:
     gpu_annotations: list[GpuAnnotation] = field(default_factory=list)
     memory: list[MemoryEvent] = field(default_factory=list)
     flows: list[Flow] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)  # malformed events, by reason

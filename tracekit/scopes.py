@@ -53,9 +53,13 @@ class BlockFinder:
     def __init__(self, scope: str | None = None):
         self.scope = re.compile(scope or DEFAULT_SCOPE, re.IGNORECASE)
         self.fused = [(name, re.compile(p)) for name, p in FUSED_ATTENTION_OPS]
+        self._fused_cache: dict[str, bool] = {}
 
     def is_fused_op(self, name: str) -> bool:
-        return any(p.search(name) for _, p in self.fused)
+        hit = self._fused_cache.get(name)
+        if hit is None:
+            hit = self._fused_cache[name] = any(p.search(name) for _, p in self.fused)
+        return hit
 
     def scope_name(self, kind: int, name: str) -> str | None:
         """The block name if this host event opens a scope; ProfilerStep never does."""

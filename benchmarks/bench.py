@@ -1,0 +1,135 @@
+"""Benchmark tracekit against the tools users would pick instead, on tiled real traces.
+
+Every measurement is a fresh process (wall time of the whole process, peak RSS from
+``os.wait4``), interleaved rep by rep so that machine noise hits every tool alike; the
+table shows medians and the ratios of each rep's times, measured in one run:
+
+    python benchmarks/bench.py --sizes 10,100,1000 --reps 3 [--hta-python /path/to/venv/bin/python]
+
+HTA (``pip install holistictraceanalysis`` in a separate virtual environment, never a project
+dependency) runs when ``--hta-python`` is given. ``--smoke`` is a seconds-long run for the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+DEFAULT_SOURCE = ROOT.parent / "shared/traces/real/tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz"
+FALLBACK_SOURCE = ROOT / "sample_traces/cpu_eager_256.pt.trace.json.gz"
+
+ORJSON_ONLY = "import sys, orjson; orjson.loads(open(sys.argv[1], 'rb').read())"
+GZIP = ("import sys, gzip, shutil\nwith open(sys.argv[1], 'rb') as f, gzip.open(sys.argv[2], 'wb', 6) as g:\n"
+        "    shutil.copyfileobj(f, g, 16 << 20)")
+HTA_BREAKDOWN = """
+import sys, os, shutil, tempfile
+from hta.trace_analysis import TraceAnalysis
+d = tempfile.mkdtemp()
+os.symlink(os.path.abspath(sys.argv[1]), os.path.join(d, "rank-0.json.gz" if sys.argv[1].endswith(".gz") else "rank-0.json"))
+t = TraceAnalysis(trace_dir=d)
+t.get_gpu_kernel_breakdown(visualize=False)
+shutil.rmtree(d)
+"""
+
+
+def run(cmd: list[str], timeout: float) -> tuple[float, float, int]:
+    """(seconds, peak RSS MiB, exit code) of one fresh process."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    deadline = t0 + timeout
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            return time.perf_counter() - t0, ru.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+        if time.perf_counter() > deadline:
+            p.kill()
+            _, status, ru = os.wait4(p.pid, 0)
+            return float("inf"), ru.ru_maxrss / 1024, -9
+        time.sleep(0.02)
+
+
+def make_inputs(source: Path, sizes_mb: list[float], work: Path) -> list[tuple[float, Path, Path]]:
+    """Tile ``source`` to about each size, and gzip each tile (for the .json.gz row).
+
+    Done in child processes: a fork inherits the parent's resident pages, and ``ru_maxrss`` would
+    then charge the parent's memory to every measured tool.
+    """
+    one = work / "one.json"
+    subprocess.run([sys.executable, str(HERE / "tile.py"), str(source), str(one), "--copies", "1"], check=True,
+                   stderr=subprocess.DEVNULL)
+    per_copy = one.stat().st_size
+    out = []
+    for mb in sizes_mb:
+        copies = max(1, round(mb * 1e6 / per_copy))
+        path = work / f"{source.name.split('.')[0][:40]}_x{copies}.json"
+        if not path.exists():
+            subprocess.run([sys.executable, str(HERE / "tile.py"), str(source), str(path), "--copies", str(copies)],
+                           check=True)
+        gz = path.with_suffix(".json.gz")
+        if not gz.exists():
+            subprocess.run([sys.executable, "-c", GZIP, str(path), str(gz)], check=True)
+        out.append((path.stat().st_size / 1e6, path, gz))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE if DEFAULT_SOURCE.exists() else FALLBACK_SOURCE)
+    ap.add_argument("--sizes", default="10,100,1000", help="MB of JSON per tiled trace, comma separated")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--work", type=Path, default=None, help="where tiled traces go (default: a temp dir)")
+    ap.add_argument("--hta-python", default=None, help="python of a venv with holistictraceanalysis installed")
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--smoke", action="store_true", help="tiny and quick: for the test suite")
+    a = ap.parse_args(argv)
+    if a.smoke:
+        a.source, a.sizes, a.reps, a.hta_python = FALLBACK_SOURCE, "1", 1, None
+    work = a.work or Path(tempfile.mkdtemp(prefix="tracekit-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    inputs = make_inputs(a.source, [float(s) for s in a.sizes.split(",")], work)
+    py = sys.executable
+    tools = {
+        "orjson.loads only": lambda p, gz: [py, "-c", ORJSON_ONLY, str(p)],
+        "tracekit attribute (.json)": lambda p, gz: [py, "-m", "tracekit", "attribute", str(p), "--format", "json"],
+        "tracekit attribute (.json.gz)": lambda p, gz: [py, "-m", "tracekit", "attribute", str(gz), "--format", "json"],
+    }
+    if a.hta_python:
+        tools["HTA load + kernel breakdown (.json.gz)"] = lambda p, gz: [a.hta_python, "-c", HTA_BREAKDOWN, str(gz)]
+    print(f"source: {a.source.name}; {a.reps} reps per cell; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
+    print(f"{'JSON MB':>8} {'tool':40} {'median s':>9} {'peak RSS MB':>12} {'RSS/JSON':>9} {'x orjson':>9} {'HTA/x':>7}")
+    failures = 0
+    for mb, path, gz in inputs:
+        times: dict[str, list[float]] = {t: [] for t in tools}
+        rss: dict[str, list[float]] = {t: [] for t in tools}
+        for _ in range(a.reps):
+            for name, cmd in tools.items():
+                secs, peak, rc = run(cmd(path, gz), a.timeout)
+                if rc != 0:
+                    failures += name.startswith("tracekit")
+                    secs = float("inf")
+                times[name].append(secs)
+                rss[name].append(peak)
+        base = times["orjson.loads only"]
+        hta = times.get("HTA load + kernel breakdown (.json.gz)")
+        for name in tools:
+            ratios = [t / b for t, b in zip(times[name], base)]
+            vs_hta = f"{statistics.median([h / t for h, t in zip(hta, times[name])]):7.1f}" if hta else f"{'-':>7}"
+            print(f"{mb:8.1f} {name:40} {statistics.median(times[name]):9.2f} {max(rss[name]):12.0f} "
+                  f"{max(rss[name]) / mb:9.2f} {statistics.median(ratios):9.2f} {vs_hta}")
+    if not a.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
