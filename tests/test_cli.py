@@ -106,3 +106,36 @@ def test_import_and_help_stay_light():
 
 def test_version():
     assert run_cli("--version", check=True).stdout.startswith("tracekit, version ")
+
+
+def test_progress_line_only_on_a_terminal_and_only_for_slow_loads(tmp_path):
+    import io
+
+    from tracekit.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    quiet = io.StringIO()
+    p = Progress(stream=quiet)
+    p.update("t.json", 5, 10)
+    assert quiet.getvalue() == "" and not p.enabled  # not a terminal: nothing
+
+    tty = Tty()
+    p = Progress(stream=tty)
+    p.update("t.json", 5, 10)
+    assert tty.getvalue() == ""  # a quick load: nothing
+    p.start -= 2 * Progress.DELAY_S
+    p.update("t.json", 5_000_000, 10_000_000)
+    assert "reading t.json" in tty.getvalue() and "50.0%" in tty.getvalue()
+    p.close()
+    assert tty.getvalue().endswith("\r\033[K")
+
+
+def test_progress_reports_bytes_read(trace):
+    from tracekit import analyze
+
+    seen = []
+    analyze(trace, progress=lambda name, done, total: seen.append((name, done, total)))
+    assert seen and seen[-1][0] == trace.name and seen[-1][1] == seen[-1][2] == trace.stat().st_size

@@ -210,7 +210,7 @@ def _device_attribution(tr, links, blocks, owner, clf) -> Attribution:
     alloc = _alloc_bytes(tr, blocks, device_side=True)
     ordinal = _ordinals(blocks)
     results = []
-    top: dict[tuple[str, str], list] = {}
+    top: dict[tuple[str, str], list] = {}  # (compact kernel name, category) -> [count, ns]
     for b, blk in enumerate(blocks):
         js = members.get(b, [])
         evs = [dev[j] for j in js]
@@ -231,9 +231,9 @@ def _device_attribution(tr, links, blocks, owner, clf) -> Attribution:
     cov = Coverage(total_busy / 1000, linked_ns / 1000, in_blocks_ns / 1000, (total_busy - linked_ns) / 1000,
                    len(dev), sum(links.device_linked))
     summary = _summary(tr, links, "device", total_busy)
-    att = Attribution(tr.info.source, "device", [summary], _sorted(results), _totals(results, in_blocks_ns, total_busy),
-                      cov, _top(top), owned, len({j for v in members.values() for j in v}))
-    return att
+    kernels = {k: (n, ns / 1000) for k, (n, ns) in top.items()}
+    return Attribution(tr.info.source, "device", [summary], _sorted(results), _totals(results, in_blocks_ns, total_busy),
+                       cov, kernels, owned, len({j for v in members.values() for j in v}))
 
 
 def _fused_kernel_blocks(tr, links, blocks, cats, dev_owner) -> None:
@@ -305,6 +305,7 @@ def _host_attribution(tr, links, blocks, owner, clf) -> Attribution:
     self_ns = _self_times(tr, links)
     c = [dict.fromkeys(CATEGORIES, 0) for _ in blocks]
     covered = [0] * len(blocks)
+    ops: dict[tuple[str, str], list] = {}  # (op name, category) -> [count, self ns]
     base = 0  # host time of the outermost ops: the denominator of the attention share
     for i, h in enumerate(host):
         if h.kind < ANNOTATION:
@@ -312,8 +313,13 @@ def _host_attribution(tr, links, blocks, owner, clf) -> Attribution:
         base += self_ns[i]
         b = owner[i]
         if b != NONE:
-            c[b][clf.host(h.name) if h.kind == OP else "other"] += self_ns[i]
+            cat = clf.host(h.name) if h.kind == OP else "other"
+            c[b][cat] += self_ns[i]
             covered[b] += self_ns[i]
+            if h.kind == OP:
+                v = ops.setdefault((h.name, cat), [0, 0])
+                v[0] += 1
+                v[1] += self_ns[i]
     alloc = _alloc_bytes(tr, blocks, device_side=False)
     ordinal = _ordinals(blocks)
     results = []
@@ -328,7 +334,8 @@ def _host_attribution(tr, links, blocks, owner, clf) -> Attribution:
             alloc[b], tr.info.source))
     in_blocks = sum(sum(x.values()) for x in c)
     summary = _summary(tr, links, "host", base)
-    return Attribution(tr.info.source, "host", [summary], _sorted(results), _totals(results, in_blocks, base), None)
+    return Attribution(tr.info.source, "host", [summary], _sorted(results), _totals(results, in_blocks, base), None,
+                       {k: (n, ns / 1000) for k, (n, ns) in ops.items()})
 
 
 def _sorted(results: list[BlockResult]) -> list[BlockResult]:
@@ -342,11 +349,6 @@ def _totals(results: list[BlockResult], in_blocks_ns: int, base_ns: int) -> Tota
             cats[k] += v
     share = in_blocks_ns / base_ns if base_ns > 0 else None
     return Totals(sum(r.total_us for r in results), cats, share, len(results))
-
-
-def _top(top: dict) -> list[tuple[str, str, int, float]]:
-    rows = sorted(((n, c, v[0], v[1] / 1000) for (n, c), v in top.items()), key=lambda r: -r[3])
-    return rows[:15]
 
 
 def merge(parts: list[Attribution], source: str) -> Attribution:
@@ -363,13 +365,12 @@ def merge(parts: list[Attribution], source: str) -> Attribution:
     in_blocks = sum(p.totals.attention_share * t.base_us for p in parts for t in p.traces if p.totals.attention_share)
     totals = _totals(blocks, 0, 1)
     totals.attention_share = in_blocks / base if base > 0 else None
-    top: dict[tuple[str, str], list] = {}
+    kernels: dict[tuple[str, str], tuple[int, float]] = {}
     for p in parts:
-        for n, c, k, us in p.top_kernels:
-            t = top.setdefault((n, c), [0, 0.0])
-            t[0] += k
-            t[1] += us * 1000
-    return Attribution(source, time_base, [t for p in parts for t in p.traces], blocks, totals, cov, _top(top),
+        for key, (k, us) in p.kernels.items():
+            n0, us0 = kernels.get(key, (0, 0.0))
+            kernels[key] = (n0 + k, us0 + us)
+    return Attribution(source, time_base, [t for p in parts for t in p.traces], blocks, totals, cov, kernels,
                        sum(p._device_owned for p in parts), sum(p._device_owned_unique for p in parts))
 
 

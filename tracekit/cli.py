@@ -1,7 +1,8 @@
 """The ``tracekit`` command: thin click wrappers that validate, call the library, and report.
 
 Exit codes: 0 ok; 1 input could not be analysed (``Error: …``); 2 usage error;
-3 results were produced from damaged input (truncated trace, dropped events).
+3 results were produced from damaged input (truncated trace, dropped events);
+4 ``diff --fail-if-slower`` found a regression.
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ import click
 
 from . import __version__
 from .errors import OutputError, TracekitError
+from .progress import Progress
 from .renderers import GROUPINGS, RENDERERS, renderer_for
+from .renderers.diff import DIFF_RENDERERS
 
 EXIT_DAMAGED = 3
+EXIT_REGRESSION = 4
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,19 +47,73 @@ def _scope(ctx, param, value):
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges (default: attention|attn|…).")
 @click.option("--by", type=click.Choice(GROUPINGS), default="kind", show_default=True, help="One row per block kind, block, layer or step.")
-def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | None, by: str) -> None:
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Processes for a folder of traces (default: one per CPU, at most one per file).")
+def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None) -> None:
     """Attribute attention time in PATH (a .json/.json.gz trace or a TensorBoard run folder)."""
     from .attribute import analyze
 
     try:
         _refuse_clobber(output, path)
-        result = analyze(path, scope=scope)
+        with Progress() as progress:
+            result = analyze(path, scope=scope, jobs=jobs or os.cpu_count() or 1, progress=progress.update)
         result.check()
         text = renderer_for(fmt, str(output) if output else None)(by=by, tool=f"tracekit {__version__}").render(result)
         _warn(result)
         _emit(text, output)
     except TracekitError as exc:
         raise _fail(exc) from None
+    if result.damaged:
+        sys.exit(EXIT_DAMAGED)
+
+
+def _percent(ctx, param, value):
+    if value is None:
+        return None
+    from .diff import parse_percent
+
+    try:
+        return parse_percent(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@cli.command()
+@click.argument("before", type=click.Path(path_type=Path))
+@click.argument("after", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(list(DIFF_RENDERERS)),
+              help="Output format (default: table, or from -o's extension).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
+@click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges, for both sides.")
+@click.option("--fail-if-slower", "fail_pct", callback=_percent, metavar="PCT",
+              help="Exit 4 when AFTER's attention time exceeds BEFORE's by more than PCT (5% or 5).")
+def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope: str | None,
+         fail_pct: float | None) -> None:
+    """Compare attention time in BEFORE and AFTER (traces or run folders), by category, block and kernel.
+
+    Exit codes: 0 ok; 1 error; 2 usage; 3 damaged input; 4 regression (--fail-if-slower).
+    """
+    from .diff import diff_paths, gate
+    from .renderers.diff import diff_renderer_for, verdict_line
+
+    try:
+        _refuse_clobber(output, before)
+        _refuse_clobber(output, after)
+        result = diff_paths(before, after, scope=scope)
+        result.check()
+        text = diff_renderer_for(fmt, str(output) if output else None)(tool=f"tracekit {__version__}").render(result)
+        _warn(result.before)
+        _warn(result.after)
+        for w in result.warnings:
+            click.echo(f"Warning: {w}", err=True)
+        _emit(text, output)
+    except TracekitError as exc:
+        raise _fail(exc) from None
+    if fail_pct is not None:
+        verdict = gate(result, fail_pct)
+        click.echo(verdict_line(verdict), err=True)
+        if not verdict.ok:
+            sys.exit(EXIT_REGRESSION)
     if result.damaged:
         sys.exit(EXIT_DAMAGED)
 

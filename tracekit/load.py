@@ -30,8 +30,10 @@ _RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
 _DEVICE_CATS = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET}
 
 # Ops whose input shapes characterise an attention workload (for diff's "different shapes" warning).
-_SHAPE_OPS = frozenset({"aten::scaled_dot_product_attention", "aten::softmax", "aten::_softmax", "aten::bmm",
-                        "aten::baddbmm", "aten::_flash_attention_forward", "aten::_efficient_attention_forward"})
+# In priority order: fused attention says the most about the problem size, bmm the least.
+_SHAPE_OPS = {name: rank for rank, name in enumerate((
+    "aten::scaled_dot_product_attention", "aten::_flash_attention_forward", "aten::_efficient_attention_forward",
+    "aten::softmax", "aten::_softmax", "aten::bmm", "aten::baddbmm"))}
 _MAX_SHAPES = 8
 # Below 2**42 µs (51 days of relative time), float µs * 1000 rounds to the exact ns; epoch-sized
 # float times (2024 traces) take the slower, exact path in _ns.
@@ -157,7 +159,7 @@ class _Builder:
         self.streams: dict = {}
         self.names: dict[str, str] = {}
         self.steps: set[int] = set()
-        self.shapes: set[str] = set()
+        self.shapes: dict[str, set[str]] = {}  # op name -> distinct input dims
         self.range_profiler = False
         self.dropped: Counter = Counter()
         self.categories: dict[str | None, tuple] = {}
@@ -177,7 +179,8 @@ class _Builder:
         tr.streams = list(self.streams)
         tr.dropped = self.dropped
         info.steps = sorted(self.steps)
-        info.shapes = sorted(self.shapes)[:_MAX_SHAPES]
+        info.shapes = [f"{op}{dims}" for op in sorted(self.shapes, key=_SHAPE_OPS.get)
+                       for dims in sorted(self.shapes[op])][:_MAX_SHAPES]
         if self.dropped:
             total = sum(self.dropped.values())
             reasons = ", ".join(f"{k}: {v:,}" for k, v in self.dropped.most_common())
@@ -266,10 +269,11 @@ class _Builder:
                             self.steps.add(int(step))
                     t = raw_threads.get((e.pid, e.tid))
                     host_append(HostEvent(kind, name, t if t is not None else thread(e.pid, e.tid), ts_ns, dur_ns, ext))
-                    if name in _SHAPE_OPS and args is not None and len(self.shapes) < _MAX_SHAPES * 4:
+                    if name in _SHAPE_OPS and args is not None:
+                        seen = self.shapes.setdefault(name, set())
                         dims = bytes(args.dims or args.dims_2021)
-                        if dims.startswith(b"[") and 2 < len(dims) < 4000:
-                            self.shapes.add(f"{name}{orjson.loads(dims)}")
+                        if len(seen) < _MAX_SHAPES and dims.startswith(b"[") and 2 < len(dims) < 4000:
+                            seen.add(str(orjson.loads(dims)))
                     continue
                 if is_rt:
                     corr = args.correlation if args is not None else 0

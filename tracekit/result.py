@@ -88,9 +88,17 @@ class Attribution:
     blocks: list[BlockResult]
     totals: Totals
     coverage: Coverage | None
-    top_kernels: list[tuple[str, str, int, float]] = field(default_factory=list)  # (name, category, count, µs)
+    # Every device event (host op, on CPU-only traces) that a block owns: (name, category) -> (count, µs).
+    # Device events count their full duration; host ops their self time.
+    kernels: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
     _device_owned: int = 0  # device events placed in a block
     _device_owned_unique: int = 0
+
+    @property
+    def top_kernels(self) -> list[tuple[str, str, int, float]]:
+        """The 15 costliest kernels in blocks: (name, category, count, µs)."""
+        rows = sorted(((n, c, k, us) for (n, c), (k, us) in self.kernels.items()), key=lambda r: (-r[3], r[0]))
+        return rows[:15]
 
     @property
     def damaged(self) -> bool:

@@ -1,0 +1,567 @@
+"""Compare two attributions: where attention time went between a *before* and an *after* trace.
+
+Pure functions over :class:`~tracekit.result.Attribution`; nothing here prints or formats.
+The rules (docs/attribution.md, "Diff"):
+
+- **Headline basis.** With per-step figures on both sides (every block inside a ``ProfilerStep``)
+  and at least two steps on one side, the headline is the *median step*: the step whose attention
+  total is the median (the mean of the two middle steps when the count is even). Its own category
+  split is used, so category deltas still add up to the total delta exactly (independent
+  per-category medians would not). Otherwise the headline is the whole-trace total.
+- **Noise.** Needs at least two steps on *both* sides. Each side's spread is the min–max range of its
+  per-step totals; the change is *within noise* when ``|Δ| <= (range_before + range_after) / 2``,
+  the gap at which the two ranges would just touch if each median sat mid-range.
+- **Pairing.** Blocks pair by (trace, step position, phase, kind, rank of that kind in the step);
+  then ``fused-kernel`` blocks still unpaired pair by (trace, step position, phase, rank among
+  those), since their names are the kernels that changed. Steps pair by position, not number.
+  Unpaired blocks are listed, never dropped.
+- **Kernels.** Every device event owned by a block (host ops on CPU-only traces) per side; a kernel
+  whose name never occurs on the other side is "only before" (gone) or "only after" (new). Times
+  are summed durations, like ``top_kernels``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .attribute import analyze
+from .classify import Classifier
+from .load import find_trace_files
+from .result import CATEGORIES, Attribution, BlockResult, InvariantError, zero_categories
+
+DIFF_SCHEMA_VERSION = 1
+BASIS_MEDIAN, BASIS_TOTAL = "median_step", "total"
+_EPS_US = 0.002  # 1 ns rounding on each side of a sum, as in result.py
+
+
+@dataclass(slots=True)
+class Figures:
+    """One side's attention time on the headline basis; ``categories`` sum to ``total_us``."""
+
+    total_us: float
+    categories: dict[str, float]
+
+
+@dataclass(slots=True)
+class CategoryDelta:
+    before_us: float
+    after_us: float
+    delta_us: float
+    ratio: float | None  # after / before; None when before is 0
+    share_of_delta: float | None  # delta / total delta; None when the total did not change
+
+
+@dataclass(slots=True)
+class BlockPair:
+    """One block on each side that compute the same attention call."""
+
+    before: BlockResult
+    after: BlockResult
+    paired_by: str  # "kind", or "fused-kernel" for the fallback rule
+
+    @property
+    def delta_us(self) -> float:
+        return self.after.total_us - self.before.total_us
+
+
+@dataclass(slots=True)
+class KernelTotal:
+    """All calls of one kernel (host op on CPU traces) inside a side's blocks."""
+
+    name: str  # compact kernel name, as in top_kernels; the op name on CPU-only traces
+    category: str
+    count: int
+    total_us: float  # summed durations (device) or self time (host)
+
+
+@dataclass(slots=True)
+class Spread:
+    """Per-step attention totals of one side, with their range."""
+
+    steps: list[int]
+    totals_us: list[float]  # in step order
+    min_us: float
+    median_us: float
+    max_us: float
+
+    @property
+    def range_us(self) -> float:
+        return self.max_us - self.min_us
+
+
+@dataclass(slots=True)
+class CategoryNoise:
+    before_min_us: float
+    before_max_us: float
+    after_min_us: float
+    after_max_us: float
+    within_noise: bool
+
+
+@dataclass(slots=True)
+class Noise:
+    before: Spread
+    after: Spread
+    combined_spread_us: float  # (range before + range after) / 2
+    within_noise: bool
+    categories: dict[str, CategoryNoise]
+
+
+@dataclass(slots=True)
+class AllocDelta:
+    """Bytes allocated inside blocks (``profile_memory`` traces), over all blocks of each side."""
+
+    before_bytes: int
+    after_bytes: int
+    before_blocks: int  # blocks that carry memory data
+    after_blocks: int
+
+    @property
+    def delta_bytes(self) -> int:
+        return self.after_bytes - self.before_bytes
+
+
+@dataclass(slots=True)
+class DiffResult:
+    """Everything a diff report shows; renderers take this and nothing else."""
+
+    before: Attribution
+    after: Attribution
+    basis: str  # BASIS_MEDIAN or BASIS_TOTAL
+    basis_note: str
+    before_figures: Figures  # headline, on ``basis``
+    after_figures: Figures
+    categories: dict[str, CategoryDelta]
+    pairs: list[BlockPair]
+    unmatched_before: list[BlockResult]
+    unmatched_after: list[BlockResult]
+    kernel_unit: str  # "kernel" (device traces), "op" (CPU-only), or "mixed"
+    kernels_before: list[KernelTotal]  # the full table, by time
+    kernels_after: list[KernelTotal]
+    only_before: list[KernelTotal]
+    only_after: list[KernelTotal]
+    steps_before: list[tuple[int, Figures]]  # per-step figures ([] when the basis is the total)
+    steps_after: list[tuple[int, Figures]]
+    noise: Noise | None
+    noise_note: str
+    alloc: AllocDelta | None
+    warnings: list[str] = field(default_factory=list)
+    labels: tuple[str, str] = ("", "")  # how to name the two sides (paths as given, shortened)
+
+    @property
+    def delta_us(self) -> float:
+        return self.after_figures.total_us - self.before_figures.total_us
+
+    @property
+    def delta_pct(self) -> float | None:
+        b = self.before_figures.total_us
+        return 100.0 * self.delta_us / b if b > 0 else None
+
+    @property
+    def speedup(self) -> float | None:
+        """before / after: above 1 is faster. None when after has no attention time."""
+        a = self.after_figures.total_us
+        return self.before_figures.total_us / a if a > 0 else None
+
+    @property
+    def damaged(self) -> bool:
+        return self.before.damaged or self.after.damaged
+
+    def check(self) -> "DiffResult":
+        """Raise InvariantError unless every figure adds up and every block is accounted for."""
+        self.before.check()
+        self.after.check()
+        for side, fig in (("before", self.before_figures), ("after", self.after_figures)):
+            _expect(set(fig.categories) == set(CATEGORIES), f"{side}: category keys {sorted(fig.categories)}")
+            _expect(abs(sum(fig.categories.values()) - fig.total_us) <= _EPS_US * len(CATEGORIES),
+                    f"{side}: headline categories do not sum to its total")
+        _expect(list(self.categories) == list(CATEGORIES), "category deltas out of order or missing")
+        for c, d in self.categories.items():
+            _expect(d.before_us == self.before_figures.categories[c] and d.after_us == self.after_figures.categories[c],
+                    f"{c}: delta row is not the headline figures")
+            _expect(abs(d.after_us - d.before_us - d.delta_us) <= _EPS_US, f"{c}: delta != after - before")
+        _expect(abs(sum(d.delta_us for d in self.categories.values()) - self.delta_us) <= _EPS_US * len(CATEGORIES),
+                "total delta != sum of category deltas")
+        if abs(self.delta_us) > _EPS_US * len(CATEGORIES):
+            _expect(abs(sum(d.share_of_delta or 0 for d in self.categories.values()) - 1) < 1e-6,
+                    "category shares of the delta do not sum to 1")
+        for side, att, mine, unmatched, steps in (
+                ("before", self.before, [p.before for p in self.pairs], self.unmatched_before, self.steps_before),
+                ("after", self.after, [p.after for p in self.pairs], self.unmatched_after, self.steps_after)):
+            seen = [id(b) for b in mine + unmatched]
+            _expect(len(seen) == len(set(seen)), f"{side}: a block is paired or listed twice")
+            _expect(set(seen) == {id(b) for b in att.blocks}, f"{side}: paired + unmatched blocks != all blocks")
+            n = max(1, len(att.blocks))
+            _expect(abs(sum(b.total_us for b in mine + unmatched) - att.totals.total_us) <= _EPS_US * n,
+                    f"{side}: paired + unmatched time != total attention time")
+            if self.basis == BASIS_TOTAL:
+                _expect(self._figures(side) == Figures(att.totals.total_us, dict(att.totals.categories)),
+                        f"{side}: total basis but headline != attribution totals")
+            else:
+                _expect(abs(sum(f.total_us for _, f in steps) - att.totals.total_us) <= _EPS_US * n,
+                        f"{side}: per-step totals do not sum to the trace total")
+                lo = min(f.total_us for _, f in steps)
+                hi = max(f.total_us for _, f in steps)
+                _expect(lo - _EPS_US <= self._figures(side).total_us <= hi + _EPS_US, f"{side}: median outside its range")
+            ks = self.kernels_before if side == "before" else self.kernels_after
+            if att.time_base == "device":
+                _expect(sum(k.count for k in ks) == sum(b.kernels for b in att.blocks),
+                        f"{side}: kernel table count != device events owned by blocks")
+        for p in self.pairs:
+            _expect(p.before.phase == p.after.phase, f"pair {p.before.name}/{p.after.name}: phases differ")
+            ok = p.before.kind == p.after.kind if p.paired_by == "kind" else \
+                p.before.found_by == p.after.found_by == "fused-kernel"
+            _expect(ok, f"pair {p.before.name}/{p.after.name}: does not follow the {p.paired_by} rule")
+        after_names = {k.name for k in self.kernels_after}
+        before_names = {k.name for k in self.kernels_before}
+        _expect(all(k.name not in after_names for k in self.only_before), "an 'only before' kernel exists after")
+        _expect(all(k.name not in before_names for k in self.only_after), "an 'only after' kernel exists before")
+        return self
+
+    def _figures(self, side: str) -> Figures:
+        return self.before_figures if side == "before" else self.after_figures
+
+
+def _expect(ok: bool, msg: str) -> None:
+    if not ok:
+        raise InvariantError(msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points
+
+
+def diff_paths(before: str | os.PathLike, after: str | os.PathLike, scope: str | None = None) -> DiffResult:
+    """Load and attribute both sides (files or run folders), then diff them."""
+    find_trace_files(before)  # fail on a missing *after* before spending time on a big *before*
+    find_trace_files(after)
+    clf = Classifier()
+    result = diff_attributions(analyze(before, scope=scope, classifier=clf), analyze(after, scope=scope, classifier=clf))
+    result.labels = side_labels(before, after)
+    return result
+
+
+def side_labels(before: str | os.PathLike, after: str | os.PathLike) -> tuple[str, str]:
+    """The shortest path tails that tell the two sides apart (``x/rank_0.json.gz`` vs ``y/rank_0.json.gz``)."""
+    pb, pa = Path(before).parts, Path(after).parts
+    for n in range(1, max(len(pb), len(pa)) + 1):
+        lb, la = "/".join(pb[-n:]), "/".join(pa[-n:])
+        if lb != la:
+            return lb, la
+    return str(before), str(after)
+
+
+def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
+    """The diff of two attributions (kernel tables from each side's full ``Attribution.kernels``)."""
+    warnings = compare_headers(before, after)
+    kb, ka = _kernel_table(before), _kernel_table(after)
+    per_b, per_a = step_figures(before), step_figures(after)
+    basis, basis_note, noise_note = _basis(before, after, per_b, per_a)
+    if basis == BASIS_MEDIAN:
+        fig_b, fig_a = median_step(per_b), median_step(per_a)
+    else:
+        fig_b = Figures(before.totals.total_us, dict(before.totals.categories))
+        fig_a = Figures(after.totals.total_us, dict(after.totals.categories))
+        nb, na = len(_steps(before)), len(_steps(after))
+        if nb != na:
+            warnings.append(f"before has {_n_steps(nb)} and after {_n_steps(na)}: whole-trace totals may cover "
+                            f"different amounts of work")
+    noise = None
+    if basis == BASIS_MEDIAN and len(per_b) >= 2 and len(per_a) >= 2:
+        noise = _noise(per_b, per_a, fig_b, fig_a)
+        noise_note = (f"per-step spread: before {len(per_b)} steps, after {len(per_a)} steps; "
+                      f"within noise when |Δ| <= (range before + range after) / 2")
+    total_delta = fig_a.total_us - fig_b.total_us
+    cats = {}
+    for c in CATEGORIES:
+        b, a = fig_b.categories[c], fig_a.categories[c]
+        d = a - b
+        share = None
+        if abs(total_delta) > _EPS_US * len(CATEGORIES):
+            share = d / total_delta if d != 0 else 0.0  # never -0.0
+        cats[c] = CategoryDelta(b, a, d, a / b if b > 0 else None, share)
+    pairs, ub, ua = pair_blocks(before, after)
+    if not before.blocks and not after.blocks:
+        warnings.append("no attention blocks on either side (try --scope REGEX to name your attention modules)")
+    elif not before.blocks or not after.blocks:
+        warnings.append(f"no attention blocks in {'before' if not before.blocks else 'after'}"
+                        f" ({(before if not before.blocks else after).source})")
+    names_b = {k.name for k in kb}
+    names_a = {k.name for k in ka}
+    unit_b, unit_a = _unit(before), _unit(after)
+    return DiffResult(
+        before, after, basis, basis_note, fig_b, fig_a, cats, pairs, ub, ua,
+        unit_b if unit_b == unit_a else "mixed", kb, ka,
+        [k for k in kb if k.name not in names_a], [k for k in ka if k.name not in names_b],
+        per_b if basis == BASIS_MEDIAN else [], per_a if basis == BASIS_MEDIAN else [],
+        noise, noise_note, _alloc(before, after), warnings, (before.source, after.source))
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps, basis and noise
+
+
+def _steps(att: Attribution) -> list[int]:
+    return sorted({s for t in att.traces for s in t.steps})
+
+
+def _n_steps(n: int) -> str:
+    return "no ProfilerStep" if n == 0 else f"{n} step{'s' if n != 1 else ''}"
+
+
+def step_figures(att: Attribution) -> list[tuple[int, Figures]]:
+    """Attention figures per ProfilerStep (ranks of a run summed per step number); a step without
+    attention counts as 0. Empty when some block lies outside every step: per-step figures would
+    then silently drop it."""
+    steps = _steps(att)
+    if not steps or any(b.step is None for b in att.blocks):
+        return []
+    per = {s: Figures(0.0, zero_categories()) for s in steps}
+    for b in att.blocks:
+        f = per.setdefault(b.step, Figures(0.0, zero_categories()))
+        f.total_us += b.total_us
+        for c in CATEGORIES:
+            f.categories[c] += b.categories[c]
+    return sorted(per.items())
+
+
+def median_step(per_step: list[tuple[int, Figures]]) -> Figures:
+    """The step with the median attention total, categories included (mean of the middle two when even)."""
+    order = sorted(per_step, key=lambda sf: (sf[1].total_us, sf[0]))
+    n = len(order)
+    mid = [f for _, f in order[(n - 1) // 2: n // 2 + 1]]
+    cats = {c: sum(f.categories[c] for f in mid) / len(mid) for c in CATEGORIES}
+    return Figures(sum(f.total_us for f in mid) / len(mid), cats)
+
+
+def _basis(before, after, per_b, per_a) -> tuple[str, str, str]:
+    """Which figures the headline compares, why, and (when there is no noise estimate) why not."""
+    why_not = []
+    for side, att, per in (("before", before, per_b), ("after", after, per_a)):
+        n_steps = len(_steps(att))
+        outside = sum(1 for b in att.blocks if b.step is None)
+        if n_steps == 0:
+            why_not.append(f"{side} has no ProfilerStep")
+        elif outside:
+            why_not.append(f"{outside} block{'s' if outside != 1 else ''} of {side} lie outside any ProfilerStep")
+        elif n_steps == 1:
+            why_not.append(f"{side} has one step")
+    if per_b and per_a and max(len(per_b), len(per_a)) >= 2:
+        note = (f"per-step median: the median step by attention time (before {len(per_b)} steps, after "
+                f"{len(per_a)}); an even count averages the middle two")
+        return BASIS_MEDIAN, note, "no noise estimate possible: " + "; ".join(why_not) if why_not else ""
+    note = "whole-trace totals" + (" (one step each)" if len(per_b) == len(per_a) == 1 else "")
+    return BASIS_TOTAL, note, "no noise estimate possible: " + "; ".join(why_not)
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return (s[(n - 1) // 2] + s[n // 2]) / 2
+
+
+def _spread(per: list[tuple[int, Figures]]) -> Spread:
+    totals = [f.total_us for _, f in per]
+    return Spread([s for s, _ in per], totals, min(totals), _median(totals), max(totals))
+
+
+def _noise(per_b, per_a, fig_b: Figures, fig_a: Figures) -> Noise:
+    sb, sa = _spread(per_b), _spread(per_a)
+    combined = (sb.range_us + sa.range_us) / 2
+    cats = {}
+    for c in CATEGORIES:
+        vb = [f.categories[c] for _, f in per_b]
+        va = [f.categories[c] for _, f in per_a]
+        spread_c = (max(vb) - min(vb) + max(va) - min(va)) / 2
+        delta_c = fig_a.categories[c] - fig_b.categories[c]
+        cats[c] = CategoryNoise(min(vb), max(vb), min(va), max(va), abs(delta_c) <= spread_c + _EPS_US)
+    delta = fig_a.total_us - fig_b.total_us
+    return Noise(sb, sa, combined, abs(delta) <= combined + _EPS_US, cats)
+
+
+# ---------------------------------------------------------------------------------------------
+# Block pairing
+
+
+def _block_keys(att: Attribution) -> list[tuple]:
+    """(trace position, step position, phase) per block, so runs with different step numbers pair."""
+    trace_ix = {}
+    step_ix = {}
+    for n, t in enumerate(att.traces):
+        trace_ix.setdefault(t.source, n)
+        step_ix.setdefault(t.source, {s: k for k, s in enumerate(t.steps)})
+    out = []
+    for b in att.blocks:
+        steps = step_ix.get(b.source, {})
+        out.append((trace_ix.get(b.source, -1), None if b.step is None else steps.get(b.step, ("#", b.step)), b.phase))
+    return out
+
+
+def _ranked(base: list[tuple], labels: list[str | None]) -> dict[tuple, int]:
+    """key -> block index, where key = base + label + rank of that (base, label) in block order.
+    A None label leaves the block out."""
+    seen: dict[tuple, int] = defaultdict(int)
+    out = {}
+    for i, (k, lab) in enumerate(zip(base, labels)):
+        if lab is None:
+            continue
+        g = (*k, lab)
+        out[(*g, seen[g])] = i
+        seen[g] += 1
+    return out
+
+
+def pair_blocks(before: Attribution, after: Attribution
+                ) -> tuple[list[BlockPair], list[BlockResult], list[BlockResult]]:
+    """Pair by (trace, step, phase, kind, rank); then unpaired fused-kernel blocks by rank alone."""
+    bb, ab = before.blocks, after.blocks
+    kb, ka = _block_keys(before), _block_keys(after)
+    rb = _ranked(kb, [b.kind for b in bb])
+    ra = _ranked(ka, [b.kind for b in ab])
+    pairs: list[tuple[int, int, str]] = [(i, ra[k], "kind") for k, i in rb.items() if k in ra]
+    used_b = {i for i, _, _ in pairs}
+    used_a = {j for _, j, _ in pairs}
+    fb = _ranked(kb, [b.found_by if b.found_by == "fused-kernel" and i not in used_b else None
+                      for i, b in enumerate(bb)])
+    fa = _ranked(ka, [b.found_by if b.found_by == "fused-kernel" and j not in used_a else None
+                      for j, b in enumerate(ab)])
+    pairs += [(i, fa[k], "fused-kernel") for k, i in fb.items() if k in fa]
+    pairs.sort()
+    used_b = {i for i, _, _ in pairs}
+    used_a = {j for _, j, _ in pairs}
+    return ([BlockPair(bb[i], ab[j], how) for i, j, how in pairs],
+            [b for i, b in enumerate(bb) if i not in used_b], [b for j, b in enumerate(ab) if j not in used_a])
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels, memory, headers
+
+
+def _unit(att: Attribution) -> str:
+    return {"device": "kernel", "host": "op"}.get(att.time_base, "mixed")
+
+
+def _kernel_table(att: Attribution) -> list[KernelTotal]:
+    rows = [KernelTotal(n, c, k, us) for (n, c), (k, us) in att.kernels.items()]
+    rows.sort(key=lambda r: (-r.total_us, r.name, r.category))
+    return rows
+
+
+def _alloc(before: Attribution, after: Attribution) -> AllocDelta | None:
+    """Only when both sides carry memory events: one side's silence is not zero bytes."""
+    xb = [b.alloc_bytes for b in before.blocks if b.alloc_bytes is not None]
+    xa = [b.alloc_bytes for b in after.blocks if b.alloc_bytes is not None]
+    if not xb or not xa:
+        return None
+    return AllocDelta(sum(xb), sum(xa), len(xb), len(xa))
+
+
+def compare_headers(before: Attribution, after: Attribution) -> list[str]:
+    """Warnings when the two traces differ in device, time base or attention problem size."""
+    out = []
+    gb = sorted({g for t in before.traces for g in t.gpus})
+    ga = sorted({g for t in after.traces for g in t.gpus})
+    if gb != ga:
+        out.append(f"devices differ: before {', '.join(gb) or 'no GPU listed'}, after {', '.join(ga) or 'no GPU listed'}"
+                   f" (the change includes the hardware)")
+    if before.time_base != after.time_base:
+        names = {"device": "device busy time", "host": "host self time", "mixed": "mixed time bases"}
+        out.append(f"time bases differ: before {names.get(before.time_base, before.time_base)}, after "
+                   f"{names.get(after.time_base, after.time_base)} (the figures measure different things)")
+    shb = sorted({s for t in before.traces for s in t.shapes})
+    sha = sorted({s for t in after.traces for s in t.shapes})
+    zb, za = attention_sizes(shb), attention_sizes(sha)
+    if zb and za:
+        if zb != za:
+            out.append(f"attention sizes differ (batch·heads, query length, key length): before {_sizes(zb)}, "
+                       f"after {_sizes(za)}")
+    elif shb != sha:
+        out.append(f"attention op input shapes differ: before {_shapes(shb)}; after {_shapes(sha)}")
+    return out
+
+
+def _sizes(z: set[tuple[int, int, int]]) -> str:
+    return ", ".join(f"({bh}, {q}, {k})" for bh, q, k in sorted(z))
+
+
+def _shapes(s: list[str]) -> str:
+    if not s:
+        return "none recorded"
+    return f"{s[0]}" + (f" (+{len(s) - 1} more)" if len(s) > 1 else "")
+
+
+def attention_sizes(shapes: list[str]) -> set[tuple[int, int, int]]:
+    """(batch·heads, query length, key length) from recorded input dims, so an eager run (softmax
+    over [B, H, N, N]) and an SDPA run (q, k of [B, H, N, d]) of the same model compare equal.
+    ``bmm`` shapes are ambiguous (QKᵀ or PV) and are not used."""
+    out = set()
+    for s in shapes:
+        k = s.find("[")
+        if k <= 0:
+            continue
+        name = s[:k]
+        try:
+            dims = json.loads(s[k:])
+        except ValueError:
+            continue
+        if not isinstance(dims, list) or not dims or not all(isinstance(d, list) for d in dims):
+            continue
+        q = dims[0]
+        key = dims[1] if len(dims) > 1 else []
+        if name == "aten::scaled_dot_product_attention" and len(q) >= 3 and len(key) >= 3:
+            out.add((math.prod(q[:-2]), q[-2], key[-2]))
+        elif name in ("aten::_flash_attention_forward", "aten::_efficient_attention_forward") \
+                and len(q) == 4 and len(key) == 4:
+            out.add((q[0] * q[2], q[1], key[1]))  # [B, N, H, d]
+        elif name in ("aten::softmax", "aten::_softmax") and len(q) >= 3:
+            out.add((math.prod(q[:-2]), q[-2], q[-1]))
+    return out
+
+
+
+
+# ---------------------------------------------------------------------------------------------
+# The CI gate
+
+
+def parse_percent(text: str) -> float:
+    """``5%``, ``5`` or ``2.5 %`` -> 5.0 / 2.5; ValueError for anything else, negatives included."""
+    s = (text or "").strip()
+    if s.endswith("%"):
+        s = s[:-1].strip()
+    try:
+        v = float(s)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a percentage (e.g. 5% or 5)") from None
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{text!r}: the percentage must be a finite number >= 0")
+    return v
+
+
+@dataclass(slots=True)
+class Verdict:
+    """The CI gate's decision; renderers.diff.verdict_line words it."""
+
+    ok: bool
+    threshold_pct: float
+    before_us: float
+    after_us: float
+    change_pct: float | None  # None when before has no attention time
+    basis: str
+    within_noise: bool | None
+
+
+def gate(result: DiffResult, pct: float) -> Verdict:
+    """Fail when attention time grew by more than ``pct`` percent. Compares the headline figures (the
+    median step when the basis is per-step). A regression within noise still fails: the gate stays
+    deterministic, and the verdict says the change is within noise."""
+    b, a = result.before_figures.total_us, result.after_figures.total_us
+    within = None if result.noise is None else result.noise.within_noise
+    if b <= 0:
+        return Verdict(a <= 0, pct, b, a, None, result.basis, within)
+    return Verdict(a <= b * (1 + pct / 100.0), pct, b, a, 100.0 * (a - b) / b, result.basis, within)
