@@ -90,6 +90,8 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, default=None, help="where tiled traces go (default: a temp dir)")
     ap.add_argument("--hta-python", default=None, help="python of a venv with holistictraceanalysis installed")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--tools", default="orjson,tracekit,tracekit-gz,hta",
+                    help="which of orjson,tracekit,tracekit-gz,hta to run (hta needs --hta-python)")
     ap.add_argument("--smoke", action="store_true", help="tiny and quick: for the test suite")
     a = ap.parse_args(argv)
     if a.smoke:
@@ -98,12 +100,16 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     inputs = make_inputs(a.source, [float(s) for s in a.sizes.split(",")], work)
     py = sys.executable
-    tools = {
-        "orjson.loads only": lambda p, gz: [py, "-c", ORJSON_ONLY, str(p)],
-        "tracekit attribute (.json)": lambda p, gz: [py, "-m", "tracekit", "attribute", str(p), "--format", "json"],
-        "tracekit attribute (.json.gz)": lambda p, gz: [py, "-m", "tracekit", "attribute", str(gz), "--format", "json"],
-    }
-    if a.hta_python:
+    chosen = set(a.tools.split(","))
+    tools = {}
+    if "orjson" in chosen:
+        tools["orjson.loads only"] = lambda p, gz: [py, "-c", ORJSON_ONLY, str(p)]
+    if "tracekit" in chosen:
+        tools["tracekit attribute (.json)"] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(p), "--format", "json"]
+    if "tracekit-gz" in chosen:
+        tools["tracekit attribute (.json.gz)"] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(gz),
+                                                                "--format", "json"]
+    if a.hta_python and "hta" in chosen:
         tools["HTA load + kernel breakdown (.json.gz)"] = lambda p, gz: [a.hta_python, "-c", HTA_BREAKDOWN, str(gz)]
     print(f"source: {a.source.name}; {a.reps} reps per cell; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
     print(f"{'JSON MB':>8} {'tool':40} {'median s':>9} {'peak RSS MB':>12} {'RSS/JSON':>9} {'x orjson':>9} {'HTA/x':>7}")
@@ -114,15 +120,15 @@ def main(argv=None) -> int:
         for _ in range(a.reps):
             for name, cmd in tools.items():
                 secs, peak, rc = run(cmd(path, gz), a.timeout)
-                if rc != 0:
+                if rc != 0:  # a timeout or an out-of-memory kill is a result too: shown as inf
                     failures += name.startswith("tracekit")
                     secs = float("inf")
                 times[name].append(secs)
                 rss[name].append(peak)
-        base = times["orjson.loads only"]
+        base = times.get("orjson.loads only")
         hta = times.get("HTA load + kernel breakdown (.json.gz)")
         for name in tools:
-            ratios = [t / b for t, b in zip(times[name], base)]
+            ratios = [t / b for t, b in zip(times[name], base)] if base else [float("nan")]
             vs_hta = f"{statistics.median([h / t for h, t in zip(hta, times[name])]):7.1f}" if hta else f"{'-':>7}"
             print(f"{mb:8.1f} {name:40} {statistics.median(times[name]):9.2f} {max(rss[name]):12.0f} "
                   f"{max(rss[name]) / mb:9.2f} {statistics.median(ratios):9.2f} {vs_hta}")
