@@ -93,3 +93,25 @@ def test_sdpa_and_modules_on_cpu(tmp_path):
     assert found == [("MultiheadAttention", "module")] * 2 + [("aten::scaled_dot_product_attention", "fused-op")]
     assert res.blocks[2].categories["fused_attention"] > 0
     assert all(b.categories["softmax"] == 0 for b in res.blocks)
+
+
+def test_backward_pass_joins_its_forward_block(tmp_path):
+    """torch writes fwdbwd flows from forward ops to their autograd ops; the backward work of an
+    attention block is reported as that block's backward phase, not as 'other'."""
+    torch.manual_seed(0)
+    q = torch.randn(2, 4, 64, 16, requires_grad=True)
+    path = tmp_path / "bwd.pt.trace.json"
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with record_function("layer0.attention"):
+            p = torch.softmax(torch.matmul(q, q.transpose(-2, -1)) / 4, dim=-1)
+            o = torch.matmul(p, q)
+        o.sum().backward()
+    prof.export_chrome_trace(str(path))
+    res = analyze(path).check()
+    assert [(b.name, b.phase) for b in res.blocks] == [("layer0.attention", "forward"), ("layer0.attention", "backward")]
+    fwd, bwd = res.blocks
+    assert bwd.categories["matmul"] > 0  # BmmBackward0's bmm calls
+    assert bwd.categories["softmax"] > 0  # aten::_softmax_backward_data
+    assert fwd.categories["matmul"] > 0 and fwd.categories["softmax"] > 0
+    ka = {e.key: e.self_cpu_time_total for e in prof.key_averages()}
+    assert bwd.categories["softmax"] == pytest.approx(ka["aten::_softmax_backward_data"], abs=0.01)

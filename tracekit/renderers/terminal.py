@@ -80,7 +80,8 @@ class TerminalRenderer(Renderer):
         lines += table
         if result.top_kernels:
             lines.append("")
-            lines.append("top device events in blocks:")
+            lines.append("top device events in blocks:" if result.time_base != "host"
+                         else "top host ops in blocks (self time):")
             for name, cat, count, us in result.top_kernels[:8]:
                 lines.append(f"  {fmt_time(us):>10}  {count:>6}×  {cat:<15} {name[:90]}")
         return "\n".join(lines) + "\n"
