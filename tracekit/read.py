@@ -223,40 +223,55 @@ class EventStream:
             if not more:
                 self._whole_document(buf)  # raises the right error
                 return
+        # Events are decoded in place: buf[0] is a spare byte that becomes '[' and the ',' after the
+        # last complete event becomes ']' for the moment of decoding (no copies of 32 MB chunks).
+        buf = bytearray(b" ") + buf
         while True:
             if not self._eof and len(buf) < self.chunk:
                 buf += self._read(f)
                 continue
             if self._eof:
-                yield from self._tail(buf)
+                yield from self._tail(bytes(buf[1:]))
                 return
             cut = _last_boundary(buf)
             if cut < 0:  # one event larger than a chunk: read on
-                more = self._read(f)
-                buf += more
+                buf += self._read(f)
                 continue
-            events, rest = self._decode_prefix(buf, cut)
+            events, nxt = self._decode_window(buf, cut)
             if events is None:  # a "boundary" inside a string or a nested array: read more and retry
                 buf += self._read(f)
                 continue
-            buf = rest
             yield events
+            events = None  # the consumer is done: no Raw view into buf survives
+            try:
+                del buf[1:nxt]
+            except BufferError:  # a consumer kept a view into the buffer: leave it be, copy instead
+                buf = bytearray(b" ") + buf[nxt:]
 
-    def _decode_prefix(self, buf: bytes, cut: int):
-        """Decode ``buf[:cut+1]`` as events; on failure try a few earlier boundaries."""
+    def _decode_window(self, buf: bytearray, cut: int):
+        """Decode the events in ``buf[1:cut+1]``; on failure try a few earlier boundaries.
+
+        Returns (events, index of the next event's '{'), or (None, 0) when no boundary works yet.
+        """
         error = None
         for _ in range(8):
+            saved = buf[cut + 1]
+            buf[0], buf[cut + 1] = 0x5B, 0x5D  # '[' and ']'
+            view = memoryview(buf)[: cut + 2]
             try:
-                events, bad = decode_events(b"[" + buf[: cut + 1] + b"]")
+                events, bad = decode_events(view)
             except msgspec.DecodeError as exc:
-                error = exc
-                cut = _last_boundary(buf, cut)
-                if cut < 0:
-                    return None, buf
-                continue
-            self.not_objects += bad
-            nxt = buf.index(b"{", cut + 1)
-            return events, buf[nxt:]
+                error = str(exc)  # not the exception: its traceback would keep a view of buf alive
+                events = None
+            finally:
+                del view
+                buf[0], buf[cut + 1] = 0x20, saved
+            if events is not None:
+                self.not_objects += bad
+                return events, buf.index(b"{", cut + 1)
+            cut = _last_boundary(buf, cut)
+            if cut < 0:
+                return None, 0
         raise TraceFormatError(f"{self.path}: not valid JSON in the events after byte {self.bytes_read - len(buf):,} "
                                f"({error})")
 

@@ -1,0 +1,68 @@
+"""The streaming reader: chunk boundaries, awkward strings, truncation at any byte."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from builders import TraceBuilder, attention_block
+from tracekit.errors import TraceFormatError
+from tracekit.read import EventStream
+
+
+def _names(path, chunk):
+    stream = EventStream(path, chunk=chunk)
+    names = [e.name for batch in stream.batches() for e in batch]
+    return names, stream
+
+
+def _tricky(tmp_path, indent=None):
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "GPU }, {"}], traceName="x ], }")
+    attention_block(b, 1000)
+    b.op('weird},{"name": "x"}, {op', 2000, 5)  # boundary-looking text inside a string
+    b.op("big" + "x" * 5000, 3000, 5)  # one event larger than the chunk
+    b.op("last", 4000, 5)
+    doc = b.build()
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc, indent=indent))
+    return path, [e["name"] for e in doc["traceEvents"]]
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+@pytest.mark.parametrize("chunk", [7, 64, 1000, 1 << 20])
+def test_every_chunk_size_gives_the_same_events(tmp_path, indent, chunk):
+    path, expected = _tricky(tmp_path, indent)
+    names, stream = _names(path, chunk)
+    assert names == expected
+    assert not stream.damaged
+    assert stream.header["deviceProperties"][0]["name"] == "GPU }, {" and stream.header["traceName"] == "x ], }"
+
+
+def test_truncation_at_any_byte_keeps_a_prefix_of_the_events(tmp_path):
+    path, expected = _tricky(tmp_path, indent=1)
+    data = path.read_bytes()
+    start = data.index(b"[")
+    for cut in range(start + 2, len(data) - 1, max(1, len(data) // 300)):
+        p = tmp_path / "cut.json"
+        p.write_bytes(data[:cut])
+        try:
+            names, stream = _names(p, 512)
+        except TraceFormatError:
+            continue  # nothing complete to salvage is a clear error, not a crash
+        assert names == expected[: len(names)]
+        assert stream.damaged and any("truncated" in w for w in stream.warnings)
+
+
+def test_key_order_does_not_matter(tmp_path):
+    """TraceLens writes its metadata first; Kineto writes header keys after the events."""
+    b = TraceBuilder()
+    attention_block(b, 1000)
+    doc = b.build()
+    events = doc.pop("traceEvents")
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"metadata": {"x": [{"y": "]}"}]}, "traceEvents": events, **doc,
+                                "deviceProperties": [{"name": "GPU"}]}))
+    names, stream = _names(path, 256)
+    assert len(names) == len(events)
+    assert stream.header["deviceProperties"] == [{"name": "GPU"}] and "metadata" in stream.header
