@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import GROUPINGS, Renderer
+from .base import GROUPINGS, Renderer, pick_renderer
 from .csvrenderer import CSVRenderer
 from .jsonrenderer import JSONRenderer
 from .markdown import MarkdownRenderer
@@ -12,14 +12,7 @@ RENDERERS: dict[str, type[Renderer]] = {r.name: r for r in (TerminalRenderer, JS
 
 
 def renderer_for(fmt: str | None, output: str | None) -> type[Renderer]:
-    """An explicit --format wins; else the -o extension; else the terminal table."""
-    if fmt:
-        return RENDERERS[fmt]
-    if output:
-        for r in RENDERERS.values():
-            if r.extension != ".txt" and output.endswith(r.extension):
-                return r
-    return TerminalRenderer
+    return pick_renderer(RENDERERS, fmt, output)
 
 
 __all__ = ["RENDERERS", "GROUPINGS", "Renderer", "renderer_for", "TerminalRenderer", "JSONRenderer",

@@ -25,6 +25,17 @@ class Renderer:
         raise NotImplementedError
 
 
+def pick_renderer(registry: dict[str, type], fmt: str | None, output: str | None) -> type:
+    """An explicit --format wins; else the -o file's extension; else the registry's terminal table."""
+    if fmt:
+        return registry[fmt]
+    if output:
+        for cls in registry.values():
+            if cls.extension != ".txt" and output.endswith(cls.extension):
+                return cls
+    return registry["table"]
+
+
 @dataclass(slots=True)
 class Row:
     """One table line: a group of blocks and their summed time."""

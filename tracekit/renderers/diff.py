@@ -14,7 +14,7 @@ import orjson
 
 from ..diff import BASIS_MEDIAN, DIFF_SCHEMA_VERSION, DiffResult, Verdict
 from ..result import CATEGORIES, BlockResult, zero_categories
-from .base import fmt_time
+from .base import fmt_time, pick_renderer
 from .jsonrenderer import to_dict
 from .terminal import _HEADS, _table, header_lines
 
@@ -450,11 +450,4 @@ DIFF_RENDERERS: dict[str, type[DiffRenderer]] = {
 
 
 def diff_renderer_for(fmt: str | None, output: str | None) -> type[DiffRenderer]:
-    """An explicit --format wins; else the -o extension; else the terminal table (as for attribute)."""
-    if fmt:
-        return DIFF_RENDERERS[fmt]
-    if output:
-        for cls in DIFF_RENDERERS.values():
-            if cls.extension != ".txt" and output.endswith(cls.extension):
-                return cls
-    return DiffTerminalRenderer
+    return pick_renderer(DIFF_RENDERERS, fmt, output)
