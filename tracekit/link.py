@@ -150,9 +150,6 @@ def _link_by_annotation(tr, pending, leaf, linked, how) -> None:
             while k < len(al) and al[k].ts <= ts:
                 stack.append(al[k])
                 k += 1
-            stack = [a for a in stack if a.ts + a.dur > ts] if stack and stack[-1].ts + stack[-1].dur <= ts else stack
-            for a in reversed(stack):
-                if a.ts + a.dur > ts:
-                    i = ann_host.get(a.ext_id, NONE)
-                    leaf[j], linked[j], how[j] = i, True, BY_ANNOTATION
-                    break
+            stack = [a for a in stack if a.ts + a.dur > ts]  # still open at ts; the last is innermost
+            if stack:
+                leaf[j], linked[j], how[j] = ann_host.get(stack[-1].ext_id, NONE), True, BY_ANNOTATION
