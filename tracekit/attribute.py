@@ -24,7 +24,7 @@ from .model import ANNOTATION, MODULE, OP, Trace
 from .result import (
     CATEGORIES, Attribution, BlockResult, Coverage, Totals, TraceSummary, zero_categories,
 )
-from .scopes import Block, BlockFinder, step_of_host
+from .scopes import Block, BlockFinder
 
 _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
 
@@ -245,7 +245,6 @@ def _fused_kernel_blocks(tr, links, blocks, cats, dev_owner) -> None:
     """
     dev = tr.device
     linked = links.device_linked
-    steps = step_of_host(tr, links) if tr.info.steps else None
     order = sorted(range(len(dev)), key=lambda j: (dev[j].stream, dev[j].ts))
     longest: dict[int, int] = {}  # block -> its longest fused kernel, which names it
     for _, g in groupby(order, key=lambda j: dev[j].stream):
@@ -256,7 +255,7 @@ def _fused_kernel_blocks(tr, links, blocks, cats, dev_owner) -> None:
             if free and cats[j] == "fused_attention":
                 if current == NONE:
                     lf = links.device_leaf[j]
-                    step = steps[lf] if steps is not None and lf != NONE else None
+                    step = links.step[lf] if lf != NONE else None
                     current = len(blocks)
                     blocks.append(Block(short_kernel_name(dev[j].name), "fused-kernel", [], step, "forward", dev[j].ts))
                 for k in between:

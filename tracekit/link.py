@@ -30,6 +30,7 @@ class Links:
     device_linked: list[bool]  # per device event: linked to a launch or op at all
     device_how: list[str]
     external_ids_trusted: bool
+    step: list[int | None]  # per host event: the ProfilerStep#N around it (None outside steps)
 
 
 def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int]]:
@@ -128,7 +129,22 @@ def link(tr: Trace) -> Links:
         pending.append(j)
     if pending and tr.gpu_annotations:
         _link_by_annotation(tr, pending, leaf, linked, how)
-    return Links(order, parent, op_parent, launcher, leaf, linked, how, trusted)
+    return Links(order, parent, op_parent, launcher, leaf, linked, how, trusted, _host_steps(tr, order, parent))
+
+
+def _host_steps(tr: Trace, order: list[int], parent: list[int]) -> list[int | None]:
+    """The ProfilerStep#N around each host event, inherited down the nesting (parents come first)."""
+    host = tr.host
+    step: list[int | None] = [None] * len(host)
+    if not tr.info.steps:
+        return step
+    for i in order:
+        name = host[i].name
+        if name.startswith("ProfilerStep#") and name[13:].isdigit():
+            step[i] = int(name[13:])
+        elif parent[i] != NONE:
+            step[i] = step[parent[i]]
+    return step
 
 
 def _link_by_annotation(tr, pending, leaf, linked, how) -> None:

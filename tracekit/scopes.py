@@ -90,7 +90,7 @@ class BlockFinder:
                 owner[i] = len(blocks)
                 blocks.append(Block(name, found, [i], ts=h.ts))
         self._infer(tr, links, owner, blocks)
-        _assign_steps(tr, links, blocks)
+        _assign_steps(links, blocks)
         return blocks, owner
 
     def _infer(self, tr: Trace, links: Links, owner: list[int], blocks: list[Block]) -> None:
@@ -131,23 +131,6 @@ class BlockFinder:
                 owner[i] = owner[p]
 
 
-def step_of_host(tr: Trace, links: Links) -> list[int | None]:
-    """The ProfilerStep#N around each host event (None outside steps)."""
-    host = tr.host
-    step: list[int | None] = [None] * len(host)
-    for i in links.order:
-        h = host[i]
-        if h.name.startswith("ProfilerStep#") and h.name[13:].isdigit():
-            step[i] = int(h.name[13:])
-        else:
-            p = links.parent[i]
-            step[i] = step[p] if p != NONE else None
-    return step
-
-
-def _assign_steps(tr: Trace, links: Links, blocks: list[Block]) -> None:
-    if not tr.info.steps:
-        return
-    step = step_of_host(tr, links)
+def _assign_steps(links: Links, blocks: list[Block]) -> None:
     for b in blocks:
-        b.step = step[b.roots[0]]
+        b.step = links.step[b.roots[0]]
