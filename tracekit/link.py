@@ -14,9 +14,6 @@ from .model import ANNOTATION, OP, Trace
 
 NONE = -1
 
-# How each device event was linked.
-BY_CORRELATION, BY_EXTERNAL_ID, BY_ANNOTATION, UNLINKED = "correlation", "external-id", "gpu-annotation", "unlinked"
-
 
 @dataclass(slots=True)
 class Links:
@@ -28,7 +25,6 @@ class Links:
     launcher: list[int]  # innermost enclosing op (kind OP), itself included
     device_leaf: list[int]  # per device event: innermost host event around its launch, or NONE
     device_linked: list[bool]  # per device event: linked to a launch or op at all
-    device_how: list[str]
     external_ids_trusted: bool
     step: list[int | None]  # per host event: the ProfilerStep#N around it (None outside steps)
 
@@ -115,21 +111,20 @@ def link(tr: Trace) -> Links:
     nd = len(tr.device)
     leaf = [NONE] * nd
     linked = [False] * nd
-    how = [UNLINKED] * nd
     pending = []
     for j, d in enumerate(tr.device):
         r = by_corr.get(d.correlation) if d.correlation else None
         if r is not None:
-            leaf[j], linked[j], how[j] = rleaf[r], True, BY_CORRELATION
+            leaf[j], linked[j] = rleaf[r], True
             continue
         i = by_ext.get(d.ext_id) if d.ext_id else None
         if i is not None:
-            leaf[j], linked[j], how[j] = i, True, BY_EXTERNAL_ID
+            leaf[j], linked[j] = i, True
             continue
         pending.append(j)
     if pending and tr.gpu_annotations:
-        _link_by_annotation(tr, pending, leaf, linked, how)
-    return Links(order, parent, op_parent, launcher, leaf, linked, how, trusted, _host_steps(tr, order, parent))
+        _link_by_annotation(tr, pending, leaf, linked)
+    return Links(order, parent, op_parent, launcher, leaf, linked, trusted, _host_steps(tr, order, parent))
 
 
 def _host_steps(tr: Trace, order: list[int], parent: list[int]) -> list[int | None]:
@@ -147,7 +142,7 @@ def _host_steps(tr: Trace, order: list[int], parent: list[int]) -> list[int | No
     return step
 
 
-def _link_by_annotation(tr, pending, leaf, linked, how) -> None:
+def _link_by_annotation(tr, pending, leaf, linked) -> None:
     """Innermost gpu_user_annotation on the same stream that overlaps the event's start."""
     ann_host = {}
     for i, h in enumerate(tr.host):
@@ -168,4 +163,4 @@ def _link_by_annotation(tr, pending, leaf, linked, how) -> None:
                 k += 1
             stack = [a for a in stack if a.ts + a.dur > ts]  # still open at ts; the last is innermost
             if stack:
-                leaf[j], linked[j], how[j] = ann_host.get(stack[-1].ext_id, NONE), True, BY_ANNOTATION
+                leaf[j], linked[j] = ann_host.get(stack[-1].ext_id, NONE), True
