@@ -42,10 +42,10 @@ shutil.rmtree(d)
 """
 
 
-def run(cmd: list[str], timeout: float) -> tuple[float, float, int]:
+def run(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[float, float, int]:
     """(seconds, peak RSS MiB, exit code) of one fresh process."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
     deadline = t0 + timeout
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
@@ -92,6 +92,9 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--tools", default="orjson,tracekit,tracekit-gz,hta",
                     help="which of orjson,tracekit,tracekit-gz,hta to run (hta needs --hta-python)")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another checkout of tracekit (e.g. a git worktree of the previous commit): its "
+                         "`tracekit attribute (.json)` runs in the same interleaved reps, for before/after ratios")
     ap.add_argument("--smoke", action="store_true", help="tiny and quick: for the test suite")
     a = ap.parse_args(argv)
     if a.smoke:
@@ -102,6 +105,7 @@ def main(argv=None) -> int:
     py = sys.executable
     chosen = set(a.tools.split(","))
     tools = {}
+    envs: dict[str, dict[str, str]] = {}
     if "orjson" in chosen:
         tools["orjson.loads only"] = lambda p, gz: [py, "-c", ORJSON_ONLY, str(p)]
     if "tracekit" in chosen:
@@ -109,6 +113,13 @@ def main(argv=None) -> int:
     if "tracekit-gz" in chosen:
         tools["tracekit attribute (.json.gz)"] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(gz),
                                                                 "--format", "json"]
+    if a.baseline is not None:
+        name = "baseline tracekit attribute (.json)"
+        tools[name] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(p), "--format", "json"]
+        envs[name] = {**os.environ, "PYTHONPATH": str(a.baseline.resolve())}
+        for t in tools:  # this checkout's code, not whatever an editable install points at
+            if t.startswith("tracekit"):
+                envs[t] = {**os.environ, "PYTHONPATH": str(ROOT)}
     if a.hta_python and "hta" in chosen:
         tools["HTA load + kernel breakdown (.json.gz)"] = lambda p, gz: [a.hta_python, "-c", HTA_BREAKDOWN, str(gz)]
     print(f"source: {a.source.name}; {a.reps} reps per cell; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
@@ -119,7 +130,7 @@ def main(argv=None) -> int:
         rss: dict[str, list[float]] = {t: [] for t in tools}
         for _ in range(a.reps):
             for name, cmd in tools.items():
-                secs, peak, rc = run(cmd(path, gz), a.timeout)
+                secs, peak, rc = run(cmd(path, gz), a.timeout, envs.get(name))
                 if rc != 0:  # a timeout or an out-of-memory kill is a result too: shown as inf
                     failures += name.startswith("tracekit")
                     secs = float("inf")
@@ -127,11 +138,16 @@ def main(argv=None) -> int:
                 rss[name].append(peak)
         base = times.get("orjson.loads only")
         hta = times.get("HTA load + kernel breakdown (.json.gz)")
+        old = times.get("baseline tracekit attribute (.json)")
         for name in tools:
             ratios = [t / b for t, b in zip(times[name], base)] if base else [float("nan")]
             vs_hta = f"{statistics.median([h / t for h, t in zip(hta, times[name])]):7.1f}" if hta else f"{'-':>7}"
             print(f"{mb:8.1f} {name:40} {statistics.median(times[name]):9.2f} {max(rss[name]):12.0f} "
                   f"{max(rss[name]) / mb:9.2f} {statistics.median(ratios):9.2f} {vs_hta}")
+        if old and "tracekit attribute (.json)" in times:
+            new = times["tracekit attribute (.json)"]
+            print(f"{mb:8.1f} this checkout / baseline, median of per-rep time ratios: "
+                  f"{statistics.median([n / o for n, o in zip(new, old)]):.3f}")
     if not a.work:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failures else 0
