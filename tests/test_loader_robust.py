@@ -13,9 +13,9 @@ import math
 import re
 
 import pytest
-
 from builders import CPU_PID, STREAM, TraceBuilder, attention_block
 from conftest import real, requires_real, run_cli
+
 from tracekit.load import _Builder, _key, _num
 from tracekit.model import TraceInfo
 from tracekit.read import Args, Event

@@ -11,7 +11,8 @@ import os
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import orjson
 
@@ -115,13 +116,12 @@ def _num(v: object) -> int | float | None:
     Strings must be ASCII: ``int()`` also reads other scripts' digits, and ``"²".isdigit()`` is
     true although ``int("²")`` fails.
     """
-    t = type(v)
-    if t is float or t is int:
-        return v  # type: ignore[return-value]
-    if t is not str or not v.isascii() or "_" in v:  # type: ignore[attr-defined]
+    if type(v) is float or type(v) is int:
+        return v
+    if type(v) is not str or not v.isascii() or "_" in v:
         return None
     try:
-        return float(v) if "." in v or "e" in v or "E" in v else int(v)  # type: ignore[arg-type]
+        return float(v) if "." in v or "e" in v or "E" in v else int(v)
     except ValueError:  # also int() of more than 4300 digits
         return None
 
@@ -141,13 +141,13 @@ def _int(v: object) -> int | None:
     strings are truncated, and are unusable when not finite or beyond 2**64.
     """
     if type(v) is int:
-        return v  # type: ignore[return-value]
+        return v
     if v is None:
         return 0
     n = _num(v)
     if type(n) is float:
         return int(n) if -_HUGE < n < _HUGE else None  # NaN and ±inf fail the comparison
-    return n  # type: ignore[return-value]
+    return n  # type: ignore[return-value]  # int or None: a float returned above
 
 
 def _key(v: object) -> object:
@@ -155,8 +155,8 @@ def _key(v: object) -> object:
 
     Other strings (``"stream 7"``, ``"²"``) stay opaque labels: a thread's name needs no number.
     """
-    if type(v) is str and len(v) < 19 and v.isascii() and v.isdigit():  # type: ignore[arg-type]
-        return int(v)  # type: ignore[arg-type]
+    if type(v) is str and len(v) < 19 and v.isascii() and v.isdigit():
+        return int(v)
     return v
 
 
@@ -285,6 +285,9 @@ class _Builder:
         """Validate what every event role shares (ts, dur, name, External id), then hand X events to
         their role's method. This is the hot loop: fast paths are a type test and one comparison."""
         roles, role_of, names, dropped = self.roles, self._role, self.names, self.dropped
+        ts_ns: int | None
+        dur_ns: int | None
+        ext: int | None
         for e in batch:
             ph = e.ph
             if ph == "X":
@@ -322,9 +325,11 @@ class _Builder:
                 if args is None:
                     ext = 0
                 else:
-                    ext = args.ext_id
-                    if type(ext) is not int:
-                        ext = _int(ext if ext is not None else args.ext_id_2021)
+                    raw = args.ext_id
+                    if type(raw) is int:
+                        ext = raw
+                    else:
+                        ext = _int(raw if raw is not None else args.ext_id_2021)
                         if ext is None:
                             dropped["bad External id"] += 1
                             continue
@@ -338,32 +343,30 @@ class _Builder:
                     self._flow(e, ph == "s")
 
     # -- the rare paths of ts and dur: strings, epoch-sized floats, and values that are dropped ----------
-    def _ts_ns(self, ts: object) -> int | None:
-        if type(ts) is str or ts is None:
-            ts = _num(ts)
-            if ts is None:
-                self.dropped["missing or non-numeric ts"] += 1
-                return None
-        if not _MIN_TS_US < ts < _MAX_TS_US:  # type: ignore[operator]  # NaN and ±inf fail it too
+    def _ts_ns(self, ts: int | float | str | None) -> int | None:
+        n = _num(ts)
+        if n is None:
+            self.dropped["missing or non-numeric ts"] += 1
+            return None
+        if not _MIN_TS_US < n < _MAX_TS_US:  # NaN and ±inf fail it too
             self.dropped["ts out of range"] += 1
             return None
-        return _ns(ts)  # type: ignore[arg-type]
+        return _ns(n)
 
-    def _dur_ns(self, dur: object) -> int | None:
-        if type(dur) is str or dur is None:
-            dur = _num(dur)
-            if dur is None:
-                self.dropped["missing or non-numeric dur"] += 1
-                return None
-        if dur < 0:  # type: ignore[operator]
+    def _dur_ns(self, dur: int | float | str | None) -> int | None:
+        n = _num(dur)
+        if n is None:
+            self.dropped["missing or non-numeric dur"] += 1
+            return None
+        if n < 0:
             self.dropped["negative dur"] += 1
             return None
-        if not dur <= _MAX_DUR_US:  # type: ignore[operator]  # NaN and inf fail it too
+        if not n <= _MAX_DUR_US:  # NaN and inf fail it too
             self.dropped["dur out of range"] += 1
             return None
-        return dur * 1000 if type(dur) is int else round(dur * 1000)  # type: ignore[operator]
+        return n * 1000 if type(n) is int else round(n * 1000)
 
-    def _correlation(self, corr: object) -> int | None:
+    def _correlation(self, corr: int | float | str | None) -> int | None:
         """The rare path of ``args.correlation``: not an int."""
         c = _int(corr)
         if c is None:
@@ -445,19 +448,23 @@ class _Builder:
         if args is None:
             self.dropped["malformed [memory] event"] += 1
             return
-        nbytes, device_type = args.nbytes, args.device_type
-        if type(nbytes) is not int or type(device_type) is not int:
-            nbytes = _int(nbytes) if nbytes is not None else None
-            device_type = _int(device_type)
-            if nbytes is None or device_type is None:
+        raw_bytes, raw_type = args.nbytes, args.device_type
+        if type(raw_bytes) is int and type(raw_type) is int:
+            nbytes, device_type = raw_bytes, raw_type
+        else:
+            n = _int(raw_bytes) if raw_bytes is not None else None
+            d = _int(raw_type)
+            if n is None or d is None:
                 self.dropped["malformed [memory] event"] += 1
                 return
+            nbytes, device_type = n, d
         if nbytes <= 0:
             return
         if nbytes > _MAX_BYTES:
             self.dropped["[memory] Bytes out of range"] += 1
             return
         ts = e.ts
+        ts_ns: int | None
         if type(ts) is float and _MIN_EXACT_US < ts < _EXACT_US:
             ts_ns = round(ts * 1000)
         else:
