@@ -1,7 +1,9 @@
 """Load trace files into :class:`tracekit.model.Trace`.
 
 This is the parse boundary: every raw Kineto spelling (2021 ``Kernel``/``Operator``,
-``external id``, string tids, string numbers) is mapped here, once.
+``external id``, string tids, string numbers) is mapped here, once, and every number is
+checked here against the bounds in ``docs/attribution.md`` ("Inputs"): an event outside
+them is dropped and counted, so nothing downstream meets NaN, ±inf or an absurd integer.
 """
 
 from __future__ import annotations
