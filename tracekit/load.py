@@ -1,7 +1,9 @@
 """Load trace files into :class:`tracekit.model.Trace`.
 
 This is the parse boundary: every raw Kineto spelling (2021 ``Kernel``/``Operator``,
-``external id``, string tids, string numbers) is mapped here, once.
+``external id``, string tids, string numbers) is mapped here, once, and every number is
+checked here against the bounds in ``docs/attribution.md`` ("Inputs"): an event outside
+them is dropped and counted, so nothing downstream meets NaN, ±inf or an absurd integer.
 """
 
 from __future__ import annotations
@@ -11,21 +13,22 @@ import os
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import orjson
 
 from .errors import TraceFormatError, TraceNotFoundError
 from .model import (
-    ANNOTATION, KERNEL, MEMCPY, MEMSET, MODULE, OP, PYTHON,
+    ANNOTATION, KERNEL, MEMCPY, MEMSET, MODULE, OP,
     DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo,
 )
 from .read import Event, EventStream
 
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 
-# Categories compared case-insensitively; 2021 names mapped onto current ones.
-_HOST_CATS = {"cpu_op": OP, "operator": OP, "user_annotation": ANNOTATION, "python_function": PYTHON}
+# Categories compared after strip + casefold; 2021 names mapped onto current ones.
+_HOST_CATS = {"cpu_op": OP, "operator": OP, "user_annotation": ANNOTATION}  # and python_function
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
 _DEVICE_CATS = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET}
 
@@ -38,6 +41,26 @@ _MAX_SHAPES = 8
 # Below 2**42 µs (51 days of relative time), float µs * 1000 rounds to the exact ns; epoch-sized
 # float times (2024 traces) take the slower, exact path in _ns.
 _EXACT_US = float(2**42)
+# Bounds of the parse boundary (docs/attribution.md, "Inputs"); events outside them are dropped and counted.
+# |ts| < 2**53 µs (285 years: epoch times fit) keeps ts in ns within int64; dur <= 1e12 µs (11.6 days)
+# keeps a dur in ns below 2**53, where floats are still exact, so sums and invariants hold.
+_MAX_TS_US = 2**53
+_MAX_DUR_US = 10**12
+_MIN_TS_US = -_MAX_TS_US
+_MIN_EXACT_US, _MAX_DUR_F = -_EXACT_US, float(_MAX_DUR_US)  # float bounds for float values: faster compares
+_MAX_BYTES = 2**48  # one allocation of 256 TiB: far beyond any device
+_MAX_STEP = 2**63  # ProfilerStep numbers go to JSON output: keep them within int64
+_HUGE = 2.0**64  # a float beyond this is no id (ids are uint64 at most)
+
+
+class _Role(NamedTuple):
+    """What X events of one raw ``cat`` are: ``handle`` takes them with ``kind`` (None: skip them)."""
+
+    handle: Callable[..., None] | None
+    kind: int | str | None = None
+
+
+_SKIP = _Role(None)
 
 
 def find_trace_files(path: str | os.PathLike) -> list[Path]:
@@ -89,58 +112,84 @@ def _gc_paused():
             gc.enable()
 
 
-def _num(v):
-    """A JSON number, or a numeric string (ROCm writes some numbers as strings)."""
-    t = type(v)
-    if t is float or t is int:
+def _num(v: object) -> int | float | None:
+    """A JSON number, or a numeric string (ROCm writes some numbers as strings); None otherwise.
+
+    Strings must be ASCII: ``int()`` also reads other scripts' digits, and ``"²".isdigit()`` is
+    true although ``int("²")`` fails.
+    """
+    if type(v) is float or type(v) is int:
         return v
+    if type(v) is not str or not v.isascii() or "_" in v:
+        return None
     try:
         return float(v) if "." in v or "e" in v or "E" in v else int(v)
-    except (TypeError, ValueError):
+    except ValueError:  # also int() of more than 4300 digits
         return None
 
 
-def _ns(us) -> int:
-    """µs (int or float) to integer ns without float error on epoch-sized values."""
+def _ns(us: int | float) -> int:
+    """µs (int, or finite float) to integer ns without float error on epoch-sized values."""
     if type(us) is int:
         return us * 1000
     i = int(us)
     return i * 1000 + round((us - i) * 1000)
 
 
-def _int(v) -> int:
-    t = type(v)
-    if t is int:
+def _int(v: object) -> int | None:
+    """An integer field (an id, a byte count): 0 when absent, None when unusable.
+
+    Ints are taken as they are (ids are only compared, so any int links); floats and numeric
+    strings are truncated, and are unusable when not finite or beyond 2**64.
+    """
+    if type(v) is int:
         return v
     if v is None:
         return 0
-    try:
-        return int(float(v))
-    except (TypeError, ValueError):
-        return 0
+    n = _num(v)
+    if type(n) is float:
+        return int(n) if -_HUGE < n < _HUGE else None  # NaN and ±inf fail the comparison
+    return n  # type: ignore[return-value]  # int or None: a float returned above
 
 
-def _key(v):
-    """pids/tids are ints, except 2021 X events, which write them as strings."""
-    if type(v) is str and v.isdigit():
+def _key(v: object) -> object:
+    """pids/tids are ints, except 2021 X events, which write them as strings.
+
+    Other strings (``"stream 7"``, ``"²"``) stay opaque labels: a thread's name needs no number.
+    """
+    if type(v) is str and len(v) < 19 and v.isascii() and v.isdigit():
         return int(v)
     return v
+
+
+def _step(name: str) -> int | None:
+    """N of ``ProfilerStep#N``; None when N is not digits (an ordinary annotation, as in link.py),
+    -1 when the digits make no usable step (non-ASCII digits such as "²", or 2**63 and above:
+    step numbers reach the JSON output), and the event is dropped."""
+    s = name[13:]
+    if not s.isdigit():
+        return None
+    if s.isascii() and len(s) < 20:
+        n = int(s)
+        if n < _MAX_STEP:
+            return n
+    return -1
 
 
 def _header(doc: dict, info: TraceInfo) -> None:
     """Pick the few facts the report header shows; user metadata is never copied."""
     props = doc.get("deviceProperties")
     if isinstance(props, list):
-        names = [str(d.get("name") or "").strip() for d in props if isinstance(d, dict)]
+        names = [d["name"].strip() for d in props if isinstance(d, dict) and isinstance(d.get("name"), str)]
         info.gpus = sorted({n for n in names if n})
     for key in ("pytorch_version", "torch_version"):
         if isinstance(doc.get(key), str):
             info.pytorch = doc[key][:40]
     cuda = doc.get("cuda_runtime_version")
     hip = doc.get("hip_runtime_version")
-    if isinstance(cuda, int) and cuda > 0:
+    if type(cuda) is int and cuda > 0:  # not bool
         info.runtime = f"CUDA {cuda // 1000}.{cuda % 1000 // 10}"
-    elif isinstance(hip, int) and hip > 0:
+    elif type(hip) is int and hip > 0:
         info.runtime = f"HIP {hip // 10_000_000}.{hip // 100_000 % 100}"
 
 
@@ -152,18 +201,20 @@ class _Builder:
     needs neither (correlation ids carry the launch links).
     """
 
-    def __init__(self, info: TraceInfo):
+    def __init__(self, info: TraceInfo) -> None:
         self.info = info
-        self.tr = Trace(info=info)
-        self.threads: dict = {}
-        self.streams: dict = {}
+        self.tr = tr = Trace(info=info)
+        self.threads: dict[tuple[object, object], int] = {}
+        self.streams: dict[tuple[object, object], int] = {}
+        self.raw_threads: dict[tuple[object, object], int] = {}  # as spelled in the event -> index
+        self.raw_streams: dict[tuple[object, object], int] = {}
         self.names: dict[str, str] = {}
         self.steps: set[int] = set()
         self.shapes: dict[str, set[str]] = {}  # op name -> distinct input dims
         self.range_profiler = False
-        self.dropped: Counter = Counter()
-        self.categories: dict[str | None, tuple] = {}
-        self.raw_threads: dict[tuple, int] = {}
+        self.dropped: Counter[str] = Counter()
+        self.roles: dict[str | None, _Role] = {}  # raw cat -> role
+        self.host_append, self.rt_append, self.dev_append = tr.host.append, tr.runtime.append, tr.device.append
 
     def build(self, batches: Iterable[list[Event]], stream: EventStream) -> Trace:
         n = 0
@@ -190,7 +241,7 @@ class _Builder:
             info.warnings.append("CUPTI range-profiler trace: it has no kernel timings, so host time is used")
         return tr
 
-    def _thread(self, pid, tid) -> int:
+    def _thread(self, pid: object, tid: object) -> int:
         t = self.raw_threads.get((pid, tid))
         if t is None:  # 2021 traces spell the same thread "123" on X events and 123 on flows
             tk = (_key(pid), _key(tid))
@@ -200,112 +251,238 @@ class _Builder:
             self.raw_threads[(pid, tid)] = t
         return t
 
-    def _category(self, cat: str | None) -> tuple:
-        """(host kind, is runtime, device kind, is gpu annotation, is range profiler) for a raw ``cat``."""
-        catl = cat.lower() if cat is not None else ""
-        entry = (_HOST_CATS.get(catl), catl in _RUNTIME_CATS, _DEVICE_CATS.get(catl),
-                 catl == "gpu_user_annotation", catl == "cuda_profiler_range")
-        self.categories[cat] = entry
-        return entry
+    def _stream(self, pid: object, tid: object) -> int:
+        s = self.raw_streams.get((pid, tid))
+        if s is None:
+            sk = (_key(pid), _key(tid))
+            s = self.streams.get(sk)
+            if s is None:
+                s = self.streams[sk] = len(self.streams)
+            self.raw_streams[(pid, tid)] = s
+        return s
+
+    def _role(self, cat: str | None) -> _Role:
+        """The role of a raw ``cat``, matched after strip + casefold (``"Kernel "`` is a kernel)."""
+        key = cat.strip().casefold() if cat is not None else ""
+        if not key:
+            role = _Role(self._missing_cat)
+        elif key == "python_function":
+            role = _Role(self._module)
+        elif key in _HOST_CATS:
+            role = _Role(self._host, _HOST_CATS[key])
+        elif key in _RUNTIME_CATS:
+            role = _Role(self._runtime)
+        elif key in _DEVICE_CATS:
+            role = _Role(self._device, _DEVICE_CATS[key])
+        elif key == "gpu_user_annotation":
+            role = _Role(self._gpu_annotation)
+        elif key == "cuda_profiler_range":
+            role = _Role(self._range)
+        else:  # "Trace", "overhead", "cuda_sync", …: not read, and not malformed
+            role = _SKIP
+        self.roles[cat] = role
+        return role
 
     def _ingest(self, batch: list[Event]) -> None:
-        tr = self.tr
-        categories, names, dropped, streams = self.categories, self.names, self.dropped, self.streams
-        host_append, rt_append, dev_append = tr.host.append, tr.runtime.append, tr.device.append
-        thread, raw_threads = self._thread, self.raw_threads
+        """Validate what every event role shares (ts, dur, name, External id), then hand X events to
+        their role's method. This is the hot loop: fast paths are a type test and one comparison."""
+        roles, role_of, names, dropped = self.roles, self._role, self.names, self.dropped
+        ts_ns: int | None
+        dur_ns: int | None
+        ext: int | None
         for e in batch:
             ph = e.ph
-            cat = e.cat
             if ph == "X":
+                cat = e.cat
                 if cat == "python_function":  # most events of a with_stack trace: only modules matter
                     name = e.name
                     if name is None or not name.startswith("nn.Module: "):
                         continue
-                entry = categories.get(cat) or self._category(cat)
-                kind, is_rt, dkind, is_gpu_ann, is_range = entry
-                if kind is None and not is_rt and dkind is None and not is_gpu_ann:
-                    if is_range:
-                        self.range_profiler = True
+                handle, kind = roles.get(cat) or role_of(cat)
+                if handle is None:
                     continue
-                if kind == PYTHON:
-                    name = e.name
-                    if name is None or not name.startswith("nn.Module: "):
+                ts = e.ts
+                if type(ts) is float and _MIN_EXACT_US < ts < _EXACT_US:
+                    ts_ns = round(ts * 1000)
+                elif type(ts) is int and _MIN_TS_US < ts < _MAX_TS_US:
+                    ts_ns = ts * 1000
+                else:
+                    ts_ns = self._ts_ns(ts)
+                    if ts_ns is None:
                         continue
-                    kind = MODULE
-                ts, dur = e.ts, e.dur
-                if type(ts) is str or ts is None:
-                    ts = _num(ts)
-                    if ts is None:
-                        dropped["missing or non-numeric ts"] += 1
+                dur = e.dur
+                if type(dur) is float and 0.0 <= dur <= _MAX_DUR_F:
+                    dur_ns = round(dur * 1000)
+                elif type(dur) is int and 0 <= dur <= _MAX_DUR_US:
+                    dur_ns = dur * 1000
+                else:
+                    dur_ns = self._dur_ns(dur)
+                    if dur_ns is None:
                         continue
-                if type(dur) is str or dur is None:
-                    dur = _num(dur)
-                    if dur is None:
-                        dropped["missing or non-numeric dur"] += 1
-                        continue
-                if dur < 0:
-                    dropped["negative dur"] += 1
-                    continue
                 name = e.name
                 if name is None:
                     dropped["missing name"] += 1
                     continue
-                name = names.setdefault(name, name)
-                # Inline _ns for the common cases: int µs, and float µs small enough to scale exactly.
-                ts_ns = ts * 1000 if type(ts) is int else round(ts * 1000) if ts < _EXACT_US else _ns(ts)
-                dur_ns = dur * 1000 if type(dur) is int else round(dur * 1000)
                 args = e.args
-                if args is not None:
-                    ext = args.ext_id
-                    if type(ext) is not int:
-                        ext = _int(ext if ext is not None else args.ext_id_2021)
-                else:
+                if args is None:
                     ext = 0
-                if kind is not None:
-                    if name.startswith("ProfilerStep#"):
-                        kind = ANNOTATION
-                        step = name[13:]
-                        if step.isdigit():
-                            self.steps.add(int(step))
-                    t = raw_threads.get((e.pid, e.tid))
-                    host_append(HostEvent(kind, name, t if t is not None else thread(e.pid, e.tid), ts_ns, dur_ns, ext))
-                    if name in _SHAPE_OPS and args is not None:
-                        seen = self.shapes.setdefault(name, set())
-                        dims = bytes(args.dims or args.dims_2021)
-                        if len(seen) < _MAX_SHAPES and dims.startswith(b"[") and 2 < len(dims) < 4000:
-                            seen.add(str(orjson.loads(dims)))
-                    continue
-                if is_rt:
-                    corr = args.correlation if args is not None else 0
-                    if type(corr) is not int:
-                        corr = _int(corr)
-                    rt_append(RuntimeEvent(name, thread(e.pid, e.tid), ts_ns, dur_ns, corr, ext))
-                    continue
-                sk = (_key(e.pid), _key(e.tid))
-                s = streams.get(sk)
-                if s is None:
-                    s = streams[sk] = len(streams)
-                if dkind is not None:
-                    corr = _int(args.correlation) if args is not None else 0
-                    dev = args.device if args is not None else None
-                    dev = _int(dev) if dev is not None else (sk[0] if type(sk[0]) is int else 0)
-                    dev_append(DeviceEvent(dkind, name, s, ts_ns, dur_ns, corr, ext, dev))
                 else:
-                    tr.gpu_annotations.append(GpuAnnotation(name, s, ts_ns, dur_ns, ext))
+                    raw = args.ext_id
+                    if type(raw) is int:
+                        ext = raw
+                    else:
+                        ext = _int(raw if raw is not None else args.ext_id_2021)
+                        if ext is None:
+                            dropped["bad External id"] += 1
+                            continue
+                handle(e, kind, names.setdefault(name, name), ts_ns, dur_ns, ext)
             elif ph == "i":
-                if e.name != "[memory]":
-                    continue
-                args = e.args
-                ts = _num(e.ts)
-                if args is None or ts is None:
-                    dropped["malformed [memory] event"] += 1
-                    continue
-                nbytes = _int(args.nbytes)
-                if nbytes > 0:  # frees are not allocations
-                    tr.memory.append(MemoryEvent(thread(e.pid, e.tid), _ns(ts), nbytes,
-                                                 _int(args.device_type)))
-            elif (ph == "s" or ph == "f") and cat is not None and cat.lower() == "fwdbwd":
-                ts = _num(e.ts)
-                if ts is None:
-                    continue
-                tr.flows.append(Flow(_int(e.id), ph == "s", thread(e.pid, e.tid), _ns(ts)))
+                if e.name == "[memory]":
+                    self._memory(e)
+            elif ph == "s" or ph == "f":
+                cat = e.cat
+                if cat != "ac2g" and cat is not None and cat.lower() == "fwdbwd":  # ac2g: launch flows, not read
+                    self._flow(e, ph == "s")
+
+    # -- the rare paths of ts and dur: strings, epoch-sized floats, and values that are dropped ----------
+    def _ts_ns(self, ts: int | float | str | None) -> int | None:
+        n = _num(ts)
+        if n is None:
+            self.dropped["missing or non-numeric ts"] += 1
+            return None
+        if not _MIN_TS_US < n < _MAX_TS_US:  # NaN and ±inf fail it too
+            self.dropped["ts out of range"] += 1
+            return None
+        return _ns(n)
+
+    def _dur_ns(self, dur: int | float | str | None) -> int | None:
+        n = _num(dur)
+        if n is None:
+            self.dropped["missing or non-numeric dur"] += 1
+            return None
+        if n < 0:
+            self.dropped["negative dur"] += 1
+            return None
+        if not n <= _MAX_DUR_US:  # NaN and inf fail it too
+            self.dropped["dur out of range"] += 1
+            return None
+        return n * 1000 if type(n) is int else round(n * 1000)
+
+    def _correlation(self, corr: int | float | str | None) -> int | None:
+        """The rare path of ``args.correlation``: not an int."""
+        c = _int(corr)
+        if c is None:
+            self.dropped["bad correlation"] += 1
+        return c
+
+    # -- one method per event role: (event, kind, name, ts ns, dur ns, External id) ------------------------
+    def _module(self, e: Event, kind: None, name: str, ts: int, dur: int, ext: int) -> None:
+        """``python_function``: only ``nn.Module`` slices matter (the loop skips the rest when spelled exactly)."""
+        if name.startswith("nn.Module: "):
+            self._host(e, MODULE, name, ts, dur, ext)
+
+    def _host(self, e: Event, kind: int, name: str, ts: int, dur: int, ext: int) -> None:
+        """ATen ops and record_function ranges (``ProfilerStep#N`` among them), and ``nn.Module`` slices."""
+        if name.startswith("ProfilerStep#"):
+            kind = ANNOTATION
+            step = _step(name)
+            if step is not None:
+                if step < 0:
+                    self.dropped["bad ProfilerStep number"] += 1
+                    return
+                self.steps.add(step)
+        pid, tid = e.pid, e.tid
+        t = self.raw_threads.get((pid, tid))
+        self.host_append(HostEvent(kind, name, t if t is not None else self._thread(pid, tid), ts, dur, ext))
+        if name in _SHAPE_OPS:
+            args = e.args
+            if args is not None:
+                self._shape(name, bytes(args.dims or args.dims_2021))
+
+    def _shape(self, name: str, dims: bytes) -> None:
+        """Input dims of attention-like ops, for diff's "different shapes" warning; display only."""
+        seen = self.shapes.setdefault(name, set())
+        if len(seen) < _MAX_SHAPES and dims.startswith(b"[") and 2 < len(dims) < 4000:
+            try:
+                seen.add(str(orjson.loads(dims)))
+            except (orjson.JSONDecodeError, RecursionError):  # absurdly nested: no shape is shown
+                pass
+
+    def _runtime(self, e: Event, kind: None, name: str, ts: int, dur: int, ext: int) -> None:
+        """CUDA/HIP runtime and driver calls: the launch side of a correlation link."""
+        args = e.args
+        corr = args.correlation if args is not None else 0
+        if type(corr) is not int:
+            corr = self._correlation(corr)
+            if corr is None:
+                return
+        pid, tid = e.pid, e.tid
+        t = self.raw_threads.get((pid, tid))
+        self.rt_append(RuntimeEvent(name, t if t is not None else self._thread(pid, tid), ts, dur, corr, ext))
+
+    def _device(self, e: Event, kind: str, name: str, ts: int, dur: int, ext: int) -> None:
+        """Kernels, memcpys and memsets on a GPU stream."""
+        args = e.args
+        corr = args.correlation if args is not None else 0
+        if type(corr) is not int:
+            corr = self._correlation(corr)
+            if corr is None:
+                return
+        pid, tid = e.pid, e.tid
+        s = self.raw_streams.get((pid, tid))
+        self.dev_append(DeviceEvent(kind, name, s if s is not None else self._stream(pid, tid), ts, dur, corr, ext))
+
+    def _gpu_annotation(self, e: Event, kind: None, name: str, ts: int, dur: int, ext: int) -> None:
+        """A record_function range projected onto a stream (the last way to link a device event)."""
+        self.tr.gpu_annotations.append(GpuAnnotation(name, self._stream(e.pid, e.tid), ts, dur, ext))
+
+    def _range(self, e: Event, kind: None, name: str, ts: int, dur: int, ext: int) -> None:
+        """CUPTI range-profiler traces have ranges instead of kernels; build() says so."""
+        self.range_profiler = True
+
+    def _missing_cat(self, e: Event, kind: None, name: str, ts: int, dur: int, ext: int) -> None:
+        """An X event without ``cat`` could be a kernel: losing it silently would hide time."""
+        self.dropped["missing cat"] += 1
+
+    def _memory(self, e: Event) -> None:
+        """An allocator instant; frees (Bytes <= 0) are not allocations and are skipped."""
+        args = e.args
+        if args is None:
+            self.dropped["malformed [memory] event"] += 1
+            return
+        raw_bytes, raw_type = args.nbytes, args.device_type
+        if type(raw_bytes) is int and type(raw_type) is int:
+            nbytes, device_type = raw_bytes, raw_type
+        else:
+            n = _int(raw_bytes) if raw_bytes is not None else None
+            d = _int(raw_type)
+            if n is None or d is None:
+                self.dropped["malformed [memory] event"] += 1
+                return
+            nbytes, device_type = n, d
+        if nbytes <= 0:
+            return
+        if nbytes > _MAX_BYTES:
+            self.dropped["[memory] Bytes out of range"] += 1
+            return
+        ts = e.ts
+        ts_ns: int | None
+        if type(ts) is float and _MIN_EXACT_US < ts < _EXACT_US:
+            ts_ns = round(ts * 1000)
+        else:
+            ts_ns = self._ts_ns(ts)
+            if ts_ns is None:
+                return
+        pid, tid = e.pid, e.tid
+        t = self.raw_threads.get((pid, tid))
+        self.tr.memory.append(MemoryEvent(t if t is not None else self._thread(pid, tid), ts_ns, nbytes, device_type))
+
+    def _flow(self, e: Event, start: bool) -> None:
+        """One end of a forward→backward link."""
+        fid = _int(e.id)
+        if fid is None:
+            self.dropped["bad fwdbwd flow id"] += 1
+            return
+        ts = self._ts_ns(e.ts)
+        if ts is not None:
+            self.tr.flows.append(Flow(fid, start, self._thread(e.pid, e.tid), ts))

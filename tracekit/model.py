@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 import msgspec
 
 # Host event kinds, ordered so that when two intervals start together and have
-# the same length, the Python frame encloses the annotation, which encloses the op.
-PYTHON, MODULE, ANNOTATION, OP = 0, 1, 2, 3
-HOST_KIND_NAMES = {PYTHON: "python", MODULE: "module", ANNOTATION: "annotation", OP: "op"}
+# the same length, the nn.Module slice encloses the annotation, which encloses the op.
+MODULE, ANNOTATION, OP = 1, 2, 3
 
 # Device event kinds.
 KERNEL, MEMCPY, MEMSET = "kernel", "memcpy", "memset"
@@ -53,7 +52,6 @@ class DeviceEvent(msgspec.Struct, gc=False):
     dur: int
     correlation: int
     ext_id: int
-    device: int
 
 
 class GpuAnnotation(msgspec.Struct, gc=False):
@@ -67,7 +65,7 @@ class GpuAnnotation(msgspec.Struct, gc=False):
 
 
 class MemoryEvent(msgspec.Struct, gc=False):
-    """An allocator instant (``[memory]``); ``nbytes`` is negative on free."""
+    """An allocation (a ``[memory]`` instant with positive ``Bytes``; frees are not kept)."""
 
     thread: int
     ts: int
