@@ -62,9 +62,9 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 # Arguments are plain paths: existence and file type are checked by tracekit.inputs, which
 # words each problem (FIFO, symlink loop, empty file) and exits 1, not 2.
 @cli.command()
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=click.Path(path_type=Path, readable=False))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format (default: table, or from -o's extension).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", type=click.Path(dir_okay=False, readable=False, path_type=Path),
               help="Write to this file instead of stdout (.json/.csv/.md/.txt, + .gz to compress).")
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges (default: attention|attn|…).")
 @click.option("--by", type=click.Choice(GROUPINGS), default="kind", show_default=True, help="One row per block kind, block, layer or step.")
@@ -102,10 +102,10 @@ def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 
 
 @cli.command()
-@click.argument("before", type=click.Path(path_type=Path))
-@click.argument("after", type=click.Path(path_type=Path))
+@click.argument("before", type=click.Path(path_type=Path, readable=False))
+@click.argument("after", type=click.Path(path_type=Path, readable=False))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format (default: table, or from -o's extension).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", type=click.Path(dir_okay=False, readable=False, path_type=Path),
               help="Write to this file instead of stdout (.json/.csv/.md/.txt, + .gz to compress).")
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges, for both sides.")
 @click.option("--fail-if-slower", "fail_pct", callback=_percent, metavar="PCT",
@@ -311,17 +311,17 @@ def _to_file(chunks: Iterable[str], output: Path, gz: bool) -> None:
     """
     import tempfile
 
-    target = Path(os.path.realpath(output))
     try:
-        st: os.stat_result | None = os.stat(target)
+        st: os.stat_result | None = os.stat(output)
     except FileNotFoundError:
         st = None
     except OSError as exc:
         raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
+    target = Path(os.path.realpath(output))  # through symlinks: replace the file, keep the link
     try:
         if st is not None and not stat.S_ISREG(st.st_mode):
-            with open(target, "wb") as f:
-                _write_chunks(f, chunks, gz, target.name)
+            with open(output, "wb") as f:  # the name as given: /dev/stdout's target may be a pipe
+                _write_chunks(f, chunks, gz, output.name)
             return
         mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
