@@ -25,7 +25,8 @@ _LAZY = {
     "TracekitError": ".errors",
 }
 
-__all__ = [*_LAZY, "__version__"]
+__all__ = ["analyze", "attribute_trace", "load_trace", "find_trace_files", "discover", "diff_paths", "Attribution",
+           "CATEGORIES", "TracekitError", "__version__"]
 
 if TYPE_CHECKING:
     from .attribute import analyze, attribute_trace

@@ -16,8 +16,9 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
@@ -63,11 +64,14 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 # words each problem (FIFO, symlink loop, empty file) and exits 1, not 2.
 @cli.command()
 @click.argument("path", type=click.Path(path_type=Path, readable=False))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format (default: table, or from -o's extension).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS),
+              help="Output format (default: table, or from -o's extension).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, readable=False, path_type=Path),
               help="Write to this file instead of stdout (.json/.csv/.md/.txt, + .gz to compress).")
-@click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges (default: attention|attn|…).")
-@click.option("--by", type=click.Choice(GROUPINGS), default="kind", show_default=True, help="One row per block kind, block, layer or step.")
+@click.option("--scope", callback=_scope, metavar="REGEX",
+              help="Names of attention modules/ranges (default: attention|attn|…).")
+@click.option("--by", type=click.Choice(GROUPINGS), default="kind", show_default=True,
+              help="One row per block kind, block, layer or step.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None) -> None:
     """Attribute attention time in PATH (a .json/.json.gz trace or a TensorBoard run folder)."""
@@ -104,7 +108,8 @@ def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 @cli.command()
 @click.argument("before", type=click.Path(path_type=Path, readable=False))
 @click.argument("after", type=click.Path(path_type=Path, readable=False))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format (default: table, or from -o's extension).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS),
+              help="Output format (default: table, or from -o's extension).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, readable=False, path_type=Path),
               help="Write to this file instead of stdout (.json/.csv/.md/.txt, + .gz to compress).")
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges, for both sides.")
@@ -127,7 +132,8 @@ def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope:
         from .diff import diff_paths, gate
 
         with Progress() as progress:
-            result = diff_paths(found_b, found_a, scope=scope, jobs=jobs or default_jobs(), progress=progress.update)
+            result = diff_paths(found_b, found_a, scope=scope, jobs=jobs or default_jobs(),
+                                progress=progress.update)
         result.check()
         _warn(result.before)
         _warn(result.after)

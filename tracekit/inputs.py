@@ -44,7 +44,7 @@ class Inputs:
         return self.path.name or str(self.path)
 
 
-def discover(path: str | os.PathLike) -> Inputs:
+def discover(path: str | os.PathLike[str]) -> Inputs:
     """A file is itself; a folder (a TensorBoard run) gives its ``*.pt.trace.json[.gz]``, at any depth.
 
     A folder without such files falls back to its own top-level ``*.json[.gz]``. Raises a
@@ -60,12 +60,12 @@ def discover(path: str | os.PathLike) -> Inputs:
     return Inputs(p, [p])
 
 
-def find_trace_files(path: str | os.PathLike) -> list[Path]:
+def find_trace_files(path: str | os.PathLike[str]) -> list[Path]:
     """The files :func:`discover` would read (kept for callers of the old ``load.find_trace_files``)."""
     return discover(path).files
 
 
-def check_trace_file(path: str | os.PathLike) -> None:
+def check_trace_file(path: str | os.PathLike[str]) -> None:
     """Raise the accurate error for a path that is not a readable, non-empty regular file.
 
     ``load_trace`` calls this before opening: opening a FIFO would block, a device never ends.
@@ -137,7 +137,7 @@ def _discover_folder(root: Path) -> Inputs:
     return found
 
 
-def _is_dir(entry: os.DirEntry) -> bool:
+def _is_dir(entry: os.DirEntry[str]) -> bool:
     try:
         return entry.is_dir()
     except OSError:
