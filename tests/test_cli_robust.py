@@ -211,6 +211,26 @@ def test_unreadable_file_is_permission_denied(tmp_path, monkeypatch):
     assert out.exit_code == 1 and out.stderr.strip() == f"Error: {p}: permission denied"
 
 
+def test_one_unreadable_file_in_a_folder_warns_and_exits_3(tmp_path, monkeypatch):
+    _trace(tmp_path / "w0.pt.trace.json", blocks=1)
+    locked = _trace(tmp_path / "w1.pt.trace.json", blocks=2)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != locked and real_access(path, mode))
+    out = _invoke(["attribute", tmp_path, "--format", "json"])
+    assert out.exit_code == 3 and f"Warning: {locked}: permission denied; skipped" in out.stderr
+    assert json.loads(out.stdout)["totals"]["blocks"] == 1
+
+
+def test_load_trace_names_a_fifo_without_opening_it(tmp_path):
+    from tracekit.errors import TraceReadError
+    from tracekit.load import load_trace
+
+    fifo = tmp_path / "t.json"
+    os.mkfifo(fifo)
+    with pytest.raises(TraceReadError, match="is a FIFO"):
+        load_trace(fifo)  # an open() would block forever: no writer
+
+
 def test_odd_file_on_the_diff_side(tmp_path):
     _one_error_line(run_cli("diff", _trace(tmp_path / "a.json"), "/dev/null"), 1, "/dev/null: is a device")
 
@@ -530,3 +550,24 @@ def test_load_find_trace_files_still_works(tmp_path):
 
     d = _folder(tmp_path, ranks=2)
     assert find_trace_files(d) == [d / "rank0.pt.trace.json.gz", d / "rank1.pt.trace.json.gz"]
+
+
+def test_a_worker_killed_mid_file_is_one_error_line(tmp_path, monkeypatch):
+    import multiprocessing
+
+    import tracekit.inputs as inputs
+
+    if multiprocessing.get_start_method() != "fork":
+        pytest.skip("the patched worker reaches the pool only when workers fork")
+
+    d = _folder(tmp_path, ranks=2)
+    monkeypatch.setattr(inputs, "_attribute_file", _die)  # the workers fork and inherit the patch
+    from tracekit import analyze
+    from tracekit.errors import TracekitError
+
+    with pytest.raises(TracekitError, match="the process reading it died"):
+        analyze(d, jobs=2)
+
+
+def _die(*args: object, **kw: object) -> None:
+    os._exit(9)  # as the OOM killer would

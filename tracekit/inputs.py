@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from .errors import TraceFormatError, TraceNotFoundError, TraceReadError
+from .errors import TraceFormatError, TracekitError, TraceNotFoundError, TraceReadError
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -279,6 +279,7 @@ def _pooled(files: list[Path], sizes: list[int], total: int, scope: str | None, 
     reading order is raised, as a serial run would have raised it.
     """
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures: list[Future[Attribution]] = [pool.submit(_attribute_file, f, scope, clf) for f in files]
@@ -299,7 +300,11 @@ def _pooled(files: list[Path], sizes: list[int], total: int, scope: str | None, 
             for fut in pending:
                 fut.cancel()
             wait(pending)
-            for fut in futures:
-                if not fut.cancelled() and fut.exception() is not None:
-                    raise fut.exception()  # type: ignore[misc]
+            for i, fut in enumerate(futures):
+                exc = None if fut.cancelled() else fut.exception()
+                if isinstance(exc, BrokenProcessPool):  # killed (out of memory?): no traceback for that
+                    raise TracekitError(f"{files[i]}: the process reading it died ({exc}); "
+                                        "try --jobs 1 or a machine with more memory") from None
+                if exc is not None:
+                    raise exc
         return [fut.result() for fut in futures]
