@@ -243,8 +243,9 @@ def test_odd_file_on_the_diff_side(tmp_path):
 def test_output_mode_follows_the_umask(tmp_path, umask):
     inp = _trace(tmp_path / "t.json")
     out = tmp_path / "o.json"
-    code = f"import os, sys; os.umask({umask}); sys.argv = ['tracekit', 'attribute', {str(inp)!r}, '-o', {str(out)!r}]; " \
-           "from tracekit.cli import main; main()"
+    code = (f"import os, sys; os.umask({umask}); "
+            f"sys.argv = ['tracekit', 'attribute', {str(inp)!r}, '-o', {str(out)!r}]; "
+            "from tracekit.cli import main; main()")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, capture_output=True)
     assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask
 
@@ -440,8 +441,8 @@ def test_write_all_survives_short_writes_and_reports_none():
 
 def test_closed_pipe_exits_quietly(tmp_path):
     inp = _trace(tmp_path / "t.json", blocks=50)
-    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "attribute", str(inp), "--format", "csv", "--by", "block"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    cmd = [sys.executable, "-m", "tracekit", "attribute", str(inp), "--format", "csv", "--by", "block"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
     proc.stdout.close()  # like `| head -0`: the reader is gone before the first row
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0
