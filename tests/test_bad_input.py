@@ -117,7 +117,7 @@ def test_all_events_malformed(tmp_path):
 def test_output_never_overwrites_the_input(tmp_path):
     p = _good(tmp_path).write(tmp_path / "in.json")
     before = p.read_bytes()
-    _assert_one_line_error(run_cli("attribute", p, "-o", p), "refusing to overwrite")
+    _assert_one_line_error(run_cli("attribute", p, "-o", p), "refusing to overwrite", code=2)
     assert p.read_bytes() == before
 
 

@@ -442,7 +442,7 @@ def test_output_never_overwrites_an_input(eager_fused, side):
     target = eager_fused[side]
     before = target.read_bytes()
     proc = run_cli("diff", *eager_fused, "-o", target)
-    assert proc.returncode == 1 and "refusing to overwrite an input trace" in proc.stderr
+    assert proc.returncode == 2 and "refusing to overwrite an input trace" in proc.stderr
     assert target.read_bytes() == before
 
 

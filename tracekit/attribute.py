@@ -12,14 +12,12 @@ import os
 import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
 from itertools import groupby
-from pathlib import Path
 from typing import Callable
 
 from .classify import Classifier
 from .link import NONE, Links, link
-from .load import find_trace_files, load_trace
+from .inputs import Inputs, attribute_inputs, discover
 from .model import ANNOTATION, MODULE, OP, Trace
 from .result import (
     CATEGORIES, Attribution, BlockResult, Coverage, Totals, TraceSummary, zero_categories,
@@ -29,29 +27,16 @@ from .scopes import Block, BlockFinder
 _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
 
 
-def analyze(path: str | os.PathLike, scope: str | None = None, classifier: Classifier | None = None,
+def analyze(path: str | os.PathLike | Inputs, scope: str | None = None, classifier: Classifier | None = None,
             jobs: int = 1, progress: Callable[[str, int, int], None] | None = None) -> Attribution:
     """Attribute one trace file, or every trace in a run folder (results are merged in file order).
 
     ``jobs > 1`` analyses a folder's files (one per rank/worker) in that many processes; the
     result is identical to a serial run. ``progress(name, done, total)`` reports bytes read.
+    Files the folder scan skipped are named in ``Attribution.warnings`` (tracekit.inputs).
     """
-    files = find_trace_files(path)
-    if jobs > 1 and len(files) > 1:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(files))) as pool:
-            parts = list(pool.map(_analyze_file, files, [scope] * len(files)))
-    else:
-        clf = classifier or Classifier()
-        parts = []
-        for f in files:
-            report = (lambda done, total, _n=f.name: progress(_n, done, total)) if progress else None
-            parts.append(attribute_trace(load_trace(f, progress=report), scope=scope, classifier=clf))
-    return parts[0] if len(parts) == 1 else merge(parts, source=Path(path).name or str(path))
-
-
-def _analyze_file(path: Path, scope: str | None) -> Attribution:
-    """One file in a worker process (module-level so that it pickles)."""
-    return attribute_trace(load_trace(path), scope=scope)
+    found = path if isinstance(path, Inputs) else discover(path)
+    return attribute_inputs(found, scope=scope, classifier=classifier, jobs=jobs, progress=progress)
 
 
 def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier | None = None) -> Attribution:

@@ -1,28 +1,47 @@
 """The ``tracekit`` command: thin click wrappers that validate, call the library, and report.
 
 Exit codes: 0 ok; 1 input could not be analysed (``Error: …``); 2 usage error;
-3 results were produced from damaged input (truncated trace, dropped events);
+3 results were produced from damaged input (truncated trace, dropped events, skipped files);
 4 ``diff --fail-if-slower`` found a regression.
+
+Only click and the standard library load at import: the analysis, the renderers and the process
+pool are imported inside the commands, so ``tracekit --help`` starts fast (benchmarks/startup.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
+import stat
 import sys
-import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
 from . import __version__
-from .errors import OutputError, TracekitError
+from .errors import OutputError, TracekitError, UsageError
 from .progress import Progress
-from .renderers import GROUPINGS, RENDERERS, renderer_for
-from .renderers.diff import DIFF_RENDERERS
+
+if TYPE_CHECKING:
+    from .inputs import Inputs
 
 EXIT_DAMAGED = 3
 EXIT_REGRESSION = 4
+TOOL = f"tracekit {__version__}"
+
+# The renderers' names and groupings, spelled out so that --help need not import the renderers
+# (tests/test_cli_robust.py checks they match the registries).
+FORMATS = ("table", "json", "csv", "markdown")
+GROUPINGS = ("kind", "block", "layer", "step")
+# -o extension, compared in lower case and before any ".gz" -> format.
+EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
+_MAX_WRITE = 1 << 30  # one write() call; Linux moves at most ~2 GiB per call anyway
+
+_JOBS_HELP = "Processes for a folder of traces (default: one per CPU, at most one per file)."
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,7 +50,7 @@ def cli() -> None:
     """Where the time goes inside attention, from PyTorch profiler traces."""
 
 
-def _scope(ctx, param, value):
+def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is None:
         return None
     try:
@@ -41,33 +60,41 @@ def _scope(ctx, param, value):
     return value
 
 
+# Arguments are plain paths: existence and file type are checked by tracekit.inputs, which
+# words each problem (FIFO, symlink loop, empty file) and exits 1, not 2.
 @cli.command()
-@click.argument("path", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(list(RENDERERS)), help="Output format (default: table, or from -o's extension).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
-@click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges (default: attention|attn|…).")
-@click.option("--by", type=click.Choice(GROUPINGS), default="kind", show_default=True, help="One row per block kind, block, layer or step.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="Processes for a folder of traces (default: one per CPU, at most one per file).")
+@click.argument("path", type=click.Path(path_type=Path, readable=False))
+@click.option("--format", "fmt", type=click.Choice(FORMATS),
+              help="Output format (default: table, or from -o's extension).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, readable=False, path_type=Path),
+              help="Write to this file instead of stdout (.json/.csv/.md/.txt, + .gz to compress).")
+@click.option("--scope", callback=_scope, metavar="REGEX",
+              help="Names of attention modules/ranges (default: attention|attn|…).")
+@click.option("--by", type=click.Choice(GROUPINGS), default="kind", show_default=True,
+              help="One row per block kind, block, layer or step.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None) -> None:
     """Attribute attention time in PATH (a .json/.json.gz trace or a TensorBoard run folder)."""
-    from .attribute import analyze
-
     try:
-        _refuse_clobber(output, path)
+        fmt, gz = output_format(fmt, output)
+        from .inputs import default_jobs, discover
+
+        found = discover(path)
+        refuse_clobber(output, [found])
+        from .attribute import analyze
+
         with Progress() as progress:
-            result = analyze(path, scope=scope, jobs=jobs or os.cpu_count() or 1, progress=progress.update)
+            result = analyze(found, scope=scope, jobs=jobs or default_jobs(), progress=progress.update)
         result.check()
-        text = renderer_for(fmt, str(output) if output else None)(by=by, tool=f"tracekit {__version__}").render(result)
         _warn(result)
-        _emit(text, output)
+        emit(_attribution_renderer(fmt, by), result, output, gz)
     except TracekitError as exc:
         raise _fail(exc) from None
     if result.damaged:
         sys.exit(EXIT_DAMAGED)
 
 
-def _percent(ctx, param, value):
+def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
     if value is None:
         return None
     from .diff import parse_percent
@@ -79,76 +106,260 @@ def _percent(ctx, param, value):
 
 
 @cli.command()
-@click.argument("before", type=click.Path(path_type=Path))
-@click.argument("after", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(list(DIFF_RENDERERS)),
+@click.argument("before", type=click.Path(path_type=Path, readable=False))
+@click.argument("after", type=click.Path(path_type=Path, readable=False))
+@click.option("--format", "fmt", type=click.Choice(FORMATS),
               help="Output format (default: table, or from -o's extension).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, readable=False, path_type=Path),
+              help="Write to this file instead of stdout (.json/.csv/.md/.txt, + .gz to compress).")
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges, for both sides.")
 @click.option("--fail-if-slower", "fail_pct", callback=_percent, metavar="PCT",
               help="Exit 4 when AFTER's attention time exceeds BEFORE's by more than PCT (5% or 5).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope: str | None,
-         fail_pct: float | None) -> None:
+         fail_pct: float | None, jobs: int | None) -> None:
     """Compare attention time in BEFORE and AFTER (traces or run folders), by category, block and kernel.
 
-    Exit codes: 0 ok; 1 error; 2 usage; 3 damaged input; 4 regression (--fail-if-slower).
+    Exit codes: 0 ok; 1 error (and a gate over a GPU and a CPU-only trace); 2 usage;
+    3 damaged input; 4 regression (--fail-if-slower).
     """
-    from .diff import diff_paths, gate
-    from .renderers.diff import diff_renderer_for, verdict_line
-
     try:
-        _refuse_clobber(output, before)
-        _refuse_clobber(output, after)
-        result = diff_paths(before, after, scope=scope)
+        fmt, gz = output_format(fmt, output)
+        from .inputs import default_jobs, discover
+
+        found_b, found_a = discover(before), discover(after)
+        refuse_clobber(output, [found_b, found_a])
+        from .diff import diff_paths, gate
+
+        with Progress() as progress:
+            result = diff_paths(found_b, found_a, scope=scope, jobs=jobs or default_jobs(),
+                                progress=progress.update)
         result.check()
-        text = diff_renderer_for(fmt, str(output) if output else None)(tool=f"tracekit {__version__}").render(result)
         _warn(result.before)
         _warn(result.after)
         for w in result.warnings:
             click.echo(f"Warning: {w}", err=True)
-        _emit(text, output)
+        emit(_diff_renderer(fmt), result, output, gz)
+        if fail_pct is not None:
+            from .renderers.diff import verdict_line
+
+            verdict = gate(result, fail_pct)  # refuses (exit 1) when the sides are timed differently
+            click.echo(verdict_line(verdict), err=True)
+            if not verdict.ok:
+                sys.exit(EXIT_REGRESSION)
     except TracekitError as exc:
         raise _fail(exc) from None
-    if fail_pct is not None:
-        verdict = gate(result, fail_pct)
-        click.echo(verdict_line(verdict), err=True)
-        if not verdict.ok:
-            sys.exit(EXIT_REGRESSION)
     if result.damaged:
         sys.exit(EXIT_DAMAGED)
 
 
-def _warn(result) -> None:
+# ---------------------------------------------------------------------------------------------
+# Renderers (the only place the CLI names renderer classes)
+
+
+def _attribution_renderer(fmt: str, by: str) -> Any:
+    from .renderers import RENDERERS
+
+    return RENDERERS[fmt](by=by, tool=TOOL)
+
+
+def _diff_renderer(fmt: str) -> Any:
+    from .renderers.diff import DIFF_RENDERERS
+
+    return DIFF_RENDERERS[fmt](tool=TOOL)
+
+
+def _warn(result: Any) -> None:
+    for w in getattr(result, "warnings", ()):
+        click.echo(f"Warning: {w}", err=True)
     for t in result.traces:
         for w in t.warnings:
             click.echo(f"Warning: {t.source}: {w}", err=True)
 
 
-def _refuse_clobber(output: Path | None, path: Path) -> None:
-    """Never write over an input trace; a damaged run must not destroy the evidence."""
-    if output is None:
-        return
-    out = output.resolve()
-    src = path.resolve()
-    if out == src or (src.is_dir() and out.name.endswith((".json", ".json.gz")) and src in out.parents
-                      and ".pt.trace." in out.name):
-        raise OutputError(f"{output}: refusing to overwrite an input trace")
+# ---------------------------------------------------------------------------------------------
+# Output
 
 
-def _emit(text: str, output: Path | None) -> None:
-    """Stdout, or an atomic write (temp file + rename) so a failure leaves no half-written file."""
+def output_format(fmt: str | None, output: Path | None) -> tuple[str, bool]:
+    """(format, gzip?) for this command line: --format wins, else -o's extension, else a table.
+
+    Extensions compare case-insensitively; a final ``.gz`` compresses whatever the format. An
+    extension that names no format is refused rather than guessed (a table in ``out.json.gz``
+    would break the next tool in the pipeline).
+    """
     if output is None:
-        click.echo(text, nl=False)
+        return fmt or "table", False
+    name = output.name.lower()
+    gz = name.endswith(".gz")
+    if gz:
+        name = name[:-3]
+    if fmt is None:
+        fmt = EXTENSIONS.get(os.path.splitext(name)[1])
+        if fmt is None:
+            raise UsageError(f"{output}: cannot tell the format from the file name; use a .json, .csv, .md or .txt "
+                             "extension (add .gz to compress) or --format")
+    return fmt, gz
+
+
+def refuse_clobber(output: Path | None, inputs: Iterable[Inputs]) -> None:
+    """Never write over an input trace; a damaged run must not destroy the evidence.
+
+    Compares the resolved path and, for an existing output, the file identity (st_dev, st_ino),
+    so a symlink or a hard link to an input is caught too. A name inside an input folder that
+    the next run would read as a trace is refused as well.
+    """
+    if output is None:
         return
-    target = output.resolve()
+    from .inputs import TRACE_SUFFIXES
+
+    out = os.path.realpath(output)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, target)
+        ost = os.stat(out)
+        ident: tuple[int, int] | None = (ost.st_dev, ost.st_ino)
+    except OSError:
+        ident = None
+    for found in inputs:
+        for f in found.files:
+            same = os.path.realpath(f) == out
+            if not same and ident is not None:
+                with contextlib.suppress(OSError):
+                    st = os.stat(f)
+                    same = (st.st_dev, st.st_ino) == ident
+            if same:
+                alias = "" if os.path.abspath(output) == os.path.abspath(f) else f" ({f})"
+                raise UsageError(f"{output}: refusing to overwrite an input trace{alias}")
+        root = os.path.realpath(found.path)
+        if os.path.isdir(root) and out.startswith(root.rstrip(os.sep) + os.sep) and out.endswith(TRACE_SUFFIXES):
+            raise UsageError(f"{output}: refusing to write a file that the next run of {found.path} "
+                             "would read as a trace")
+
+
+def emit(renderer: Any, result: Any, output: Path | None, gz: bool = False) -> None:
+    """Stream the rendered result to stdout or (atomically) to ``output``."""
+    chunks = _chunks(renderer, result)
+    if output is None:
+        _to_stdout(chunks)
+        return
+    _to_file(chunks, output, gz)
+    click.echo(f"wrote {output}", err=True)
+
+
+def _chunks(renderer: Any, result: Any) -> Iterator[str]:
+    """The renderer's ``stream(result)`` when it has one (CSV row by row), else one ``render()``."""
+    stream = getattr(renderer, "stream", None)
+    if stream is not None:
+        yield from stream(result)
+    else:
+        yield renderer.render(result)
+
+
+def _encode(chunk: str) -> bytes:
+    # Lone surrogates (a "\ud800" escape in a trace's JSON) must not crash the write.
+    return chunk.encode("utf-8", "backslashreplace")
+
+
+def write_all(f: IO[bytes], data: bytes) -> None:
+    """Write every byte or raise: a raw or non-blocking stream may take fewer bytes than given."""
+    view = memoryview(data)
+    while view:
+        try:
+            n = f.write(view[:_MAX_WRITE])
+        except BlockingIOError as exc:  # stdout left non-blocking by another program
+            n = exc.characters_written
+            _wait_writable(f)
+        else:
+            if n is None:  # a raw non-blocking stream with no room
+                n = 0
+                _wait_writable(f)
+            elif n <= 0:
+                raise OSError(errno.EIO, f"short write ({len(data) - len(view)} of {len(data)} bytes written)")
+        view = view[n:]
+
+
+def _wait_writable(f: IO[bytes]) -> None:
+    import select
+
+    select.select([], [f], [])
+
+
+def _to_stdout(chunks: Iterable[str]) -> None:
+    out = click.get_binary_stream("stdout")
+    try:
+        for chunk in chunks:
+            write_all(out, _encode(chunk))
+        out.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        _quiet_stdout()
+    except OSError as exc:
+        raise OutputError(f"<stdout>: cannot write ({exc.strerror or exc})") from None
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not complain about the pipe."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def _to_file(chunks: Iterable[str], output: Path, gz: bool) -> None:
+    """Temp file + rename, so a failure (full disk, a renderer error) leaves no half-written file.
+
+    A new file gets 0666 minus the umask, as shell redirection would; an existing one keeps its
+    mode. A FIFO or device (``-o /dev/stdout``) has nothing to replace and is written directly.
+    """
+    import tempfile
+
+    try:
+        st: os.stat_result | None = os.stat(output)
+    except FileNotFoundError:
+        st = None
     except OSError as exc:
         raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
-    click.echo(f"wrote {output}", err=True)
+    target = Path(os.path.realpath(output))  # through symlinks: replace the file, keep the link
+    try:
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            with open(output, "wb") as f:  # the name as given: /dev/stdout's target may be a pipe
+                _write_chunks(f, chunks, gz, output.name)
+            return
+        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    except OSError as exc:
+        raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            _write_chunks(f, chunks, gz, target.name)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
+        raise
+
+
+def _write_chunks(f: IO[bytes], chunks: Iterable[str], gz: bool, name: str) -> None:
+    if not gz:
+        for chunk in chunks:
+            write_all(f, _encode(chunk))
+        return
+    import gzip
+
+    # mtime=0 and the inner name: the same report gives the same bytes, whatever the temp name.
+    with gzip.GzipFile(filename=name[:-3] if name.lower().endswith(".gz") else name, mode="wb",
+                       fileobj=f, compresslevel=6, mtime=0) as z:
+        for chunk in chunks:
+            write_all(z, _encode(chunk))  # type: ignore[arg-type]
 
 
 class _Fail(click.ClickException):

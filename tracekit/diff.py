@@ -25,13 +25,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from .attribute import analyze
 from .classify import Classifier
-from .load import find_trace_files
+from .errors import IncomparableError
+from .inputs import Inputs, discover
 from .result import CATEGORIES, Attribution, BlockResult, InvariantError, zero_categories
 
 DIFF_SCHEMA_VERSION = 1
@@ -236,13 +239,21 @@ def _expect(ok: bool, msg: str) -> None:
 # Entry points
 
 
-def diff_paths(before: str | os.PathLike, after: str | os.PathLike, scope: str | None = None) -> DiffResult:
-    """Load and attribute both sides (files or run folders), then diff them."""
-    find_trace_files(before)  # fail on a missing *after* before spending time on a big *before*
-    find_trace_files(after)
-    clf = Classifier()
-    result = diff_attributions(analyze(before, scope=scope, classifier=clf), analyze(after, scope=scope, classifier=clf))
-    result.labels = side_labels(before, after)
+def diff_paths(before: str | os.PathLike | Inputs, after: str | os.PathLike | Inputs, scope: str | None = None,
+               classifier: Classifier | None = None, jobs: int = 1,
+               progress: Callable[[str, int, int], None] | None = None) -> DiffResult:
+    """Load and attribute both sides (files or run folders), then diff them.
+
+    Each side goes through :mod:`tracekit.inputs` like ``analyze``: folder warnings, ``jobs``
+    processes and ``progress`` apply to both.
+    """
+    # Discover both sides first: fail on a missing *after* before spending time on a big *before*.
+    found_b = before if isinstance(before, Inputs) else discover(before)
+    found_a = after if isinstance(after, Inputs) else discover(after)
+    clf = classifier or Classifier()
+    result = diff_attributions(analyze(found_b, scope=scope, classifier=clf, jobs=jobs, progress=progress),
+                               analyze(found_a, scope=scope, classifier=clf, jobs=jobs, progress=progress))
+    result.labels = side_labels(found_b.path, found_a.path)
     return result
 
 
@@ -529,18 +540,24 @@ def attention_sizes(shapes: list[str]) -> set[tuple[int, int, int]]:
 # The CI gate
 
 
+_PERCENT = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
+
+
 def parse_percent(text: str) -> float:
-    """``5%``, ``5`` or ``2.5 %`` -> 5.0 / 2.5; ValueError for anything else, negatives included."""
+    """``5%``, ``5`` or ``2.5 %`` -> 5.0 / 2.5; ValueError for anything else.
+
+    Strict on purpose: ``float()`` would take ``1_0``, ``٥`` (Arabic-Indic five), ``-0``,
+    ``inf`` and ``1e1``, and a CI threshold should mean exactly what it looks like.
+    """
     s = (text or "").strip()
     if s.endswith("%"):
-        s = s[:-1].strip()
-    try:
-        v = float(s)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a percentage (e.g. 5% or 5)") from None
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"{text!r}: the percentage must be a finite number >= 0")
-    return v
+        s = s[:-1].rstrip()
+    if not _PERCENT.fullmatch(s):
+        raise ValueError(f"{text!r} is not a percentage (digits, an optional decimal part and %: 5% or 2.5)")
+    return float(s)
+
+
+_BASE_WORDS = {"device": "device busy time", "host": "host self time", "mixed": "a mix of device and host time"}
 
 
 @dataclass(slots=True)
@@ -559,7 +576,16 @@ class Verdict:
 def gate(result: DiffResult, pct: float) -> Verdict:
     """Fail when attention time grew by more than ``pct`` percent. Compares the headline figures (the
     median step when the basis is per-step). A regression within noise still fails: the gate stays
-    deterministic, and the verdict says the change is within noise."""
+    deterministic, and the verdict says the change is within noise.
+
+    Raises :class:`IncomparableError` when the sides use different time bases: device busy time
+    against host self time says nothing about a regression.
+    """
+    tb, ta = str(result.before.time_base), str(result.after.time_base)
+    if tb != ta or "mixed" in (tb, ta):
+        raise IncomparableError(
+            f"--fail-if-slower: cannot gate {_BASE_WORDS.get(tb, tb)} against {_BASE_WORDS.get(ta, ta)}; "
+            "compare traces timed the same way (both GPU or both CPU-only)")
     b, a = result.before_figures.total_us, result.after_figures.total_us
     within = None if result.noise is None else result.noise.within_noise
     if b <= 0:

@@ -1,4 +1,4 @@
-"""Typed errors: the CLI turns each into a one-line ``Error: …`` and an exit code."""
+"""Typed errors: the CLI turns each into a one-line ``Error: …`` and its ``exit_code``."""
 
 from __future__ import annotations
 
@@ -10,16 +10,29 @@ class TracekitError(Exception):
 
 
 class TraceNotFoundError(TracekitError):
-    """The path does not exist, or a folder holds no trace files."""
+    """The path does not exist (or is a dangling symlink), or a folder holds no trace files."""
 
 
 class TraceReadError(TracekitError):
-    """The bytes could not be read or decompressed (permissions, corrupt gzip)."""
+    """The bytes could not be read or decompressed (permissions, a FIFO or device, corrupt gzip)."""
 
 
 class TraceFormatError(TracekitError):
-    """The bytes are not JSON, or the JSON is not a profiler trace."""
+    """The bytes are not JSON, or the JSON is not a profiler trace (an empty file included)."""
 
 
 class OutputError(TracekitError):
-    """An output path that would clobber an input, or cannot be written."""
+    """An output file that cannot be written (missing folder, full disk, closed stdout)."""
+
+
+class IncomparableError(TracekitError):
+    """``diff --fail-if-slower`` on sides timed differently (device busy time vs host self time)."""
+
+
+class UsageError(TracekitError):
+    """A command line that must not run as given: ``-o`` naming an input, or an unknown ``-o`` extension.
+
+    Exit 2 like click's own usage errors, but one ``Error: …`` line, since the fix is in the path.
+    """
+
+    exit_code = 2

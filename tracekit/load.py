@@ -18,14 +18,13 @@ from typing import NamedTuple
 
 import orjson
 
-from .errors import TraceFormatError, TraceNotFoundError
+from .errors import TraceFormatError
+from .inputs import TRACE_SUFFIXES, check_trace_file, find_trace_files  # noqa: F401  (moved; re-exported)
 from .model import (
     ANNOTATION, KERNEL, MEMCPY, MEMSET, MODULE, OP,
     DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo,
 )
 from .read import Event, EventStream
-
-TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 
 # Categories compared after strip + casefold; 2021 names mapped onto current ones.
 _HOST_CATS = {"cpu_op": OP, "operator": OP, "user_annotation": ANNOTATION}  # and python_function
@@ -63,28 +62,10 @@ class _Role(NamedTuple):
 _SKIP = _Role(None)
 
 
-def find_trace_files(path: str | os.PathLike) -> list[Path]:
-    """A file is itself; a folder (a TensorBoard run) gives its ``*.pt.trace.json[.gz]``."""
-    p = Path(path)
-    if not p.exists():
-        raise TraceNotFoundError(f"{p}: no such file or directory")
-    if p.is_file():
-        return [p]
-    files = sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
-    if not files:  # a folder of plainly named traces is still worth reading
-        files = sorted(f for f in p.glob("*") if f.is_file() and f.name.endswith((".json", ".json.gz")))
-    if not files:
-        raise TraceNotFoundError(f"{p}: folder holds no *.pt.trace.json[.gz] files")
-    return files
-
-
 def load_trace(path: str | os.PathLike, progress: Callable[[int, int], None] | None = None) -> Trace:
     """Stream, decode and model one trace file. ``progress(done, total)`` gets compressed-byte counts."""
     p = Path(path)
-    if not p.exists():
-        raise TraceNotFoundError(f"{p}: no such file or directory")
-    if p.is_file() and p.stat().st_size == 0:
-        raise TraceFormatError(f"{p}: file is empty")
+    check_trace_file(p)  # a FIFO or a device would block or never end; say what it is instead
     info = TraceInfo(source=p.name)
     stream = EventStream(p, progress=progress)
     with _gc_paused():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import IO, Any
 
 
 class Progress:
@@ -16,7 +17,7 @@ class Progress:
     DELAY_S = 1.0
     INTERVAL_S = 0.1
 
-    def __init__(self, stream=None, force: bool = False):
+    def __init__(self, stream: IO[str] | None = None, force: bool = False) -> None:
         self.stream = stream or sys.stderr
         self.enabled = force or bool(getattr(self.stream, "isatty", lambda: False)())
         self.start = time.monotonic()
@@ -45,5 +46,5 @@ class Progress:
     def __enter__(self) -> "Progress":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()

@@ -93,6 +93,9 @@ class Attribution:
     kernels: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
     _device_owned: int = 0  # device events placed in a block
     _device_owned_unique: int = 0
+    # About the inputs as a whole (files skipped or read once for two names), for stderr and reports.
+    warnings: list[str] = field(default_factory=list)
+    incomplete: bool = False  # an input file could not be read: the figures miss its share
 
     @property
     def top_kernels(self) -> list[tuple[str, str, int, float]]:
@@ -102,7 +105,7 @@ class Attribution:
 
     @property
     def damaged(self) -> bool:
-        return any(t.damaged for t in self.traces)
+        return self.incomplete or any(t.damaged for t in self.traces)
 
     def check(self) -> "Attribution":
         """Raise InvariantError unless every figure adds up. Returns self for chaining."""
