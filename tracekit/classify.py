@@ -4,7 +4,8 @@ Rules are ordered data, first match wins; each carries the trap or fact behind i
 The order matters because real kernel names overlap: FA3 kernels are ``cutlass::device_kernel``s,
 the KV-cache write contains "flash", ``splitKreduce`` contains "reduce", copy kernels are
 ``elementwise_kernel``s, and inductor pointwise kernels embed attention op names.
-Sources for every pattern: docs/kernel-names.md and the real traces under shared/traces/real/.
+Sources for every pattern: the real traces (tests/conftest.py finds them) and the kernel-name notes
+behind docs/attribution.md. Fused attention *ops* come from :mod:`tracekit.vocab`, shared with block finding.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["CATEGORIES", "DEVICE_RULES", "HOST_RULES", "Classifier", "Rule"]
+from .vocab import CATEGORIES, FUSED_ATTENTION_OP_RE, Category
 
-CATEGORIES = ("matmul", "softmax", "fused_attention", "memory", "elementwise", "other")
+__all__ = ["CATEGORIES", "DEVICE_RULES", "HOST_RULES", "Category", "Classifier", "Rule"]
+
 DEVICE_KINDS = frozenset({"kernel", "memcpy", "memset"})
 _COPIES = frozenset({"memcpy", "memset"})
 
@@ -29,15 +31,16 @@ class Rule:
     """
 
     name: str
-    category: str
+    category: Category
     kernel: str | None = None
     launcher: str | None = None
     kinds: frozenset[str] = DEVICE_KINDS
     why: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
             raise ValueError(f"rule {self.name!r}: unknown category {self.category!r}")
+        object.__setattr__(self, "category", Category(self.category))  # "softmax" and Category.SOFTMAX alike
         if not self.kinds <= DEVICE_KINDS:
             raise ValueError(f"rule {self.name!r}: unknown kinds {sorted(self.kinds - DEVICE_KINDS)}")
 
@@ -50,9 +53,7 @@ _LAYOUT_OPS = (r"_to_copy|_unsafe_view|clone|copy|transpose|permute|view|reshape
 _GEMM_OPS = (r"^(?:aten::(?:mm|bmm|addmm|addmv|addbmm|baddbmm|matmul|linear|_addmm_activation|_scaled_mm|_int_mm"
              r"|mv|dot|vdot|einsum|tensordot|_grouped_mm|_scaled_grouped_mm)|quantized::linear\w*)$")
 _CONV_OPS = r"^aten::\w*conv"
-_FUSED_ATTN_OPS = (r"^(?:aten::_(?:flash|efficient)_attention_(?:forward|backward)"
-                   r"|aten::_scaled_dot_product_(?:flash|efficient|cudnn|fused)_attention\w*"
-                   r"|flash_attn::\w+|vllm::unified_attention\w*|aiter::f?mha\w*)$")
+_FUSED_ATTN_OPS = FUSED_ATTENTION_OP_RE  # the ops that open fused-op blocks (tracekit.vocab)
 
 DEVICE_RULES: tuple[Rule, ...] = (
     # -- inductor-generated Triton kernels: the prefix decides, the embedded op names do not.
@@ -161,12 +162,9 @@ HOST_RULES: tuple[Rule, ...] = (
          why="loss, not attention"),
     Rule("host-sdpa-math", "other", _H(r"_scaled_dot_product_attention_math\w*"),
          why="the un-fused math path; its bmm/softmax children carry the work"),
-    Rule("host-fused-attention", "fused_attention",
-         r"^(?:aten::(?:scaled_dot_product_attention|_scaled_dot_product_(?:flash|efficient|cudnn)_attention\w*"
-         r"|_scaled_dot_product_fused_attention_overrideable\w*|_(?:flash|efficient)_attention_(?:forward|backward)"
-         r"|_native_multi_head_attention|_flex_attention\w*|flex_attention\w*)"
-         r"|flash_attn::\w+|higher_order::flex_attention\w*|flex_attention\w*)$",
-         why="SDPA and its backends (incl. _scaled_dot_product_flash_attention_for_cpu), flash_attn, FlexAttention"),
+    Rule("host-fused-attention", "fused_attention", _FUSED_ATTN_OPS,
+         why="the ops that open fused-op blocks: SDPA and its backends (incl. _for_cpu), flash_attn, FlexAttention,"
+             " vLLM/sglang/aiter attention ops"),
     Rule("host-memory", "memory",
          _H(r"copy_|contiguous|clone|_to_copy|to|cat|_cat|stack|fill_|zero_|zeros|zeros_like|ones|ones_like|full"
             r"|full_like|new_zeros|new_ones|new_full|empty\w*|new_empty\w*|transpose_?|permute|view|view_as|reshape"

@@ -15,7 +15,6 @@ import msgspec
 # Host event kinds, ordered so that when two intervals start together and have
 # the same length, the Python frame encloses the annotation, which encloses the op.
 PYTHON, MODULE, ANNOTATION, OP = 0, 1, 2, 3
-HOST_KIND_NAMES = {PYTHON: "python", MODULE: "module", ANNOTATION: "annotation", OP: "op"}
 
 # Device event kinds.
 KERNEL, MEMCPY, MEMSET = "kernel", "memcpy", "memset"
