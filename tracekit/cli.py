@@ -18,8 +18,7 @@ import click
 from . import __version__
 from .errors import OutputError, TracekitError
 from .progress import Progress
-from .renderers import GROUPINGS, RENDERERS, renderer_for
-from .renderers.diff import DIFF_RENDERERS
+from .renderers import DIFF_RENDERERS, GROUPINGS, RENDERERS, renderer_for
 
 EXIT_DAMAGED = 3
 EXIT_REGRESSION = 4
@@ -94,7 +93,7 @@ def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope:
     Exit codes: 0 ok; 1 error; 2 usage; 3 damaged input; 4 regression (--fail-if-slower).
     """
     from .diff import diff_paths, gate
-    from .renderers.diff import diff_renderer_for, verdict_line
+    from .renderers import diff_renderer_for, verdict_line
 
     try:
         _refuse_clobber(output, before)

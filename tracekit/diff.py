@@ -32,19 +32,10 @@ from pathlib import Path
 from .attribute import analyze
 from .classify import Classifier
 from .load import find_trace_files
-from .result import CATEGORIES, Attribution, BlockResult, InvariantError, close, zero_categories
-from .vocab import TIME_BASE_LABELS, Category, FoundBy, StrEnum, TimeBase
+from .result import CATEGORIES, DIFF_SCHEMA_VERSION, Attribution, BlockResult, InvariantError, close, zero_categories
+from .vocab import TIME_BASE_LABELS, Basis, Category, FoundBy, TimeBase
 
-DIFF_SCHEMA_VERSION = 1
 _EPS_US = 0.002  # 1 ns rounding on each side of a sum, as in result.py
-
-
-class Basis(StrEnum):
-    """Which figures the headline compares (docs/attribution.md, "Diff")."""
-
-    MEDIAN_STEP = "median_step"
-    TOTAL = "total"
-
 
 BASIS_MEDIAN, BASIS_TOTAL = Basis.MEDIAN_STEP, Basis.TOTAL
 
@@ -589,7 +580,7 @@ def parse_percent(text: str) -> float:
 
 @dataclass(slots=True)
 class Verdict:
-    """The CI gate's decision; renderers.diff.verdict_line words it."""
+    """The CI gate's decision; tracekit.renderers.verdict_line words it."""
 
     ok: bool
     threshold_pct: float

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 
 from .vocab import CATEGORIES, FoundBy, Phase, TimeBase
 
-__all__ = ["CATEGORIES", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage", "InvariantError", "Totals",
+__all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage", "InvariantError", "Totals",
            "TraceSummary", "close", "zero_categories"]
 
 SCHEMA_VERSION = 1
+DIFF_SCHEMA_VERSION = 1  # the diff's JSON (tracekit.diff), versioned on its own
 _EPS_US = 0.002  # 1 ns rounding on each side of a sum
 _REL = 1e-9  # float rounding of sums of huge figures (a 1e17 µs kernel), where 1 ns is below one ulp
 

@@ -63,6 +63,13 @@ class TimeBase(StrEnum):
     MIXED = "mixed"
 
 
+class Basis(StrEnum):
+    """Which figures a diff's headline compares (docs/attribution.md, "Diff")."""
+
+    MEDIAN_STEP = "median_step"
+    TOTAL = "total"
+
+
 # How every format names a time base (headers, share lines, diff warnings).
 TIME_BASE_LABELS: dict[str, str] = {
     TimeBase.DEVICE: "device busy time",
