@@ -1,6 +1,6 @@
 """Nest host events by time and link each device event to the host op that launched it.
 
-Order of evidence (see ``shared/docs/attribution.md``): correlation id to a runtime
+Order of evidence (docs/attribution.md, "Linking"): correlation id to a runtime
 launch, then External id to an op (unless the trace's External ids are really
 correlation ids), then time overlap with a ``gpu_user_annotation`` on the stream.
 """

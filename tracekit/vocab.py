@@ -88,7 +88,8 @@ class OpPattern:
 
 
 # Ops that are one whole attention call: each opens a ``fused-op`` block when outside any scope, and
-# its kernels (as launcher) and host self time are ``fused_attention``. Real names: docs/kernel-names.md.
+# its kernels (as launcher) and host self time are ``fused_attention``. Names from the real traces and the
+# libraries' op registrations; tests/test_vocab.py holds them.
 FUSED_ATTENTION_OPS: tuple[OpPattern, ...] = (
     OpPattern("sdpa", r"aten::scaled_dot_product_attention",
               "the public SDPA op; the backend op below it does the work"),
