@@ -13,6 +13,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Sequence
 from itertools import groupby
 from pathlib import Path
 from typing import Callable
@@ -20,7 +21,7 @@ from typing import Callable
 from .classify import Classifier
 from .link import NONE, Links, link
 from .load import find_trace_files, load_trace
-from .model import ANNOTATION, MODULE, OP, Trace
+from .model import ANNOTATION, MODULE, OP, DeviceEvent, Trace
 from .result import (
     CATEGORIES, Attribution, BlockResult, Coverage, Totals, TraceSummary, zero_categories,
 )
@@ -100,7 +101,8 @@ def _attach_backward(tr: Trace, links: Links, blocks: list[Block], owner: list[i
     for i, h in enumerate(tr.host):
         if h.kind == OP:
             at[(h.thread, h.ts)].append(i)
-    starts, finishes = {}, {}
+    starts: dict[int, tuple[int, int]] = {}
+    finishes: dict[int, tuple[int, int]] = {}
     for f in tr.flows:
         (starts if f.start else finishes)[f.id] = (f.thread, f.ts)
     backward: dict[int, int] = {}
@@ -166,7 +168,7 @@ def _alloc_bytes(tr: Trace, blocks: list[Block], device_side: bool) -> list[int 
     return out
 
 
-def _busy(events) -> tuple[int, list[int]]:
+def _busy(events: Sequence[DeviceEvent]) -> tuple[int, list[int]]:
     """First-come split of overlapping device time: each event keeps what no earlier starter covered."""
     order = sorted(range(len(events)), key=lambda k: (events[k].ts, k))
     share = [0] * len(events)
@@ -190,10 +192,10 @@ def _summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) 
                         shapes=list(i.shapes))
 
 
-def _device_attribution(tr, links, blocks, owner, clf) -> Attribution:
+def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier) -> Attribution:
     host, dev = tr.host, tr.device
     leaf, launcher = links.device_leaf, links.launcher
-    cats: list[str] = []
+    cats: list[Category] = []
     dev_owner = [NONE] * len(dev)
     for j, d in enumerate(dev):
         lf = leaf[j]
@@ -241,7 +243,7 @@ def _device_attribution(tr, links, blocks, owner, clf) -> Attribution:
         device_events_owned_distinct=len({j for v in members.values() for j in v}))
 
 
-def _fused_kernel_blocks(tr, links, blocks, cats, dev_owner) -> None:
+def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: list[Category], dev_owner: list[int]) -> None:
     """Runs of fused-attention kernels on one stream that no host block owns (graphs, compiled code).
 
     Only linked events count: an orphan launched before the window is reported as unlinked,
@@ -305,7 +307,7 @@ def _self_times(tr: Trace, links: Links) -> list[int]:
     return self_ns
 
 
-def _host_attribution(tr, links, blocks, owner, clf) -> Attribution:
+def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier) -> Attribution:
     host = tr.host
     self_ns = _self_times(tr, links)
     c = [dict.fromkeys(CATEGORIES, 0) for _ in blocks]

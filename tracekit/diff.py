@@ -32,7 +32,8 @@ from pathlib import Path
 from .attribute import analyze
 from .classify import Classifier
 from .load import find_trace_files
-from .result import CATEGORIES, DIFF_SCHEMA_VERSION, Attribution, BlockResult, InvariantError, close, zero_categories
+from .result import DIFF_SCHEMA_VERSION as DIFF_SCHEMA_VERSION  # re-exported: the diff JSON's version
+from .result import CATEGORIES, Attribution, BlockResult, InvariantError, close, zero_categories
 from .vocab import TIME_BASE_LABELS, Basis, Category, FoundBy, TimeBase
 
 _EPS_US = 0.002  # 1 ns rounding on each side of a sum, as in result.py
@@ -426,8 +427,8 @@ def _noise(per_b: list[tuple[int, Figures]], per_a: list[tuple[int, Figures]], f
 
 def _block_keys(att: Attribution) -> list[tuple]:
     """(trace position, step position, phase) per block, so runs with different step numbers pair."""
-    trace_ix = {}
-    step_ix = {}
+    trace_ix: dict[str, int] = {}
+    step_ix: dict[str, dict[int, int]] = {}
     for n, t in enumerate(att.traces):
         trace_ix.setdefault(t.source, n)
         step_ix.setdefault(t.source, {s: k for k, s in enumerate(t.steps)})

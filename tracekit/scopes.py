@@ -37,7 +37,7 @@ class Block:
 class BlockFinder:
     """Marks host events with the block that owns them."""
 
-    def __init__(self, scope: str | None = None):
+    def __init__(self, scope: str | None = None) -> None:
         self.scope = re.compile(scope or DEFAULT_SCOPE, re.IGNORECASE)
 
     def scope_name(self, kind: int, name: str) -> str | None:

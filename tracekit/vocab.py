@@ -21,8 +21,8 @@ except ImportError:  # Python 3.10
     class StrEnum(str, Enum):  # type: ignore[no-redef]
         """``enum.StrEnum`` as Python 3.11 defines it: ``str()`` and ``format()`` give the value."""
 
-        __str__ = str.__str__
-        __format__ = str.__format__
+        __str__ = str.__str__  # type: ignore[assignment]
+        __format__ = str.__format__  # type: ignore[assignment]
 
 
 class Category(StrEnum):

@@ -30,7 +30,7 @@ class Renderer:
     name = ""
     extension = ""
 
-    def __init__(self, by: str = "kind", tool: str = "tracekit"):
+    def __init__(self, by: str = "kind", tool: str = "tracekit") -> None:
         if by not in GROUPINGS:
             raise ValueError(f"unknown grouping {by!r}; choose from {', '.join(GROUPINGS)}")
         self.by = by
