@@ -254,12 +254,13 @@ def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: lis
     linked = links.device_linked
     order = sorted(range(len(dev)), key=lambda j: (dev[j].stream, dev[j].ts))
     longest: dict[int, int] = {}  # block -> its longest fused kernel, which names it
+    fused, memory = Category.FUSED_ATTENTION, Category.MEMORY  # hoisted: this loop sees every device event
     for _, g in groupby(order, key=lambda j: dev[j].stream):
         current = NONE
         between: list[int] = []
         for j in g:
             free = dev_owner[j] == NONE and linked[j]
-            if free and cats[j] == Category.FUSED_ATTENTION:
+            if free and cats[j] == fused:
                 if current == NONE:
                     lf = links.device_leaf[j]
                     step = links.step[lf] if lf != NONE else None
@@ -272,7 +273,7 @@ def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: lis
                 dev_owner[j] = current
                 if current not in longest or dev[j].dur > dev[longest[current]].dur:
                     longest[current] = j
-            elif free and current != NONE and cats[j] == Category.MEMORY:
+            elif free and current != NONE and cats[j] == memory:
                 between.append(j)
             else:
                 current = NONE
@@ -314,13 +315,14 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
     covered = [0] * len(blocks)
     ops: dict[tuple[str, str], list] = {}  # (op name, category) -> [count, self ns]
     base = 0  # host time of the outermost ops: the denominator of the attention share
+    other = Category.OTHER
     for i, h in enumerate(host):
         if h.kind < ANNOTATION:
             continue
         base += self_ns[i]
         b = owner[i]
         if b != NONE:
-            cat = clf.host(h.name) if h.kind == OP else Category.OTHER
+            cat = clf.host(h.name) if h.kind == OP else other
             c[b][cat] += self_ns[i]
             covered[b] += self_ns[i]
             if h.kind == OP:
