@@ -22,7 +22,7 @@ from tracekit.attribute import op_self_times
 from tracekit.diff import (
     BASIS_MEDIAN, BASIS_TOTAL, attention_sizes, diff_paths, gate, parse_percent, side_labels,
 )
-from tracekit.renderers.diff import DiffJSONRenderer, DiffTerminalRenderer, verdict_line
+from tracekit.renderers import JSONRenderer, TerminalRenderer, verdict_line
 from tracekit.result import CATEGORIES, InvariantError
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -173,7 +173,7 @@ def test_one_step_means_totals_and_no_noise_estimate(tmp_path):
     assert r.basis == BASIS_TOTAL and r.noise is None
     assert "no noise estimate possible" in r.noise_note and "one step" in r.noise_note
     assert r.before_figures.total_us == pytest.approx(25) and r.after_figures.total_us == pytest.approx(12)
-    text = DiffTerminalRenderer().render(r)
+    text = TerminalRenderer().render(r)
     assert "no noise estimate possible" in text and "attention (total)" in text
 
 
@@ -285,7 +285,7 @@ def test_memory_no_longer_allocated(tmp_path):
     r = _diff(before, after)
     assert (r.alloc.before_bytes, r.alloc.after_bytes, r.alloc.delta_bytes) == (4 * mib, mib, -3 * mib)
     assert (r.pairs[0].before.alloc_bytes, r.pairs[0].after.alloc_bytes) == (4 * mib, mib)
-    assert "score matrices are no longer allocated" in DiffTerminalRenderer().render(r)
+    assert "score matrices are no longer allocated" in TerminalRenderer().render(r)
     # One side without memory events: no figure at all (silence is not zero bytes).
     r2 = _diff(before, write(tmp_path / "c.json", [[fused]]))
     assert r2.alloc is None
@@ -614,8 +614,8 @@ def test_hta_pair_without_attention_still_diffs():
     assert r.delta_us == 0 and r.only_before == r.only_after == []
     assert any("no attention blocks on either side" in w for w in r.warnings)
     assert any("devices differ" in w and "A100" in w and "V100" in w for w in r.warnings)
-    assert "no attention time on either side" in DiffTerminalRenderer().render(r)
-    out = json.loads(DiffJSONRenderer().render(r))
+    assert "no attention time on either side" in TerminalRenderer().render(r)
+    out = json.loads(JSONRenderer().render(r))
     assert out["blocks"] == [] and out["headline"]["delta_us"] == 0
 
 

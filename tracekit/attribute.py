@@ -12,17 +12,19 @@ import os
 import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from collections.abc import Sequence
 from itertools import groupby
 from typing import Callable
 
 from .classify import Classifier
 from .link import NONE, Links, link
 from .inputs import Inputs, attribute_inputs, discover
-from .model import ANNOTATION, MODULE, OP, Trace
+from .model import ANNOTATION, MODULE, OP, DeviceEvent, Trace
 from .result import (
     CATEGORIES, Attribution, BlockResult, Coverage, Totals, TraceSummary, zero_categories,
 )
 from .scopes import Block, BlockFinder
+from .vocab import Category, FoundBy, Phase, TimeBase
 
 _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
 
@@ -50,11 +52,11 @@ def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier 
     return _host_attribution(tr, links, blocks, owner, clf)
 
 
-def block_kind(name: str, found_by: str) -> str:
+def block_kind(name: str, found_by: FoundBy) -> str:
     """Fold instance numbers so that ``layer3.attention`` and ``layer4.attention`` group."""
-    if found_by == "module":
+    if found_by == FoundBy.MODULE:
         return re.sub(r"_\d+$", "", name)
-    if found_by == "fused-kernel":
+    if found_by == FoundBy.FUSED_KERNEL:
         return name
     return _INSTANCE.sub("*", name)
 
@@ -84,7 +86,8 @@ def _attach_backward(tr: Trace, links: Links, blocks: list[Block], owner: list[i
     for i, h in enumerate(tr.host):
         if h.kind == OP:
             at[(h.thread, h.ts)].append(i)
-    starts, finishes = {}, {}
+    starts: dict[int, tuple[int, int]] = {}
+    finishes: dict[int, tuple[int, int]] = {}
     for f in tr.flows:
         (starts if f.start else finishes)[f.id] = (f.thread, f.ts)
     backward: dict[int, int] = {}
@@ -92,7 +95,7 @@ def _attach_backward(tr: Trace, links: Links, blocks: list[Block], owner: list[i
         begin = starts.get(fid)
         if begin is None:
             continue
-        fwd = [i for i in at.get(begin, ()) if owner[i] != NONE and blocks[owner[i]].phase == "forward"]
+        fwd = [i for i in at.get(begin, ()) if owner[i] != NONE and blocks[owner[i]].phase == Phase.FORWARD]
         bwd = [i for i in at.get(end, ()) if owner[i] == NONE]
         if not fwd or not bwd:
             continue
@@ -102,7 +105,7 @@ def _attach_backward(tr: Trace, links: Links, blocks: list[Block], owner: list[i
         if b is None:
             fwd_block = blocks[fb]
             b = backward[fb] = len(blocks)
-            blocks.append(Block(fwd_block.name, fwd_block.found_by, [], fwd_block.step, "backward", tr.host[root].ts))
+            blocks.append(Block(fwd_block.name, fwd_block.found_by, [], fwd_block.step, Phase.BACKWARD, tr.host[root].ts))
         blocks[b].roots.append(root)
         blocks[b].ts = min(blocks[b].ts, tr.host[root].ts)
         owner[root] = b
@@ -150,7 +153,7 @@ def _alloc_bytes(tr: Trace, blocks: list[Block], device_side: bool) -> list[int 
     return out
 
 
-def _busy(events) -> tuple[int, list[int]]:
+def _busy(events: Sequence[DeviceEvent]) -> tuple[int, list[int]]:
     """First-come split of overlapping device time: each event keeps what no earlier starter covered."""
     order = sorted(range(len(events)), key=lambda k: (events[k].ts, k))
     share = [0] * len(events)
@@ -166,17 +169,18 @@ def _busy(events) -> tuple[int, list[int]]:
     return sum(share), share
 
 
-def _summary(tr: Trace, links: Links | None, time_base: str, base_ns: int) -> TraceSummary:
+def _summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) -> TraceSummary:
     i = tr.info
-    return TraceSummary(i.source, i.gpus, i.pytorch, i.runtime, time_base, i.steps, i.event_count,
-                        base_ns / 1000, list(i.warnings), i.damaged, bool(links and links.external_ids_trusted),
-                        list(i.shapes))
+    return TraceSummary(source=i.source, gpus=i.gpus, pytorch=i.pytorch, runtime=i.runtime, time_base=time_base,
+                        steps=i.steps, events=i.event_count, base_us=base_ns / 1000, warnings=list(i.warnings),
+                        damaged=i.damaged, external_ids_trusted=bool(links and links.external_ids_trusted),
+                        shapes=list(i.shapes))
 
 
-def _device_attribution(tr, links, blocks, owner, clf) -> Attribution:
+def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier) -> Attribution:
     host, dev = tr.host, tr.device
     leaf, launcher = links.device_leaf, links.launcher
-    cats: list[str] = []
+    cats: list[Category] = []
     dev_owner = [NONE] * len(dev)
     for j, d in enumerate(dev):
         lf = leaf[j]
@@ -209,19 +213,22 @@ def _device_attribution(tr, links, blocks, owner, clf) -> Attribution:
         span = (max(e.ts + e.dur for e in evs) - min(e.ts for e in evs)) if evs else 0
         host_ns = sum(host[r].dur for r in blk.roots) if blk.roots else None
         results.append(BlockResult(
-            blk.name, block_kind(blk.name, blk.found_by), blk.found_by, blk.step, ordinal[b], blk.phase,
-            busy / 1000, span / 1000, (span - busy) / 1000, {k: v / 1000 for k, v in c.items()}, len(js),
-            host_ns / 1000 if host_ns is not None else None, alloc[b], tr.info.source))
-    owned = sum(len(v) for v in members.values())
-    cov = Coverage(total_busy / 1000, linked_ns / 1000, in_blocks_ns / 1000, (total_busy - linked_ns) / 1000,
-                   len(dev), sum(links.device_linked))
-    summary = _summary(tr, links, "device", total_busy)
-    kernels = {k: (n, ns / 1000) for k, (n, ns) in top.items()}
-    return Attribution(tr.info.source, "device", [summary], _sorted(results), _totals(results, in_blocks_ns, total_busy),
-                       cov, kernels, owned, len({j for v in members.values() for j in v}))
+            name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
+            ordinal=ordinal[b], phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
+            idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
+            host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc[b], source=tr.info.source))
+    cov = Coverage(device_us=total_busy / 1000, linked_us=linked_ns / 1000, in_blocks_us=in_blocks_ns / 1000,
+                   unlinked_us=(total_busy - linked_ns) / 1000, device_events=len(dev),
+                   linked_events=sum(links.device_linked))
+    return Attribution(
+        source=tr.info.source, time_base=TimeBase.DEVICE, traces=[_summary(tr, links, TimeBase.DEVICE, total_busy)],
+        blocks=_sorted(results), totals=_totals(results, in_blocks_ns, total_busy), coverage=cov,
+        kernels={k: (n, ns / 1000) for k, (n, ns) in top.items()},
+        device_events_owned=sum(len(v) for v in members.values()),
+        device_events_owned_distinct=len({j for v in members.values() for j in v}))
 
 
-def _fused_kernel_blocks(tr, links, blocks, cats, dev_owner) -> None:
+def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: list[Category], dev_owner: list[int]) -> None:
     """Runs of fused-attention kernels on one stream that no host block owns (graphs, compiled code).
 
     Only linked events count: an orphan launched before the window is reported as unlinked,
@@ -232,24 +239,26 @@ def _fused_kernel_blocks(tr, links, blocks, cats, dev_owner) -> None:
     linked = links.device_linked
     order = sorted(range(len(dev)), key=lambda j: (dev[j].stream, dev[j].ts))
     longest: dict[int, int] = {}  # block -> its longest fused kernel, which names it
+    fused, memory = Category.FUSED_ATTENTION, Category.MEMORY  # hoisted: this loop sees every device event
     for _, g in groupby(order, key=lambda j: dev[j].stream):
         current = NONE
         between: list[int] = []
         for j in g:
             free = dev_owner[j] == NONE and linked[j]
-            if free and cats[j] == "fused_attention":
+            if free and cats[j] == fused:
                 if current == NONE:
                     lf = links.device_leaf[j]
                     step = links.step[lf] if lf != NONE else None
                     current = len(blocks)
-                    blocks.append(Block(short_kernel_name(dev[j].name), "fused-kernel", [], step, "forward", dev[j].ts))
+                    blocks.append(Block(short_kernel_name(dev[j].name), FoundBy.FUSED_KERNEL, [], step, Phase.FORWARD,
+                                        dev[j].ts))
                 for k in between:
                     dev_owner[k] = current
                 between.clear()
                 dev_owner[j] = current
                 if current not in longest or dev[j].dur > dev[longest[current]].dur:
                     longest[current] = j
-            elif free and current != NONE and cats[j] == "memory":
+            elif free and current != NONE and cats[j] == memory:
                 between.append(j)
             else:
                 current = NONE
@@ -284,20 +293,21 @@ def _self_times(tr: Trace, links: Links) -> list[int]:
     return self_ns
 
 
-def _host_attribution(tr, links, blocks, owner, clf) -> Attribution:
+def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier) -> Attribution:
     host = tr.host
     self_ns = _self_times(tr, links)
     c = [dict.fromkeys(CATEGORIES, 0) for _ in blocks]
     covered = [0] * len(blocks)
     ops: dict[tuple[str, str], list] = {}  # (op name, category) -> [count, self ns]
     base = 0  # host time of the outermost ops: the denominator of the attention share
+    other = Category.OTHER
     for i, h in enumerate(host):
         if h.kind < ANNOTATION:
             continue
         base += self_ns[i]
         b = owner[i]
         if b != NONE:
-            cat = clf.host(h.name) if h.kind == OP else "other"
+            cat = clf.host(h.name) if h.kind == OP else other
             c[b][cat] += self_ns[i]
             covered[b] += self_ns[i]
             if h.kind == OP:
@@ -309,21 +319,42 @@ def _host_attribution(tr, links, blocks, owner, clf) -> Attribution:
     results = []
     for b, blk in enumerate(blocks):
         span = sum(host[r].dur for r in blk.roots)
-        if covered[b] < span and any(host[r].kind == MODULE for r in blk.roots):
-            c[b]["other"] += span - covered[b]  # module time outside any op: Python and the module call
+        for r in blk.roots:
+            if host[r].kind == MODULE:
+                gap = _module_gap(tr, links, r, covered[b])
+                c[b][Category.OTHER] += gap  # module time outside any op: Python and the module call
+                if links.op_parent[r] == NONE:
+                    base += gap  # else it is already in the enclosing op's or range's self time
         total = sum(c[b].values())
         results.append(BlockResult(
-            blk.name, block_kind(blk.name, blk.found_by), blk.found_by, blk.step, ordinal[b], blk.phase,
-            total / 1000, total / 1000, 0.0, {k: v / 1000 for k, v in c[b].items()}, 0, span / 1000,
-            alloc[b], tr.info.source))
+            name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
+            ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=total / 1000, idle_us=0.0,
+            categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=span / 1000, alloc_bytes=alloc[b],
+            source=tr.info.source))
     in_blocks = sum(sum(x.values()) for x in c)
-    summary = _summary(tr, links, "host", base)
-    return Attribution(tr.info.source, "host", [summary], _sorted(results), _totals(results, in_blocks, base), None,
-                       {k: (n, ns / 1000) for k, (n, ns) in ops.items()})
+    return Attribution(
+        source=tr.info.source, time_base=TimeBase.HOST, traces=[_summary(tr, links, TimeBase.HOST, base)],
+        blocks=_sorted(results), totals=_totals(results, in_blocks, base), coverage=None,
+        kernels={k: (n, ns / 1000) for k, (n, ns) in ops.items()})
+
+
+def _module_gap(tr: Trace, links: Links, root: int, covered_ns: int) -> int:
+    """Time of an ``nn.Module`` block not covered by its ops, clipped to the op or range around it.
+
+    The clip keeps the gap inside the enclosing self time that the share's denominator already counts;
+    a module with nothing around it adds its gap to the denominator instead, so the share stays <= 100%.
+    """
+    h = tr.host[root]
+    start, end = h.ts, h.ts + h.dur
+    p = links.op_parent[root]
+    if p != NONE:
+        ph = tr.host[p]
+        start, end = max(start, ph.ts), min(end, ph.ts + ph.dur)
+    return max(0, end - start - covered_ns)
 
 
 def _sorted(results: list[BlockResult]) -> list[BlockResult]:
-    return sorted(results, key=lambda r: (r.source, r.step is None, r.step or 0, r.phase != "forward", r.ordinal))
+    return sorted(results, key=lambda r: (r.source, r.step is None, r.step or 0, r.phase != Phase.FORWARD, r.ordinal))
 
 
 def _totals(results: list[BlockResult], in_blocks_ns: int, base_ns: int) -> Totals:
@@ -332,19 +363,20 @@ def _totals(results: list[BlockResult], in_blocks_ns: int, base_ns: int) -> Tota
         for k, v in r.categories.items():
             cats[k] += v
     share = in_blocks_ns / base_ns if base_ns > 0 else None
-    return Totals(sum(r.total_us for r in results), cats, share, len(results))
+    return Totals(total_us=sum(r.total_us for r in results), categories=cats, attention_share=share,
+                  blocks=len(results))
 
 
 def merge(parts: list[Attribution], source: str) -> Attribution:
     """Several traces (ranks, workers) as one result: blocks concatenated, totals summed."""
     blocks = [b for p in parts for b in p.blocks]
     bases = {p.time_base for p in parts}
-    time_base = bases.pop() if len(bases) == 1 else "mixed"
+    time_base = bases.pop() if len(bases) == 1 else TimeBase.MIXED
     covs = [p.coverage for p in parts if p.coverage is not None]
     cov = None
     if covs:
-        cov = Coverage(*(sum(getattr(c, f) for c in covs) for f in
-                         ("device_us", "linked_us", "in_blocks_us", "unlinked_us", "device_events", "linked_events")))
+        cov = Coverage(**{f: sum(getattr(c, f) for c in covs) for f in
+                          ("device_us", "linked_us", "in_blocks_us", "unlinked_us", "device_events", "linked_events")})
     base = sum(t.base_us for p in parts for t in p.traces)
     in_blocks = sum(p.totals.attention_share * t.base_us for p in parts for t in p.traces if p.totals.attention_share)
     totals = _totals(blocks, 0, 1)
@@ -354,8 +386,10 @@ def merge(parts: list[Attribution], source: str) -> Attribution:
         for key, (k, us) in p.kernels.items():
             n0, us0 = kernels.get(key, (0, 0.0))
             kernels[key] = (n0 + k, us0 + us)
-    return Attribution(source, time_base, [t for p in parts for t in p.traces], blocks, totals, cov, kernels,
-                       sum(p._device_owned for p in parts), sum(p._device_owned_unique for p in parts))
+    return Attribution(source=source, time_base=time_base, traces=[t for p in parts for t in p.traces], blocks=blocks,
+                       totals=totals, coverage=cov, kernels=kernels,
+                       device_events_owned=sum(p.device_events_owned for p in parts),
+                       device_events_owned_distinct=sum(p.device_events_owned_distinct for p in parts))
 
 
 def op_self_times(tr: Trace) -> dict[str, tuple[int, float]]:

@@ -4,17 +4,20 @@ Rules are ordered data, first match wins; each carries the trap or fact behind i
 The order matters because real kernel names overlap: FA3 kernels are ``cutlass::device_kernel``s,
 the KV-cache write contains "flash", ``splitKreduce`` contains "reduce", copy kernels are
 ``elementwise_kernel``s, and inductor pointwise kernels embed attention op names.
-Sources for every pattern: docs/kernel-names.md and the real traces under shared/traces/real/.
+Sources for every pattern: the real traces (tests/conftest.py finds them) and the kernel-name notes
+behind docs/attribution.md. Fused attention *ops* come from :mod:`tracekit.vocab`, shared with block finding.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["CATEGORIES", "DEVICE_RULES", "HOST_RULES", "Classifier", "Rule"]
+from .vocab import CATEGORIES, FUSED_ATTENTION_OP_RE, Category
 
-CATEGORIES = ("matmul", "softmax", "fused_attention", "memory", "elementwise", "other")
+__all__ = ["CATEGORIES", "DEVICE_RULES", "HOST_RULES", "Category", "Classifier", "Rule"]
+
 DEVICE_KINDS = frozenset({"kernel", "memcpy", "memset"})
 _COPIES = frozenset({"memcpy", "memset"})
 
@@ -29,15 +32,16 @@ class Rule:
     """
 
     name: str
-    category: str
+    category: Category
     kernel: str | None = None
     launcher: str | None = None
     kinds: frozenset[str] = DEVICE_KINDS
     why: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
             raise ValueError(f"rule {self.name!r}: unknown category {self.category!r}")
+        object.__setattr__(self, "category", Category(self.category))  # "softmax" and Category.SOFTMAX alike
         if not self.kinds <= DEVICE_KINDS:
             raise ValueError(f"rule {self.name!r}: unknown kinds {sorted(self.kinds - DEVICE_KINDS)}")
 
@@ -50,124 +54,119 @@ _LAYOUT_OPS = (r"_to_copy|_unsafe_view|clone|copy|transpose|permute|view|reshape
 _GEMM_OPS = (r"^(?:aten::(?:mm|bmm|addmm|addmv|addbmm|baddbmm|matmul|linear|_addmm_activation|_scaled_mm|_int_mm"
              r"|mv|dot|vdot|einsum|tensordot|_grouped_mm|_scaled_grouped_mm)|quantized::linear\w*)$")
 _CONV_OPS = r"^aten::\w*conv"
-_FUSED_ATTN_OPS = (r"^(?:aten::_(?:flash|efficient)_attention_(?:forward|backward)"
-                   r"|aten::_scaled_dot_product_(?:flash|efficient|cudnn|fused)_attention\w*"
-                   r"|flash_attn::\w+|vllm::unified_attention\w*|aiter::f?mha\w*)$")
+_FUSED_ATTN_OPS = FUSED_ATTENTION_OP_RE  # the ops that open fused-op blocks (tracekit.vocab)
 
 DEVICE_RULES: tuple[Rule, ...] = (
     # -- inductor-generated Triton kernels: the prefix decides, the embedded op names do not.
-    Rule("inductor-log-softmax", "other", _INDUCTOR + r"fused_\w*_log_softmax",
+    Rule("inductor-log-softmax", Category.OTHER, _INDUCTOR + r"fused_\w*_log_softmax",
          why="log_softmax (loss) also contains '_softmax'"),
-    Rule("inductor-softmax", "softmax", _INDUCTOR + r"fused_\w*_softmax",
+    Rule("inductor-softmax", Category.SOFTMAX, _INDUCTOR + r"fused_\w*_softmax",
          why="inductor names embed the aten ops they fuse; '_softmax' means the softmax itself"),
-    Rule("inductor-layout", "memory", _INDUCTOR + rf"fused_(?:(?:{_LAYOUT_OPS})_)+\d+$",
+    Rule("inductor-layout", Category.MEMORY, _INDUCTOR + rf"fused_(?:(?:{_LAYOUT_OPS})_)+\d+$",
          why="every fused op is data movement (clone/transpose/cat/_to_copy/view...); any math token -> elementwise"),
-    Rule("inductor-norm", "other", _INDUCTOR + r"fused_\w*(?:native_layer_norm|_rms_norm|mean_\w*rsqrt)",
+    Rule("inductor-norm", Category.OTHER, _INDUCTOR + r"fused_\w*(?:native_layer_norm|_rms_norm|mean_\w*rsqrt)",
          why="fused RMS/layer norms (mean..rsqrt) are norms, 'other' like ATen's layer_norm kernels"),
-    Rule("inductor-pointwise", "elementwise", _INDUCTOR,
+    Rule("inductor-pointwise", Category.ELEMENTWISE, _INDUCTOR,
          why="poi/per/red kernels are pointwise/reductions even when they embed "
              "'_scaled_dot_product_flash_attention', 'fmha_v3_fwd', 'sage_attn' or 'addmm'"),
-    Rule("flex-attention", "fused_attention", r"flex_(?:attention|decoding)",
+    Rule("flex-attention", Category.FUSED_ATTENTION, r"flex_(?:attention|decoding)",
          why="FlexAttention compiles to a triton_tem_ template; must precede the template-GEMM rule"),
-    Rule("inductor-template-gemm", "matmul", r"^triton_tem_", why="tem = inductor template, a GEMM unless flex"),
+    Rule("inductor-template-gemm", Category.MATMUL, r"^triton_tem_", why="tem = inductor template, a GEMM unless flex"),
     # -- KV-cache writes contain 'flash'/'mla' but move data.
-    Rule("kv-cache-write", "memory", r"reshape_and_cache|concat_and_cache|store_kvcache",
+    Rule("kv-cache-write", Category.MEMORY, r"reshape_and_cache|concat_and_cache|store_kvcache",
          why="vLLM/sglang KV-cache writes; must precede every flash rule"),
     # -- fused attention: before CUTLASS/GEMM and conv ('fprop') rules.
-    Rule("fa3-device-kernel", "fused_attention", r"cutlass::device_kernel<\s*flash::",
+    Rule("fa3-device-kernel", Category.FUSED_ATTENTION, r"cutlass::device_kernel<\s*flash::",
          why="FA3/FA4 kernels are cutlass::device_kernel<flash::...>; must precede the CUTLASS GEMM rule"),
-    Rule("flash-attention", "fused_attention", r"flash_fwd|flash_bwd|FlashAttn|FlashAttention|flash::|pytorch_flash",
+    Rule("flash-attention", Category.FUSED_ATTENTION, r"flash_fwd|flash_bwd|FlashAttn|FlashAttention|flash::|pytorch_flash",
          why="FA2 (SDPA flash backend, flash-attn, split-KV + combine helpers)"),
-    Rule("fmha", "fused_attention", r"[Ff]mha",
+    Rule("fmha", Category.FUSED_ATTENTION, r"[Ff]mha",
          why="xFormers/mem-efficient fmha_cutlassF/B, TRT-LLM fmhaSm100a, aiter::fmha_fwd, mangled ck_tile Fmha"),
-    Rule("cudnn-sdpa", "fused_attention", r"cudnn_generated_fort_native_sdpa",
+    Rule("cudnn-sdpa", Category.FUSED_ATTENTION, r"cudnn_generated_fort_native_sdpa",
          why="SDPA cuDNN backend; its names contain 'fprop'/'bprop' like conv kernels"),
-    Rule("paged-unified-attention", "fused_attention", r"paged_attention|unified_attention",
+    Rule("paged-unified-attention", Category.FUSED_ATTENTION, r"paged_attention|unified_attention",
          why="vLLM ROCm paged_attention_ll4mi and Triton kernel_unified_attention_2d/3d"),
-    Rule("flashinfer", "fused_attention", r"(?:Batch|Single)(?:Prefill|Decode)With|BatchMLAPageAttention",
+    Rule("flashinfer", Category.FUSED_ATTENTION, r"(?:Batch|Single)(?:Prefill|Decode)With|BatchMLAPageAttention",
          why="FlashInfer prefill/decode/MLA kernels"),
-    Rule("triton-attn-rocm", "fused_attention", r"^_?attn_(?:fwd|bwd)",
+    Rule("triton-attn-rocm", Category.FUSED_ATTENTION, r"^_?attn_(?:fwd|bwd)",
          why="SDPA flash on ROCm ends in Triton attn_fwd (attn_fwd.kd under rocprofiler-sdk)"),
-    Rule("sage-attention", "fused_attention", r"sage_(?:fwd|bwd|quant)",
+    Rule("sage-attention", Category.FUSED_ATTENTION, r"sage_(?:fwd|bwd|quant)",
          why="SageAttention; its Q/K quantisation kernel is part of the fused implementation"),
     # -- copies/fills: launcher first (cuBLAS/cuDNN workspaces), then by name, before any elementwise rule.
-    Rule("gemm-launcher-memset", "matmul", launcher=_GEMM_OPS, kinds=_COPIES,
+    Rule("gemm-launcher-memset", Category.MATMUL, launcher=_GEMM_OPS, kinds=_COPIES,
          why="cuBLAS workspace Memset launched by aten::addmm/mm is GEMM time (896 in the H100 traces)"),
-    Rule("conv-launcher-memset", "other", launcher=_CONV_OPS, kinds=_COPIES,
+    Rule("conv-launcher-memset", Category.OTHER, launcher=_CONV_OPS, kinds=_COPIES,
          why="cuDNN/MIOpen workspace memsets belong to the convolution"),
-    Rule("memcpy-memset", "memory", kinds=_COPIES, why="gpu_memcpy/gpu_memset not owned by a GEMM or conv"),
-    Rule("copy-kernel", "memory", r"direct_copy_kernel|_copy_kernel_cuda|copy_device_to_device",
+    Rule("memcpy-memset", Category.MEMORY, kinds=_COPIES, why="gpu_memcpy/gpu_memset not owned by a GEMM or conv"),
+    Rule("copy-kernel", Category.MEMORY, r"direct_copy_kernel|_copy_kernel_cuda|copy_device_to_device",
          why="copy_/contiguous/transpose materialisation and dtype casts; names say 'elementwise_kernel'"),
-    Rule("cat-kernel", "memory", r"CatArrayBatchedCopy", why="torch.cat (KV-cache concat in eager attention)"),
-    Rule("layout-transform", "memory", r"batched_transpose|nchwToNhwc|nhwcToNchw",
+    Rule("cat-kernel", Category.MEMORY, r"CatArrayBatchedCopy", why="torch.cat (KV-cache concat in eager attention)"),
+    Rule("layout-transform", Category.MEMORY, r"batched_transpose|nchwToNhwc|nhwcToNchw",
          why="MIOpen transposes and cuDNN layout transforms, even inside a conv"),
-    Rule("fill-kernel", "memory", r"FillFunctor", why="zeros/fill_; the name says 'elementwise_kernel'"),
-    Rule("rocclr-blit", "memory", r"__amd_rocclr_(?:copy|fill)Buffer|MEMORY_COPY",
+    Rule("fill-kernel", Category.MEMORY, r"FillFunctor", why="zeros/fill_; the name says 'elementwise_kernel'"),
+    Rule("rocclr-blit", Category.MEMORY, r"__amd_rocclr_(?:copy|fill)Buffer|MEMORY_COPY",
          why="ROCm runtime copies/fills recorded as cat 'kernel'"),
-    Rule("index-gather-scatter", "memory",
+    Rule("index-gather-scatter", Category.MEMORY,
          r"index_copy|index_put|index_kernel_impl|indexSelect|gather_kernel|scatter_gather",
          why="gather/scatter/index_select move data (embedding, rotary cos/sin lookups)"),
     # -- launcher-owned compute.
-    Rule("fused-attention-launcher", "fused_attention", launcher=_FUSED_ATTN_OPS, kinds=frozenset({"kernel"}),
+    Rule("fused-attention-launcher", Category.FUSED_ATTENTION, launcher=_FUSED_ATTN_OPS, kinds=frozenset({"kernel"}),
          why="a non-copy kernel launched by a fused attention op is that op's compute, whatever its name"),
-    Rule("conv-kernel", "other",
+    Rule("conv-kernel", Category.OTHER,
          r"fprop|dgrad|wgrad|[Cc]onv(?!er)|[Ii]mplicit_?[Gg]emm|scudnn|winograd|[Ii]m2d?2?[Cc]ol|^igemm_|cask_cudnn",
          why="convolution (implicit GEMM, cutlass__5x_cudnn ...fprop..., MIOpen igemm) is not attention matmul"),
-    Rule("conv-launcher", "other", launcher=_CONV_OPS, kinds=frozenset({"kernel"}),
+    Rule("conv-launcher", Category.OTHER, launcher=_CONV_OPS, kinds=frozenset({"kernel"}),
          why="sgemm/Cijk GEMMs launched by cudnn/miopen convolution are conv time"),
-    Rule("gemm-launcher", "matmul", launcher=_GEMM_OPS, kinds=frozenset({"kernel"}),
+    Rule("gemm-launcher", Category.MATMUL, launcher=_GEMM_OPS, kinds=frozenset({"kernel"}),
          why="splitKreduce/reduce_1Block/dot_kernel/epilogues launched by a GEMM op are GEMM time"),
-    Rule("gemm-kernel", "matmul",
+    Rule("gemm-kernel", Category.MATMUL,
          r"(?<![Ff][Bb])gemm|gemv|xmma|nvjet|cutlass\w*::Kernel2?<|cutlass::device_kernel<|Cijk_|splitKreduce"
          r"|dot_kernel|^bmm_|kernel_gemm_xdl|wvSplitK|matmul_ogs|cublas",
          why="cuBLAS/CUTLASS/hipBLASLt/CK GEMMs (not fbgemm_gpu embedding ops); precedes reduce: 'splitKreduce'"),
     # -- softmax and its look-alikes.
-    Rule("moe-router-softmax", "other", r"[Tt]opk\w*[Ss]oft[Mm]ax|[Gg]ating[Ss]oft[Mm]ax|moe\w*[Ss]oftmax",
+    Rule("moe-router-softmax", Category.OTHER, r"[Tt]opk\w*[Ss]oft[Mm]ax|[Gg]ating[Ss]oft[Mm]ax|moe\w*[Ss]oftmax",
          why="MoE routers (topkGatingSoftmax, topk_softmax) are not attention softmax"),
-    Rule("log-softmax-launcher", "other", launcher=r"^aten::_?log_softmax(?:_backward_data)?$",
+    Rule("log-softmax-launcher", Category.OTHER, launcher=r"^aten::_?log_softmax(?:_backward_data)?$",
          kinds=frozenset({"kernel"}), why="log_softmax of a loss shares softmax kernels"),
-    Rule("log-softmax-kernel", "other",
+    Rule("log-softmax-kernel", Category.OTHER,
          r"softmax_warp_(?:forward|backward)<(?:[^,<>]+,){4}\s*true\b|LogSoftMax|[Ll]og_?[Ss]oft[Mm]ax",
          why="5th template arg of softmax_warp_* is is_log_softmax; LogSoftMax*Epilogue is log_softmax"),
-    Rule("softmax", "softmax", r"[Ss]oft[Mm]ax",
+    Rule("softmax", Category.SOFTMAX, r"[Ss]oft[Mm]ax",
          why="softmax_warp_forward/backward, cunn_SoftMaxForward(Reg)/Backward"),
     # -- the rest of the six-way split: norms, reductions and comm are 'other'; pointwise math is elementwise.
-    Rule("norm", "other",
+    Rule("norm", Category.OTHER,
          r"[Ll]ayer_?[Nn]orm|[Rr]ms_?[Nn]orm|RMSNorm|[Gg]roup_?[Nn]orm|batch_norm|bn_(?:fw|bw)_|GammaBetaBackward"
          r"|RowwiseMoments",
          why="layer/RMS/group/batch norms are reductions, not attention math"),
-    Rule("comm", "other",
+    Rule("comm", Category.OTHER,
          r"nccl|rccl|multimem_|cross_device_reduce|[Aa]ll_?[Rr]educe|[Aa]ll_?[Gg]ather|[Rr]educe_?[Ss]catter"
          r"|[Aa]ll_?[Tt]o_?[Aa]ll",
          why="NCCL/RCCL/symmetric-memory communication"),
-    Rule("reduce-scan", "other", r"reduce_kernel|[Rr]educe|\bcub::|rocprim|DeviceScan|RadixSort",
+    Rule("reduce-scan", Category.OTHER, r"reduce_kernel|[Rr]educe|\bcub::|rocprim|DeviceScan|RadixSort",
          why="sum/mean/max reductions and scans; reduce_kernel names embed functors, so before elementwise"),
-    Rule("dropout", "elementwise", r"dropout", why="attention dropout (fused_dropout_kernel_vec)"),
-    Rule("elementwise", "elementwise", r"elementwise|Functor|rotary_embedding|act_and_mul|silu_and_mul|gelu_and_mul",
+    Rule("dropout", Category.ELEMENTWISE, r"dropout", why="attention dropout (fused_dropout_kernel_vec)"),
+    Rule("elementwise", Category.ELEMENTWISE, r"elementwise|Functor|rotary_embedding|act_and_mul|silu_and_mul|gelu_and_mul",
          why="scale (MulFunctor), mask (masked_fill, where, additive add), activations, RoPE"),
 )
 
 _H = r"^aten::(?:{})$".format
 HOST_RULES: tuple[Rule, ...] = (
-    Rule("host-matmul", "matmul",
+    Rule("host-matmul", Category.MATMUL,
          r"^(?:aten::(?:mm|bmm|addmm|addmv|addbmm|baddbmm|matmul|linear|einsum|_addmm_activation|mv|dot|vdot"
          r"|tensordot|_scaled_mm|_int_mm|mkldnn_linear\w*|mkldnn_matmul\w*|_mkldnn_\w*)_?"
          r"|mkldnn::\w*(?:linear|matmul|mm)\w*|mkl::\w*linear\w*|onednn::\w*(?:linear|matmul)\w*"
          r"|quantized::linear(?:_dynamic)?\w*)$",
          why="BLAS/oneDNN GEMM ops; anchored so aten::add never matches aten::addmm"),
-    Rule("host-softmax", "softmax", _H(r"softmax|_softmax|_safe_softmax|_masked_softmax|_softmax_backward_data"),
+    Rule("host-softmax", Category.SOFTMAX, _H(r"softmax|_softmax|_safe_softmax|_masked_softmax|_softmax_backward_data"),
          why="_safe_softmax is the SDPA math path's softmax in newer PyTorch; _masked_softmax is MHA's"),
-    Rule("host-log-softmax", "other", _H(r"log_softmax|_log_softmax|_log_softmax_backward_data"),
+    Rule("host-log-softmax", Category.OTHER, _H(r"log_softmax|_log_softmax|_log_softmax_backward_data"),
          why="loss, not attention"),
-    Rule("host-sdpa-math", "other", _H(r"_scaled_dot_product_attention_math\w*"),
+    Rule("host-sdpa-math", Category.OTHER, _H(r"_scaled_dot_product_attention_math\w*"),
          why="the un-fused math path; its bmm/softmax children carry the work"),
-    Rule("host-fused-attention", "fused_attention",
-         r"^(?:aten::(?:scaled_dot_product_attention|_scaled_dot_product_(?:flash|efficient|cudnn)_attention\w*"
-         r"|_scaled_dot_product_fused_attention_overrideable\w*|_(?:flash|efficient)_attention_(?:forward|backward)"
-         r"|_native_multi_head_attention|_flex_attention\w*|flex_attention\w*)"
-         r"|flash_attn::\w+|higher_order::flex_attention\w*|flex_attention\w*)$",
-         why="SDPA and its backends (incl. _scaled_dot_product_flash_attention_for_cpu), flash_attn, FlexAttention"),
-    Rule("host-memory", "memory",
+    Rule("host-fused-attention", Category.FUSED_ATTENTION, _FUSED_ATTN_OPS,
+         why="the ops that open fused-op blocks: SDPA and its backends (incl. _for_cpu), flash_attn, FlexAttention,"
+             " vLLM/sglang/aiter attention ops"),
+    Rule("host-memory", Category.MEMORY,
          _H(r"copy_|contiguous|clone|_to_copy|to|cat|_cat|stack|fill_|zero_|zeros|zeros_like|ones|ones_like|full"
             r"|full_like|new_zeros|new_ones|new_full|empty\w*|new_empty\w*|transpose_?|permute|view|view_as|reshape"
             r"|_reshape_alias|expand|expand_as|as_strided|t|unsqueeze_?|squeeze_?|split|split_with_sizes|chunk"
@@ -175,14 +174,14 @@ HOST_RULES: tuple[Rule, ...] = (
             r"|index_put_|index_copy_?|gather|detach|alias|lift_fresh|repeat|repeat_interleave|flip|roll|pad"
             r"|constant_pad_nd|movedim|swapaxes|unfold|_local_scalar_dense|item"),
          why="layout/data movement and fills; view ops cost only dispatch time on CPU, still not math"),
-    Rule("host-elementwise", "elementwise",
+    Rule("host-elementwise", Category.ELEMENTWISE,
          _H(r"(?:mul|div|add|sub|rsub|masked_fill|where|elu|relu|gelu|silu|sigmoid|tanh|exp|log|neg|sqrt|rsqrt|pow"
             r"|abs|clamp|clamp_min|clamp_max|reciprocal|square|sin|cos|erf|softplus|hardtanh|leaky_relu|mish"
             r"|addcmul|addcdiv|lerp|minimum|maximum|eq|ne|lt|le|gt|ge|logical_and|logical_or|logical_not"
             r"|bitwise_and|bitwise_or|bitwise_not|tril|triu|bernoulli|threshold|floor_divide|remainder)_?"
             r"|dropout|native_dropout|feature_dropout|alpha_dropout"),
          why="scale, mask, dropout, activations and other pointwise math"),
-    Rule("host-reduction-norm", "other",
+    Rule("host-reduction-norm", Category.OTHER,
          _H(r"sum|mean|cumsum|cumprod|amax|amin|max|min|argmax|argmin|var|std|var_mean|norm|linalg_vector_norm"
             r"|layer_norm|native_layer_norm|rms_norm|_fused_rms_norm|group_norm|native_group_norm|batch_norm"
             r"|native_batch_norm|_batch_norm_impl_index|topk|sort"),
@@ -199,7 +198,7 @@ class Classifier:
 
     __slots__ = ("_device", "_host", "_dcache", "_hcache")
 
-    def __init__(self, device_rules=DEVICE_RULES, host_rules=HOST_RULES):
+    def __init__(self, device_rules: Sequence[Rule] = DEVICE_RULES, host_rules: Sequence[Rule] = HOST_RULES) -> None:
         for rules in (device_rules, host_rules):
             names = [r.name for r in rules]
             if len(names) != len(set(names)):
@@ -207,7 +206,7 @@ class Classifier:
         self._device = tuple((r, _compile(r.kernel), _compile(r.launcher)) for r in device_rules)
         self._host = tuple((r, _compile(r.kernel)) for r in host_rules)
         self._dcache: dict[tuple[str, str, str | None], Rule | None] = {}
-        self._hcache: dict[str, str] = {}
+        self._hcache: dict[str, Category] = {}
 
     def device_rule(self, name: str, kind: str, launcher: str | None) -> Rule | None:
         """The first rule matching this device event, or None (category 'other')."""
@@ -231,10 +230,10 @@ class Classifier:
         self._dcache[key] = hit
         return hit
 
-    def device(self, name: str, kind: str, launcher: str | None) -> str:
+    def device(self, name: str, kind: str, launcher: str | None) -> Category:
         """Category of a kernel/memcpy/memset; ``launcher`` is the innermost host op that launched it."""
         rule = self.device_rule(name, kind, launcher)
-        return rule.category if rule is not None else "other"
+        return rule.category if rule is not None else Category.OTHER
 
     def host_rule(self, op_name: str) -> Rule | None:
         """The first host rule matching this cpu op name, or None (category 'other')."""
@@ -243,11 +242,11 @@ class Classifier:
                 return rule
         return None
 
-    def host(self, op_name: str) -> str:
+    def host(self, op_name: str) -> Category:
         """Category of a host op's SELF time on CPU-only traces (keyed on the op name only)."""
         try:
             return self._hcache[op_name]
         except KeyError:
             rule = self.host_rule(op_name)
-            cat = self._hcache[op_name] = rule.category if rule is not None else "other"
+            cat = self._hcache[op_name] = rule.category if rule is not None else Category.OTHER
             return cat

@@ -141,7 +141,7 @@ def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope:
             click.echo(f"Warning: {w}", err=True)
         emit(_diff_renderer(fmt), result, output, gz)
         if fail_pct is not None:
-            from .renderers.diff import verdict_line
+            from .renderers import verdict_line
 
             verdict = gate(result, fail_pct)  # refuses (exit 1) when the sides are timed differently
             click.echo(verdict_line(verdict), err=True)
@@ -164,7 +164,7 @@ def _attribution_renderer(fmt: str, by: str) -> Any:
 
 
 def _diff_renderer(fmt: str) -> Any:
-    from .renderers.diff import DIFF_RENDERERS
+    from .renderers import DIFF_RENDERERS
 
     return DIFF_RENDERERS[fmt](tool=TOOL)
 

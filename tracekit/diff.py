@@ -35,14 +35,19 @@ from .attribute import analyze
 from .classify import Classifier
 from .errors import IncomparableError
 from .inputs import Inputs, discover
-from .result import CATEGORIES, Attribution, BlockResult, InvariantError, zero_categories
+from .result import DIFF_SCHEMA_VERSION as DIFF_SCHEMA_VERSION  # re-exported: the diff JSON's version
+from .result import CATEGORIES, Attribution, BlockResult, InvariantError, close, zero_categories
+from .vocab import TIME_BASE_LABELS, Basis, Category, FoundBy, TimeBase
 
-DIFF_SCHEMA_VERSION = 1
-BASIS_MEDIAN, BASIS_TOTAL = "median_step", "total"
 _EPS_US = 0.002  # 1 ns rounding on each side of a sum, as in result.py
 
+BASIS_MEDIAN, BASIS_TOTAL = Basis.MEDIAN_STEP, Basis.TOTAL
 
-@dataclass(slots=True)
+# Conclusions a diff states in words, in every format (DiffResult.conclusions).
+EAGER_TO_FUSED_ALLOC = "eager → fused, the B·H·N² score matrices are no longer allocated"
+
+
+@dataclass(slots=True, kw_only=True)
 class Figures:
     """One side's attention time on the headline basis; ``categories`` sum to ``total_us``."""
 
@@ -50,7 +55,7 @@ class Figures:
     categories: dict[str, float]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class CategoryDelta:
     before_us: float
     after_us: float
@@ -59,30 +64,30 @@ class CategoryDelta:
     share_of_delta: float | None  # delta / total delta; None when the total did not change
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class BlockPair:
     """One block on each side that compute the same attention call."""
 
     before: BlockResult
     after: BlockResult
-    paired_by: str  # "kind", or "fused-kernel" for the fallback rule
+    paired_by: str  # "kind", or "fused-kernel" for the fallback rule (PAIRED_BY)
 
     @property
     def delta_us(self) -> float:
         return self.after.total_us - self.before.total_us
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class KernelTotal:
     """All calls of one kernel (host op on CPU traces) inside a side's blocks."""
 
     name: str  # compact kernel name, as in top_kernels; the op name on CPU-only traces
-    category: str
+    category: Category
     count: int
     total_us: float  # summed durations (device) or self time (host)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Spread:
     """Per-step attention totals of one side, with their range."""
 
@@ -97,7 +102,7 @@ class Spread:
         return self.max_us - self.min_us
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class CategoryNoise:
     before_min_us: float
     before_max_us: float
@@ -106,7 +111,7 @@ class CategoryNoise:
     within_noise: bool
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Noise:
     before: Spread
     after: Spread
@@ -115,7 +120,7 @@ class Noise:
     categories: dict[str, CategoryNoise]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class AllocDelta:
     """Bytes allocated inside blocks (``profile_memory`` traces), over all blocks of each side."""
 
@@ -129,13 +134,13 @@ class AllocDelta:
         return self.after_bytes - self.before_bytes
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class DiffResult:
     """Everything a diff report shows; renderers take this and nothing else."""
 
     before: Attribution
     after: Attribution
-    basis: str  # BASIS_MEDIAN or BASIS_TOTAL
+    basis: Basis
     basis_note: str
     before_figures: Figures  # headline, on ``basis``
     after_figures: Figures
@@ -153,6 +158,7 @@ class DiffResult:
     noise: Noise | None
     noise_note: str
     alloc: AllocDelta | None
+    conclusions: list[str] = field(default_factory=list)  # findings in words, e.g. EAGER_TO_FUSED_ALLOC
     warnings: list[str] = field(default_factory=list)
     labels: tuple[str, str] = ("", "")  # how to name the two sides (paths as given, shortened)
 
@@ -179,18 +185,20 @@ class DiffResult:
         """Raise InvariantError unless every figure adds up and every block is accounted for."""
         self.before.check()
         self.after.check()
+        nc = len(CATEGORIES)
+        scale = max(self.before_figures.total_us, self.after_figures.total_us)  # of the terms behind every delta
         for side, fig in (("before", self.before_figures), ("after", self.after_figures)):
             _expect(set(fig.categories) == set(CATEGORIES), f"{side}: category keys {sorted(fig.categories)}")
-            _expect(abs(sum(fig.categories.values()) - fig.total_us) <= _EPS_US * len(CATEGORIES),
+            _expect(close(sum(fig.categories.values()), fig.total_us, nc),
                     f"{side}: headline categories do not sum to its total")
         _expect(list(self.categories) == list(CATEGORIES), "category deltas out of order or missing")
         for c, d in self.categories.items():
             _expect(d.before_us == self.before_figures.categories[c] and d.after_us == self.after_figures.categories[c],
                     f"{c}: delta row is not the headline figures")
-            _expect(abs(d.after_us - d.before_us - d.delta_us) <= _EPS_US, f"{c}: delta != after - before")
-        _expect(abs(sum(d.delta_us for d in self.categories.values()) - self.delta_us) <= _EPS_US * len(CATEGORIES),
+            _expect(close(d.after_us - d.before_us, d.delta_us, 1, scale), f"{c}: delta != after - before")
+        _expect(close(sum(d.delta_us for d in self.categories.values()), self.delta_us, nc, scale),
                 "total delta != sum of category deltas")
-        if abs(self.delta_us) > _EPS_US * len(CATEGORIES):
+        if _shares_defined(self.delta_us, scale):
             _expect(abs(sum(d.share_of_delta or 0 for d in self.categories.values()) - 1) < 1e-6,
                     "category shares of the delta do not sum to 1")
         for side, att, mine, unmatched, steps in (
@@ -200,25 +208,25 @@ class DiffResult:
             _expect(len(seen) == len(set(seen)), f"{side}: a block is paired or listed twice")
             _expect(set(seen) == {id(b) for b in att.blocks}, f"{side}: paired + unmatched blocks != all blocks")
             n = max(1, len(att.blocks))
-            _expect(abs(sum(b.total_us for b in mine + unmatched) - att.totals.total_us) <= _EPS_US * n,
+            _expect(close(sum(b.total_us for b in mine + unmatched), att.totals.total_us, n),
                     f"{side}: paired + unmatched time != total attention time")
-            if self.basis == BASIS_TOTAL:
-                _expect(self._figures(side) == Figures(att.totals.total_us, dict(att.totals.categories)),
-                        f"{side}: total basis but headline != attribution totals")
+            if self.basis == Basis.TOTAL:
+                _expect(self._figures(side) == _totals_figures(att), f"{side}: total basis but headline != attribution totals")
             else:
-                _expect(abs(sum(f.total_us for _, f in steps) - att.totals.total_us) <= _EPS_US * n,
+                _expect(close(sum(f.total_us for _, f in steps), att.totals.total_us, n),
                         f"{side}: per-step totals do not sum to the trace total")
                 lo = min(f.total_us for _, f in steps)
                 hi = max(f.total_us for _, f in steps)
-                _expect(lo - _EPS_US <= self._figures(side).total_us <= hi + _EPS_US, f"{side}: median outside its range")
+                med = self._figures(side).total_us
+                _expect((lo <= med or close(lo, med)) and (med <= hi or close(med, hi)), f"{side}: median outside its range")
             ks = self.kernels_before if side == "before" else self.kernels_after
-            if att.time_base == "device":
+            if att.time_base == TimeBase.DEVICE:
                 _expect(sum(k.count for k in ks) == sum(b.kernels for b in att.blocks),
                         f"{side}: kernel table count != device events owned by blocks")
         for p in self.pairs:
             _expect(p.before.phase == p.after.phase, f"pair {p.before.name}/{p.after.name}: phases differ")
             ok = p.before.kind == p.after.kind if p.paired_by == "kind" else \
-                p.before.found_by == p.after.found_by == "fused-kernel"
+                p.before.found_by == p.after.found_by == FoundBy.FUSED_KERNEL
             _expect(ok, f"pair {p.before.name}/{p.after.name}: does not follow the {p.paired_by} rule")
         after_names = {k.name for k in self.kernels_after}
         before_names = {k.name for k in self.kernels_before}
@@ -233,6 +241,15 @@ class DiffResult:
 def _expect(ok: bool, msg: str) -> None:
     if not ok:
         raise InvariantError(msg)
+
+
+def _shares_defined(delta_us: float, scale: float) -> bool:
+    """Shares of the delta mean something only when the delta is more than rounding."""
+    return not close(delta_us, 0.0, len(CATEGORIES), scale)
+
+
+def _totals_figures(att: Attribution) -> Figures:
+    return Figures(total_us=att.totals.total_us, categories=dict(att.totals.categories))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,29 +290,30 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
     kb, ka = _kernel_table(before), _kernel_table(after)
     per_b, per_a = step_figures(before), step_figures(after)
     basis, basis_note, noise_note = _basis(before, after, per_b, per_a)
-    if basis == BASIS_MEDIAN:
+    if basis == Basis.MEDIAN_STEP:
         fig_b, fig_a = median_step(per_b), median_step(per_a)
     else:
-        fig_b = Figures(before.totals.total_us, dict(before.totals.categories))
-        fig_a = Figures(after.totals.total_us, dict(after.totals.categories))
+        fig_b, fig_a = _totals_figures(before), _totals_figures(after)
         nb, na = len(_steps(before)), len(_steps(after))
         if nb != na:
             warnings.append(f"before has {_n_steps(nb)} and after {_n_steps(na)}: whole-trace totals may cover "
                             f"different amounts of work")
     noise = None
-    if basis == BASIS_MEDIAN and len(per_b) >= 2 and len(per_a) >= 2:
+    if basis == Basis.MEDIAN_STEP and len(per_b) >= 2 and len(per_a) >= 2:
         noise = _noise(per_b, per_a, fig_b, fig_a)
         noise_note = (f"per-step spread: before {len(per_b)} steps, after {len(per_a)} steps; "
                       f"within noise when |Δ| <= (range before + range after) / 2")
     total_delta = fig_a.total_us - fig_b.total_us
+    shares = _shares_defined(total_delta, max(fig_a.total_us, fig_b.total_us))
     cats = {}
     for c in CATEGORIES:
         b, a = fig_b.categories[c], fig_a.categories[c]
         d = a - b
         share = None
-        if abs(total_delta) > _EPS_US * len(CATEGORIES):
+        if shares:
             share = d / total_delta if d != 0 else 0.0  # never -0.0
-        cats[c] = CategoryDelta(b, a, d, a / b if b > 0 else None, share)
+        cats[c] = CategoryDelta(before_us=b, after_us=a, delta_us=d, ratio=a / b if b > 0 else None,
+                                share_of_delta=share)
     pairs, ub, ua = pair_blocks(before, after)
     if not before.blocks and not after.blocks:
         warnings.append("no attention blocks on either side (try --scope REGEX to name your attention modules)")
@@ -305,12 +323,25 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
     names_b = {k.name for k in kb}
     names_a = {k.name for k in ka}
     unit_b, unit_a = _unit(before), _unit(after)
+    alloc = _alloc(before, after)
+    per_step = basis == Basis.MEDIAN_STEP
     return DiffResult(
-        before, after, basis, basis_note, fig_b, fig_a, cats, pairs, ub, ua,
-        unit_b if unit_b == unit_a else "mixed", kb, ka,
-        [k for k in kb if k.name not in names_a], [k for k in ka if k.name not in names_b],
-        per_b if basis == BASIS_MEDIAN else [], per_a if basis == BASIS_MEDIAN else [],
-        noise, noise_note, _alloc(before, after), warnings, (before.source, after.source))
+        before=before, after=after, basis=basis, basis_note=basis_note, before_figures=fig_b, after_figures=fig_a,
+        categories=cats, pairs=pairs, unmatched_before=ub, unmatched_after=ua,
+        kernel_unit=unit_b if unit_b == unit_a else "mixed", kernels_before=kb, kernels_after=ka,
+        only_before=[k for k in kb if k.name not in names_a], only_after=[k for k in ka if k.name not in names_b],
+        steps_before=per_b if per_step else [], steps_after=per_a if per_step else [],
+        noise=noise, noise_note=noise_note, alloc=alloc, conclusions=_conclusions(cats, alloc),
+        warnings=warnings, labels=(before.source, after.source))
+
+
+def _conclusions(cats: dict[str, CategoryDelta], alloc: AllocDelta | None) -> list[str]:
+    """What the figures show, in words every format carries (the terminal prints them next to the memory line)."""
+    out = []
+    sm, fa = cats[Category.SOFTMAX], cats[Category.FUSED_ATTENTION]
+    if alloc is not None and alloc.delta_bytes < 0 and sm.before_us > 0 and sm.after_us == 0 and fa.after_us > 0:
+        out.append(EAGER_TO_FUSED_ALLOC)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,9 +363,10 @@ def step_figures(att: Attribution) -> list[tuple[int, Figures]]:
     steps = _steps(att)
     if not steps or any(b.step is None for b in att.blocks):
         return []
-    per = {s: Figures(0.0, zero_categories()) for s in steps}
+    per = {s: Figures(total_us=0.0, categories=zero_categories()) for s in steps}
     for b in att.blocks:
-        f = per.setdefault(b.step, Figures(0.0, zero_categories()))
+        assert b.step is not None  # checked above
+        f = per.setdefault(b.step, Figures(total_us=0.0, categories=zero_categories()))
         f.total_us += b.total_us
         for c in CATEGORIES:
             f.categories[c] += b.categories[c]
@@ -347,10 +379,11 @@ def median_step(per_step: list[tuple[int, Figures]]) -> Figures:
     n = len(order)
     mid = [f for _, f in order[(n - 1) // 2: n // 2 + 1]]
     cats = {c: sum(f.categories[c] for f in mid) / len(mid) for c in CATEGORIES}
-    return Figures(sum(f.total_us for f in mid) / len(mid), cats)
+    return Figures(total_us=sum(f.total_us for f in mid) / len(mid), categories=cats)
 
 
-def _basis(before, after, per_b, per_a) -> tuple[str, str, str]:
+def _basis(before: Attribution, after: Attribution, per_b: list[tuple[int, Figures]],
+           per_a: list[tuple[int, Figures]]) -> tuple[Basis, str, str]:
     """Which figures the headline compares, why, and (when there is no noise estimate) why not."""
     why_not = []
     for side, att, per in (("before", before, per_b), ("after", after, per_a)):
@@ -365,9 +398,9 @@ def _basis(before, after, per_b, per_a) -> tuple[str, str, str]:
     if per_b and per_a and max(len(per_b), len(per_a)) >= 2:
         note = (f"per-step median: the median step by attention time (before {len(per_b)} steps, after "
                 f"{len(per_a)}); an even count averages the middle two")
-        return BASIS_MEDIAN, note, "no noise estimate possible: " + "; ".join(why_not) if why_not else ""
+        return Basis.MEDIAN_STEP, note, "no noise estimate possible: " + "; ".join(why_not) if why_not else ""
     note = "whole-trace totals" + (" (one step each)" if len(per_b) == len(per_a) == 1 else "")
-    return BASIS_TOTAL, note, "no noise estimate possible: " + "; ".join(why_not)
+    return Basis.TOTAL, note, "no noise estimate possible: " + "; ".join(why_not)
 
 
 def _median(xs: list[float]) -> float:
@@ -378,10 +411,12 @@ def _median(xs: list[float]) -> float:
 
 def _spread(per: list[tuple[int, Figures]]) -> Spread:
     totals = [f.total_us for _, f in per]
-    return Spread([s for s, _ in per], totals, min(totals), _median(totals), max(totals))
+    return Spread(steps=[s for s, _ in per], totals_us=totals, min_us=min(totals), median_us=_median(totals),
+                  max_us=max(totals))
 
 
-def _noise(per_b, per_a, fig_b: Figures, fig_a: Figures) -> Noise:
+def _noise(per_b: list[tuple[int, Figures]], per_a: list[tuple[int, Figures]], fig_b: Figures,
+           fig_a: Figures) -> Noise:
     sb, sa = _spread(per_b), _spread(per_a)
     combined = (sb.range_us + sa.range_us) / 2
     cats = {}
@@ -390,9 +425,11 @@ def _noise(per_b, per_a, fig_b: Figures, fig_a: Figures) -> Noise:
         va = [f.categories[c] for _, f in per_a]
         spread_c = (max(vb) - min(vb) + max(va) - min(va)) / 2
         delta_c = fig_a.categories[c] - fig_b.categories[c]
-        cats[c] = CategoryNoise(min(vb), max(vb), min(va), max(va), abs(delta_c) <= spread_c + _EPS_US)
+        cats[c] = CategoryNoise(before_min_us=min(vb), before_max_us=max(vb), after_min_us=min(va),
+                                after_max_us=max(va), within_noise=abs(delta_c) <= spread_c + _EPS_US)
     delta = fig_a.total_us - fig_b.total_us
-    return Noise(sb, sa, combined, abs(delta) <= combined + _EPS_US, cats)
+    return Noise(before=sb, after=sa, combined_spread_us=combined, within_noise=abs(delta) <= combined + _EPS_US,
+                 categories=cats)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,8 +438,8 @@ def _noise(per_b, per_a, fig_b: Figures, fig_a: Figures) -> Noise:
 
 def _block_keys(att: Attribution) -> list[tuple]:
     """(trace position, step position, phase) per block, so runs with different step numbers pair."""
-    trace_ix = {}
-    step_ix = {}
+    trace_ix: dict[str, int] = {}
+    step_ix: dict[str, dict[int, int]] = {}
     for n, t in enumerate(att.traces):
         trace_ix.setdefault(t.source, n)
         step_ix.setdefault(t.source, {s: k for k, s in enumerate(t.steps)})
@@ -437,15 +474,15 @@ def pair_blocks(before: Attribution, after: Attribution
     pairs: list[tuple[int, int, str]] = [(i, ra[k], "kind") for k, i in rb.items() if k in ra]
     used_b = {i for i, _, _ in pairs}
     used_a = {j for _, j, _ in pairs}
-    fb = _ranked(kb, [b.found_by if b.found_by == "fused-kernel" and i not in used_b else None
+    fb = _ranked(kb, [b.found_by if b.found_by == FoundBy.FUSED_KERNEL and i not in used_b else None
                       for i, b in enumerate(bb)])
-    fa = _ranked(ka, [b.found_by if b.found_by == "fused-kernel" and j not in used_a else None
+    fa = _ranked(ka, [b.found_by if b.found_by == FoundBy.FUSED_KERNEL and j not in used_a else None
                       for j, b in enumerate(ab)])
     pairs += [(i, fa[k], "fused-kernel") for k, i in fb.items() if k in fa]
     pairs.sort()
     used_b = {i for i, _, _ in pairs}
     used_a = {j for _, j, _ in pairs}
-    return ([BlockPair(bb[i], ab[j], how) for i, j, how in pairs],
+    return ([BlockPair(before=bb[i], after=ab[j], paired_by=how) for i, j, how in pairs],
             [b for i, b in enumerate(bb) if i not in used_b], [b for j, b in enumerate(ab) if j not in used_a])
 
 
@@ -454,11 +491,11 @@ def pair_blocks(before: Attribution, after: Attribution
 
 
 def _unit(att: Attribution) -> str:
-    return {"device": "kernel", "host": "op"}.get(att.time_base, "mixed")
+    return {TimeBase.DEVICE: "kernel", TimeBase.HOST: "op"}.get(att.time_base, "mixed")
 
 
 def _kernel_table(att: Attribution) -> list[KernelTotal]:
-    rows = [KernelTotal(n, c, k, us) for (n, c), (k, us) in att.kernels.items()]
+    rows = [KernelTotal(name=n, category=Category(c), count=k, total_us=us) for (n, c), (k, us) in att.kernels.items()]
     rows.sort(key=lambda r: (-r.total_us, r.name, r.category))
     return rows
 
@@ -469,7 +506,7 @@ def _alloc(before: Attribution, after: Attribution) -> AllocDelta | None:
     xa = [b.alloc_bytes for b in after.blocks if b.alloc_bytes is not None]
     if not xb or not xa:
         return None
-    return AllocDelta(sum(xb), sum(xa), len(xb), len(xa))
+    return AllocDelta(before_bytes=sum(xb), after_bytes=sum(xa), before_blocks=len(xb), after_blocks=len(xa))
 
 
 def compare_headers(before: Attribution, after: Attribution) -> list[str]:
@@ -481,9 +518,8 @@ def compare_headers(before: Attribution, after: Attribution) -> list[str]:
         out.append(f"devices differ: before {', '.join(gb) or 'no GPU listed'}, after {', '.join(ga) or 'no GPU listed'}"
                    f" (the change includes the hardware)")
     if before.time_base != after.time_base:
-        names = {"device": "device busy time", "host": "host self time", "mixed": "mixed time bases"}
-        out.append(f"time bases differ: before {names.get(before.time_base, before.time_base)}, after "
-                   f"{names.get(after.time_base, after.time_base)} (the figures measure different things)")
+        out.append(f"time bases differ: before {TIME_BASE_LABELS[before.time_base]}, after "
+                   f"{TIME_BASE_LABELS[after.time_base]} (the figures measure different things)")
     shb = sorted({s for t in before.traces for s in t.shapes})
     sha = sorted({s for t in after.traces for s in t.shapes})
     zb, za = attention_sizes(shb), attention_sizes(sha)
@@ -557,19 +593,16 @@ def parse_percent(text: str) -> float:
     return float(s)
 
 
-_BASE_WORDS = {"device": "device busy time", "host": "host self time", "mixed": "a mix of device and host time"}
-
-
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Verdict:
-    """The CI gate's decision; renderers.diff.verdict_line words it."""
+    """The CI gate's decision; tracekit.renderers.verdict_line words it."""
 
     ok: bool
     threshold_pct: float
     before_us: float
     after_us: float
     change_pct: float | None  # None when before has no attention time
-    basis: str
+    basis: Basis
     within_noise: bool | None
 
 
@@ -584,10 +617,12 @@ def gate(result: DiffResult, pct: float) -> Verdict:
     tb, ta = str(result.before.time_base), str(result.after.time_base)
     if tb != ta or "mixed" in (tb, ta):
         raise IncomparableError(
-            f"--fail-if-slower: cannot gate {_BASE_WORDS.get(tb, tb)} against {_BASE_WORDS.get(ta, ta)}; "
+            f"--fail-if-slower: cannot gate {TIME_BASE_LABELS.get(tb, tb)} against {TIME_BASE_LABELS.get(ta, ta)}; "
             "compare traces timed the same way (both GPU or both CPU-only)")
     b, a = result.before_figures.total_us, result.after_figures.total_us
     within = None if result.noise is None else result.noise.within_noise
     if b <= 0:
-        return Verdict(a <= 0, pct, b, a, None, result.basis, within)
-    return Verdict(a <= b * (1 + pct / 100.0), pct, b, a, 100.0 * (a - b) / b, result.basis, within)
+        return Verdict(ok=a <= 0, threshold_pct=pct, before_us=b, after_us=a, change_pct=None, basis=result.basis,
+                       within_noise=within)
+    return Verdict(ok=a <= b * (1 + pct / 100.0), threshold_pct=pct, before_us=b, after_us=a,
+                   change_pct=100.0 * (a - b) / b, basis=result.basis, within_noise=within)

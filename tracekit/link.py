@@ -1,6 +1,6 @@
 """Nest host events by time and link each device event to the host op that launched it.
 
-Order of evidence (see ``shared/docs/attribution.md``): correlation id to a runtime
+Order of evidence (docs/attribution.md, "Linking"): correlation id to a runtime
 launch, then External id to an op (unless the trace's External ids are really
 correlation ids), then time overlap with a ``gpu_user_annotation`` on the stream.
 """
@@ -98,12 +98,12 @@ def external_ids_trusted(tr: Trace) -> bool:
 def link(tr: Trace) -> Links:
     order, parent, op_parent, launcher = nest_host(tr)
     rleaf = runtime_leaves(tr, order)
-    by_corr = {}
+    by_corr: dict[int, int] = {}
     for r, rt in enumerate(tr.runtime):
         if rt.correlation:
             by_corr.setdefault(rt.correlation, r)
     trusted = external_ids_trusted(tr)
-    by_ext = {}
+    by_ext: dict[int, int] = {}
     if trusted:
         for i, h in enumerate(tr.host):
             if h.ext_id and h.kind >= ANNOTATION:
@@ -111,15 +111,15 @@ def link(tr: Trace) -> Links:
     nd = len(tr.device)
     leaf = [NONE] * nd
     linked = [False] * nd
-    pending = []
+    pending: list[int] = []
     for j, d in enumerate(tr.device):
-        r = by_corr.get(d.correlation) if d.correlation else None
-        if r is not None:
-            leaf[j], linked[j] = rleaf[r], True
+        launch = by_corr.get(d.correlation) if d.correlation else None
+        if launch is not None:
+            leaf[j], linked[j] = rleaf[launch], True
             continue
-        i = by_ext.get(d.ext_id) if d.ext_id else None
-        if i is not None:
-            leaf[j], linked[j] = i, True
+        op = by_ext.get(d.ext_id) if d.ext_id else None
+        if op is not None:
+            leaf[j], linked[j] = op, True
             continue
         pending.append(j)
     if pending and tr.gpu_annotations:
@@ -142,9 +142,9 @@ def _host_steps(tr: Trace, order: list[int], parent: list[int]) -> list[int | No
     return step
 
 
-def _link_by_annotation(tr, pending, leaf, linked) -> None:
+def _link_by_annotation(tr: Trace, pending: list[int], leaf: list[int], linked: list[bool]) -> None:
     """Innermost gpu_user_annotation on the same stream that overlaps the event's start."""
-    ann_host = {}
+    ann_host: dict[int, int] = {}
     for i, h in enumerate(tr.host):
         if h.kind == ANNOTATION and h.ext_id:
             ann_host.setdefault(h.ext_id, i)

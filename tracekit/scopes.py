@@ -1,6 +1,6 @@
 """Find attention blocks: host intervals that each compute one attention call.
 
-Order (``shared/docs/attribution.md``): a scope-matching ``record_function`` or
+Order (docs/attribution.md, "Attention blocks"): a scope-matching ``record_function`` or
 ``nn.Module`` slice (outermost wins), then a fused attention op outside any scope,
 then an inferred eager pattern (matmul → softmax → matmul under one parent). Fused
 attention kernels that no host block owns (CUDA/HIP graphs, compiled regions) become
@@ -14,25 +14,12 @@ from dataclasses import dataclass, field
 
 from .link import NONE, Links
 from .model import ANNOTATION, MODULE, OP, Trace
+from .vocab import EAGER_MATMUL_OPS, EAGER_SOFTMAX_OPS, FoundBy, Phase, anchored, is_fused_attention_op
 
 DEFAULT_SCOPE = r"attention|attn|SelfAttention|MultiheadAttention"
 
-# Ops that are one whole attention call. Named patterns, searched in the op name.
-FUSED_ATTENTION_OPS = (
-    ("sdpa", r"^aten::(scaled_dot_product_attention|_scaled_dot_product_\w*attention\w*)$"),
-    ("aten-fused-backend", r"^aten::_(flash|efficient|cudnn)_attention_forward$"),
-    ("native-mha", r"^aten::_native_multi_head_attention$"),
-    ("flex-attention", r"^(aten::_?flex_attention|higher_order::flex_attention)"),
-    ("flash-attn", r"^flash_attn(_\w+)?::"),
-    ("vllm-attention", r"^vllm::\w*attention\w*$"),
-    ("aiter-mha", r"^aiter::(mha|fmha)\w*$"),
-    ("sglang-attention", r"^sglang\w*::\w*(mha|attention)\w*$"),
-)
-
-MATMUL_OPS = re.compile(r"^aten::(matmul|bmm|baddbmm|einsum|mm)$")
-SOFTMAX_OPS = re.compile(r"^aten::(softmax|_softmax|_safe_softmax)$")
-
-FOUND_BY = ("annotation", "module", "fused-op", "inferred", "fused-kernel")
+MATMUL_OPS = re.compile(anchored(EAGER_MATMUL_OPS))
+SOFTMAX_OPS = re.compile(anchored(EAGER_SOFTMAX_OPS))
 
 
 @dataclass(slots=True)
@@ -40,26 +27,18 @@ class Block:
     """One attention call: its host roots (siblings for inferred blocks) and how it was found."""
 
     name: str
-    found_by: str
+    found_by: FoundBy
     roots: list[int] = field(default_factory=list)
     step: int | None = None
-    phase: str = "forward"
+    phase: Phase = Phase.FORWARD
     ts: int = 0  # first host (or device) start, for ordering
 
 
 class BlockFinder:
     """Marks host events with the block that owns them."""
 
-    def __init__(self, scope: str | None = None):
+    def __init__(self, scope: str | None = None) -> None:
         self.scope = re.compile(scope or DEFAULT_SCOPE, re.IGNORECASE)
-        self.fused = [(name, re.compile(p)) for name, p in FUSED_ATTENTION_OPS]
-        self._fused_cache: dict[str, bool] = {}
-
-    def is_fused_op(self, name: str) -> bool:
-        hit = self._fused_cache.get(name)
-        if hit is None:
-            hit = self._fused_cache[name] = any(p.search(name) for _, p in self.fused)
-        return hit
 
     def scope_name(self, kind: int, name: str) -> str | None:
         """The block name if this host event opens a scope; ProfilerStep never does."""
@@ -83,9 +62,9 @@ class BlockFinder:
                 continue
             h = host[i]
             name = self.scope_name(h.kind, h.name)
-            found = "module" if h.kind == MODULE else "annotation"
-            if name is None and h.kind == OP and self.is_fused_op(h.name):
-                name, found = h.name, "fused-op"
+            found = FoundBy.MODULE if h.kind == MODULE else FoundBy.ANNOTATION
+            if name is None and h.kind == OP and is_fused_attention_op(h.name):
+                name, found = h.name, FoundBy.FUSED_OP
             if name is not None:
                 owner[i] = len(blocks)
                 blocks.append(Block(name, found, [i], ts=h.ts))
@@ -122,7 +101,7 @@ class BlockFinder:
             return
         for roots in new_roots:
             b = len(blocks)
-            blocks.append(Block("inferred attention", "inferred", roots, ts=host[roots[0]].ts))
+            blocks.append(Block("inferred attention", FoundBy.INFERRED, roots, ts=host[roots[0]].ts))
             for r in roots:
                 owner[r] = b
         for i in links.order:  # hand the new roots' descendants to their block

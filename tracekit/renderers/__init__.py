@@ -1,19 +1,23 @@
-"""Sibling renderers over one result object; pick one by name or by output file extension."""
+"""Renderers by format; each renders both an attribution and a diff. Pick one by name or by output file extension."""
 
 from __future__ import annotations
 
-from .base import GROUPINGS, Renderer, pick_renderer
+from .base import GROUPINGS, Renderer, pick_renderer, verdict_line
 from .csvrenderer import CSVRenderer
 from .jsonrenderer import JSONRenderer
 from .markdown import MarkdownRenderer
 from .terminal import TerminalRenderer
 
 RENDERERS: dict[str, type[Renderer]] = {r.name: r for r in (TerminalRenderer, JSONRenderer, CSVRenderer, MarkdownRenderer)}
+DIFF_RENDERERS = RENDERERS  # the same classes render a DiffResult
 
 
 def renderer_for(fmt: str | None, output: str | None) -> type[Renderer]:
+    """The renderer class for ``--format`` (wins), else ``-o``'s extension, else the terminal table."""
     return pick_renderer(RENDERERS, fmt, output)
 
 
-__all__ = ["RENDERERS", "GROUPINGS", "Renderer", "renderer_for", "TerminalRenderer", "JSONRenderer",
-           "CSVRenderer", "MarkdownRenderer"]
+diff_renderer_for = renderer_for  # one picker serves both commands
+
+__all__ = ["RENDERERS", "DIFF_RENDERERS", "GROUPINGS", "Renderer", "renderer_for", "diff_renderer_for",
+           "verdict_line", "TerminalRenderer", "JSONRenderer", "CSVRenderer", "MarkdownRenderer"]

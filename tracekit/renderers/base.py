@@ -1,31 +1,59 @@
-"""The renderer interface, and the grouping of blocks into table rows that all text formats share."""
+"""The renderer interface, and the wording and grouping that every text format shares.
+
+One module per format; each renders both an :class:`~tracekit.result.Attribution` and a
+:class:`~tracekit.diff.DiffResult`. Conclusions are computed in the result objects, never here.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
 
 from ..result import CATEGORIES, Attribution, BlockResult, zero_categories
+from ..vocab import TIME_BASE_LABELS, Basis, Phase
+
+if TYPE_CHECKING:  # tracekit.diff imports the analysis; a renderer never needs it at run time
+    from ..diff import DiffResult, Verdict
+
+Result = Union[Attribution, "DiffResult"]
 
 GROUPINGS = ("kind", "block", "layer", "step")
 
+HEADS = {"matmul": "matmul", "softmax": "softmax", "fused_attention": "fused attn",
+         "memory": "memory", "elementwise": "elementwise", "other": "other"}
+
 
 class Renderer:
-    """Turns an :class:`Attribution` into text. Subclasses set ``name`` and ``extension``."""
+    """Turns a result into text. Subclasses set ``name`` and ``extension`` and implement both ``render_*``."""
 
     name = ""
     extension = ""
 
-    def __init__(self, by: str = "kind", tool: str = "tracekit"):
+    def __init__(self, by: str = "kind", tool: str = "tracekit") -> None:
         if by not in GROUPINGS:
             raise ValueError(f"unknown grouping {by!r}; choose from {', '.join(GROUPINGS)}")
         self.by = by
         self.tool = tool
 
-    def render(self, result: Attribution) -> str:
+    def render(self, result: Result) -> str:
+        """The whole output as one string."""
+        if isinstance(result, Attribution):
+            return self.render_attribution(result)
+        return self.render_diff(result)
+
+    def stream(self, result: Result) -> Iterator[str]:
+        """The output in pieces, to be written as they come; formats with huge outputs override it."""
+        yield self.render(result)
+
+    def render_attribution(self, result: Attribution) -> str:
+        raise NotImplementedError
+
+    def render_diff(self, result: DiffResult) -> str:
         raise NotImplementedError
 
 
-def pick_renderer(registry: dict[str, type], fmt: str | None, output: str | None) -> type:
+def pick_renderer(registry: dict[str, type[Renderer]], fmt: str | None, output: str | None) -> type[Renderer]:
     """An explicit --format wins; else the -o file's extension; else the registry's terminal table."""
     if fmt:
         return registry[fmt]
@@ -36,42 +64,8 @@ def pick_renderer(registry: dict[str, type], fmt: str | None, output: str | None
     return registry["table"]
 
 
-@dataclass(slots=True)
-class Row:
-    """One table line: a group of blocks and their summed time."""
-
-    label: str
-    phase: str
-    blocks: int
-    total_us: float
-    categories: dict[str, float]
-    kernels: int
-
-
-def _key(b: BlockResult, by: str):
-    if by == "kind":
-        return (b.kind, b.phase)
-    if by == "layer":
-        return (b.name, b.phase)
-    if by == "step":
-        return ("all steps" if b.step is None else f"step {b.step}", b.phase)
-    return (f"{b.name} [{'-' if b.step is None else b.step}:{b.ordinal}]", b.phase, b.source, b.step, b.ordinal)
-
-
-def group_rows(result: Attribution, by: str) -> list[Row]:
-    """Blocks grouped for display; order follows first appearance (model order)."""
-    rows: dict[tuple, Row] = {}
-    for b in result.blocks:
-        k = _key(b, by)
-        r = rows.get(k)
-        if r is None:
-            r = rows[k] = Row(k[0], b.phase, 0, 0.0, zero_categories(), 0)
-        r.blocks += 1
-        r.total_us += b.total_us
-        r.kernels += b.kernels
-        for c in CATEGORIES:
-            r.categories[c] += b.categories[c]
-    return list(rows.values())
+# ---------------------------------------------------------------------------------------------
+# Numbers
 
 
 def fmt_time(us: float) -> str:
@@ -88,3 +82,220 @@ def fmt_time(us: float) -> str:
 
 def pct(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole > 0 else 0.0
+
+
+def signed(us: float) -> str:
+    """``+0.60 ms`` / ``-1.80 ms`` / ``0.0 µs``: a delta always shows its direction."""
+    if abs(us) < 0.05:
+        return "0.0 µs"
+    return ("+" if us > 0 else "") + fmt_time(us)
+
+
+def ratio_text(before: float, after: float) -> str:
+    if before > 0:
+        return f"{after / before:.2f}×" if after > 0 else "gone"
+    return "new" if after > 0 else "—"
+
+
+def share_text(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    v = 100 * x
+    return f"{0.0 if abs(v) < 0.05 else v:.1f}%"
+
+
+def fmt_bytes(n: int) -> str:
+    a = abs(n)
+    for unit, k in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if a >= k:
+            return f"{n / k:.1f} {unit}"
+    return f"{n} B"
+
+
+def time_base_label(time_base: str) -> str:
+    """The one wording of a time base, in every format."""
+    return TIME_BASE_LABELS.get(time_base, time_base)
+
+
+def basis_label(basis: str) -> str:
+    return "median step" if basis == Basis.MEDIAN_STEP else "total"
+
+
+# ---------------------------------------------------------------------------------------------
+# Attribution: header and grouped rows
+
+
+def header_lines(result: Attribution) -> list[str]:
+    """What each trace is: device, runtime, steps, time base. Never user metadata."""
+    lines = []
+    for t in result.traces:
+        parts = [", ".join(t.gpus) if t.gpus else ("no GPU listed" if t.time_base == "device" else "CPU only")]
+        if t.runtime:
+            parts.append(t.runtime)
+        parts.append(f"PyTorch {t.pytorch}" if t.pytorch else "PyTorch version not recorded")
+        if t.steps:
+            s = t.steps
+            parts.append(f"{len(s)} step{'s' if len(s) != 1 else ''} (#{s[0]}{f'–#{s[-1]}' if len(s) > 1 else ''})")
+        else:
+            parts.append("no ProfilerStep")
+        parts.append(f"time base: {time_base_label(t.time_base)}")
+        lines.append(f"{t.source}: {t.events:,} events · " + " · ".join(parts))
+    return lines
+
+
+def share_line(result: Attribution) -> str:
+    """``4 attention blocks, 149 µs · 48.1% of device busy time (309 µs)``, without the leading label."""
+    t = result.totals
+    share = f"{100 * t.attention_share:.1f}%" if t.attention_share is not None else "n/a"
+    base_us = sum(s.base_us for s in result.traces)
+    return (f"{t.blocks} blocks, {fmt_time(t.total_us)} · {share} of {time_base_label(result.time_base)} "
+            f"({fmt_time(base_us)})")
+
+
+@dataclass(slots=True, kw_only=True)
+class Row:
+    """One table line: a group of blocks and their summed time."""
+
+    label: str
+    phase: Phase
+    blocks: int
+    total_us: float
+    categories: dict[str, float]
+    kernels: int
+
+
+def _key(b: BlockResult, by: str) -> tuple:
+    if by == "kind":
+        return (b.kind, b.phase)
+    if by == "layer":
+        return (b.name, b.phase)
+    if by == "step":
+        return ("all steps" if b.step is None else f"step {b.step}", b.phase)
+    return (f"{b.name} [{'-' if b.step is None else b.step}:{b.ordinal}]", b.phase, b.source, b.step, b.ordinal)
+
+
+def group_rows(result: Attribution, by: str) -> list[Row]:
+    """Blocks grouped for display; order follows first appearance (model order)."""
+    rows: dict[tuple, Row] = {}
+    for b in result.blocks:
+        k = _key(b, by)
+        r = rows.get(k)
+        if r is None:
+            r = rows[k] = Row(label=k[0], phase=b.phase, blocks=0, total_us=0.0, categories=zero_categories(),
+                              kernels=0)
+        r.blocks += 1
+        r.total_us += b.total_us
+        r.kernels += b.kernels
+        for c in CATEGORIES:
+            r.categories[c] += b.categories[c]
+    return list(rows.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# Diff: the lines and grouped rows that the terminal and markdown formats share
+
+
+def headline(r: DiffResult) -> str:
+    """``attention (median step): 2.69 ms → 1.03 ms · Δ -1.66 ms (-61.6%) · 2.61× faster``."""
+    b, a = r.before_figures.total_us, r.after_figures.total_us
+    parts = [f"attention ({basis_label(r.basis)}): {fmt_time(b)} → {fmt_time(a)}", f"Δ {signed(r.delta_us)}"
+             + (f" ({r.delta_pct:+.1f}%)" if r.delta_pct is not None else "")]
+    if b <= 0 and a <= 0:
+        parts.append("no attention time on either side")
+    elif r.speedup is None:
+        parts.append("no attention time after")
+    elif b <= 0:
+        parts.append("no attention time before")
+    elif r.speedup >= 1:
+        parts.append(f"{r.speedup:.2f}× faster")
+    else:
+        parts.append(f"{1 / r.speedup:.2f}× slower")
+    if r.noise is not None and (b > 0 or a > 0):
+        parts.append("within noise" if r.noise.within_noise else "beyond noise")
+    return " · ".join(parts)
+
+
+def noise_line(r: DiffResult) -> str:
+    n = r.noise
+    if n is None:
+        return r.noise_note
+    return (f"noise: before {fmt_time(n.before.min_us)}–{fmt_time(n.before.max_us)} over {len(n.before.steps)} steps, "
+            f"after {fmt_time(n.after.min_us)}–{fmt_time(n.after.max_us)} over {len(n.after.steps)} steps; "
+            f"combined spread {fmt_time(n.combined_spread_us)} → the change is "
+            f"{'within' if n.within_noise else 'beyond'} noise")
+
+
+def blocks_line(r: DiffResult) -> str:
+    by_fk = sum(1 for p in r.pairs if p.paired_by == "fused-kernel")
+    extra = f", {by_fk} of them fused-kernel blocks paired by position" if by_fk else ""
+    return (f"blocks: {len(r.pairs)} paired{extra}; {len(r.unmatched_before)} only before, "
+            f"{len(r.unmatched_after)} only after")
+
+
+def alloc_line(r: DiffResult) -> str | None:
+    """Bytes allocated in blocks, then the result's conclusions (computed in tracekit.diff)."""
+    m = r.alloc
+    if m is None:
+        return None
+    line = (f"memory allocated inside blocks (all steps): {fmt_bytes(m.before_bytes)} → {fmt_bytes(m.after_bytes)} "
+            f"({'+' if m.delta_bytes > 0 else ''}{fmt_bytes(m.delta_bytes)})")
+    return "".join([line, *(f": {c}" for c in r.conclusions)])
+
+
+@dataclass(slots=True, kw_only=True)
+class PairRow:
+    """Paired blocks grouped by (before kind, after kind, phase), summed over steps and instances."""
+
+    label: str
+    phase: Phase
+    n: int
+    before_us: float
+    after_us: float
+    deltas: dict[str, float]
+
+
+def pair_rows(r: DiffResult) -> list[PairRow]:
+    rows: dict[tuple, PairRow] = {}
+    for p in r.pairs:
+        label = p.before.kind if p.before.kind == p.after.kind else f"{p.before.kind} → {p.after.kind}"
+        k = (label, p.before.phase)
+        row = rows.get(k)
+        if row is None:
+            row = rows[k] = PairRow(label=label, phase=p.before.phase, n=0, before_us=0.0, after_us=0.0,
+                                    deltas=zero_categories())
+        row.n += 1
+        row.before_us += p.before.total_us
+        row.after_us += p.after.total_us
+        for c in CATEGORIES:
+            row.deltas[c] += p.after.categories[c] - p.before.categories[c]
+    return list(rows.values())
+
+
+def largest_change(deltas: dict[str, float]) -> str:
+    c = max(CATEGORIES, key=lambda k: abs(deltas[k]))
+    return f"{c} {signed(deltas[c])}" if abs(deltas[c]) >= 0.05 else "—"
+
+
+def unmatched_rows(blocks: list[BlockResult]) -> list[tuple[str, Phase, int, float]]:
+    """Unpaired blocks grouped by (kind, phase): (kind, phase, count, µs)."""
+    out: dict[tuple[str, Phase], list] = {}
+    for b in blocks:
+        v = out.setdefault((b.kind, b.phase), [0, 0.0])
+        v[0] += 1
+        v[1] += b.total_us
+    return [(k, ph, n, us) for (k, ph), (n, us) in out.items()]
+
+
+def verdict_line(v: Verdict) -> str:
+    """The CI gate's one line for stderr: what was compared, and the decision."""
+    head = f"fail-if-slower {v.threshold_pct:g}%:"
+    basis = basis_label(v.basis)
+    if v.change_pct is None:
+        if v.ok:
+            return f"{head} ok: no attention time on either side"
+        return f"{head} REGRESSION: attention time appeared (0 → {fmt_time(v.after_us)}, {basis})"
+    fig = f"attention time {fmt_time(v.before_us)} → {fmt_time(v.after_us)} ({v.change_pct:+.1f}%, {basis})"
+    noise = "; the change is within noise" if v.within_noise else ""
+    if v.ok:
+        return f"{head} ok: {fig}{noise}"
+    return f"{head} REGRESSION: {fig} is more than {v.threshold_pct:g}% slower{noise}"

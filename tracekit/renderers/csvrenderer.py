@@ -1,28 +1,112 @@
-"""CSV: one row per block × category, in a fixed column order (a contract for scripts)."""
+"""CSV in a fixed column order (a contract for scripts: tests/golden/*_header.csv).
+
+An attribution is one row per block × category. A diff is sections in one table with one header:
+``category`` (headline, six rows + ``total``), ``block`` (paired block × category),
+``block_only_before``/``block_only_after`` (unpaired block × category), ``kernel_only_before``/
+``kernel_only_after`` (one row per kernel or op). Rows stream out in chunks, so a huge trace (or a
+200 MB kernel name) never becomes one giant string.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
-from ..result import CATEGORIES, Attribution
-from .base import Renderer, pct
+from ..result import CATEGORIES, Attribution, BlockResult
+from .base import Renderer, Result, pct
+
+if TYPE_CHECKING:
+    from ..diff import DiffResult
 
 COLUMNS = ("trace", "step", "phase", "ordinal", "block", "kind", "found_by", "category", "time_us",
            "pct_of_block", "block_total_us", "kernels")
+DIFF_COLUMNS = ("section", "category", "before_us", "after_us", "delta_us", "ratio", "basis", "paired_by", "phase",
+                "kind_before", "kind_after", "block_before", "block_after", "step_before", "step_after",
+                "ordinal_before", "ordinal_after", "trace_before", "trace_after", "kernel", "count")
+
+CHUNK_CHARS = 1 << 20  # flush the row buffer past this size
+
+
+def _chunks(header: tuple[str, ...], rows: Iterable[list]) -> Iterator[str]:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for row in rows:
+        w.writerow(row)
+        if buf.tell() >= CHUNK_CHARS:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    if buf.tell():
+        yield buf.getvalue()
+
+
+def _num(x: float | None) -> str:
+    return "" if x is None else f"{x:.3f}"
+
+
+def _ratio(before: float, after: float) -> str:
+    return f"{after / before:.4f}" if before > 0 else ""
 
 
 class CSVRenderer(Renderer):
     name = "csv"
     extension = ".csv"
 
-    def render(self, result: Attribution) -> str:
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(COLUMNS)
+    def stream(self, result: Result) -> Iterator[str]:
+        if isinstance(result, Attribution):
+            return _chunks(COLUMNS, self.attribution_rows(result))
+        return _chunks(DIFF_COLUMNS, self.diff_rows(result))
+
+    def render_attribution(self, result: Attribution) -> str:
+        return "".join(self.stream(result))
+
+    def render_diff(self, result: DiffResult) -> str:
+        return "".join(self.stream(result))
+
+    @staticmethod
+    def attribution_rows(result: Attribution) -> Iterator[list]:
         for b in result.blocks:
             for c in CATEGORIES:
-                w.writerow([b.source, "" if b.step is None else b.step, b.phase, b.ordinal, b.name, b.kind,
-                            b.found_by, c, f"{b.categories[c]:.3f}", f"{pct(b.categories[c], b.total_us):.2f}",
-                            f"{b.total_us:.3f}", b.kernels])
-        return buf.getvalue()
+                yield [b.source, "" if b.step is None else b.step, b.phase, b.ordinal, b.name, b.kind,
+                       b.found_by, c, f"{b.categories[c]:.3f}", f"{pct(b.categories[c], b.total_us):.2f}",
+                       f"{b.total_us:.3f}", b.kernels]
+
+    @staticmethod
+    def diff_rows(r: DiffResult) -> Iterator[list]:
+        blank = dict.fromkeys(DIFF_COLUMNS, "")
+
+        def row(**kw: object) -> list:
+            return [{**blank, **kw}[c] for c in DIFF_COLUMNS]
+
+        def side(b: BlockResult, tag: str) -> dict:
+            return {f"kind_{tag}": b.kind, f"block_{tag}": b.name, f"step_{tag}": "" if b.step is None else b.step,
+                    f"ordinal_{tag}": b.ordinal, f"trace_{tag}": b.source}
+
+        for c, d in r.categories.items():
+            yield row(section="category", category=c, before_us=_num(d.before_us), after_us=_num(d.after_us),
+                      delta_us=_num(d.delta_us), ratio=_ratio(d.before_us, d.after_us), basis=r.basis)
+        yield row(section="category", category="total", before_us=_num(r.before_figures.total_us),
+                  after_us=_num(r.after_figures.total_us), delta_us=_num(r.delta_us),
+                  ratio=_ratio(r.before_figures.total_us, r.after_figures.total_us), basis=r.basis)
+        for p in r.pairs:
+            for c in CATEGORIES:
+                bu, au = p.before.categories[c], p.after.categories[c]
+                yield row(section="block", category=c, before_us=_num(bu), after_us=_num(au), delta_us=_num(au - bu),
+                          ratio=_ratio(bu, au), paired_by=p.paired_by, phase=p.before.phase,
+                          **side(p.before, "before"), **side(p.after, "after"))
+        for tag, blocks in (("before", r.unmatched_before), ("after", r.unmatched_after)):
+            for b in blocks:
+                for c in CATEGORIES:
+                    v = b.categories[c]
+                    yield row(section=f"block_only_{tag}", category=c, phase=b.phase, **side(b, tag),
+                              before_us=_num(v if tag == "before" else 0.0), after_us=_num(v if tag == "after" else 0.0),
+                              delta_us=_num(-v if tag == "before" else v))
+        for tag, ks in (("before", r.only_before), ("after", r.only_after)):
+            for k in ks:
+                yield row(section=f"kernel_only_{tag}", category=k.category, kernel=k.name, count=k.count,
+                          before_us=_num(k.total_us if tag == "before" else 0.0),
+                          after_us=_num(k.total_us if tag == "after" else 0.0),
+                          delta_us=_num(-k.total_us if tag == "before" else k.total_us))

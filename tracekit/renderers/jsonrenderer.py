@@ -1,11 +1,19 @@
-"""JSON per the contract in shared/docs/attribution.md (named so it does not shadow ``json``)."""
+"""JSON per the contracts in docs/attribution.md (named so it does not shadow ``json``).
+
+Keys beyond the contracts are additive; the golden files in tests/golden/ pin the rest.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import orjson
 
-from ..result import SCHEMA_VERSION, Attribution
+from ..result import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult
 from .base import Renderer
+
+if TYPE_CHECKING:
+    from ..diff import DiffResult, KernelTotal
 
 
 def to_dict(result: Attribution, tool: str) -> dict:
@@ -18,7 +26,7 @@ def to_dict(result: Attribution, tool: str) -> dict:
         "alloc_bytes": b.alloc_bytes, "trace": b.source,
     } for b in result.blocks]
     t = result.totals
-    out = {
+    out: dict = {
         "schema_version": SCHEMA_VERSION,
         "tool": tool,
         "source": result.source,
@@ -44,9 +52,91 @@ def to_dict(result: Attribution, tool: str) -> dict:
     return out
 
 
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def _block_ref(b: BlockResult) -> dict:
+    return {"name": b.name, "kind": b.kind, "found_by": b.found_by, "step": b.step, "ordinal": b.ordinal,
+            "trace": b.source}
+
+
+def _unmatched(b: BlockResult) -> dict:
+    return {**_block_ref(b), "phase": b.phase, "total_us": _r(b.total_us),
+            "categories": {c: _r(b.categories[c]) for c in CATEGORIES}, "alloc_bytes": b.alloc_bytes}
+
+
+def _kernels(ks: list[KernelTotal]) -> list[dict]:
+    return [{"name": k.name, "category": k.category, "count": k.count, "total_us": _r(k.total_us)} for k in ks]
+
+
+def diff_to_dict(r: DiffResult, tool: str) -> dict:
+    """The stable diff schema (docs/attribution.md, Diff); extra keys beyond the contract are additive."""
+    db, da = to_dict(r.before, tool), to_dict(r.after, tool)
+    out: dict = {
+        "schema_version": DIFF_SCHEMA_VERSION,
+        "tool": tool,
+        "command": "diff",
+        "before_source": r.labels[0],
+        "after_source": r.labels[1],
+        "time_base": {"before": r.before.time_base, "after": r.after.time_base},
+        "basis": r.basis,
+        "basis_note": r.basis_note,
+        "before": db["totals"],
+        "after": da["totals"],
+        "headline": {"before_us": _r(r.before_figures.total_us), "after_us": _r(r.after_figures.total_us),
+                     "delta_us": _r(r.delta_us), "delta_pct": _r(r.delta_pct, 2), "speedup": _r(r.speedup, 4),
+                     "within_noise": None if r.noise is None else r.noise.within_noise},
+        "categories": {c: {"before_us": _r(d.before_us), "after_us": _r(d.after_us), "delta_us": _r(d.delta_us),
+                           "ratio": _r(d.ratio, 4), "share_of_delta": _r(d.share_of_delta, 4)}
+                       for c, d in r.categories.items()},
+        "blocks": [{
+            "paired_by": p.paired_by, "phase": p.before.phase, "before": _block_ref(p.before),
+            "after": _block_ref(p.after), "before_us": _r(p.before.total_us), "after_us": _r(p.after.total_us),
+            "delta_us": _r(p.delta_us),
+            "categories": {c: {"before_us": _r(p.before.categories[c]), "after_us": _r(p.after.categories[c]),
+                               "delta_us": _r(p.after.categories[c] - p.before.categories[c])} for c in CATEGORIES},
+            "alloc_before_bytes": p.before.alloc_bytes, "alloc_after_bytes": p.after.alloc_bytes,
+        } for p in r.pairs],
+        "unmatched_before": [_unmatched(b) for b in r.unmatched_before],
+        "unmatched_after": [_unmatched(b) for b in r.unmatched_after],
+        "kernel_unit": r.kernel_unit,
+        "only_before": _kernels(r.only_before),
+        "only_after": _kernels(r.only_after),
+        "noise": None,
+        "noise_note": r.noise_note,
+        "alloc": None if r.alloc is None else {
+            "before_bytes": r.alloc.before_bytes, "after_bytes": r.alloc.after_bytes,
+            "delta_bytes": r.alloc.delta_bytes, "before_blocks": r.alloc.before_blocks,
+            "after_blocks": r.alloc.after_blocks},
+        "conclusions": list(r.conclusions),
+        "warnings": list(r.warnings),
+        "traces": {"before": db["traces"], "after": da["traces"]},
+    }
+    if r.noise is not None:
+        n = r.noise
+        out["noise"] = {
+            side: {"steps": s.steps, "totals_us": [_r(x) for x in s.totals_us], "min_us": _r(s.min_us),
+                   "median_us": _r(s.median_us), "max_us": _r(s.max_us)}
+            for side, s in (("before", n.before), ("after", n.after))}
+        out["noise"]["combined_spread_us"] = _r(n.combined_spread_us)
+        out["noise"]["within_noise"] = n.within_noise
+        out["noise"]["categories"] = {c: {"before_min_us": _r(v.before_min_us), "before_max_us": _r(v.before_max_us),
+                                          "after_min_us": _r(v.after_min_us), "after_max_us": _r(v.after_max_us),
+                                          "within_noise": v.within_noise} for c, v in n.categories.items()}
+    return out
+
+
 class JSONRenderer(Renderer):
     name = "json"
     extension = ".json"
 
-    def render(self, result: Attribution) -> str:
-        return orjson.dumps(to_dict(result, self.tool), option=orjson.OPT_INDENT_2).decode() + "\n"
+    def render_attribution(self, result: Attribution) -> str:
+        return _dumps(to_dict(result, self.tool))
+
+    def render_diff(self, result: DiffResult) -> str:
+        return _dumps(diff_to_dict(result, self.tool))
+
+
+def _dumps(obj: dict) -> str:
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n"

@@ -1,28 +1,74 @@
-"""A GitHub-flavoured markdown table, for PR comments and notes."""
+"""GitHub-flavoured markdown tables, for PR comments and notes."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..result import CATEGORIES, Attribution
-from .base import Renderer, group_rows, pct
-from .terminal import header_lines
+from .base import (
+    Renderer, alloc_line, blocks_line, group_rows, header_lines, headline, largest_change, noise_line, pair_rows,
+    pct, ratio_text, share_text, time_base_label, unmatched_rows,
+)
+
+if TYPE_CHECKING:
+    from ..diff import DiffResult
+
+_KERNELS_SHOWN = 20
+
+
+def _md(s: str) -> str:
+    """Text safe inside a table cell."""
+    return s.replace("|", "\\|")
 
 
 class MarkdownRenderer(Renderer):
     name = "markdown"
     extension = ".md"
 
-    def render(self, result: Attribution) -> str:
+    def render_attribution(self, result: Attribution) -> str:
         t = result.totals
         share = f"{100 * t.attention_share:.1f}%" if t.attention_share is not None else "n/a"
-        lines = [f"**{result.source}** — {t.blocks} attention blocks, {t.total_us:,.1f} µs ({share} of "
-                 f"{'device busy' if result.time_base == 'device' else 'host'} time)", ""]
+        lines = [(f"**{result.source}** — {t.blocks} attention blocks, {t.total_us:,.1f} µs ({share} of "
+                  f"{time_base_label(result.time_base)})"), ""]
         lines += [f"- {h}" for h in header_lines(result)]
         lines.append("")
         cols = ["block", "phase", "n", "total µs"] + [f"{c} µs (%)" for c in CATEGORIES]
         lines.append("| " + " | ".join(cols) + " |")
         lines.append("|" + "|".join(["---"] + ["---"] + ["---:"] * (len(cols) - 2)) + "|")
         for g in group_rows(result, self.by):
-            cells = [g.label.replace("|", "\\|"), g.phase, str(g.blocks), f"{g.total_us:,.1f}"]
+            cells = [_md(g.label), g.phase, str(g.blocks), f"{g.total_us:,.1f}"]
             cells += [f"{g.categories[c]:,.1f} ({pct(g.categories[c], g.total_us):.1f}%)" for c in CATEGORIES]
             lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+
+    def render_diff(self, r: DiffResult) -> str:
+        lines = [f"**{_md(r.labels[0])} → {_md(r.labels[1])}** — {headline(r)}", ""]
+        lines += [f"- before: {h}" for h in header_lines(r.before)]
+        lines += [f"- after: {h}" for h in header_lines(r.after)]
+        lines += [f"- **warning:** {w}" for w in r.warnings]
+        lines += [f"- figures: {r.basis_note}", f"- {noise_line(r)}", f"- {blocks_line(r)}"]
+        a = alloc_line(r)
+        lines += [f"- {a}"] if a else [f"- {c}" for c in r.conclusions]
+        lines += ["", "| category | before µs | after µs | Δ µs | share of Δ | ratio |", "|---|---:|---:|---:|---:|---:|"]
+        for c, d in r.categories.items():
+            lines.append(f"| {c} | {d.before_us:,.1f} | {d.after_us:,.1f} | {d.delta_us:+,.1f} | "
+                         f"{share_text(d.share_of_delta)} | {ratio_text(d.before_us, d.after_us)} |")
+        lines.append(f"| **total** | {r.before_figures.total_us:,.1f} | {r.after_figures.total_us:,.1f} | "
+                     f"{r.delta_us:+,.1f} | | {ratio_text(r.before_figures.total_us, r.after_figures.total_us)} |")
+        if r.pairs:
+            lines += ["", "| paired blocks (all steps) | phase | n | before µs | after µs | Δ µs | largest change |",
+                      "|---|---|---:|---:|---:|---:|---|"]
+            for g in pair_rows(r):
+                lines.append(f"| {_md(g.label)} | {g.phase} | {g.n} | {g.before_us:,.1f} | {g.after_us:,.1f} | "
+                             f"{g.after_us - g.before_us:+,.1f} | {largest_change(g.deltas)} |")
+        for tag, blocks in (("before", r.unmatched_before), ("after", r.unmatched_after)):
+            for kind, phase, n, us in unmatched_rows(blocks):
+                lines.append(f"- block only {tag}: {_md(kind)} ({phase}) ×{n}, {us:,.1f} µs")
+        for tag, ks, sign in (("before", r.only_before, -1), ("after", r.only_after, 1)):
+            if ks:
+                lines += ["", f"{'Gone' if tag == 'before' else 'New'} ({r.kernel_unit}s only {tag}, all steps):", ""]
+                lines += [f"- `{_md(k.name[:120])}` ×{k.count}, {sign * k.total_us:+,.1f} µs ({k.category})"
+                          for k in ks[:_KERNELS_SHOWN]]
+                if len(ks) > _KERNELS_SHOWN:
+                    lines.append(f"- … {len(ks) - _KERNELS_SHOWN} more")
         return "\n".join(lines) + "\n"

@@ -1,31 +1,21 @@
-"""Numbers-first plain-text table for a terminal (no colour, no dependencies)."""
+"""Numbers-first plain-text tables for a terminal (no colour, no dependencies)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..result import CATEGORIES, Attribution
-from .base import Renderer, fmt_time, group_rows, pct
+from ..vocab import Phase
+from .base import (
+    HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, largest_change,
+    noise_line, pair_rows, pct, ratio_text, share_line, share_text, signed, unmatched_rows,
+)
 
-_HEADS = {"matmul": "matmul", "softmax": "softmax", "fused_attention": "fused attn",
-          "memory": "memory", "elementwise": "elementwise", "other": "other"}
+if TYPE_CHECKING:
+    from ..diff import DiffResult
 
-
-def header_lines(result: Attribution) -> list[str]:
-    """What the trace is: device, runtime, steps, time base. Never user metadata."""
-    lines = []
-    for t in result.traces:
-        parts = [", ".join(t.gpus) if t.gpus else ("no GPU listed" if t.time_base == "device" else "CPU only")]
-        if t.runtime:
-            parts.append(t.runtime)
-        parts.append(f"PyTorch {t.pytorch}" if t.pytorch else "PyTorch version not recorded")
-        if t.steps:
-            s = t.steps
-            parts.append(f"{len(s)} step{'s' if len(s) != 1 else ''} (#{s[0]}{f'–#{s[-1]}' if len(s) > 1 else ''})")
-        else:
-            parts.append("no ProfilerStep")
-        base = "device busy time" if t.time_base == "device" else "host self time"
-        parts.append(f"time base: {base}")
-        lines.append(f"{t.source}: {t.events:,} events · " + " · ".join(parts))
-    return lines
+_TOP_SHOWN = 8  # top kernels of an attribution
+_KERNELS_SHOWN = 8  # gone/new kernels of a diff
 
 
 def _table(rows: list[list[str]], right: set[int]) -> list[str]:
@@ -39,19 +29,22 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
     return out
 
 
+def _phase_table(rows: list[list[str]], right: set[int], phase_col: int = 1) -> list[str]:
+    """A table whose phase column is shown only when some row is not forward (total rows leave it blank)."""
+    if all(r[phase_col] in (Phase.FORWARD, "") for r in rows[1:]):
+        rows = [r[:phase_col] + r[phase_col + 1:] for r in rows]
+        right = {i - 1 if i > phase_col else i for i in right if i != phase_col}
+    return _table(rows, right)
+
+
 class TerminalRenderer(Renderer):
     name = "table"
     extension = ".txt"
 
-    def render(self, result: Attribution) -> str:
+    def render_attribution(self, result: Attribution) -> str:
         lines = [f"{self.tool} attribute — {result.source}"]
         lines += header_lines(result)
-        tot = result.totals
-        base_label = "device busy time" if result.time_base == "device" else "host time"
-        base_us = sum(t.base_us for t in result.traces)
-        share = f"{100 * tot.attention_share:.1f}%" if tot.attention_share is not None else "n/a"
-        lines.append(f"attention: {tot.blocks} blocks, {fmt_time(tot.total_us)} · {share} of {base_label} "
-                     f"({fmt_time(base_us)})")
+        lines.append(f"attention: {share_line(result)}")
         if result.coverage is not None:
             cv = result.coverage
             lines.append(f"device time linked to host ops: {pct(cv.linked_us, cv.device_us):.1f}% · "
@@ -61,11 +54,11 @@ class TerminalRenderer(Renderer):
         if not result.blocks:
             lines.append("no attention blocks found (try --scope REGEX to name your attention modules or ranges)")
             return "\n".join(lines) + "\n"
+        tot = result.totals
         label = {"kind": "block kind", "layer": "block", "step": "step", "block": "block [step:ordinal]"}[self.by]
-        head = [label, "phase", "n", "total"] + [_HEADS[c] for c in CATEGORIES]
+        head = [label, "phase", "n", "total"] + [HEADS[c] for c in CATEGORIES]
         rows = [head]
         groups = group_rows(result, self.by)
-        show_phase = any(g.phase != "forward" for g in groups)
         for g in groups + ([] if len(groups) == 1 else [None]):
             if g is None:
                 label_, phase, n, total, cats = "all blocks", "", tot.blocks, tot.total_us, tot.categories
@@ -74,14 +67,70 @@ class TerminalRenderer(Renderer):
             cells = [label_[:60], phase, str(n), fmt_time(total)]
             cells += [f"{fmt_time(cats[c])} {pct(cats[c], total):4.1f}%" for c in CATEGORIES]
             rows.append(cells)
-        table = _table(rows, right=set(range(2, len(head))))
-        if not show_phase:
-            table = _table([r[:1] + r[2:] for r in rows], right=set(range(1, len(head) - 1)))
-        lines += table
+        lines += _phase_table(rows, right=set(range(2, len(head))))
         if result.top_kernels:
             lines.append("")
             lines.append("top device events in blocks:" if result.time_base != "host"
                          else "top host ops in blocks (self time):")
-            for name, cat, count, us in result.top_kernels[:8]:
+            for name, cat, count, us in result.top_kernels[:_TOP_SHOWN]:
                 lines.append(f"  {fmt_time(us):>10}  {count:>6}×  {cat:<15} {name[:90]}")
+        return "\n".join(lines) + "\n"
+
+    def render_diff(self, r: DiffResult) -> str:
+        lines = [f"{self.tool} diff — {r.labels[0]} → {r.labels[1]}"]
+        lines += [f"before: {h}" for h in header_lines(r.before)]
+        lines += [f"after:  {h}" for h in header_lines(r.after)]
+        lines += [f"warning: {w}" for w in r.warnings]
+        lines.append(headline(r))
+        lines.append(f"figures: {r.basis_note}")
+        lines.append(noise_line(r))
+        lines.append("")
+        head = ["category", "before", "after", "Δ", "share of Δ", "ratio"] + (["noise"] if r.noise else [])
+        rows = [head]
+        for c in CATEGORIES:
+            d = r.categories[c]
+            cells = [HEADS[c], fmt_time(d.before_us), fmt_time(d.after_us), signed(d.delta_us),
+                     share_text(d.share_of_delta), ratio_text(d.before_us, d.after_us)]
+            if r.noise:
+                cells.append("within" if r.noise.categories[c].within_noise else "beyond")
+            rows.append(cells)
+        total = ["total", fmt_time(r.before_figures.total_us), fmt_time(r.after_figures.total_us), signed(r.delta_us),
+                 "100.0%" if any(d.share_of_delta is not None for d in r.categories.values()) else "n/a",
+                 ratio_text(r.before_figures.total_us, r.after_figures.total_us)]
+        if r.noise:
+            total.append("within" if r.noise.within_noise else "beyond")
+        rows.append(total)
+        lines += _table(rows, right=set(range(1, 6)))
+        lines.append("")
+        lines.append(blocks_line(r))
+        if r.pairs:
+            rows = [["paired blocks (all steps)", "phase", "n", "before", "after", "Δ", "largest change"]]
+            for g in pair_rows(r):
+                rows.append([g.label[:60], g.phase, str(g.n), fmt_time(g.before_us), fmt_time(g.after_us),
+                             signed(g.after_us - g.before_us), largest_change(g.deltas)])
+            lines += _phase_table(rows, right={2, 3, 4, 5})
+        for side, blocks in (("before", r.unmatched_before), ("after", r.unmatched_after)):
+            if blocks:
+                lines.append(f"blocks only {side} (unpaired), all steps:")
+                for kind, phase, n, us in unmatched_rows(blocks):
+                    ph = "" if phase == Phase.FORWARD else f" ({phase})"
+                    lines.append(f"  {fmt_time(us):>10}  {n:>6}×  {kind[:60]}{ph}")
+        unit = {"kernel": "device events", "op": "host ops (self time)"}.get(r.kernel_unit, "kernels/ops")
+        for side, ks, sign, word in (("before", r.only_before, -1, "gone"), ("after", r.only_after, 1, "new")):
+            lines.append("")
+            if not ks:
+                lines.append(f"{unit} only {side}: none")
+                continue
+            lines.append(f"{unit} only {side} ({word}), all steps:")
+            for k in ks[:_KERNELS_SHOWN]:
+                lines.append(f"  {signed(sign * k.total_us):>10}  {k.count:>6}×  {k.category:<15} {k.name[:90]}")
+            if len(ks) > _KERNELS_SHOWN:
+                rest = ks[_KERNELS_SHOWN:]
+                lines.append(f"  {signed(sign * sum(k.total_us for k in rest)):>10}  {sum(k.count for k in rest):>6}×  "
+                             f"{len(rest)} more (see --format json)")
+        a = alloc_line(r)
+        if a:
+            lines += ["", a]
+        elif r.conclusions:
+            lines += ["", *r.conclusions]
         return "\n".join(lines) + "\n"

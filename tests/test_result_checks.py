@@ -1,0 +1,96 @@
+"""Result invariants that must hold at any magnitude, and shares that can never pass 100%."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from builders import TraceBuilder, attention_block
+from tracekit import analyze
+from tracekit.diff import diff_attributions
+from tracekit.result import CATEGORIES, Attribution, BlockResult, InvariantError, Totals, zero_categories
+
+
+@pytest.mark.parametrize("which", range(6))
+def test_a_1e17_us_kernel_passes_check(tmp_path, which):
+    """Absolute 1 ns tolerances fail once one ulp of a sum exceeds them (busy + idle vs span at 1e17 µs)."""
+    b = TraceBuilder()
+    attention_block(b, 1000)
+    device = [e for e in b.events if e["cat"] in ("kernel", "gpu_memset")]
+    device[which]["dur"] = 1e17
+    res = analyze(b.write(tmp_path / "huge.json")).check()
+    [blk] = res.blocks
+    assert blk.total_us == pytest.approx(1e17, rel=1e-12)
+    diff_attributions(res, res).check()
+
+
+def _block(total: float, **cats: float) -> BlockResult:
+    c = zero_categories() | cats
+    return BlockResult(name="a", kind="a", found_by="annotation", step=None, ordinal=0, phase="forward",
+                       total_us=total, span_us=total, idle_us=0.0, categories=c, kernels=0, host_us=None,
+                       alloc_bytes=None, source="t")
+
+
+def _attribution(blocks: list[BlockResult], share: float | None) -> Attribution:
+    cats = {c: sum(b.categories[c] for b in blocks) for c in CATEGORIES}
+    return Attribution(source="t", time_base="host", traces=[], blocks=blocks, coverage=None,
+                       totals=Totals(total_us=sum(b.total_us for b in blocks), categories=cats,
+                                     attention_share=share, blocks=len(blocks)))
+
+
+def test_check_tolerance_is_relative_for_huge_figures_and_absolute_for_small():
+    big = 3e17 / 7  # not representable: the sum of its parts rounds
+    _attribution([_block(big, matmul=big * 0.3, softmax=big * 0.7)], 0.5).check()
+    with pytest.raises(InvariantError):  # 1 µs off on a 10 µs block is a real error
+        _attribution([_block(10.0, matmul=9.0)], 0.5).check()
+    with pytest.raises(InvariantError):  # and 1% off stays an error at any magnitude
+        _attribution([_block(1e17, matmul=0.99e17)], 0.5).check()
+
+
+@pytest.mark.parametrize("share, ok", [(0.0, True), (1.0, True), (1.0 + 1e-12, True), (1.01, False), (100.0, False),
+                                       (-0.01, False), (None, True)])
+def test_check_asserts_the_share_is_a_fraction(share, ok):
+    att = _attribution([_block(10.0, matmul=10.0)], share)
+    if ok:
+        att.check()
+    else:
+        with pytest.raises(InvariantError, match="share"):
+            att.check()
+
+
+def test_module_time_outside_ops_cannot_push_the_cpu_share_past_100_percent(tmp_path):
+    """The issue's recipe: a 1000 µs ``nn.Module: SelfAttention_0`` slice holding one 10 µs op, CPU only.
+    The block is 1000 µs (10 softmax + 990 'other': Python and the module call); the trace's host time is
+    that same 1000 µs, so the share is 100%, not 10000%."""
+    b = TraceBuilder()
+    b.module("SelfAttention_0", 0, 1000)
+    b.op("aten::_softmax", 100, 10)
+    res = analyze(b.write(tmp_path / "cpu.json")).check()
+    [blk] = res.blocks
+    assert (blk.found_by, blk.total_us) == ("module", pytest.approx(1000))
+    assert blk.categories["softmax"] == pytest.approx(10) and blk.categories["other"] == pytest.approx(990)
+    assert res.traces[0].base_us == pytest.approx(1000)
+    assert res.totals.attention_share == pytest.approx(1.0)
+
+
+def test_module_gap_inside_a_range_is_counted_once(tmp_path):
+    """Inside ``ProfilerStep#1`` (2000 µs) the module's gap is already the step's self time: host time stays
+    2000 µs, the share 1000 / 2000."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 2000)
+    b.module("SelfAttention_0", 500, 1000)
+    b.op("aten::_softmax", 600, 10)
+    b.op("aten::add", 1600, 100)  # outside the block
+    res = analyze(b.write(tmp_path / "cpu.json")).check()
+    [blk] = res.blocks
+    assert blk.total_us == pytest.approx(1000)
+    assert res.traces[0].base_us == pytest.approx(2000)
+    assert res.totals.attention_share == pytest.approx(0.5)
+
+
+def test_result_dataclasses_are_keyword_only():
+    for cls in (BlockResult, Totals, Attribution):
+        assert all(f.kw_only for f in dataclasses.fields(cls)), cls
+    with pytest.raises(TypeError):
+        Totals(1.0, zero_categories(), None, 0)  # type: ignore[misc]

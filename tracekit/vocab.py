@@ -1,0 +1,132 @@
+"""tracekit's one vocabulary: the closed sets every stage shares, and the attention op names.
+
+Block finding (:mod:`tracekit.scopes`) and classification (:mod:`tracekit.classify`) both read the
+op patterns here, so an op that opens a ``fused-op`` block is always the op whose kernels and host
+time count as ``fused_attention`` (docs/attribution.md, "Attention blocks" and "Categories").
+The closed sets are ``StrEnum``s: members compare and serialise as their plain string values, so
+the JSON and CSV outputs are the strings of docs/attribution.md.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+try:
+    from enum import StrEnum
+except ImportError:  # Python 3.10
+    from enum import Enum
+
+    class StrEnum(str, Enum):  # type: ignore[no-redef]
+        """``enum.StrEnum`` as Python 3.11 defines it: ``str()`` and ``format()`` give the value."""
+
+        __str__ = str.__str__  # type: ignore[assignment]
+        __format__ = str.__format__  # type: ignore[assignment]
+
+
+class Category(StrEnum):
+    """The six-way split of attention time, in report order."""
+
+    MATMUL = "matmul"
+    SOFTMAX = "softmax"
+    FUSED_ATTENTION = "fused_attention"
+    MEMORY = "memory"
+    ELEMENTWISE = "elementwise"
+    OTHER = "other"
+
+
+# Plain strings, not members: orjson refuses str subclasses as dict keys, and category dicts are keyed by these.
+CATEGORIES: tuple[str, ...] = tuple(c.value for c in Category)
+
+
+class Phase(StrEnum):
+    FORWARD = "forward"
+    BACKWARD = "backward"
+
+
+class FoundBy(StrEnum):
+    """How a block was found, in the order the finder tries (docs/attribution.md, "Attention blocks")."""
+
+    ANNOTATION = "annotation"
+    MODULE = "module"
+    FUSED_OP = "fused-op"
+    INFERRED = "inferred"
+    FUSED_KERNEL = "fused-kernel"
+
+
+class TimeBase(StrEnum):
+    """What a figure measures: device busy time (GPU traces), host self time (CPU-only), or both (a folder)."""
+
+    DEVICE = "device"
+    HOST = "host"
+    MIXED = "mixed"
+
+
+class Basis(StrEnum):
+    """Which figures a diff's headline compares (docs/attribution.md, "Diff")."""
+
+    MEDIAN_STEP = "median_step"
+    TOTAL = "total"
+
+
+# How every format names a time base (headers, share lines, diff warnings).
+TIME_BASE_LABELS: dict[str, str] = {
+    TimeBase.DEVICE: "device busy time",
+    TimeBase.HOST: "host self time",
+    TimeBase.MIXED: "mixed time bases",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class OpPattern:
+    """One family of host op names: an anchored ``re`` pattern over the whole op name, and the fact behind it."""
+
+    name: str
+    pattern: str
+    why: str = ""
+
+
+# Ops that are one whole attention call: each opens a ``fused-op`` block when outside any scope, and
+# its kernels (as launcher) and host self time are ``fused_attention``. Names from the real traces and the
+# libraries' op registrations; tests/test_vocab.py holds them.
+FUSED_ATTENTION_OPS: tuple[OpPattern, ...] = (
+    OpPattern("sdpa", r"aten::scaled_dot_product_attention",
+              "the public SDPA op; the backend op below it does the work"),
+    OpPattern("sdpa-backend",
+              r"aten::_scaled_dot_product_(?:flash|efficient|cudnn|fused)_attention\w*",
+              "SDPA backends and their _backward, _for_cpu and _overrideable variants; not _attention_math, "
+              "the un-fused path whose bmm/softmax children carry the work"),
+    OpPattern("aten-fused-kernel-op", r"aten::_(?:flash|efficient|cudnn)_attention_(?:forward|backward)",
+              "the ops under the SDPA backends that launch the flash/mem-efficient/cuDNN kernels"),
+    OpPattern("native-mha", r"aten::_native_multi_head_attention", "nn.MultiheadAttention's fast path"),
+    OpPattern("flex-attention", r"(?:aten::_?flex_attention|higher_order::flex_attention|flex_attention)\w*",
+              "FlexAttention, eager or compiled, forward and backward"),
+    OpPattern("flash-attn", r"flash_attn(?:_\w+)?::\w+", "the flash-attn package (FA2 flash_attn::, FA3 flash_attn_3::)"),
+    OpPattern("vllm-attention", r"vllm::(?!\w*cache)\w*attention\w*",
+              "vllm::unified_attention(_with_output), vllm::mla_attention; never the KV-cache writes"),
+    OpPattern("aiter-mha", r"aiter::f?mha\w*", "ROCm aiter mha_fwd/mha_batch_prefill/fmha_v3_fwd"),
+    OpPattern("sglang-attention", r"sglang\w*::(?!\w*cache)\w*(?:mha|attention)\w*",
+              "sglang::extend_attention, sglang_profiler::mha__mha_batch_prefill_N"),
+)
+
+# The eager pattern (matmul → softmax → matmul under one parent) that infers a block.
+EAGER_MATMUL_OPS = OpPattern("eager-matmul", r"aten::(?:matmul|bmm|baddbmm|einsum|mm)",
+                             "the QKᵀ and PV products of eager attention")
+EAGER_SOFTMAX_OPS = OpPattern("eager-softmax", r"aten::(?:softmax|_softmax|_safe_softmax)",
+                              "_safe_softmax is the SDPA math path's softmax in newer PyTorch")
+
+
+def anchored(*patterns: OpPattern) -> str:
+    """One ``^(?:a|b|…)$`` pattern matching any of the families."""
+    return "^(?:" + "|".join(p.pattern for p in patterns) + ")$"
+
+
+FUSED_ATTENTION_OP_RE: str = anchored(*FUSED_ATTENTION_OPS)
+_FUSED = re.compile(FUSED_ATTENTION_OP_RE)
+
+
+@lru_cache(maxsize=4096)
+def is_fused_attention_op(name: str) -> bool:
+    """True when this host op computes a whole attention call (opens a ``fused-op`` block)."""
+    return _FUSED.match(name) is not None
