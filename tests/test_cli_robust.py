@@ -537,7 +537,7 @@ def test_cli_format_names_match_the_renderers():
     from tracekit.cli import EXTENSIONS, FORMATS, GROUPINGS
     from tracekit.renderers import GROUPINGS as RENDER_GROUPINGS
     from tracekit.renderers import RENDERERS
-    from tracekit.renderers.diff import DIFF_RENDERERS
+    from tracekit.renderers import DIFF_RENDERERS
 
     assert set(FORMATS) == set(RENDERERS) == set(DIFF_RENDERERS)
     assert tuple(GROUPINGS) == tuple(RENDER_GROUPINGS)
