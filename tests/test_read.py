@@ -12,9 +12,14 @@ from tracekit.read import EventStream
 
 
 def _names(path, chunk):
-    stream = EventStream(path, chunk=chunk)
-    names = [e.name for batch in stream.batches() for e in batch]
-    return names, stream
+    """Every event's name, and the reader's summary (returned when its batches run out)."""
+    batches = EventStream(path, chunk=chunk).batches()
+    names = []
+    while True:
+        try:
+            names += [e.name for e in next(batches)]
+        except StopIteration as done:
+            return names, done.value
 
 
 def _tricky(tmp_path, indent=None):

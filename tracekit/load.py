@@ -11,7 +11,7 @@ import os
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Generator
 
 import orjson
 
@@ -20,7 +20,7 @@ from .model import (
     ANNOTATION, KERNEL, MEMCPY, MEMSET, MODULE, OP, PYTHON,
     DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo,
 )
-from .read import Event, EventStream
+from .read import Event, EventStream, ReadSummary
 
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 
@@ -63,12 +63,11 @@ def load_trace(path: str | os.PathLike, progress: Callable[[int, int], None] | N
     if p.is_file() and p.stat().st_size == 0:
         raise TraceFormatError(f"{p}: file is empty")
     info = TraceInfo(source=p.name)
-    stream = EventStream(p, progress=progress)
     with _gc_paused():
-        tr = _Builder(info).build(stream.batches(), stream)
-    _header(stream.header, info)
-    info.warnings[:0] = stream.warnings
-    info.damaged = info.damaged or stream.damaged
+        tr, read = _Builder(info).build(EventStream(p, progress=progress).batches())
+    _header(read.header, info)
+    info.warnings[:0] = read.warnings
+    info.damaged = info.damaged or read.damaged
     if not tr.host and not tr.device and not tr.runtime:
         if tr.dropped:
             reasons = ", ".join(f"{k}: {v:,}" for k, v in tr.dropped.items())
@@ -165,14 +164,20 @@ class _Builder:
         self.categories: dict[str | None, tuple] = {}
         self.raw_threads: dict[tuple, int] = {}
 
-    def build(self, batches: Iterable[list[Event]], stream: EventStream) -> Trace:
+    def build(self, batches: Generator[list[Event], None, ReadSummary]) -> tuple[Trace, ReadSummary]:
+        """Ingest every batch; the reader's summary (header, warnings, its own drops) comes back too."""
         n = 0
-        for batch in batches:
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration as done:
+                read: ReadSummary = done.value
+                break
             n += len(batch)
             self._ingest(batch)
-        if stream.not_objects:
-            self.dropped["not an object"] += stream.not_objects
-            n += stream.not_objects
+        if read.dropped:  # events the reader could not decode: counted like the builder's own drops
+            self.dropped.update(read.dropped)
+            n += sum(read.dropped.values())
         tr, info = self.tr, self.info
         info.event_count = n
         tr.threads = list(self.threads)
@@ -188,7 +193,7 @@ class _Builder:
             info.warnings.append(f"dropped {total:,} malformed events ({reasons})")
         if self.range_profiler and not tr.device:
             info.warnings.append("CUPTI range-profiler trace: it has no kernel timings, so host time is used")
-        return tr
+        return tr, read
 
     def _thread(self, pid, tid) -> int:
         t = self.raw_threads.get((pid, tid))
