@@ -222,7 +222,7 @@ def _scan(buf: bytearray, i: int, end: int, fresh: bool) -> tuple[str, int, int]
 
     Returns (what stopped it, where, the last ',' that follows a complete element or -1):
     _MORE (``end`` came first; where = the start of the unfinished part), _END (where = the
-    array's ']') or _JUNK (where = a byte that cannot be there).
+    array's ']') or _JUNK (where = the start of the element that is, or is followed by, bad bytes).
     """
     comma = -1
     while True:
@@ -250,7 +250,7 @@ def _scan(buf: bytearray, i: int, end: int, fresh: bool) -> tuple[str, int, int]
         elif buf[k] == 0x5D:
             return _END, k, comma
         else:
-            return _JUNK, k, comma
+            return _JUNK, j, comma  # (the element may be the bad part: msgspec says where)
 
 
 def _spans(buf: bytearray, i: int, end: int) -> Iterator[tuple[int, int]]:
@@ -272,6 +272,13 @@ def _spans(buf: bytearray, i: int, end: int) -> Iterator[tuple[int, int]]:
         if m is None or buf[m.start()] != 0x2C:
             return
         i = m.start() + 1
+
+
+def _before_ws(buf: bytearray, i: int) -> int:
+    """``i`` moved left over whitespace."""
+    while i > 1 and buf[i - 1] in _WS:
+        i -= 1
+    return i
 
 
 def _last_boundary(buf: bytearray, end: int | None = None) -> int:
@@ -338,6 +345,8 @@ class _Gunzip:
                     data = data.lstrip(b"\0")
                     if not data:
                         break
+                    if not b"\x1f\x8b".startswith(data[:2]):
+                        raise zlib.error("not a gzip member after the end of the stream")
                     self.d = _zlib.decompressobj(wbits=31)
                 piece = self.d.decompress(data)
                 out.append(piece)
@@ -363,6 +372,7 @@ class EventStream:
         self._eof = False
         self._base = 0  # absolute offset, in the decompressed JSON, of buf[1] (buf[0] is a spare byte)
         self._bare = False  # Chrome's bare-array format: no header keys around the events
+        self._done = 0  # absolute offset just after the last complete event handed out
 
     # -- reading --------------------------------------------------------------------------
     def _open(self) -> _Source:
@@ -420,6 +430,7 @@ class EventStream:
 
     def _events(self, f: _Source) -> Iterator[list[Event]]:
         buf = bytearray(b" ") + self._start(f)
+        self._done = self._base
         fresh = True  # buf[1:] follows the array's '[' (not a ','): a ']' may close it at once
         while True:
             if not self._eof and len(buf) < self.chunk:
@@ -434,6 +445,7 @@ class EventStream:
             if events is not None:
                 yield events
                 events = None  # the consumer is done: no Raw view into buf survives
+                self._done = self._abs(cut + 1)
                 buf = self._consume(buf, buf.index(b"{", cut + 1))
                 fresh = False
                 continue
@@ -451,6 +463,7 @@ class EventStream:
                 return
             yield events
             events = None
+            self._done = self._abs(_before_ws(buf, comma))
             buf = self._consume(buf, comma + 1)
             fresh = False
 
@@ -497,30 +510,35 @@ class EventStream:
         if events is not None:
             return events, None
         events = []
-        dropped = self._summary.dropped
         for s, e in _spans(buf, 1, close):
-            data = bytes(buf[s:e])
-            try:
-                events.append(_ONE.decode(data))
-                continue
-            except msgspec.ValidationError:
-                pass
-            except RecursionError:
-                dropped[TOO_DEEP] += 1
-                continue
-            except msgspec.DecodeError as exc:
-                return events, self._where(data, s, exc)
-            try:
-                ev = _lenient(msgspec.json.decode(data))
-            except msgspec.ValidationError:  # msgspec's only complaint about untyped JSON: a number
-                ev = OUT_OF_RANGE
-            except RecursionError:
-                ev = TOO_DEEP
-            if isinstance(ev, str):
-                dropped[ev] += 1
-            else:
-                events.append(ev)
+            err = self._decode_element(bytes(buf[s:e]), s, events)
+            if err is not None:
+                return events, err
         return events, None
+
+    def _decode_element(self, data: bytes, s: int, events: list[Event]) -> tuple[int, str] | None:
+        """Append the event in ``data`` (read from ``buf[s:]``), or count why it is dropped; or say where it is not JSON."""
+        try:
+            events.append(_ONE.decode(data))
+            return None
+        except msgspec.ValidationError:
+            pass
+        except RecursionError:
+            self._summary.dropped[TOO_DEEP] += 1
+            return None
+        except msgspec.DecodeError as exc:
+            return self._where(data, s, exc)
+        try:
+            ev = _lenient(msgspec.json.decode(data))
+        except msgspec.ValidationError:  # msgspec's only complaint about untyped JSON: a number
+            ev = OUT_OF_RANGE
+        except RecursionError:
+            ev = TOO_DEEP
+        if isinstance(ev, str):
+            self._summary.dropped[ev] += 1
+        else:
+            events.append(ev)
+        return None
 
     def _where(self, data: bytes, s: int, exc: msgspec.DecodeError) -> tuple[int, str]:
         """(absolute offset, reason) of msgspec's complaint about ``data``, read from ``buf[s:]``."""
@@ -558,24 +576,38 @@ class EventStream:
             yield events
             return
         events, err = self._decode(buf, comma) if comma > 0 else ([], None)
+        if comma > 0:
+            self._done = self._abs(_before_ws(buf, comma))
         if err is None and kind == _JUNK:
-            err = (self._abs(where), f"unexpected {bytes(buf[where:where + 1])!r}")
-        if err is None:  # the end came mid-element: cut off mid-write, or a syntax error in it?
             data = bytes(buf[where:])
+            err = (self._abs(where), f"unexpected {data[:1]!r}")
+            try:
+                msgspec.json.decode(data, type=msgspec.Raw)
+            except msgspec.DecodeError as exc:
+                err = self._where(data, where, exc)
+            except RecursionError:
+                pass
+        if err is None:  # the end came in an element: cut off mid-write, or a syntax error in it?
+            data = bytes(buf[where:]).rstrip(_WS)
             try:
                 msgspec.json.decode(data, type=msgspec.Raw)
             except msgspec.DecodeError as exc:
                 at, why = self._where(data, where, exc)
-                if at < self._abs(len(buf)):
+                if at < self._abs(where + len(data)):
                     err = (at, why)
+            except RecursionError:  # too deep to tell: take it for the cut
+                pass
+            else:
+                if data:  # complete, only its ',' or the array's ']' is missing: keep it
+                    err = self._decode_element(data, where, events)
+                    self._done = self._abs(where + len(data))
         if err is not None:
             yield from self._bad(f, events, err, bytes(buf[-_TRAILER_WINDOW:]))
             return
-        dropped = len(buf) - (comma if comma > 0 else 1)
         self._summary.damaged = True
         self._summary.warnings.append(
             f"trace is truncated: read {self._summary.bytes_read:,} bytes of JSON, dropped the last "
-            f"{dropped:,} bytes (events cut off mid-write)")
+            f"{self._summary.bytes_read - self._done:,} bytes (events cut off mid-write)")
         if events:
             yield events
 
@@ -695,7 +727,7 @@ class EventStream:
     def _parse_trailer(self, buf: bytearray, i: int) -> None:
         """Keys after the events (Kineto writes ``deviceProperties``, ``traceName``… after them)."""
         rest = bytes(buf[i:]).strip(_WS)
-        if rest in (b"", b"}") or self._bare:
+        if rest == b"}" or self._bare:
             return
         if rest[:1] == b",":
             try:
