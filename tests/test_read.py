@@ -71,9 +71,9 @@ def test_truncation_at_any_byte_keeps_exactly_the_complete_events(tmp_path):
             continue
         names, summary = _names(p, 512)
         assert names == expected[:complete]
-        assert summary.damaged and summary.warnings == [
-            f"trace is truncated: read {cut:,} bytes of JSON, dropped the last {cut - ends[complete - 1]:,} bytes "
-            "(events cut off mid-write)"]
+        lost = cut - ends[complete - 1]
+        warning = f"trace is truncated: read {cut:,} bytes of JSON, dropped the last {lost:,} bytes (events cut off mid-write)"
+        assert summary.damaged and summary.warnings == [warning]
 
 
 def test_key_order_does_not_matter(tmp_path):

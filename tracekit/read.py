@@ -19,22 +19,26 @@ from __future__ import annotations
 import re
 import zlib
 from collections import Counter
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Annotated, Any, Callable, Generator, Iterator, NoReturn, Protocol
+from types import ModuleType
+from typing import IO, Annotated, Any, NoReturn, Protocol, cast
 
 import msgspec
 import orjson
 
 from .errors import TraceFormatError, TraceReadError
 
+_zlib: ModuleType = zlib
+_INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error,)  # caught by name: a corrupt deflate stream
 try:  # ISA-L inflate is ~1.5x zlib's speed; optional
-    from isal import isal_zlib as _zlib
-
-    _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _zlib.error)
+    from isal import isal_zlib
 except ImportError:  # pragma: no cover - depends on the environment
-    _zlib = zlib  # type: ignore[no-redef]
-    _INFLATE_ERRORS = (zlib.error,)
+    pass
+else:
+    _zlib = isal_zlib
+    _INFLATE_ERRORS += (cast("type[Exception]", isal_zlib.error),)  # its stub calls the class an instance
 
 CHUNK = 32 << 20
 _START = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -176,11 +180,11 @@ def _object(depth: int) -> bytes:
 
 
 _EVENT = _object(6)  # an event, its args, Input Dims' lists of lists: deeper ones take _skip
-_RUN = re.compile(rb"(?:" + _WS_RUN + _EVENT + _WS_RUN + rb",)*+", re.S)  # whole events, each followed by ','
-_ONE_EVENT = re.compile(_WS_RUN + rb"(" + _EVENT + rb")", re.S)
+_RUN = re.compile(rb"(?:" + _WS_RUN + _EVENT + _WS_RUN + rb",)*+", re.DOTALL)  # whole events, each followed by ','
+_ONE_EVENT = re.compile(_WS_RUN + rb"(" + _EVENT + rb")", re.DOTALL)
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
 _STRUCT = re.compile(rb'["\[\]{}]')
-_STRING_REST = re.compile(rb'(?:[^"\\]++|\\.)*+"', re.S)  # from just after the opening quote
+_STRING_REST = re.compile(rb'(?:[^"\\]++|\\.)*+"', re.DOTALL)  # from just after the opening quote
 _BARE = re.compile(rb'[^ \t\r\n,\[\]{}":]++')  # a number or literal (msgspec checks its spelling)
 _MORE, _END, _JUNK = "more", "end", "junk"
 _AT_BYTE = re.compile(r"\s*\(byte (\d+)\)$")
@@ -226,9 +230,9 @@ def _scan(buf: bytearray, i: int, end: int, fresh: bool) -> tuple[str, int, int]
     """
     comma = -1
     while True:
-        m = _RUN.match(buf, i, end)
-        if m.end() > i:
-            i = m.end()
+        run = _RUN.match(buf, i, end)  # (a '*' pattern: it always matches)
+        if run is not None and run.end() > i:
+            i = run.end()
             comma, fresh = i - 1, False
         m = _NOT_WS.search(buf, i, end)
         if m is None:
@@ -332,7 +336,7 @@ class _Gunzip:
         self.d: _Inflater = _zlib.decompressobj(wbits=31)
 
     def read(self, n: int) -> bytes:
-        out = []
+        out: list[bytes] = []
         size = 0
         while size < n:
             data = self.raw.read(self.step)
@@ -377,7 +381,7 @@ class EventStream:
     # -- reading --------------------------------------------------------------------------
     def _open(self) -> _Source:
         try:
-            raw = open(self.path, "rb")
+            raw = open(self.path, "rb")  # noqa: SIM115 - closed by batches(), after the last read
         except OSError as exc:
             raise TraceReadError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
         try:
@@ -450,7 +454,7 @@ class EventStream:
                 fresh = False
                 continue
             # Slow path: the candidate sat inside a string, a nested array, or a bad event.
-            kind, where, comma = _scan(buf, 1, len(buf), fresh)
+            kind, _, comma = _scan(buf, 1, len(buf), fresh)
             if kind == _MORE and comma < 0:  # one element larger than what is held: read on
                 buf += self._read(f)
                 continue
@@ -707,7 +711,7 @@ class EventStream:
             buf += self._read(f)
 
     def _drain_all(self, f: _Source) -> bytes:
-        out = []
+        out: list[bytes] = []
         while not self._eof:
             out.append(self._read(f))
         return b"".join(out)
