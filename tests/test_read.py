@@ -72,7 +72,8 @@ def test_truncation_at_any_byte_keeps_exactly_the_complete_events(tmp_path):
         names, summary = _names(p, 512)
         assert names == expected[:complete]
         lost = cut - ends[complete - 1]
-        warning = f"trace is truncated: read {cut:,} bytes of JSON, dropped the last {lost:,} bytes (events cut off mid-write)"
+        warning = (f"trace is truncated: read {cut:,} bytes of JSON, dropped the last {lost:,} bytes "
+                   "(events cut off mid-write)")
         assert summary.damaged and summary.warnings == [warning]
 
 

@@ -101,6 +101,18 @@ def test_an_unrepresentable_value_drops_only_its_event(tmp_path, case, chunk):
     assert not summary.damaged and not summary.warnings  # not "truncated": nothing was cut off
 
 
+@pytest.mark.parametrize("chunk", [64, read.CHUNK])
+def test_deep_input_dims_next_to_an_event_read_leniently(tmp_path, chunk):
+    """A wrongly typed field sends its batch through the lenient path, which re-encodes Input Dims (orjson
+    stops at 255 levels): the event is kept, as the typed path keeps it, whichever batch it falls in."""
+    events = [_event(i) for i in range(20)]
+    events[3] = events[3].replace('"pid": 1', '"pid": [1]')  # kept, without its pid
+    events[9] = _event(9, args='{"Input Dims": ' + "[" * 300 + "]" * 300 + "}")
+    got, summary = _read(_write(tmp_path, _doc(events)[0]), chunk)
+    assert [e.name for e in got] == [f"op{i}" for i in range(20)]
+    assert not summary.dropped and [e.pid for e in got][3] is None
+
+
 def test_a_huge_number_mid_file_exits_3_with_the_event_counted(tmp_path):
     b = TraceBuilder()
     for k in range(3):
@@ -214,7 +226,8 @@ def test_a_cut_keeps_exactly_the_complete_events(tmp_path, chunk, sep):
         assert [e.name for e in got] == [f"op{i}" for i in range(complete)], cut
         lost = cut - ends[complete - 1]
         assert summary.damaged
-        warning = f"trace is truncated: read {cut:,} bytes of JSON, dropped the last {lost:,} bytes (events cut off mid-write)"
+        warning = (f"trace is truncated: read {cut:,} bytes of JSON, dropped the last {lost:,} bytes "
+                   "(events cut off mid-write)")
         assert summary.warnings == [warning], cut
     got, summary = _read(_write(tmp_path, data[:ends[n - 1] + 1]), chunk)  # the events' ']', then nothing
     lost_keys = "trace is truncated after its events: header keys at the end were lost"
@@ -330,3 +343,13 @@ def test_bytes_that_are_no_trace_get_a_one_line_error(tmp_path, raw):
     assert "Traceback" not in proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("Error: ")]
     assert len(errors) == 1 and "t.json" in errors[0]
+
+
+def test_an_event_far_larger_than_the_chunk_is_read_in_linear_work(tmp_path, monkeypatch):
+    events = [_event(i) for i in range(10)]
+    events[5] = _event(5, name="},{" * 1_000_000)
+    data, _, _ = _doc(events)
+    done = _work(monkeypatch)
+    got, summary = _read(_write(tmp_path, data), 64)
+    assert [e.name for e in got][4:7] == ["op4", "},{" * 1_000_000, "op6"] and not summary.warnings
+    assert done["decoded"] + done["scanned"] < 8 * len(data)

@@ -140,8 +140,8 @@ def _lenient(obj: object) -> Event | str:
             if isinstance(a.get(k), list):
                 try:
                     akw[f] = msgspec.Raw(orjson.dumps(a[k]))
-                except orjson.JSONEncodeError:  # beyond 64 bits or too deep: shapes are only shown
-                    pass
+                except orjson.JSONEncodeError:  # orjson's limits (255 levels): the typed path keeps such
+                    pass  # an event, so keep it here too, without the shapes it only shows
         kw["args"] = Args(**akw)
     return Event(**kw)
 
@@ -191,7 +191,10 @@ _AT_BYTE = re.compile(r"\s*\(byte (\d+)\)$")
 
 
 def _skip(buf: bytearray, i: int, end: int) -> int:
-    """End of the JSON value starting at ``buf[i]`` (not whitespace); -1 if it runs past ``end``, -2 if no value starts there."""
+    """End of the JSON value starting at ``buf[i]`` (not whitespace).
+
+    -1 if it runs past ``end``; -2 if no value starts there.
+    """
     c = buf[i]
     if c == 0x22:  # '"'
         m = _STRING_REST.match(buf, i + 1, end)
@@ -394,11 +397,12 @@ class EventStream:
         self._raw = raw
         return _Gunzip(raw, self.chunk) if magic == b"\x1f\x8b" else raw
 
-    def _read(self, f: _Source) -> bytes:
+    def _read(self, f: _Source, n: int = 0) -> bytes:
+        """The next ``n`` bytes (a chunk by default); b"" at the end."""
         if self._eof:
             return b""
         try:
-            data = f.read(self.chunk)
+            data = f.read(max(n, self.chunk))
         except _GzipTruncated as exc:
             data = exc.tail
             self._summary.damaged = True
@@ -455,8 +459,8 @@ class EventStream:
                 continue
             # Slow path: the candidate sat inside a string, a nested array, or a bad event.
             kind, _, comma = _scan(buf, 1, len(buf), fresh)
-            if kind == _MORE and comma < 0:  # one element larger than what is held: read on
-                buf += self._read(f)
+            if kind == _MORE and comma < 0:  # one element larger than what is held: read as much again
+                buf += self._read(f, len(buf))  # (doubling keeps the rescans linear in all)
                 continue
             if kind != _MORE:
                 yield from self._last(f, buf, fresh)
@@ -521,7 +525,10 @@ class EventStream:
         return events, None
 
     def _decode_element(self, data: bytes, s: int, events: list[Event]) -> tuple[int, str] | None:
-        """Append the event in ``data`` (read from ``buf[s:]``), or count why it is dropped; or say where it is not JSON."""
+        """Append the event in ``data`` (read from ``buf[s:]``) or count why it is dropped.
+
+        Returns (absolute offset, reason) when ``data`` is not JSON.
+        """
         try:
             events.append(_ONE.decode(data))
             return None
