@@ -47,6 +47,7 @@ _END_WINDOW = 1 << 20  # look for the events' closing ']' this far from the end 
 _END_TRIES = 64  # ']' characters examined there, at most (a string of ']'s must not cost quadratic time)
 _WS = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
+_SCALAR_STARTS = frozenset(bytes([c]) for c in b'"-0123456789tfn')  # first bytes of a JSON scalar
 
 # Numbers beyond 64 bits: no profiler writes them, and orjson could not write them back out.
 _Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
@@ -190,10 +191,11 @@ _MORE, _END, _JUNK = "more", "end", "junk"
 _AT_BYTE = re.compile(r"\s*\(byte (\d+)\)$")
 
 
-def _skip(buf: bytearray, i: int, end: int) -> int:
+def _skip(buf: bytearray, i: int, end: int, whole: bool = False) -> int:
     """End of the JSON value starting at ``buf[i]`` (not whitespace).
 
-    -1 if it runs past ``end``; -2 if no value starts there.
+    -1 if it runs past ``end`` (a number that reaches ``end`` may go on, unless ``whole``);
+    -2 if no value starts there.
     """
     c = buf[i]
     if c == 0x22:  # '"'
@@ -203,7 +205,7 @@ def _skip(buf: bytearray, i: int, end: int) -> int:
         m = _BARE.match(buf, i, end)
         if m is None:
             return -2
-        return m.end() if m.end() < end else -1
+        return m.end() if m.end() < end or whole else -1
     depth = 0
     while True:
         m = _STRUCT.search(buf, i, end)
@@ -271,7 +273,7 @@ def _spans(buf: bytearray, i: int, end: int) -> Iterator[tuple[int, int]]:
             if m is None:
                 return
             s = m.start()
-            k = _skip(buf, s, end)
+            k = _skip(buf, s, end, whole=True)
             if k < 0:
                 return
         yield s, k
@@ -699,6 +701,10 @@ class EventStream:
         while True:
             head = buf.lstrip(_WS)[:1]
             if head and head not in (b"{", b"["):
+                if head not in _SCALAR_STARTS:  # not JSON: no need to read a binary file through
+                    at = self._base + len(buf) - len(buf.lstrip(_WS))
+                    raise TraceFormatError(f"{self.path}: not valid JSON at byte {at:,} "
+                                           f"(no JSON text starts with {head!r})")
                 self._whole_document(buf + self._drain_all(f))  # a JSON scalar, or not JSON at all
             for m in _START.finditer(buf):
                 if self._parse_prefix(buf[: m.end()]):
@@ -756,8 +762,8 @@ class EventStream:
         try:
             doc = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            raise TraceFormatError(f"{self.path}: not valid JSON (error at byte "
-                                   f"{self._base + getattr(exc, 'pos', 0):,})") from None
+            at = len(exc.doc[: exc.pos].encode()) if isinstance(exc.doc, str) else exc.pos  # chars to bytes
+            raise TraceFormatError(f"{self.path}: not valid JSON at byte {self._base + at:,} ({exc.msg})") from None
         if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):  # pragma: no cover - regex missed it
             raise TraceFormatError(f"{self.path}: could not locate the traceEvents array")
         raise TraceFormatError(f"{self.path}: JSON is not a PyTorch profiler trace (no 'traceEvents' list)")
