@@ -543,10 +543,12 @@ class EventStream:
             return self._where(data, s, exc)
         try:
             ev = _lenient(msgspec.json.decode(data))
-        except msgspec.ValidationError:  # msgspec's only complaint about untyped JSON: a number
+        except msgspec.ValidationError:  # msgspec's only value complaint about untyped JSON: a number
             ev = OUT_OF_RANGE
         except RecursionError:
             ev = TOO_DEEP
+        except msgspec.DecodeError as exc:  # a syntax error after the value the typed decoder stopped at
+            return self._where(data, s, exc)
         if isinstance(ev, str):
             self._summary.dropped[ev] += 1
         else:
