@@ -353,3 +353,13 @@ def test_an_event_far_larger_than_the_chunk_is_read_in_linear_work(tmp_path, mon
     got, summary = _read(_write(tmp_path, data), 64)
     assert [e.name for e in got][4:7] == ["op4", "},{" * 1_000_000, "op6"] and not summary.warnings
     assert done["decoded"] + done["scanned"] < 8 * len(data)
+
+
+@pytest.mark.parametrize("chunk", [64, read.CHUNK])
+def test_a_syntax_error_after_a_wrongly_typed_value_is_located(tmp_path, chunk):
+    """The typed decoder stops at the wrong type; the untyped retry must still report the syntax error."""
+    events = [_event(i) for i in range(30)]
+    events[28] = events[28].replace('"pid": 1', '"pid": [1]').replace('"dur": 5', '"dur": 5x')
+    data, _, _ = _doc(events)
+    with pytest.raises(TraceFormatError, match=f"not valid JSON at byte {data.index(b'5x') + 1:,} "):
+        _read(_write(tmp_path, data), chunk)
