@@ -17,7 +17,7 @@ import pytest
 
 from builders import TraceBuilder, attention_block
 from conftest import ROOT, real, requires_real, run_cli
-from tracekit import read
+from tracekit import jsonscan, read
 from tracekit.errors import TraceFormatError, TracekitError, TraceReadError
 from tracekit.read import EventStream, ReadSummary
 
@@ -237,7 +237,7 @@ def test_a_cut_keeps_exactly_the_complete_events(tmp_path, chunk, sep):
 def _work(monkeypatch) -> dict[str, int]:
     """Bytes handed to msgspec and to the scan, counted: linear salvage keeps them a few times the input."""
     done = {"decoded": 0, "scanned": 0}
-    decode_events, scan = read.decode_events, read._scan
+    decode_events, scan = read.decode_events, jsonscan.scan
 
     def counted_decode(data):
         done["decoded"] += len(data)
@@ -248,7 +248,7 @@ def _work(monkeypatch) -> dict[str, int]:
         return scan(buf, i, end, fresh)
 
     monkeypatch.setattr(read, "decode_events", counted_decode)
-    monkeypatch.setattr(read, "_scan", counted_scan)
+    monkeypatch.setattr(jsonscan, "scan", counted_scan)
     return done
 
 

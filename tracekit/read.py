@@ -28,7 +28,9 @@ from typing import IO, Annotated, Any, NoReturn, Protocol, cast
 import msgspec
 import orjson
 
+from . import jsonscan
 from .errors import TraceFormatError, TraceReadError
+from .jsonscan import END, JUNK, MORE, before_ws
 
 _zlib: ModuleType = zlib
 _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error,)  # caught by name: a corrupt deflate stream
@@ -47,6 +49,8 @@ _END_WINDOW = 1 << 20  # look for the events' closing ']' this far from the end 
 _END_TRIES = 64  # ']' characters examined there, at most (a string of ']'s must not cost quadratic time)
 _WS = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
+_NOT_WS = re.compile(rb"[^ \t\r\n]")
+_AT_BYTE = re.compile(r"\s*\(byte (\d+)\)$")  # where msgspec says JSON is malformed
 _SCALAR_STARTS = frozenset(bytes([c]) for c in b'"-0123456789tfn')  # first bytes of a JSON scalar
 
 # Numbers beyond 64 bits: no profiler writes them, and orjson could not write them back out.
@@ -165,152 +169,6 @@ def decode_events(data: bytes | bytearray | memoryview) -> tuple[list[Event], Co
         else:
             events.append(e)
     return events, dropped
-
-
-# -- a string-aware scan of the events array (the slow path: only when the fast one fails) --------
-_WS_RUN = rb"[ \t\r\n]*+"
-_STRING = rb'"(?:[^"\\]++|\\.)*+"'
-
-
-def _object(depth: int) -> bytes:
-    """A regex for one JSON object nested at most ``depth`` deep (brackets' kinds are msgspec's to check)."""
-    body = rb'(?:[^"\[\]{}]++|' + _STRING + rb")*+"
-    for _ in range(depth):
-        body = rb'(?:[^"\[\]{}]++|' + _STRING + rb"|[\[{]" + body + rb"[\]}])*+"
-    return rb"\{" + body + rb"\}"
-
-
-_EVENT = _object(6)  # an event, its args, Input Dims' lists of lists: deeper ones take _skip
-_RUN = re.compile(rb"(?:" + _WS_RUN + _EVENT + _WS_RUN + rb",)*+", re.DOTALL)  # whole events, each followed by ','
-_ONE_EVENT = re.compile(_WS_RUN + rb"(" + _EVENT + rb")", re.DOTALL)
-_NOT_WS = re.compile(rb"[^ \t\r\n]")
-_STRUCT = re.compile(rb'["\[\]{}]')
-_STRING_REST = re.compile(rb'(?:[^"\\]++|\\.)*+"', re.DOTALL)  # from just after the opening quote
-_BARE = re.compile(rb'[^ \t\r\n,\[\]{}":]++')  # a number or literal (msgspec checks its spelling)
-_MORE, _END, _JUNK = "more", "end", "junk"
-_AT_BYTE = re.compile(r"\s*\(byte (\d+)\)$")
-
-
-def _skip(buf: bytearray, i: int, end: int, whole: bool = False) -> int:
-    """End of the JSON value starting at ``buf[i]`` (not whitespace).
-
-    -1 if it runs past ``end`` (a number that reaches ``end`` may go on, unless ``whole``);
-    -2 if no value starts there.
-    """
-    c = buf[i]
-    if c == 0x22:  # '"'
-        m = _STRING_REST.match(buf, i + 1, end)
-        return m.end() if m else -1
-    if c not in (0x7B, 0x5B):  # '{', '['
-        m = _BARE.match(buf, i, end)
-        if m is None:
-            return -2
-        return m.end() if m.end() < end or whole else -1
-    depth = 0
-    while True:
-        m = _STRUCT.search(buf, i, end)
-        if m is None:
-            return -1
-        i = m.end()
-        c = buf[i - 1]
-        if c == 0x22:
-            m = _STRING_REST.match(buf, i, end)
-            if m is None:
-                return -1
-            i = m.end()
-        elif c == 0x7B or c == 0x5B:
-            depth += 1
-        else:
-            depth -= 1
-            if depth == 0:
-                return i
-
-
-def _scan(buf: bytearray, i: int, end: int, fresh: bool) -> tuple[str, int, int]:
-    """Walk the array's elements in ``buf[i:end]``, which starts just after its '[' (``fresh``) or a ','.
-
-    Returns (what stopped it, where, the last ',' that follows a complete element or -1):
-    _MORE (``end`` came first; where = the start of the unfinished part), _END (where = the
-    array's ']') or _JUNK (where = the start of the element that is, or is followed by, bad bytes).
-    """
-    comma = -1
-    while True:
-        run = _RUN.match(buf, i, end)  # (a '*' pattern: it always matches)
-        if run is not None and run.end() > i:
-            i = run.end()
-            comma, fresh = i - 1, False
-        m = _NOT_WS.search(buf, i, end)
-        if m is None:
-            return _MORE, i, comma
-        j = m.start()
-        if buf[j] == 0x5D and fresh:  # ']': an empty array
-            return _END, j, comma
-        k = _skip(buf, j, end)
-        if k == -2:
-            return _JUNK, j, comma
-        if k < 0:
-            return _MORE, j, comma
-        m = _NOT_WS.search(buf, k, end)
-        if m is None:
-            return _MORE, j, comma
-        k = m.start()
-        if buf[k] == 0x2C:  # ','
-            i, comma, fresh = k + 1, k, False
-        elif buf[k] == 0x5D:
-            return _END, k, comma
-        else:
-            return _JUNK, j, comma  # (the element may be the bad part: msgspec says where)
-
-
-def _spans(buf: bytearray, i: int, end: int) -> Iterator[tuple[int, int]]:
-    """(start, end) of each complete element in ``buf[i:end]``, a stretch that ``_scan`` passed."""
-    while True:
-        m = _ONE_EVENT.match(buf, i, end)
-        if m is not None:
-            s, k = m.span(1)
-        else:
-            m = _NOT_WS.search(buf, i, end)
-            if m is None:
-                return
-            s = m.start()
-            k = _skip(buf, s, end, whole=True)
-            if k < 0:
-                return
-        yield s, k
-        m = _NOT_WS.search(buf, k, end)
-        if m is None or buf[m.start()] != 0x2C:
-            return
-        i = m.start() + 1
-
-
-def _before_ws(buf: bytearray, i: int) -> int:
-    """``i`` moved left over whitespace."""
-    while i > 1 and buf[i - 1] in _WS:
-        i -= 1
-    return i
-
-
-def _last_boundary(buf: bytearray, end: int | None = None) -> int:
-    """Index of the ``}`` that ends the last event followed by ``,`` and ``{`` before ``end``; -1 if none.
-
-    Only a candidate (it may sit inside a string): decoding up to it proves it. The search gives
-    up after 4096 '{'s, so text full of braces costs little before the scan takes over.
-    """
-    j = len(buf) if end is None else end
-    for _ in range(4096):
-        j = buf.rfind(b"{", 0, j)
-        if j <= 0:
-            return -1
-        k = j - 1
-        while k >= 0 and buf[k] in _WS:
-            k -= 1
-        if k >= 0 and buf[k] == 44:  # ','
-            k -= 1
-            while k >= 0 and buf[k] in _WS:
-                k -= 1
-            if k >= 0 and buf[k] == 125:  # '}'
-                return k
-    return -1
 
 
 class _GzipTruncated(Exception):
@@ -450,7 +308,7 @@ class EventStream:
                 yield from self._last(f, buf, fresh)
                 return
             # Fast path: decode up to the last thing that looks like a boundary between events.
-            cut = _last_boundary(buf)
+            cut = jsonscan.last_boundary(buf)
             events = self._decode_window(buf, cut + 1) if cut > 0 else None
             if events is not None:
                 yield events
@@ -460,11 +318,11 @@ class EventStream:
                 fresh = False
                 continue
             # Slow path: the candidate sat inside a string, a nested array, or a bad event.
-            kind, _, comma = _scan(buf, 1, len(buf), fresh)
-            if kind == _MORE and comma < 0:  # one element larger than what is held: read as much again
+            kind, _, comma = jsonscan.scan(buf, 1, len(buf), fresh)
+            if kind == MORE and comma < 0:  # one element larger than what is held: read as much again
                 buf += self._read(f, len(buf))  # (doubling keeps the rescans linear in all)
                 continue
-            if kind != _MORE:
+            if kind != MORE:
                 yield from self._last(f, buf, fresh)
                 return
             events, err = self._decode(buf, comma)
@@ -473,7 +331,7 @@ class EventStream:
                 return
             yield events
             events = None
-            self._done = self._abs(_before_ws(buf, comma))
+            self._done = self._abs(before_ws(buf, comma))
             buf = self._consume(buf, comma + 1)
             fresh = False
 
@@ -520,7 +378,7 @@ class EventStream:
         if events is not None:
             return events, None
         events = []
-        for s, e in _spans(buf, 1, close):
+        for s, e in jsonscan.spans(buf, 1, close):
             err = self._decode_element(bytes(buf[s:e]), s, events)
             if err is not None:
                 return events, err
@@ -581,8 +439,8 @@ class EventStream:
             self._parse_trailer(buf, end + 1)
             yield events
             return
-        kind, where, comma = _scan(buf, 1, len(buf), fresh)
-        if kind == _END:
+        kind, where, comma = jsonscan.scan(buf, 1, len(buf), fresh)
+        if kind == END:
             events, err = self._decode(buf, where)
             if err is not None:
                 yield from self._bad(f, events, err, bytes(buf[-_TRAILER_WINDOW:]))
@@ -592,8 +450,8 @@ class EventStream:
             return
         events, err = self._decode(buf, comma) if comma > 0 else ([], None)
         if comma > 0:
-            self._done = self._abs(_before_ws(buf, comma))
-        if err is None and kind == _JUNK:
+            self._done = self._abs(before_ws(buf, comma))
+        if err is None and kind == JUNK:
             data = bytes(buf[where:])
             err = (self._abs(where), f"unexpected {data[:1]!r}")
             try:
