@@ -45,7 +45,7 @@ else:
 CHUNK = 32 << 20
 _START = re.compile(rb'"traceEvents"\s*:\s*\[')
 _TRAILER_WINDOW = 4 << 20  # header keys after the events are small: keep the last 4 MB to judge the ending
-_END_WINDOW = 1 << 20  # look for the events' closing ']' this far from the end before scanning
+_END_WINDOW = 4 << 20  # look for the events' closing ']' this far from the end before scanning
 _END_TRIES = 64  # ']' characters examined there, at most (a string of ']'s must not cost quadratic time)
 _WS = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
