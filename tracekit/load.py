@@ -13,7 +13,7 @@ import os
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from typing import NamedTuple
 
 import orjson
@@ -24,7 +24,7 @@ from .model import (
     ANNOTATION, KERNEL, MEMCPY, MEMSET, MODULE, OP,
     DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo,
 )
-from .read import Event, EventStream
+from .read import Event, EventStream, ReadSummary
 
 # Categories compared after strip + casefold; 2021 names mapped onto current ones.
 _HOST_CATS = {"cpu_op": OP, "operator": OP, "user_annotation": ANNOTATION}  # and python_function
@@ -67,12 +67,11 @@ def load_trace(path: str | os.PathLike, progress: Callable[[int, int], None] | N
     p = Path(path)
     check_trace_file(p)  # a FIFO or a device would block or never end; say what it is instead
     info = TraceInfo(source=p.name)
-    stream = EventStream(p, progress=progress)
     with _gc_paused():
-        tr = _Builder(info).build(stream.batches(), stream)
-    _header(stream.header, info)
-    info.warnings[:0] = stream.warnings
-    info.damaged = info.damaged or stream.damaged
+        tr, read = _Builder(info).build(EventStream(p, progress=progress).batches())
+    _header(read.header, info)
+    info.warnings[:0] = read.warnings
+    info.damaged = info.damaged or read.damaged
     if not tr.host and not tr.device and not tr.runtime:
         if tr.dropped:
             reasons = ", ".join(f"{k}: {v:,}" for k, v in tr.dropped.items())
@@ -197,14 +196,20 @@ class _Builder:
         self.roles: dict[str | None, _Role] = {}  # raw cat -> role
         self.host_append, self.rt_append, self.dev_append = tr.host.append, tr.runtime.append, tr.device.append
 
-    def build(self, batches: Iterable[list[Event]], stream: EventStream) -> Trace:
+    def build(self, batches: Generator[list[Event], None, ReadSummary]) -> tuple[Trace, ReadSummary]:
+        """Ingest every batch; the reader's summary (header, warnings, its own drops) comes back too."""
         n = 0
-        for batch in batches:
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration as done:
+                read: ReadSummary = done.value
+                break
             n += len(batch)
             self._ingest(batch)
-        if stream.not_objects:
-            self.dropped["not an object"] += stream.not_objects
-            n += stream.not_objects
+        if read.dropped:  # events the reader could not decode: counted like the builder's own drops
+            self.dropped.update(read.dropped)
+            n += sum(read.dropped.values())
         tr, info = self.tr, self.info
         info.event_count = n
         tr.threads = list(self.threads)
@@ -220,7 +225,7 @@ class _Builder:
             info.warnings.append(f"dropped {total:,} malformed events ({reasons})")
         if self.range_profiler and not tr.device:
             info.warnings.append("CUPTI range-profiler trace: it has no kernel timings, so host time is used")
-        return tr
+        return tr, read
 
     def _thread(self, pid: object, tid: object) -> int:
         t = self.raw_threads.get((pid, tid))

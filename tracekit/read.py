@@ -2,43 +2,71 @@
 
 The file (plain or gzip) is read in chunks; the ``traceEvents`` array is cut at event
 boundaries and each batch is decoded by msgspec straight into typed structs that keep only
-the fields tracekit uses (``args`` beyond those is skipped unparsed). A trace cut off
-mid-write yields every complete event and says how many bytes were dropped. Raw Kineto key
+the fields tracekit uses (``args`` beyond those is skipped unparsed). Raw Kineto key
 spellings are mapped here (``External id``/``external id``, ``Input Dims``/``Input dims``).
+
+Damage is told apart (docs/attribution.md, "Inputs"): a trace cut off mid-write yields every
+complete event and says how many bytes were dropped; an event whose values cannot be held
+(numbers beyond 64 bits or a double, nesting too deep to decode) is dropped and counted; a
+syntax error in a document that ends properly is an error naming its byte offset.
+
+Speed: each batch is first decoded whole at a cheap candidate boundary. Only when that fails
+does a string-aware scan (linear, in regex C loops) find the true event boundaries.
 """
 
 from __future__ import annotations
 
 import re
 import zlib
+from collections import Counter
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from types import ModuleType
+from typing import IO, Annotated, Any, NoReturn, Protocol, cast
 
 import msgspec
 import orjson
 
+from . import jsonscan
 from .errors import TraceFormatError, TraceReadError
+from .jsonscan import END, JUNK, MORE, before_ws
 
+_zlib: ModuleType = zlib
+_INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error,)  # caught by name: a corrupt deflate stream
 try:  # ISA-L inflate is ~1.5x zlib's speed; optional
-    from isal import isal_zlib as _zlib
+    from isal import isal_zlib
 except ImportError:  # pragma: no cover - depends on the environment
-    _zlib = zlib
+    pass
+else:
+    _zlib = isal_zlib
+    _INFLATE_ERRORS += (cast("type[Exception]", isal_zlib.error),)  # its stub calls the class an instance
 
 CHUNK = 32 << 20
 _START = re.compile(rb'"traceEvents"\s*:\s*\[')
-_TRAILER_WINDOW = 4 << 20  # header keys after the events are small; look for the array end in the last 4 MB
+_TRAILER_WINDOW = 4 << 20  # header keys after the events are small: keep the last 4 MB to judge the ending
+_END_WINDOW = 4 << 20  # look for the events' closing ']' this far from the end before scanning
+_END_TRIES = 64  # ']' characters examined there, at most (a string of ']'s must not cost quadratic time)
 _WS = b" \t\r\n"
+_BOM = b"\xef\xbb\xbf"
+_NOT_WS = re.compile(rb"[^ \t\r\n]")
+_AT_BYTE = re.compile(r"\s*\(byte (\d+)\)$")  # where msgspec says JSON is malformed
+_SCALAR_STARTS = frozenset(bytes([c]) for c in b'"-0123456789tfn')  # first bytes of a JSON scalar
+
+# Numbers beyond 64 bits: no profiler writes them, and orjson could not write them back out.
+_Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 
 
 class Args(msgspec.Struct, gc=False):
     """The only ``args`` keys tracekit reads."""
 
-    correlation: int | float | str | None = None
-    ext_id: int | float | str | None = msgspec.field(default=None, name="External id")
-    ext_id_2021: int | float | str | None = msgspec.field(default=None, name="external id")
-    device: int | float | str | None = None
-    nbytes: int | float | str | None = msgspec.field(default=None, name="Bytes")
-    device_type: int | float | str | None = msgspec.field(default=None, name="Device Type")
+    correlation: _Int | float | str | None = None
+    ext_id: _Int | float | str | None = msgspec.field(default=None, name="External id")
+    ext_id_2021: _Int | float | str | None = msgspec.field(default=None, name="external id")
+    device: _Int | float | str | None = None
+    nbytes: _Int | float | str | None = msgspec.field(default=None, name="Bytes")
+    device_type: _Int | float | str | None = msgspec.field(default=None, name="Device Type")
     dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     dims_2021: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input dims")
 
@@ -49,55 +77,98 @@ class Event(msgspec.Struct, gc=False):
     ph: str | None = None
     cat: str | None = None
     name: str | None = None
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: int | float | str | None = None  # ints stay ints: integer-µs epoch times need exact ns
-    dur: int | float | str | None = None
-    id: int | float | str | None = None
+    pid: _Int | str | None = None
+    tid: _Int | str | None = None
+    ts: _Int | float | str | None = None  # ints stay ints: integer-µs epoch times need exact ns
+    dur: _Int | float | str | None = None
+    id: _Int | float | str | None = None
     args: Args | None = None
 
 
+@dataclass
+class ReadSummary:
+    """What a read found besides the events: ``batches()`` returns it when it is exhausted.
+
+    ``dropped`` counts events the reader could not use, by reason; ``bytes_read`` is the
+    decompressed JSON read; ``damaged`` says results are partial (truncation, lost header).
+    """
+
+    header: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    damaged: bool = False
+    dropped: Counter[str] = field(default_factory=Counter)
+    bytes_read: int = 0
+
+
 _DECODER = msgspec.json.Decoder(list[Event])
+_ONE = msgspec.json.Decoder(Event)
 _ARG_KEYS = {"correlation": "correlation", "External id": "ext_id", "external id": "ext_id_2021",
              "device": "device", "Bytes": "nbytes", "Device Type": "device_type"}
 _SCALAR = (int, float, str)
+NOT_OBJECT = "not an object"
+OUT_OF_RANGE = "number out of range"
+TOO_DEEP = "nested too deep"
 
 
-def _lenient(obj) -> Event | None:
-    """One event decoded without a schema: keep what has the expected type, drop the rest."""
+def _value(v: object) -> object:
+    """``v`` if it is a usable scalar; None if not; OUT_OF_RANGE for an int beyond 64 bits."""
+    if type(v) is int:
+        return v if _INT_MIN <= v <= _INT_MAX else OUT_OF_RANGE
+    return v if isinstance(v, _SCALAR) and not isinstance(v, bool) else None
+
+
+def _lenient(obj: object) -> Event | str:
+    """One event decoded without a schema: keep what has the expected type; else why it is dropped."""
     if not isinstance(obj, dict):
-        return None
-    kw = {}
+        return NOT_OBJECT
+    kw: dict[str, Any] = {}
     for k in ("ph", "cat", "name"):
         v = obj.get(k)
         if isinstance(v, str):
             kw[k] = v
-    for k in ("pid", "tid", "id"):
-        v = obj.get(k)
-        if isinstance(v, _SCALAR) and not isinstance(v, bool):
-            kw[k] = v
-    for k in ("ts", "dur"):
-        v = obj.get(k)
-        if isinstance(v, (int, float, str)) and not isinstance(v, bool):
+    for k in ("pid", "tid", "id", "ts", "dur"):
+        v = _value(obj.get(k))
+        if v is OUT_OF_RANGE:
+            return OUT_OF_RANGE
+        if v is not None:
             kw[k] = v
     a = obj.get("args")
     if isinstance(a, dict):
-        akw = {f: a[k] for k, f in _ARG_KEYS.items() if isinstance(a.get(k), _SCALAR) and not isinstance(a.get(k), bool)}
+        akw: dict[str, Any] = {}
+        for k, f in _ARG_KEYS.items():
+            v = _value(a.get(k))
+            if v is OUT_OF_RANGE:
+                return OUT_OF_RANGE
+            if v is not None:
+                akw[f] = v
         for k, f in (("Input Dims", "dims"), ("Input dims", "dims_2021")):
             if isinstance(a.get(k), list):
-                akw[f] = msgspec.Raw(orjson.dumps(a[k]))
+                try:
+                    akw[f] = msgspec.Raw(orjson.dumps(a[k]))
+                except orjson.JSONEncodeError:  # orjson's limits (255 levels): the typed path keeps such
+                    pass  # an event, so keep it here too, without the shapes it only shows
         kw["args"] = Args(**akw)
     return Event(**kw)
 
 
-def decode_events(data: bytes) -> tuple[list[Event], int]:
-    """Decode a JSON array of events; odd events are kept leniently. Returns (events, #not-objects)."""
+def decode_events(data: bytes | bytearray | memoryview) -> tuple[list[Event], Counter[str]]:
+    """Decode a JSON array of events; odd events are kept leniently. Returns (events, dropped by reason).
+
+    Raises msgspec.DecodeError or RecursionError when the array cannot be decoded as a whole.
+    """
     try:
-        return _DECODER.decode(data), 0
+        return _DECODER.decode(data), Counter()
     except msgspec.ValidationError:
         raw = msgspec.json.decode(data)
-        events = [_lenient(o) for o in raw]
-        return [e for e in events if e is not None], sum(e is None for e in events)
+    events: list[Event] = []
+    dropped: Counter[str] = Counter()
+    for o in raw:
+        e = _lenient(o)
+        if isinstance(e, str):
+            dropped[e] += 1
+        else:
+            events.append(e)
+    return events, dropped
 
 
 class _GzipTruncated(Exception):
@@ -108,16 +179,27 @@ class _GzipTruncated(Exception):
         self.tail = tail
 
 
-class _Gunzip:
-    """Incremental gunzip that keeps what it inflated when the file is cut short (gzip.open drops it)."""
+class _Inflater(Protocol):
+    eof: bool
+    unused_data: bytes
 
-    def __init__(self, raw, chunk: int):
+    def decompress(self, data: bytes) -> bytes: ...
+
+
+class _Gunzip:
+    """Incremental gunzip that keeps what it inflated when the file is cut short (gzip.open drops it).
+
+    Concatenated members are read on; zero bytes after a member (tape or dd padding) are
+    skipped, as gzip(1) and Python's gzip module do.
+    """
+
+    def __init__(self, raw: IO[bytes], chunk: int):
         self.raw = raw
         self.step = max(1 << 16, chunk // 16)  # compressed bytes per read; traces inflate 10-30x
-        self.d = _zlib.decompressobj(wbits=31)
+        self.d: _Inflater = _zlib.decompressobj(wbits=31)
 
     def read(self, n: int) -> bytes:
-        out = []
+        out: list[bytes] = []
         size = 0
         while size < n:
             data = self.raw.read(self.step)
@@ -125,263 +207,423 @@ class _Gunzip:
                 if not self.d.eof:
                     raise _GzipTruncated(b"".join(out))
                 break
-            piece = self.d.decompress(data)
-            while self.d.eof and self.d.unused_data:  # concatenated gzip members
-                rest = self.d.unused_data
-                self.d = _zlib.decompressobj(wbits=31)
-                piece += self.d.decompress(rest)
-            out.append(piece)
-            size += len(piece)
+            while data:
+                if self.d.eof:  # between members: padding, or the next member's header
+                    data = data.lstrip(b"\0")
+                    if not data:
+                        break
+                    if not b"\x1f\x8b".startswith(data[:2]):
+                        raise zlib.error("not a gzip member after the end of the stream")
+                    self.d = _zlib.decompressobj(wbits=31)
+                piece = self.d.decompress(data)
+                out.append(piece)
+                size += len(piece)
+                data = self.d.unused_data if self.d.eof else b""
         return b"".join(out)
 
-    def close(self) -> None:
-        pass
+
+class _Source(Protocol):
+    def read(self, n: int, /) -> bytes: ...
 
 
 class EventStream:
-    """Iterate ``batches()`` to get lists of events; afterwards ``header``, ``warnings`` and ``damaged``."""
+    """``batches()`` yields lists of events, then returns a :class:`ReadSummary`."""
 
     def __init__(self, path: Path, progress: Callable[[int, int], None] | None = None, chunk: int = CHUNK):
         self.path = path
         self.chunk = chunk
         self.progress = progress
-        self.header: dict = {}
-        self.warnings: list[str] = []
-        self.damaged = False
-        self.not_objects = 0
-        self.bytes_read = 0
+        self._summary = ReadSummary()
+        self._raw: IO[bytes] | None = None
+        self._size = 1  # compressed bytes, for progress
+        self._eof = False
+        self._base = 0  # absolute offset, in the decompressed JSON, of buf[1] (buf[0] is a spare byte)
+        self._bare = False  # Chrome's bare-array format: no header keys around the events
+        self._done = 0  # absolute offset just after the last complete event handed out
 
     # -- reading --------------------------------------------------------------------------
-    def _open(self):
+    def _open(self) -> _Source:
         try:
-            raw = open(self.path, "rb")
+            raw = open(self.path, "rb")  # noqa: SIM115 - closed by batches(), after the last read
         except OSError as exc:
             raise TraceReadError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
-        magic = raw.read(2)
-        raw.seek(0)
+        try:
+            magic = raw.read(2)
+            raw.seek(0)
+            self._size = max(1, self.path.stat().st_size)
+        except OSError as exc:
+            raw.close()
+            raise TraceReadError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
         self._raw = raw
-        self._size = max(1, self.path.stat().st_size)
-        self._eof = False
         return _Gunzip(raw, self.chunk) if magic == b"\x1f\x8b" else raw
 
-    def _read(self, f) -> bytes:
+    def _read(self, f: _Source, n: int = 0) -> bytes:
+        """The next ``n`` bytes (a chunk by default); b"" at the end."""
         if self._eof:
             return b""
         try:
-            data = f.read(self.chunk)
+            data = f.read(max(n, self.chunk))
         except _GzipTruncated as exc:
             data = exc.tail
-            self.damaged = True
-            self.warnings.append(f"gzip stream ends early after {self._size:,} compressed bytes; "
-                                 "reading what was decompressed")
+            self._summary.damaged = True
+            self._summary.warnings.append(f"gzip stream ends early after {self._size:,} compressed bytes; "
+                                          "reading what was decompressed")
             self._eof = True
         except OSError as exc:
             raise TraceReadError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
-        except Exception as exc:  # zlib.error, isal's IsalError: the deflate stream is corrupt
+        except _INFLATE_ERRORS as exc:  # the deflate stream is corrupt
             raise TraceReadError(f"{self.path}: corrupt gzip data ({exc})") from None
         if not data:
             self._eof = True
-        self.bytes_read += len(data)
-        if self.progress is not None:
+        self._summary.bytes_read += len(data)
+        if self.progress is not None and self._raw is not None:
             self.progress(self._raw.tell(), self._size)
         return data
 
+    def _drain(self, f: _Source, tail: bytes) -> bytes:
+        """Read to the end, keeping only the last bytes (enough to judge how the document ends)."""
+        while not self._eof:
+            tail = (tail + self._read(f))[-_TRAILER_WINDOW:]
+        return tail
+
     # -- splitting ------------------------------------------------------------------------
-    def batches(self) -> Iterator[list[Event]]:
+    def batches(self) -> Generator[list[Event], None, ReadSummary]:
         f = self._open()
         try:
             yield from self._events(f)
         finally:
-            f.close()
-            self._raw.close()
+            if self._raw is not None:
+                self._raw.close()
+        return self._summary
 
-    def _events(self, f) -> Iterator[list[Event]]:
-        buf = b""
-        while True:  # find the start of the events array
-            more = self._read(f)
-            buf += more
-            head = buf.lstrip(_WS)[:1]
-            if head and head not in (b"{", b"["):
-                while more:  # a JSON scalar, or not JSON at all: read it whole to say which
-                    more = self._read(f)
-                    buf += more
-                self._whole_document(buf)
-            m = _START.search(buf)
-            if m is not None:
-                self._parse_prefix(buf[: m.end()])
-                buf = buf[m.end():]
-                break
-            if head == b"[":  # Chrome's bare-array format: an array of event objects
-                buf = buf.lstrip(_WS)[1:]
-                first = buf.lstrip(_WS)[:1]
-                if first not in (b"{", b"]"):
-                    if not first and not self._eof:
-                        buf = b"[" + buf
-                        continue
-                    raise TraceFormatError(f"{self.path}: JSON is not a PyTorch profiler trace (no 'traceEvents' list)")
-                break
-            if not more:
-                self._whole_document(buf)  # raises the right error
-                return
-        # Events are decoded in place: buf[0] is a spare byte that becomes '[' and the ',' after the
-        # last complete event becomes ']' for the moment of decoding (no copies of 32 MB chunks).
-        buf = bytearray(b" ") + buf
+    def _events(self, f: _Source) -> Iterator[list[Event]]:
+        buf = bytearray(b" ") + self._start(f)
+        self._done = self._base
+        fresh = True  # buf[1:] follows the array's '[' (not a ','): a ']' may close it at once
         while True:
             if not self._eof and len(buf) < self.chunk:
                 buf += self._read(f)
                 continue
             if self._eof:
-                yield from self._tail(bytes(buf[1:]))
+                yield from self._last(f, buf, fresh)
                 return
-            cut = _last_boundary(buf)
-            if cut < 0:  # one event larger than a chunk: read on
-                buf += self._read(f)
-                continue
-            events, nxt = self._decode_window(buf, cut)
-            if events is None:  # a "boundary" inside a string or a nested array: read more and retry
-                buf += self._read(f)
-                continue
-            yield events
-            events = None  # the consumer is done: no Raw view into buf survives
-            try:
-                del buf[1:nxt]
-            except BufferError:  # a consumer kept a view into the buffer: leave it be, copy instead
-                buf = bytearray(b" ") + buf[nxt:]
-
-    def _decode_window(self, buf: bytearray, cut: int):
-        """Decode the events in ``buf[1:cut+1]``; on failure try a few earlier boundaries.
-
-        Returns (events, index of the next event's '{'), or (None, 0) when no boundary works yet.
-        """
-        error = None
-        for _ in range(8):
-            saved = buf[cut + 1]
-            buf[0], buf[cut + 1] = 0x5B, 0x5D  # '[' and ']'
-            view = memoryview(buf)[: cut + 2]
-            try:
-                events, bad = decode_events(view)
-            except msgspec.DecodeError as exc:
-                error = str(exc)  # not the exception: its traceback would keep a view of buf alive
-                events = None
-            finally:
-                del view
-                buf[0], buf[cut + 1] = 0x20, saved
+            # Fast path: decode up to the last thing that looks like a boundary between events.
+            cut = jsonscan.last_boundary(buf)
+            events = self._decode_window(buf, cut + 1) if cut > 0 else None
             if events is not None:
-                self.not_objects += bad
-                return events, buf.index(b"{", cut + 1)
-            cut = _last_boundary(buf, cut)
-            if cut < 0:
-                return None, 0
-        raise TraceFormatError(f"{self.path}: not valid JSON in the events after byte {self.bytes_read - len(buf):,} "
-                               f"({error})")
-
-    def _tail(self, buf: bytes) -> Iterator[list[Event]]:
-        """The end of the file: the last events, the array's end, and the trailing header keys."""
-        stripped = buf.lstrip(_WS)
-        if stripped[:1] == b"]":  # the previous batch ended exactly at the last event
-            self._parse_trailer(stripped[1:])
-            return
-        for end in self._array_ends(buf):
-            try:
-                events, bad = decode_events(b"[" + buf[:end] + b"]")
-            except msgspec.DecodeError:
-                continue  # a nested array inside the trailing header keys: look further left
-            self.not_objects += bad
-            self._parse_trailer(buf[end + 1:])
-            yield events
-            return
-        # No array end: the file was cut off mid-write. Keep every complete event.
-        self.damaged = True
-        cut = _last_boundary(buf, len(buf))
-        tries = 0
-        while cut >= 0:
-            try:
-                events, bad = decode_events(b"[" + buf[: cut + 1] + b"]")
-            except msgspec.DecodeError as exc:
-                tries += 1
-                if tries > 64:
-                    raise TraceFormatError(f"{self.path}: not valid JSON near the end of the events ({exc})") from None
-                cut = _last_boundary(buf, cut)
+                yield events
+                events = None  # the consumer is done: no Raw view into buf survives
+                self._done = self._abs(cut + 1)
+                buf = self._consume(buf, buf.index(b"{", cut + 1))
+                fresh = False
                 continue
-            self.not_objects += bad
-            self._truncated(len(buf) - cut - 1)
+            # Slow path: the candidate sat inside a string, a nested array, or a bad event.
+            kind, _, comma = jsonscan.scan(buf, 1, len(buf), fresh)
+            if kind == MORE and comma < 0:  # one element larger than what is held: read as much again
+                buf += self._read(f, len(buf))  # (doubling keeps the rescans linear in all)
+                continue
+            if kind != MORE:
+                yield from self._last(f, buf, fresh)
+                return
+            events, err = self._decode(buf, comma)
+            if err is not None:
+                yield from self._bad(f, events, err, bytes(buf[-_TRAILER_WINDOW:]))
+                return
+            yield events
+            events = None
+            self._done = self._abs(before_ws(buf, comma))
+            buf = self._consume(buf, comma + 1)
+            fresh = False
+
+    def _consume(self, buf: bytearray, nxt: int) -> bytearray:
+        """Drop ``buf[1:nxt]``, whose events were handed out."""
+        self._base += nxt - 1
+        try:
+            del buf[1:nxt]
+        except BufferError:  # a consumer kept a view into the buffer: leave it be, copy instead
+            buf = bytearray(b" ") + buf[nxt:]
+        return buf
+
+    def _abs(self, i: int) -> int:
+        """Absolute offset in the decompressed JSON of ``buf[i]``."""
+        return self._base + i - 1
+
+    def _decode_window(self, buf: bytearray, close: int) -> list[Event] | None:
+        """Decode ``buf[1:close]`` in place ('[' at buf[0], ']' at buf[close] meanwhile); None if it fails.
+
+        In place: no copy of a 32 MB chunk. Success proves ``close`` ends an element at the
+        array's top level (a prefix cut inside a string or a nested value never decodes).
+        """
+        saved = buf[close]
+        buf[0], buf[close] = 0x5B, 0x5D  # '[' and ']'
+        view = memoryview(buf)[: close + 1]
+        try:
+            events, dropped = decode_events(view)
+        except (msgspec.DecodeError, RecursionError):
+            return None  # (the exception is not kept: its traceback would hold a view of buf)
+        finally:
+            del view
+            buf[0], buf[close] = 0x20, saved
+        if dropped:
+            self._summary.dropped.update(dropped)
+        return events
+
+    def _decode(self, buf: bytearray, close: int) -> tuple[list[Event], tuple[int, str] | None]:
+        """The elements of ``buf[1:close]``: whole if possible, else one by one.
+
+        One at a time, an event that cannot be held is dropped and counted; a syntax error stops
+        the decoding and comes back as (absolute offset, reason) with the events before it.
+        """
+        events = self._decode_window(buf, close)
+        if events is not None:
+            return events, None
+        events = []
+        for s, e in jsonscan.spans(buf, 1, close):
+            err = self._decode_element(bytes(buf[s:e]), s, events)
+            if err is not None:
+                return events, err
+        return events, None
+
+    def _decode_element(self, data: bytes, s: int, events: list[Event]) -> tuple[int, str] | None:
+        """Append the event in ``data`` (read from ``buf[s:]``) or count why it is dropped.
+
+        Returns (absolute offset, reason) when ``data`` is not JSON.
+        """
+        try:
+            events.append(_ONE.decode(data))
+            return None
+        except msgspec.ValidationError:
+            pass
+        except RecursionError:
+            self._summary.dropped[TOO_DEEP] += 1
+            return None
+        except msgspec.DecodeError as exc:
+            return self._where(data, s, exc)
+        try:
+            ev = _lenient(msgspec.json.decode(data))
+        except msgspec.ValidationError:  # msgspec's only value complaint about untyped JSON: a number
+            ev = OUT_OF_RANGE
+        except RecursionError:
+            ev = TOO_DEEP
+        except msgspec.DecodeError as exc:  # a syntax error after the value the typed decoder stopped at
+            return self._where(data, s, exc)
+        if isinstance(ev, str):
+            self._summary.dropped[ev] += 1
+        else:
+            events.append(ev)
+        return None
+
+    def _where(self, data: bytes, s: int, exc: msgspec.DecodeError) -> tuple[int, str]:
+        """(absolute offset, reason) of msgspec's complaint about ``data``, read from ``buf[s:]``."""
+        msg = str(exc)
+        m = _AT_BYTE.search(msg)
+        if m is not None:
+            off, why = int(m.group(1)), msg[: m.start()].removeprefix("JSON is malformed: ")
+        elif "UTF-8" in msg:
+            off, why = 0, "invalid UTF-8"
+            try:
+                data.decode()
+            except UnicodeDecodeError as u:
+                off = u.start
+        else:
+            off, why = len(data), msg
+        return self._abs(s) + off, why
+
+    # -- the end of the events --------------------------------------------------------------
+    def _last(self, f: _Source, buf: bytearray, fresh: bool) -> Iterator[list[Event]]:
+        """The last events, the array's end and the trailing header keys; the file is read to its end."""
+        if not self._eof:  # the array ended before the last chunk: the rest is header keys
+            buf += self._drain(f, b"")  # (bounded: a longer trailer is cut, and judged damaged)
+        end, events = self._array_end(buf)
+        if events is not None:
+            self._parse_trailer(buf, end + 1)
             yield events
             return
-        self._truncated(len(buf))
-
-    @staticmethod
-    def _array_ends(buf: bytes) -> Iterator[int]:
-        """Candidates, right to left, for the ``]`` that closes the events: the remainder must end the document."""
-        lo = max(0, len(buf) - _TRAILER_WINDOW)
-        j = len(buf)
-        while True:
-            j = buf.rfind(b"]", lo, j)
-            if j < 0:
+        kind, where, comma = jsonscan.scan(buf, 1, len(buf), fresh)
+        if kind == END:
+            events, err = self._decode(buf, where)
+            if err is not None:
+                yield from self._bad(f, events, err, bytes(buf[-_TRAILER_WINDOW:]))
                 return
-            rest = buf[j + 1:].strip(_WS)
-            if rest in (b"", b"}"):
-                yield j
-            elif rest[:1] == b"," and rest[-1:] == b"}":
-                try:
-                    if isinstance(orjson.loads(b"{" + rest[1:]), dict):
-                        yield j
-                except orjson.JSONDecodeError:
-                    pass
+            self._parse_trailer(buf, where + 1)
+            yield events
+            return
+        events, err = self._decode(buf, comma) if comma > 0 else ([], None)
+        if comma > 0:
+            self._done = self._abs(before_ws(buf, comma))
+        if err is None and kind == JUNK:
+            data = bytes(buf[where:])
+            err = (self._abs(where), f"unexpected {data[:1]!r}")
+            try:
+                msgspec.json.decode(data, type=msgspec.Raw)
+            except msgspec.DecodeError as exc:
+                err = self._where(data, where, exc)
+            except RecursionError:
+                pass
+        if err is None:  # the end came in an element: cut off mid-write, or a syntax error in it?
+            data = bytes(buf[where:]).rstrip(_WS)
+            try:
+                msgspec.json.decode(data, type=msgspec.Raw)
+            except msgspec.DecodeError as exc:
+                at, why = self._where(data, where, exc)
+                if at < self._abs(where + len(data)):
+                    err = (at, why)
+            except RecursionError:  # too deep to tell: take it for the cut
+                pass
+            else:
+                if data:  # complete, only its ',' or the array's ']' is missing: keep it
+                    err = self._decode_element(data, where, events)
+                    self._done = self._abs(where + len(data))
+        if err is not None:
+            yield from self._bad(f, events, err, bytes(buf[-_TRAILER_WINDOW:]))
+            return
+        self._summary.damaged = True
+        self._summary.warnings.append(
+            f"trace is truncated: read {self._summary.bytes_read:,} bytes of JSON, dropped the last "
+            f"{self._summary.bytes_read - self._done:,} bytes (events cut off mid-write)")
+        if events:
+            yield events
 
-    def _truncated(self, dropped: int) -> None:
-        self.warnings.append(f"trace is truncated: read {self.bytes_read:,} bytes of JSON, dropped the last "
-                             f"{dropped:,} bytes (events cut off mid-write)")
+    def _array_end(self, buf: bytearray) -> tuple[int, list[Event] | None]:
+        """The ']' that closes the events, with the events, when the document ends the usual way.
+
+        Candidates are tried right to left near the end; a decode proves one. The number tried is
+        bounded, so a tail full of ']'s falls through to the linear scan instead of costing n².
+        Returns (-1, None) when unsure.
+        """
+        lo = max(1, len(buf) - _END_WINDOW)
+        j = len(buf)
+        decodes = 0
+        for _ in range(_END_TRIES):
+            j = buf.rfind(b"]", lo, j)
+            if j < 0 or decodes >= 3:
+                break
+            if self._ends_after(buf, j + 1):
+                decodes += 1
+                events = self._decode_window(buf, j)
+                if events is not None:
+                    return j, events
+        return -1, None
+
+    def _ends_after(self, buf: bytearray | bytes, i: int) -> bool:
+        """Whether ``buf[i:]`` can end the document after the events' ']' (no keys, or valid ones)."""
+        m = _NOT_WS.search(buf, i)
+        if m is None:
+            return True
+        c = buf[m.start()]
+        if self._bare:
+            return False
+        if c == 0x7D:  # '}'
+            return _NOT_WS.search(buf, m.start() + 1) is None
+        if c != 0x2C:
+            return False
+        try:
+            return isinstance(orjson.loads(b"{" + bytes(buf[m.start() + 1:])), dict)
+        except orjson.JSONDecodeError:
+            return False
+
+    def _ends_properly(self, tail: bytes) -> bool:
+        """Whether the file ends as a complete trace does (judged from its last bytes)."""
+        end = tail.rstrip(_WS)
+        if self._bare:
+            return end.endswith(b"]")
+        if not end.endswith(b"}"):
+            return False
+        j = len(end)
+        for _ in range(_END_TRIES):
+            j = end.rfind(b"]", 0, j)
+            if j < 0:
+                return False
+            if self._ends_after(end, j + 1):
+                return True
+        return False
+
+    def _bad(self, f: _Source, events: list[Event], err: tuple[int, str], tail: bytes) -> Iterator[list[Event]]:
+        """A syntax error at an absolute offset: fatal in a complete document; else where the writer stopped."""
+        at, why = err
+        tail = self._drain(f, tail)
+        if self._ends_properly(tail):
+            raise TraceFormatError(f"{self.path}: not valid JSON at byte {at:,} ({why})")
+        self._summary.damaged = True
+        self._summary.warnings.append(
+            f"trace is truncated: not valid JSON from byte {at:,} ({why}) and the file does not end like a trace; "
+            f"dropped the last {self._summary.bytes_read - at:,} of {self._summary.bytes_read:,} bytes")
+        if events:
+            yield events
 
     # -- header ---------------------------------------------------------------------------
-    def _parse_prefix(self, prefix: bytes) -> None:
-        """Keys before ``traceEvents`` (TraceLens writes its metadata first)."""
+    def _start(self, f: _Source) -> bytes:
+        """Read up to the events array's '[' and return what follows it (a BOM is skipped)."""
+        buf = self._read(f)
+        if buf.startswith(_BOM):
+            buf = buf[3:]
+            self._base = 3
+        while True:
+            head = buf.lstrip(_WS)[:1]
+            if head and head not in (b"{", b"["):
+                if head not in _SCALAR_STARTS:  # not JSON: no need to read a binary file through
+                    at = self._base + len(buf) - len(buf.lstrip(_WS))
+                    raise TraceFormatError(f"{self.path}: not valid JSON at byte {at:,} "
+                                           f"(no JSON text starts with {head!r})")
+                self._whole_document(buf + self._drain_all(f))  # a JSON scalar, or not JSON at all
+            for m in _START.finditer(buf):
+                if self._parse_prefix(buf[: m.end()]):
+                    self._base += m.end()
+                    return buf[m.end():]
+            if head == b"[":  # Chrome's bare-array format: an array of event objects
+                i = buf.index(b"[")
+                first = buf[i + 1:].lstrip(_WS)[:1]
+                if first in (b"{", b"]"):
+                    self._bare = True
+                    self._base += i + 1
+                    return buf[i + 1:]
+                if first or self._eof:
+                    raise TraceFormatError(f"{self.path}: JSON is not a PyTorch profiler trace (no 'traceEvents' list)")
+            if self._eof:
+                self._whole_document(buf)
+            buf += self._read(f)
+
+    def _drain_all(self, f: _Source) -> bytes:
+        out: list[bytes] = []
+        while not self._eof:
+            out.append(self._read(f))
+        return b"".join(out)
+
+    def _parse_prefix(self, prefix: bytes) -> bool:
+        """Keys before ``traceEvents`` (TraceLens writes its metadata first); False if this is no top-level key."""
         try:
             doc = orjson.loads(prefix + b"]}")
         except orjson.JSONDecodeError:
-            return
-        if isinstance(doc, dict):
-            doc.pop("traceEvents", None)
-            self.header.update(doc)
+            return False
+        if not isinstance(doc, dict):
+            return False
+        doc.pop("traceEvents", None)
+        self._summary.header.update(doc)
+        return True
 
-    def _parse_trailer(self, rest: bytes) -> None:
+    def _parse_trailer(self, buf: bytearray, i: int) -> None:
         """Keys after the events (Kineto writes ``deviceProperties``, ``traceName``… after them)."""
-        rest = rest.strip(_WS)
-        if rest in (b"", b"}"):
+        rest = bytes(buf[i:]).strip(_WS)
+        if rest == b"}" or self._bare:
             return
         if rest[:1] == b",":
             try:
                 doc = orjson.loads(b"{" + rest[1:])
             except orjson.JSONDecodeError:
-                self.damaged = True
-                self.warnings.append("trace is truncated after its events: header keys at the end were lost")
-                return
+                doc = None
             if isinstance(doc, dict):
-                self.header.update(doc)
+                self._summary.header.update(doc)
+                return
+        self._summary.damaged = True
+        self._summary.warnings.append("trace is truncated after its events: header keys at the end were lost")
 
-    def _whole_document(self, data: bytes) -> None:
+    def _whole_document(self, data: bytes) -> NoReturn:
         """No events array was found: say precisely what the file is instead."""
         try:
             doc = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            raise TraceFormatError(f"{self.path}: not valid JSON (error at byte {getattr(exc, 'pos', 0):,})") from None
+            at = len(exc.doc[: exc.pos].encode()) if isinstance(exc.doc, str) else exc.pos  # chars to bytes
+            raise TraceFormatError(f"{self.path}: not valid JSON at byte {self._base + at:,} ({exc.msg})") from None
         if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):  # pragma: no cover - regex missed it
             raise TraceFormatError(f"{self.path}: could not locate the traceEvents array")
         raise TraceFormatError(f"{self.path}: JSON is not a PyTorch profiler trace (no 'traceEvents' list)")
-
-
-def _last_boundary(buf: bytes, end: int | None = None) -> int:
-    """Index of the ``}`` that ends the last event followed by ``,`` and ``{`` before ``end``; -1 if none."""
-    j = len(buf) if end is None else end
-    while True:
-        j = buf.rfind(b"{", 0, j)
-        if j <= 0:
-            return -1
-        k = j - 1
-        while k >= 0 and buf[k] in _WS:
-            k -= 1
-        if k >= 0 and buf[k] == 44:  # ','
-            k -= 1
-            while k >= 0 and buf[k] in _WS:
-                k -= 1
-            if k >= 0 and buf[k] == 125:  # '}'
-                return k
