@@ -13,7 +13,7 @@ import os
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import NamedTuple
 
 import orjson
@@ -81,7 +81,7 @@ def load_trace(path: str | os.PathLike, progress: Callable[[int, int], None] | N
 
 
 @contextmanager
-def _gc_paused():
+def _gc_paused() -> Iterator[None]:
     """Cyclic GC makes building millions of objects superlinear; nothing here makes cycles."""
     was = gc.isenabled()
     gc.disable()
@@ -216,7 +216,7 @@ class _Builder:
         tr.streams = list(self.streams)
         tr.dropped = self.dropped
         info.steps = sorted(self.steps)
-        info.shapes = [f"{op}{dims}" for op in sorted(self.shapes, key=_SHAPE_OPS.get)
+        info.shapes = [f"{op}{dims}" for op in sorted(self.shapes, key=_SHAPE_OPS.__getitem__)
                        for dims in sorted(self.shapes[op])][:_MAX_SHAPES]
         if self.dropped:
             total = sum(self.dropped.values())

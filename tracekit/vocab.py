@@ -10,19 +10,20 @@ the JSON and CSV outputs are the strings of docs/attribution.md.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
-try:
+if sys.version_info >= (3, 11):
     from enum import StrEnum
-except ImportError:  # Python 3.10
+else:  # Python 3.10
     from enum import Enum
 
-    class StrEnum(str, Enum):  # type: ignore[no-redef]
+    class StrEnum(str, Enum):
         """``enum.StrEnum`` as Python 3.11 defines it: ``str()`` and ``format()`` give the value."""
 
-        __str__ = str.__str__  # type: ignore[assignment]
-        __format__ = str.__format__  # type: ignore[assignment]
+        __str__ = str.__str__
+        __format__ = str.__format__
 
 
 class Category(StrEnum):
