@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# The one place that knows where the real traces live: every test finds them through REAL.
 REAL = ROOT.parent / "shared" / "traces" / "real"
 SAMPLES = ROOT / "sample_traces"
 
@@ -19,10 +22,43 @@ def real(rel: str) -> Path:
     return REAL / rel
 
 
-def run_cli(*args, cwd=None, check=False) -> subprocess.CompletedProcess:
+def real_trace_files() -> list[Path]:
+    """Every real trace file (sorted), or [] when the folder is absent (a user's clone)."""
+    if not REAL.is_dir():
+        return []
+    return sorted(REAL.rglob("*.json.gz")) + sorted(REAL.rglob("*.json"))
+
+
+def run_cli(*args: object, cwd: Path | None = None, check: bool = False,
+            timeout: float = 300) -> subprocess.CompletedProcess:
     """The CLI as a user runs it: a fresh process, so exit codes and stderr are real."""
     proc = subprocess.run([sys.executable, "-m", "tracekit", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=300)
+                          cwd=cwd or ROOT, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")
     return proc
+
+
+@contextmanager
+def chunk_size(chunk: int) -> Iterator[list[int]]:
+    """Make the loader read in ``chunk``-byte windows, through ``EventStream``'s own ``chunk`` parameter.
+
+    Yields the list of chunk sizes the streams were built with, so a test can assert that its
+    setting reached the reader (a renamed parameter must fail the test, not silently test 32 MB).
+    """
+    from tracekit import load
+
+    used: list[int] = []
+    base = load.EventStream
+
+    class SmallChunks(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: object, **kw: object) -> None:
+            kw["chunk"] = chunk
+            super().__init__(*args, **kw)
+            used.append(self.chunk)
+
+    load.EventStream = SmallChunks
+    try:
+        yield used
+    finally:
+        load.EventStream = base

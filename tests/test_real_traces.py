@@ -12,12 +12,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import REAL, requires_real
+from conftest import REAL, chunk_size, real_trace_files, requires_real
 from tracekit import analyze
 
 pytestmark = [requires_real, pytest.mark.real]
 
-ALL = sorted(p.relative_to(REAL).as_posix() for p in REAL.rglob("*.json.gz")) if REAL.is_dir() else []
+ALL = sorted(p.relative_to(REAL).as_posix() for p in real_trace_files())
 
 
 @lru_cache(maxsize=None)
@@ -218,11 +218,10 @@ def test_json_is_unchanged_by_the_streaming_loader(rel):
     "hta/triton_example/triton_example.json.gz",  # INFO list after the events
 ])
 @pytest.mark.parametrize("chunk", [997, 65536])
-def test_chunk_boundaries_do_not_change_results(rel, chunk, monkeypatch):
-    import tracekit.read as read
+def test_chunk_boundaries_do_not_change_results(rel, chunk):
     from tracekit.renderers.jsonrenderer import to_dict
-    monkeypatch.setattr(read, "CHUNK", chunk)
-    monkeypatch.setattr(read.EventStream.__init__, "__defaults__", (None, chunk))
-    res = analyze(REAL / rel).check()
+    with chunk_size(chunk) as used:
+        res = analyze(REAL / rel).check()
+    assert used == [chunk]  # the reader really read in small windows
     assert not res.damaged
     assert orjson.loads(orjson.dumps(to_dict(res, "x"))) == _golden()[rel]
