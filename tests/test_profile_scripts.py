@@ -19,6 +19,8 @@ import pytest
 # A broken tracekit must fail these tests, not skip them: only a missing torch is a reason to skip.
 from tracekit import analyze
 
+pytestmark = pytest.mark.slow  # runs scripts/torch/TensorBoard: `pytest -m "not slow"` skips it
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "profile_attention.py"
 LAYERS, ACTIVE, SEQ = 2, 2, 64
