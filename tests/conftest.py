@@ -62,3 +62,29 @@ def chunk_size(chunk: int) -> Iterator[list[int]]:
         yield used
     finally:
         load.EventStream = base
+
+
+# -- the fuzzer's hypothesis profiles (tests/test_fuzz.py) -------------------------------------------
+# "ci": what a plain `python -m pytest -q` runs, about a minute, derandomized so a failure reproduces.
+# "long": `pytest -m fuzz` (or TRACEKIT_FUZZ_PROFILE=long), thousands of random examples, with the
+# example database so a failure found once is tried first next time.
+FUZZ_EXAMPLES = {"ci": 150, "long": 5000}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import os
+    import re
+
+    from hypothesis import HealthCheck, Phase, settings
+
+    quiet = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example,
+             HealthCheck.filter_too_much]
+    settings.register_profile("ci", max_examples=FUZZ_EXAMPLES["ci"], deadline=None, derandomize=True,
+                              database=None, print_blob=True, suppress_health_check=quiet,
+                              phases=[Phase.explicit, Phase.generate])  # no shrinking: keep CI time bounded
+    settings.register_profile("long", max_examples=FUZZ_EXAMPLES["long"], deadline=None,
+                              print_blob=True, suppress_health_check=quiet)
+    markexpr = config.getoption("markexpr", "") or ""
+    chosen = os.environ.get("TRACEKIT_FUZZ_PROFILE") or (
+        "long" if re.search(r"(?<!not )\bfuzz\b", markexpr) else "ci")
+    settings.load_profile(chosen)
