@@ -193,6 +193,21 @@ class Case:
         return f"seed {self.seed}; " + "; ".join(self.ops)
 
 
+_READ_CATS = {"kernel", "Kernel", "cuda_runtime", "cuda_driver", "Runtime", "cpu_op", "Operator", "user_annotation",
+              "python_function", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "gpu_user_annotation",
+              "cpu_instant_event", "ac2g", "fwdbwd"}
+
+
+@st.composite
+def _event_index(draw: st.DrawFn, evs: list[Any]) -> int:
+    """Half the time an event tracekit reads (most of a slice is, but metadata is not)."""
+    if draw(st.booleans()):
+        read = [i for i, e in enumerate(evs) if isinstance(e, dict) and e.get("cat") in _READ_CATS]
+        if read:
+            return draw(st.sampled_from(read))
+    return draw(st.integers(min_value=0, max_value=len(evs) - 1))
+
+
 @st.composite
 def mutate_structure(draw: st.DrawFn, seed: tuple[str, dict]) -> tuple[dict, list[str]]:
     label, original = seed
@@ -205,7 +220,7 @@ def mutate_structure(draw: st.DrawFn, seed: tuple[str, dict]) -> tuple[dict, lis
                                    "shuffle", "truncate", "drop", "insert_junk", "header"]))
         if not evs:
             break
-        i = draw(st.integers(min_value=0, max_value=len(evs) - 1))
+        i = draw(_event_index(evs))
         ev = evs[i]
         if op in ("set", "set_arg", "delete", "cat", "name") and not isinstance(ev, dict):
             continue

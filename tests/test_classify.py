@@ -771,6 +771,7 @@ REAL_EXPECTED = [
 
 
 @requires_real
+@pytest.mark.slow  # loads every real trace whole (~5 s)
 def test_real_walk_classifies_every_name(real_names):
     c = Classifier()
     assert len(real_names) > 500
@@ -786,6 +787,7 @@ def test_real_walk_classifies_every_name(real_names):
 
 
 @requires_real
+@pytest.mark.slow  # loads every real trace whole (~5 s)
 @pytest.mark.parametrize("pattern, expected", REAL_EXPECTED, ids=[p for p, _ in REAL_EXPECTED])
 def test_real_attention_kernels(clf, real_names, pattern, expected):
     rx = re.compile(pattern)
@@ -796,6 +798,7 @@ def test_real_attention_kernels(clf, real_names, pattern, expected):
 
 
 @requires_real
+@pytest.mark.slow  # loads every real trace whole (~5 s)
 def test_verbatim_fixture_names_occur_in_real_traces(real_names):
     names = {n for n, _ in real_names}
     cases = {p.id: p.values[0] for p in CASES}

@@ -47,6 +47,7 @@ def seeds(request: pytest.FixtureRequest) -> list[tuple[str, dict]]:
     return built
 
 
+@pytest.mark.slow
 def test_seeds_are_meaningful(seeds: list[tuple[str, dict]], tmp_path: Path) -> None:
     """Unmutated seeds must attribute cleanly and many must hold attention blocks, or the fuzzer
     would be exercising nothing but the error paths."""
