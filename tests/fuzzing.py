@@ -93,9 +93,16 @@ def slices(doc: Any, anchors: int = 3, max_events: int = MAX_EVENTS) -> list[dic
     return out
 
 
-def build_seeds(files: list[Path], root: Path) -> list[tuple[str, dict]]:
+class Seeds(list):  # type: ignore[type-arg]
+    """The seed list, with a short repr (hypothesis prints strategy arguments)."""
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} real-trace seeds>"
+
+
+def build_seeds(files: list[Path], root: Path) -> Seeds:
     """(label, document) for every slice of every file; ``label`` is ``rel/path#k``."""
-    seeds = []
+    seeds = Seeds()
     was = gc.isenabled()
     gc.disable()  # millions of fresh dicts: the cyclic GC would triple the load time
     try:
@@ -202,7 +209,8 @@ _READ_CATS = {"kernel", "Kernel", "cuda_runtime", "cuda_driver", "Runtime", "cpu
 def _event_index(draw: st.DrawFn, evs: list[Any]) -> int:
     """Half the time an event tracekit reads (most of a slice is, but metadata is not)."""
     if draw(st.booleans()):
-        read = [i for i, e in enumerate(evs) if isinstance(e, dict) and e.get("cat") in _READ_CATS]
+        read = [i for i, e in enumerate(evs) if isinstance(e, dict) and isinstance(e.get("cat"), str)
+                and e["cat"] in _READ_CATS]
         if read:
             return draw(st.sampled_from(read))
     return draw(st.integers(min_value=0, max_value=len(evs) - 1))
