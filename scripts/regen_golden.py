@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's tracekit, and the tests' builders
 
-from conftest import REAL, real_trace_files, run_cli  # noqa: E402
+from conftest import REAL, real_trace_files, run_cli
 
 
 def _json_text(doc: Any) -> str:

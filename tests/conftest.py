@@ -57,11 +57,11 @@ def chunk_size(chunk: int) -> Iterator[list[int]]:
             super().__init__(*args, **kw)
             used.append(self.chunk)
 
-    load.EventStream = SmallChunks
+    load.EventStream = SmallChunks  # type: ignore[misc]
     try:
         yield used
     finally:
-        load.EventStream = base
+        load.EventStream = base  # type: ignore[misc]
 
 
 # -- the fuzzer's hypothesis profiles (tests/test_fuzz.py) -------------------------------------------

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 SEED_VERSION = 1  # bump when seed slicing changes (invalidates the on-disk seed cache)
 MAX_EVENTS = 300  # events around each anchor; small enough that one CLI run takes milliseconds
-_ATTN = re.compile(r"attention|attn|fmha|flash|softmax|sdpa|sage_", re.I)
+_ATTN = re.compile(r"attention|attn|fmha|flash|softmax|sdpa|sage_", re.IGNORECASE)
 _HOST_CATS = {"cpu_op", "user_annotation", "python_function", "operator", "Operator"}
 
 
@@ -218,7 +218,7 @@ def _event_index(draw: st.DrawFn, evs: list[Any]) -> int:
 
 @st.composite
 def mutate_structure(draw: st.DrawFn, seed: tuple[str, dict]) -> tuple[dict, list[str]]:
-    label, original = seed
+    original = seed[1]
     doc = orjson.loads(orjson.dumps(original))  # a private copy (plain JSON types, so this is exact)
     evs: list[Any] = doc["traceEvents"]
     ops: list[str] = []
@@ -269,7 +269,7 @@ def mutate_structure(draw: st.DrawFn, seed: tuple[str, dict]) -> tuple[dict, lis
             del evs[i]
             ops.append(f"event {i}: deleted")
         elif op == "insert_junk":
-            junk = draw(st.one_of(st.sampled_from([1, "x", None, [], [1, 2], True, {}]), values))
+            junk: Any = draw(st.one_of(st.sampled_from([1, "x", None, [], [1, 2], True, {}]), values))
             evs.insert(i, junk)
             ops.append(f"event {i}: inserted {junk!r:.60}")
         elif op == "header":
@@ -334,7 +334,7 @@ def _runner() -> Any:
     from click.testing import CliRunner
 
     try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
     except TypeError:
         return CliRunner()  # click >= 8.2 keeps stderr apart by default
 
@@ -362,7 +362,7 @@ def invoke(*args: str) -> tuple[int, str, str]:
     return res.exit_code, res.stdout, res.stderr
 
 
-def _no_nan(c: str) -> None:
+def no_nan(c: str) -> None:
     raise ValueError(f"{c} is not JSON")
 
 
@@ -381,7 +381,7 @@ def check_cli_output(code: int, out: str, err: str, fmt: str, what: str, gate: b
     assert not any(ln.startswith("Error:") for ln in lines), f"exit {code} with an Error: line ({what})\n{err[-2000:]}"
     if fmt == "json":
         try:
-            json.loads(out, parse_constant=_no_nan)
+            json.loads(out, parse_constant=no_nan)
         except ValueError as exc:
             raise AssertionError(f"--format json gave invalid JSON ({exc}) ({what})\n{out[:500]}") from None
     elif fmt == "csv":
