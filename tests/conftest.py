@@ -68,7 +68,7 @@ def chunk_size(chunk: int) -> Iterator[list[int]]:
 # "ci": what a plain `python -m pytest -q` runs, about a minute, derandomized so a failure reproduces.
 # "long": `pytest -m fuzz` (or TRACEKIT_FUZZ_PROFILE=long), thousands of random examples, with the
 # example database so a failure found once is tried first next time.
-FUZZ_EXAMPLES = {"ci": 400, "long": 5000}
+FUZZ_EXAMPLES = {"ci": 1500, "long": 10000}
 
 
 def pytest_configure(config: pytest.Config) -> None:

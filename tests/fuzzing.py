@@ -176,6 +176,15 @@ HEADER_KEYS = ["schemaVersion", "deviceProperties", "distributedInfo", "traceNam
 DELETABLE = ["cat", "ph", "ts", "dur", "name", "args", "pid", "tid", "correlation", "External id"]
 
 
+NUMERIC_KEYS = ["ts", "dur", "pid", "tid", "correlation", "External id", "external id", "Bytes", "device", "stream"]
+
+
+def numeric_values() -> st.SearchStrategy[Any]:
+    """Values for a field tracekit reads as a number: strings of numbers, huge and non-finite ones."""
+    return st.one_of(st.sampled_from(NUMBER_STRINGS), st.sampled_from(RAW_NUMBERS), st.sampled_from(BIG_NUMBERS),
+                     st.integers(min_value=-(2**70), max_value=2**70), st.floats(), st.booleans(), st.none())
+
+
 def adversarial_values() -> st.SearchStrategy[Any]:
     leaf = st.one_of(
         st.sampled_from(NUMBER_STRINGS + JSON_TRICKS), st.sampled_from(RAW_NUMBERS), st.sampled_from(BIG_NUMBERS),
@@ -224,15 +233,31 @@ def mutate_structure(draw: st.DrawFn, seed: tuple[str, dict]) -> tuple[dict, lis
     ops: list[str] = []
     values = adversarial_values()
     for _ in range(draw(st.integers(min_value=1, max_value=4))):
-        op = draw(st.sampled_from(["set", "set", "set_arg", "set_arg", "delete", "cat", "name", "duplicate",
-                                   "shuffle", "truncate", "drop", "insert_junk", "header"]))
+        op = draw(st.sampled_from(["numeric", "numeric", "numeric", "set", "set_arg", "deep", "delete", "cat", "name",
+                                   "duplicate", "shuffle", "truncate", "drop", "insert_junk", "header"]))
         if not evs:
             break
         i = draw(_event_index(evs))
         ev = evs[i]
-        if op in ("set", "set_arg", "delete", "cat", "name") and not isinstance(ev, dict):
+        if op in ("numeric", "set", "set_arg", "deep", "delete", "cat", "name") and not isinstance(ev, dict):
             continue
-        if op == "set":
+        if op == "numeric":  # the fields tracekit turns into numbers
+            k = draw(st.sampled_from(NUMERIC_KEYS))
+            v = draw(numeric_values())
+            where = ev if k in TOP_KEYS else ev.setdefault("args", {})
+            if not isinstance(where, dict):
+                continue
+            where[k] = v
+            ops.append(f"event {i}: {k} = {v!r:.80}")
+        elif op == "deep":
+            k = draw(st.sampled_from(["Input Dims", "Input dims", "never_read", "correlation", "Bytes"]))
+            v = draw(st.builds(deep, st.sampled_from([299, 300, 999, 1000, 1100]), st.sampled_from(["list", "dict"])))
+            args = ev.setdefault("args", {})
+            if not isinstance(args, dict):
+                continue
+            args[k] = v
+            ops.append(f"event {i}: args[{k!r}] = {v!r}")
+        elif op == "set":
             k, v = draw(st.sampled_from(TOP_KEYS)), draw(values)
             ev[k] = v
             ops.append(f"event {i}: {k} = {v!r:.80}")
@@ -283,7 +308,8 @@ def mutate_structure(draw: st.DrawFn, seed: tuple[str, dict]) -> tuple[dict, lis
 def mutate_bytes(draw: st.DrawFn, data: bytes) -> tuple[bytes, bool, list[str]]:
     """Byte-level damage; returns (bytes, gzipped, ops)."""
     ops: list[str] = []
-    op = draw(st.sampled_from(["none", "none", "truncate", "flip", "bom", "insert", "gzip", "gzip"]))
+    # Mostly intact bytes, so the structural mutations reach the event handling.
+    op = draw(st.sampled_from(["none"] * 6 + ["gzip"] * 3 + ["truncate", "truncate", "flip", "bom", "insert"]))
     n = len(data)
     if op == "truncate" and n:
         k = draw(st.integers(min_value=0, max_value=n - 1))

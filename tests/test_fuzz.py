@@ -8,6 +8,7 @@ below holds one hand-made input per failure class, each asserting the wanted beh
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -80,14 +81,16 @@ def fuzz_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_fuzz_attribute(seeds: list[tuple[str, dict]], fuzz_dir: Path) -> None:
     """`tracekit attribute` and `analyze().check()` on mutated real traces keep the contract."""
 
-    @given(case=fuzzing.cases(seeds), fmt=st.sampled_from(["json", "json", "csv", "table", "markdown"]))
-    def run(case: fuzzing.Case, fmt: str) -> None:
+    @given(case=fuzzing.cases(seeds), fmt=st.sampled_from(["json", "json", "csv", "table", "markdown"]),
+           chunk=st.sampled_from([0, 0, 0, 997, 4096]))
+    def run(case: fuzzing.Case, fmt: str, chunk: int) -> None:
         p = _write(fuzz_dir, case)
-        what = case.describe()
-        code, out, err = fuzzing.invoke("attribute", str(p), "--format", fmt)
-        event(f"exit {code}")
-        fuzzing.check_cli_output(code, out, err, fmt, what)
-        fuzzing.check_library(p, what)
+        what = case.describe() + (f"; read in {chunk}-byte chunks" if chunk else "")
+        with chunk_size(chunk) if chunk else contextlib.nullcontext():
+            code, out, err = fuzzing.invoke("attribute", str(p), "--format", fmt)
+            event(f"exit {code}")
+            fuzzing.check_cli_output(code, out, err, fmt, what)
+            fuzzing.check_library(p, what)
 
     run()
 
@@ -217,6 +220,11 @@ DROPPED = [
     pytest.param(_memory_bytes(2**64), id="bytes-2e64", marks=_pending("non-finite or huge numbers")),
     pytest.param(_on_op("pid", "²"), id="pid-superscript-two", marks=_pending("unicode digits")),
     pytest.param(_step_named("ProfilerStep#²"), id="profilerstep-superscript-two", marks=_pending("unicode digits")),
+    # Found by this fuzzer, not in the issue's table: float() reads these strings as 5, 10 and 12.
+    pytest.param(_on_kernel("ts", "٥"), id="ts-arabic-indic-five",
+                 marks=_pending("unicode digits (fuzzer: float() accepts them)")),
+    pytest.param(_on_kernel("dur", "1_0"), id="dur-underscore", marks=_pending("lenient number strings (fuzzer)")),
+    pytest.param(_on_kernel("dur", " 12 "), id="dur-padded", marks=_pending("lenient number strings (fuzzer)")),
     pytest.param(_on_kernel_arg("never_read", fuzzing.deep(1000)), id="deep-list-1000-in-unread-arg",
                  marks=_pending("deep nesting")),
     pytest.param(_on_kernel_arg("never_read", fuzzing.deep(1000, "dict")), id="deep-dict-1000-in-unread-arg",
