@@ -19,6 +19,7 @@ requires_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"real traces not p
 
 
 def real(rel: str) -> Path:
+    """One real trace by its path under REAL (kept for tests on other branches that call it)."""
     return REAL / rel
 
 

@@ -19,7 +19,7 @@ import io
 import json
 import re
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -196,17 +196,19 @@ def adversarial_values() -> st.SearchStrategy[Any]:
 
 # -- mutations -------------------------------------------------------------------------------------
 
-@dataclass
 class Case:
-    """One fuzz input: the seed it came from, what was done to it, and the bytes to write."""
+    """One fuzz input: the seed it came from, what was done to it, and the bytes to write.
 
-    seed: str
-    ops: list[str] = field(default_factory=list)
-    data: bytes = field(default=b"", repr=False)
-    gz: bool = False
+    Not a dataclass: hypothesis prints dataclass fields whole, and ``data`` runs to megabytes."""
+
+    def __init__(self, seed: str, ops: list[str], data: bytes, gz: bool) -> None:
+        self.seed, self.ops, self.data, self.gz = seed, ops, data, gz
 
     def describe(self) -> str:
         return f"seed {self.seed}; " + "; ".join(self.ops)
+
+    def __repr__(self) -> str:
+        return f"Case({self.describe()!r}, {len(self.data)} bytes{', gzip' if self.gz else ''})"
 
 
 _READ_CATS = {"kernel", "Kernel", "cuda_runtime", "cuda_driver", "Runtime", "cpu_op", "Operator", "user_annotation",

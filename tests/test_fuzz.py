@@ -30,6 +30,7 @@ import fuzzing
 from builders import TraceBuilder, attention_block
 from conftest import REAL, ROOT, chunk_size, real_trace_files, run_cli
 
+
 @pytest.fixture(scope="module")
 def seeds(request: pytest.FixtureRequest) -> list[tuple[str, dict]]:
     """Slices of every real trace, cached on disk (loading all traces takes ~15 s; slicing is stable)."""
@@ -215,6 +216,7 @@ DROPPED = [
     pytest.param(_on_kernel("dur", 1e306), id="dur-1e306", marks=_pending("non-finite or huge numbers")),
     pytest.param(_on_kernel("dur", fuzzing.Raw("1" + "0" * 400)), id="dur-int-10e400",
                  marks=_pending("non-finite or huge numbers")),
+    pytest.param(_on_kernel("ts", 10**79), id="ts-int-10e79", marks=_pending("non-finite or huge numbers")),
     pytest.param(_on_op("External id", "Infinity", arg=True), id="external-id-Infinity",
                  marks=_pending("non-finite or huge numbers")),
     pytest.param(_memory_bytes(2**64), id="bytes-2e64", marks=_pending("non-finite or huge numbers")),
