@@ -12,6 +12,8 @@ from conftest import REAL, ROOT, SAMPLES, requires_real
 from tracekit import analyze
 from tracekit.result import CATEGORIES
 
+pytestmark = pytest.mark.slow  # runs scripts/torch/TensorBoard: `pytest -m "not slow"` skips it
+
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from tile import tile  # noqa: E402
 

@@ -18,14 +18,19 @@ from tracekit.result import CATEGORIES
 GOLDEN = Path(__file__).parent / "golden"
 
 
-@pytest.fixture
-def trace(tmp_path):
+def golden_trace(path: Path) -> Path:
+    """The trace behind tests/golden/attribute.json (scripts/regen_golden.py builds it too)."""
     b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], cuda_runtime_version=12040,
                      metadata={"env": {"HF_TOKEN": "hf_secretsecretsecretsecret"}})
     b.annotation("ProfilerStep#7", 900, 1000)
     for k in range(2):
         attention_block(b, 1000 + 200 * k, name=f"layer{k}.attention")
-    return b.write(tmp_path / "run.pt.trace.json.gz")
+    return b.write(path)
+
+
+@pytest.fixture
+def trace(tmp_path):
+    return golden_trace(tmp_path / "run.pt.trace.json.gz")
 
 
 def test_json_matches_the_golden_contract(trace):

@@ -569,6 +569,7 @@ def _raw(rel: str, pattern: str) -> tuple[int, float]:
 
 @requires_real
 @pytest.mark.real
+@pytest.mark.slow  # two 3.7 MB traces (~4 s)
 def test_flux_aiter_to_sage():
     r = real_diff(FLUX_A, FLUX_S)
     assert r.basis == BASIS_TOTAL and r.noise is None and "one step" in r.noise_note
@@ -597,6 +598,7 @@ def test_flux_aiter_to_sage():
 
 @requires_real
 @pytest.mark.real
+@pytest.mark.slow  # multi-MB traces
 def test_flux_full_kernel_table_agrees_with_top_kernels():
     r = real_diff(FLUX_A, FLUX_S)
     for att, table in ((r.before, r.kernels_before), (r.after, r.kernels_after)):
@@ -608,6 +610,7 @@ def test_flux_full_kernel_table_agrees_with_top_kernels():
 
 @requires_real
 @pytest.mark.real
+@pytest.mark.slow  # multi-MB traces
 def test_hta_pair_without_attention_still_diffs():
     r = real_diff("hta/trace_diff/control/control.json.gz", "hta/trace_diff/test/test.json.gz")
     assert r.pairs == [] and r.unmatched_before == r.unmatched_after == []
@@ -624,7 +627,7 @@ def test_hta_pair_without_attention_still_diffs():
 @pytest.mark.parametrize("model,module,count", [
     ("gaunernst_bert-small-uncased__1016001", "BertAttention", 4),
     ("Qwen_Qwen1.5-0.5B-Chat__1016005", "Qwen2Attention", 24),
-    ("google_owlv2-large-patch14-ensemble__1016001", "Owlv2Attention", 180),
+    pytest.param("google_owlv2-large-patch14-ensemble__1016001", "Owlv2Attention", 180, marks=pytest.mark.slow),
 ])
 def test_h100_vs_mi300_warns_about_the_device(model, module, count):
     h, m = f"tracelens/h100/{model}.json.gz", f"tracelens/mi300/{model}.json.gz"

@@ -12,12 +12,21 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import REAL, requires_real
+from conftest import REAL, chunk_size, real_trace_files, requires_real
 from tracekit import analyze
 
 pytestmark = [requires_real, pytest.mark.real]
 
-ALL = sorted(p.relative_to(REAL).as_posix() for p in REAL.rglob("*.json.gz")) if REAL.is_dir() else []
+ALL = sorted(p.relative_to(REAL).as_posix() for p in real_trace_files() if p.name.endswith(".json.gz"))
+# Traces over 1.5 MB compressed take seconds each: `pytest -m "not slow"` leaves them out.
+BIG = {rel for rel in ALL if (REAL / rel).stat().st_size > 1_500_000}
+
+
+def sized(*values: str | int) -> object:
+    """A parameter set, marked slow when its first value is a big trace."""
+    return pytest.param(*values, marks=pytest.mark.slow) if values[0] in BIG else pytest.param(*values)
+
+
 
 
 @lru_cache(maxsize=None)
@@ -47,7 +56,7 @@ def test_the_set_is_complete():
     assert len(ALL) == 27
 
 
-@pytest.mark.parametrize("rel", ALL)
+@pytest.mark.parametrize("rel", [sized(r) for r in ALL])
 def test_every_real_trace_attributes(rel):
     res = result(rel)
     assert res.time_base in ("device", "host")
@@ -60,8 +69,8 @@ def test_every_real_trace_attributes(rel):
 # Eager attention (bmm + softmax): MANIFEST lists 180 softmax ops in OWLv2 and 24 attention
 # modules in TimeSformer; every softmax kernel of these models is inside an attention module.
 @pytest.mark.parametrize("rel,module,count", [
-    ("tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz", "Owlv2Attention", 180),
-    ("tracelens/mi300/google_owlv2-large-patch14-ensemble__1016001.json.gz", "Owlv2Attention", 180),
+    sized("tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz", "Owlv2Attention", 180),
+    sized("tracelens/mi300/google_owlv2-large-patch14-ensemble__1016001.json.gz", "Owlv2Attention", 180),
     ("tracelens/h100/facebook_timesformer-base-finetuned-k400__1016002.json.gz", "TimeSformerAttention", 24),
 ])
 def test_eager_attention_traces(rel, module, count):
@@ -101,6 +110,7 @@ def test_qwen_orphans_are_unlinked_not_guessed():
     assert all(b.found_by == "module" for b in res.blocks)
 
 
+@pytest.mark.slow  # two 3.7 MB traces
 def test_flux_pair_aiter_vs_sage():
     # xDiT Flux: DiT attention replays in HIP graphs with no attention op on the host, so the
     # fused kernels form their own blocks; T5 (24, eager) and CLIP (12, SDPA) are modules.
@@ -203,7 +213,7 @@ def _golden() -> dict:
     return orjson.loads(gzip.decompress((Path(__file__).parent / "golden" / "real_attribution.json.gz").read_bytes()))
 
 
-@pytest.mark.parametrize("rel", ALL)
+@pytest.mark.parametrize("rel", [sized(r) for r in ALL])
 def test_json_is_unchanged_by_the_streaming_loader(rel):
     """tests/golden/real_attribution.json.gz holds the JSON of every real trace as produced by the first,
     whole-document orjson loader; the streaming msgspec loader must reproduce it exactly."""
@@ -218,11 +228,10 @@ def test_json_is_unchanged_by_the_streaming_loader(rel):
     "hta/triton_example/triton_example.json.gz",  # INFO list after the events
 ])
 @pytest.mark.parametrize("chunk", [997, 65536])
-def test_chunk_boundaries_do_not_change_results(rel, chunk, monkeypatch):
-    import tracekit.read as read
+def test_chunk_boundaries_do_not_change_results(rel, chunk):
     from tracekit.renderers.jsonrenderer import to_dict
-    monkeypatch.setattr(read, "CHUNK", chunk)
-    monkeypatch.setattr(read.EventStream.__init__, "__defaults__", (None, chunk))
-    res = analyze(REAL / rel).check()
+    with chunk_size(chunk) as used:
+        res = analyze(REAL / rel).check()
+    assert used == [chunk]  # the reader really read in small windows
     assert not res.damaged
     assert orjson.loads(orjson.dumps(to_dict(res, "x"))) == _golden()[rel]

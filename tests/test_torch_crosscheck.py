@@ -7,6 +7,8 @@ import math
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs scripts/torch/TensorBoard: `pytest -m "not slow"` skips it
+
 torch = pytest.importorskip("torch", reason="torch is needed to record CPU traces (pip install '.[profile]')")
 from torch.profiler import ProfilerActivity, profile, record_function, schedule  # noqa: E402
 
