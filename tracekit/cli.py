@@ -135,15 +135,17 @@ def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope:
             result = diff_paths(found_b, found_a, scope=scope, jobs=jobs or default_jobs(),
                                 progress=progress.update)
         result.check()
+        # Decided before anything is printed: a gate over sides timed differently is refused with
+        # one error line and no report (exit 1).
+        verdict = gate(result, fail_pct) if fail_pct is not None else None
         _warn(result.before)
         _warn(result.after)
         for w in result.warnings:
             click.echo(f"Warning: {w}", err=True)
         emit(_diff_renderer(fmt), result, output, gz)
-        if fail_pct is not None:
+        if verdict is not None:
             from .renderers import verdict_line
 
-            verdict = gate(result, fail_pct)  # refuses (exit 1) when the sides are timed differently
             click.echo(verdict_line(verdict), err=True)
             if not verdict.ok:
                 sys.exit(EXIT_REGRESSION)

@@ -580,14 +580,14 @@ _PERCENT = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
 
 
 def parse_percent(text: str) -> float:
-    """``5%``, ``5`` or ``2.5 %`` -> 5.0 / 2.5; ValueError for anything else.
+    """``5%``, ``5`` or ``2.5`` -> 5.0 / 2.5; ValueError for anything else (``^\\d+(\\.\\d+)?%?$``, ASCII).
 
     Strict on purpose: ``float()`` would take ``1_0``, ``٥`` (Arabic-Indic five), ``-0``,
     ``inf`` and ``1e1``, and a CI threshold should mean exactly what it looks like.
     """
-    s = (text or "").strip()
+    s = text or ""
     if s.endswith("%"):
-        s = s[:-1].rstrip()
+        s = s[:-1]
     if not _PERCENT.fullmatch(s):
         raise ValueError(f"{text!r} is not a percentage (digits, an optional decimal part and %: 5% or 2.5)")
     return float(s)

@@ -100,8 +100,8 @@ def _num(v: object) -> int | float | None:
     """
     if type(v) is float or type(v) is int:
         return v
-    if type(v) is not str or not v.isascii() or "_" in v:
-        return None
+    if type(v) is not str or not v.isascii() or "_" in v or v.strip() != v:
+        return None  # float() and int() also take "1_0" and " 12 ": a trace never writes those
     try:
         return float(v) if "." in v or "e" in v or "E" in v else int(v)
     except ValueError:  # also int() of more than 4300 digits
