@@ -104,6 +104,34 @@ def test_csv_streams_rows_in_chunks_and_never_joins_them(tmp_path, monkeypatch):
     assert float(rows[1 + CATEGORIES.index("matmul")][8]) == 21.0
 
 
+def test_csv_quoting_matches_the_csv_module(tmp_path):
+    """The renderer quotes cells itself (for memory); the csv module is the reference it must match."""
+    att = _eager(tmp_path, block='attn "q,k"\nline2\r, end')
+    text = CSVRenderer().render(att)
+    ref = io.StringIO()
+    w = csv.writer(ref, lineterminator="\n")
+    w.writerow(csvrenderer.COLUMNS)
+    w.writerows(CSVRenderer.attribution_rows(att))
+    assert text == ref.getvalue()
+    assert list(csv.reader(io.StringIO(text)))[1][4] == att.blocks[0].name
+
+
+def test_csv_of_a_huge_name_holds_no_copy_of_its_rows(tmp_path):
+    """A 16 MiB block name (six rows of it): streaming adds well under one name's size of memory."""
+    import tracemalloc
+
+    name = "attn_" + "x" * (16 << 20)
+    att = _eager(tmp_path, block=name)
+    tracemalloc.start()
+    try:
+        total = sum(len(c) for c in CSVRenderer().stream(att))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert total > 12 * len(name)  # block and kind columns on each of six rows
+    assert peak < len(name) // 2, peak
+
+
 def _backward_trace(tmp_path):
     """One forward SDPA block whose fwdbwd flow reaches a backward op: a forward and a backward block."""
     b = TraceBuilder()

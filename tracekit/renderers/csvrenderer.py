@@ -9,8 +9,6 @@ An attribution is one row per block × category. A diff is sections in one table
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -29,18 +27,41 @@ DIFF_COLUMNS = ("section", "category", "before_us", "after_us", "delta_us", "rat
 CHUNK_CHARS = 1 << 20  # flush the row buffer past this size
 
 
+def _field(x: object) -> str:
+    """One cell, quoted as ``csv.QUOTE_MINIMAL`` quotes it (the csv module would copy a 200 MB name
+    into a 4-bytes-a-character row buffer: here a cell costs only its own string)."""
+    if x is None:
+        return ""
+    s = x if type(x) is str else str(x)
+    if "," in s or '"' in s or "\n" in s or "\r" in s:
+        return '"' + s.replace('"', '""') + '"'
+    return s
+
+
 def _chunks(header: tuple[str, ...], rows: Iterable[list]) -> Iterator[str]:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
+    """Rows joined into chunks of about CHUNK_CHARS; a bigger row goes out cell by cell."""
+    buf = [",".join(header) + "\n"]
+    size = 0
     for row in rows:
-        w.writerow(row)
-        if buf.tell() >= CHUNK_CHARS:
-            yield buf.getvalue()
-            buf.seek(0)
-            buf.truncate()
-    if buf.tell():
-        yield buf.getvalue()
+        cells = [_field(x) for x in row]
+        n = sum(map(len, cells)) + len(cells)
+        if n > CHUNK_CHARS:  # a giant cell (a 200 MB kernel name): its pieces go out as they are
+            if buf:
+                yield "".join(buf)
+                buf, size = [], 0
+            for i, c in enumerate(cells):
+                if i:
+                    yield ","
+                yield c
+            yield "\n"
+            continue
+        if size + n > CHUNK_CHARS:
+            yield "".join(buf)
+            buf, size = [], 0
+        buf.append(",".join(cells) + "\n")
+        size += n
+    if buf:
+        yield "".join(buf)
 
 
 def _num(x: float | None) -> str:
