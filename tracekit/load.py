@@ -22,8 +22,9 @@ from .errors import TraceFormatError
 from .inputs import TRACE_SUFFIXES, check_trace_file, find_trace_files  # noqa: F401  (moved; re-exported)
 from .model import (
     ANNOTATION, KERNEL, MEMCPY, MEMSET, MODULE, OP,
-    DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo,
+    DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, OpInputs, RuntimeEvent, Trace, TraceInfo,
 )
+from .vocab import keeps_shapes
 from .read import Event, EventStream, ReadSummary
 
 # Categories compared after strip + casefold; 2021 names mapped onto current ones.
@@ -191,6 +192,7 @@ class _Builder:
         self.names: dict[str, str] = {}
         self.steps: set[int] = set()
         self.shapes: dict[str, set[str]] = {}  # op name -> distinct input dims
+        self.keep_inputs: dict[str, bool] = {}  # op name -> whether its recorded inputs are kept
         self.range_profiler = False
         self.dropped: Counter[str] = Counter()
         self.roles: dict[str | None, _Role] = {}  # raw cat -> role
@@ -380,10 +382,16 @@ class _Builder:
         pid, tid = e.pid, e.tid
         t = self.raw_threads.get((pid, tid))
         self.host_append(HostEvent(kind, name, t if t is not None else self._thread(pid, tid), ts, dur, ext))
-        if name in _SHAPE_OPS:
+        keep = self.keep_inputs.get(name)
+        if keep is None:
+            keep = self.keep_inputs[name] = kind == OP and keeps_shapes(name)
+        if keep:
             args = e.args
-            if args is not None:
-                self._shape(name, bytes(args.dims or args.dims_2021))
+            if args is not None and (args.dims or args.dims_2021):
+                dims = bytes(args.dims or args.dims_2021)
+                self.tr.op_inputs[len(self.tr.host) - 1] = OpInputs(dims, bytes(args.types), bytes(args.concrete))
+                if name in _SHAPE_OPS:
+                    self._shape(name, dims)
 
     def _shape(self, name: str, dims: bytes) -> None:
         """Input dims of attention-like ops, for diff's "different shapes" warning; display only."""

@@ -9,6 +9,7 @@ msgspec Structs: C-level construction and no GC tracking, for millions of them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import msgspec
 
@@ -97,6 +98,14 @@ class TraceInfo:
     damaged: bool = False  # salvaged or dropped events: results are partial
 
 
+class OpInputs(NamedTuple):
+    """What ``record_shapes`` wrote for one op, as raw JSON (parsed only where it is used)."""
+
+    dims: bytes  # ``Input Dims``: a list of shapes, one per input ([] for scalars)
+    types: bytes  # ``Input type``: dtype names ("c10::BFloat16", "float", "Scalar", …)
+    concrete: bytes  # ``Concrete Inputs``: scalar values as strings ("True" for is_causal), when recorded
+
+
 @dataclass(slots=True)
 class Trace:
     """One trace file, parsed."""
@@ -111,3 +120,5 @@ class Trace:
     memory: list[MemoryEvent] = field(default_factory=list)
     flows: list[Flow] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)  # malformed events, by reason
+    # Recorded inputs of the ops in vocab.SHAPED_OPS, by index into ``host`` (record_shapes traces only).
+    op_inputs: dict[int, OpInputs] = field(default_factory=dict)

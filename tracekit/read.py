@@ -69,6 +69,8 @@ class Args(msgspec.Struct, gc=False):
     device_type: _Int | float | str | None = msgspec.field(default=None, name="Device Type")
     dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     dims_2021: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input dims")
+    types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")  # dtypes, with record_shapes
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")  # scalars (is_causal…)
 
 
 class Event(msgspec.Struct, gc=False):
@@ -141,7 +143,8 @@ def _lenient(obj: object) -> Event | str:
                 return OUT_OF_RANGE
             if v is not None:
                 akw[f] = v
-        for k, f in (("Input Dims", "dims"), ("Input dims", "dims_2021")):
+        for k, f in (("Input Dims", "dims"), ("Input dims", "dims_2021"), ("Input type", "types"),
+                     ("Concrete Inputs", "concrete")):
             if isinstance(a.get(k), list):
                 try:
                     akw[f] = msgspec.Raw(orjson.dumps(a[k]))

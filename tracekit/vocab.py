@@ -131,3 +131,23 @@ _FUSED = re.compile(FUSED_ATTENTION_OP_RE)
 def is_fused_attention_op(name: str) -> bool:
     """True when this host op computes a whole attention call (opens a ``fused-op`` block)."""
     return _FUSED.match(name) is not None
+
+
+# Ops whose recorded inputs (``Input Dims``, ``Input type``, ``Concrete Inputs``) the loader keeps: what
+# FLOP/byte counts and matmul roles read. Everything else is dropped at parse time to keep memory bounded.
+SHAPED_OPS: tuple[OpPattern, ...] = (
+    OpPattern("gemm", r"aten::(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|einsum|_scaled_mm|_int_mm|"
+                      r"_addmm_activation)", "matrix products: FLOPs and the projection/score/context role"),
+    *FUSED_ATTENTION_OPS,
+    OpPattern("softmax", r"aten::(?:softmax|_softmax|_safe_softmax|log_softmax|_log_softmax)\w*", "softmax"),
+    OpPattern("elementwise", r"aten::(?:add|sub|mul|div|masked_fill|where|gelu|silu|relu|tanh|exp|neg|rsqrt|"
+                             r"dropout|native_dropout|pow|sigmoid|clamp)_?", "pointwise ops: bytes moved"),
+    OpPattern("copy", r"aten::(?:copy_|_to_copy|clone|contiguous|cat|stack|index_copy_?|repeat_interleave|"
+                      r"expand_as|fill_|zero_|zeros|ones|full|masked_scatter_?|index_put_?)", "copies and fills: bytes"),
+)
+_SHAPED = re.compile(anchored(*SHAPED_OPS))
+
+
+def keeps_shapes(name: str) -> bool:
+    """True for the ops whose recorded input shapes/types the analysis reads (see SHAPED_OPS)."""
+    return _SHAPED.match(name) is not None
