@@ -212,3 +212,29 @@ def test_terminal_and_json_show_the_split():
     for b in doc["blocks"] + [doc["totals"]]:
         assert list(b["matmul_roles"]) == list(MATMUL_ROLES)
         assert sum(b["matmul_roles"].values()) == pytest.approx(b["categories"]["matmul"], abs=0.005)
+
+
+@requires_h200
+def test_diff_compares_roles_on_the_headline_basis():
+    """eager → flash: score and context go to 0, projections stay; with 2 steps the median step is their mean,
+    so 'before' is half of what aten::bmm launched under qk_matmul / pv_matmul in the whole trace."""
+    from tracekit.diff import diff_paths
+    from tracekit.renderers.jsonrenderer import diff_to_dict
+
+    before, after = H200 / "sweep" / "eager_4096", H200 / "sweep" / "sdpa-flash_4096"
+    r = diff_paths(before, after).check()
+    assert r.basis == "median_step" and len(r.steps_before) == 2
+    fb, fa = r.before_figures.matmul_roles, r.after_figures.matmul_roles
+    assert fb is not None and fa is not None
+    ev = _raw(before)
+    for role, rng in (("score", "qk_matmul"), ("context", "pv_matmul")):
+        us, n = _launched_under(ev, {rng}, inside_ops="aten::bmm")
+        assert fb[role] == pytest.approx(us / 2, abs=0.002 * n + 0.01)
+        assert fa[role] == 0
+    assert fa["projection"] == pytest.approx(r.after_figures.categories["matmul"], abs=1e-6) and fa["projection"] > 0
+    doc = diff_to_dict(r, "t")
+    assert doc["matmul_roles"]["score"] == {"before_us": round(fb["score"], 3), "after_us": 0.0,
+                                            "delta_us": round(-fb["score"], 3)}
+    assert list(doc["before"]["matmul_roles"]) == list(MATMUL_ROLES)  # the whole-trace totals carry them too
+    out = run_cli("diff", before, after, check=True).stdout
+    assert "matmul by role: projection " in out and " · score " in out

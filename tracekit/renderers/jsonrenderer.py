@@ -59,6 +59,14 @@ def _roles(roles: dict[str, float] | None) -> dict:
     return {} if roles is None else {"matmul_roles": {k: round(v, 3) for k, v in roles.items()}}
 
 
+def _role_deltas(before: dict[str, float] | None, after: dict[str, float] | None) -> dict:
+    """The diff's ``matmul_roles`` on the headline basis, like ``categories``; absent unless both sides have them."""
+    if before is None or after is None:
+        return {}
+    return {"matmul_roles": {k: {"before_us": _r(before[k]), "after_us": _r(after[k]),
+                                 "delta_us": _r(after[k] - before[k])} for k in before}}
+
+
 def _r(x: float | None, nd: int = 3) -> float | None:
     return None if x is None else round(x, nd)
 
@@ -97,6 +105,7 @@ def diff_to_dict(r: DiffResult, tool: str) -> dict:
         "categories": {c: {"before_us": _r(d.before_us), "after_us": _r(d.after_us), "delta_us": _r(d.delta_us),
                            "ratio": _r(d.ratio, 4), "share_of_delta": _r(d.share_of_delta, 4)}
                        for c, d in r.categories.items()},
+        **_role_deltas(r.before_figures.matmul_roles, r.after_figures.matmul_roles),
         "blocks": [{
             "paired_by": p.paired_by, "phase": p.before.phase, "before": _block_ref(p.before),
             "after": _block_ref(p.after), "before_us": _r(p.before.total_us), "after_us": _r(p.after.total_us),

@@ -107,6 +107,10 @@ class TerminalRenderer(Renderer):
             total.append("within" if r.noise.within_noise else "beyond")
         rows.append(total)
         lines += _table(rows, right=set(range(1, 6)))
+        rb, ra = r.before_figures.matmul_roles, r.after_figures.matmul_roles
+        if rb is not None and ra is not None and (any(rb.values()) or any(ra.values())):
+            lines.append("matmul by role: " + " · ".join(
+                f"{k} {fmt_time(rb[k])} → {fmt_time(ra[k])}" for k in rb if rb[k] or ra[k]))
         lines.append("")
         lines.append(blocks_line(r))
         if r.pairs:
