@@ -208,6 +208,8 @@ def test_terminal_and_json_show_the_split():
     out = run_cli("attribute", folder, check=True).stdout
     assert "matmul by role (share of matmul):" in out
     assert "projection 1.62 ms 100.0% · score 0 · context 0 · matmul-other 0" in out
+    md = run_cli("attribute", folder, "--format", "markdown", check=True).stdout
+    assert "- matmul by role, layer*.attention: projection 1,619.3 µs (100.0%) · score 0.0 µs (0.0%)" in md
     doc = orjson.loads(run_cli("attribute", folder, "--format", "json", check=True).stdout)
     for b in doc["blocks"] + [doc["totals"]]:
         assert list(b["matmul_roles"]) == list(MATMUL_ROLES)
