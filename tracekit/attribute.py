@@ -23,8 +23,9 @@ from .model import ANNOTATION, MODULE, OP, DeviceEvent, Trace
 from .result import (
     CATEGORIES, Attribution, BlockResult, Coverage, Totals, TraceSummary, zero_categories,
 )
+from .roles import RoleFinder
 from .scopes import Block, BlockFinder
-from .vocab import Category, FoundBy, Phase, TimeBase
+from .vocab import MATMUL_ROLES, Category, FoundBy, MatmulRole, Phase, TimeBase
 
 _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
 
@@ -200,13 +201,20 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
     ordinal = _ordinals(blocks)
     results = []
     top: dict[tuple[str, str], list] = {}  # (compact kernel name, category) -> [count, ns]
+    roles = RoleFinder(tr, links)
+    matmul, other_role = Category.MATMUL, str(MatmulRole.OTHER)
     for b, blk in enumerate(blocks):
         js = members.get(b, [])
         evs = [dev[j] for j in js]
         busy, bshare = _busy(evs)
         c = dict.fromkeys(CATEGORIES, 0)
+        mr = dict.fromkeys(MATMUL_ROLES, 0)  # each matmul event's busy share, by its launching op's role
         for j, s in zip(js, bshare):
             c[cats[j]] += s
+            if cats[j] == matmul:
+                lf = leaf[j]
+                la = launcher[lf] if lf != NONE else NONE
+                mr[roles.role(la if la != NONE else lf) if lf != NONE else other_role] += s
             t = top.setdefault((compact_kernel_name(dev[j].name), cats[j]), [0, 0])
             t[0] += 1
             t[1] += dev[j].dur
@@ -216,7 +224,8 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
             ordinal=ordinal[b], phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
             idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
-            host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc[b], source=tr.info.source))
+            host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc[b], source=tr.info.source,
+            matmul_roles=_role_us(mr)))
     cov = Coverage(device_us=total_busy / 1000, linked_us=linked_ns / 1000, in_blocks_us=in_blocks_ns / 1000,
                    unlinked_us=(total_busy - linked_ns) / 1000, device_events=len(dev),
                    linked_events=sum(links.device_linked))
@@ -297,6 +306,8 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
     host = tr.host
     self_ns = _self_times(tr, links)
     c = [dict.fromkeys(CATEGORIES, 0) for _ in blocks]
+    mr = [dict.fromkeys(MATMUL_ROLES, 0) for _ in blocks]  # matmul self time by the op's role
+    roles = RoleFinder(tr, links)
     covered = [0] * len(blocks)
     ops: dict[tuple[str, str], list] = {}  # (op name, category) -> [count, self ns]
     base = 0  # host time of the outermost ops: the denominator of the attention share
@@ -309,6 +320,8 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
         if b != NONE:
             cat = clf.host(h.name) if h.kind == OP else other
             c[b][cat] += self_ns[i]
+            if cat == Category.MATMUL:
+                mr[b][roles.role(i)] += self_ns[i]
             covered[b] += self_ns[i]
             if h.kind == OP:
                 v = ops.setdefault((h.name, cat), [0, 0])
@@ -330,7 +343,7 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
             ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=total / 1000, idle_us=0.0,
             categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=span / 1000, alloc_bytes=alloc[b],
-            source=tr.info.source))
+            source=tr.info.source, matmul_roles=_role_us(mr[b])))
     in_blocks = sum(sum(x.values()) for x in c)
     return Attribution(
         source=tr.info.source, time_base=TimeBase.HOST, traces=[_summary(tr, links, TimeBase.HOST, base)],
@@ -353,6 +366,11 @@ def _module_gap(tr: Trace, links: Links, root: int, covered_ns: int) -> int:
     return max(0, end - start - covered_ns)
 
 
+def _role_us(roles_ns: dict[str, int]) -> dict[str, float]:
+    """Roles in µs: integer ns sums of the same shares as ``matmul``, so they partition it (check() asserts it)."""
+    return {k: v / 1000 for k, v in roles_ns.items()}
+
+
 def _sorted(results: list[BlockResult]) -> list[BlockResult]:
     return sorted(results, key=lambda r: (r.source, r.step is None, r.step or 0, r.phase != Phase.FORWARD, r.ordinal))
 
@@ -363,8 +381,14 @@ def _totals(results: list[BlockResult], in_blocks_ns: int, base_ns: int) -> Tota
         for k, v in r.categories.items():
             cats[k] += v
     share = in_blocks_ns / base_ns if base_ns > 0 else None
+    roles: dict[str, float] | None = None
+    if all(r.matmul_roles is not None for r in results):
+        roles = dict.fromkeys(MATMUL_ROLES, 0.0)
+        for r in results:
+            for k, v in (r.matmul_roles or {}).items():
+                roles[k] += v
     return Totals(total_us=sum(r.total_us for r in results), categories=cats, attention_share=share,
-                  blocks=len(results))
+                  blocks=len(results), matmul_roles=roles)
 
 
 def merge(parts: list[Attribution], source: str) -> Attribution:

@@ -37,7 +37,8 @@ from .errors import IncomparableError
 from .inputs import Inputs, discover
 from .result import DIFF_SCHEMA_VERSION as DIFF_SCHEMA_VERSION  # re-exported: the diff JSON's version
 from .result import CATEGORIES, Attribution, BlockResult, InvariantError, close, zero_categories
-from .vocab import TIME_BASE_LABELS, Basis, Category, FoundBy, TimeBase
+from .roles import zero_roles
+from .vocab import MATMUL_ROLES, TIME_BASE_LABELS, Basis, Category, FoundBy, TimeBase
 
 _EPS_US = 0.002  # 1 ns rounding on each side of a sum, as in result.py
 
@@ -53,6 +54,8 @@ class Figures:
 
     total_us: float
     categories: dict[str, float]
+    # ``matmul`` by role on the same basis (docs/attribution.md, "Matmul roles"); None if a block lacks roles.
+    matmul_roles: dict[str, float] | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -191,6 +194,11 @@ class DiffResult:
             _expect(set(fig.categories) == set(CATEGORIES), f"{side}: category keys {sorted(fig.categories)}")
             _expect(close(sum(fig.categories.values()), fig.total_us, nc),
                     f"{side}: headline categories do not sum to its total")
+            if fig.matmul_roles is not None:
+                m = fig.categories[Category.MATMUL]
+                _expect(list(fig.matmul_roles) == list(MATMUL_ROLES), f"{side}: matmul role keys")
+                _expect(close(sum(fig.matmul_roles.values()), m, len(MATMUL_ROLES), m),
+                        f"{side}: headline matmul roles do not sum to its matmul")
         _expect(list(self.categories) == list(CATEGORIES), "category deltas out of order or missing")
         for c, d in self.categories.items():
             _expect(d.before_us == self.before_figures.categories[c] and d.after_us == self.after_figures.categories[c],
@@ -249,7 +257,9 @@ def _shares_defined(delta_us: float, scale: float) -> bool:
 
 
 def _totals_figures(att: Attribution) -> Figures:
-    return Figures(total_us=att.totals.total_us, categories=dict(att.totals.categories))
+    roles = att.totals.matmul_roles
+    return Figures(total_us=att.totals.total_us, categories=dict(att.totals.categories),
+                   matmul_roles=None if roles is None else dict(roles))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,13 +373,21 @@ def step_figures(att: Attribution) -> list[tuple[int, Figures]]:
     steps = _steps(att)
     if not steps or any(b.step is None for b in att.blocks):
         return []
-    per = {s: Figures(total_us=0.0, categories=zero_categories()) for s in steps}
+    with_roles = all(b.matmul_roles is not None for b in att.blocks)
+
+    def zero() -> Figures:
+        return Figures(total_us=0.0, categories=zero_categories(), matmul_roles=zero_roles() if with_roles else None)
+
+    per = {s: zero() for s in steps}
     for b in att.blocks:
         assert b.step is not None  # checked above
-        f = per.setdefault(b.step, Figures(total_us=0.0, categories=zero_categories()))
+        f = per.setdefault(b.step, zero())
         f.total_us += b.total_us
         for c in CATEGORIES:
             f.categories[c] += b.categories[c]
+        if f.matmul_roles is not None and b.matmul_roles is not None:
+            for r, us in b.matmul_roles.items():
+                f.matmul_roles[r] += us
     return sorted(per.items())
 
 
@@ -379,7 +397,10 @@ def median_step(per_step: list[tuple[int, Figures]]) -> Figures:
     n = len(order)
     mid = [f for _, f in order[(n - 1) // 2: n // 2 + 1]]
     cats = {c: sum(f.categories[c] for f in mid) / len(mid) for c in CATEGORIES}
-    return Figures(total_us=sum(f.total_us for f in mid) / len(mid), categories=cats)
+    roles = None
+    if all(f.matmul_roles is not None for f in mid):
+        roles = {r: sum((f.matmul_roles or {})[r] for f in mid) / len(mid) for r in MATMUL_ROLES}
+    return Figures(total_us=sum(f.total_us for f in mid) / len(mid), categories=cats, matmul_roles=roles)
 
 
 def _basis(before: Attribution, after: Attribution, per_b: list[tuple[int, Figures]],

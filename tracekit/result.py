@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .vocab import CATEGORIES, FoundBy, Phase, TimeBase
+from .vocab import CATEGORIES, MATMUL_ROLES, Category, FoundBy, Phase, TimeBase
 
 __all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage", "InvariantError", "Totals",
            "TraceSummary", "close", "zero_categories"]
@@ -50,6 +50,9 @@ class BlockResult:
     host_us: float | None
     alloc_bytes: int | None
     source: str
+    # ``matmul`` split by role (tracekit.roles; keys MATMUL_ROLES), summing to categories["matmul"].
+    # None where nothing computed it (a hand-built result); attribution always fills it.
+    matmul_roles: dict[str, float] | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -58,6 +61,7 @@ class Totals:
     categories: dict[str, float]
     attention_share: float | None  # of device busy time (host time on CPU-only traces)
     blocks: int
+    matmul_roles: dict[str, float] | None = None  # the blocks' roles summed; None unless every block has them
 
 
 @dataclass(slots=True, kw_only=True)
@@ -129,6 +133,8 @@ class Attribution:
             _expect(set(b.categories) == set(CATEGORIES), f"block {b.name}: category keys {sorted(b.categories)}")
             _expect(close(s, b.total_us, nc), f"block {b.name}: categories sum {s} != total {b.total_us}")
             _expect(all(v >= -_EPS_US for v in b.categories.values()), f"block {b.name}: negative category")
+            if b.matmul_roles is not None:
+                _check_roles(b.matmul_roles, b.categories[Category.MATMUL], f"block {b.name}")
             if self.time_base != TimeBase.HOST:
                 _expect(close(b.total_us + b.idle_us, b.span_us, 2),
                         f"block {b.name}: busy {b.total_us} + idle {b.idle_us} != span {b.span_us}")
@@ -139,6 +145,12 @@ class Attribution:
             _expect(close(sum(b.categories[c] for b in self.blocks), t.categories[c], n, t.total_us),
                     f"totals.{c} is not the sum of blocks")
         _expect(t.blocks == len(self.blocks), "totals.blocks != number of blocks")
+        if t.matmul_roles is not None:
+            _check_roles(t.matmul_roles, t.categories[Category.MATMUL], "totals")
+            _expect(all(b.matmul_roles is not None for b in self.blocks), "totals have matmul roles, a block not")
+            for r in MATMUL_ROLES:
+                _expect(close(sum((b.matmul_roles or {}).get(r, 0.0) for b in self.blocks), t.matmul_roles[r], n,
+                              t.total_us), f"totals.matmul_roles.{r} is not the sum of blocks")
         if t.attention_share is not None:
             _expect(-_REL <= t.attention_share <= 1 + _REL, f"attention share {t.attention_share} outside [0, 1]")
         _expect(self.device_events_owned == self.device_events_owned_distinct, "a device event was counted in two blocks")
@@ -149,6 +161,14 @@ class Attribution:
                     "more time in blocks than on the device")
             _expect(sum(b.kernels for b in self.blocks) == self.device_events_owned, "block kernel counts != events owned")
         return self
+
+
+def _check_roles(roles: dict[str, float], matmul: float, where: str) -> None:
+    """The matmul roles partition ``matmul``: every role key, none negative, summing to it."""
+    _expect(list(roles) == list(MATMUL_ROLES), f"{where}: matmul role keys {list(roles)}")
+    _expect(all(v >= -_EPS_US for v in roles.values()), f"{where}: negative matmul role")
+    _expect(close(sum(roles.values()), matmul, len(MATMUL_ROLES), matmul),
+            f"{where}: matmul roles sum {sum(roles.values())} != matmul {matmul}")
 
 
 def _expect(ok: bool, msg: str) -> None:

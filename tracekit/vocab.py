@@ -151,3 +151,16 @@ _SHAPED = re.compile(anchored(*SHAPED_OPS))
 def keeps_shapes(name: str) -> bool:
     """True for the ops whose recorded input shapes/types the analysis reads (see SHAPED_OPS)."""
     return _SHAPED.match(name) is not None
+
+
+class MatmulRole(StrEnum):
+    """What a ``matmul`` is for inside attention (docs/attribution.md, "Matmul roles"): the sub-split of ``matmul``."""
+
+    PROJECTION = "projection"  # q/k/v/out linear layers, fused qkv
+    SCORE = "score"  # Q·Kᵀ
+    CONTEXT = "context"  # P·V
+    OTHER = "matmul-other"  # no name or shape evidence, or evidence for none of the three
+
+
+# Plain strings in report order, like CATEGORIES: the keys of every ``matmul_roles`` dict.
+MATMUL_ROLES: tuple[str, ...] = tuple(r.value for r in MatmulRole)

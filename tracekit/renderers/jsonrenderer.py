@@ -22,6 +22,7 @@ def to_dict(result: Attribution, tool: str) -> dict:
         "name": b.name, "kind": b.kind, "found_by": b.found_by, "step": b.step, "ordinal": b.ordinal,
         "phase": b.phase, "total_us": round(b.total_us, 3), "span_us": round(b.span_us, 3),
         "idle_us": round(b.idle_us, 3), "categories": {k: round(v, 3) for k, v in b.categories.items()},
+        **_roles(b.matmul_roles),
         "kernels": b.kernels, "host_us": None if b.host_us is None else round(b.host_us, 3),
         "alloc_bytes": b.alloc_bytes, "trace": b.source,
     } for b in result.blocks]
@@ -39,6 +40,7 @@ def to_dict(result: Attribution, tool: str) -> dict:
         } for s in result.traces],
         "blocks": blocks,
         "totals": {"total_us": round(t.total_us, 3), "categories": {k: round(v, 3) for k, v in t.categories.items()},
+                   **_roles(t.matmul_roles),
                    "attention_share": None if t.attention_share is None else round(t.attention_share, 6),
                    "blocks": t.blocks},
         "top_kernels": [{"name": n, "category": c, "count": k, "total_us": round(us, 3)}
@@ -50,6 +52,19 @@ def to_dict(result: Attribution, tool: str) -> dict:
                            "in_blocks_us": round(cv.in_blocks_us, 3), "unlinked_us": round(cv.unlinked_us, 3),
                            "device_events": cv.device_events, "linked_events": cv.linked_events}
     return out
+
+
+def _roles(roles: dict[str, float] | None) -> dict:
+    """``matmul_roles`` beside ``categories`` (docs/attribution.md, "Matmul roles"); absent when not computed."""
+    return {} if roles is None else {"matmul_roles": {k: round(v, 3) for k, v in roles.items()}}
+
+
+def _role_deltas(before: dict[str, float] | None, after: dict[str, float] | None) -> dict:
+    """The diff's ``matmul_roles`` on the headline basis, like ``categories``; absent unless both sides have them."""
+    if before is None or after is None:
+        return {}
+    return {"matmul_roles": {k: {"before_us": _r(before[k]), "after_us": _r(after[k]),
+                                 "delta_us": _r(after[k] - before[k])} for k in before}}
 
 
 def _r(x: float | None, nd: int = 3) -> float | None:
@@ -90,6 +105,7 @@ def diff_to_dict(r: DiffResult, tool: str) -> dict:
         "categories": {c: {"before_us": _r(d.before_us), "after_us": _r(d.after_us), "delta_us": _r(d.delta_us),
                            "ratio": _r(d.ratio, 4), "share_of_delta": _r(d.share_of_delta, 4)}
                        for c, d in r.categories.items()},
+        **_role_deltas(r.before_figures.matmul_roles, r.after_figures.matmul_roles),
         "blocks": [{
             "paired_by": p.paired_by, "phase": p.before.phase, "before": _block_ref(p.before),
             "after": _block_ref(p.after), "before_us": _r(p.before.total_us), "after_us": _r(p.after.total_us),

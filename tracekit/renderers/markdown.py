@@ -39,6 +39,13 @@ class MarkdownRenderer(Renderer):
             cells = [_md(g.label), g.phase, str(g.blocks), f"{g.total_us:,.1f}"]
             cells += [f"{g.categories[c]:,.1f} ({pct(g.categories[c], g.total_us):.1f}%)" for c in CATEGORIES]
             lines.append("| " + " | ".join(cells) + " |")
+        by_role = [(g, g.matmul_roles) for g in group_rows(result, self.by)
+                   if g.matmul_roles is not None and g.categories["matmul"] > 0]
+        if by_role:
+            lines.append("")
+            lines += [f"- matmul by role, {_md(g.label)}: " + " · ".join(
+                f"{k} {us:,.1f} µs ({pct(us, g.categories['matmul']):.1f}%)" for k, us in roles.items())
+                for g, roles in by_role]
         return "\n".join(lines) + "\n"
 
     def render_diff(self, r: DiffResult) -> str:

@@ -8,7 +8,7 @@ from ..result import CATEGORIES, Attribution
 from ..vocab import Phase
 from .base import (
     HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, largest_change,
-    noise_line, pair_rows, pct, ratio_text, share_line, share_text, signed, unmatched_rows,
+    noise_line, pair_rows, pct, ratio_text, roles_line, share_line, share_text, signed, unmatched_rows,
 )
 
 if TYPE_CHECKING:
@@ -68,6 +68,12 @@ class TerminalRenderer(Renderer):
             cells += [f"{fmt_time(cats[c])} {pct(cats[c], total):4.1f}%" for c in CATEGORIES]
             rows.append(cells)
         lines += _phase_table(rows, right=set(range(2, len(head))))
+        by_role = [roles_line(g.label + ("" if g.phase == Phase.FORWARD else f" ({g.phase})"), g.categories["matmul"],
+                              g.matmul_roles) for g in groups]
+        if any(by_role):
+            lines.append("")
+            lines.append("matmul by role (share of matmul):")
+            lines += [x for x in by_role if x]
         if result.top_kernels:
             lines.append("")
             lines.append("top device events in blocks:" if result.time_base != "host"
@@ -101,6 +107,10 @@ class TerminalRenderer(Renderer):
             total.append("within" if r.noise.within_noise else "beyond")
         rows.append(total)
         lines += _table(rows, right=set(range(1, 6)))
+        rb, ra = r.before_figures.matmul_roles, r.after_figures.matmul_roles
+        if rb is not None and ra is not None and (any(rb.values()) or any(ra.values())):
+            lines.append("matmul by role: " + " · ".join(
+                f"{k} {fmt_time(rb[k])} → {fmt_time(ra[k])}" for k in rb if rb[k] or ra[k]))
         lines.append("")
         lines.append(blocks_line(r))
         if r.pairs:

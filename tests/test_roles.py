@@ -1,0 +1,242 @@
+"""Matmul split by role (tracekit/roles.py): projection / score / context / matmul-other.
+
+Hand-built traces know their answer by construction; the real traces are checked against sums computed
+here straight from the raw JSON (orjson), never against tracekit's own figures.
+"""
+
+from __future__ import annotations
+
+import gzip
+import inspect
+from pathlib import Path
+
+import orjson
+import pytest
+
+from builders import TraceBuilder
+from conftest import REAL, real_trace_files, run_cli
+from tracekit.attribute import analyze
+from tracekit.link import link
+from tracekit.load import load_trace
+from tracekit.result import InvariantError
+from tracekit.roles import NAME_RULES, SHAPE_RULES, RoleFinder, op_roles
+from tracekit.vocab import MATMUL_ROLES
+
+H200 = REAL.parent / "h200"
+requires_h200 = pytest.mark.skipif(not H200.is_dir(), reason=f"H200 traces not present at {H200}")
+GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
+
+
+def _gemm(b: TraceBuilder, op: str, t: float, kernel_ts: float, dur: float, dims: list | None = None) -> None:
+    ev = b.op(op, t, 4)
+    if dims is not None:
+        ev["args"]["Input Dims"] = dims
+    b.launch(GEMM, t + 1, 1, kernel_ts, dur)
+
+
+def _attr(tmp_path: Path, b: TraceBuilder):
+    return analyze(b.write(tmp_path / "t.json")).check()
+
+
+def test_shapes_decide_without_names(tmp_path):
+    """QKᵀ (square output), PV (square input), a linear layer, an all-square and an unshaped product."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    _gemm(b, "aten::bmm", 1, 1000, 10, [[64, 512, 64], [64, 64, 512]])  # score
+    _gemm(b, "aten::bmm", 10, 1020, 7, [[64, 512, 512], [64, 512, 64]])  # context
+    b.op("aten::linear", 20, 10)["args"]["Input Dims"] = [[4, 512, 1024], [3072, 1024], [3072]]
+    _gemm(b, "aten::addmm", 21, 1040, 5, [[3072], [2048, 1024], [1024, 3072], [], []])  # projection via linear
+    _gemm(b, "aten::bmm", 40, 1060, 3, [[512, 64, 64], [512, 64, 64]])  # all square: undecided
+    _gemm(b, "aten::bmm", 50, 1080, 2)  # no shapes recorded
+    _gemm(b, "aten::matmul", 60, 1090, 4, [[4, 512, 1024], [1024, 4096]])  # 2-D weight
+    blk = _attr(tmp_path, b).blocks[0]
+    assert blk.categories["matmul"] == pytest.approx(31)
+    assert blk.matmul_roles == pytest.approx({"projection": 9, "score": 10, "context": 7, "matmul-other": 5})
+
+
+def test_names_win_over_shapes_and_innermost_name_wins(tmp_path):
+    """A qk_matmul range says score even where the shapes say context; an inner range beats an outer one."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    b.annotation("qk_matmul", 1, 9)
+    _gemm(b, "aten::bmm", 2, 1000, 10, [[64, 512, 512], [64, 512, 64]])
+    b.annotation("pv_matmul", 11, 9)
+    _gemm(b, "aten::bmm", 12, 1020, 6)
+    b.module("Linear_3", 21, 9)  # with_modules names the class: nn.Linear is a projection
+    _gemm(b, "aten::bmm", 22, 1040, 4, [[64, 512, 64], [64, 64, 512]])
+    b.annotation("out_proj", 31, 20)
+    b.annotation("context", 32, 9)  # inner: context, although inside out_proj
+    _gemm(b, "aten::mm", 33, 1060, 2)
+    blk = _attr(tmp_path, b).blocks[0]
+    assert blk.matmul_roles == pytest.approx({"projection": 4, "score": 10, "context": 8, "matmul-other": 0})
+
+
+def test_host_trace_splits_matmul_self_time(tmp_path):
+    """CPU-only: each matmul op's self time goes to its role (linear's child addmm is a projection)."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    b.op("aten::linear", 1, 20)
+    b.op("aten::addmm", 2, 15)  # self 15; linear self 5
+    b.op("aten::bmm", 30, 8)["args"]["Input Dims"] = [[64, 128, 64], [64, 64, 128]]
+    b.op("aten::bmm", 40, 6)["args"]["Input Dims"] = [[64, 128, 128], [64, 128, 64]]
+    a = _attr(tmp_path, b)
+    assert a.time_base == "host"
+    assert a.blocks[0].categories["matmul"] == pytest.approx(34)
+    assert a.totals.matmul_roles == pytest.approx({"projection": 20, "score": 8, "context": 6, "matmul-other": 0})
+
+
+def test_check_refuses_roles_that_do_not_add_up(tmp_path):
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    _gemm(b, "aten::bmm", 1, 1000, 10, [[64, 512, 64], [64, 64, 512]])
+    a = _attr(tmp_path, b)
+    a.blocks[0].matmul_roles = {"projection": 0.0, "score": 9.0, "context": 0.0, "matmul-other": 0.0}
+    with pytest.raises(InvariantError):
+        a.check()
+    a.blocks[0].matmul_roles = {"score": 10.0}
+    with pytest.raises(InvariantError):
+        a.check()
+
+
+def test_op_roles_api_and_rules_are_named_data(tmp_path):
+    """op_roles(tr, links) -> list[str | None]: a role for every product op, None for everything else."""
+    assert list(inspect.signature(op_roles).parameters) == ["tr", "links"]
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    _gemm(b, "aten::bmm", 1, 1000, 10, [[64, 512, 64], [64, 64, 512]])
+    b.op("aten::softmax", 10, 2)
+    tr = load_trace(b.write(tmp_path / "t.json"))
+    roles = op_roles(tr, link(tr))
+    assert len(roles) == len(tr.host)
+    assert {tr.host[i].name: r for i, r in enumerate(roles)} == {
+        "layer0.attention": None, "aten::bmm": "score", "aten::softmax": None}
+    assert RoleFinder(tr, link(tr)).role(roles.index("score")) == "score"
+    for rules in (NAME_RULES, SHAPE_RULES):
+        assert len({r.name for r in rules}) == len(rules) and all(r.why and r.role in MATMUL_ROLES for r in rules)
+
+
+# -- real traces ------------------------------------------------------------------------------------
+
+
+def _h200_traces() -> list[Path]:
+    return sorted(p.parent for p in H200.rglob("*.pt.trace.json.gz")) if H200.is_dir() else []
+
+
+@pytest.mark.parametrize("path", real_trace_files() + _h200_traces(), ids=lambda p: str(p).split("traces/")[-1])
+def test_roles_partition_matmul_on_every_real_trace(path):
+    a = analyze(path).check()
+    for b in a.blocks + [a.totals]:  # type: ignore[operator]
+        assert b.matmul_roles is not None and list(b.matmul_roles) == list(MATMUL_ROLES)
+        assert sum(b.matmul_roles.values()) == pytest.approx(b.categories["matmul"], abs=1e-6)
+
+
+def _raw(folder: Path) -> list[dict]:
+    (f,) = folder.glob("*.pt.trace.json.gz")
+    return orjson.loads(gzip.decompress(f.read_bytes()))["traceEvents"]
+
+
+def _launched_under(events: list[dict], ranges: set[str], inside_ops: str | None = None) -> tuple[float, int]:
+    """Device µs (and count) of events whose runtime launch lies inside a user_annotation named in ``ranges``
+    (same pid/tid, start within it) and, when given, inside a cpu_op named ``inside_ops`` too."""
+    def spans(pred) -> list[tuple]:
+        return [(e["pid"], e["tid"], e["ts"], e["ts"] + e["dur"]) for e in events if pred(e)]
+
+    anns = spans(lambda e: e.get("cat") == "user_annotation" and e.get("name") in ranges)
+    ops = spans(lambda e: e.get("cat") == "cpu_op" and e.get("name") == inside_ops) if inside_ops else None
+    dev = {e["args"]["correlation"]: e["dur"] for e in events
+           if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy") and e.get("ph") == "X"}
+    total, n = 0.0, 0
+    for r in events:
+        if r.get("cat") not in ("cuda_runtime", "cuda_driver") or r["args"].get("correlation") not in dev:
+            continue
+        key = (r["pid"], r["tid"])
+        if not any(s[:2] == key and s[2] <= r["ts"] <= s[3] for s in anns):
+            continue
+        if ops is not None and not any(s[:2] == key and s[2] <= r["ts"] <= s[3] for s in ops):
+            continue
+        total += dev[r["args"]["correlation"]]
+        n += 1
+    return total, n
+
+
+@requires_h200
+@pytest.mark.parametrize("impl", ["sparse_4096", "sparse_512"])
+def test_sparse_matmul_is_all_projection(impl):
+    """The issue's case: sparse_4096's matmul (60.7% of the block) is the qkv/out projections' GEMMs, no score."""
+    folder = H200 / "sparse" / impl
+    a = analyze(folder).check()
+    ev = _raw(folder)
+    proj_us, n = _launched_under(ev, {"qkv_proj", "out_proj"})
+    block_us, _ = _launched_under(ev, {f"layer{i}.attention" for i in range(4)})
+    assert n > 0
+    t = a.totals
+    tol = 0.002 * n + 0.01
+    assert t.matmul_roles["projection"] == pytest.approx(proj_us, abs=tol)
+    assert t.categories["matmul"] == pytest.approx(proj_us, abs=tol)
+    assert t.matmul_roles["score"] == t.matmul_roles["context"] == t.matmul_roles["matmul-other"] == 0
+    if impl == "sparse_4096":
+        assert proj_us / block_us == pytest.approx(0.607, abs=0.0005)  # the issue's 60.7%
+
+
+@requires_h200
+@pytest.mark.parametrize("folder", [p for p in _h200_traces() if p.name.startswith("eager_")],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_eager_score_and_context_are_the_bmm_kernels_under_their_ranges(folder):
+    """Score = device time of what aten::bmm launched inside qk_matmul; context: inside pv_matmul."""
+    a = analyze(folder).check()
+    ev = _raw(folder)
+    for role, rng in (("score", "qk_matmul"), ("context", "pv_matmul")):
+        us, n = _launched_under(ev, {rng}, inside_ops="aten::bmm")
+        assert n > 0 and us > 0
+        assert a.totals.matmul_roles[role] == pytest.approx(us, abs=0.002 * n + 0.01), role
+    proj, n = _launched_under(ev, {"qkv_proj", "out_proj"}, inside_ops="aten::addmm")
+    assert a.totals.matmul_roles["projection"] == pytest.approx(proj, abs=0.002 * n + 0.01)
+    assert a.totals.matmul_roles["matmul-other"] == 0
+
+
+@requires_h200
+def test_sdpa_math_products_found_by_shape():
+    """The SDPA math backend has no qk/pv ranges: its bmm's shapes say score and context."""
+    a = analyze(H200 / "sweep" / "sdpa-math_512").check()
+    r = a.totals.matmul_roles
+    assert r["score"] > 0 and r["context"] > 0 and r["matmul-other"] == 0
+
+
+@requires_h200
+def test_terminal_and_json_show_the_split():
+    folder = H200 / "sparse" / "sparse_4096"
+    out = run_cli("attribute", folder, check=True).stdout
+    assert "matmul by role (share of matmul):" in out
+    assert "projection 1.62 ms 100.0% · score 0 · context 0 · matmul-other 0" in out
+    md = run_cli("attribute", folder, "--format", "markdown", check=True).stdout
+    assert "- matmul by role, layer*.attention: projection 1,619.3 µs (100.0%) · score 0.0 µs (0.0%)" in md
+    doc = orjson.loads(run_cli("attribute", folder, "--format", "json", check=True).stdout)
+    for b in doc["blocks"] + [doc["totals"]]:
+        assert list(b["matmul_roles"]) == list(MATMUL_ROLES)
+        assert sum(b["matmul_roles"].values()) == pytest.approx(b["categories"]["matmul"], abs=0.005)
+
+
+@requires_h200
+def test_diff_compares_roles_on_the_headline_basis():
+    """eager → flash: score and context go to 0, projections stay; with 2 steps the median step is their mean,
+    so 'before' is half of what aten::bmm launched under qk_matmul / pv_matmul in the whole trace."""
+    from tracekit.diff import diff_paths
+    from tracekit.renderers.jsonrenderer import diff_to_dict
+
+    before, after = H200 / "sweep" / "eager_4096", H200 / "sweep" / "sdpa-flash_4096"
+    r = diff_paths(before, after).check()
+    assert r.basis == "median_step" and len(r.steps_before) == 2
+    fb, fa = r.before_figures.matmul_roles, r.after_figures.matmul_roles
+    assert fb is not None and fa is not None
+    ev = _raw(before)
+    for role, rng in (("score", "qk_matmul"), ("context", "pv_matmul")):
+        us, n = _launched_under(ev, {rng}, inside_ops="aten::bmm")
+        assert fb[role] == pytest.approx(us / 2, abs=0.002 * n + 0.01)
+        assert fa[role] == 0
+    assert fa["projection"] == pytest.approx(r.after_figures.categories["matmul"], abs=1e-6) and fa["projection"] > 0
+    doc = diff_to_dict(r, "t")
+    assert doc["matmul_roles"]["score"] == {"before_us": round(fb["score"], 3), "after_us": 0.0,
+                                            "delta_us": round(-fb["score"], 3)}
+    assert list(doc["before"]["matmul_roles"]) == list(MATMUL_ROLES)  # the whole-trace totals carry them too
+    out = run_cli("diff", before, after, check=True).stdout
+    assert "matmul by role: projection " in out and " · score " in out
