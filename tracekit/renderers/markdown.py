@@ -39,6 +39,11 @@ class MarkdownRenderer(Renderer):
             cells = [_md(g.label), g.phase, str(g.blocks), f"{g.total_us:,.1f}"]
             cells += [f"{g.categories[c]:,.1f} ({pct(g.categories[c], g.total_us):.1f}%)" for c in CATEGORIES]
             lines.append("| " + " | ".join(cells) + " |")
+        if result.hints:
+            lines += ["", "Hints:", ""]
+            for h in result.hints:
+                saving = "" if h.saving_us is None else f" Saving: {h.saving_us:,.1f} µs ({h.saving_pct:.1f}%), {h.saving_basis}."
+                lines.append(f"- **{h.rule}**: {_md(h.message)}.{_md(saving)}")
         return "\n".join(lines) + "\n"
 
     def render_diff(self, r: DiffResult) -> str:

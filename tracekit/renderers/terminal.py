@@ -68,6 +68,17 @@ class TerminalRenderer(Renderer):
             cells += [f"{fmt_time(cats[c])} {pct(cats[c], total):4.1f}%" for c in CATEGORIES]
             rows.append(cells)
         lines += _phase_table(rows, right=set(range(2, len(head))))
+        if result.hints:
+            lines.append("")
+            lines.append("hints:")
+            for h in result.hints:
+                lines.append(f"  - [{h.rule}] {h.message}")
+                if h.saving_us is None:
+                    lines.append(f"    saving: not estimated; {h.saving_basis}")
+                else:
+                    lines.append(f"    saving: up to {fmt_time(h.saving_us)} ({h.saving_pct:.1f}%); {h.saving_basis}"
+                                 if h.saving_basis.startswith("upper bound") else
+                                 f"    saving: about {fmt_time(h.saving_us)} ({h.saving_pct:.1f}%); {h.saving_basis}")
         if result.top_kernels:
             lines.append("")
             lines.append("top device events in blocks:" if result.time_base != "host"
