@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -62,6 +63,7 @@ _COMM_KERNEL = re.compile(r"all_?reduce|allgather|all_gather|reduce_scatter|Redu
 _LAYOUT_KERNEL = re.compile(r"direct_copy_kernel|_copy_kernel_cuda|copy_device_to_device|Memcpy DtoD|batched_transpose"
                             r"|nchwToNhwc|nhwcToNchw")
 _SIXTEEN_BIT = ("c10::BFloat16", "c10::Half")
+_SOFTMAX_UNKNOWN = "softmax?"  # internal: a softmax op without recorded input types
 
 
 @dataclass(slots=True, kw_only=True)
@@ -85,8 +87,8 @@ class GroupFacts:
     kernels: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)
     sdpa_calls: int = 0  # public SDPA ops whose kernels ran in these blocks
     sdpa_masked: int = 0  # ... of which were passed an attn_mask tensor with is_causal=False
-    gemm_16bit: int = 0  # GEMM ops with bf16/fp16 inputs
-    gemm_fp32: int = 0  # GEMM ops with fp32 inputs
+    gemm_16bit: int = 0  # kernels launched by GEMM ops with bf16/fp16 inputs
+    gemm_fp32: int = 0  # kernels launched by GEMM ops with fp32 inputs
 
 
 # (block kind, phase) -> facts; plain data so that it pickles from a worker process and merges by summing.
@@ -201,7 +203,7 @@ def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]]
     leaf, launcher, op_parent = links.device_leaf, links.launcher, links.op_parent
     inp = _Inputs(tr)
     facts: HintFacts = {}
-    tag_of_block: dict[tuple[int, int], str] = {}  # (block, launcher) -> tag from the op and its ancestors
+    rows: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}  # regexes run once per distinct kernel row
     seen_ops: set[tuple[int, int]] = set()  # (block, op) counted once
 
     def _repeat_kv_tag(la: int) -> str:
@@ -225,38 +227,65 @@ def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]]
             depth += 1
         return ""
 
-    def launcher_tag(la: int, g: GroupFacts, b: int) -> str:
-        name = host[la].name
-        tag = ""
-        p, depth, fused = la, 0, False
-        while p != NONE and depth < 12:
-            n = host[p].name
-            if _MATH_OP.match(n):
-                tag = SDPA_MATH
-            elif n == _SDPA_OP:
-                if (b, p) not in seen_ops:
-                    seen_ops.add((b, p))
-                    g.sdpa_calls += 1
-                    g.sdpa_masked += _sdpa_masked(inp, p)
-                if not fused:
-                    tag = SDPA_MATH
+    up: dict[int, tuple[str, int]] = {}  # host op -> (nearest SDPA context above it, the SDPA op or NONE)
+
+    def context(la: int) -> tuple[str, int]:
+        """'math' (an SDPA math path), 'sdpa' (SDPA with no backend op between), 'fused' or '' for an op.
+
+        Memoised per host op and filled along the walked path, so each op is visited once per trace.
+        """
+        path: list[int] = []
+        p = la
+        res: tuple[str, int] = ("", NONE)
+        while p != NONE:
+            hit = up.get(p)
+            if hit is not None:
+                res = hit
                 break
-            elif is_fused_attention_op(n):
-                fused = True
+            n = host[p].name
+            if n == _SDPA_OP:
+                res = up[p] = ("sdpa", p)
+                break
+            path.append(p)
             p = op_parent[p]
-            depth += 1
-        if tag:
-            return tag
-        if _MASK_OP.match(name):
-            return MASK
-        if name == "aten::cat":
-            return _cat_tag(inp, la)
-        if name == "aten::repeat_interleave":
-            return REPEAT_KV
-        if _SOFTMAX_OP.match(name):
+        for q in reversed(path):  # from the top down: each op's context from its parent's
+            kind = _op_kind(host[q].name)
+            if kind == "math":
+                res = ("math", res[1])
+            elif kind == "fused" and res[0] == "sdpa":
+                res = ("fused", res[1])
+            up[q] = res
+        return res
+
+    def launcher_tag(la: int, g: GroupFacts, b: int) -> str:
+        ctx, sdpa = context(la)
+        if sdpa != NONE and (b, sdpa) not in seen_ops:
+            seen_ops.add((b, sdpa))
+            g.sdpa_calls += 1
+            g.sdpa_masked += _sdpa_masked(inp, sdpa)
+        if ctx in ("math", "sdpa"):
+            return SDPA_MATH
+        name = host[la].name
+        kind = _op_kind(name)
+        if kind == "gemm":
             types = inp.types(la)
-            return SOFTMAX_FP32 if types and types[0] == "float" else ""
-        if name in _RESHAPE_OPS:
+            if types and types[0] in _SIXTEEN_BIT:
+                g.gemm_16bit += 1
+            elif types and types[0] == "float":
+                g.gemm_fp32 += 1
+            return ""
+        if kind == "mask":
+            return MASK
+        if kind == "cat":
+            return _cat_tag(inp, la)
+        if kind == "repeat":
+            return REPEAT_KV
+        if kind == "softmax":
+            types = inp.types(la)
+            if not types:
+                return _SOFTMAX_UNKNOWN  # no record_shapes: the kernel's template decides
+            return SOFTMAX_FP32 if types[0] == "float" else ""
+        if kind == "reshape":
             return _repeat_kv_tag(la)
         return ""
 
@@ -270,36 +299,16 @@ def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]]
         lf = leaf[j]
         la = launcher[lf] if lf != NONE else NONE
         if la != NONE:
-            k = (b, la)
-            if k in tag_of_block:
-                tag = tag_of_block[k]
-            else:
-                tag = tag_of_block[k] = launcher_tag(la, g, b)
-                lname = host[la].name
-                if _GEMM_OP.match(lname):
-                    types = inp.types(la)
-                    if types and types[0] in _SIXTEEN_BIT:
-                        g.gemm_16bit += 1
-                    elif types and types[0] == "float":
-                        g.gemm_fp32 += 1
+            tag = launcher_tag(la, g, b)
             lname = host[la].name
         else:
             tag, lname = "", ""
-        d = dev[j]
+        name = dev[j].name
         cat = cats[j]
-        name = d.name
-        if not tag:
-            if _COMM_KERNEL.search(name):
-                tag = COMM
-            elif cat == Category.MEMORY and _CAST_KERNEL.search(name):
-                tag = CAST
-            elif cat == Category.SOFTMAX and _FP32_SOFTMAX_KERNEL.search(name) and lname == "":
-                tag = SOFTMAX_FP32
-            elif _NEG_KERNEL.search(name):
-                tag = NEG
-        elif tag == SOFTMAX_FP32 and cat != Category.SOFTMAX:
-            tag = ""
-        row = (_compact(name), cat, lname, tag)
+        memo = (name, cat, lname, tag)
+        row = rows.get(memo)
+        if row is None:
+            row = rows[memo] = (_compact(name), cat, lname, _kernel_tag(name, cat, tag))
         acc = g.kernels.get(row)
         if acc is None:
             g.kernels[row] = [1, busy_ns[j] / 1000]
@@ -307,6 +316,45 @@ def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]]
             acc[0] += 1
             acc[1] += busy_ns[j] / 1000
     return facts
+
+
+@lru_cache(maxsize=4096)
+def _op_kind(name: str) -> str:
+    """What a host op is to the rules, by its name alone."""
+    if _MATH_OP.match(name):
+        return "math"
+    if is_fused_attention_op(name):
+        return "fused"
+    if _GEMM_OP.match(name):
+        return "gemm"
+    if _MASK_OP.match(name):
+        return "mask"
+    if name == "aten::cat":
+        return "cat"
+    if name == "aten::repeat_interleave":
+        return "repeat"
+    if _SOFTMAX_OP.match(name):
+        return "softmax"
+    if name in _RESHAPE_OPS:
+        return "reshape"
+    return ""
+
+
+def _kernel_tag(name: str, cat: str, tag: str) -> str:
+    """The row's tag: the launcher's, refined by what the kernel's own name says."""
+    if tag == _SOFTMAX_UNKNOWN or (not tag and cat == Category.SOFTMAX):
+        return SOFTMAX_FP32 if cat == Category.SOFTMAX and _FP32_SOFTMAX_KERNEL.search(name) else ""
+    if tag == SOFTMAX_FP32:
+        return tag if cat == Category.SOFTMAX else ""
+    if tag:
+        return tag
+    if _COMM_KERNEL.search(name):
+        return COMM
+    if cat == Category.MEMORY and _CAST_KERNEL.search(name):
+        return CAST
+    if _NEG_KERNEL.search(name):
+        return NEG
+    return ""
 
 
 def _compact(name: str) -> str:
