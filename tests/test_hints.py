@@ -321,3 +321,40 @@ def test_no_hints_switch_and_outputs() -> None:
     assert "hints:" in table and "[launch-bound]" in table
     assert "hints:" not in run_cli("attribute", path, "--no-hints", check=True).stdout
     assert analyze(path, hints=False).check().hints == []
+
+
+# -- hand-built edge cases: no recorded types; an SDPA call given a mask tensor -------------------------------
+
+GEMM_BF16 = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
+
+
+@pytest.mark.parametrize(("template", "fires"), [("float, float, float", True),
+                                                 ("c10::BFloat16, c10::BFloat16, float", False)])
+def test_fp32_softmax_from_the_kernel_template_without_shapes(tmp_path: Path, template: str, fires: bool) -> None:
+    kernel = f"void (anonymous namespace)::softmax_warp_forward<{template}, 8, false, false>(float*)"
+    a = _block_with(tmp_path, [("aten::_softmax", {}, kernel, 10)])  # no Input type: the template decides
+    assert bool(fired(a, "fp32-softmax")) is fires
+    if fires:
+        (h,) = fired(a, "fp32-softmax")
+        assert h.evidence["fp32_softmax_us"] == pytest.approx(10) and h.saving_us == pytest.approx(5)
+
+
+@pytest.mark.parametrize(("mask", "causal", "fires"), [([1, 1, 64, 64], "False", True), ([], "True", False),
+                                                       ([1, 1, 64, 64], "True", False)])
+def test_sdpa_given_a_mask_tensor(tmp_path: Path, mask: list, causal: str, fires: bool) -> None:
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    b.op("aten::scaled_dot_product_attention", 1, 40)["args"].update({
+        "Input Dims": [[1, 8, 64, 64], [1, 8, 64, 64], [1, 8, 64, 64], mask, [], [], [], []],
+        "Input type": ["c10::BFloat16"] * 3 + ["c10::BFloat16" if mask else "", "Scalar", "Scalar", "", "Scalar"],
+        "Concrete Inputs": ["", "", "", "", "0.", causal, "", "False"]})
+    b.op("aten::_scaled_dot_product_efficient_attention", 2, 30)
+    b.launch("fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t>)",
+             3, 1, 1000, 25)
+    a = analyze(b.write(tmp_path / "t.json")).check()
+    hs = fired(a, "materialised-mask")
+    assert bool(hs) is fires
+    if fires:
+        assert hs[0].evidence["sdpa_with_mask"] == 1 and hs[0].evidence["sdpa_calls"] == 1
+        assert hs[0].saving_us is None and hs[0].saving_basis.startswith("none")
+    assert not fired(a, "sdpa-math-fallback")  # a backend op ran under SDPA

@@ -156,6 +156,9 @@ class Attribution:
             _expect(cv.in_blocks_us <= cv.device_us or close(cv.in_blocks_us, cv.device_us, n),
                     "more time in blocks than on the device")
             _expect(sum(b.kernels for b in self.blocks) == self.device_events_owned, "block kernel counts != events owned")
+        for h in self.hints:  # a saving is part of the blocks' time (an upper bound or less), never more
+            _expect(h.saving_pct is None or -_REL <= h.saving_pct <= 100 + 0.05, f"hint {h.rule}: saving {h.saving_pct}%")
+            _expect(h.saving_us is None or h.saving_us >= 0, f"hint {h.rule}: negative saving")
         return self
 
 
