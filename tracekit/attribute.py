@@ -17,6 +17,7 @@ from itertools import groupby
 from typing import Callable
 
 from .classify import Classifier
+from .hints import collect_facts, evaluate as evaluate_hints, merge_facts
 from .link import NONE, Links, link
 from .inputs import Inputs, attribute_inputs, discover
 from .model import ANNOTATION, MODULE, OP, DeviceEvent, Trace
@@ -31,26 +32,32 @@ _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=blo
 
 
 def analyze(path: str | os.PathLike | Inputs, scope: str | None = None, classifier: Classifier | None = None,
-            jobs: int = 1, progress: Callable[[str, int, int], None] | None = None) -> Attribution:
+            jobs: int = 1, progress: Callable[[str, int, int], None] | None = None, hints: bool = True) -> Attribution:
     """Attribute one trace file, or every trace in a run folder (results are merged in file order).
 
     ``jobs > 1`` analyses a folder's files (one per rank/worker) in that many processes; the
     result is identical to a serial run. ``progress(name, done, total)`` reports bytes read.
     Files the folder scan skipped are named in ``Attribution.warnings`` (tracekit.inputs).
+    ``hints=False`` skips the hint rules (``--no-hints``).
     """
     found = path if isinstance(path, Inputs) else discover(path)
-    return attribute_inputs(found, scope=scope, classifier=classifier, jobs=jobs, progress=progress)
+    return attribute_inputs(found, scope=scope, classifier=classifier, jobs=jobs, progress=progress, hints=hints)
 
 
-def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier | None = None) -> Attribution:
+def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier | None = None,
+                    hints: bool = True) -> Attribution:
     clf = classifier or Classifier()
     links = link(tr)
     finder = BlockFinder(scope)
     blocks, owner = finder.find(tr, links)
     _attach_backward(tr, links, blocks, owner)
     if tr.device:
-        return _device_attribution(tr, links, blocks, owner, clf)
-    return _host_attribution(tr, links, blocks, owner, clf)
+        result = _device_attribution(tr, links, blocks, owner, clf, hints=hints)
+    else:
+        result = _host_attribution(tr, links, blocks, owner, clf)
+    # Last, so that rules reading figures other stages add to the blocks (efficiency) see them.
+    result.hints = evaluate_hints(result.hint_facts, result.blocks)
+    return result
 
 
 def block_kind(name: str, found_by: FoundBy) -> str:
@@ -178,7 +185,8 @@ def _summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) 
                         shapes=list(i.shapes))
 
 
-def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier) -> Attribution:
+def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier,
+                        hints: bool = True) -> Attribution:
     host, dev = tr.host, tr.device
     leaf, launcher = links.device_leaf, links.launcher
     cats: list[Category] = []
@@ -203,6 +211,7 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
     top: dict[tuple[str, str], list] = {}  # (compact kernel name, category) -> [count, ns]
     roles = RoleFinder(tr, links)
     matmul, other_role = Category.MATMUL, str(MatmulRole.OTHER)
+    block_share = [0] * len(dev) if hints else None  # each owned event's share of its block's busy time
     for b, blk in enumerate(blocks):
         js = members.get(b, [])
         evs = [dev[j] for j in js]
@@ -215,6 +224,8 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
                 lf = leaf[j]
                 la = launcher[lf] if lf != NONE else NONE
                 mr[roles.role(la if la != NONE else lf) if lf != NONE else other_role] += s
+            if block_share is not None:
+                block_share[j] = s
             t = top.setdefault((compact_kernel_name(dev[j].name), cats[j]), [0, 0])
             t[0] += 1
             t[1] += dev[j].dur
@@ -229,12 +240,16 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
     cov = Coverage(device_us=total_busy / 1000, linked_us=linked_ns / 1000, in_blocks_us=in_blocks_ns / 1000,
                    unlinked_us=(total_busy - linked_ns) / 1000, device_events=len(dev),
                    linked_events=sum(links.device_linked))
+    facts = None
+    if block_share is not None:
+        keys = [(r.kind, str(r.phase)) for r in results]  # results are in block order until _sorted
+        facts = collect_facts(tr, links, keys, dev_owner, cats, block_share)
     return Attribution(
         source=tr.info.source, time_base=TimeBase.DEVICE, traces=[_summary(tr, links, TimeBase.DEVICE, total_busy)],
         blocks=_sorted(results), totals=_totals(results, in_blocks_ns, total_busy), coverage=cov,
         kernels={k: (n, ns / 1000) for k, (n, ns) in top.items()},
         device_events_owned=sum(len(v) for v in members.values()),
-        device_events_owned_distinct=len({j for v in members.values() for j in v}))
+        device_events_owned_distinct=len({j for v in members.values() for j in v}), hint_facts=facts)
 
 
 def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: list[Category], dev_owner: list[int]) -> None:
@@ -410,10 +425,12 @@ def merge(parts: list[Attribution], source: str) -> Attribution:
         for key, (k, us) in p.kernels.items():
             n0, us0 = kernels.get(key, (0, 0.0))
             kernels[key] = (n0 + k, us0 + us)
+    facts = merge_facts(p.hint_facts for p in parts)
     return Attribution(source=source, time_base=time_base, traces=[t for p in parts for t in p.traces], blocks=blocks,
                        totals=totals, coverage=cov, kernels=kernels,
                        device_events_owned=sum(p.device_events_owned for p in parts),
-                       device_events_owned_distinct=sum(p.device_events_owned_distinct for p in parts))
+                       device_events_owned_distinct=sum(p.device_events_owned_distinct for p in parts),
+                       hints=evaluate_hints(facts, blocks), hint_facts=facts)
 
 
 def op_self_times(tr: Trace) -> dict[str, tuple[int, float]]:

@@ -73,7 +73,9 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.option("--by", type=click.Choice(GROUPINGS), default="kind", show_default=True,
               help="One row per block kind, block, layer or step.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
-def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None) -> None:
+@click.option("--no-hints", "no_hints", is_flag=True, help="Do not compute or show hints (what to do next).")
+def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None,
+              no_hints: bool) -> None:
     """Attribute attention time in PATH (a .json/.json.gz trace or a TensorBoard run folder)."""
     try:
         fmt, gz = output_format(fmt, output)
@@ -84,7 +86,8 @@ def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | Non
         from .attribute import analyze
 
         with Progress() as progress:
-            result = analyze(found, scope=scope, jobs=jobs or default_jobs(), progress=progress.update)
+            result = analyze(found, scope=scope, jobs=jobs or default_jobs(), progress=progress.update,
+                             hints=not no_hints)
         result.check()
         _warn(result)
         emit(_attribution_renderer(fmt, by), result, output, gz)

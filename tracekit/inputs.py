@@ -222,7 +222,7 @@ def default_jobs() -> int:
 
 
 def attribute_inputs(found: Inputs, scope: str | None = None, classifier: Classifier | None = None,
-                     jobs: int = 1, progress: ProgressFn | None = None) -> Attribution:
+                     jobs: int = 1, progress: ProgressFn | None = None, hints: bool = True) -> Attribution:
     """Attribute every file of ``found`` and merge them in file order.
 
     ``jobs > 1`` reads files in that many processes (the classifier travels with each file); the
@@ -238,7 +238,7 @@ def attribute_inputs(found: Inputs, scope: str | None = None, classifier: Classi
     total = sum(sizes)
     workers = min(jobs, len(files))
     if workers > 1:
-        parts = _pooled(files, sizes, total, scope, clf, workers, progress)
+        parts = _pooled(files, sizes, total, scope, clf, workers, progress, hints)
     else:
         parts = []
         before = 0
@@ -247,7 +247,7 @@ def attribute_inputs(found: Inputs, scope: str | None = None, classifier: Classi
             if progress is not None:
                 def report(done: int, _total: int, _name: str = f.name, _before: int = before) -> None:
                     progress(_name, _before + done, total)
-            parts.append(_attribute_file(f, scope, clf, report))
+            parts.append(_attribute_file(f, scope, clf, report, hints))
             before += size
     result = parts[0] if len(parts) == 1 else merge(parts, source=found.label)
     result.warnings[:0] = found.warnings
@@ -263,16 +263,16 @@ def _size(f: Path) -> int:
 
 
 def _attribute_file(path: Path, scope: str | None, classifier: Classifier,
-                    progress: Callable[[int, int], None] | None = None) -> Attribution:
+                    progress: Callable[[int, int], None] | None = None, hints: bool = True) -> Attribution:
     """One file, in this process or a worker (module-level, so that it pickles)."""
     from .attribute import attribute_trace
     from .load import load_trace
 
-    return attribute_trace(load_trace(path, progress=progress), scope=scope, classifier=classifier)
+    return attribute_trace(load_trace(path, progress=progress), scope=scope, classifier=classifier, hints=hints)
 
 
 def _pooled(files: list[Path], sizes: list[int], total: int, scope: str | None, clf: Classifier,
-            workers: int, progress: ProgressFn | None) -> list[Attribution]:
+            workers: int, progress: ProgressFn | None, hints: bool = True) -> list[Attribution]:
     """Files in a process pool; progress advances as each file finishes; results in file order.
 
     On a failure, files not yet started are cancelled and the error of the earliest file in
@@ -282,7 +282,7 @@ def _pooled(files: list[Path], sizes: list[int], total: int, scope: str | None, 
     from concurrent.futures.process import BrokenProcessPool
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures: list[Future[Attribution]] = [pool.submit(_attribute_file, f, scope, clf) for f in files]
+        futures: list[Future[Attribution]] = [pool.submit(_attribute_file, f, scope, clf, None, hints) for f in files]
         index = {fut: i for i, fut in enumerate(futures)}
         pending = set(futures)
         done_bytes = 0

@@ -6,8 +6,12 @@ Renderers take these; nothing here formats text. What each figure means: docs/at
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .vocab import CATEGORIES, MATMUL_ROLES, Category, FoundBy, Phase, TimeBase
+
+if TYPE_CHECKING:
+    from .hints import Hint, HintFacts
 
 __all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage", "InvariantError", "Totals",
            "TraceSummary", "close", "zero_categories"]
@@ -114,6 +118,10 @@ class Attribution:
     # About the inputs as a whole (files skipped or read once for two names), for stderr and reports.
     warnings: list[str] = field(default_factory=list)
     incomplete: bool = False  # an input file could not be read: the figures miss its share
+    # What to do next (tracekit.hints; docs/attribution.md, "Hints"); [] when turned off or on CPU-only traces.
+    hints: list[Hint] = field(default_factory=list)
+    # The per-kernel facts the hint rules read, kept so that a folder's files merge before the rules run.
+    hint_facts: HintFacts | None = field(default=None, repr=False)
 
     @property
     def top_kernels(self) -> list[tuple[str, str, int, float]]:
@@ -160,6 +168,9 @@ class Attribution:
             _expect(cv.in_blocks_us <= cv.device_us or close(cv.in_blocks_us, cv.device_us, n),
                     "more time in blocks than on the device")
             _expect(sum(b.kernels for b in self.blocks) == self.device_events_owned, "block kernel counts != events owned")
+        for h in self.hints:  # a saving is part of the blocks' time (an upper bound or less), never more
+            _expect(h.saving_pct is None or -_REL <= h.saving_pct <= 100 + 0.05, f"hint {h.rule}: saving {h.saving_pct}%")
+            _expect(h.saving_us is None or h.saving_us >= 0, f"hint {h.rule}: negative saving")
         return self
 
 

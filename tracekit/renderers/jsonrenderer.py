@@ -46,6 +46,9 @@ def to_dict(result: Attribution, tool: str) -> dict:
         "top_kernels": [{"name": n, "category": c, "count": k, "total_us": round(us, 3)}
                         for n, c, k, us in result.top_kernels],
     }
+    out["hints"] = [{"rule": h.rule, "message": h.message, "blocks": h.blocks, "evidence": h.evidence,
+                     "saving_us": h.saving_us, "saving_pct": h.saving_pct, "saving_basis": h.saving_basis}
+                    for h in result.hints]
     if result.coverage is not None:
         cv = result.coverage
         out["coverage"] = {"device_us": round(cv.device_us, 3), "linked_us": round(cv.linked_us, 3),

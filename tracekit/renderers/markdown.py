@@ -46,6 +46,11 @@ class MarkdownRenderer(Renderer):
             lines += [f"- matmul by role, {_md(g.label)}: " + " · ".join(
                 f"{k} {us:,.1f} µs ({pct(us, g.categories['matmul']):.1f}%)" for k, us in roles.items())
                 for g, roles in by_role]
+        if result.hints:
+            lines += ["", "Hints:", ""]
+            for h in result.hints:
+                saving = "" if h.saving_us is None else f" Saving: {h.saving_us:,.1f} µs ({h.saving_pct:.1f}%), {h.saving_basis}."
+                lines.append(f"- **{h.rule}**: {_md(h.message)}.{_md(saving)}")
         return "\n".join(lines) + "\n"
 
     def render_diff(self, r: DiffResult) -> str:

@@ -74,6 +74,17 @@ class TerminalRenderer(Renderer):
             lines.append("")
             lines.append("matmul by role (share of matmul):")
             lines += [x for x in by_role if x]
+        if result.hints:
+            lines.append("")
+            lines.append("hints:")
+            for h in result.hints:
+                lines.append(f"  - [{h.rule}] {h.message}")
+                if h.saving_us is None:
+                    lines.append(f"    saving: not estimated; {h.saving_basis}")
+                else:
+                    lines.append(f"    saving: up to {fmt_time(h.saving_us)} ({h.saving_pct:.1f}%); {h.saving_basis}"
+                                 if h.saving_basis.startswith("upper bound") else
+                                 f"    saving: about {fmt_time(h.saving_us)} ({h.saving_pct:.1f}%); {h.saving_basis}")
         if result.top_kernels:
             lines.append("")
             lines.append("top device events in blocks:" if result.time_base != "host"

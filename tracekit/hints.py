@@ -1,0 +1,689 @@
+"""Hints: what to do next, read from an attribution. Rules are ordered data, like :mod:`tracekit.classify`.
+
+Each rule reads figures that the attribution already has (per block kind: busy, span and idle time,
+categories) plus a few facts gathered once per trace while kernels are placed in blocks: which host op
+launched each kernel, whether it ran inside an SDPA math path, and what the recorded input shapes and
+dtypes of a handful of ops say (a cat along the sequence axis, an fp32 softmax, a 5-D repeat_kv copy).
+A rule's saving is only ever an upper bound or a labelled estimate, with the basis spelled out; when the
+trace cannot tell, the saving is None and ``saving_basis`` says why (docs/attribution.md, "Hints").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from .vocab import Category, is_fused_attention_op
+
+if TYPE_CHECKING:
+    from .link import Links
+    from .model import Trace
+    from .result import BlockResult
+
+__all__ = ["HINT_RULES", "GroupFacts", "Hint", "HintFacts", "HintRule", "collect_facts", "evaluate", "merge_facts"]
+
+NONE = -1  # tracekit.link.NONE, repeated so that importing this module stays light
+
+# -- thresholds (named, documented in docs/attribution.md "Hints") -------------------------------------------
+EAGER_SOFTMAX_SHARE = 0.30  # softmax + elementwise (mask, scale) share of an eager block's busy time
+LAUNCH_BOUND_IDLE = 0.50  # device idle share of the blocks' span (the issue's launch_bound rule)
+KV_CAT_SHARE = 0.05  # KV-cache cat kernels' share of busy time
+MASK_SHARE = 0.02  # masked_fill kernels' share of busy time
+FP32_SOFTMAX_SHARE = 0.01  # fp32 softmax kernels' share of busy time
+REPEAT_KV_SHARE = 0.02  # repeat_kv / repeat_interleave copies' share of busy time
+LAYOUT_COPY_SHARE = 0.15  # transpose/contiguous copies' share of busy time
+LOW_ROOF_PCT = 40.0  # % of the compute roof below which a compute-bound fused kernel is "low"
+ROTARY_SHARE = 0.05  # rotate_half cat + neg kernels' share of busy time
+COMM_SHARE = 0.10  # collective (all-reduce/all-gather) kernels' share of busy time
+
+_TOP_NAMES = 3  # kernel names quoted as evidence
+
+# Tags a kernel row can carry (one each, first that applies).
+SDPA_MATH, MASK, KV_CAT, HALVES_CAT, REPEAT_KV, CAST, SOFTMAX_FP32, NEG, COMM = (
+    "sdpa-math", "mask", "kv-cat", "halves-cat", "repeat-kv", "cast", "softmax-fp32", "neg", "comm")
+
+_MATH_OP = re.compile(r"aten::_scaled_dot_product_attention_math\w*$")
+_SDPA_OP = "aten::scaled_dot_product_attention"
+_SOFTMAX_OP = re.compile(r"aten::_?(?:safe_)?softmax$")
+_MASK_OP = re.compile(r"aten::masked_fill_?$")
+_GEMM_OP = re.compile(r"aten::(?:mm|addmm|bmm|baddbmm|matmul|linear)$")
+_RESHAPE_OPS = frozenset({"aten::reshape", "aten::clone", "aten::contiguous", "aten::expand", "aten::copy_",
+                          "aten::_unsafe_view"})
+_CAST_KERNEL = re.compile(r"(?:bfloat16|float16|half|float32|float)(?:to(?:float32|bfloat16|float16|half))?_copy_kernel"
+                          r"|bfloat16tofloat|float32tobfloat|tofloat32_copy")
+_FP32_SOFTMAX_KERNEL = re.compile(r"[Ss]oft[Mm]ax\w*<(?:\d+, )?float, ")
+_NEG_KERNEL = re.compile(r"neg_kernel")
+_COMM_KERNEL = re.compile(r"all_?reduce|allgather|all_gather|reduce_scatter|ReduceScatter|AllReduce|AllGather|nccl|rccl",
+                          re.IGNORECASE)
+_LAYOUT_KERNEL = re.compile(r"direct_copy_kernel|_copy_kernel_cuda|copy_device_to_device|Memcpy DtoD|batched_transpose"
+                            r"|nchwToNhwc|nhwcToNchw")
+_SIXTEEN_BIT = ("c10::BFloat16", "c10::Half")
+_SOFTMAX_UNKNOWN = "softmax?"  # internal: a softmax op without recorded input types
+
+
+@dataclass(slots=True, kw_only=True)
+class Hint:
+    """One piece of advice about one or more block kinds, with what it read and what it may save."""
+
+    rule: str
+    blocks: list[str]  # block kinds (with " (backward)" for backward groups)
+    message: str
+    evidence: dict[str, Any]  # figures (µs, %) and kernel names the rule read
+    saving_us: float | None  # an upper bound or a labelled estimate; None when the trace cannot tell
+    saving_pct: float | None  # of the blocks' busy time (launch-bound: of their span)
+    saving_basis: str  # "upper bound: …", "estimate: …" or why there is no figure
+
+
+@dataclass(slots=True)
+class GroupFacts:
+    """What the rules read about one block kind beyond BlockResult's figures, summed over its blocks."""
+
+    # (compact kernel name, category, launcher op, tag) -> [count, busy µs inside the blocks]
+    kernels: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)
+    sdpa_calls: int = 0  # public SDPA ops whose kernels ran in these blocks
+    sdpa_masked: int = 0  # ... of which were passed an attn_mask tensor with is_causal=False
+    gemm_16bit: int = 0  # kernels launched by GEMM ops with bf16/fp16 inputs
+    gemm_fp32: int = 0  # kernels launched by GEMM ops with fp32 inputs
+
+
+# (block kind, phase) -> facts; plain data so that it pickles from a worker process and merges by summing.
+HintFacts = dict[tuple[str, str], GroupFacts]
+
+
+def merge_facts(parts: Iterable[HintFacts | None]) -> HintFacts | None:
+    """Several files' facts as one (a folder of ranks): rows and counts summed per block kind."""
+    out: HintFacts = {}
+    seen = False
+    for facts in parts:
+        if facts is None:
+            continue
+        seen = True
+        for key, g in facts.items():
+            m = out.setdefault(key, GroupFacts())
+            for row, (n, us) in g.kernels.items():
+                acc = m.kernels.setdefault(row, [0, 0.0])
+                acc[0] += n
+                acc[1] += us
+            m.sdpa_calls += g.sdpa_calls
+            m.sdpa_masked += g.sdpa_masked
+            m.gemm_16bit += g.gemm_16bit
+            m.gemm_fp32 += g.gemm_fp32
+    return out if seen else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Collecting facts (once per trace, only over device events that blocks own)
+
+
+class _Inputs:
+    """Recorded inputs of host ops, parsed lazily and once per distinct JSON text."""
+
+    __slots__ = ("_tr", "_cache")
+
+    def __init__(self, tr: Trace) -> None:
+        self._tr = tr
+        self._cache: dict[bytes, Any] = {}
+
+    def _load(self, raw: bytes) -> Any:
+        try:
+            return self._cache[raw]
+        except KeyError:
+            pass
+        try:
+            v = orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError:
+            v = None
+        self._cache[raw] = v
+        return v
+
+    def dims(self, i: int) -> list | None:
+        rec = self._tr.op_inputs.get(i)
+        v = self._load(rec.dims) if rec is not None else None
+        return v if isinstance(v, list) else None
+
+    def types(self, i: int) -> list | None:
+        rec = self._tr.op_inputs.get(i)
+        v = self._load(rec.types) if rec is not None else None
+        return v if isinstance(v, list) else None
+
+    def concrete(self, i: int) -> list | None:
+        rec = self._tr.op_inputs.get(i)
+        v = self._load(rec.concrete) if rec is not None else None
+        return v if isinstance(v, list) else None
+
+
+def _shape(x: object) -> list[int] | None:
+    return x if isinstance(x, list) and all(isinstance(d, int) for d in x) else None
+
+
+def _cat_tag(inp: _Inputs, i: int) -> str:
+    """A cat of [past, new] along the sequence axis of 4-D (B, H, S, D) tensors is a KV-cache append;
+    one of two equal halves along the last axis is rotary's rotate_half."""
+    dims = inp.dims(i)
+    if not dims or not isinstance(dims[0], list) or len(dims[0]) != 2:
+        return ""
+    a, b = _shape(dims[0][0]), _shape(dims[0][1])
+    if a is None or b is None or len(a) != 4 or len(b) != 4:
+        return ""
+    conc = inp.concrete(i) or []
+    dim = conc[1] if len(conc) > 1 else ""
+    try:
+        axis = int(dim) % 4 if dim not in ("", None) else 0
+    except (TypeError, ValueError):
+        return ""
+    if axis == 3 and a == b:
+        return HALVES_CAT
+    if axis == 2 and a[:2] == b[:2] and a[3] == b[3] and a[2] >= b[2] > 0:
+        return KV_CAT  # past (a) at least as long as the new tokens (b): a cache that grows
+    return ""
+
+
+def _sdpa_masked(inp: _Inputs, i: int) -> bool:
+    """SDPA(query, key, value, attn_mask, dropout_p, is_causal, …) with a mask tensor and is_causal False."""
+    dims = inp.dims(i)
+    if not dims or len(dims) < 4 or not dims[3]:
+        return False
+    conc = inp.concrete(i) or []
+    return not (len(conc) > 5 and conc[5] == "True")
+
+
+def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]], dev_owner: Sequence[int],
+                  cats: Sequence[str], busy_ns: Sequence[int]) -> HintFacts:
+    """Per block kind, the kernel rows the rules read: one pass over the device events blocks own.
+
+    ``block_keys[b]`` is block b's (kind, phase); ``busy_ns[j]`` is event j's share of its block's busy time.
+    Work per event is a few dict look-ups; ancestors are walked once per distinct launcher.
+    """
+    host, dev = tr.host, tr.device
+    leaf, launcher, op_parent = links.device_leaf, links.launcher, links.op_parent
+    inp = _Inputs(tr)
+    facts: HintFacts = {}
+    rows: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}  # regexes run once per distinct kernel row
+    seen_ops: set[tuple[int, int]] = set()  # (block, op) counted once
+
+    def _repeat_kv_tag(la: int) -> str:
+        """HF repeat_kv: reshape of a 5-D expand (B, H_kv, n_rep, S, D) -> clone -> copy_, outside any GEMM."""
+        p, depth, five = la, 0, False
+        while p != NONE and depth < 6:
+            n = host[p].name
+            if _GEMM_OP.match(n) or is_fused_attention_op(n):
+                return ""  # matmul/attention ops reshape their own operands (e.g. 5-D chunked products)
+            if n == "aten::clone":
+                d = inp.dims(p)
+                s = _shape(d[0]) if d else None
+                five = s is not None and len(s) == 5 and s[2] > 1
+            elif n == "aten::reshape":
+                up = op_parent[p]
+                inside_op = up != NONE and (_GEMM_OP.match(host[up].name) is not None or is_fused_attention_op(host[up].name))
+                return REPEAT_KV if five and not inside_op else ""
+            elif n not in _RESHAPE_OPS:
+                return ""
+            p = op_parent[p]
+            depth += 1
+        return ""
+
+    up: dict[int, tuple[str, int]] = {}  # host op -> (nearest SDPA context above it, the SDPA op or NONE)
+
+    def context(la: int) -> tuple[str, int]:
+        """'math' (an SDPA math path), 'sdpa' (SDPA with no backend op between), 'fused' or '' for an op.
+
+        Memoised per host op and filled along the walked path, so each op is visited once per trace.
+        """
+        path: list[int] = []
+        p = la
+        res: tuple[str, int] = ("", NONE)
+        while p != NONE:
+            hit = up.get(p)
+            if hit is not None:
+                res = hit
+                break
+            n = host[p].name
+            if n == _SDPA_OP:
+                res = up[p] = ("sdpa", p)
+                break
+            path.append(p)
+            p = op_parent[p]
+        for q in reversed(path):  # from the top down: each op's context from its parent's
+            kind = _op_kind(host[q].name)
+            if kind == "math":
+                res = ("math", res[1])
+            elif kind == "fused" and res[0] == "sdpa":
+                res = ("fused", res[1])
+            up[q] = res
+        return res
+
+    def launcher_tag(la: int, g: GroupFacts, b: int) -> str:
+        ctx, sdpa = context(la)
+        if sdpa != NONE and (b, sdpa) not in seen_ops:
+            seen_ops.add((b, sdpa))
+            g.sdpa_calls += 1
+            g.sdpa_masked += _sdpa_masked(inp, sdpa)
+        if ctx in ("math", "sdpa"):
+            return SDPA_MATH
+        name = host[la].name
+        kind = _op_kind(name)
+        if kind == "gemm":
+            types = inp.types(la)
+            if types and types[0] in _SIXTEEN_BIT:
+                g.gemm_16bit += 1
+            elif types and types[0] == "float":
+                g.gemm_fp32 += 1
+            return ""
+        if kind == "mask":
+            return MASK
+        if kind == "cat":
+            return _cat_tag(inp, la)
+        if kind == "repeat":
+            return REPEAT_KV
+        if kind == "softmax":
+            types = inp.types(la)
+            if not types:
+                return _SOFTMAX_UNKNOWN  # no record_shapes: the kernel's template decides
+            return SOFTMAX_FP32 if types[0] == "float" else ""
+        if kind == "reshape":
+            return _repeat_kv_tag(la)
+        return ""
+
+    for j, b in enumerate(dev_owner):
+        if b == NONE:
+            continue
+        key = block_keys[b]
+        g = facts.get(key)
+        if g is None:
+            g = facts[key] = GroupFacts()
+        lf = leaf[j]
+        la = launcher[lf] if lf != NONE else NONE
+        if la != NONE:
+            tag = launcher_tag(la, g, b)
+            lname = host[la].name
+        else:
+            tag, lname = "", ""
+        name = dev[j].name
+        cat = cats[j]
+        memo = (name, cat, lname, tag)
+        row = rows.get(memo)
+        if row is None:
+            row = rows[memo] = (_compact(name), cat, lname, _kernel_tag(name, cat, tag))
+        acc = g.kernels.get(row)
+        if acc is None:
+            g.kernels[row] = [1, busy_ns[j] / 1000]
+        else:
+            acc[0] += 1
+            acc[1] += busy_ns[j] / 1000
+    return facts
+
+
+@lru_cache(maxsize=4096)
+def _op_kind(name: str) -> str:
+    """What a host op is to the rules, by its name alone."""
+    if _MATH_OP.match(name):
+        return "math"
+    if is_fused_attention_op(name):
+        return "fused"
+    if _GEMM_OP.match(name):
+        return "gemm"
+    if _MASK_OP.match(name):
+        return "mask"
+    if name == "aten::cat":
+        return "cat"
+    if name == "aten::repeat_interleave":
+        return "repeat"
+    if _SOFTMAX_OP.match(name):
+        return "softmax"
+    if name in _RESHAPE_OPS:
+        return "reshape"
+    return ""
+
+
+def _kernel_tag(name: str, cat: str, tag: str) -> str:
+    """The row's tag: the launcher's, refined by what the kernel's own name says."""
+    if tag == _SOFTMAX_UNKNOWN or (not tag and cat == Category.SOFTMAX):
+        return SOFTMAX_FP32 if cat == Category.SOFTMAX and _FP32_SOFTMAX_KERNEL.search(name) else ""
+    if tag == SOFTMAX_FP32:
+        return tag if cat == Category.SOFTMAX else ""
+    if tag:
+        return tag
+    if _COMM_KERNEL.search(name):
+        return COMM
+    if cat == Category.MEMORY and _CAST_KERNEL.search(name):
+        return CAST
+    if _NEG_KERNEL.search(name):
+        return NEG
+    return ""
+
+
+def _compact(name: str) -> str:
+    n = name[5:] if name.startswith("void ") else name
+    return n.replace("(anonymous namespace)::", "").replace("at::native::", "")
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluating the rules on block kinds
+
+
+@dataclass(slots=True)
+class Group:
+    """One block kind (and phase): BlockResult figures summed, plus its facts. What a rule's check reads."""
+
+    label: str
+    blocks: list[BlockResult]
+    facts: GroupFacts
+    busy_us: float = 0.0
+    span_us: float = 0.0
+    idle_us: float = 0.0
+    categories: dict[str, float] = field(default_factory=dict)
+
+    def rows(self, pred: Callable[[str, str, str, str], bool]) -> list[tuple[str, str, str, str, int, float]]:
+        """Kernel rows (name, category, launcher, tag, count, µs) for which ``pred(name, cat, launcher, tag)``."""
+        return [(*k, int(v[0]), v[1]) for k, v in self.facts.kernels.items() if pred(*k)]
+
+    def tagged(self, *tags: str) -> list[tuple[str, str, str, str, int, float]]:
+        return self.rows(lambda n, c, la, t: t in tags)
+
+    def share(self, us: float) -> float:
+        return us / self.busy_us if self.busy_us > 0 else 0.0
+
+
+def _us(rows: Sequence[tuple[str, str, str, str, int, float]]) -> float:
+    return sum(r[5] for r in rows)
+
+
+def _names(rows: Sequence[tuple[str, str, str, str, int, float]]) -> list[str]:
+    """The costliest kernel names of these rows (evidence), shortened."""
+    by: dict[str, float] = {}
+    for r in rows:
+        by[r[0]] = by.get(r[0], 0.0) + r[5]
+    return [n[:120] for n, _ in sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[:_TOP_NAMES]]
+
+
+def _t(us: float) -> str:
+    if us >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if us >= 1000:
+        return f"{us / 1000:.2f} ms"
+    return f"{us:.1f} µs"
+
+
+def _r(x: float) -> float:
+    return round(x, 3)
+
+
+def _hint(rule: HintRule, g: Group, message: str, evidence: dict[str, Any], saving_us: float | None,
+          basis: str, denominator_us: float | None = None) -> Hint:
+    den = g.busy_us if denominator_us is None else denominator_us
+    pct = 100 * saving_us / den if saving_us is not None and den > 0 else None
+    return Hint(rule=rule.name, blocks=[g.label], message=message, evidence=evidence,
+                saving_us=None if saving_us is None else _r(saving_us), saving_pct=None if pct is None else round(pct, 1),
+                saving_basis=basis)
+
+
+def _eager_softmax(g: Group, rule: HintRule) -> Hint | None:
+    sm, ew = g.categories.get(Category.SOFTMAX, 0.0), g.categories.get(Category.ELEMENTWISE, 0.0)
+    if sm <= 0 or g.categories.get(Category.FUSED_ATTENTION, 0.0) > 0 or g.tagged(SDPA_MATH):
+        return None
+    share = g.share(sm + ew)
+    if share < rule.threshold:
+        return None
+    names = _names(g.rows(lambda n, c, la, t: c in (Category.SOFTMAX, Category.ELEMENTWISE)))
+    return _hint(rule, g, f"{g.label}: eager softmax + mask/scale kernels are {100 * share:.1f}% of busy time "
+                          f"({_t(sm + ew)}); use F.scaled_dot_product_attention (fused: flash/mem-efficient/cuDNN)",
+                 {"softmax_us": _r(sm), "elementwise_us": _r(ew), "busy_us": _r(g.busy_us),
+                  "share_pct": round(100 * share, 1), "kernels": names},
+                 sm + ew, "upper bound: the time of the eager softmax/mask/scale kernels; the fused kernel does "
+                          "this work too, in time the trace cannot tell")
+
+
+def _sdpa_math(g: Group, rule: HintRule) -> Hint | None:
+    rows = g.tagged(SDPA_MATH)
+    soft = [r for r in rows if r[1] == Category.SOFTMAX]
+    if not soft:
+        return None
+    total = _us(rows)
+    not_mm = _us([r for r in rows if r[1] != Category.MATMUL])
+    return _hint(rule, g, f"{g.label}: SDPA ran its math fallback (softmax kernels inside the SDPA op, "
+                          f"{_t(total)} of kernels); make a fused backend eligible (bf16/fp16 inputs, is_causal "
+                          f"instead of a mask, supported head_dim) or check sdpa_kernel()/torch.backends settings",
+                 {"math_path_us": _r(total), "softmax_us": _r(_us(soft)), "non_matmul_us": _r(not_mm),
+                  "busy_us": _r(g.busy_us), "kernels": _names(soft)},
+                 not_mm, "upper bound: the math path's softmax/mask/cast/copy kernels; a fused kernel still "
+                         "does the matmul work")
+
+
+def _launch_bound(g: Group, rule: HintRule) -> Hint | None:
+    if g.span_us <= 0 or g.idle_us <= rule.threshold * g.span_us:
+        return None
+    kernels = sum(b.kernels for b in g.blocks)
+    return _hint(rule, g, f"{g.label}: launch-bound, the GPU is idle {100 * g.idle_us / g.span_us:.0f}% of the "
+                          f"blocks' span ({_t(g.idle_us)} of {_t(g.span_us)}); capture CUDA graphs "
+                          f"(torch.compile mode='reduce-overhead') or fuse kernels (torch.compile), and judge "
+                          f"speedups by wall time, not busy time",
+                 {"span_us": _r(g.span_us), "idle_us": _r(g.idle_us), "busy_us": _r(g.busy_us),
+                  "idle_pct": round(100 * g.idle_us / g.span_us, 1), "kernels": kernels,
+                  "mean_kernel_us": _r(g.busy_us / kernels) if kernels else None},
+                 g.idle_us, "upper bound: the device idle time inside the blocks (percent of their span)",
+                 denominator_us=g.span_us)
+
+
+def _kv_cat(g: Group, rule: HintRule) -> Hint | None:
+    rows = g.tagged(KV_CAT)
+    us = _us(rows)
+    if not rows or g.share(us) < rule.threshold:
+        return None
+    return _hint(rule, g, f"{g.label}: KV-cache concatenation (torch.cat of past and new K/V) is "
+                          f"{100 * g.share(us):.1f}% of busy time ({_t(us)}); use a static, pre-allocated cache "
+                          f"(transformers StaticCache, index_copy_ of the new tokens)",
+                 {"cat_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
+                  "calls": sum(r[4] for r in rows), "kernels": _names(rows)},
+                 us, "upper bound: the cat kernels' time; a static cache still writes the new tokens")
+
+
+def _causal_mask(g: Group, rule: HintRule) -> Hint | None:
+    rows = g.tagged(MASK)
+    us = _us(rows)
+    fills = bool(rows) and g.share(us) >= rule.threshold
+    masked = g.facts.sdpa_masked
+    if not fills and not masked:
+        return None
+    parts = []
+    if fills:
+        parts.append(f"masked_fill kernels take {100 * g.share(us):.1f}% of busy time ({_t(us)})")
+    if masked:
+        parts.append(f"{masked} of {g.facts.sdpa_calls} SDPA calls were passed an attn_mask tensor")
+    ev: dict[str, Any] = {"mask_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
+                          "sdpa_calls": g.facts.sdpa_calls, "sdpa_with_mask": masked, "kernels": _names(rows)}
+    msg = (f"{g.label}: a materialised mask: {'; '.join(parts)}; if it is causal, call "
+           f"F.scaled_dot_product_attention(..., is_causal=True) instead (no mask tensor, and the flash backend "
+           f"becomes eligible)")
+    if fills:
+        return _hint(rule, g, msg, ev, us, "upper bound: the masked_fill kernels' time")
+    return _hint(rule, g, msg, ev, None, "none: what a fused causal kernel saves over a masked one is not in the trace")
+
+
+def _fp32_softmax(g: Group, rule: HintRule) -> Hint | None:
+    rows = g.tagged(SOFTMAX_FP32)
+    us = _us(rows)
+    if not rows or g.share(us) < rule.threshold:
+        return None
+    sixteen = g.facts.gemm_16bit > 0 or any(re.search(r"bf16|f16|BFloat16|Half|_h_|_h$", r[0])
+                                            for r in g.rows(lambda n, c, la, t: c == Category.MATMUL))
+    if not sixteen:
+        return None
+    casts = _us(g.tagged(CAST))
+    return _hint(rule, g, f"{g.label}: softmax runs in fp32 ({_t(us)}, {100 * g.share(us):.1f}% of busy time) while "
+                          f"the matmuls are bf16/fp16; keep the scores in bf16 (softmax accumulates in fp32 inside "
+                          f"the kernel) and drop the casts around it ({_t(casts)})",
+                 {"fp32_softmax_us": _r(us), "cast_us": _r(casts), "busy_us": _r(g.busy_us),
+                  "gemm_ops_16bit": g.facts.gemm_16bit, "kernels": _names(rows)},
+                 us / 2 + casts, "estimate: a memory-bound softmax moves half the bytes in bf16 (half its time), "
+                                 "plus the bf16<->fp32 cast kernels")
+
+
+def _repeat_kv(g: Group, rule: HintRule) -> Hint | None:
+    rows = g.tagged(REPEAT_KV)
+    us = _us(rows)
+    if not rows or g.share(us) < rule.threshold:
+        return None
+    return _hint(rule, g, f"{g.label}: GQA repeat_kv copies K/V per query head ({_t(us)}, "
+                          f"{100 * g.share(us):.1f}% of busy time); pass enable_gqa=True to "
+                          f"F.scaled_dot_product_attention or use a GQA-aware kernel",
+                 {"copy_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
+                  "launchers": sorted({r[2] for r in rows}), "kernels": _names(rows)},
+                 us, "upper bound: the repeat_kv copy kernels' time")
+
+
+def _layout_copies(g: Group, rule: HintRule) -> Hint | None:
+    rows = g.rows(lambda n, c, la, t: c == Category.MEMORY and not t and _LAYOUT_KERNEL.search(n) is not None)
+    us = _us(rows)
+    if not rows or g.share(us) < rule.threshold:
+        return None
+    return _hint(rule, g, f"{g.label}: transpose/contiguous copies are {100 * g.share(us):.1f}% of busy time "
+                          f"({_t(us)}); keep tensors in the layout the next op reads (e.g. (B, S, H, D) into "
+                          f"flash-attn, no .contiguous() before SDPA) or let torch.compile fuse the copies",
+                 {"copy_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
+                  "launchers": sorted({r[2] for r in rows if r[2]})[:5], "kernels": _names(rows)},
+                 us, "upper bound: the copy kernels' time")
+
+
+def _get(obj: object, name: str) -> Any:
+    """A field of an efficiency record, whether it is an object or a dict (the flops branch decides)."""
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _low_tflops(g: Group, rule: HintRule) -> Hint | None:
+    """Reads ``BlockResult.efficiency_by_category["fused_attention"]`` (silent when the field is absent)."""
+    flops = 0.0
+    peak = None
+    bounds: list[str] = []
+    for b in g.blocks:
+        e = _get(getattr(b, "efficiency_by_category", None), Category.FUSED_ATTENTION.value)
+        f, rate, roof = _get(e, "flops"), _get(e, "tflops_per_s"), _get(e, "roof_pct")
+        if not f:
+            continue
+        flops += f
+        bounds.append(str(_get(e, "bound") or ""))
+        if peak is None and rate and roof:
+            peak = rate / (roof / 100)
+    us = g.categories.get(Category.FUSED_ATTENTION, 0.0)
+    if flops <= 0 or us <= 0 or peak is None or not bounds:
+        return None
+    compute = sum(1 for x in bounds if x.startswith("compute"))
+    if compute * 2 <= len(bounds):
+        return None
+    rate = flops / us / 1e6
+    roof_pct = 100 * rate / peak
+    if roof_pct >= rule.threshold:
+        return None
+    names = _names(g.rows(lambda n, c, la, t: c == Category.FUSED_ATTENTION))
+    return _hint(rule, g, f"{g.label}: the fused attention kernel is compute-bound but runs at {rate:.0f} TFLOP/s, "
+                          f"{roof_pct:.0f}% of the device's peak; try a newer kernel for this GPU (FA3 on Hopper, "
+                          f"cuDNN SDPA), larger head_dim/batch per launch, or check the dtype",
+                 {"fused_attention_us": _r(us), "flops": flops, "tflops_per_s": round(rate, 1),
+                  "peak_tflops_per_s": round(peak, 1), "roof_pct": round(roof_pct, 1), "kernels": names},
+                 us * (1 - roof_pct / 100), "upper bound: the fused kernels' time above what the compute roof "
+                                            "allows")
+
+
+def _rotary_cat(g: Group, rule: HintRule) -> Hint | None:
+    cat, neg = g.tagged(HALVES_CAT), g.tagged(NEG)
+    us = _us(cat) + _us(neg)
+    if not cat or not neg or g.share(us) < rule.threshold:
+        return None
+    return _hint(rule, g, f"{g.label}: rotary embedding by rotate_half (cat of the two halves + neg) costs "
+                          f"{_t(us)} ({100 * g.share(us):.1f}% of busy time) before the muls and adds; use a fused "
+                          f"rotary kernel (flash_attn's apply_rotary_emb, Liger, or torch.compile)",
+                 {"cat_us": _r(_us(cat)), "neg_us": _r(_us(neg)), "busy_us": _r(g.busy_us),
+                  "share_pct": round(100 * g.share(us), 1), "kernels": _names(cat + neg)},
+                 us, "upper bound: the cat and neg kernels' time; a fused kernel still reads and writes q and k")
+
+
+def _comm(g: Group, rule: HintRule) -> Hint | None:
+    rows = g.tagged(COMM)
+    us = _us(rows)
+    if not rows or g.share(us) < rule.threshold:
+        return None
+    return _hint(rule, g, f"{g.label}: collectives run inside the attention block ({_t(us)}, "
+                          f"{100 * g.share(us):.1f}% of busy time: tensor-parallel all-reduce?); overlap them with "
+                          f"compute (async TP) or check the TP degree for this size",
+                 {"comm_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
+                  "kernels": _names(rows)},
+                 us, "upper bound: the collective kernels' time, if fully overlapped")
+
+
+@dataclass(frozen=True, slots=True)
+class HintRule:
+    """One hint rule: ``check`` returns a Hint for a block kind, or None. ``reads`` and ``why`` document it."""
+
+    name: str
+    threshold: float
+    reads: str
+    check: Callable[[Group, HintRule], Hint | None]
+    why: str = ""
+
+
+HINT_RULES: tuple[HintRule, ...] = (
+    HintRule("eager-softmax", EAGER_SOFTMAX_SHARE, "softmax + elementwise share of busy time, no fused/SDPA kernels",
+             _eager_softmax, why="the unfused softmax/mask/scale round trips through HBM are what fused SDPA removes"),
+    HintRule("sdpa-math-fallback", 0.0, "softmax kernels launched under aten::scaled_dot_product_attention "
+             "(or _scaled_dot_product_attention_math) with no fused backend op", _sdpa_math,
+             why="SDPA silently falls back to the math path (fp32 upcast, materialised scores)"),
+    HintRule("launch-bound", LAUNCH_BOUND_IDLE, "idle_us / span_us of the blocks", _launch_bound,
+             why="busy time is not what the user pays when the GPU waits for launches"),
+    HintRule("kv-cache-cat", KV_CAT_SHARE, "kernels of aten::cat([past, new], dim=-2) on 4-D K/V (Input Dims)",
+             _kv_cat, why="a growing cache re-copies all past tokens every step"),
+    HintRule("materialised-mask", MASK_SHARE, "masked_fill kernels; SDPA calls with an attn_mask and is_causal=False",
+             _causal_mask, why="a causal mask tensor costs a kernel and keeps SDPA off the flash backend"),
+    HintRule("fp32-softmax", FP32_SOFTMAX_SHARE, "softmax op Input type float (or kernel templated on float) while "
+             "GEMM ops take bf16/fp16", _fp32_softmax, why="upcasting scores doubles the softmax's bytes and adds casts"),
+    HintRule("gqa-repeat-kv", REPEAT_KV_SHARE, "copies launched by repeat_interleave or a 5-D expand+reshape",
+             _repeat_kv, why="repeat_kv materialises K/V n_rep times"),
+    HintRule("layout-copies", LAYOUT_COPY_SHARE, "direct copy/transpose kernels (memory) not covered by another rule",
+             _layout_copies, why="contiguous()/transpose copies move the whole tensor for no math"),
+    HintRule("low-tflops", LOW_ROOF_PCT, "BlockResult.efficiency_by_category['fused_attention'] (flops, bound, "
+             "roof_pct)", _low_tflops, why="a compute-bound kernel far below the roof leaves the most on the table"),
+    HintRule("rotary-cat", ROTARY_SHARE, "cat of two equal halves along the last dim + neg kernels", _rotary_cat,
+             why="HF rotate_half materialises two extra copies of q and k"),
+    HintRule("collective-in-block", COMM_SHARE, "all-reduce/all-gather kernels in the block", _comm,
+             why="a tensor-parallel collective serialises with attention unless overlapped"),
+)
+
+
+def _groups(blocks: Sequence[BlockResult], facts: HintFacts) -> list[Group]:
+    by: dict[tuple[str, str], Group] = {}
+    for b in blocks:
+        key = (b.kind, str(b.phase))
+        g = by.get(key)
+        if g is None:
+            label = b.kind if b.phase == "forward" else f"{b.kind} ({b.phase})"
+            g = by[key] = Group(label=label, blocks=[], facts=facts.get(key) or GroupFacts(),
+                                categories=dict.fromkeys(b.categories, 0.0))
+        g.blocks.append(b)
+        g.busy_us += b.total_us
+        g.span_us += b.span_us
+        g.idle_us += b.idle_us
+        for c, v in b.categories.items():
+            g.categories[c] = g.categories.get(c, 0.0) + v
+    return sorted(by.values(), key=lambda g: (-g.busy_us, g.label))
+
+
+def evaluate(facts: HintFacts | None, blocks: Sequence[BlockResult],
+             rules: Sequence[HintRule] = HINT_RULES) -> list[Hint]:
+    """Every rule on every block kind, in rule order then by busy time; [] when no facts were gathered."""
+    if facts is None:
+        return []
+    groups = _groups(blocks, facts)
+    out: list[Hint] = []
+    for rule in rules:
+        for g in groups:
+            h = rule.check(g, rule)
+            if h is not None:
+                out.append(h)
+    return out
