@@ -19,7 +19,7 @@ from typing import Callable
 from .classify import Classifier
 from .link import NONE, Links, link
 from .inputs import Inputs, attribute_inputs, discover
-from .model import ANNOTATION, MODULE, OP, DeviceEvent, Trace
+from .model import ANNOTATION, MODULE, OP, DeviceEvent, HostEvent, Trace
 from .result import (
     CATEGORIES, Attribution, BlockResult, Coverage, Totals, TraceSummary, zero_categories,
 )
@@ -169,6 +169,15 @@ def _busy(events: Sequence[DeviceEvent]) -> tuple[int, list[int]]:
     return sum(share), share
 
 
+def _span(evs: Sequence[DeviceEvent], roots: Sequence[HostEvent]) -> int:
+    """First start to last end of a block's host intervals and its device events (ns): the profiled wall
+    clock of the block, which busy time alone hides when the device waits for launches."""
+    starts = [e.ts for e in evs] + [h.ts for h in roots]
+    if not starts:
+        return 0
+    return max([e.ts + e.dur for e in evs] + [h.ts + h.dur for h in roots]) - min(starts)
+
+
 def _summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) -> TraceSummary:
     i = tr.info
     return TraceSummary(source=i.source, gpus=i.gpus, pytorch=i.pytorch, runtime=i.runtime, time_base=time_base,
@@ -210,13 +219,14 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
             t = top.setdefault((compact_kernel_name(dev[j].name), cats[j]), [0, 0])
             t[0] += 1
             t[1] += dev[j].dur
-        span = (max(e.ts + e.dur for e in evs) - min(e.ts for e in evs)) if evs else 0
+        span = _span(evs, [host[r] for r in blk.roots])
         host_ns = sum(host[r].dur for r in blk.roots) if blk.roots else None
         results.append(BlockResult(
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
             ordinal=ordinal[b], phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
             idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
-            host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc[b], source=tr.info.source))
+            host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc[b], source=tr.info.source,
+            launch_bound=2 * (span - busy) > span))
     cov = Coverage(device_us=total_busy / 1000, linked_us=linked_ns / 1000, in_blocks_us=in_blocks_ns / 1000,
                    unlinked_us=(total_busy - linked_ns) / 1000, device_events=len(dev),
                    linked_events=sum(links.device_linked))
@@ -318,7 +328,7 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
     ordinal = _ordinals(blocks)
     results = []
     for b, blk in enumerate(blocks):
-        span = sum(host[r].dur for r in blk.roots)
+        hspan = sum(host[r].dur for r in blk.roots)
         for r in blk.roots:
             if host[r].kind == MODULE:
                 gap = _module_gap(tr, links, r, covered[b])
@@ -328,9 +338,9 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
         total = sum(c[b].values())
         results.append(BlockResult(
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
-            ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=total / 1000, idle_us=0.0,
-            categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=span / 1000, alloc_bytes=alloc[b],
-            source=tr.info.source))
+            ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=_span((), [host[r] for r in blk.roots]) / 1000,
+            idle_us=0.0, categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=hspan / 1000,
+            alloc_bytes=alloc[b], source=tr.info.source))  # no device to wait: idle 0, launch_bound None
     in_blocks = sum(sum(x.values()) for x in c)
     return Attribution(
         source=tr.info.source, time_base=TimeBase.HOST, traces=[_summary(tr, links, TimeBase.HOST, base)],
@@ -363,8 +373,11 @@ def _totals(results: list[BlockResult], in_blocks_ns: int, base_ns: int) -> Tota
         for k, v in r.categories.items():
             cats[k] += v
     share = in_blocks_ns / base_ns if base_ns > 0 else None
+    dev = [r for r in results if r.launch_bound is not None]  # device blocks: a CPU-only block has no idle device
+    dev_span = sum(r.span_us for r in dev)
     return Totals(total_us=sum(r.total_us for r in results), categories=cats, attention_share=share,
-                  blocks=len(results))
+                  blocks=len(results), span_us=sum(r.span_us for r in results), idle_us=sum(r.idle_us for r in results),
+                  launch_bound=2 * sum(r.idle_us for r in dev) > dev_span if dev else None)
 
 
 def merge(parts: list[Attribution], source: str) -> Attribution:

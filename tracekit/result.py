@@ -50,6 +50,14 @@ class BlockResult:
     host_us: float | None
     alloc_bytes: int | None
     source: str
+    # Device idle for more than half the span (the device waited for launches); None on CPU-only traces,
+    # which have no device to wait.
+    launch_bound: bool | None = None
+
+    @property
+    def busy_us(self) -> float:
+        """Device busy time (host time on CPU-only traces): ``total_us`` under the name that sits beside span."""
+        return self.total_us
 
 
 @dataclass(slots=True, kw_only=True)
@@ -58,6 +66,13 @@ class Totals:
     categories: dict[str, float]
     attention_share: float | None  # of device busy time (host time on CPU-only traces)
     blocks: int
+    span_us: float = 0.0  # sum of the blocks' spans
+    idle_us: float = 0.0  # sum of the blocks' device idle time
+    launch_bound: bool | None = None  # idle > half the span over the device blocks; None without any
+
+    @property
+    def busy_us(self) -> float:
+        return self.total_us
 
 
 @dataclass(slots=True, kw_only=True)
@@ -129,9 +144,15 @@ class Attribution:
             _expect(set(b.categories) == set(CATEGORIES), f"block {b.name}: category keys {sorted(b.categories)}")
             _expect(close(s, b.total_us, nc), f"block {b.name}: categories sum {s} != total {b.total_us}")
             _expect(all(v >= -_EPS_US for v in b.categories.values()), f"block {b.name}: negative category")
-            if self.time_base != TimeBase.HOST:
+            if b.launch_bound is not None:  # a device block
                 _expect(close(b.total_us + b.idle_us, b.span_us, 2),
                         f"block {b.name}: busy {b.total_us} + idle {b.idle_us} != span {b.span_us}")
+                _expect(b.idle_us >= -_EPS_US, f"block {b.name}: negative idle {b.idle_us}")
+                _expect(b.launch_bound == (2 * b.idle_us > b.span_us) or close(2 * b.idle_us, b.span_us, 4),
+                        f"block {b.name}: launch_bound {b.launch_bound} but idle {b.idle_us} of span {b.span_us}")
+            else:
+                _expect(self.time_base != TimeBase.DEVICE, f"block {b.name}: device block without launch_bound")
+                _expect(b.idle_us == 0.0, f"block {b.name}: idle time on a CPU-only block")
         n = max(1, len(self.blocks))
         t = self.totals
         _expect(close(sum(b.total_us for b in self.blocks), t.total_us, n), "totals.total_us is not the sum of blocks")
@@ -139,6 +160,15 @@ class Attribution:
             _expect(close(sum(b.categories[c] for b in self.blocks), t.categories[c], n, t.total_us),
                     f"totals.{c} is not the sum of blocks")
         _expect(t.blocks == len(self.blocks), "totals.blocks != number of blocks")
+        _expect(close(sum(b.span_us for b in self.blocks), t.span_us, n, t.span_us), "totals.span_us is not the sum of blocks")
+        _expect(close(sum(b.idle_us for b in self.blocks), t.idle_us, n, t.span_us), "totals.idle_us is not the sum of blocks")
+        dev = [b for b in self.blocks if b.launch_bound is not None]
+        if dev:
+            ds, di = sum(b.span_us for b in dev), sum(b.idle_us for b in dev)
+            _expect(t.launch_bound == (2 * di > ds) or close(2 * di, ds, 4 * n),
+                    f"totals.launch_bound {t.launch_bound} but idle {di} of span {ds}")
+        else:
+            _expect(t.launch_bound is None, "totals.launch_bound set without device blocks")
         if t.attention_share is not None:
             _expect(-_REL <= t.attention_share <= 1 + _REL, f"attention share {t.attention_share} outside [0, 1]")
         _expect(self.device_events_owned == self.device_events_owned_distinct, "a device event was counted in two blocks")

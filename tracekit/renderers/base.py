@@ -162,6 +162,8 @@ class Row:
     total_us: float
     categories: dict[str, float]
     kernels: int
+    span_us: float = 0.0
+    idle_us: float = 0.0
 
 
 def _key(b: BlockResult, by: str) -> tuple:
@@ -186,6 +188,8 @@ def group_rows(result: Attribution, by: str) -> list[Row]:
         r.blocks += 1
         r.total_us += b.total_us
         r.kernels += b.kernels
+        r.span_us += b.span_us
+        r.idle_us += b.idle_us
         for c in CATEGORIES:
             r.categories[c] += b.categories[c]
     return list(rows.values())

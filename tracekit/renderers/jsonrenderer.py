@@ -24,6 +24,7 @@ def to_dict(result: Attribution, tool: str) -> dict:
         "idle_us": round(b.idle_us, 3), "categories": {k: round(v, 3) for k, v in b.categories.items()},
         "kernels": b.kernels, "host_us": None if b.host_us is None else round(b.host_us, 3),
         "alloc_bytes": b.alloc_bytes, "trace": b.source,
+        "busy_us": round(b.busy_us, 3), "launch_bound": b.launch_bound,
     } for b in result.blocks]
     t = result.totals
     out: dict = {
@@ -40,7 +41,8 @@ def to_dict(result: Attribution, tool: str) -> dict:
         "blocks": blocks,
         "totals": {"total_us": round(t.total_us, 3), "categories": {k: round(v, 3) for k, v in t.categories.items()},
                    "attention_share": None if t.attention_share is None else round(t.attention_share, 6),
-                   "blocks": t.blocks},
+                   "blocks": t.blocks, "busy_us": round(t.busy_us, 3), "span_us": round(t.span_us, 3),
+                   "idle_us": round(t.idle_us, 3), "launch_bound": t.launch_bound},
         "top_kernels": [{"name": n, "category": c, "count": k, "total_us": round(us, 3)}
                         for n, c, k, us in result.top_kernels],
     }

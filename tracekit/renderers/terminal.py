@@ -56,18 +56,26 @@ class TerminalRenderer(Renderer):
             return "\n".join(lines) + "\n"
         tot = result.totals
         label = {"kind": "block kind", "layer": "block", "step": "step", "block": "block [step:ordinal]"}[self.by]
-        head = [label, "phase", "n", "total"] + [HEADS[c] for c in CATEGORIES]
+        idle = tot.launch_bound is not None  # device blocks: span and idle share (a CPU has no idle device)
+        head = [label, "phase", "n", "total", "span"] + (["idle"] if idle else []) + [HEADS[c] for c in CATEGORIES]
         rows = [head]
         groups = group_rows(result, self.by)
         for g in groups + ([] if len(groups) == 1 else [None]):
             if g is None:
                 label_, phase, n, total, cats = "all blocks", "", tot.blocks, tot.total_us, tot.categories
+                span, idle_us = tot.span_us, tot.idle_us
             else:
                 label_, phase, n, total, cats = g.label, g.phase, g.blocks, g.total_us, g.categories
-            cells = [label_[:60], phase, str(n), fmt_time(total)]
+                span, idle_us = g.span_us, g.idle_us
+            cells = [label_[:60], phase, str(n), fmt_time(total), fmt_time(span)]
+            cells += [f"{pct(idle_us, span):.0f}%"] if idle else []
             cells += [f"{fmt_time(cats[c])} {pct(cats[c], total):4.1f}%" for c in CATEGORIES]
             rows.append(cells)
         lines += _phase_table(rows, right=set(range(2, len(head))))
+        if tot.launch_bound:
+            lines.append(f"launch-bound: the device is idle {pct(tot.idle_us, tot.span_us):.0f}% of the blocks' span "
+                         f"(busy {fmt_time(tot.total_us)} of {fmt_time(tot.span_us)}); busy time understates what "
+                         f"the blocks cost in wall clock")
         if result.top_kernels:
             lines.append("")
             lines.append("top device events in blocks:" if result.time_base != "host"
