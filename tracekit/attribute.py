@@ -153,14 +153,20 @@ def _alloc_bytes(tr: Trace, blocks: list[Block], device_side: bool) -> list[int 
     return out
 
 
-def _busy(events: Sequence[DeviceEvent]) -> tuple[int, list[int]]:
-    """First-come split of overlapping device time: each event keeps what no earlier starter covered."""
+def _busy(events: Sequence[DeviceEvent], busy_until: list[int] | None = None) -> tuple[int, list[int]]:
+    """First-come split of overlapping device time: each event keeps what no earlier starter covered.
+
+    ``busy_until``, when given (len(events) long), receives for each event the last end of the device
+    work that started before it (-1 when none): when the device became free for it.
+    """
     order = sorted(range(len(events)), key=lambda k: (events[k].ts, k))
     share = [0] * len(events)
     maxend = None
     for k in order:
         e = events[k]
         end = e.ts + e.dur
+        if busy_until is not None:
+            busy_until[k] = -1 if maxend is None else maxend
         start = e.ts if maxend is None or maxend < e.ts else maxend
         if end > start:
             share[k] = end - start
@@ -169,13 +175,23 @@ def _busy(events: Sequence[DeviceEvent]) -> tuple[int, list[int]]:
     return sum(share), share
 
 
-def _span(evs: Sequence[DeviceEvent], roots: Sequence[HostEvent]) -> int:
+def _span(evs: Sequence[DeviceEvent], roots: Sequence[HostEvent], free_at: int = -1) -> int:
     """First start to last end of a block's host intervals and its device events (ns): the profiled wall
-    clock of the block, which busy time alone hides when the device waits for launches."""
-    starts = [e.ts for e in evs] + [h.ts for h in roots]
-    if not starts:
-        return 0
-    return max([e.ts + e.dur for e in evs] + [h.ts + h.dur for h in roots]) - min(starts)
+    clock of the block, which busy time alone hides when the device waits for launches.
+
+    Host time before the block's first device event counts only from ``free_at``, when the device finished
+    the work queued before the block: a host that runs ahead of the device waits in the queue, and that
+    wait is the previous work's time, not this block's (docs/attribution.md, Time).
+    """
+    if not evs:
+        return max(h.ts + h.dur for h in roots) - min(h.ts for h in roots) if roots else 0
+    d0 = min(e.ts for e in evs)
+    end = max(e.ts + e.dur for e in evs)
+    if not roots:
+        return end - d0
+    h0 = min(h.ts for h in roots)
+    start = d0 if h0 >= d0 else max(h0, min(free_at, d0))
+    return max(end, max(h.ts + h.dur for h in roots)) - start
 
 
 def _summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) -> TraceSummary:
@@ -202,24 +218,27 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
     for j, b in enumerate(dev_owner):
         if b != NONE:
             members[b].append(j)
-    total_busy, share = _busy(dev)
+    free_at = [0] * len(dev)
+    total_busy, share = _busy(dev, free_at)
     linked_ns = sum(s for s, ok in zip(share, links.device_linked) if ok)
     in_blocks_ns = sum(s for s, b in zip(share, dev_owner) if b != NONE)
     alloc = _alloc_bytes(tr, blocks, device_side=True)
     ordinal = _ordinals(blocks)
     results = []
-    top: dict[tuple[str, str], list] = {}  # (compact kernel name, category) -> [count, ns]
+    top: dict[tuple[str, str, int | None], list] = {}  # (compact kernel name, category, step) -> [count, ns]
     for b, blk in enumerate(blocks):
         js = members.get(b, [])
         evs = [dev[j] for j in js]
         busy, bshare = _busy(evs)
         c = dict.fromkeys(CATEGORIES, 0)
+        step = blk.step
         for j, s in zip(js, bshare):
             c[cats[j]] += s
-            t = top.setdefault((compact_kernel_name(dev[j].name), cats[j]), [0, 0])
+            t = top.setdefault((compact_kernel_name(dev[j].name), cats[j], step), [0, 0])
             t[0] += 1
             t[1] += dev[j].dur
-        span = _span(evs, [host[r] for r in blk.roots])
+        first = min(js, key=lambda j: (dev[j].ts, j)) if js else NONE
+        span = _span(evs, [host[r] for r in blk.roots], free_at[first] if js else -1)
         host_ns = sum(host[r].dur for r in blk.roots) if blk.roots else None
         results.append(BlockResult(
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
@@ -233,7 +252,7 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
     return Attribution(
         source=tr.info.source, time_base=TimeBase.DEVICE, traces=[_summary(tr, links, TimeBase.DEVICE, total_busy)],
         blocks=_sorted(results), totals=_totals(results, in_blocks_ns, total_busy), coverage=cov,
-        kernels={k: (n, ns / 1000) for k, (n, ns) in top.items()},
+        kernels=_over_steps(top), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in top.items()},
         device_events_owned=sum(len(v) for v in members.values()),
         device_events_owned_distinct=len({j for v in members.values() for j in v}))
 
@@ -308,7 +327,7 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
     self_ns = _self_times(tr, links)
     c = [dict.fromkeys(CATEGORIES, 0) for _ in blocks]
     covered = [0] * len(blocks)
-    ops: dict[tuple[str, str], list] = {}  # (op name, category) -> [count, self ns]
+    ops: dict[tuple[str, str, int | None], list] = {}  # (op name, category, step) -> [count, self ns]
     base = 0  # host time of the outermost ops: the denominator of the attention share
     other = Category.OTHER
     for i, h in enumerate(host):
@@ -321,7 +340,7 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
             c[b][cat] += self_ns[i]
             covered[b] += self_ns[i]
             if h.kind == OP:
-                v = ops.setdefault((h.name, cat), [0, 0])
+                v = ops.setdefault((h.name, cat, blocks[b].step), [0, 0])
                 v[0] += 1
                 v[1] += self_ns[i]
     alloc = _alloc_bytes(tr, blocks, device_side=False)
@@ -345,7 +364,17 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
     return Attribution(
         source=tr.info.source, time_base=TimeBase.HOST, traces=[_summary(tr, links, TimeBase.HOST, base)],
         blocks=_sorted(results), totals=_totals(results, in_blocks, base), coverage=None,
-        kernels={k: (n, ns / 1000) for k, (n, ns) in ops.items()})
+        kernels=_over_steps(ops), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in ops.items()})
+
+
+def _over_steps(per_step: dict[tuple[str, str, int | None], list]) -> dict[tuple[str, str], tuple[int, float]]:
+    """(name, category, step) -> [count, ns] summed over steps: the whole-trace kernel table, in µs."""
+    out: dict[tuple[str, str], list] = {}
+    for (name, cat, _), (n, ns) in per_step.items():
+        v = out.setdefault((name, cat), [0, 0])
+        v[0] += n
+        v[1] += ns
+    return {k: (n, ns / 1000) for k, (n, ns) in out.items()}
 
 
 def _module_gap(tr: Trace, links: Links, root: int, covered_ns: int) -> int:
@@ -395,12 +424,16 @@ def merge(parts: list[Attribution], source: str) -> Attribution:
     totals = _totals(blocks, 0, 1)
     totals.attention_share = in_blocks / base if base > 0 else None
     kernels: dict[tuple[str, str], tuple[int, float]] = {}
+    by_step: dict[tuple[str, str, int | None], tuple[int, float]] = {}
     for p in parts:
         for key, (k, us) in p.kernels.items():
             n0, us0 = kernels.get(key, (0, 0.0))
             kernels[key] = (n0 + k, us0 + us)
+        for skey, (k, us) in p.kernels_by_step.items():  # ranks of a run add up per step number
+            n0, us0 = by_step.get(skey, (0, 0.0))
+            by_step[skey] = (n0 + k, us0 + us)
     return Attribution(source=source, time_base=time_base, traces=[t for p in parts for t in p.traces], blocks=blocks,
-                       totals=totals, coverage=cov, kernels=kernels,
+                       totals=totals, coverage=cov, kernels=kernels, kernels_by_step=by_step,
                        device_events_owned=sum(p.device_events_owned for p in parts),
                        device_events_owned_distinct=sum(p.device_events_owned_distinct for p in parts))
 

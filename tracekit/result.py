@@ -125,6 +125,8 @@ class Attribution:
     # About the inputs as a whole (files skipped or read once for two names), for stderr and reports.
     warnings: list[str] = field(default_factory=list)
     incomplete: bool = False  # an input file could not be read: the figures miss its share
+    # ``kernels`` split by the owning block's step (None outside any step): the diff's per-step noise of a kernel.
+    kernels_by_step: dict[tuple[str, str, int | None], tuple[int, float]] = field(default_factory=dict)
 
     @property
     def top_kernels(self) -> list[tuple[str, str, int, float]]:
@@ -172,6 +174,15 @@ class Attribution:
         if t.attention_share is not None:
             _expect(-_REL <= t.attention_share <= 1 + _REL, f"attention share {t.attention_share} outside [0, 1]")
         _expect(self.device_events_owned == self.device_events_owned_distinct, "a device event was counted in two blocks")
+        if self.kernels_by_step:
+            summed: dict[tuple[str, str], list[float]] = {}
+            for (name, cat, _), (k, us) in self.kernels_by_step.items():
+                v = summed.setdefault((name, cat), [0, 0.0])
+                v[0] += k
+                v[1] += us
+            _expect(summed.keys() == self.kernels.keys() and all(
+                summed[key][0] == k and close(summed[key][1], us, len(self.blocks) + 1)
+                for key, (k, us) in self.kernels.items()), "per-step kernel tables do not add up to the kernel table")
         if self.coverage is not None:
             cv = self.coverage
             _expect(close(cv.linked_us + cv.unlinked_us, cv.device_us, 4), "linked + unlinked != device time")
