@@ -114,7 +114,18 @@ def diff_to_dict(r: DiffResult, tool: str) -> dict:
         "conclusions": list(r.conclusions),
         "warnings": list(r.warnings),
         "traces": {"before": db["traces"], "after": da["traces"]},
+        "span": {"before_us": _r(r.before_figures.span_us), "after_us": _r(r.after_figures.span_us),
+                 "ratio": _r(r.span_ratio, 4)},
+        "launch_bound": {"before": r.before_figures.launch_bound, "after": r.after_figures.launch_bound},
+        "kernels_changed": [{"name": k.name, "category": k.category,
+                             "before": {"count": k.before.count, "total_us": _r(k.before.total_us)},
+                             "after": {"count": k.after.count, "total_us": _r(k.after.total_us)},
+                             "delta_us": _r(k.delta_us)} for k in r.kernels_changed],
+        "kernels_changed_note": r.kernels_changed_note,
     }
+    # What the headline claims: a busy-time speedup, or none (and why: launch-bound, or no block paired).
+    out["headline"]["claims_speedup"] = not r.no_claim
+    out["headline"]["no_claim"] = r.no_claim or None
     if r.noise is not None:
         n = r.noise
         out["noise"] = {

@@ -108,6 +108,10 @@ class TerminalRenderer(Renderer):
         if r.noise:
             total.append("within" if r.noise.within_noise else "beyond")
         rows.append(total)
+        if r.before_figures.launch_bound is not None or r.after_figures.launch_bound is not None:
+            sb, sa = r.before_figures.span_us, r.after_figures.span_us
+            span = ["profiled span", fmt_time(sb), fmt_time(sa), signed(sa - sb), "", ratio_text(sb, sa)]
+            rows.append(span + ([""] if r.noise else []))
         lines += _table(rows, right=set(range(1, 6)))
         lines.append("")
         lines.append(blocks_line(r))
@@ -136,6 +140,15 @@ class TerminalRenderer(Renderer):
                 rest = ks[_KERNELS_SHOWN:]
                 lines.append(f"  {signed(sign * sum(k.total_us for k in rest)):>10}  {sum(k.count for k in rest):>6}×  "
                              f"{len(rest)} more (see --format json)")
+        if r.kernels_changed:
+            lines.append("")
+            lines.append(f"{unit} on both sides that changed, all steps ({r.kernels_changed_note}):")
+            for k in r.kernels_changed[:_KERNELS_SHOWN]:
+                counts = f"{k.before.count}× → {k.after.count}×"
+                lines.append(f"  {signed(k.delta_us):>10}  {counts:>14}  {k.category:<15} {k.name[:80]}")
+            if len(r.kernels_changed) > _KERNELS_SHOWN:
+                rest = r.kernels_changed[_KERNELS_SHOWN:]
+                lines.append(f"  {signed(sum(k.delta_us for k in rest)):>10}  {len(rest)} more (see --format json)")
         a = alloc_line(r)
         if a:
             lines += ["", a]
