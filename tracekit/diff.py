@@ -378,9 +378,10 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
     if fb and fa and fb != fa:
         warnings.append(f"the sides found blocks differently: before by {', '.join(fb)}, after by {', '.join(fa)} "
                         f"(e.g. a trace with module stacks against one without); blocks pair only within one mode")
-        if not pairs and not no_claim:
-            no_claim = (f"no block pairs: before found blocks by {', '.join(fb)}, after by {', '.join(fa)}, so the "
-                        f"totals may cover different code; profile both the same way")
+        if not pairs:
+            no_claim = "; ".join(x for x in (no_claim, (
+                f"no block pairs: before found blocks by {', '.join(fb)}, after by {', '.join(fa)}, so the "
+                f"totals may cover different code; profile both the same way")) if x)
     if not before.blocks and not after.blocks:
         warnings.append("no attention blocks on either side (try --scope REGEX to name your attention modules)")
     elif not before.blocks or not after.blocks:
