@@ -142,7 +142,8 @@ class TerminalRenderer(Renderer):
                              f"{len(rest)} more (see --format json)")
         if r.kernels_changed:
             lines.append("")
-            lines.append(f"{unit} on both sides that changed, all steps ({r.kernels_changed_note}):")
+            lines.append(f"{unit} on both sides that changed beyond noise, all steps:")
+            lines.append(f"  ({r.kernels_changed_note})")
             for k in r.kernels_changed[:_KERNELS_SHOWN]:
                 counts = f"{k.before.count}× → {k.after.count}×"
                 lines.append(f"  {signed(k.delta_us):>10}  {counts:>14}  {k.category:<15} {k.name[:80]}")
