@@ -130,10 +130,10 @@ class CSVRenderer(Renderer):
         yield row(section="span", category="total", before_us=_num(r.before_figures.span_us),
                   after_us=_num(r.after_figures.span_us), delta_us=_num(r.after_figures.span_us - r.before_figures.span_us),
                   ratio=_ratio(r.before_figures.span_us, r.after_figures.span_us), basis=r.basis)
-        for k in r.kernels_changed:
-            yield row(section="kernel_changed", category=k.category, kernel=k.name, count=k.after.count,
-                      before_us=_num(k.before.total_us), after_us=_num(k.after.total_us), delta_us=_num(k.delta_us),
-                      ratio=_ratio(k.before.total_us, k.after.total_us))
+        for kc in r.kernels_changed:
+            yield row(section="kernel_changed", category=kc.category, kernel=kc.name, count=kc.after.count,
+                      before_us=_num(kc.before.total_us), after_us=_num(kc.after.total_us), delta_us=_num(kc.delta_us),
+                      ratio=_ratio(kc.before.total_us, kc.after.total_us))
         for tag, ks in (("before", r.only_before), ("after", r.only_after)):
             for k in ks:
                 yield row(section=f"kernel_only_{tag}", category=k.category, kernel=k.name, count=k.count,

@@ -144,12 +144,12 @@ class TerminalRenderer(Renderer):
             lines.append("")
             lines.append(f"{unit} on both sides that changed beyond noise, all steps:")
             lines.append(f"  ({r.kernels_changed_note})")
-            for k in r.kernels_changed[:_KERNELS_SHOWN]:
-                counts = f"{k.before.count}× → {k.after.count}×"
-                lines.append(f"  {signed(k.delta_us):>10}  {counts:>14}  {k.category:<15} {k.name[:80]}")
+            for kc in r.kernels_changed[:_KERNELS_SHOWN]:
+                counts = f"{kc.before.count}× → {kc.after.count}×"
+                lines.append(f"  {signed(kc.delta_us):>10}  {counts:>14}  {kc.category:<15} {kc.name[:80]}")
             if len(r.kernels_changed) > _KERNELS_SHOWN:
-                rest = r.kernels_changed[_KERNELS_SHOWN:]
-                lines.append(f"  {signed(sum(k.delta_us for k in rest)):>10}  {len(rest)} more (see --format json)")
+                more = r.kernels_changed[_KERNELS_SHOWN:]
+                lines.append(f"  {signed(sum(kc.delta_us for kc in more)):>10}  {len(more)} more (see --format json)")
         a = alloc_line(r)
         if a:
             lines += ["", a]
