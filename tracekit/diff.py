@@ -405,7 +405,7 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
 
 
 def _times(x: float) -> str:
-    return f"{x:.3g}×" if x < 10 else f"{x:.0f}×"
+    return f"{x:.2f}×" if x < 10 else f"{x:.1f}×"
 
 
 def _moves(before_us: float, after_us: float) -> str:
