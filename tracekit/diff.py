@@ -17,7 +17,11 @@ The rules (docs/attribution.md, "Diff"):
   Unpaired blocks are listed, never dropped.
 - **Kernels.** Every device event owned by a block (host ops on CPU-only traces) per side; a kernel
   whose name never occurs on the other side is "only before" (gone) or "only after" (new). Times
-  are summed durations, like ``top_kernels``.
+  are summed durations, like ``top_kernels``. Kernels on both sides whose count or time changed beyond
+  noise are ``kernels_changed`` (rule in :func:`kernels_changed`).
+- **Wall clock.** Each side's headline figures carry its blocks' span and idle on the same basis. When
+  either side is launch-bound (idle > half the span) the headline claims no speedup from busy time
+  (``no_claim``) and the CI gate compares span.
 """
 
 from __future__ import annotations
