@@ -21,7 +21,8 @@ def test_eager_block_categories_and_idle(tmp_path):
     assert (blk.name, blk.found_by, blk.phase) == ("layer0.attention", "annotation", "forward")
     assert blk.categories == pytest.approx({"matmul": 21, "softmax": 5, "fused_attention": 0, "memory": 3,
                                             "elementwise": 2, "other": 0})
-    assert blk.total_us == pytest.approx(31) and blk.span_us == pytest.approx(36) and blk.idle_us == pytest.approx(5)
+    # span: host and device work, from the annotation's start (t0) to the last kernel's end (t0 + 136)
+    assert blk.total_us == pytest.approx(31) and blk.span_us == pytest.approx(136) and blk.idle_us == pytest.approx(105)
     assert blk.kernels == 6
     assert res.coverage.unlinked_us == 0 and res.totals.attention_share == pytest.approx(1.0)
 

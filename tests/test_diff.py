@@ -89,6 +89,16 @@ def two_layers(kind, **kw_per_step):
              for i in range(2)] for s in range(n)]
 
 
+def busy_device(kind):
+    """``kind`` with the device still busy (another op's kernel on stream 8 until t0 + 100) when the block's
+    first kernel starts: the block's span starts at its first kernel, so it is not launch-bound."""
+    def make(b: TraceBuilder, t0: float, **kw) -> None:
+        b.op("aten::mm", t0 - 8, 2)
+        b.launch(GEMM, t0 - 7, 1, t0 + 40, 60, stream=8)
+        kind(b, t0, **kw)
+    return make
+
+
 def _diff(before, after, **kw):
     return diff_paths(before, after, **kw).check()
 
@@ -143,9 +153,10 @@ def _single(kind, values, key):
 
 def test_change_within_noise_is_marked_and_the_gate_still_decides(tmp_path):
     # Before steps: 2·10+5 = 25 and 2·14+5 = 33 µs (median 29, range 8); after: 29 and 31 (median 30, range 2).
-    before = write(tmp_path / "a.json", _single(eager, [10, 14], "gemm"))
-    after = write(tmp_path / "b.json", _single(eager, [12, 13], "gemm"))
+    before = write(tmp_path / "a.json", _single(busy_device(eager), [10, 14], "gemm"))
+    after = write(tmp_path / "b.json", _single(busy_device(eager), [12, 13], "gemm"))
     r = _diff(before, after)
+    assert not r.launch_bound  # the gate compares busy time
     assert r.delta_us == pytest.approx(1)
     assert r.noise.combined_spread_us == pytest.approx(5)
     assert r.noise.within_noise is True
@@ -379,6 +390,8 @@ def test_json_matches_the_golden_contract(eager_fused):
                 "warnings", "basis"):
         assert key in out
     assert out["before"]["total_us"] == 108 and out["after"]["total_us"] == 52
+    claim = {k: out["headline"].pop(k) for k in ("claims_speedup", "no_claim")}  # issue 9: test_wallclock.py
+    assert claim["claims_speedup"] is False and claim["no_claim"].startswith("launch-bound")  # hand-built: launch-bound
     assert out["headline"] == {"before_us": 54.0, "after_us": 26.0, "delta_us": -28.0, "delta_pct": -51.85,
                                "speedup": 2.0769, "within_noise": False}
     assert set(out["categories"]) == set(CATEGORIES)
@@ -410,8 +423,10 @@ def test_table_markdown_and_output_file(eager_fused, tmp_path):
     assert proc.stdout == "" and "wrote" in proc.stderr and out.read_text().startswith("section,")
 
 
-def test_gate_passes_on_improvement_and_equal_fails_on_regression(eager_fused):
-    before, after = eager_fused
+def test_gate_passes_on_improvement_and_equal_fails_on_regression(tmp_path):
+    # eager_fused on a device kept busy, so that neither side is launch-bound and the gate compares busy time
+    before = write(tmp_path / "eager.json", two_layers(busy_device(eager), gemm=[10, 12]))
+    after = write(tmp_path / "fused.json", two_layers(busy_device(fused), flash=[12, 14]))
     ok = run_cli("diff", before, after, "--fail-if-slower", "5%")
     assert ok.returncode == 0 and "fail-if-slower 5%: ok" in ok.stderr
     same = run_cli("diff", before, before, "--fail-if-slower", "0")

@@ -49,7 +49,8 @@ def _attribution(blocks: list[BlockResult], share: float | None) -> Attribution:
     cats = {c: sum(b.categories[c] for b in blocks) for c in CATEGORIES}
     return Attribution(source="t", time_base="host", traces=[], blocks=blocks, coverage=None,
                        totals=Totals(total_us=sum(b.total_us for b in blocks), categories=cats,
-                                     attention_share=share, blocks=len(blocks)))
+                                     attention_share=share, blocks=len(blocks),
+                                     span_us=sum(b.span_us for b in blocks)))
 
 
 def test_check_tolerance_is_relative_for_huge_figures_and_absolute_for_small():

@@ -20,7 +20,7 @@ from .classify import Classifier
 from .hints import collect_facts, evaluate as evaluate_hints, merge_facts
 from .link import NONE, Links, link
 from .inputs import Inputs, attribute_inputs, discover
-from .model import ANNOTATION, MODULE, OP, DeviceEvent, Trace
+from .model import ANNOTATION, MODULE, OP, DeviceEvent, HostEvent, Trace
 from .result import (
     CATEGORIES, Attribution, BlockResult, Coverage, Totals, TraceSummary, zero_categories,
 )
@@ -161,20 +161,45 @@ def _alloc_bytes(tr: Trace, blocks: list[Block], device_side: bool) -> list[int 
     return out
 
 
-def _busy(events: Sequence[DeviceEvent]) -> tuple[int, list[int]]:
-    """First-come split of overlapping device time: each event keeps what no earlier starter covered."""
+def _busy(events: Sequence[DeviceEvent], busy_until: list[int] | None = None) -> tuple[int, list[int]]:
+    """First-come split of overlapping device time: each event keeps what no earlier starter covered.
+
+    ``busy_until``, when given (len(events) long), receives for each event the last end of the device
+    work that started before it (-1 when none): when the device became free for it.
+    """
     order = sorted(range(len(events)), key=lambda k: (events[k].ts, k))
     share = [0] * len(events)
     maxend = None
     for k in order:
         e = events[k]
         end = e.ts + e.dur
+        if busy_until is not None:
+            busy_until[k] = -1 if maxend is None else maxend
         start = e.ts if maxend is None or maxend < e.ts else maxend
         if end > start:
             share[k] = end - start
         if maxend is None or end > maxend:
             maxend = end
     return sum(share), share
+
+
+def _span(evs: Sequence[DeviceEvent], roots: Sequence[HostEvent], free_at: int = -1) -> int:
+    """First start to last end of a block's host intervals and its device events (ns): the profiled wall
+    clock of the block, which busy time alone hides when the device waits for launches.
+
+    Host time before the block's first device event counts only from ``free_at``, when the device finished
+    the work queued before the block: a host that runs ahead of the device waits in the queue, and that
+    wait is the previous work's time, not this block's (docs/attribution.md, Time).
+    """
+    if not evs:
+        return max(h.ts + h.dur for h in roots) - min(h.ts for h in roots) if roots else 0
+    d0 = min(e.ts for e in evs)
+    end = max(e.ts + e.dur for e in evs)
+    if not roots:
+        return end - d0
+    h0 = min(h.ts for h in roots)
+    start = d0 if h0 >= d0 else max(h0, min(free_at, d0))
+    return max(end, max(h.ts + h.dur for h in roots)) - start
 
 
 def _summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) -> TraceSummary:
@@ -202,13 +227,14 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
     for j, b in enumerate(dev_owner):
         if b != NONE:
             members[b].append(j)
-    total_busy, share = _busy(dev)
+    free_at = [0] * len(dev)
+    total_busy, share = _busy(dev, free_at)
     linked_ns = sum(s for s, ok in zip(share, links.device_linked) if ok)
     in_blocks_ns = sum(s for s, b in zip(share, dev_owner) if b != NONE)
     alloc = _alloc_bytes(tr, blocks, device_side=True)
     ordinal = _ordinals(blocks)
     results = []
-    top: dict[tuple[str, str], list] = {}  # (compact kernel name, category) -> [count, ns]
+    top: dict[tuple[str, str, int | None], list] = {}  # (compact kernel name, category, step) -> [count, ns]
     roles = RoleFinder(tr, links)
     matmul, other_role = Category.MATMUL, str(MatmulRole.OTHER)
     block_share = [0] * len(dev) if hints else None  # each owned event's share of its block's busy time
@@ -218,6 +244,7 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
         busy, bshare = _busy(evs)
         c = dict.fromkeys(CATEGORIES, 0)
         mr = dict.fromkeys(MATMUL_ROLES, 0)  # each matmul event's busy share, by its launching op's role
+        step = blk.step
         for j, s in zip(js, bshare):
             c[cats[j]] += s
             if cats[j] == matmul:
@@ -226,17 +253,18 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
                 mr[roles.role(la if la != NONE else lf) if lf != NONE else other_role] += s
             if block_share is not None:
                 block_share[j] = s
-            t = top.setdefault((compact_kernel_name(dev[j].name), cats[j]), [0, 0])
+            t = top.setdefault((compact_kernel_name(dev[j].name), cats[j], step), [0, 0])
             t[0] += 1
             t[1] += dev[j].dur
-        span = (max(e.ts + e.dur for e in evs) - min(e.ts for e in evs)) if evs else 0
+        first = min(js, key=lambda j: (dev[j].ts, j)) if js else NONE
+        span = _span(evs, [host[r] for r in blk.roots], free_at[first] if js else -1)
         host_ns = sum(host[r].dur for r in blk.roots) if blk.roots else None
         results.append(BlockResult(
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
             ordinal=ordinal[b], phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
             idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
             host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc[b], source=tr.info.source,
-            matmul_roles=_role_us(mr)))
+            matmul_roles=_role_us(mr), launch_bound=2 * (span - busy) > span))
     cov = Coverage(device_us=total_busy / 1000, linked_us=linked_ns / 1000, in_blocks_us=in_blocks_ns / 1000,
                    unlinked_us=(total_busy - linked_ns) / 1000, device_events=len(dev),
                    linked_events=sum(links.device_linked))
@@ -247,7 +275,7 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
     return Attribution(
         source=tr.info.source, time_base=TimeBase.DEVICE, traces=[_summary(tr, links, TimeBase.DEVICE, total_busy)],
         blocks=_sorted(results), totals=_totals(results, in_blocks_ns, total_busy), coverage=cov,
-        kernels={k: (n, ns / 1000) for k, (n, ns) in top.items()},
+        kernels=_over_steps(top), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in top.items()},
         device_events_owned=sum(len(v) for v in members.values()),
         device_events_owned_distinct=len({j for v in members.values() for j in v}), hint_facts=facts)
 
@@ -324,7 +352,7 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
     mr = [dict.fromkeys(MATMUL_ROLES, 0) for _ in blocks]  # matmul self time by the op's role
     roles = RoleFinder(tr, links)
     covered = [0] * len(blocks)
-    ops: dict[tuple[str, str], list] = {}  # (op name, category) -> [count, self ns]
+    ops: dict[tuple[str, str, int | None], list] = {}  # (op name, category, step) -> [count, self ns]
     base = 0  # host time of the outermost ops: the denominator of the attention share
     other = Category.OTHER
     for i, h in enumerate(host):
@@ -339,14 +367,14 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
                 mr[b][roles.role(i)] += self_ns[i]
             covered[b] += self_ns[i]
             if h.kind == OP:
-                v = ops.setdefault((h.name, cat), [0, 0])
+                v = ops.setdefault((h.name, cat, blocks[b].step), [0, 0])
                 v[0] += 1
                 v[1] += self_ns[i]
     alloc = _alloc_bytes(tr, blocks, device_side=False)
     ordinal = _ordinals(blocks)
     results = []
     for b, blk in enumerate(blocks):
-        span = sum(host[r].dur for r in blk.roots)
+        hspan = sum(host[r].dur for r in blk.roots)
         for r in blk.roots:
             if host[r].kind == MODULE:
                 gap = _module_gap(tr, links, r, covered[b])
@@ -356,14 +384,24 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
         total = sum(c[b].values())
         results.append(BlockResult(
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
-            ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=total / 1000, idle_us=0.0,
-            categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=span / 1000, alloc_bytes=alloc[b],
-            source=tr.info.source, matmul_roles=_role_us(mr[b])))
+            ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=_span((), [host[r] for r in blk.roots]) / 1000,
+            idle_us=0.0, categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=hspan / 1000,
+            alloc_bytes=alloc[b], source=tr.info.source, matmul_roles=_role_us(mr[b])))  # no device to wait: idle 0, launch_bound None
     in_blocks = sum(sum(x.values()) for x in c)
     return Attribution(
         source=tr.info.source, time_base=TimeBase.HOST, traces=[_summary(tr, links, TimeBase.HOST, base)],
         blocks=_sorted(results), totals=_totals(results, in_blocks, base), coverage=None,
-        kernels={k: (n, ns / 1000) for k, (n, ns) in ops.items()})
+        kernels=_over_steps(ops), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in ops.items()})
+
+
+def _over_steps(per_step: dict[tuple[str, str, int | None], list]) -> dict[tuple[str, str], tuple[int, float]]:
+    """(name, category, step) -> [count, ns] summed over steps: the whole-trace kernel table, in µs."""
+    out: dict[tuple[str, str], list] = {}
+    for (name, cat, _), (n, ns) in per_step.items():
+        v = out.setdefault((name, cat), [0, 0])
+        v[0] += n
+        v[1] += ns
+    return {k: (n, ns / 1000) for k, (n, ns) in out.items()}
 
 
 def _module_gap(tr: Trace, links: Links, root: int, covered_ns: int) -> int:
@@ -402,8 +440,12 @@ def _totals(results: list[BlockResult], in_blocks_ns: int, base_ns: int) -> Tota
         for r in results:
             for k, v in (r.matmul_roles or {}).items():
                 roles[k] += v
+    dev = [r for r in results if r.launch_bound is not None]  # device blocks: a CPU-only block has no idle device
+    dev_span = sum(r.span_us for r in dev)
     return Totals(total_us=sum(r.total_us for r in results), categories=cats, attention_share=share,
-                  blocks=len(results), matmul_roles=roles)
+                  blocks=len(results), matmul_roles=roles, span_us=sum(r.span_us for r in results),
+                  idle_us=sum(r.idle_us for r in results),
+                  launch_bound=2 * sum(r.idle_us for r in dev) > dev_span if dev else None)
 
 
 def merge(parts: list[Attribution], source: str) -> Attribution:
@@ -421,13 +463,17 @@ def merge(parts: list[Attribution], source: str) -> Attribution:
     totals = _totals(blocks, 0, 1)
     totals.attention_share = in_blocks / base if base > 0 else None
     kernels: dict[tuple[str, str], tuple[int, float]] = {}
+    by_step: dict[tuple[str, str, int | None], tuple[int, float]] = {}
     for p in parts:
         for key, (k, us) in p.kernels.items():
             n0, us0 = kernels.get(key, (0, 0.0))
             kernels[key] = (n0 + k, us0 + us)
+        for skey, (k, us) in p.kernels_by_step.items():  # ranks of a run add up per step number
+            n0, us0 = by_step.get(skey, (0, 0.0))
+            by_step[skey] = (n0 + k, us0 + us)
     facts = merge_facts(p.hint_facts for p in parts)
     return Attribution(source=source, time_base=time_base, traces=[t for p in parts for t in p.traces], blocks=blocks,
-                       totals=totals, coverage=cov, kernels=kernels,
+                       totals=totals, coverage=cov, kernels=kernels, kernels_by_step=by_step,
                        device_events_owned=sum(p.device_events_owned for p in parts),
                        device_events_owned_distinct=sum(p.device_events_owned_distinct for p in parts),
                        hints=evaluate_hints(facts, blocks), hint_facts=facts)

@@ -17,7 +17,11 @@ The rules (docs/attribution.md, "Diff"):
   Unpaired blocks are listed, never dropped.
 - **Kernels.** Every device event owned by a block (host ops on CPU-only traces) per side; a kernel
   whose name never occurs on the other side is "only before" (gone) or "only after" (new). Times
-  are summed durations, like ``top_kernels``.
+  are summed durations, like ``top_kernels``. Kernels on both sides whose count or time changed beyond
+  noise are ``kernels_changed`` (rule in :func:`kernels_changed`).
+- **Wall clock.** Each side's headline figures carry its blocks' span and idle on the same basis. When
+  either side is launch-bound (idle > half the span) the headline claims no speedup from busy time
+  (``no_claim``) and the CI gate compares span.
 """
 
 from __future__ import annotations
@@ -56,6 +60,9 @@ class Figures:
     categories: dict[str, float]
     # ``matmul`` by role on the same basis (docs/attribution.md, "Matmul roles"); None if a block lacks roles.
     matmul_roles: dict[str, float] | None = None
+    span_us: float = 0.0  # the blocks' spans (host and device work), on the same basis
+    idle_us: float = 0.0  # the blocks' device idle time
+    launch_bound: bool | None = None  # idle > half the span; None when the side has no device blocks
 
 
 @dataclass(slots=True, kw_only=True)
@@ -88,6 +95,20 @@ class KernelTotal:
     category: Category
     count: int
     total_us: float  # summed durations (device) or self time (host)
+
+
+@dataclass(slots=True, kw_only=True)
+class KernelChange:
+    """A kernel (host op on CPU traces) on both sides whose count or time changed beyond noise, all steps."""
+
+    name: str
+    category: Category  # of its costliest row after (a kernel can be filed under two launchers' categories)
+    before: KernelTotal
+    after: KernelTotal
+
+    @property
+    def delta_us(self) -> float:
+        return self.after.total_us - self.before.total_us
 
 
 @dataclass(slots=True, kw_only=True)
@@ -164,6 +185,22 @@ class DiffResult:
     conclusions: list[str] = field(default_factory=list)  # findings in words, e.g. EAGER_TO_FUSED_ALLOC
     warnings: list[str] = field(default_factory=list)
     labels: tuple[str, str] = ("", "")  # how to name the two sides (paths as given, shortened)
+    # Kernels on both sides whose count or time changed beyond noise (rule in kernels_changed_note), by |Δ|.
+    kernels_changed: list[KernelChange] = field(default_factory=list)
+    kernels_changed_note: str = ""
+    # Why the headline claims no speedup from busy time ("" when it may): launch-bound sides, or no block paired.
+    no_claim: str = ""
+
+    @property
+    def launch_bound(self) -> bool:
+        """Either side's device idles more than half its blocks' span: busy time is not what the user waits for."""
+        return bool(self.before_figures.launch_bound or self.after_figures.launch_bound)
+
+    @property
+    def span_ratio(self) -> float | None:
+        """after / before span, like the category ratios; None when before has no span."""
+        b = self.before_figures.span_us
+        return self.after_figures.span_us / b if b > 0 else None
 
     @property
     def delta_us(self) -> float:
@@ -236,6 +273,22 @@ class DiffResult:
             ok = p.before.kind == p.after.kind if p.paired_by == "kind" else \
                 p.before.found_by == p.after.found_by == FoundBy.FUSED_KERNEL
             _expect(ok, f"pair {p.before.name}/{p.after.name}: does not follow the {p.paired_by} rule")
+        for side, fig, att, steps in (("before", self.before_figures, self.before, self.steps_before),
+                                      ("after", self.after_figures, self.after, self.steps_after)):
+            _expect(close(fig.total_us + fig.idle_us, fig.span_us, 2 * max(1, len(att.blocks)), fig.span_us)
+                    or fig.launch_bound is None, f"{side}: headline busy + idle != span")
+            if fig.launch_bound is not None:
+                _expect(fig.launch_bound == (2 * fig.idle_us > fig.span_us) or close(2 * fig.idle_us, fig.span_us, 4),
+                        f"{side}: launch_bound does not follow idle / span")
+            if self.basis == Basis.MEDIAN_STEP:
+                _expect(close(sum(f.span_us for _, f in steps), att.totals.span_us, max(1, len(att.blocks)),
+                              att.totals.span_us), f"{side}: per-step spans do not sum to the trace's span")
+        if self.launch_bound:
+            _expect(bool(self.no_claim), "a launch-bound diff must say why it claims no busy-time speedup")
+        for k in self.kernels_changed:
+            _expect(k.before.name == k.after.name == k.name, f"changed kernel {k.name}: rows of other kernels")
+            _expect(k.before.count != k.after.count or k.before.total_us != k.after.total_us,
+                    f"changed kernel {k.name}: nothing changed")
         after_names = {k.name for k in self.kernels_after}
         before_names = {k.name for k in self.kernels_before}
         _expect(all(k.name not in after_names for k in self.only_before), "an 'only before' kernel exists after")
@@ -257,9 +310,17 @@ def _shares_defined(delta_us: float, scale: float) -> bool:
 
 
 def _totals_figures(att: Attribution) -> Figures:
-    roles = att.totals.matmul_roles
-    return Figures(total_us=att.totals.total_us, categories=dict(att.totals.categories),
-                   matmul_roles=None if roles is None else dict(roles))
+    t = att.totals
+    roles = t.matmul_roles
+    return Figures(total_us=t.total_us, categories=dict(t.categories), span_us=t.span_us, idle_us=t.idle_us,
+                   launch_bound=t.launch_bound, matmul_roles=None if roles is None else dict(roles))
+
+
+def _bound(fig: Figures, att: Attribution) -> Figures:
+    """Set ``launch_bound`` on a per-step figure: only sides with device blocks can be launch-bound."""
+    if att.totals.launch_bound is not None:
+        fig.launch_bound = 2 * fig.idle_us > fig.span_us
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,7 +362,7 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
     per_b, per_a = step_figures(before), step_figures(after)
     basis, basis_note, noise_note = _basis(before, after, per_b, per_a)
     if basis == Basis.MEDIAN_STEP:
-        fig_b, fig_a = median_step(per_b), median_step(per_a)
+        fig_b, fig_a = _bound(median_step(per_b), before), _bound(median_step(per_a), after)
     else:
         fig_b, fig_a = _totals_figures(before), _totals_figures(after)
         nb, na = len(_steps(before)), len(_steps(after))
@@ -325,6 +386,15 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
         cats[c] = CategoryDelta(before_us=b, after_us=a, delta_us=d, ratio=a / b if b > 0 else None,
                                 share_of_delta=share)
     pairs, ub, ua = pair_blocks(before, after)
+    no_claim = _launch_note(fig_b, fig_a)
+    fb, fa = sorted({b.found_by for b in before.blocks}), sorted({b.found_by for b in after.blocks})
+    if fb and fa and fb != fa:
+        warnings.append(f"the sides found blocks differently: before by {', '.join(fb)}, after by {', '.join(fa)} "
+                        f"(e.g. a trace with module stacks against one without); blocks pair only within one mode")
+        if not pairs:
+            no_claim = "; ".join(x for x in (no_claim, (
+                f"no block pairs: before found blocks by {', '.join(fb)}, after by {', '.join(fa)}, so the "
+                f"totals may cover different code; profile both the same way")) if x)
     if not before.blocks and not after.blocks:
         warnings.append("no attention blocks on either side (try --scope REGEX to name your attention modules)")
     elif not before.blocks or not after.blocks:
@@ -332,6 +402,7 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
                         f" ({(before if not before.blocks else after).source})")
     names_b = {k.name for k in kb}
     names_a = {k.name for k in ka}
+    changed, changed_note = kernels_changed(before, after, kb, ka, noise is not None)
     unit_b, unit_a = _unit(before), _unit(after)
     alloc = _alloc(before, after)
     per_step = basis == Basis.MEDIAN_STEP
@@ -342,7 +413,34 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
         only_before=[k for k in kb if k.name not in names_a], only_after=[k for k in ka if k.name not in names_b],
         steps_before=per_b if per_step else [], steps_after=per_a if per_step else [],
         noise=noise, noise_note=noise_note, alloc=alloc, conclusions=_conclusions(cats, alloc),
-        warnings=warnings, labels=(before.source, after.source))
+        warnings=warnings, labels=(before.source, after.source),
+        kernels_changed=changed, kernels_changed_note=changed_note, no_claim=no_claim)
+
+
+def _times(x: float) -> str:
+    return f"{x:.2f}×" if x < 10 else f"{x:.1f}×"
+
+
+def _moves(before_us: float, after_us: float) -> str:
+    """``falls 4.07×`` / ``rises 1.2×`` / ``is unchanged``."""
+    if before_us <= 0 or after_us <= 0:
+        return f"goes {before_us:.1f} µs → {after_us:.1f} µs"
+    if before_us > after_us:
+        return f"falls {_times(before_us / after_us)}"
+    if after_us > before_us:
+        return f"rises {_times(after_us / before_us)}"
+    return "is unchanged"
+
+
+def _launch_note(fig_b: Figures, fig_a: Figures) -> str:
+    """The headline's words when either side is launch-bound (docs/attribution.md, Diff): busy time then
+    measures the kernels, not what the user waits for, so no speedup is claimed from it."""
+    if not (fig_b.launch_bound or fig_a.launch_bound):
+        return ""
+    idle = " / ".join(f"{100 * f.idle_us / f.span_us:.0f}%" if f.span_us > 0 else "n/a" for f in (fig_b, fig_a))
+    return (f"launch-bound: the GPU is idle {idle} of the attention blocks; busy time "
+            f"{_moves(fig_b.total_us, fig_a.total_us)}, profiled span {_moves(fig_b.span_us, fig_a.span_us)}; "
+            f"measure latency outside the profiler or capture CUDA graphs")
 
 
 def _conclusions(cats: dict[str, CategoryDelta], alloc: AllocDelta | None) -> list[str]:
@@ -366,6 +464,71 @@ def _n_steps(n: int) -> str:
     return "no ProfilerStep" if n == 0 else f"{n} step{'s' if n != 1 else ''}"
 
 
+def _step_noise(per: dict[int | None, float], steps: list[int]) -> tuple[float, float]:
+    """(median, range) of one kernel's per-step time; a step without it counts 0."""
+    xs = [per.get(s, 0.0) for s in steps]
+    return _median(xs), max(xs) - min(xs)
+
+
+KERNEL_CHANGE_PCT = 5.0  # without a noise estimate: a time change must exceed 5% of before ...
+KERNEL_CHANGE_FLOOR_US = 1.0  # ... and 1 µs (all steps) to count
+
+
+def kernels_changed(before: Attribution, after: Attribution, kb: list[KernelTotal], ka: list[KernelTotal],
+                    per_step: bool) -> tuple[list[KernelChange], str]:
+    """Kernels on both sides whose count or time changed beyond noise, by |Δ| (all steps), and the rule used.
+
+    With per-step noise (``per_step``: at least two steps on both sides) the rule is the headline's, per
+    kernel: its per-step count changed, or its median-step time moved by more than the mean of the two
+    sides' per-step ranges. Without it: the count changed, or the time by more than KERNEL_CHANGE_PCT % of
+    before and KERNEL_CHANGE_FLOOR_US.
+    """
+    def by_name(rows: list[KernelTotal]) -> dict[str, tuple[int, float, Category]]:
+        out: dict[str, tuple[int, float, Category]] = {}
+        for k in rows:  # by time, so the first row of a name is its costliest category
+            n0, us0, c0 = out.get(k.name, (0, 0.0, k.category))
+            out[k.name] = (n0 + k.count, us0 + k.total_us, c0)
+        return out
+
+    def steps_of(att: Attribution) -> dict[str, tuple[dict[int | None, int], dict[int | None, float]]]:
+        out: dict[str, tuple[dict[int | None, int], dict[int | None, float]]] = {}
+        for (name, _, step), (k, us) in att.kernels_by_step.items():
+            cnt, tim = out.setdefault(name, ({}, {}))
+            cnt[step] = cnt.get(step, 0) + k
+            tim[step] = tim.get(step, 0.0) + us
+        return out
+
+    nb, na = by_name(kb), by_name(ka)
+    if per_step:
+        sb, sa = _steps(before), _steps(after)
+        pb, pa = steps_of(before), steps_of(after)
+        note = ("beyond noise: the kernel's per-step count changed, or its median-step time moved by more than "
+                "(its per-step range before + after) / 2")
+    else:
+        note = (f"no per-step noise estimate: a kernel changed when its count changed, or its time by more than "
+                f"{KERNEL_CHANGE_PCT:g}% and {KERNEL_CHANGE_FLOOR_US:g} µs (all steps)")
+    out = []
+    for name, (cb, ub, _) in nb.items():
+        if name not in na:
+            continue
+        ca, ua, cat = na[name]
+        if per_step:
+            cnt_b, tim_b = pb.get(name, ({}, {}))
+            cnt_a, tim_a = pa.get(name, ({}, {}))
+            med_b, rng_b = _step_noise(tim_b, sb)
+            med_a, rng_a = _step_noise(tim_a, sa)
+            counts_moved = _median([float(cnt_b.get(s, 0)) for s in sb]) != _median([float(cnt_a.get(s, 0)) for s in sa])
+            beyond = counts_moved or abs(med_a - med_b) > (rng_b + rng_a) / 2 + _EPS_US
+        else:
+            beyond = cb != ca or abs(ua - ub) > max(KERNEL_CHANGE_PCT / 100 * ub, KERNEL_CHANGE_FLOOR_US)
+        if beyond and (cb != ca or ub != ua):
+            out.append(KernelChange(name=name, category=cat,
+                                    before=KernelTotal(name=name, category=nb[name][2], count=cb, total_us=ub),
+                                    after=KernelTotal(name=name, category=cat, count=ca, total_us=ua)))
+    out.sort(key=lambda k: (-abs(k.delta_us), k.name))
+    return out, note
+
+
 def step_figures(att: Attribution) -> list[tuple[int, Figures]]:
     """Attention figures per ProfilerStep (ranks of a run summed per step number); a step without
     attention counts as 0. Empty when some block lies outside every step: per-step figures would
@@ -383,6 +546,8 @@ def step_figures(att: Attribution) -> list[tuple[int, Figures]]:
         assert b.step is not None  # checked above
         f = per.setdefault(b.step, zero())
         f.total_us += b.total_us
+        f.span_us += b.span_us
+        f.idle_us += b.idle_us
         for c in CATEGORIES:
             f.categories[c] += b.categories[c]
         if f.matmul_roles is not None and b.matmul_roles is not None:
@@ -400,7 +565,8 @@ def median_step(per_step: list[tuple[int, Figures]]) -> Figures:
     roles = None
     if all(f.matmul_roles is not None for f in mid):
         roles = {r: sum((f.matmul_roles or {})[r] for f in mid) / len(mid) for r in MATMUL_ROLES}
-    return Figures(total_us=sum(f.total_us for f in mid) / len(mid), categories=cats, matmul_roles=roles)
+    return Figures(total_us=sum(f.total_us for f in mid) / len(mid), categories=cats, matmul_roles=roles,
+                   span_us=sum(f.span_us for f in mid) / len(mid), idle_us=sum(f.idle_us for f in mid) / len(mid))
 
 
 def _basis(before: Attribution, after: Attribution, per_b: list[tuple[int, Figures]],
@@ -625,6 +791,7 @@ class Verdict:
     change_pct: float | None  # None when before has no attention time
     basis: Basis
     within_noise: bool | None
+    compared: str = "busy"  # "span" when either side is launch-bound: the profiled span, not busy time
 
 
 def gate(result: DiffResult, pct: float) -> Verdict:
@@ -640,10 +807,25 @@ def gate(result: DiffResult, pct: float) -> Verdict:
         raise IncomparableError(
             f"--fail-if-slower: cannot gate {TIME_BASE_LABELS.get(tb, tb)} against {TIME_BASE_LABELS.get(ta, ta)}; "
             "compare traces timed the same way (both GPU or both CPU-only)")
-    b, a = result.before_figures.total_us, result.after_figures.total_us
-    within = None if result.noise is None else result.noise.within_noise
+    compared = "span" if result.launch_bound else "busy"
+    if compared == "span":  # busy time is not what a launch-bound run waits for: gate on the profiled span
+        b, a = result.before_figures.span_us, result.after_figures.span_us
+        within = _span_within_noise(result)
+    else:
+        b, a = result.before_figures.total_us, result.after_figures.total_us
+        within = None if result.noise is None else result.noise.within_noise
     if b <= 0:
         return Verdict(ok=a <= 0, threshold_pct=pct, before_us=b, after_us=a, change_pct=None, basis=result.basis,
-                       within_noise=within)
+                       within_noise=within, compared=compared)
     return Verdict(ok=a <= b * (1 + pct / 100.0), threshold_pct=pct, before_us=b, after_us=a,
-                   change_pct=100.0 * (a - b) / b, basis=result.basis, within_noise=within)
+                   change_pct=100.0 * (a - b) / b, basis=result.basis, within_noise=within, compared=compared)
+
+
+def _span_within_noise(result: DiffResult) -> bool | None:
+    """The headline's noise rule applied to the per-step spans (None without two steps on each side)."""
+    sb = [f.span_us for _, f in result.steps_before]
+    sa = [f.span_us for _, f in result.steps_after]
+    if len(sb) < 2 or len(sa) < 2:
+        return None
+    delta = result.after_figures.span_us - result.before_figures.span_us
+    return abs(delta) <= (max(sb) - min(sb) + max(sa) - min(sa)) / 2 + _EPS_US

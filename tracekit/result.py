@@ -57,6 +57,14 @@ class BlockResult:
     # ``matmul`` split by role (tracekit.roles; keys MATMUL_ROLES), summing to categories["matmul"].
     # None where nothing computed it (a hand-built result); attribution always fills it.
     matmul_roles: dict[str, float] | None = None
+    # Device idle for more than half the span (the device waited for launches); None on CPU-only traces,
+    # which have no device to wait.
+    launch_bound: bool | None = None
+
+    @property
+    def busy_us(self) -> float:
+        """Device busy time (host time on CPU-only traces): ``total_us`` under the name that sits beside span."""
+        return self.total_us
 
 
 @dataclass(slots=True, kw_only=True)
@@ -66,6 +74,13 @@ class Totals:
     attention_share: float | None  # of device busy time (host time on CPU-only traces)
     blocks: int
     matmul_roles: dict[str, float] | None = None  # the blocks' roles summed; None unless every block has them
+    span_us: float = 0.0  # sum of the blocks' spans
+    idle_us: float = 0.0  # sum of the blocks' device idle time
+    launch_bound: bool | None = None  # idle > half the span over the device blocks; None without any
+
+    @property
+    def busy_us(self) -> float:
+        return self.total_us
 
 
 @dataclass(slots=True, kw_only=True)
@@ -122,6 +137,8 @@ class Attribution:
     hints: list[Hint] = field(default_factory=list)
     # The per-kernel facts the hint rules read, kept so that a folder's files merge before the rules run.
     hint_facts: HintFacts | None = field(default=None, repr=False)
+    # ``kernels`` split by the owning block's step (None outside any step): the diff's per-step noise of a kernel.
+    kernels_by_step: dict[tuple[str, str, int | None], tuple[int, float]] = field(default_factory=dict)
 
     @property
     def top_kernels(self) -> list[tuple[str, str, int, float]]:
@@ -143,9 +160,15 @@ class Attribution:
             _expect(all(v >= -_EPS_US for v in b.categories.values()), f"block {b.name}: negative category")
             if b.matmul_roles is not None:
                 _check_roles(b.matmul_roles, b.categories[Category.MATMUL], f"block {b.name}")
-            if self.time_base != TimeBase.HOST:
+            if b.launch_bound is not None:  # a device block
                 _expect(close(b.total_us + b.idle_us, b.span_us, 2),
                         f"block {b.name}: busy {b.total_us} + idle {b.idle_us} != span {b.span_us}")
+                _expect(b.idle_us >= -_EPS_US, f"block {b.name}: negative idle {b.idle_us}")
+                _expect(b.launch_bound == (2 * b.idle_us > b.span_us) or close(2 * b.idle_us, b.span_us, 4),
+                        f"block {b.name}: launch_bound {b.launch_bound} but idle {b.idle_us} of span {b.span_us}")
+            else:
+                _expect(self.time_base != TimeBase.DEVICE, f"block {b.name}: device block without launch_bound")
+                _expect(b.idle_us == 0.0, f"block {b.name}: idle time on a CPU-only block")
         n = max(1, len(self.blocks))
         t = self.totals
         _expect(close(sum(b.total_us for b in self.blocks), t.total_us, n), "totals.total_us is not the sum of blocks")
@@ -159,9 +182,27 @@ class Attribution:
             for r in MATMUL_ROLES:
                 _expect(close(sum((b.matmul_roles or {}).get(r, 0.0) for b in self.blocks), t.matmul_roles[r], n,
                               t.total_us), f"totals.matmul_roles.{r} is not the sum of blocks")
+        _expect(close(sum(b.span_us for b in self.blocks), t.span_us, n, t.span_us), "totals.span_us is not the sum of blocks")
+        _expect(close(sum(b.idle_us for b in self.blocks), t.idle_us, n, t.span_us), "totals.idle_us is not the sum of blocks")
+        dev = [b for b in self.blocks if b.launch_bound is not None]
+        if dev:
+            ds, di = sum(b.span_us for b in dev), sum(b.idle_us for b in dev)
+            _expect(t.launch_bound == (2 * di > ds) or close(2 * di, ds, 4 * n),
+                    f"totals.launch_bound {t.launch_bound} but idle {di} of span {ds}")
+        else:
+            _expect(t.launch_bound is None, "totals.launch_bound set without device blocks")
         if t.attention_share is not None:
             _expect(-_REL <= t.attention_share <= 1 + _REL, f"attention share {t.attention_share} outside [0, 1]")
         _expect(self.device_events_owned == self.device_events_owned_distinct, "a device event was counted in two blocks")
+        if self.kernels_by_step:
+            summed: dict[tuple[str, str], list[float]] = {}
+            for (name, cat, _), (k, us) in self.kernels_by_step.items():
+                v = summed.setdefault((name, cat), [0, 0.0])
+                v[0] += k
+                v[1] += us
+            _expect(summed.keys() == self.kernels.keys() and all(
+                summed[key][0] == k and close(summed[key][1], us, len(self.blocks) + 1)
+                for key, (k, us) in self.kernels.items()), "per-step kernel tables do not add up to the kernel table")
         if self.coverage is not None:
             cv = self.coverage
             _expect(close(cv.linked_us + cv.unlinked_us, cv.device_us, 4), "linked + unlinked != device time")

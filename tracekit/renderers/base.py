@@ -163,6 +163,8 @@ class Row:
     categories: dict[str, float]
     kernels: int
     matmul_roles: dict[str, float] | None = None  # summed over the group's blocks; None if one lacks them
+    span_us: float = 0.0
+    idle_us: float = 0.0
 
 
 def _key(b: BlockResult, by: str) -> tuple:
@@ -192,6 +194,8 @@ def group_rows(result: Attribution, by: str) -> list[Row]:
         r.blocks += 1
         r.total_us += b.total_us
         r.kernels += b.kernels
+        r.span_us += b.span_us
+        r.idle_us += b.idle_us
         for c in CATEGORIES:
             r.categories[c] += b.categories[c]
     return list(rows.values())
@@ -217,6 +221,12 @@ def headline(r: DiffResult) -> str:
     b, a = r.before_figures.total_us, r.after_figures.total_us
     parts = [f"attention ({basis_label(r.basis)}): {fmt_time(b)} → {fmt_time(a)}", f"Δ {signed(r.delta_us)}"
              + (f" ({r.delta_pct:+.1f}%)" if r.delta_pct is not None else "")]
+    if r.no_claim:  # launch-bound, or nothing paired: busy time alone does not say faster or slower
+        sb, sa = r.before_figures.span_us, r.after_figures.span_us
+        if r.launch_bound:
+            parts[0] = f"attention ({basis_label(r.basis)}): busy {fmt_time(b)} → {fmt_time(a)}, " \
+                       f"profiled span {fmt_time(sb)} → {fmt_time(sa)}"
+        return " · ".join([*parts, r.no_claim])
     if b <= 0 and a <= 0:
         parts.append("no attention time on either side")
     elif r.speedup is None:
@@ -310,8 +320,10 @@ def verdict_line(v: Verdict) -> str:
     if v.change_pct is None:
         if v.ok:
             return f"{head} ok: no attention time on either side"
-        return f"{head} REGRESSION: attention time appeared (0 → {fmt_time(v.after_us)}, {basis})"
-    fig = f"attention time {fmt_time(v.before_us)} → {fmt_time(v.after_us)} ({v.change_pct:+.1f}%, {basis})"
+        what = "profiled span" if v.compared == "span" else "attention time"
+        return f"{head} REGRESSION: {what} appeared (0 → {fmt_time(v.after_us)}, {basis})"
+    what = "profiled span (launch-bound: busy time is not the wait)" if v.compared == "span" else "attention time"
+    fig = f"{what} {fmt_time(v.before_us)} → {fmt_time(v.after_us)} ({v.change_pct:+.1f}%, {basis})"
     noise = "; the change is within noise" if v.within_noise else ""
     if v.ok:
         return f"{head} ok: {fig}{noise}"

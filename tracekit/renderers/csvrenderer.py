@@ -3,7 +3,9 @@
 An attribution is one row per block × category. A diff is sections in one table with one header:
 ``category`` (headline, six rows + ``total``), ``block`` (paired block × category),
 ``block_only_before``/``block_only_after`` (unpaired block × category), ``kernel_only_before``/
-``kernel_only_after`` (one row per kernel or op). Rows stream out in chunks, so a huge trace (or a
+``kernel_only_after`` (one row per kernel or op), ``kernel_changed`` (a kernel on both sides whose count or
+time changed beyond noise; ``count`` is the after count), ``span`` (the headline's profiled span, category
+``total``). Rows stream out in chunks, so a huge trace (or a
 200 MB kernel name) never becomes one giant string.
 """
 
@@ -125,6 +127,13 @@ class CSVRenderer(Renderer):
                     yield row(section=f"block_only_{tag}", category=c, phase=b.phase, **side(b, tag),
                               before_us=_num(v if tag == "before" else 0.0), after_us=_num(v if tag == "after" else 0.0),
                               delta_us=_num(-v if tag == "before" else v))
+        yield row(section="span", category="total", before_us=_num(r.before_figures.span_us),
+                  after_us=_num(r.after_figures.span_us), delta_us=_num(r.after_figures.span_us - r.before_figures.span_us),
+                  ratio=_ratio(r.before_figures.span_us, r.after_figures.span_us), basis=r.basis)
+        for kc in r.kernels_changed:
+            yield row(section="kernel_changed", category=kc.category, kernel=kc.name, count=kc.after.count,
+                      before_us=_num(kc.before.total_us), after_us=_num(kc.after.total_us), delta_us=_num(kc.delta_us),
+                      ratio=_ratio(kc.before.total_us, kc.after.total_us))
         for tag, ks in (("before", r.only_before), ("after", r.only_after)):
             for k in ks:
                 yield row(section=f"kernel_only_{tag}", category=k.category, kernel=k.name, count=k.count,

@@ -25,6 +25,7 @@ def to_dict(result: Attribution, tool: str) -> dict:
         **_roles(b.matmul_roles),
         "kernels": b.kernels, "host_us": None if b.host_us is None else round(b.host_us, 3),
         "alloc_bytes": b.alloc_bytes, "trace": b.source,
+        "busy_us": round(b.busy_us, 3), "launch_bound": b.launch_bound,
     } for b in result.blocks]
     t = result.totals
     out: dict = {
@@ -42,7 +43,8 @@ def to_dict(result: Attribution, tool: str) -> dict:
         "totals": {"total_us": round(t.total_us, 3), "categories": {k: round(v, 3) for k, v in t.categories.items()},
                    **_roles(t.matmul_roles),
                    "attention_share": None if t.attention_share is None else round(t.attention_share, 6),
-                   "blocks": t.blocks},
+                   "blocks": t.blocks, "busy_us": round(t.busy_us, 3), "span_us": round(t.span_us, 3),
+                   "idle_us": round(t.idle_us, 3), "launch_bound": t.launch_bound},
         "top_kernels": [{"name": n, "category": c, "count": k, "total_us": round(us, 3)}
                         for n, c, k, us in result.top_kernels],
     }
@@ -131,7 +133,18 @@ def diff_to_dict(r: DiffResult, tool: str) -> dict:
         "conclusions": list(r.conclusions),
         "warnings": list(r.warnings),
         "traces": {"before": db["traces"], "after": da["traces"]},
+        "span": {"before_us": _r(r.before_figures.span_us), "after_us": _r(r.after_figures.span_us),
+                 "ratio": _r(r.span_ratio, 4)},
+        "launch_bound": {"before": r.before_figures.launch_bound, "after": r.after_figures.launch_bound},
+        "kernels_changed": [{"name": k.name, "category": k.category,
+                             "before": {"count": k.before.count, "total_us": _r(k.before.total_us)},
+                             "after": {"count": k.after.count, "total_us": _r(k.after.total_us)},
+                             "delta_us": _r(k.delta_us)} for k in r.kernels_changed],
+        "kernels_changed_note": r.kernels_changed_note,
     }
+    # What the headline claims: a busy-time speedup, or none (and why: launch-bound, or no block paired).
+    out["headline"]["claims_speedup"] = not r.no_claim
+    out["headline"]["no_claim"] = r.no_claim or None
     if r.noise is not None:
         n = r.noise
         out["noise"] = {

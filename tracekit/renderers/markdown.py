@@ -83,4 +83,10 @@ class MarkdownRenderer(Renderer):
                           for k in ks[:_KERNELS_SHOWN]]
                 if len(ks) > _KERNELS_SHOWN:
                     lines.append(f"- … {len(ks) - _KERNELS_SHOWN} more")
+        if r.kernels_changed:
+            lines += ["", f"Changed ({r.kernel_unit}s on both sides, all steps; {_md(r.kernels_changed_note)}):", ""]
+            lines += [f"- `{_md(k.name[:120])}` ×{k.before.count} → ×{k.after.count}, {k.delta_us:+,.1f} µs ({k.category})"
+                      for k in r.kernels_changed[:_KERNELS_SHOWN]]
+            if len(r.kernels_changed) > _KERNELS_SHOWN:
+                lines.append(f"- … {len(r.kernels_changed) - _KERNELS_SHOWN} more")
         return "\n".join(lines) + "\n"

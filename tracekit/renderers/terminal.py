@@ -56,18 +56,26 @@ class TerminalRenderer(Renderer):
             return "\n".join(lines) + "\n"
         tot = result.totals
         label = {"kind": "block kind", "layer": "block", "step": "step", "block": "block [step:ordinal]"}[self.by]
-        head = [label, "phase", "n", "total"] + [HEADS[c] for c in CATEGORIES]
+        idle = tot.launch_bound is not None  # device blocks: span and idle share (a CPU has no idle device)
+        head = [label, "phase", "n", "total", "span"] + (["idle"] if idle else []) + [HEADS[c] for c in CATEGORIES]
         rows = [head]
         groups = group_rows(result, self.by)
         for g in groups + ([] if len(groups) == 1 else [None]):
             if g is None:
                 label_, phase, n, total, cats = "all blocks", "", tot.blocks, tot.total_us, tot.categories
+                span, idle_us = tot.span_us, tot.idle_us
             else:
                 label_, phase, n, total, cats = g.label, g.phase, g.blocks, g.total_us, g.categories
-            cells = [label_[:60], phase, str(n), fmt_time(total)]
+                span, idle_us = g.span_us, g.idle_us
+            cells = [label_[:60], phase, str(n), fmt_time(total), fmt_time(span)]
+            cells += [f"{pct(idle_us, span):.0f}%"] if idle else []
             cells += [f"{fmt_time(cats[c])} {pct(cats[c], total):4.1f}%" for c in CATEGORIES]
             rows.append(cells)
         lines += _phase_table(rows, right=set(range(2, len(head))))
+        if tot.launch_bound:
+            lines.append(f"launch-bound: the device is idle {pct(tot.idle_us, tot.span_us):.0f}% of the blocks' span "
+                         f"(busy {fmt_time(tot.total_us)} of {fmt_time(tot.span_us)}); busy time understates what "
+                         f"the blocks cost in wall clock")
         by_role = [roles_line(g.label + ("" if g.phase == Phase.FORWARD else f" ({g.phase})"), g.categories["matmul"],
                               g.matmul_roles) for g in groups]
         if any(by_role):
@@ -117,6 +125,10 @@ class TerminalRenderer(Renderer):
         if r.noise:
             total.append("within" if r.noise.within_noise else "beyond")
         rows.append(total)
+        if r.before_figures.launch_bound is not None or r.after_figures.launch_bound is not None:
+            sb, sa = r.before_figures.span_us, r.after_figures.span_us
+            span = ["profiled span", fmt_time(sb), fmt_time(sa), signed(sa - sb), "", ratio_text(sb, sa)]
+            rows.append(span + ([""] if r.noise else []))
         lines += _table(rows, right=set(range(1, 6)))
         rb, ra = r.before_figures.matmul_roles, r.after_figures.matmul_roles
         if rb is not None and ra is not None and (any(rb.values()) or any(ra.values())):
@@ -149,6 +161,16 @@ class TerminalRenderer(Renderer):
                 rest = ks[_KERNELS_SHOWN:]
                 lines.append(f"  {signed(sign * sum(k.total_us for k in rest)):>10}  {sum(k.count for k in rest):>6}×  "
                              f"{len(rest)} more (see --format json)")
+        if r.kernels_changed:
+            lines.append("")
+            lines.append(f"{unit} on both sides that changed beyond noise, all steps:")
+            lines.append(f"  ({r.kernels_changed_note})")
+            for kc in r.kernels_changed[:_KERNELS_SHOWN]:
+                counts = f"{kc.before.count}× → {kc.after.count}×"
+                lines.append(f"  {signed(kc.delta_us):>10}  {counts:>14}  {kc.category:<15} {kc.name[:80]}")
+            if len(r.kernels_changed) > _KERNELS_SHOWN:
+                more = r.kernels_changed[_KERNELS_SHOWN:]
+                lines.append(f"  {signed(sum(kc.delta_us for kc in more)):>10}  {len(more)} more (see --format json)")
         a = alloc_line(r)
         if a:
             lines += ["", a]
