@@ -42,10 +42,11 @@ shutil.rmtree(d)
 """
 
 
-def run(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[float, float, int]:
+def run(cmd: list[str], timeout: float, env: dict[str, str] | None = None,
+        cwd: Path = ROOT) -> tuple[float, float, int]:
     """(seconds, peak RSS MiB, exit code) of one fresh process."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd, env=env)
     deadline = t0 + timeout
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
@@ -106,6 +107,7 @@ def main(argv=None) -> int:
     chosen = set(a.tools.split(","))
     tools = {}
     envs: dict[str, dict[str, str]] = {}
+    cwds: dict[str, Path] = {}
     if "orjson" in chosen:
         tools["orjson.loads only"] = lambda p, gz: [py, "-c", ORJSON_ONLY, str(p)]
     if "tracekit" in chosen:
@@ -117,6 +119,7 @@ def main(argv=None) -> int:
         name = "baseline tracekit attribute (.json)"
         tools[name] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(p), "--format", "json"]
         envs[name] = {**os.environ, "PYTHONPATH": str(a.baseline.resolve())}
+        cwds[name] = a.baseline.resolve()  # `python -m` puts the working folder first on sys.path
         for t in tools:  # this checkout's code, not whatever an editable install points at
             if t.startswith("tracekit"):
                 envs[t] = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -130,7 +133,7 @@ def main(argv=None) -> int:
         rss: dict[str, list[float]] = {t: [] for t in tools}
         for _ in range(a.reps):
             for name, cmd in tools.items():
-                secs, peak, rc = run(cmd(path, gz), a.timeout, envs.get(name))
+                secs, peak, rc = run(cmd(path, gz), a.timeout, envs.get(name), cwds.get(name, ROOT))
                 if rc != 0:  # a timeout or an out-of-memory kill is a result too: shown as inf
                     failures += name.startswith("tracekit")
                     secs = float("inf")
