@@ -24,7 +24,7 @@ from .model import (
     ANNOTATION, KERNEL, MEMCPY, MEMSET, MODULE, OP,
     DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, OpInputs, RuntimeEvent, Trace, TraceInfo,
 )
-from .vocab import keeps_shapes
+from .vocab import keeps_scalars, keeps_shapes
 from .read import Event, EventStream, ReadSummary
 
 # Categories compared after strip + casefold; 2021 names mapped onto current ones.
@@ -193,7 +193,7 @@ class _Builder:
         self.names: dict[str, str] = {}
         self.steps: set[int] = set()
         self.shapes: dict[str, set[str]] = {}  # op name -> distinct input dims
-        self.keep_inputs: dict[str, bool] = {}  # op name -> whether its recorded inputs are kept
+        self.keep_inputs: dict[str, int] = {}  # op name -> whether its recorded inputs are kept
         self.range_profiler = False
         self.dropped: Counter[str] = Counter()
         self.roles: dict[str | None, _Role] = {}  # raw cat -> role
@@ -385,17 +385,17 @@ class _Builder:
         t = self.raw_threads.get((pid, tid))
         self.host_append(HostEvent(kind, name, t if t is not None else self._thread(pid, tid), ts, dur, ext))
         keep = self.keep_inputs.get(name)
-        if keep is None:
-            keep = self.keep_inputs[name] = kind == OP and keeps_shapes(name)
+        if keep is None:  # 0: nothing; 1: dims and dtypes; 2: also the scalars (is_causal of attention ops)
+            keep = self.keep_inputs[name] = (2 if keeps_scalars(name) else 1) if (
+                kind == OP and keeps_shapes(name)) else 0
         if keep:
             args = e.args
             if args is not None:
                 raw = args.dims or args.dims_2021
                 if raw:
                     dims = bytes(raw)
-                    conc = args.concrete
                     self.op_inputs[len(self.host) - 1] = _new_tuple(
-                        OpInputs, (dims, bytes(args.types), bytes(conc) if conc else b""))
+                        OpInputs, (dims, bytes(args.types), bytes(args.concrete) if keep == 2 else b""))
                     if name in _SHAPE_OPS:
                         self._shape(name, dims)
 

@@ -103,7 +103,7 @@ class OpInputs(NamedTuple):
 
     dims: bytes  # ``Input Dims``: a list of shapes, one per input ([] for scalars)
     types: bytes  # ``Input type``: dtype names ("c10::BFloat16", "float", "Scalar", …)
-    concrete: bytes  # ``Concrete Inputs``: scalar values as strings ("True" for is_causal), when recorded
+    concrete: bytes  # ``Concrete Inputs`` of the ops in vocab.keeps_scalars (is_causal, cat's dim…); else b""
 
 
 @dataclass(slots=True)

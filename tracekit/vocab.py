@@ -164,3 +164,9 @@ class MatmulRole(StrEnum):
 
 # Plain strings in report order, like CATEGORIES: the keys of every ``matmul_roles`` dict.
 MATMUL_ROLES: tuple[str, ...] = tuple(r.value for r in MatmulRole)
+
+
+def keeps_scalars(name: str) -> bool:
+    """Ops whose ``Concrete Inputs`` the analysis reads: attention's is_causal, cat's dim, einsum's equation.
+    The other ops' scalars are not kept (copying them for every op cost about 2% of a 1 GB load)."""
+    return name in ("aten::cat", "aten::einsum") or is_fused_attention_op(name)
