@@ -17,6 +17,7 @@ from itertools import groupby
 from typing import Callable
 
 from .classify import Classifier
+from .flops import HOST_ONLY, Efficiency, block_efficiency, device_info, merge_device, sum_efficiency, sum_efficiency_maps
 from .link import NONE, Links, link
 from .inputs import Inputs, attribute_inputs, discover
 from .model import ANNOTATION, MODULE, OP, DeviceEvent, Trace
@@ -200,12 +201,14 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
     ordinal = _ordinals(blocks)
     results = []
     top: dict[tuple[str, str], list] = {}  # (compact kernel name, category) -> [count, ns]
+    dev_share = [0] * len(dev)  # each owned event's share of its block's busy time
     for b, blk in enumerate(blocks):
         js = members.get(b, [])
         evs = [dev[j] for j in js]
         busy, bshare = _busy(evs)
         c = dict.fromkeys(CATEGORIES, 0)
         for j, s in zip(js, bshare):
+            dev_share[j] = s
             c[cats[j]] += s
             t = top.setdefault((compact_kernel_name(dev[j].name), cats[j]), [0, 0])
             t[0] += 1
@@ -217,6 +220,9 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
             ordinal=ordinal[b], phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
             idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
             host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc[b], source=tr.info.source))
+    effs, eff_cats = block_efficiency(tr, links, len(blocks), dev_owner, cats, dev_share, roles=None)
+    for b, r in enumerate(results):
+        r.efficiency, r.efficiency_by_category = effs[b], eff_cats[b]
     cov = Coverage(device_us=total_busy / 1000, linked_us=linked_ns / 1000, in_blocks_us=in_blocks_ns / 1000,
                    unlinked_us=(total_busy - linked_ns) / 1000, device_events=len(dev),
                    linked_events=sum(links.device_linked))
@@ -225,7 +231,8 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
         blocks=_sorted(results), totals=_totals(results, in_blocks_ns, total_busy), coverage=cov,
         kernels={k: (n, ns / 1000) for k, (n, ns) in top.items()},
         device_events_owned=sum(len(v) for v in members.values()),
-        device_events_owned_distinct=len({j for v in members.values() for j in v}))
+        device_events_owned_distinct=len({j for v in members.values() for j in v}),
+        device=device_info(tr.info.gpus, True))
 
 
 def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: list[Category], dev_owner: list[int]) -> None:
@@ -330,12 +337,12 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
             ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=total / 1000, idle_us=0.0,
             categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=span / 1000, alloc_bytes=alloc[b],
-            source=tr.info.source))
+            source=tr.info.source, efficiency=Efficiency(reason=HOST_ONLY)))
     in_blocks = sum(sum(x.values()) for x in c)
     return Attribution(
         source=tr.info.source, time_base=TimeBase.HOST, traces=[_summary(tr, links, TimeBase.HOST, base)],
         blocks=_sorted(results), totals=_totals(results, in_blocks, base), coverage=None,
-        kernels={k: (n, ns / 1000) for k, (n, ns) in ops.items()})
+        kernels={k: (n, ns / 1000) for k, (n, ns) in ops.items()}, device=device_info(tr.info.gpus, False))
 
 
 def _module_gap(tr: Trace, links: Links, root: int, covered_ns: int) -> int:
@@ -364,7 +371,8 @@ def _totals(results: list[BlockResult], in_blocks_ns: int, base_ns: int) -> Tota
             cats[k] += v
     share = in_blocks_ns / base_ns if base_ns > 0 else None
     return Totals(total_us=sum(r.total_us for r in results), categories=cats, attention_share=share,
-                  blocks=len(results))
+                  blocks=len(results), efficiency=sum_efficiency([r.efficiency for r in results]),
+                  efficiency_by_category=sum_efficiency_maps([r.efficiency_by_category for r in results]))
 
 
 def merge(parts: list[Attribution], source: str) -> Attribution:
@@ -389,7 +397,8 @@ def merge(parts: list[Attribution], source: str) -> Attribution:
     return Attribution(source=source, time_base=time_base, traces=[t for p in parts for t in p.traces], blocks=blocks,
                        totals=totals, coverage=cov, kernels=kernels,
                        device_events_owned=sum(p.device_events_owned for p in parts),
-                       device_events_owned_distinct=sum(p.device_events_owned_distinct for p in parts))
+                       device_events_owned_distinct=sum(p.device_events_owned_distinct for p in parts),
+                       device=merge_device([p.device for p in parts]))
 
 
 def op_self_times(tr: Trace) -> dict[str, tuple[int, float]]:

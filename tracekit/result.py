@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .flops import DeviceInfo, Efficiency
 from .vocab import CATEGORIES, FoundBy, Phase, TimeBase
 
 __all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage", "InvariantError", "Totals",
@@ -50,6 +51,9 @@ class BlockResult:
     host_us: float | None
     alloc_bytes: int | None
     source: str
+    # FLOPs/bytes of the block's counted kernels and the rate they reached (tracekit.flops); per category and role.
+    efficiency: Efficiency | None = None
+    efficiency_by_category: dict[str, Efficiency] = field(default_factory=dict)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -58,6 +62,8 @@ class Totals:
     categories: dict[str, float]
     attention_share: float | None  # of device busy time (host time on CPU-only traces)
     blocks: int
+    efficiency: Efficiency | None = None  # the sum over blocks
+    efficiency_by_category: dict[str, Efficiency] = field(default_factory=dict)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -110,6 +116,7 @@ class Attribution:
     # About the inputs as a whole (files skipped or read once for two names), for stderr and reports.
     warnings: list[str] = field(default_factory=list)
     incomplete: bool = False  # an input file could not be read: the figures miss its share
+    device: DeviceInfo | None = None  # the accelerator and its peaks (the roof of the efficiency figures)
 
     @property
     def top_kernels(self) -> list[tuple[str, str, int, float]]:
