@@ -482,10 +482,10 @@ def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[
         eb = effs[b]
         assert eb is not None
         eb.add(e)
-        keys = [cats[longest]]
+        keys = [str(cats[longest])]  # plain str: orjson refuses str subclasses as keys
         role = roles[u] if roles is not None and u < len(roles) else None
         if role:
-            keys.append(role)
+            keys.append(str(role))
         for k in keys:
             if k not in by_cat[b]:
                 by_cat[b][k] = Efficiency()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from ..flops import efficiency_dict
 from ..result import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult
 from .base import Renderer
 
@@ -24,6 +25,8 @@ def to_dict(result: Attribution, tool: str) -> dict:
         "idle_us": round(b.idle_us, 3), "categories": {k: round(v, 3) for k, v in b.categories.items()},
         "kernels": b.kernels, "host_us": None if b.host_us is None else round(b.host_us, 3),
         "alloc_bytes": b.alloc_bytes, "trace": b.source,
+        "efficiency": efficiency_dict(b.efficiency),
+        "efficiency_by_category": {k: efficiency_dict(e) for k, e in b.efficiency_by_category.items()},
     } for b in result.blocks]
     t = result.totals
     out: dict = {
@@ -40,10 +43,14 @@ def to_dict(result: Attribution, tool: str) -> dict:
         "blocks": blocks,
         "totals": {"total_us": round(t.total_us, 3), "categories": {k: round(v, 3) for k, v in t.categories.items()},
                    "attention_share": None if t.attention_share is None else round(t.attention_share, 6),
-                   "blocks": t.blocks},
+                   "blocks": t.blocks,
+                   "efficiency": efficiency_dict(t.efficiency, None if t.blocks else "no attention blocks"),
+                   "efficiency_by_category": {k: efficiency_dict(e) for k, e in t.efficiency_by_category.items()}},
         "top_kernels": [{"name": n, "category": c, "count": k, "total_us": round(us, 3)}
                         for n, c, k, us in result.top_kernels],
     }
+    out["device"] = result.device.as_dict() if result.device is not None else {
+        "name": None, "model": None, "peaks": None, "reason": "no device recorded"}
     if result.coverage is not None:
         cv = result.coverage
         out["coverage"] = {"device_us": round(cv.device_us, 3), "linked_us": round(cv.linked_us, 3),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..flops import Efficiency
 from ..result import CATEGORIES, Attribution
 from ..vocab import Phase
 from .base import (
@@ -37,6 +38,44 @@ def _phase_table(rows: list[list[str]], right: set[int], phase_col: int = 1) -> 
     return _table(rows, right)
 
 
+def _fmt_flops(x: float) -> str:
+    for unit, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6)):
+        if x >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f}"
+
+
+def _efficiency_lines(result: Attribution) -> list[str]:
+    """Per block kind: FLOPs, achieved TFLOP/s and GB/s, % of the roofline and the bound (tracekit.flops)."""
+    if result.time_base == "host" or not result.blocks:
+        return []
+    dev = result.device
+    if dev is not None and dev.peaks is not None:
+        pk = dev.peaks
+        roof = f"{dev.name} → {pk.model}: bf16 {pk.tflops('bf16') or 'n/a'} TFLOP/s, {pk.mem_gb_per_s:.0f} GB/s (dense peaks)"
+    else:
+        roof = dev.reason if dev is not None and dev.reason else "no device peaks"
+    tot = result.totals.efficiency
+    if tot is None or tot.ops == 0:
+        why = tot.reason if tot is not None and tot.reason else "no FLOP counts"
+        return ["", f"efficiency: n/a ({why})"]
+    groups: dict[tuple[str, str], Efficiency] = {}
+    for b in result.blocks:
+        if b.efficiency is not None:
+            groups.setdefault((b.kind, b.phase), Efficiency()).add(b.efficiency)
+    rows = [["block kind", "phase", "FLOPs", "TFLOP/s", "GB/s", "of roof", "bound"]]
+    for (kind, phase), e in list(groups.items()) + ([(("all blocks", ""), tot)] if len(groups) > 1 else []):
+        if e.ops == 0:
+            rows.append([kind[:60], phase, "n/a", "", "", "", ""])
+            continue
+        t = e.time_ns
+        roof_pct = e.roof_pct
+        rows.append([kind[:60], phase, _fmt_flops(e.flops), f"{e.flops / t / 1e3:.1f}" if t else "n/a",
+                     f"{e.bytes / t:.0f}" if t else "n/a", "n/a" if roof_pct is None else f"{roof_pct:.1f}%",
+                     e.bound or "n/a"])
+    return ["", f"efficiency of kernels with recorded shapes — roof: {roof}"] + _phase_table(rows, right={2, 3, 4, 5})
+
+
 class TerminalRenderer(Renderer):
     name = "table"
     extension = ".txt"
@@ -68,6 +107,7 @@ class TerminalRenderer(Renderer):
             cells += [f"{fmt_time(cats[c])} {pct(cats[c], total):4.1f}%" for c in CATEGORIES]
             rows.append(cells)
         lines += _phase_table(rows, right=set(range(2, len(head))))
+        lines += _efficiency_lines(result)
         if result.top_kernels:
             lines.append("")
             lines.append("top device events in blocks:" if result.time_base != "host"
