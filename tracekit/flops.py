@@ -490,9 +490,10 @@ def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[
             if k not in by_cat[b]:
                 by_cat[b][k] = Efficiency()
             by_cat[b][k].add(e)
+    empty = NO_FORMULA if units else NO_SHAPES  # nothing usable anywhere: as good as no shapes recorded
     for b in range(nblocks):
         if effs[b] is None:
-            effs[b] = Efficiency(ops=0, reason=NO_FORMULA)
+            effs[b] = Efficiency(ops=0, reason=empty)
     return effs, by_cat
 
 
