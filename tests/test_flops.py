@@ -54,13 +54,13 @@ def _with_annotation_roles(monkeypatch: pytest.MonkeyPatch) -> None:
     """Feed block_efficiency the roles the sweep's record_function names give (the roles helper's job)."""
     orig = flops_mod.block_efficiency
 
-    def wrapped(tr, links, n, dev_owner, cats, dev_share, roles=None):  # type: ignore[no-untyped-def]
+    def wrapped(tr, links, n, dev_owner, cats, dev_share, owned, roles=None):  # type: ignore[no-untyped-def]
         out: list[str | None] = [None] * len(tr.host)
         for i in links.order:
             p = links.op_parent[i]
             own = _ROLE_OF.get(tr.host[i].name)
             out[i] = own if own else (out[p] if p != NONE else None)
-        return orig(tr, links, n, dev_owner, cats, dev_share, roles=out)
+        return orig(tr, links, n, dev_owner, cats, dev_share, owned, roles=out)
 
     monkeypatch.setattr(attribute_mod, "block_efficiency", wrapped)
 

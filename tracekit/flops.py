@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from math import prod
@@ -394,13 +394,25 @@ def efficiency_dict(e: Efficiency | None, reason: str | None = None) -> dict[str
             "time_us": round(t / 1000, 3), "reason": e.reason}
 
 
-def _ancestors(links: Links, i: int) -> list[int]:
-    out = []
-    p = links.op_parent[i]
+def _fallback(tr: Trace, op_parent: Sequence[int], i: int, memo: dict[int, int]) -> int:
+    """The innermost op above ``i`` that is a GEMM/attention parent with a count, or NONE; ``memo`` maps each op
+    visited to the answer for itself-or-above, so that a walk up a deep tree is done once per branch."""
+    path: list[int] = []
+    p = op_parent[i]
+    found = NONE
     while p != NONE:
-        out.append(p)
-        p = links.op_parent[p]
-    return out
+        if p in memo:
+            found = memo[p]
+            break
+        path.append(p)
+        if p in tr.op_inputs and (tr.host[p].name in _GEMM_PARENTS or tr.host[p].name in _ATTENTION) \
+                and cost_of(tr, p) is not None:
+            found = p
+            break
+        p = op_parent[p]
+    for q in path:
+        memo[q] = found
+    return found
 
 
 def _unit_efficiency(c: OpCost, time_ns: int, peaks: DevicePeaks | None, device: str | None) -> Efficiency:
@@ -424,11 +436,12 @@ def _unit_efficiency(c: OpCost, time_ns: int, peaks: DevicePeaks | None, device:
 
 
 def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[int], cats: Sequence[str],
-                     dev_share: Sequence[int], roles: Sequence[str | None] | None = None,
+                     dev_share: Sequence[int], owned: Iterable[Sequence[int]],
+                     roles: Sequence[str | None] | None = None,
                      ) -> tuple[list[Efficiency | None], list[dict[str, Efficiency]]]:
     """Per block: the efficiency of its counted kernels, and the same per category (and per matmul role).
 
-    ``dev_share[j]`` is device event ``j``'s share of its block's busy time (first-come split), so the time of
+    ``owned`` lists each block's device events; ``dev_share[j]`` is device event ``j``'s share of its block's busy time (first-come split), so the time of
     a set of kernels is the busy union of those kernels. ``roles`` maps host index -> matmul role
     (projection/score/context/matmul-other) when known; a role's figures sit beside the categories.
     """
@@ -440,21 +453,23 @@ def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[
     peaks = lookup(device)
     leaf, launcher = links.device_leaf, links.launcher
     by_launcher: dict[int, list[int]] = defaultdict(list)
-    for j, b in enumerate(dev_owner):
-        if b != NONE:
+    for js in owned:
+        for j in js:
             lf = leaf[j]
             la = launcher[lf] if lf != NONE else NONE
             if la != NONE:
                 by_launcher[la].append(j)
     own: dict[int, OpCost | None] = {la: cost_of(tr, la) for la in by_launcher}
     covered: set[int] = set()  # ops with a counted matrix-work descendant: never counted themselves
+    op_parent = links.op_parent
     for la, c in own.items():
         if c is not None and c.matrix:
-            for p in _ancestors(links, la):
-                if p in covered:
-                    break
+            p = op_parent[la]
+            while p != NONE and p not in covered:
                 covered.add(p)
+                p = op_parent[p]
     units: dict[int, list[int]] = defaultdict(list)  # counted op -> its kernels
+    memo: dict[int, int] = {}
     costs: dict[int, OpCost] = {}
     for la, js in by_launcher.items():
         c = own[la]
@@ -464,32 +479,50 @@ def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[
             continue
         if c is not None:
             continue  # a parent whose children's products were counted
-        for p in _ancestors(links, la):  # fall back to the innermost enclosing op with a formula
-            pc = cost_of(tr, p) if tr.host[p].name in _GEMM_PARENTS or tr.host[p].name in _ATTENTION else None
-            if pc is None:
-                continue
-            if p not in covered:
-                units[p].extend(js)
-                costs[p] = pc
-            break
+        p = _fallback(tr, op_parent, la, memo)  # the innermost enclosing GEMM/attention op with shapes
+        if p != NONE and p not in covered:
+            units[p].extend(js)
+            costs[p] = cost_of(tr, p)  # type: ignore[assignment]
+    # Sum plain numbers per (block, key) and build the few Efficiency objects at the end: per-op objects
+    # would cost more than the counting itself on a big trace.
+    at_peak: dict[OpCost, Efficiency] = {}  # a cost's time at peak (and reason) on this device, per distinct cost
+    sums: dict[tuple[int, str], list[float]] = {}  # (block, "" | category | role) -> [flops, bytes, ns, ops]
+    mix: dict[tuple[int, str], dict[OpCost, int]] = {}  # the same keys -> how often each distinct cost occurs
+    dev = tr.device
     for u, js in units.items():
         c = costs[u]
-        longest = max(js, key=lambda j: tr.device[j].dur)
+        if len(js) == 1:
+            longest = js[0]
+            ns = dev_share[longest]
+        else:
+            longest = max(js, key=lambda j: dev[j].dur)
+            ns = sum(dev_share[j] for j in js)
+        if c not in at_peak:
+            at_peak[c] = _unit_efficiency(c, 0, peaks, device)
         b = dev_owner[longest]
-        e = _unit_efficiency(c, sum(dev_share[j] for j in js), peaks, device)
-        if effs[b] is None:
-            effs[b] = Efficiency()
-        eb = effs[b]
-        assert eb is not None
-        eb.add(e)
-        keys = [str(cats[longest])]  # plain str: orjson refuses str subclasses as keys
         role = roles[u] if roles is not None and u < len(roles) else None
-        if role:
-            keys.append(str(role))
-        for k in keys:
-            if k not in by_cat[b]:
-                by_cat[b][k] = Efficiency()
-            by_cat[b][k].add(e)
+        for key in ("", cats[longest], role) if role else ("", cats[longest]):
+            acc = sums.get((b, key))
+            if acc is None:
+                acc = sums[(b, key)] = [0.0, 0.0, 0.0, 0.0]
+                mix[(b, key)] = {}
+            acc[0] += c.flops
+            acc[1] += c.bytes
+            acc[2] += ns
+            acc[3] += 1
+            m = mix[(b, key)]
+            m[c] = m.get(c, 0) + 1
+    for (b, key), (fl, by, tns, n) in sums.items():
+        e = Efficiency(flops=fl, bytes=by, time_ns=int(tns), ops=int(n))
+        for c, k in mix[(b, key)].items():
+            ref = at_peak[c]
+            e.compute_s = None if e.compute_s is None or ref.compute_s is None else e.compute_s + k * ref.compute_s
+            e.memory_s = None if e.memory_s is None or ref.memory_s is None else e.memory_s + k * ref.memory_s
+            e.reason = e.reason or ref.reason
+        if key:
+            by_cat[b][str(key)] = e  # plain str: orjson refuses str subclasses as keys
+        else:
+            effs[b] = e
     empty = NO_FORMULA if units else NO_SHAPES  # nothing usable anywhere: as good as no shapes recorded
     for b in range(nblocks):
         if effs[b] is None:
