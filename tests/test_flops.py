@@ -349,3 +349,14 @@ def test_no_shapes_and_unknown_device_give_reasons_not_figures() -> None:
                                                    "AMD Radeon Graphics"))
     assert e["tflops_per_s"] == 1000.0 and e["bound"] is None and e["roof_pct"] is None
     assert "unknown device" in str(e["reason"])
+
+
+@requires_h200
+def test_terminal_shows_the_efficiency_of_each_block_kind() -> None:
+    from conftest import run_cli
+    out = run_cli("attribute", _trace("sweep/eager_4096"), check=True).stdout
+    d = to_dict(analyze(_trace("sweep/eager_4096")).check(), "t")["totals"]["efficiency"]
+    sect = out[out.index("efficiency of kernels with recorded shapes"):]
+    assert "H200" in sect.splitlines()[0] and "989.4" in sect.splitlines()[0]
+    row = next(line for line in sect.splitlines() if line.startswith("layer*.attention"))
+    assert f"{d['tflops_per_s']:.1f}" in row and f"{d['roof_pct']:.1f}%" in row and d["bound"] in row

@@ -59,21 +59,26 @@ def _efficiency_lines(result: Attribution) -> list[str]:
     if tot is None or tot.ops == 0:
         why = tot.reason if tot is not None and tot.reason else "no FLOP counts"
         return ["", f"efficiency: n/a ({why})"]
-    groups: dict[tuple[str, str], Efficiency] = {}
+    groups: dict[tuple[str, str], tuple[Efficiency, list[float]]] = {}
     for b in result.blocks:
         if b.efficiency is not None:
-            groups.setdefault((b.kind, b.phase), Efficiency()).add(b.efficiency)
-    rows = [["block kind", "phase", "FLOPs", "TFLOP/s", "GB/s", "of roof", "bound"]]
-    for (kind, phase), e in list(groups.items()) + ([(("all blocks", ""), tot)] if len(groups) > 1 else []):
+            e, busy = groups.setdefault((b.kind, b.phase), (Efficiency(), [0.0]))
+            e.add(b.efficiency)
+            busy[0] += b.total_us
+    rows = [["block kind", "phase", "FLOPs", "TFLOP/s", "GB/s", "of roof", "bound", "timed"]]
+    extra = [(("all blocks", ""), (tot, [result.totals.total_us]))] if len(groups) > 1 else []
+    for (kind, phase), (e, busy) in list(groups.items()) + extra:
         if e.ops == 0:
-            rows.append([kind[:60], phase, "n/a", "", "", "", ""])
+            rows.append([kind[:60], phase, "n/a", "", "", "", "", ""])
             continue
         t = e.time_ns
         roof_pct = e.roof_pct
         rows.append([kind[:60], phase, _fmt_flops(e.flops), f"{e.flops / t / 1e3:.1f}" if t else "n/a",
                      f"{e.bytes / t:.0f}" if t else "n/a", "n/a" if roof_pct is None else f"{roof_pct:.1f}%",
-                     e.bound or "n/a"])
-    return ["", f"efficiency of kernels with recorded shapes — roof: {roof}"] + _phase_table(rows, right={2, 3, 4, 5})
+                     e.bound or "n/a", f"{pct(t / 1000, busy[0]):.0f}%"])
+    return (["", f"efficiency of kernels with recorded shapes — roof: {roof}"]
+            + _phase_table(rows, right={2, 3, 4, 5, 7})
+            + ["(timed: share of the blocks' busy time in kernels whose FLOPs/bytes are counted)"])
 
 
 class TerminalRenderer(Renderer):
