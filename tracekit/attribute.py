@@ -19,6 +19,7 @@ from typing import Callable
 from .classify import Classifier
 from .flops import HOST_ONLY, Efficiency, block_efficiency, device_info, merge_device, sum_efficiency, sum_efficiency_maps
 from .link import NONE, Links, link
+from .load import _gc_paused
 from .inputs import Inputs, attribute_inputs, discover
 from .model import ANNOTATION, MODULE, OP, DeviceEvent, Trace
 from .result import (
@@ -220,8 +221,9 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
             ordinal=ordinal[b], phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
             idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
             host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc[b], source=tr.info.source))
-    effs, eff_cats = block_efficiency(tr, links, len(blocks), dev_owner, cats, dev_share,
-                                      members.values(), roles=None)
+    with _gc_paused():  # thousands of small sums, no cycles: a collection would scan the whole trace
+        effs, eff_cats = block_efficiency(tr, links, len(blocks), dev_owner, cats, dev_share,
+                                          members.values(), roles=None)
     for b, r in enumerate(results):
         r.efficiency, r.efficiency_by_category = effs[b], eff_cats[b]
     cov = Coverage(device_us=total_busy / 1000, linked_us=linked_ns / 1000, in_blocks_us=in_blocks_ns / 1000,

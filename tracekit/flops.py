@@ -486,43 +486,38 @@ def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[
     # Sum plain numbers per (block, key) and build the few Efficiency objects at the end: per-op objects
     # would cost more than the counting itself on a big trace.
     at_peak: dict[OpCost, Efficiency] = {}  # a cost's time at peak (and reason) on this device, per distinct cost
-    sums: dict[tuple[int, str], list[float]] = {}  # (block, "" | category | role) -> [flops, bytes, ns, ops]
-    mix: dict[tuple[int, str], dict[OpCost, int]] = {}  # the same keys -> how often each distinct cost occurs
+    # One dict update per counted op, keyed by everything its figures depend on; expanded per block,
+    # category and role over the (few) distinct keys at the end.
+    groups: dict[tuple[int, str, str | None, OpCost], list[int]] = {}  # -> [ops, busy ns]
     dev = tr.device
     for u, js in units.items():
-        c = costs[u]
         if len(js) == 1:
             longest = js[0]
             ns = dev_share[longest]
         else:
             longest = max(js, key=lambda j: dev[j].dur)
             ns = sum(dev_share[j] for j in js)
-        if c not in at_peak:
-            at_peak[c] = _unit_efficiency(c, 0, peaks, device)
-        b = dev_owner[longest]
-        role = roles[u] if roles is not None and u < len(roles) else None
-        for key in ("", cats[longest], role) if role else ("", cats[longest]):
-            acc = sums.get((b, key))
-            if acc is None:
-                acc = sums[(b, key)] = [0.0, 0.0, 0.0, 0.0]
-                mix[(b, key)] = {}
-            acc[0] += c.flops
-            acc[1] += c.bytes
-            acc[2] += ns
-            acc[3] += 1
-            m = mix[(b, key)]
-            m[c] = m.get(c, 0) + 1
-    for (b, key), (fl, by, tns, n) in sums.items():
-        e = Efficiency(flops=fl, bytes=by, time_ns=int(tns), ops=int(n))
-        for c, k in mix[(b, key)].items():
-            ref = at_peak[c]
-            e.compute_s = None if e.compute_s is None or ref.compute_s is None else e.compute_s + k * ref.compute_s
-            e.memory_s = None if e.memory_s is None or ref.memory_s is None else e.memory_s + k * ref.memory_s
-            e.reason = e.reason or ref.reason
-        if key:
-            by_cat[b][str(key)] = e  # plain str: orjson refuses str subclasses as keys
+        key = (dev_owner[longest], cats[longest], roles[u] if roles is not None and u < len(roles) else None, costs[u])
+        g = groups.get(key)
+        if g is None:
+            groups[key] = [1, ns]
         else:
-            effs[b] = e
+            g[0] += 1
+            g[1] += ns
+    for (b, cat, role, c), (n, ns) in groups.items():
+        ref = at_peak.get(c)
+        if ref is None:
+            ref = at_peak[c] = _unit_efficiency(c, 0, peaks, device)
+        e = Efficiency(flops=n * c.flops, bytes=n * c.bytes, time_ns=ns, ops=n, reason=ref.reason,
+                       compute_s=None if ref.compute_s is None else n * ref.compute_s,
+                       memory_s=None if ref.memory_s is None else n * ref.memory_s)
+        if effs[b] is None:
+            effs[b] = Efficiency()
+        effs[b].add(e)  # type: ignore[union-attr]
+        for k in (str(cat), str(role)) if role else (str(cat),):  # plain str: orjson refuses str subclasses
+            if k not in by_cat[b]:
+                by_cat[b][k] = Efficiency()
+            by_cat[b][k].add(e)
     empty = NO_FORMULA if units else NO_SHAPES  # nothing usable anywhere: as good as no shapes recorded
     for b in range(nblocks):
         if effs[b] is None:
