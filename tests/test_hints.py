@@ -246,7 +246,6 @@ def test_layout_copies_silent_below_threshold() -> None:
 # -- 9. low TFLOP/s on a compute-bound fused kernel (needs the flops branch's efficiency) --------------------
 
 @requires_h200
-@pytest.mark.xfail(strict=True, reason="needs efficiency from the flops branch")
 def test_low_tflops_fires_on_flash_4096() -> None:
     a = h200("sweep/sdpa-flash_4096")
     (h,) = fired(a, "low-tflops")
@@ -254,7 +253,6 @@ def test_low_tflops_fires_on_flash_4096() -> None:
 
 
 @requires_h200
-@pytest.mark.xfail(strict=True, reason="needs efficiency from the flops branch")
 def test_low_tflops_silent_without_fused_kernels() -> None:
     a = h200("sweep/eager_4096")
     assert all(getattr(b, "efficiency_by_category", None) for b in a.blocks)  # the figures exist...

@@ -18,13 +18,15 @@ from typing import Callable
 
 from .classify import Classifier
 from .hints import collect_facts, evaluate as evaluate_hints, merge_facts
+from .flops import HOST_ONLY, Efficiency, block_efficiency, device_info, merge_device, sum_efficiency, sum_efficiency_maps
 from .link import NONE, Links, link
+from .load import _gc_paused
 from .inputs import Inputs, attribute_inputs, discover
 from .model import ANNOTATION, MODULE, OP, DeviceEvent, HostEvent, Trace
 from .result import (
     CATEGORIES, Attribution, BlockResult, Coverage, Totals, TraceSummary, zero_categories,
 )
-from .roles import RoleFinder
+from .roles import GemmRoles, RoleFinder
 from .scopes import Block, BlockFinder
 from .vocab import MATMUL_ROLES, Category, FoundBy, MatmulRole, Phase, TimeBase
 
@@ -237,7 +239,7 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
     top: dict[tuple[str, str, int | None], list] = {}  # (compact kernel name, category, step) -> [count, ns]
     roles = RoleFinder(tr, links)
     matmul, other_role = Category.MATMUL, str(MatmulRole.OTHER)
-    block_share = [0] * len(dev) if hints else None  # each owned event's share of its block's busy time
+    dev_share = [0] * len(dev)  # each owned event's share of its block's busy time (efficiency, hints)
     for b, blk in enumerate(blocks):
         js = members.get(b, [])
         evs = [dev[j] for j in js]
@@ -246,13 +248,12 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
         mr = dict.fromkeys(MATMUL_ROLES, 0)  # each matmul event's busy share, by its launching op's role
         step = blk.step
         for j, s in zip(js, bshare):
+            dev_share[j] = s
             c[cats[j]] += s
             if cats[j] == matmul:
                 lf = leaf[j]
                 la = launcher[lf] if lf != NONE else NONE
                 mr[roles.role(la if la != NONE else lf) if lf != NONE else other_role] += s
-            if block_share is not None:
-                block_share[j] = s
             t = top.setdefault((compact_kernel_name(dev[j].name), cats[j], step), [0, 0])
             t[0] += 1
             t[1] += dev[j].dur
@@ -265,19 +266,25 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
             idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
             host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc[b], source=tr.info.source,
             matmul_roles=_role_us(mr), launch_bound=2 * (span - busy) > span))
+    with _gc_paused():  # thousands of small sums, no cycles: a collection would scan the whole trace
+        effs, eff_cats = block_efficiency(tr, links, len(blocks), dev_owner, cats, dev_share,
+                                          members.values(), roles=GemmRoles(tr, roles))
+    for b, r in enumerate(results):
+        r.efficiency, r.efficiency_by_category = effs[b], eff_cats[b]
     cov = Coverage(device_us=total_busy / 1000, linked_us=linked_ns / 1000, in_blocks_us=in_blocks_ns / 1000,
                    unlinked_us=(total_busy - linked_ns) / 1000, device_events=len(dev),
                    linked_events=sum(links.device_linked))
     facts = None
-    if block_share is not None:
+    if hints:
         keys = [(r.kind, str(r.phase)) for r in results]  # results are in block order until _sorted
-        facts = collect_facts(tr, links, keys, dev_owner, cats, block_share)
+        facts = collect_facts(tr, links, keys, dev_owner, cats, dev_share)
     return Attribution(
         source=tr.info.source, time_base=TimeBase.DEVICE, traces=[_summary(tr, links, TimeBase.DEVICE, total_busy)],
         blocks=_sorted(results), totals=_totals(results, in_blocks_ns, total_busy), coverage=cov,
         kernels=_over_steps(top), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in top.items()},
         device_events_owned=sum(len(v) for v in members.values()),
-        device_events_owned_distinct=len({j for v in members.values() for j in v}), hint_facts=facts)
+        device_events_owned_distinct=len({j for v in members.values() for j in v}), hint_facts=facts,
+        device=device_info(tr.info.gpus, True))
 
 
 def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: list[Category], dev_owner: list[int]) -> None:
@@ -386,12 +393,14 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
             ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=_span((), [host[r] for r in blk.roots]) / 1000,
             idle_us=0.0, categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=hspan / 1000,
-            alloc_bytes=alloc[b], source=tr.info.source, matmul_roles=_role_us(mr[b])))  # no device to wait: idle 0, launch_bound None
+            alloc_bytes=alloc[b], source=tr.info.source, matmul_roles=_role_us(mr[b]),
+            efficiency=Efficiency(reason=HOST_ONLY)))  # no device to wait: idle 0, launch_bound None
     in_blocks = sum(sum(x.values()) for x in c)
     return Attribution(
         source=tr.info.source, time_base=TimeBase.HOST, traces=[_summary(tr, links, TimeBase.HOST, base)],
         blocks=_sorted(results), totals=_totals(results, in_blocks, base), coverage=None,
-        kernels=_over_steps(ops), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in ops.items()})
+        kernels=_over_steps(ops), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in ops.items()},
+        device=device_info(tr.info.gpus, False))
 
 
 def _over_steps(per_step: dict[tuple[str, str, int | None], list]) -> dict[tuple[str, str], tuple[int, float]]:
@@ -445,7 +454,9 @@ def _totals(results: list[BlockResult], in_blocks_ns: int, base_ns: int) -> Tota
     return Totals(total_us=sum(r.total_us for r in results), categories=cats, attention_share=share,
                   blocks=len(results), matmul_roles=roles, span_us=sum(r.span_us for r in results),
                   idle_us=sum(r.idle_us for r in results),
-                  launch_bound=2 * sum(r.idle_us for r in dev) > dev_span if dev else None)
+                  launch_bound=2 * sum(r.idle_us for r in dev) > dev_span if dev else None,
+                  efficiency=sum_efficiency([r.efficiency for r in results]),
+                  efficiency_by_category=sum_efficiency_maps([r.efficiency_by_category for r in results]))
 
 
 def merge(parts: list[Attribution], source: str) -> Attribution:
@@ -476,7 +487,8 @@ def merge(parts: list[Attribution], source: str) -> Attribution:
                        totals=totals, coverage=cov, kernels=kernels, kernels_by_step=by_step,
                        device_events_owned=sum(p.device_events_owned for p in parts),
                        device_events_owned_distinct=sum(p.device_events_owned_distinct for p in parts),
-                       hints=evaluate_hints(facts, blocks), hint_facts=facts)
+                       hints=evaluate_hints(facts, blocks), hint_facts=facts,
+                       device=merge_device([p.device for p in parts]))
 
 
 def op_self_times(tr: Trace) -> dict[str, tuple[int, float]]:

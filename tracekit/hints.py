@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .flops import Efficiency, efficiency_dict
 from .vocab import Category, is_fused_attention_op
 
 if TYPE_CHECKING:
@@ -550,9 +551,11 @@ def _layout_copies(g: Group, rule: HintRule) -> Hint | None:
 
 
 def _get(obj: object, name: str) -> Any:
-    """A field of an efficiency record, whether it is an object or a dict (the flops branch decides)."""
+    """A field of an efficiency record (tracekit.flops.Efficiency, read through its JSON form) or of a dict."""
     if obj is None:
         return None
+    if isinstance(obj, Efficiency):
+        obj = efficiency_dict(obj)
     if isinstance(obj, dict):
         return obj.get(name)
     return getattr(obj, name, None)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from .vocab import CATEGORIES, MATMUL_ROLES, Category, FoundBy, Phase, TimeBase
 
 if TYPE_CHECKING:
+    from .flops import DeviceInfo, Efficiency
     from .hints import Hint, HintFacts
 
 __all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage", "InvariantError", "Totals",
@@ -65,6 +66,9 @@ class BlockResult:
     def busy_us(self) -> float:
         """Device busy time (host time on CPU-only traces): ``total_us`` under the name that sits beside span."""
         return self.total_us
+    # FLOPs/bytes of the block's counted kernels and the rate they reached (tracekit.flops); per category and role.
+    efficiency: Efficiency | None = None
+    efficiency_by_category: dict[str, Efficiency] = field(default_factory=dict)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -81,6 +85,8 @@ class Totals:
     @property
     def busy_us(self) -> float:
         return self.total_us
+    efficiency: Efficiency | None = None  # the sum over blocks
+    efficiency_by_category: dict[str, Efficiency] = field(default_factory=dict)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -139,6 +145,7 @@ class Attribution:
     hint_facts: HintFacts | None = field(default=None, repr=False)
     # ``kernels`` split by the owning block's step (None outside any step): the diff's per-step noise of a kernel.
     kernels_by_step: dict[tuple[str, str, int | None], tuple[int, float]] = field(default_factory=dict)
+    device: DeviceInfo | None = None  # the accelerator and its peaks (the roof of the efficiency figures)
 
     @property
     def top_kernels(self) -> list[tuple[str, str, int, float]]:

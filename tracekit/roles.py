@@ -212,6 +212,21 @@ class RoleFinder:
         return _operands(self.tr.host[k].name, dims) if dims is not None else None
 
 
+class GemmRoles:
+    """``roles[i]``: the matmul role of host op i when it is a matrix-product op, else None — what FLOP
+    counts aggregate by (tracekit.flops), resolved lazily through the attribution's own RoleFinder."""
+
+    def __init__(self, tr: Trace, finder: RoleFinder) -> None:
+        self.host, self.finder = tr.host, finder
+
+    def __len__(self) -> int:
+        return len(self.host)
+
+    def __getitem__(self, i: int) -> str | None:
+        h = self.host[i]
+        return self.finder.role(i) if h.kind == OP and GEMM_OP.match(h.name) else None
+
+
 def op_roles(tr: Trace, links: Links) -> list[str | None]:
     """Per host index: the matmul role of every matrix-product op (``aten::mm``/``bmm``/``linear``/…), None
     for every other event. What FLOP counts aggregate by role; attribution uses the same RoleFinder."""

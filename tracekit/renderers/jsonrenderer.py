@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from ..flops import efficiency_dict
 from ..result import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult
 from .base import Renderer
 
@@ -26,6 +27,8 @@ def to_dict(result: Attribution, tool: str) -> dict:
         "kernels": b.kernels, "host_us": None if b.host_us is None else round(b.host_us, 3),
         "alloc_bytes": b.alloc_bytes, "trace": b.source,
         "busy_us": round(b.busy_us, 3), "launch_bound": b.launch_bound,
+        "efficiency": efficiency_dict(b.efficiency),
+        "efficiency_by_category": {k: efficiency_dict(e) for k, e in b.efficiency_by_category.items()},
     } for b in result.blocks]
     t = result.totals
     out: dict = {
@@ -44,10 +47,14 @@ def to_dict(result: Attribution, tool: str) -> dict:
                    **_roles(t.matmul_roles),
                    "attention_share": None if t.attention_share is None else round(t.attention_share, 6),
                    "blocks": t.blocks, "busy_us": round(t.busy_us, 3), "span_us": round(t.span_us, 3),
-                   "idle_us": round(t.idle_us, 3), "launch_bound": t.launch_bound},
+                   "idle_us": round(t.idle_us, 3), "launch_bound": t.launch_bound,
+                   "efficiency": efficiency_dict(t.efficiency, None if t.blocks else "no attention blocks"),
+                   "efficiency_by_category": {k: efficiency_dict(e) for k, e in t.efficiency_by_category.items()}},
         "top_kernels": [{"name": n, "category": c, "count": k, "total_us": round(us, 3)}
                         for n, c, k, us in result.top_kernels],
     }
+    out["device"] = result.device.as_dict() if result.device is not None else {
+        "name": None, "model": None, "peaks": None, "reason": "no device recorded"}
     out["hints"] = [{"rule": h.rule, "message": h.message, "blocks": h.blocks, "evidence": h.evidence,
                      "saving_us": h.saving_us, "saving_pct": h.saving_pct, "saving_basis": h.saving_basis}
                     for h in result.hints]

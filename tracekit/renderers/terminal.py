@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..flops import Efficiency
 from ..result import CATEGORIES, Attribution
 from ..vocab import Phase
 from .base import (
@@ -35,6 +36,49 @@ def _phase_table(rows: list[list[str]], right: set[int], phase_col: int = 1) -> 
         rows = [r[:phase_col] + r[phase_col + 1:] for r in rows]
         right = {i - 1 if i > phase_col else i for i in right if i != phase_col}
     return _table(rows, right)
+
+
+def _fmt_flops(x: float) -> str:
+    for unit, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6)):
+        if x >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f}"
+
+
+def _efficiency_lines(result: Attribution) -> list[str]:
+    """Per block kind: FLOPs, achieved TFLOP/s and GB/s, % of the roofline and the bound (tracekit.flops)."""
+    if result.time_base == "host" or not result.blocks:
+        return []
+    dev = result.device
+    if dev is not None and dev.peaks is not None:
+        pk = dev.peaks
+        roof = f"{dev.name} → {pk.model}: bf16 {pk.tflops('bf16') or 'n/a'} TFLOP/s, {pk.mem_gb_per_s:.0f} GB/s (dense peaks)"
+    else:
+        roof = dev.reason if dev is not None and dev.reason else "no device peaks"
+    tot = result.totals.efficiency
+    if tot is None or tot.ops == 0:
+        why = tot.reason if tot is not None and tot.reason else "no FLOP counts"
+        return ["", f"efficiency: n/a ({why})"]
+    groups: dict[tuple[str, str], tuple[Efficiency, list[float]]] = {}
+    for b in result.blocks:
+        if b.efficiency is not None:
+            e, busy = groups.setdefault((b.kind, b.phase), (Efficiency(), [0.0]))
+            e.add(b.efficiency)
+            busy[0] += b.total_us
+    rows = [["block kind", "phase", "FLOPs", "TFLOP/s", "GB/s", "of roof", "bound", "timed"]]
+    extra = [(("all blocks", ""), (tot, [result.totals.total_us]))] if len(groups) > 1 else []
+    for (kind, phase), (e, busy) in list(groups.items()) + extra:
+        if e.ops == 0:
+            rows.append([kind[:60], phase, "n/a", "", "", "", "", ""])
+            continue
+        t = e.time_ns
+        roof_pct = e.roof_pct
+        rows.append([kind[:60], phase, _fmt_flops(e.flops), f"{e.flops / t / 1e3:.1f}" if t else "n/a",
+                     f"{e.bytes / t:.0f}" if t else "n/a", "n/a" if roof_pct is None else f"{roof_pct:.1f}%",
+                     e.bound or "n/a", f"{pct(t / 1000, busy[0]):.0f}%"])
+    return (["", f"efficiency of kernels with recorded shapes — roof: {roof}"]
+            + _phase_table(rows, right={2, 3, 4, 5, 7})
+            + ["(timed: share of the blocks' busy time in kernels whose FLOPs/bytes are counted)"])
 
 
 class TerminalRenderer(Renderer):
@@ -82,6 +126,7 @@ class TerminalRenderer(Renderer):
             lines.append("")
             lines.append("matmul by role (share of matmul):")
             lines += [x for x in by_role if x]
+        lines += _efficiency_lines(result)
         if result.hints:
             lines.append("")
             lines.append("hints:")
