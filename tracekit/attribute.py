@@ -48,18 +48,25 @@ def analyze(path: str | os.PathLike | Inputs, scope: str | None = None, classifi
 
 def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier | None = None,
                     hints: bool = True) -> Attribution:
-    clf = classifier or Classifier()
-    links = link(tr)
-    finder = BlockFinder(scope)
-    blocks, owner = finder.find(tr, links)
-    _attach_backward(tr, links, blocks, owner)
-    if tr.device:
-        result = _device_attribution(tr, links, blocks, owner, clf, hints=hints)
-    else:
-        result = _host_attribution(tr, links, blocks, owner, clf)
-    # Last, so that rules reading figures other stages add to the blocks (efficiency) see them.
-    result.hints = evaluate_hints(result.hint_facts, result.blocks)
-    return result
+    """Link, find blocks and attribute their time (docs/attribution.md).
+
+    The cyclic GC is paused throughout: the stages build many small lists and dicts over a model of
+    millions of objects, and each full collection would scan all of it (about 15% of the time on a
+    200 MB trace). Nothing here builds reference cycles that must be freed before the call returns.
+    """
+    with _gc_paused():
+        clf = classifier or Classifier()
+        links = link(tr)
+        finder = BlockFinder(scope)
+        blocks, owner = finder.find(tr, links)
+        _attach_backward(tr, links, blocks, owner)
+        if tr.device:
+            result = _device_attribution(tr, links, blocks, owner, clf, hints=hints)
+        else:
+            result = _host_attribution(tr, links, blocks, owner, clf)
+        # Last, so that rules reading figures other stages add to the blocks (efficiency) see them.
+        result.hints = evaluate_hints(result.hint_facts, result.blocks)
+        return result
 
 
 def block_kind(name: str, found_by: FoundBy) -> str:
@@ -266,9 +273,8 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
             idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
             host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc[b], source=tr.info.source,
             matmul_roles=_role_us(mr), launch_bound=2 * (span - busy) > span))
-    with _gc_paused():  # thousands of small sums, no cycles: a collection would scan the whole trace
-        effs, eff_cats = block_efficiency(tr, links, len(blocks), dev_owner, cats, dev_share,
-                                          members.values(), roles=GemmRoles(tr, roles))
+    effs, eff_cats = block_efficiency(tr, links, len(blocks), dev_owner, cats, dev_share,
+                                      members.values(), roles=GemmRoles(tr, roles))
     for b, r in enumerate(results):
         r.efficiency, r.efficiency_by_category = effs[b], eff_cats[b]
     cov = Coverage(device_us=total_busy / 1000, linked_us=linked_ns / 1000, in_blocks_us=in_blocks_ns / 1000,

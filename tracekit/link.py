@@ -36,7 +36,9 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int]]:
     parent = [NONE] * n
     op_parent = [NONE] * n
     launcher = [NONE] * n
-    order = sorted(range(n), key=lambda i: (host[i].thread, host[i].ts, -host[i].dur, host[i].kind))
+    keys = [(h.thread, h.ts, -h.dur, h.kind) for h in host]  # a comprehension: cheaper than a key lambda
+    order = sorted(range(n), key=keys.__getitem__)
+    del keys
     stack: list[int] = []
     ends: list[int] = []
     cur_thread = None
