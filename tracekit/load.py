@@ -199,6 +199,7 @@ class _Builder:
         self.roles: dict[str | None, _Role] = {}  # raw cat -> role
         self.host_append, self.rt_append, self.dev_append = tr.host.append, tr.runtime.append, tr.device.append
         self.host, self.op_inputs = tr.host, tr.op_inputs
+        self.interned: dict[bytes, bytes] = {}
 
     def build(self, batches: Generator[list[Event], None, ReadSummary]) -> tuple[Trace, ReadSummary]:
         """Ingest every batch; the reader's summary (header, warnings, its own drops) comes back too."""
@@ -394,8 +395,11 @@ class _Builder:
                 raw = args.dims or args.dims_2021
                 if raw:
                     dims = bytes(raw)
+                    dims = self.interned.setdefault(dims, dims)  # layers and steps repeat their shapes:
+                    types = bytes(args.types)  # one copy of each distinct string keeps memory flat
+                    types = self.interned.setdefault(types, types)
                     self.op_inputs[len(self.host) - 1] = _new_tuple(
-                        OpInputs, (dims, bytes(args.types), bytes(args.concrete) if keep == 2 else b""))
+                        OpInputs, (dims, types, bytes(args.concrete) if keep == 2 else b""))
                     if name in _SHAPE_OPS:
                         self._shape(name, dims)
 

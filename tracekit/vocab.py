@@ -142,8 +142,10 @@ SHAPED_OPS: tuple[OpPattern, ...] = (
     OpPattern("softmax", r"aten::(?:softmax|_softmax|_safe_softmax|log_softmax|_log_softmax)\w*", "softmax"),
     OpPattern("elementwise", r"aten::(?:add|sub|mul|div|masked_fill|where|gelu|silu|relu|tanh|exp|neg|rsqrt|"
                              r"dropout|native_dropout|pow|sigmoid|clamp)_?", "pointwise ops: bytes moved"),
-    OpPattern("copy", r"aten::(?:copy_|_to_copy|clone|contiguous|cat|stack|index_copy_?|repeat_interleave|"
-                      r"expand_as|fill_|zero_|zeros|ones|full|masked_scatter_?|index_put_?)", "copies and fills: bytes"),
+    OpPattern("copy", r"aten::(?:copy_|clone|cat|stack|index_copy_?|repeat_interleave|"
+                      r"expand_as|fill_|zero_|zeros|ones|full|masked_scatter_?|index_put_?)",
+              "copies and fills: bytes (not _to_copy/contiguous: the copy_ under them launches the kernel and "
+              "has the same shapes)"),
 )
 _SHAPED = re.compile(anchored(*SHAPED_OPS))
 
