@@ -11,12 +11,13 @@ pool are imported inside the commands, so ``tracekit --help`` starts fast (bench
 from __future__ import annotations
 
 import contextlib
+import functools
 import errno
 import os
 import re
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -50,6 +51,24 @@ def cli() -> None:
     """Where the time goes inside attention, from PyTorch profiler traces."""
 
 
+def _gc_paused(f: Callable[..., None]) -> Callable[..., None]:
+    """Run a command with the cyclic GC paused: it builds a result once, and each full collection would
+    rescan the trace model and the result (millions of objects) while they are built and rendered.
+    Reference counting still frees everything; the GC is back on afterwards (tests call commands in-process)."""
+    @functools.wraps(f)
+    def run(*args: Any, **kwargs: Any) -> None:
+        import gc
+
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            f(*args, **kwargs)
+        finally:
+            if was:
+                gc.enable()
+    return run
+
+
 def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is None:
         return None
@@ -74,6 +93,7 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
               help="One row per block kind, block, layer or step.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 @click.option("--no-hints", "no_hints", is_flag=True, help="Do not compute or show hints (what to do next).")
+@_gc_paused
 def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None,
               no_hints: bool) -> None:
     """Attribute attention time in PATH (a .json/.json.gz trace or a TensorBoard run folder)."""
@@ -119,6 +139,7 @@ def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 @click.option("--fail-if-slower", "fail_pct", callback=_percent, metavar="PCT",
               help="Exit 4 when AFTER's attention time exceeds BEFORE's by more than PCT (5% or 5).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
+@_gc_paused
 def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope: str | None,
          fail_pct: float | None, jobs: int | None) -> None:
     """Compare attention time in BEFORE and AFTER (traces or run folders), by category, block and kernel.
