@@ -412,6 +412,7 @@ def test_csv_has_a_stable_header_and_sections(eager_fused):
     assert blocks_matmul == [-20, -20, -24, -24]
 
 
+@pytest.mark.slow  # CLI subprocesses: CI runs it, the quick core run skips it
 def test_table_markdown_and_output_file(eager_fused, tmp_path):
     table = run_cli("diff", *eager_fused, check=True).stdout
     assert "eager.json → fused.json" in table and "54.0 µs → 26.0 µs" in table and "beyond noise" in table
@@ -423,6 +424,7 @@ def test_table_markdown_and_output_file(eager_fused, tmp_path):
     assert proc.stdout == "" and "wrote" in proc.stderr and out.read_text().startswith("section,")
 
 
+@pytest.mark.slow  # CLI subprocesses: CI runs it, the quick core run skips it
 def test_gate_passes_on_improvement_and_equal_fails_on_regression(tmp_path):
     # eager_fused on a device kept busy, so that neither side is launch-bound and the gate compares busy time
     before = write(tmp_path / "eager.json", two_layers(busy_device(eager), gemm=[10, 12]))

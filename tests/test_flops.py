@@ -229,6 +229,7 @@ def tracekit_flops(rel: str) -> dict[str, float]:
     return out
 
 
+@pytest.mark.slow
 @requires_real
 @pytest.mark.real
 @pytest.mark.parametrize("rel", SHAPED)

@@ -185,6 +185,7 @@ def test_mask_silent_with_is_causal() -> None:
 
 # -- 6. fp32 softmax in a bf16 model --------------------------------------------------------------------------
 
+@pytest.mark.slow
 @requires_real
 def test_fp32_softmax_fires_on_t5() -> None:
     (h,) = fired(real(FLUX), "fp32-softmax")

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import gzip
 import json
+from types import SimpleNamespace
 import math
 import re
 
 import pytest
 from builders import CPU_PID, STREAM, TraceBuilder, attention_block
-from conftest import real, requires_real, run_cli
+import fuzzing
+from conftest import real, requires_real
 
 from tracekit.load import _Builder, _key, _num
 from tracekit.model import TraceInfo
@@ -39,11 +41,12 @@ def _kernel(**over) -> dict:
 
 
 def _run(tmp_path, doc: dict, fmt: str = "json"):
+    """The CLI in-process (click's runner: real exit codes and stderr; an escaping exception is re-raised)."""
     p = tmp_path / "t.json"
     p.write_text(json.dumps(doc))
-    proc = run_cli("attribute", p, "--format", fmt)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
+    code, out, err = fuzzing.invoke("attribute", str(p), "--format", fmt)
+    assert "Traceback" not in err, err
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
 
 def _warning(proc) -> str:

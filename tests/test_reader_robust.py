@@ -203,6 +203,7 @@ def test_strings_full_of_boundaries_are_read_exactly(tmp_path, chunk, indent):
     assert summary.bytes_read == len(data)
 
 
+@pytest.mark.slow
 def test_a_40mb_trace_of_boundary_strings_at_the_real_chunk(tmp_path):
     """Above the 32 MB chunk, strings full of '},{' once made a valid trace 'not valid JSON'."""
     one, names = _nasty_doc(2000)

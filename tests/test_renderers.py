@@ -116,6 +116,7 @@ def test_csv_quoting_matches_the_csv_module(tmp_path):
     assert list(csv.reader(io.StringIO(text)))[1][4] == att.blocks[0].name
 
 
+@pytest.mark.slow
 def test_csv_of_a_huge_name_holds_no_copy_of_its_rows(tmp_path):
     """A 16 MiB block name (six rows of it): streaming adds well under one name's size of memory."""
     import tracemalloc

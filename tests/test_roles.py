@@ -122,6 +122,7 @@ def _h200_traces() -> list[Path]:
     return sorted(p.parent for p in H200.rglob("*.pt.trace.json.gz")) if H200.is_dir() else []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", real_trace_files() + _h200_traces(), ids=lambda p: str(p).split("traces/")[-1])
 def test_roles_partition_matmul_on_every_real_trace(path):
     a = analyze(path).check()
