@@ -28,7 +28,7 @@ from .result import (
 )
 from .roles import GemmRoles, RoleFinder
 from .scopes import Block, BlockFinder
-from .vocab import MATMUL_ROLES, Category, FoundBy, MatmulRole, Phase, TimeBase
+from .vocab import MATMUL_ROLES, Category, FoundBy, MatmulRole, Phase, TimeBase, compact_kernel_name
 
 _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
 
@@ -87,12 +87,6 @@ def short_kernel_name(name: str) -> str:
         if 0 < k < cut:
             cut = k
     return n[:cut].strip() or name[:60]
-
-
-def compact_kernel_name(name: str) -> str:
-    """Drop the noise that every CUDA kernel name carries, keep what tells kernels apart."""
-    n = name[5:] if name.startswith("void ") else name
-    return n.replace("(anonymous namespace)::", "").replace("at::native::", "")
 
 
 def _attach_backward(tr: Trace, links: Links, blocks: list[Block], owner: list[int]) -> None:

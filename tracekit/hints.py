@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .flops import Efficiency, efficiency_dict
-from .vocab import Category, is_fused_attention_op
+from .vocab import Category, compact_kernel_name, is_fused_attention_op
 
 if TYPE_CHECKING:
     from .link import Links
@@ -309,7 +309,7 @@ def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]]
         memo = (name, cat, lname, tag)
         row = rows.get(memo)
         if row is None:
-            row = rows[memo] = (_compact(name), cat, lname, _kernel_tag(name, cat, tag))
+            row = rows[memo] = (compact_kernel_name(name), cat, lname, _kernel_tag(name, cat, tag))
         acc = g.kernels.get(row)
         if acc is None:
             g.kernels[row] = [1, busy_ns[j] / 1000]
@@ -356,11 +356,6 @@ def _kernel_tag(name: str, cat: str, tag: str) -> str:
     if _NEG_KERNEL.search(name):
         return NEG
     return ""
-
-
-def _compact(name: str) -> str:
-    n = name[5:] if name.startswith("void ") else name
-    return n.replace("(anonymous namespace)::", "").replace("at::native::", "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -470,10 +465,16 @@ def _launch_bound(g: Group, rule: HintRule) -> Hint | None:
                  denominator_us=g.span_us)
 
 
-def _kv_cat(g: Group, rule: HintRule) -> Hint | None:
-    rows = g.tagged(KV_CAT)
+def _tagged_over(g: Group, rule: HintRule, tag: str) -> tuple[list[tuple[str, str, str, str, int, float]], float]:
+    """The rows with ``tag`` and their µs, when they reach the rule's share of busy time; else ([], 0)."""
+    rows = g.tagged(tag)
     us = _us(rows)
-    if not rows or g.share(us) < rule.threshold:
+    return (rows, us) if rows and g.share(us) >= rule.threshold else ([], 0.0)
+
+
+def _kv_cat(g: Group, rule: HintRule) -> Hint | None:
+    rows, us = _tagged_over(g, rule, KV_CAT)
+    if not rows:
         return None
     return _hint(rule, g, f"{g.label}: KV-cache concatenation (torch.cat of past and new K/V) is "
                           f"{100 * g.share(us):.1f}% of busy time ({_t(us)}); use a static, pre-allocated cache "
@@ -506,9 +507,8 @@ def _causal_mask(g: Group, rule: HintRule) -> Hint | None:
 
 
 def _fp32_softmax(g: Group, rule: HintRule) -> Hint | None:
-    rows = g.tagged(SOFTMAX_FP32)
-    us = _us(rows)
-    if not rows or g.share(us) < rule.threshold:
+    rows, us = _tagged_over(g, rule, SOFTMAX_FP32)
+    if not rows:
         return None
     sixteen = g.facts.gemm_16bit > 0 or any(re.search(r"bf16|f16|BFloat16|Half|_h_|_h$", r[0])
                                             for r in g.rows(lambda n, c, la, t: c == Category.MATMUL))
@@ -525,9 +525,8 @@ def _fp32_softmax(g: Group, rule: HintRule) -> Hint | None:
 
 
 def _repeat_kv(g: Group, rule: HintRule) -> Hint | None:
-    rows = g.tagged(REPEAT_KV)
-    us = _us(rows)
-    if not rows or g.share(us) < rule.threshold:
+    rows, us = _tagged_over(g, rule, REPEAT_KV)
+    if not rows:
         return None
     return _hint(rule, g, f"{g.label}: GQA repeat_kv copies K/V per query head ({_t(us)}, "
                           f"{100 * g.share(us):.1f}% of busy time); pass enable_gqa=True to "
@@ -609,9 +608,8 @@ def _rotary_cat(g: Group, rule: HintRule) -> Hint | None:
 
 
 def _comm(g: Group, rule: HintRule) -> Hint | None:
-    rows = g.tagged(COMM)
-    us = _us(rows)
-    if not rows or g.share(us) < rule.threshold:
+    rows, us = _tagged_over(g, rule, COMM)
+    if not rows:
         return None
     return _hint(rule, g, f"{g.label}: collectives run inside the attention block ({_t(us)}, "
                           f"{100 * g.share(us):.1f}% of busy time: tensor-parallel all-reduce?); overlap them with "

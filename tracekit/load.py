@@ -13,7 +13,7 @@ import os
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import NamedTuple
 
 import orjson
