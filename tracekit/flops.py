@@ -379,18 +379,23 @@ def sum_efficiency_maps(parts: Sequence[dict[str, Efficiency]]) -> dict[str, Eff
 
 
 def efficiency_dict(e: Efficiency | None, reason: str | None = None) -> dict[str, object]:
-    """The JSON object: ``{flops, bytes, tflops_per_s, gb_per_s, bound, roof_pct, ...}``; nulls with a reason."""
+    """The JSON object: ``{flops, bytes, tflops_per_s, gb_per_s, bound, roof_pct, ...}``; nulls with a reason.
+
+    Written out rather than through the ``bound``/``roof_pct`` properties: a big trace renders one per block and
+    category, and the figures must stay the properties' (tests compare them).
+    """
     if e is None or e.ops == 0:
         why = reason or (e.reason if e is not None else None) or NO_FORMULA
         return {"flops": None, "bytes": None, "tflops_per_s": None, "gb_per_s": None, "bound": None,
                 "roof_pct": None, "intensity": None, "time_us": None, "reason": why}
-    t = e.time_ns
-    roof = e.roof_pct
-    return {"flops": e.flops, "bytes": e.bytes,
-            "tflops_per_s": round(e.flops / t / 1e3, 3) if t > 0 else None,
-            "gb_per_s": round(e.bytes / t, 3) if t > 0 else None,
-            "bound": e.bound, "roof_pct": None if roof is None else round(roof, 2),
-            "intensity": round(e.flops / e.bytes, 3) if e.bytes else None,
+    t, fl, by, cs, ms = e.time_ns, e.flops, e.bytes, e.compute_s, e.memory_s
+    known = cs is not None and ms is not None
+    return {"flops": fl, "bytes": by,
+            "tflops_per_s": round(fl / t / 1e3, 3) if t > 0 else None,
+            "gb_per_s": round(by / t, 3) if t > 0 else None,
+            "bound": ("compute" if cs >= ms else "memory") if known else None,  # type: ignore[operator]
+            "roof_pct": round(100.0 * max(cs, ms) / (t * 1e-9), 2) if known and t > 0 else None,  # type: ignore[type-var]
+            "intensity": round(fl / by, 3) if by else None,
             "time_us": round(t / 1000, 3), "reason": e.reason}
 
 
@@ -497,6 +502,7 @@ def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[
     # One dict update per counted op, keyed by everything its figures depend on; expanded per block,
     # category and role over the (few) distinct keys at the end.
     groups: dict[tuple[int, str, str | None, OpCost], list[int]] = {}  # -> [ops, busy ns]
+    n_roles = len(roles) if roles is not None else 0
     dev = tr.device
     for u, js in units.items():
         if len(js) == 1:
@@ -505,27 +511,41 @@ def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[
         else:
             longest = max(js, key=lambda j: dev[j].dur)
             ns = sum(dev_share[j] for j in js)
-        key = (dev_owner[longest], cats[longest], roles[u] if roles is not None and u < len(roles) else None, costs[u])
+        key = (dev_owner[longest], cats[longest], roles[u] if u < n_roles else None, costs[u])  # type: ignore[index]
         g = groups.get(key)
         if g is None:
             groups[key] = [1, ns]
         else:
             g[0] += 1
             g[1] += ns
+    # Plain sums per (block, key); Efficiency objects are built once per key at the end. Each part has ops > 0,
+    # so the summed reason is the first part's reason that is not None (as Efficiency.add keeps it).
+    sums: dict[tuple[int, str | None], list] = {}  # -> [flops, bytes, time ns, compute s, memory s, ops, reason]
     for (b, cat, role, c), (n, ns) in groups.items():
         ref = at_peak.get(c)
         if ref is None:
             ref = at_peak[c] = _unit_efficiency(c, 0, peaks, device)
-        e = Efficiency(flops=n * c.flops, bytes=n * c.bytes, time_ns=ns, ops=n, reason=ref.reason,
-                       compute_s=None if ref.compute_s is None else n * ref.compute_s,
-                       memory_s=None if ref.memory_s is None else n * ref.memory_s)
-        if effs[b] is None:
-            effs[b] = Efficiency()
-        effs[b].add(e)  # type: ignore[union-attr]
-        for k in (str(cat), str(role)) if role else (str(cat),):  # plain str: orjson refuses str subclasses
-            if k not in by_cat[b]:
-                by_cat[b][k] = Efficiency()
-            by_cat[b][k].add(e)
+        cs, ms = ref.compute_s, ref.memory_s
+        part = (n * c.flops, n * c.bytes, ns, None if cs is None else n * cs, None if ms is None else n * ms, n)
+        for k in (None, str(cat), str(role)) if role else (None, str(cat)):  # None: the block's own figure
+            acc = sums.get((b, k))
+            if acc is None:
+                sums[(b, k)] = [*part, ref.reason]
+                continue
+            acc[0] += part[0]
+            acc[1] += part[1]
+            acc[2] += ns
+            acc[3] = None if acc[3] is None or part[3] is None else acc[3] + part[3]
+            acc[4] = None if acc[4] is None or part[4] is None else acc[4] + part[4]
+            acc[5] += n
+            if acc[6] is None:
+                acc[6] = ref.reason
+    for (b, k), (fl, by, ns, cs, ms, n, why) in sums.items():
+        e = Efficiency(flops=fl, bytes=by, time_ns=ns, compute_s=cs, memory_s=ms, ops=n, reason=why)
+        if k is None:
+            effs[b] = e
+        else:
+            by_cat[b][k] = e  # plain str keys: orjson refuses str subclasses
     empty = NO_FORMULA if units else NO_SHAPES  # nothing usable anywhere: as good as no shapes recorded
     for b in range(nblocks):
         if effs[b] is None:

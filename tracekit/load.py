@@ -193,6 +193,7 @@ class _Builder:
         self.names: dict[str, str] = {}
         self.steps: set[int] = set()
         self.shapes: dict[str, set[str]] = {}  # op name -> distinct input dims
+        self.shapes_seen: set[tuple[str, bytes]] = set()  # (op, raw dims) already parsed: each parsed once
         self.keep_inputs: dict[str, int] = {}  # op name -> whether its recorded inputs are kept
         self.range_profiler = False
         self.dropped: Counter[str] = Counter()
@@ -405,6 +406,10 @@ class _Builder:
 
     def _shape(self, name: str, dims: bytes) -> None:
         """Input dims of attention-like ops, for diff's "different shapes" warning; display only."""
+        key = (name, dims)
+        if key in self.shapes_seen:
+            return
+        self.shapes_seen.add(key)
         seen = self.shapes.setdefault(name, set())
         if len(seen) < _MAX_SHAPES and dims.startswith(b"[") and 2 < len(dims) < 4000:
             try:

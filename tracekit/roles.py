@@ -218,13 +218,19 @@ class GemmRoles:
 
     def __init__(self, tr: Trace, finder: RoleFinder) -> None:
         self.host, self.finder = tr.host, finder
+        self._gemm: dict[str, bool] = {}  # per distinct op name: a matrix product or not
 
     def __len__(self) -> int:
         return len(self.host)
 
     def __getitem__(self, i: int) -> str | None:
         h = self.host[i]
-        return self.finder.role(i) if h.kind == OP and GEMM_OP.match(h.name) else None
+        if h.kind != OP:
+            return None
+        gemm = self._gemm.get(h.name)
+        if gemm is None:
+            gemm = self._gemm[h.name] = GEMM_OP.match(h.name) is not None
+        return self.finder.role(i) if gemm else None
 
 
 def op_roles(tr: Trace, links: Links) -> list[str | None]:
