@@ -170,7 +170,8 @@ def _busy(events: Sequence[DeviceEvent], busy_until: list[int] | None = None) ->
     ``busy_until``, when given (len(events) long), receives for each event the last end of the device
     work that started before it (-1 when none): when the device became free for it.
     """
-    order = sorted(range(len(events)), key=lambda k: (events[k].ts, k))
+    starts = [(e.ts, k) for k, e in enumerate(events)]  # a comprehension: cheaper than a key lambda
+    order = sorted(range(len(events)), key=starts.__getitem__)
     share = [0] * len(events)
     maxend = None
     for k in order:

@@ -200,7 +200,7 @@ class _Builder:
         self.roles: dict[str | None, _Role] = {}  # raw cat -> role
         self.host_append, self.rt_append, self.dev_append = tr.host.append, tr.runtime.append, tr.device.append
         self.host, self.op_inputs = tr.host, tr.op_inputs
-        self.interned: dict[bytes, bytes] = {}
+        self.records: dict[tuple[bytes, bytes], OpInputs] = {}  # one per distinct (dims, types)
 
     def build(self, batches: Generator[list[Event], None, ReadSummary]) -> tuple[Trace, ReadSummary]:
         """Ingest every batch; the reader's summary (header, warnings, its own drops) comes back too."""
@@ -395,14 +395,17 @@ class _Builder:
             if args is not None:
                 raw = args.dims or args.dims_2021
                 if raw:
-                    dims = bytes(raw)
-                    dims = self.interned.setdefault(dims, dims)  # layers and steps repeat their shapes:
-                    types = bytes(args.types)  # one copy of each distinct string keeps memory flat
-                    types = self.interned.setdefault(types, types)
-                    self.op_inputs[len(self.host) - 1] = _new_tuple(
-                        OpInputs, (dims, types, bytes(args.concrete) if keep == 2 else b""))
+                    # Layers and steps repeat their shapes: one record per distinct (dims, types) keeps
+                    # memory flat, and a hit costs two copies and one look-up.
+                    key = (bytes(raw), bytes(args.types))
+                    rec = self.records.get(key)
+                    if rec is None:
+                        rec = self.records[key] = _new_tuple(OpInputs, (*key, b""))
+                    if keep == 2:
+                        rec = _new_tuple(OpInputs, (rec.dims, rec.types, bytes(args.concrete)))
+                    self.op_inputs[len(self.host) - 1] = rec
                     if name in _SHAPE_OPS:
-                        self._shape(name, dims)
+                        self._shape(name, rec.dims)
 
     def _shape(self, name: str, dims: bytes) -> None:
         """Input dims of attention-like ops, for diff's "different shapes" warning; display only."""

@@ -174,6 +174,7 @@ def keeps_scalars(name: str) -> bool:
     return name in ("aten::cat", "aten::einsum") or is_fused_attention_op(name)
 
 
+@lru_cache(maxsize=1 << 16)  # per distinct kernel name: called per device event
 def compact_kernel_name(name: str) -> str:
     """Drop the noise that every CUDA kernel name carries, keep what tells kernels apart."""
     n = name[5:] if name.startswith("void ") else name
