@@ -310,7 +310,7 @@ def _wait_writable(f: IO[bytes]) -> None:
 
 
 def _to_stdout(chunks: Iterable[str]) -> None:
-    out = click.get_binary_stream("stdout")
+    out: IO[bytes] = sys.stdout.buffer  # what click.get_binary_stream("stdout") returns for a real stdout
     try:
         for chunk in chunks:
             write_all(out, _encode(chunk))
@@ -391,7 +391,7 @@ def _write_chunks(f: IO[bytes], chunks: Iterable[str], gz: bool, name: str) -> N
 class _Fail(click.ClickException):
     def __init__(self, message: str, code: int):
         super().__init__(message)
-        self.exit_code = code
+        setattr(self, "exit_code", code)  # click >= 8.2 declares exit_code a class variable: set it per instance
 
 
 def _fail(exc: TracekitError) -> click.ClickException:

@@ -389,12 +389,14 @@ def efficiency_dict(e: Efficiency | None, reason: str | None = None) -> dict[str
         return {"flops": None, "bytes": None, "tflops_per_s": None, "gb_per_s": None, "bound": None,
                 "roof_pct": None, "intensity": None, "time_us": None, "reason": why}
     t, fl, by, cs, ms = e.time_ns, e.flops, e.bytes, e.compute_s, e.memory_s
-    known = cs is not None and ms is not None
+    bound = roof = None
+    if cs is not None and ms is not None:
+        bound = "compute" if cs >= ms else "memory"
+        roof = round(100.0 * max(cs, ms) / (t * 1e-9), 2) if t > 0 else None
     return {"flops": fl, "bytes": by,
             "tflops_per_s": round(fl / t / 1e3, 3) if t > 0 else None,
             "gb_per_s": round(by / t, 3) if t > 0 else None,
-            "bound": ("compute" if cs >= ms else "memory") if known else None,  # type: ignore[operator]
-            "roof_pct": round(100.0 * max(cs, ms) / (t * 1e-9), 2) if known and t > 0 else None,  # type: ignore[type-var]
+            "bound": bound, "roof_pct": roof,
             "intensity": round(fl / by, 3) if by else None,
             "time_us": round(t / 1000, 3), "reason": e.reason}
 
