@@ -18,7 +18,7 @@ from .inputs import TRACE_SUFFIXES, Inputs, ProgressFn, attribute_files, discove
 
 if TYPE_CHECKING:
     from .classify import Classifier
-    from .result import Attribution
+    from .result import Attribution, RunResult
 
 _SWEEP_NAME = re.compile(r"^(?P<impl>.+?)[_-](?P<seq>\d+)$")
 
@@ -83,12 +83,22 @@ def analyze_runs(path: str | os.PathLike[str] | tuple[Inputs, list[Run]], scope:
         one = mine[0] if len(mine) == 1 else merge(mine, source=r.name)
         one.source = r.name
         results.append(RunResult(name=r.name, attribution=one))
-    named = [dataclasses.replace(one.attribution, blocks=[dataclasses.replace(b, source=one.name)
-                                                          for b in one.attribution.blocks])
-             for one in results]
-    result = named[0] if len(named) == 1 else merge(named, source=found.label)
-    result.source = found.label
-    result.runs = results
+    result = combine_runs(found.label, results)
     result.warnings[:0] = found.warnings
-    result.incomplete = result.incomplete or found.incomplete or any(r.attribution.incomplete for r in results)
+    result.incomplete = result.incomplete or found.incomplete
+    return result
+
+
+def combine_runs(label: str, results: list[RunResult]) -> Attribution:
+    """The runs' merge, each block's ``source`` renamed to its run, with ``.runs`` holding each run's own result."""
+    from .attribute import merge
+
+    named = [dataclasses.replace(one.attribution, blocks=[dataclasses.replace(b, source=one.name)
+                                                          for b in one.attribution.blocks], runs=[])
+             for one in results]
+    result = named[0] if len(named) == 1 else merge(named, source=label)
+    result.source = label
+    result.runs = list(results)
+    result.warnings = list(result.warnings)
+    result.incomplete = result.incomplete or any(r.attribution.incomplete for r in results)
     return result
