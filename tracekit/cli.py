@@ -228,6 +228,7 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
                     from .attribute import analyze
 
                     result = analyze(found, scope=scope, jobs=jobs or default_jobs(), progress=progress.update)
+                    result.source = runs[0].name  # the page is headed by what was passed, not a file's hash name
         result.check()
         if after is not None:
             _warn(result.before)

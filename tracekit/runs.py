@@ -2,8 +2,10 @@
 
 ``tracekit attribute DIR`` merges every trace below DIR into one result; a sweep of 32 runs then reads
 as one row of 256 blocks named by hash. Here each sub-folder that holds traces is one run, named after
-the folder relative to DIR (``eager_4096``), and a trace file lying directly in DIR is a run of its own,
-named after the file without ``.pt.trace.json[.gz]``. Files are read in one process pool for all runs.
+the folder relative to DIR (``eager_4096``), and a trace file lying directly in DIR beside such folders is
+a run of its own, named after the file without ``.pt.trace.json[.gz]``. A DIR whose traces all lie
+directly in it is one run (a TensorBoard run folder: a trace per rank), named after DIR. Files are read
+in one process pool for all runs.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def find_runs(path: str | os.PathLike[str]) -> tuple[Inputs, list[Run]]:
     root = Path(path)
     if not root.is_dir():
         return found, [Run(run_name(root, root.parent), list(found.files))]
+    if all(f.parent == root for f in found.files):  # a run folder itself (one trace per rank or worker)
+        return found, [Run(root.resolve().name or str(root), list(found.files))]
     runs: dict[str, Run] = {}
     for f in found.files:
         name = run_name(f, root)

@@ -379,16 +379,17 @@
       var m = /^(.+?)[_-](\d+)$/.exec(r.name.split("/").pop());
       return m ? {impl: m[1], seq: +m[2], run: r} : null;
     });
-    var ok = parsed.every(function (p) { return p !== null; });
     var impls = [], seqs = [];
-    if (ok) parsed.forEach(function (p) {
+    parsed.forEach(function (p) {
+      if (!p) return;
       if (impls.indexOf(p.impl) < 0) impls.push(p.impl);
       if (seqs.indexOf(p.seq) < 0) seqs.push(p.seq);
     });
     seqs.sort(function (a, b) { return a - b; });
+    var ok = impls.length > 0;  /* runs named otherwise stay in the table, out of the charts */
     var baseline = impls.indexOf("eager") >= 0 ? "eager" : impls[0];
     var byKey = {};
-    if (ok) parsed.forEach(function (p) { byKey[p.impl + "\u0000" + p.seq] = p.run; });
+    parsed.forEach(function (p) { if (p) byKey[p.impl + "\u0000" + p.seq] = p.run; });
     function speedup(p) {
       var b = p && byKey[baseline + "\u0000" + p.seq];
       return b && p.run.totals.span_us > 0 ? b.totals.span_us / p.run.totals.span_us : null;

@@ -93,7 +93,8 @@ class TracekitPlugin(base_plugin.TBPlugin):
         self._sha = _script_sha256()
 
     def get_plugin_apps(self) -> dict[str, Callable[..., Any]]:
-        return {"/index.js": self._serve_js, "/runs": self._serve_runs, "/report": self._serve_report}
+        app = wrappers.Request.application
+        return {"/index.js": app(self._serve_js), "/runs": app(self._serve_runs), "/report": app(self._serve_report)}
 
     def is_active(self) -> bool:
         return self.cache is not None and bool(self.cache.runs())
@@ -101,19 +102,16 @@ class TracekitPlugin(base_plugin.TBPlugin):
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="tracekit", disable_reload=True)
 
-    @wrappers.Request.application
     def _serve_js(self, request: wrappers.Request) -> wrappers.Response:
         code = resources.files(__package__).joinpath("index.js").read_text(encoding="utf-8")
         return http_util.Respond(request, code, "application/javascript")
 
-    @wrappers.Request.application
     def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
         runs = self.cache.runs() if self.cache is not None else []
         body = {"logdir": str(self.logdir), "analyses": self.cache.analysed if self.cache is not None else 0, "runs": [
             {"name": r.name, "files": len(r.files), "bytes": sum(_size(f) for f in r.files)} for r in runs]}
         return http_util.Respond(request, orjson.dumps(body).decode(), "application/json")
 
-    @wrappers.Request.application
     def _serve_report(self, request: wrappers.Request) -> wrappers.Response:
         """``?run=NAME``: that run; ``?before=A&after=B``: their diff; no argument: every run (a sweep)."""
         if self.cache is None:
