@@ -34,15 +34,26 @@ def embed_json(obj: object) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
+# Keys of a block that the page never draws: left out so that the 32-run sweep page stays small.
+_UNDRAWN_BLOCK_KEYS = ("efficiency_by_category",)
+
+
+def _drawn(d: dict) -> dict:
+    d["blocks"] = [{k: v for k, v in b.items() if k not in _UNDRAWN_BLOCK_KEYS} for b in d["blocks"]]
+    return d
+
+
 def report_data(result: Attribution | DiffResult, tool: str) -> dict:
     """What the page embeds: ``{"report": kind, "result": <the JSON renderer's dict>}``.
 
-    A folder of runs drops the merged ``blocks`` (each run carries its own): the 32-run sweep page stays small.
+    The dict is the JSON renderer's, less what the page never draws: per-block efficiency by category, and
+    for a folder of runs the merged ``blocks`` (each run carries its own).
     """
     if isinstance(result, Attribution):
-        d = to_dict(result, tool)
+        d = _drawn(to_dict(result, tool))
         if result.runs:
             d["blocks"] = []
+            d["runs"] = [_drawn(r) for r in d["runs"]]
             return {"report": SWEEP, "result": d}
         return {"report": SINGLE, "result": d}
     return {"report": DIFF, "result": diff_to_dict(result, tool)}

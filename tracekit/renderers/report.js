@@ -473,5 +473,6 @@
   else if (DATA.report === "sweep") renderSweep(APP, R);
   else renderAttribution(APP, R, "tracekit report: " + R.source);
   APP.appendChild(footer);
+  document.body.setAttribute("data-drawn-ms", performance.now().toFixed(1));  /* since navigation began */
   document.body.setAttribute("data-ready", "1");
 })();
