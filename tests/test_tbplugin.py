@@ -155,8 +155,11 @@ def test_listing_runs_and_reports(server, logdir):
     data = embedded(page)
     assert status == 200 and data["report"] == "sweep"
     assert sorted(r["name"] for r in data["result"]["runs"]) == sorted(["run_a", "run_b", *sweep])
-    assert opened < 60, opened
-    print(f"\n{2 + len(sweep)}-run logdir: listing + three reports in {opened:.2f} s")
+    # With the entry point installed, `tensorboard` also loads torch-tb-profiler, which parses every trace in
+    # background processes at start-up: on a 2-core machine our first analyses share the CPU with it.
+    assert opened < (180 if _entry_point() else 60), opened
+    print(f"\n{2 + len(sweep)}-run logdir: listing + three reports in {opened:.2f} s "
+          f"({'tensorboard with every installed plugin' if _entry_point() else 'launcher, static plugins + tracekit'})")
 
     # The cache: a second look analyses nothing; a changed file is analysed again.
     analyses = json.loads(get(server, PREFIX + "/runs")[1])["analyses"]
