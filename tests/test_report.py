@@ -243,6 +243,10 @@ def test_diff_report_waterfall_sums_to_the_total(browser, tmp_path):
     assert deltas["matmul"] == pytest.approx(-21) and deltas["softmax"] == pytest.approx(-5)
     summary = js(browser, "return +document.querySelector('.summary').dataset.deltaUs")
     assert summary == pytest.approx(-31)
+    # layer1's block has no partner after: listed as unpaired, with its 31 µs.
+    unpaired = js(browser, "return Array.from(document.querySelectorAll('tr[data-unpaired]')).map(r => "
+                           "[r.dataset.unpaired, +r.cells[1].dataset.v, +r.cells[2].dataset.v])")
+    assert unpaired == [["before", 1, pytest.approx(31)]]
 
 
 @pytest.mark.slow

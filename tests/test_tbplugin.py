@@ -176,6 +176,29 @@ def test_listing_runs_and_reports(server, logdir):
     assert get(server, PREFIX + "/report", run="no_such_run")[0] == 404
 
 
+def _into_report(d, deadline: float, want: str) -> None:
+    """Switch into the tab's report frame once it has drawn and ``want`` (a JS expression) holds there."""
+    from selenium.webdriver.common.by import By
+
+    while True:
+        assert time.monotonic() < deadline, f"the tracekit tab never showed a report where {want}"
+        d.switch_to.default_content()
+        for outer in d.find_elements(By.TAG_NAME, "iframe"):
+            d.switch_to.default_content()
+            try:
+                d.switch_to.frame(outer)
+                inner = d.find_elements(By.ID, "tk-report")
+                if not inner:
+                    continue
+                d.switch_to.frame(inner[0])
+                if d.execute_script("return !!(document.body && document.body.getAttribute('data-ready') === '1' "
+                                    f"&& ({want}))"):
+                    return
+            except Exception:  # a frame reloaded under us: look again
+                continue
+        time.sleep(0.3)
+
+
 def test_tab_draws_offline_in_chromium(server, tmp_path):
     from test_report import _browser
     from selenium.webdriver.common.by import By
@@ -183,31 +206,28 @@ def test_tab_draws_offline_in_chromium(server, tmp_path):
     d = _browser()
     try:
         d.get(server + "/#tracekit")
-        deadline = time.monotonic() + 60
-        ready = False
-        while not ready:
-            assert time.monotonic() < deadline, "the tracekit tab never showed its report"
-            time.sleep(0.5)
-            d.switch_to.default_content()
-            for outer in d.find_elements(By.TAG_NAME, "iframe"):
-                d.switch_to.default_content()
-                try:
-                    d.switch_to.frame(outer)
-                    inner = d.find_elements(By.ID, "tk-report")
-                    if not inner:
-                        continue
-                    d.switch_to.frame(inner[0])
-                    ready = d.execute_script("return document.body && document.body.getAttribute('data-ready')") == "1"
-                    if ready:
-                        runs = d.execute_script("return document.querySelectorAll('tr[data-run]').length")
-                        assert runs >= 2
-                        break
-                except Exception:  # a frame reloaded under us: look again
-                    continue
+        _into_report(d, time.monotonic() + 60, "document.querySelectorAll('tr[data-run]').length >= 2")
         d.switch_to.default_content()
         png = d.get_screenshot_as_png()
         if Path("/tmp/h10r").is_dir():
             (Path("/tmp/h10r") / "test_tensorboard_tab.png").write_bytes(png)
+        assert png_colours(png) > 8
+        # Two runs picked in the tab's bar: their diff (run_b has one block of 31 µs less than run_a).
+        for outer in d.find_elements(By.TAG_NAME, "iframe"):
+            d.switch_to.default_content()
+            d.switch_to.frame(outer)
+            if d.find_elements(By.ID, "tk-mode"):
+                d.execute_script("""
+                    const set = (id, v) => { const s = document.getElementById(id); s.value = v;
+                                             s.dispatchEvent(new Event('change')); };
+                    set('tk-run', 'run_a'); set('tk-after', 'run_b'); set('tk-mode', 'diff');""")
+                break
+        _into_report(d, time.monotonic() + 60, "document.querySelector('svg.waterfall')")
+        assert d.execute_script("return +document.querySelector('.summary').dataset.deltaUs") == pytest.approx(-31)
+        d.switch_to.default_content()
+        png = d.get_screenshot_as_png()
+        if Path("/tmp/h10r").is_dir():
+            (Path("/tmp/h10r") / "test_tensorboard_diff.png").write_bytes(png)
         assert png_colours(png) > 8
         urls = [json.loads(m["message"])["message"]["params"].get("request", {}).get("url")
                 for m in d.get_log("performance")]

@@ -356,6 +356,19 @@
       g.n += 1; g.b += p.before_us; g.a += p.after_us;
       keys(p.categories).forEach(function (c) { g.cats[c] = (g.cats[c] || 0) + p.categories[c].delta_us; });
     });
+    [["before", R.unmatched_before], ["after", R.unmatched_after]].forEach(function (side) {
+      if (!side[1].length) return;
+      var kinds = [], at = {};
+      side[1].forEach(function (b) {
+        var k = b.kind + (b.phase !== "forward" ? " (" + b.phase + ")" : "");
+        if (!at[k]) { at[k] = {label: k, n: 0, us: 0}; kinds.push(at[k]); }
+        at[k].n += 1; at[k].us += b.total_us;
+      });
+      add(parent, el("div", {"class": "sub"}, "blocks only " + side[0] + " (unpaired), all steps"));
+      table(parent, [{name: "block kind"}, {name: "n", num: true}, {name: "time", num: true}], kinds.map(function (g) {
+        return {attrs: {"data-unpaired": side[0]}, cells: [nameCell(g.label), cell(String(g.n), g.n), cell(fmt(g.us), g.us)]};
+      }));
+    });
     if (!groups.length) return;
     table(parent, [{name: "blocks (before \u2192 after kind)"}, {name: "n", num: true}, {name: "before", num: true},
                    {name: "after", num: true}, {name: "\u0394", num: true}, {name: "largest change"}],
@@ -364,7 +377,7 @@
             keys(g.cats).forEach(function (c) { if (big === null || Math.abs(g.cats[c]) > Math.abs(g.cats[big])) big = c; });
             var d = g.a - g.b;
             return {cells: [nameCell(g.label), cell(String(g.n), g.n), cell(fmt(g.b), g.b), cell(fmt(g.a), g.a),
-                            cell(signed(d), d, {cls: "num " + (d > 0 ? "pos" : "neg")}),
+                            cell(signed(d), d, {cls: "num" + (Math.abs(d) < 0.05 ? "" : d > 0 ? " pos" : " neg")}),
                             cell(big && Math.abs(g.cats[big]) >= 0.05 ? big + " " + signed(g.cats[big]) : "\u2014")]};
           }));
   }
