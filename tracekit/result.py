@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from .flops import DeviceInfo, Efficiency
     from .hints import Hint, HintFacts
 
-__all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage", "InvariantError", "RunResult", "Totals",
+__all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage", "InvariantError",
+           "RunResult", "Totals",
            "TraceSummary", "close", "zero_categories"]
 
 SCHEMA_VERSION = 1
