@@ -37,7 +37,7 @@ TOOL = f"tracekit {__version__}"
 # The renderers' names and groupings, spelled out so that --help need not import the renderers
 # (tests/test_cli_robust.py checks they match the registries).
 FORMATS = ("table", "json", "csv", "markdown")
-GROUPINGS = ("kind", "block", "layer", "step")
+GROUPINGS = ("kind", "block", "layer", "step", "run")
 # -o extension, compared in lower case and before any ".gz" -> format.
 EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 _MAX_WRITE = 1 << 30  # one write() call; Linux moves at most ~2 GiB per call anyway
@@ -90,7 +90,8 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.option("--scope", callback=_scope, metavar="REGEX",
               help="Names of attention modules/ranges (default: attention|attn|…).")
 @click.option("--by", type=click.Choice(GROUPINGS), default="kind", show_default=True,
-              help="One row per block kind, block, layer or step.")
+              help="One row per block kind, block, layer, step, or run (a folder of runs: each sub-folder, "
+                   "or trace file directly in it, is one run).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 @click.option("--no-hints", "no_hints", is_flag=True, help="Do not compute or show hints (what to do next).")
 @_gc_paused
@@ -101,13 +102,22 @@ def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | Non
         fmt, gz = output_format(fmt, output)
         from .inputs import default_jobs, discover
 
-        found = discover(path)
+        if by == "run":
+            from .runs import analyze_runs, find_runs
+
+            found, runs = find_runs(path)
+        else:
+            found = discover(path)
         refuse_clobber(output, [found])
         from .attribute import analyze
 
         with Progress() as progress:
-            result = analyze(found, scope=scope, jobs=jobs or default_jobs(), progress=progress.update,
-                             hints=not no_hints)
+            if by == "run":
+                result = analyze_runs((found, runs), scope=scope, jobs=jobs or default_jobs(),
+                                      progress=progress.update, hints=not no_hints)
+            else:
+                result = analyze(found, scope=scope, jobs=jobs or default_jobs(), progress=progress.update,
+                                 hints=not no_hints)
         result.check()
         _warn(result)
         emit(_attribution_renderer(fmt, by), result, output, gz)
@@ -173,6 +183,63 @@ def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope:
             click.echo(verdict_line(verdict), err=True)
             if not verdict.ok:
                 sys.exit(EXIT_REGRESSION)
+    except TracekitError as exc:
+        raise _fail(exc) from None
+    if result.damaged:
+        sys.exit(EXIT_DAMAGED)
+
+
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path, readable=False))
+@click.argument("after", required=False, type=click.Path(path_type=Path, readable=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, readable=False, path_type=Path), required=True,
+              help="The HTML file to write (self-contained: no network needed to view it).")
+@click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
+@_gc_paused
+def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs: int | None) -> None:
+    """Write one offline HTML report: PATH (a trace, a run, or a folder of runs), or the diff PATH → AFTER.
+
+    A folder whose traces lie in several sub-folders (or side by side) is a sweep: one row per run,
+    charted against sequence length when runs are named <impl>_<seq>.
+    """
+    try:
+        from .inputs import default_jobs
+
+        result: Any
+        with Progress() as progress:
+            if after is not None:
+                from .diff import diff_paths
+                from .inputs import discover
+
+                found_b, found_a = discover(path), discover(after)
+                refuse_clobber(output, [found_b, found_a])
+                result = diff_paths(found_b, found_a, scope=scope, jobs=jobs or default_jobs(),
+                                    progress=progress.update)
+            else:
+                from .runs import analyze_runs, find_runs
+
+                found, runs = find_runs(path)
+                refuse_clobber(output, [found])
+                if len(runs) > 1:
+                    result = analyze_runs((found, runs), scope=scope, jobs=jobs or default_jobs(),
+                                          progress=progress.update)
+                else:
+                    from .attribute import analyze
+
+                    result = analyze(found, scope=scope, jobs=jobs or default_jobs(), progress=progress.update)
+                    result.source = runs[0].name  # the page is headed by what was passed, not a file's hash name
+        result.check()
+        if after is not None:
+            _warn(result.before)
+            _warn(result.after)
+            for w in result.warnings:
+                click.echo(f"Warning: {w}", err=True)
+        else:
+            _warn(result)
+        from .renderers.html import HTMLRenderer
+
+        emit(HTMLRenderer(tool=TOOL), result, output)
     except TracekitError as exc:
         raise _fail(exc) from None
     if result.damaged:

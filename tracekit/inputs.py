@@ -230,10 +230,20 @@ def attribute_inputs(found: Inputs, scope: str | None = None, classifier: Classi
     files: per chunk when serial, per finished file from a pool.
     """
     from .attribute import merge
+
+    parts = attribute_files(found.files, scope=scope, classifier=classifier, jobs=jobs, progress=progress, hints=hints)
+    result = parts[0] if len(parts) == 1 else merge(parts, source=found.label)
+    result.warnings[:0] = found.warnings
+    result.incomplete = result.incomplete or found.incomplete
+    return result
+
+
+def attribute_files(files: list[Path], scope: str | None = None, classifier: Classifier | None = None,
+                    jobs: int = 1, progress: ProgressFn | None = None, hints: bool = True) -> list[Attribution]:
+    """One result per file, in file order (unmerged): run folders (tracekit.runs) group them their own way."""
     from .classify import Classifier
 
     clf = classifier or Classifier()
-    files = found.files
     sizes = [_size(f) for f in files]
     total = sum(sizes)
     workers = min(jobs, len(files))
@@ -249,10 +259,7 @@ def attribute_inputs(found: Inputs, scope: str | None = None, classifier: Classi
                     progress(_name, _before + done, total)
             parts.append(_attribute_file(f, scope, clf, report, hints))
             before += size
-    result = parts[0] if len(parts) == 1 else merge(parts, source=found.label)
-    result.warnings[:0] = found.warnings
-    result.incomplete = result.incomplete or found.incomplete
-    return result
+    return parts
 
 
 def _size(f: Path) -> int:

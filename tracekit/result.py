@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from .flops import DeviceInfo, Efficiency
     from .hints import Hint, HintFacts
 
-__all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage", "InvariantError", "Totals",
+__all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage", "InvariantError",
+           "RunResult", "Totals",
            "TraceSummary", "close", "zero_categories"]
 
 SCHEMA_VERSION = 1
@@ -146,6 +147,9 @@ class Attribution:
     # ``kernels`` split by the owning block's step (None outside any step): the diff's per-step noise of a kernel.
     kernels_by_step: dict[tuple[str, str, int | None], tuple[int, float]] = field(default_factory=dict)
     device: DeviceInfo | None = None  # the accelerator and its peaks (the roof of the efficiency figures)
+    # A folder of runs (``--by run``, tracekit.runs): each run's own result; this one merges them, its blocks'
+    # ``source`` renamed to their run. Empty for a single run.
+    runs: list[RunResult] = field(default_factory=list)
 
     @property
     def top_kernels(self) -> list[tuple[str, str, int, float]]:
@@ -216,10 +220,21 @@ class Attribution:
             _expect(cv.in_blocks_us <= cv.device_us or close(cv.in_blocks_us, cv.device_us, n),
                     "more time in blocks than on the device")
             _expect(sum(b.kernels for b in self.blocks) == self.device_events_owned, "block kernel counts != events owned")
+        for run in self.runs:
+            run.attribution.check()
+        _expect(sum(r.attribution.totals.blocks for r in self.runs) in (0, t.blocks), "runs' blocks != merged blocks")
         for h in self.hints:  # a saving is part of the blocks' time (an upper bound or less), never more
             _expect(h.saving_pct is None or -_REL <= h.saving_pct <= 100 + 0.05, f"hint {h.rule}: saving {h.saving_pct}%")
             _expect(h.saving_us is None or h.saving_us >= 0, f"hint {h.rule}: negative saving")
         return self
+
+
+@dataclass(slots=True, kw_only=True)
+class RunResult:
+    """One run of a folder of runs: its name (the folder relative to the root, or the file name) and result."""
+
+    name: str
+    attribution: Attribution
 
 
 def _check_roles(roles: dict[str, float], matmul: float, where: str) -> None:

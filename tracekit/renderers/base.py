@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # tracekit.diff imports the analysis; a renderer never needs 
 
 Result = Union[Attribution, "DiffResult"]
 
-GROUPINGS = ("kind", "block", "layer", "step")
+# "run": one row per run of a folder of runs (tracekit.runs names each block's source after its run).
+GROUPINGS = ("kind", "block", "layer", "step", "run")
 
 HEADS = {"matmul": "matmul", "softmax": "softmax", "fused_attention": "fused attn",
          "memory": "memory", "elementwise": "elementwise", "other": "other"}
@@ -172,6 +173,8 @@ def _key(b: BlockResult, by: str) -> tuple:
         return (b.kind, b.phase)
     if by == "layer":
         return (b.name, b.phase)
+    if by == "run":
+        return (b.source, b.phase)
     if by == "step":
         return ("all steps" if b.step is None else f"step {b.step}", b.phase)
     return (f"{b.name} [{'-' if b.step is None else b.step}:{b.ordinal}]", b.phase, b.source, b.step, b.ordinal)

@@ -58,6 +58,9 @@ def to_dict(result: Attribution, tool: str) -> dict:
     out["hints"] = [{"rule": h.rule, "message": h.message, "blocks": h.blocks, "evidence": h.evidence,
                      "saving_us": h.saving_us, "saving_pct": h.saving_pct, "saving_basis": h.saving_basis}
                     for h in result.hints]
+    if result.runs:  # a folder of runs (--by run): each run's own result, under its name
+        out["runs"] = [{"name": r.name, **{k: v for k, v in to_dict(r.attribution, tool).items()
+                                            if k not in ("schema_version", "tool")}} for r in result.runs]
     if result.coverage is not None:
         cv = result.coverage
         out["coverage"] = {"device_us": round(cv.device_us, 3), "linked_us": round(cv.linked_us, 3),

@@ -99,7 +99,8 @@ class TerminalRenderer(Renderer):
             lines.append("no attention blocks found (try --scope REGEX to name your attention modules or ranges)")
             return "\n".join(lines) + "\n"
         tot = result.totals
-        label = {"kind": "block kind", "layer": "block", "step": "step", "block": "block [step:ordinal]"}[self.by]
+        label = {"kind": "block kind", "layer": "block", "step": "step", "block": "block [step:ordinal]",
+                 "run": "run"}[self.by]
         idle = tot.launch_bound is not None  # device blocks: span and idle share (a CPU has no idle device)
         head = [label, "phase", "n", "total", "span"] + (["idle"] if idle else []) + [HEADS[c] for c in CATEGORIES]
         rows = [head]

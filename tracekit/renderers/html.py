@@ -1,0 +1,90 @@
+"""One self-contained HTML page: the JSON renderer's output, embedded as data, drawn by inline JS/SVG.
+
+Why this shape: the page must open from a USB stick with no network (no CDN, no chart library), and show
+nothing that the JSON does not say (one source of truth). The JSON sits in a ``<script type="application/json">``
+with ``<``, ``>`` and ``&`` escaped, so a kernel named ``</script>`` cannot end it; the script builds the DOM
+with ``textContent`` only, and a Content-Security-Policy forbids every network fetch and every script but ours.
+"""
+
+from __future__ import annotations
+
+import html
+from importlib import resources
+from typing import TYPE_CHECKING
+
+import orjson
+
+from ..result import Attribution
+from .base import Renderer
+from .jsonrenderer import diff_to_dict, to_dict
+
+if TYPE_CHECKING:
+    from ..diff import DiffResult
+
+CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
+
+# Report kinds: the page's script draws one view per kind.
+SINGLE, SWEEP, DIFF = "single", "sweep", "diff"
+
+
+def embed_json(obj: object) -> str:
+    """JSON safe inside a ``<script>`` element: no ``<``, ``>`` or ``&`` survives (``</script>``, ``<!--``)."""
+    text = orjson.dumps(obj).decode()
+    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+# Keys of a block that the page never draws: left out so that the 32-run sweep page stays small.
+_UNDRAWN_BLOCK_KEYS = ("efficiency_by_category",)
+
+
+def _drawn(d: dict) -> dict:
+    d["blocks"] = [{k: v for k, v in b.items() if k not in _UNDRAWN_BLOCK_KEYS} for b in d["blocks"]]
+    return d
+
+
+def report_data(result: Attribution | DiffResult, tool: str) -> dict:
+    """What the page embeds: ``{"report": kind, "result": <the JSON renderer's dict>}``.
+
+    The dict is the JSON renderer's, less what the page never draws: per-block efficiency by category, and
+    for a folder of runs the merged ``blocks`` (each run carries its own).
+    """
+    if isinstance(result, Attribution):
+        d = _drawn(to_dict(result, tool))
+        if result.runs:
+            d["blocks"] = []
+            d["runs"] = [_drawn(r) for r in d["runs"]]
+            return {"report": SWEEP, "result": d}
+        return {"report": SINGLE, "result": d}
+    return {"report": DIFF, "result": diff_to_dict(result, tool)}
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def page(data: dict, title: str) -> str:
+    """The whole page for ``report_data``'s dict."""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">\n"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        f"<title>{html.escape(title)}</title>\n<style>{_asset('report.css')}</style>\n</head>\n"
+        "<body><div id=\"app\"><noscript>This report draws its figures with JavaScript; the data is in the page "
+        "source as JSON.</noscript></div>\n"
+        f"<script type=\"application/json\" id=\"tk-data\">{embed_json(data)}</script>\n"
+        f"<script>{_asset('report.js')}</script>\n</body></html>\n"
+    )
+
+
+class HTMLRenderer(Renderer):
+    """``tracekit report`` (and ``-o x.html``): one offline page per attribution, folder of runs or diff."""
+
+    name = "html"
+    extension = ".html"
+
+    def render_attribution(self, result: Attribution) -> str:
+        return page(report_data(result, self.tool), f"tracekit report — {result.source}")
+
+    def render_diff(self, result: DiffResult) -> str:
+        return page(report_data(result, self.tool), f"tracekit diff — {result.labels[0]} → {result.labels[1]}")

@@ -1,0 +1,108 @@
+"""A folder of runs (a sweep): which files make each run, and one result per run.
+
+``tracekit attribute DIR`` merges every trace below DIR into one result; a sweep of 32 runs then reads
+as one row of 256 blocks named by hash. Here each sub-folder that holds traces is one run, named after
+the folder relative to DIR (``eager_4096``), and a trace file lying directly in DIR beside such folders is
+a run of its own, named after the file without ``.pt.trace.json[.gz]``. A DIR whose traces all lie
+directly in it is one run (a TensorBoard run folder: a trace per rank), named after DIR. Files are read
+in one process pool for all runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .inputs import TRACE_SUFFIXES, Inputs, ProgressFn, attribute_files, discover
+
+if TYPE_CHECKING:
+    from .classify import Classifier
+    from .result import Attribution, RunResult
+
+_SWEEP_NAME = re.compile(r"^(?P<impl>.+?)[_-](?P<seq>\d+)$")
+
+
+@dataclasses.dataclass(slots=True)
+class Run:
+    """One run: its display name and the files it reads."""
+
+    name: str
+    files: list[Path]
+
+
+def run_name(file: Path, root: Path) -> str:
+    """The run a file belongs to: its folder relative to ``root``, or the file's own name when it lies in ``root``."""
+    parent = file.parent
+    if parent == root:
+        name = file.name
+        for suffix in sorted(TRACE_SUFFIXES + (".json.gz", ".json"), key=len, reverse=True):
+            if name.endswith(suffix):
+                return name[: -len(suffix)] or name
+        return name
+    return parent.relative_to(root).as_posix()
+
+
+def find_runs(path: str | os.PathLike[str]) -> tuple[Inputs, list[Run]]:
+    """The files under ``path`` (as :func:`~tracekit.inputs.discover` finds them) grouped into runs, by name."""
+    found = discover(path)
+    root = Path(path)
+    if not root.is_dir():
+        return found, [Run(run_name(root, root.parent), list(found.files))]
+    if all(f.parent == root for f in found.files):  # a run folder itself (one trace per rank or worker)
+        return found, [Run(root.resolve().name or str(root), list(found.files))]
+    runs: dict[str, Run] = {}
+    for f in found.files:
+        name = run_name(f, root)
+        runs.setdefault(name, Run(name, [])).files.append(f)
+    return found, [runs[k] for k in sorted(runs, key=_natural)]
+
+
+def _natural(name: str) -> tuple:
+    """``eager_512`` before ``eager_1024``: digits compare as numbers."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def sweep_key(name: str) -> tuple[str, int] | None:
+    """``(impl, sequence length)`` for a run named ``<impl>_<seq>`` (``sdpa-flash_4096``), else None."""
+    m = _SWEEP_NAME.match(name.rsplit("/", 1)[-1])
+    return (m["impl"], int(m["seq"])) if m else None
+
+
+def analyze_runs(path: str | os.PathLike[str] | tuple[Inputs, list[Run]], scope: str | None = None,
+                 classifier: Classifier | None = None, jobs: int = 1, progress: ProgressFn | None = None,
+                 hints: bool = True) -> Attribution:
+    """One result per run (``.runs``), and their merge with each block's ``source`` set to its run's name."""
+    from .attribute import merge
+    from .result import RunResult
+
+    found, runs = path if isinstance(path, tuple) else find_runs(path)
+    files = [f for r in runs for f in r.files]
+    parts = iter(attribute_files(files, scope=scope, classifier=classifier, jobs=jobs, progress=progress, hints=hints))
+    results: list[RunResult] = []
+    for r in runs:
+        mine = [next(parts) for _ in r.files]
+        one = mine[0] if len(mine) == 1 else merge(mine, source=r.name)
+        one.source = r.name
+        results.append(RunResult(name=r.name, attribution=one))
+    result = combine_runs(found.label, results)
+    result.warnings[:0] = found.warnings
+    result.incomplete = result.incomplete or found.incomplete
+    return result
+
+
+def combine_runs(label: str, results: list[RunResult]) -> Attribution:
+    """The runs' merge, each block's ``source`` renamed to its run, with ``.runs`` holding each run's own result."""
+    from .attribute import merge
+
+    named = [dataclasses.replace(one.attribution, blocks=[dataclasses.replace(b, source=one.name)
+                                                          for b in one.attribution.blocks], runs=[])
+             for one in results]
+    result = named[0] if len(named) == 1 else merge(named, source=label)
+    result.source = label
+    result.runs = list(results)
+    result.warnings = list(result.warnings)
+    result.incomplete = result.incomplete or any(r.attribution.incomplete for r in results)
+    return result

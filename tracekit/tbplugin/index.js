@@ -1,0 +1,59 @@
+// The tracekit tab: pick a view (every run, one run, or two runs as a diff) and show its offline report.
+// Runs inside TensorBoard's plugin iframe (base href: plugin/tracekit/); names reach the page as text only.
+function el(tag, attrs, text) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function options(select, names) {
+  for (const n of names) select.appendChild(el("option", {value: n}, n));
+}
+
+export async function render() {
+  document.body.style.margin = "0";
+  document.body.style.font = "14px system-ui, sans-serif";
+  const bar = document.body.appendChild(el("div", {id: "tk-bar", style: "padding:8px 12px;border-bottom:1px solid #ddd;display:flex;gap:10px;align-items:center;flex-wrap:wrap"}));
+  const status = el("span", {id: "tk-status", style: "color:#666"}, "listing runs\u2026");
+  const frame = el("iframe", {id: "tk-report", title: "tracekit report", style: "border:0;width:100%;height:calc(100vh - 52px)"});
+  let listing;
+  try {
+    const resp = await fetch("./runs");
+    listing = await resp.json();
+  } catch (err) {
+    bar.appendChild(el("span", {}, "tracekit: cannot list runs (" + err + ")"));
+    return;
+  }
+  const names = listing.runs.map((r) => r.name);
+  if (!names.length) {
+    bar.appendChild(el("span", {}, "No profiler traces (*.pt.trace.json[.gz]) under " + listing.logdir));
+    return;
+  }
+  const mode = el("select", {id: "tk-mode"});
+  mode.appendChild(el("option", {value: "all"}, "all runs (" + names.length + ")"));
+  mode.appendChild(el("option", {value: "run"}, "one run"));
+  mode.appendChild(el("option", {value: "diff"}, "diff of two runs"));
+  const first = el("select", {id: "tk-run"});
+  const second = el("select", {id: "tk-after"});
+  options(first, names);
+  options(second, names);
+  if (names.length > 1) second.selectedIndex = 1;
+  const vs = el("span", {}, "\u2192");
+  bar.append(el("b", {}, "tracekit"), mode, first, vs, second, status);
+
+  function show() {
+    const m = mode.value;
+    first.style.display = m === "all" ? "none" : "";
+    vs.style.display = second.style.display = m === "diff" ? "" : "none";
+    let q = "";
+    if (m === "run") q = "?run=" + encodeURIComponent(first.value);
+    if (m === "diff") q = "?before=" + encodeURIComponent(first.value) + "&after=" + encodeURIComponent(second.value);
+    status.textContent = "analysing\u2026";
+    frame.src = "./report" + q;
+  }
+  frame.addEventListener("load", () => { status.textContent = ""; });
+  for (const s of [mode, first, second]) s.addEventListener("change", show);
+  document.body.appendChild(frame);
+  show();
+}

@@ -1,0 +1,157 @@
+"""The plugin: list the runs that hold profiler traces, serve the report of one run, of all, or of two as a diff.
+
+Why it is built on the HTML report: the page is self-contained and offline already, so the tab is a run
+picker around an ``<iframe>`` of it. Analyses are cached by each file's (path, mtime, size): reopening the
+tab, or switching between runs of a 32-run logdir, analyses nothing twice.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import threading
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+from tensorboard.backend import http_util
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+
+from .. import __version__
+from ..errors import TracekitError
+from ..inputs import Inputs, attribute_inputs
+from ..renderers.html import HTMLRenderer
+from ..runs import Run, combine_runs, find_runs
+
+PLUGIN_NAME = "tracekit"
+TOOL = f"tracekit {__version__}"
+
+Signature = tuple[tuple[str, int, int], ...]
+
+
+def _signature(files: list[Path]) -> Signature:
+    """What a cached analysis is valid for: each file's path, mtime and size."""
+    out = []
+    for f in files:
+        st = os.stat(f)
+        out.append((str(f), st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+class AnalysisCache:
+    """Per-run analyses of one logdir, reused while none of the run's files changed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[Signature, Any]] = {}
+        self.analysed = 0  # how many analyses ran (tests read it to see the cache work)
+
+    def runs(self) -> list[Run]:
+        try:
+            return find_runs(self.root)[1]
+        except TracekitError:
+            return []
+
+    def run(self, name: str) -> Run:
+        for r in self.runs():
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def attribution(self, run: Run) -> Any:
+        sig = _signature(run.files)
+        with self._lock:
+            hit = self._cache.get(run.name)
+            if hit is not None and hit[0] == sig:
+                return hit[1]
+        result = attribute_inputs(Inputs(self.root / run.name, list(run.files)), jobs=1)
+        result.source = run.name
+        result.check()
+        with self._lock:
+            self._cache[run.name] = (sig, result)
+            self.analysed += 1
+        return result
+
+
+def _script_sha256() -> str:
+    """TensorBoard's CSP allows inline scripts only by hash: the report's one script."""
+    code = resources.files("tracekit.renderers").joinpath("report.js").read_text(encoding="utf-8")
+    return base64.b64encode(hashlib.sha256(code.encode("utf-8")).digest()).decode("ascii")
+
+
+class TracekitPlugin(base_plugin.TBPlugin):
+    plugin_name = PLUGIN_NAME
+
+    def __init__(self, context: base_plugin.TBContext) -> None:
+        super().__init__(context)
+        self.logdir = Path(context.logdir) if context.logdir else None
+        self.cache = AnalysisCache(self.logdir) if self.logdir is not None else None
+        self._sha = _script_sha256()
+
+    def get_plugin_apps(self) -> dict[str, Callable[..., Any]]:
+        app = wrappers.Request.application
+        return {"/index.js": app(self._serve_js), "/runs": app(self._serve_runs), "/report": app(self._serve_report)}
+
+    def is_active(self) -> bool:
+        return self.cache is not None and bool(self.cache.runs())
+
+    def frontend_metadata(self) -> base_plugin.FrontendMetadata:
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="tracekit", disable_reload=True)
+
+    def _serve_js(self, request: wrappers.Request) -> wrappers.Response:
+        code = resources.files(__package__).joinpath("index.js").read_text(encoding="utf-8")
+        return http_util.Respond(request, code, "application/javascript")
+
+    def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
+        runs = self.cache.runs() if self.cache is not None else []
+        body = {"logdir": str(self.logdir), "analyses": self.cache.analysed if self.cache is not None else 0, "runs": [
+            {"name": r.name, "files": len(r.files), "bytes": sum(_size(f) for f in r.files)} for r in runs]}
+        return http_util.Respond(request, orjson.dumps(body).decode(), "application/json")
+
+    def _serve_report(self, request: wrappers.Request) -> wrappers.Response:
+        """``?run=NAME``: that run; ``?before=A&after=B``: their diff; no argument: every run (a sweep)."""
+        if self.cache is None:
+            return http_util.Respond(request, "no logdir", "text/plain", code=404)
+        args = request.args
+        try:
+            if args.get("before") or args.get("after"):
+                from ..diff import diff_attributions
+
+                b, a = self.cache.run(args.get("before", "")), self.cache.run(args.get("after", ""))
+                result: Any = diff_attributions(self.cache.attribution(b), self.cache.attribution(a))
+                result.labels = (b.name, a.name)
+            elif args.get("run"):
+                result = self.cache.attribution(self.cache.run(args["run"]))
+            else:
+                runs = self.cache.runs()
+                if not runs:
+                    return http_util.Respond(request, "no runs with profiler traces", "text/plain", code=404)
+                from ..result import RunResult
+
+                result = combine_runs(self.logdir.name if self.logdir else "logdir",
+                                      [RunResult(name=r.name, attribution=self.cache.attribution(r)) for r in runs])
+            result.check()
+        except KeyError as exc:
+            return http_util.Respond(request, f"no run named {exc.args[0]!r}", "text/plain", code=404)
+        except (TracekitError, OSError) as exc:
+            return http_util.Respond(request, f"cannot analyse: {exc}", "text/plain", code=400)
+        page = HTMLRenderer(tool=TOOL).render(result)
+        return http_util.Respond(request, page, "text/html", csp_scripts_sha256s=[self._sha])
+
+
+def _size(f: Path) -> int:
+    try:
+        return os.stat(f).st_size
+    except OSError:
+        return 0
+
+
+class TracekitLoader(base_plugin.TBLoader):
+    """What the ``tensorboard_plugins`` entry point names: builds the plugin for TensorBoard's context."""
+
+    def load(self, context: base_plugin.TBContext) -> TracekitPlugin:
+        return TracekitPlugin(context)
