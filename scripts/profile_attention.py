@@ -94,6 +94,9 @@ def make_parser():
     p.add_argument("--cuda-graphs", action="store_true",
                    help="GPU: also time replays of one forward captured in a CUDA graph "
                         "(kernels without launch overhead): the `Graph (ms)` column")
+    p.add_argument("--graph-max-ms", type=float, default=None,
+                   help="--cuda-graphs only for forwards faster than this (slower ones are not "
+                        "launch-bound; saves time); default: all")
     p.add_argument("--time-budget", type=float, default=None,
                    help="seconds: configs not started by then become `skipped: time budget` "
                         "rows (default: none)")
@@ -121,7 +124,8 @@ def parse_args(argv=None):
             raise ValueError("--min-time must be > 0")
         if opts.threads is not None and opts.threads <= 0:
             raise ValueError("--threads must be > 0")
-        for name in ("timing_seconds", "energy_seconds", "time_budget", "quadratic_max_seq"):
+        for name in ("timing_seconds", "energy_seconds", "time_budget", "quadratic_max_seq",
+                     "graph_max_ms"):
             value = getattr(opts, name)
             if value is not None and value <= 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be > 0")

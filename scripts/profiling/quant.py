@@ -83,6 +83,20 @@ def _chunk(n_pad: int, heads: int, chunk_elems: int) -> int:
     return max(1, min(heads, chunk_elems // (n_pad * n_pad)))
 
 
+_ROW_MAJOR_B = False  # set if this build rejects a column-major second operand
+
+
+def _int_mm_into(a, b_rows, out):
+    """out = a @ b_rows^T in int32 (torch._int_mm), b_rows: (n, k) row-major."""
+    global _ROW_MAJOR_B
+    if not _ROW_MAJOR_B:
+        try:
+            return torch._int_mm(a, b_rows.transpose(0, 1), out=out)
+        except RuntimeError:
+            _ROW_MAJOR_B = True
+    return torch._int_mm(a, b_rows.transpose(0, 1).contiguous(), out=out)
+
+
 def int8_core(q, k, v, *, scale=None, causal=True, block=64, chunk_elems=CHUNK_ELEMS, mask=None):
     """INT8 QK^T (torch._int_mm) + fp32 softmax + P V in v.dtype. q, k, v: (b, h, n, d)."""
     b, h, n, d = q.shape
@@ -107,7 +121,7 @@ def int8_core(q, k, v, *, scale=None, causal=True, block=64, chunk_elems=CHUNK_E
         with record_function("qk_matmul"):
             s32 = torch.empty(i1 - i0, n_pad, n_pad, dtype=torch.int32, device=q.device)
             for i in range(i0, i1):
-                torch._int_mm(q8[i], k8[i].transpose(0, 1), out=s32[i - i0])
+                _int_mm_into(q8[i], k8[i], s32[i - i0])
         with record_function("dequant_mask"):
             s = s32[:, :n, :n].float() * (sq[i0:i1, :, None] * sk[i0:i1, None, :])
             del s32
@@ -141,7 +155,8 @@ def fp8_core(q, k, v, *, scale=None, causal=True, chunk_elems=CHUNK_ELEMS, mask=
         # second operand of P V must be column-major: store V^T row-major, use its .t()
         v8t = _pad_tokens(v8, n_pad).reshape(bh, n_pad, dv).transpose(1, 2).contiguous()
         sq, sk, sv = sq.reshape(bh), sk.reshape(bh), sv.reshape(bh)
-        p_scale = torch.tensor(1.0 / FP8_MAX, dtype=torch.float32, device=q.device)
+        # torch.full, not torch.tensor: no host-to-device copy, so CUDA-graph capturable
+        p_scale = torch.full((), 1.0 / FP8_MAX, dtype=torch.float32, device=q.device)
     if causal and mask is None:
         mask = _causal_mask(n, q.device)
     out = torch.empty(bh, n, dv, dtype=out_dtype, device=v.device)

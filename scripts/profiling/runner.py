@@ -297,8 +297,11 @@ def run_one(impl, seq, variant, opts, device, dtype, out_dir, log=print):
                 with_stack=opts.with_stack, with_modules=getattr(opts, "with_modules", False),
                 metadata=config)
     graph = None
-    if getattr(opts, "cuda_graphs", False) and device.type == "cuda":
+    graph_max = getattr(opts, "graph_max_ms", None)
+    if getattr(opts, "cuda_graphs", False) and device.type == "cuda" and \
+            (graph_max is None or timing.median <= graph_max):
         try:  # last: a capture that fails cannot spoil the other figures
+            torch.cuda.empty_cache()  # the graph gets its own memory pool
             graph = measure_graph(forward, device, repeats=getattr(opts, "repeats", 5),
                                   iters=opts.iters, target_s=target)
         except Exception as exc:

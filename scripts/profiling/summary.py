@@ -126,7 +126,7 @@ def build_rows(results, warn=_warn):
             "Time (ms)": _fmt(ms, ".3f"),
             "± (ms)": NA if t is None else f"{t.half_spread:.3f}",
             "Speedup vs eager": NA if base is None or not ms else f"{base / ms:.2f}x",
-            "Peak mem (MB)": _fmt(peak, ".0f"),
+            "Peak mem (MB)": _fmt(peak, ".0f" if peak is not None and peak >= 100 else ".3g"),
             "Energy (J)": _fmt(r.get("energy_j"), ".4g"),
             "Max abs err": _fmt(r.get("max_abs_err"), ".3g"),
             "Cosine": _fmt(r.get("cosine"), ".5f"),
