@@ -13,7 +13,7 @@
 # Scratch work happens in a temp dir that is deleted at the end. Nothing is
 # installed and the network is never used. Stages have time guards, so the script
 # always reaches the tarring step; env overrides: GPU_CHECK_SWEEP_BUDGET (s, default
-# 240: configs not started by then are `skipped: time budget` rows), GPU_CHECK_SEQS.
+# 220: configs not started by then are `skipped: time budget` rows), GPU_CHECK_SEQS.
 set -uo pipefail
 
 if [ $# -lt 1 ]; then
@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.." || exit 2
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 SEQS=${GPU_CHECK_SEQS:-512,1024,2048,4096,8192,16384}
-SWEEP_BUDGET=${GPU_CHECK_SWEEP_BUDGET:-240}
+SWEEP_BUDGET=${GPU_CHECK_SWEEP_BUDGET:-220}
 TAR_GROUPS=${GPU_CHECK_GROUPS:-512,1024,2048 4096,8192,16384}
 # GPU_CHECK_ALLOW_CPU=1 (tests only): go on without CUDA, e.g. with `--device cpu` + tiny sizes
 ALLOW_CPU=${GPU_CHECK_ALLOW_CPU:-0}
@@ -70,6 +70,7 @@ PY
         --record-shapes --with-stack --profile-memory \
         --repeats 5 --iters 20 --timing-seconds 1.0 --energy-seconds 0.3 \
         --cuda-graphs --graph-max-ms 25 \
+        --first eager,sdpa,sparse,linear,quantized,quantized-fp8 \
         --time-budget "$SWEEP_BUDGET" --out "$work/sweep" "$@"
     rc=$?
     [ "$rc" -ne 0 ] && { echo "sweep failed (exit $rc)"; status=$rc; }

@@ -97,6 +97,9 @@ def make_parser():
     p.add_argument("--graph-max-ms", type=float, default=None,
                    help="--cuda-graphs only for forwards faster than this (slower ones are not "
                         "launch-bound; saves time); default: all")
+    p.add_argument("--first", default="",
+                   help="comma list of impls whose configs run before all others (so a time "
+                        "budget cuts the extras, not these); the table keeps the usual order")
     p.add_argument("--time-budget", type=float, default=None,
                    help="seconds: configs not started by then become `skipped: time budget` "
                         "rows (default: none)")
@@ -114,6 +117,7 @@ def parse_args(argv=None):
     try:
         opts.impls = _impls(opts.impl)
         opts.seqs = _positive_ints(opts.seq, "--seq")
+        opts.first = _impls(opts.first) if opts.first.strip() else []
         for name in ("layers", "heads", "d_model", "batch", "active_steps", "iters", "window",
                      "repeats"):
             if getattr(opts, name) <= 0:
@@ -185,6 +189,8 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, on_term)
     results = []
     configs = [(seq, impl) for seq in opts.seqs for impl in opts.impls if impl in variants]
+    order = {c: i for i, c in enumerate(configs)}  # the table's order
+    configs.sort(key=lambda c: (c[1] not in opts.first, order[c]))
     for k, (seq, impl) in enumerate(configs, 1):
         elapsed = time.monotonic() - started
         tag = f"[{k}/{len(configs)} t={elapsed:.0f}s]"
@@ -211,6 +217,8 @@ def main(argv=None):
         err("warning: no impl could run on this device; nothing to summarise")
         return 0
     err(f"sweep done in {time.monotonic() - started:.1f} s; summarising")
+    rank = {impl: i for i, impl in enumerate(opts.impls)}
+    results.sort(key=lambda r: (opts.seqs.index(r["seq"]), rank[r["impl"]]))
     rows = summary.build_rows(results, warn=err)
     import torch
 
