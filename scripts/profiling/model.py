@@ -290,7 +290,8 @@ def build(impl, *, layers, heads, d_model, seq, batch, dtype, device, causal=Tru
         with torch.inference_mode():
             if autocast is None:
                 return fn(*args)
-            with torch.autocast(device_type=device.type, dtype=autocast):
+            # no weight-cast cache: it would outlive a CUDA-graph capture (--cuda-graphs)
+            with torch.autocast(device_type=device.type, dtype=autocast, cache_enabled=False):
                 return fn(*args)
 
     def forward():
@@ -314,5 +315,6 @@ def build(impl, *, layers, heads, d_model, seq, batch, dtype, device, causal=Tru
             return err, cos
         finally:
             ref_mixer.to("cpu")
+            ref_mixer._cache.clear()  # its L x L mask must not count in the peak memory
 
     return model, forward, accuracy
