@@ -44,6 +44,12 @@ def flex_fn(device_type: str):
     if device_type != "cuda":
         return flex_attention
     if _compiled_flex is None:
+        import torch._dynamo
+
+        # one static compile per sequence length of a sweep (the default limit is 8)
+        for name in ("cache_size_limit", "recompile_limit"):
+            if isinstance(getattr(torch._dynamo.config, name, None), int):
+                setattr(torch._dynamo.config, name, max(64, getattr(torch._dynamo.config, name)))
         _compiled_flex = torch.compile(flex_attention, dynamic=False)
     return _compiled_flex
 
@@ -315,7 +321,10 @@ def build(impl, *, layers, heads, d_model, seq, batch, dtype, device, causal=Tru
             mixer = model.blocks[0].mixer
             fp32_model = impl == "autocast" or (impl == "quantized" and device.type != "cuda")
             x_dtype = torch.float32 if fp32_model else dtype
-            y = run(mixer, x0.to(device=device, dtype=x_dtype)).double()
+            # the run's own batch shape (row 0 repeated): a compiled core (flex) must not
+            # recompile for a batch-1 call
+            xb = x0.to(device=device, dtype=x_dtype).expand(batch, -1, -1).contiguous()
+            y = run(mixer, xb)[:1].double()
             err = float((y - y_ref).abs().max())
             cos = float(torch.nn.functional.cosine_similarity(y.flatten(), y_ref.flatten(), dim=0))
             return err, cos
