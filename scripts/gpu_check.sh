@@ -11,9 +11,11 @@
 #   traces_L512-2048.tar traces_L4096-16384.tar   (each tarball < 16 MB)
 # Expected duration on one H200: about 6 minutes (worst case about 7).
 # Scratch work happens in a temp dir that is deleted at the end. Nothing is
-# installed and the network is never used. Stages have time guards, so the script
-# always reaches the tarring step; env overrides: GPU_CHECK_SWEEP_BUDGET (s, default
-# 220: configs not started by then are `skipped: time budget` rows), GPU_CHECK_SEQS.
+# installed and the network is never used. A short second sweep (eager, sdpa at 2048 and
+# 4096) checks that back-to-back timings agree within their reported spreads. Stages have
+# time guards, so the script always reaches the tarring step. Env overrides:
+# GPU_CHECK_SWEEP_BUDGET (s, default 220: configs not started by then are `skipped: time
+# budget` rows), GPU_CHECK_SEQS, GPU_CHECK_RECHECK_SEQS, GPU_CHECK_GROUPS (tarballs).
 set -uo pipefail
 
 if [ $# -lt 1 ]; then
@@ -30,6 +32,7 @@ export PYTHONUNBUFFERED=1
 SEQS=${GPU_CHECK_SEQS:-512,1024,2048,4096,8192,16384}
 SWEEP_BUDGET=${GPU_CHECK_SWEEP_BUDGET:-220}
 TAR_GROUPS=${GPU_CHECK_GROUPS:-512,1024,2048 4096,8192,16384}
+RECHECK_SEQS=${GPU_CHECK_RECHECK_SEQS:-2048,4096}
 # GPU_CHECK_ALLOW_CPU=1 (tests only): go on without CUDA, e.g. with `--device cpu` + tiny sizes
 ALLOW_CPU=${GPU_CHECK_ALLOW_CPU:-0}
 T0=$(date +%s)
@@ -78,8 +81,23 @@ PY
         [ -f "$work/sweep/$f" ] && cp "$work/sweep/$f" "$OUT/$f"
     done
 
+    stage "back-to-back recheck: eager,sdpa at $RECHECK_SEQS again (no stacks), vs the sweep"
+    if [ "$(elapsed)" -lt 300 ] && [ -f "$work/sweep/summary.csv" ]; then
+        timeout -k 10 45 python scripts/profile_attention.py \
+            --device cuda --impl eager,sdpa --seq "$RECHECK_SEQS" --dtype bfloat16 \
+            --layers 4 --heads 16 --d-model 1024 --batch 4 --window 256 \
+            --repeats 5 --iters 20 --timing-seconds 1.0 --energy-seconds 0.1 \
+            --out "$work/recheck" "$@" > "$work/recheck.log" 2>&1
+        rc=$?
+        [ "$rc" -ne 0 ] && { echo "recheck sweep exit $rc:"; tail -n 5 "$work/recheck.log"; }
+        [ -f "$work/recheck/summary.csv" ] && \
+            python scripts/profiling/agree.py "$work/sweep/summary.csv" "$work/recheck/summary.csv"
+    else
+        echo "skipped: time budget"
+    fi
+
     stage "pytest -m cuda"
-    local left=$(( 360 - $(elapsed) ))
+    local left=$(( 380 - $(elapsed) ))
     [ "$left" -gt 200 ] && left=200
     if [ "$left" -ge 30 ]; then
         # only the files that have cuda tests: a module that cannot import elsewhere in tests/

@@ -505,3 +505,22 @@ def test_cuda_sweep_quantized_rows(cuda, tmp_path):
     res = analyze(tmp_path / "quantized_256")
     res.check()
     assert res.time_base == "device" and res.totals.categories["matmul"] > 0
+
+
+def test_agree_compares_timed_rows_within_spreads(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from profiling import agree
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    head = "Method,Sequence length,Time (ms),± (ms),Note\n"
+    a = tmp_path / "a.csv"
+    b = tmp_path / "b.csv"
+    a.write_text(head + "eager,2048,10.0,0.5,\nsdpa,2048,3.0,0.1,\nlinear,2048,n/a,n/a,OOM\n")
+    b.write_text(head + "eager,2048,10.8,0.4,\nsdpa,2048,3.5,0.1,\nlinear,2048,5.0,0.1,\n")
+    got = {k: ok for k, *_, ok in agree.compare(a, b)}
+    # |10.8 - 10| = 0.8 <= 0.9; |3.5 - 3| = 0.5 > 0.2; linear was not timed in a
+    assert got == {("eager", "2048"): True, ("sdpa", "2048"): False}
+    assert agree.main([str(a), str(b)]) == 1
+    assert agree.main([str(a), str(b), "--slack", "3"]) == 0
+    assert agree.main([str(a), str(tmp_path / "missing.csv")]) == 2
