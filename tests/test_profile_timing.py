@@ -216,6 +216,7 @@ def _opts(**kw):
     return SimpleNamespace(**base)
 
 
+@pytest.mark.slow  # records a real (CPU) profile for the config that follows the OOM
 def test_oom_becomes_a_row_and_the_sweep_goes_on(torch_prof, tmp_path, monkeypatch):
     torch, runner, summary = torch_prof.torch, torch_prof.runner, torch_prof.summary
     import profiling.model as model
@@ -421,6 +422,7 @@ def test_back_to_back_cpu_sweeps_agree_within_spreads(tmp_path):
     assert abs(m1 - m2) <= max(3 * (s1 + s2), 0.5 * max(m1, m2)), medians
 
 
+@pytest.mark.slow
 def test_time_budget_turns_the_rest_into_rows(tmp_path):
     pytest.importorskip("torch")
     proc = run_script("--device", "cpu", "--impl", "eager,sdpa", "--seq", "32,48",

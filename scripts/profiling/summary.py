@@ -32,7 +32,8 @@ EXPLANATIONS = """\
 - Time (ms): median latency of one forward outside the profiler; ± (ms): half the spread
   (GPU: min..max over >= 5 repeats of the timed iterations, CUDA events; CPU: the IQR of
   torch.utils.benchmark's blocked measurements). Graph (ms): the same forward replayed from a
-  CUDA graph (--cuda-graphs), i.e. without Python and launch overhead.
+  CUDA graph (--cuda-graphs), i.e. without Python and launch overhead (n/a for forwards
+  slower than --graph-max-ms, where launch overhead is negligible).
 - launch-bound: in this run's trace the GPU sat idle for more than half of the attention
   blocks' wall time (tracekit's `launch_bound`), waiting for the CPU to launch kernels. Time
   and Speedup then measure Python/launch overhead, not attention kernels; compare Graph (ms).
