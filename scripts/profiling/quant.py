@@ -97,6 +97,28 @@ def _int_mm_into(a, b_rows, out):
     return torch._int_mm(a, b_rows.transpose(0, 1).contiguous(), out=out)
 
 
+_SCALE_1D = False  # set if this build wants 1-element 1-D scale tensors, not 0-d
+
+
+def _scaled_mm(a, b, sa, sb, out_dtype):
+    """torch._scaled_mm with tensor-wise fp32 scales, whichever scale shape the build wants."""
+    global _SCALE_1D
+    if not _SCALE_1D:
+        try:
+            return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+        except (RuntimeError, TypeError) as exc:
+            first = exc
+            _SCALE_1D = True
+        try:
+            return torch._scaled_mm(a, b, scale_a=sa.reshape(1), scale_b=sb.reshape(1),
+                                    out_dtype=out_dtype)
+        except (RuntimeError, TypeError):
+            _SCALE_1D = False
+            raise first from None
+    return torch._scaled_mm(a, b, scale_a=sa.reshape(1), scale_b=sb.reshape(1),
+                            out_dtype=out_dtype)
+
+
 def int8_core(q, k, v, *, scale=None, causal=True, block=64, chunk_elems=CHUNK_ELEMS, mask=None):
     """INT8 QK^T (torch._int_mm) + fp32 softmax + P V in v.dtype. q, k, v: (b, h, n, d)."""
     b, h, n, d = q.shape
@@ -148,13 +170,14 @@ def fp8_core(q, k, v, *, scale=None, causal=True, chunk_elems=CHUNK_ELEMS, mask=
     bh = b * h
     with record_function("quantize_qkv"):
         k = k - k.mean(dim=-2, keepdim=True)  # smoothing, as for int8
-        q8, sq = quantize_fp8(q.float() * scale)
-        k8, sk = quantize_fp8(k)
-        v8, sv = quantize_fp8(v)
-        q8 = _pad_tokens(q8, n_pad).reshape(bh, n_pad, d).contiguous()
-        k8 = _pad_tokens(k8, n_pad).reshape(bh, n_pad, d).contiguous()
+        # zero-pad in float before the casts: fewer ops on float8 tensors (zeros stay zeros)
+        q8, sq = quantize_fp8(_pad_tokens(q.float() * scale, n_pad))
+        k8, sk = quantize_fp8(_pad_tokens(k, n_pad))
+        v8, sv = quantize_fp8(_pad_tokens(v, n_pad))
+        q8 = q8.reshape(bh, n_pad, d)
+        k8 = k8.reshape(bh, n_pad, d)
         # second operand of P V must be column-major: store V^T row-major, use its .t()
-        v8t = _pad_tokens(v8, n_pad).reshape(bh, n_pad, dv).transpose(1, 2).contiguous()
+        v8t = v8.reshape(bh, n_pad, dv).transpose(1, 2).contiguous()
         sq, sk, sv = sq.reshape(bh), sk.reshape(bh), sv.reshape(bh)
         # torch.full, not torch.tensor: no host-to-device copy, so CUDA-graph capturable
         p_scale = torch.full((), 1.0 / FP8_MAX, dtype=torch.float32, device=q.device)
@@ -167,8 +190,8 @@ def fp8_core(q, k, v, *, scale=None, causal=True, chunk_elems=CHUNK_ELEMS, mask=
         with record_function("qk_matmul"):
             s = torch.empty(i1 - i0, n_pad, n_pad, dtype=torch.bfloat16, device=q.device)
             for i in range(i0, i1):
-                s[i - i0] = torch._scaled_mm(q8[i], k8[i].transpose(0, 1), scale_a=sq[i],
-                                             scale_b=sk[i], out_dtype=torch.bfloat16)
+                s[i - i0] = _scaled_mm(q8[i], k8[i].transpose(0, 1), sq[i], sk[i],
+                                       torch.bfloat16)
         with record_function("scale_mask"):
             s = s[:, :n, :n].float()
             if mask is not None:
@@ -181,8 +204,8 @@ def fp8_core(q, k, v, *, scale=None, causal=True, chunk_elems=CHUNK_ELEMS, mask=
             del p
         with record_function("pv_matmul"):
             for i in range(i0, i1):
-                out[i] = torch._scaled_mm(p8[i - i0], v8t[i].transpose(0, 1), scale_a=p_scale,
-                                          scale_b=sv[i], out_dtype=out_dtype)[:n]
+                out[i] = _scaled_mm(p8[i - i0], v8t[i].transpose(0, 1), p_scale, sv[i],
+                                    out_dtype)[:n]
     return out.view(b, h, n, dv).to(v.dtype)
 
 
