@@ -180,11 +180,12 @@ def main(argv=None):
     if device.type == "cpu" and opts.dtype != "float32" and "quantized" in variants:
         err("note: quantized on CPU runs int8 weights with float32 activations")
     err(f"probes done in {time.monotonic() - started:.1f} s")
-    interrupted = []
+    interrupted, running = [], [False]
 
     def on_term(signum, frame):  # `timeout` sends SIGTERM: stop the sweep, still summarise
         interrupted.append(signum)
-        raise KeyboardInterrupt
+        if running[0]:  # abandon the config in flight; between configs the flag suffices
+            raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
     results = []
@@ -204,12 +205,15 @@ def main(argv=None):
         else:
             err(f"{tag} start: {impl} seq={seq}")
             try:
+                running[0] = True
                 results.append(run_config(impl, seq, variants[impl], opts, device, dtype,
                                           opts.out, log=err))
                 continue
             except KeyboardInterrupt:
                 interrupted.append("int")
                 status = "skipped: interrupted"
+            finally:
+                running[0] = False
         err(f"{tag} {status}: {impl} seq={seq}")
         results.append(status_result(impl, seq, variants[impl], status))
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # summarise what ran; timeout -k still kills
