@@ -42,7 +42,7 @@ stage() { echo; echo "=== [$(elapsed) s] $*"; }
 main() {
     local status=0 rc work
     work=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX") || return 2
-    stage "environment"
+    stage "environment (expected total: about 6 min on one H200; guards stop it near 7)"
     date -u
     git log -1 --format='commit %H %s' 2>/dev/null
     timeout 30 nvidia-smi -L
