@@ -219,7 +219,7 @@ def _opts(**kw):
 @pytest.mark.slow  # records a real (CPU) profile for the config that follows the OOM
 def test_oom_becomes_a_row_and_the_sweep_goes_on(torch_prof, tmp_path, monkeypatch):
     torch, runner, summary = torch_prof.torch, torch_prof.runner, torch_prof.summary
-    import profiling.model as model
+    from profiling import model
 
     real_build = model.build
     oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
@@ -476,7 +476,10 @@ def test_cuda_real_oom_is_a_row(cuda, tmp_path):
 def test_cuda_graph_timing(cuda):
     torch, runner = cuda.torch, cuda.runner
     a = torch.randn(256, 256, device="cuda")
-    fwd = lambda: torch.relu(a @ a)  # noqa: E731
+
+    def fwd():
+        return torch.relu(a @ a)
+
     dev = torch.device("cuda")
     t = runner.measure_graph(fwd, dev, repeats=5, iters=20)
     assert t.repeats == 5 and 0 < t.low <= t.median <= t.high
