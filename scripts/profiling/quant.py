@@ -145,9 +145,10 @@ def int8_core(q, k, v, *, scale=None, causal=True, block=64, chunk_elems=CHUNK_E
             for i in range(i0, i1):
                 _int_mm_into(q8[i], k8[i], s32[i - i0])
         with record_function("dequant_mask"):
-            s = s32[:, :n, :n].float()  # then scale in place: no extra L x L buffer
+            # int32 * fp32 promotes to fp32: the dequantisation is the first float pass
+            s = torch.mul(s32[:, :n, :n], sq[i0:i1, :, None])
             del s32
-            s.mul_(sq[i0:i1, :, None]).mul_(sk[i0:i1, None, :])
+            s.mul_(sk[i0:i1, None, :])
             if mask is not None:
                 s.masked_fill_(mask, float("-inf"))
         with record_function("softmax"):
