@@ -529,3 +529,20 @@ def test_agree_compares_timed_rows_within_spreads(tmp_path):
     assert agree.main([str(a), str(b)]) == 1
     assert agree.main([str(a), str(b), "--slack", "3"]) == 0
     assert agree.main([str(a), str(tmp_path / "missing.csv")]) == 2
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_mixer_dispatches_fp8_core_with_its_cached_mask(torch_prof, causal):
+    torch, quant = torch_prof.torch, torch_prof.quant
+    _fp8_or_skip(torch)
+    from profiling.model import Mixer
+
+    torch.manual_seed(2)
+    m = Mixer("quantized-fp8", 32, 2, causal=causal)
+    q, k, v = (torch.randn(1, 2, 40, 16) for _ in range(3))
+    ref = quant.reference_core(q, k, v, causal=causal)
+    err, cos = _err_cos(m._core(q, k, v), ref)
+    assert cos > 0.99 and 1e-4 < err < 0.3, (err, cos)
+    # the eager path on the same Mixer settings is exact: the error is the fp8 products'
+    m.impl = "eager"
+    assert _err_cos(m._core(q, k, v), ref)[0] < 1e-5

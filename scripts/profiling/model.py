@@ -118,14 +118,12 @@ class Mixer(nn.Module):
 
     def _core(self, q, k, v):
         impl = self.impl
-        if impl == "quantized" and q.device.type == "cuda":
-            from .quant import int8_core
+        if (impl == "quantized" and q.device.type == "cuda") or impl == "quantized-fp8":
+            from .quant import fp8_core, int8_core
 
-            return int8_core(q, k, v, scale=self.scale, causal=self.causal)
-        if impl == "quantized-fp8":
-            from .quant import fp8_core
-
-            return fp8_core(q, k, v, scale=self.scale, causal=self.causal)
+            core = int8_core if impl == "quantized" else fp8_core
+            mask = self._mask("causal", q.shape[-2], q.device) if self.causal else None
+            return core(q, k, v, scale=self.scale, causal=self.causal, mask=mask)
         if impl in EAGER_LIKE or impl == "quantized":
             mask = self._mask("causal", q.shape[-2], q.device) if self.causal else None
             return self._eager(q, k, v, mask)
