@@ -397,6 +397,7 @@ def test_cpu_sweep_shows_spread_memory_and_accuracy(tmp_path):
     assert float(rows["quantized", "64"]["Max abs err"]) > 0  # int8 linears are not exact
     assert float(rows["quantized", "64"]["Cosine"]) > 0.99
     assert rows["quantized", "64"]["Variant"].startswith("int8-dynamic linears")
+    assert "int8-dynamic linears" in rows["quantized", "64"]["Note"]  # labelled in the table
     # quadratic impls above --quadratic-max-seq are rows, not silently missing
     assert rows["eager", "96"]["Note"].startswith("skipped: L x L")
     md = (tmp_path / "summary.md").read_text()

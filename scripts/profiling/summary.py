@@ -121,6 +121,8 @@ def build_rows(results, warn=_warn):
         if shares.get("launch_bound"):
             notes.append(LAUNCH_BOUND)
         notes += r.get("notes") or []
+        if str(r.get("variant", "")).startswith("int8-dynamic"):  # CPU `quantized`: say what it is
+            notes.append("int8-dynamic linears, fp32 attention")
         row = {
             "Method": r["impl"],
             "Sequence length": str(r["seq"]),
