@@ -13,7 +13,9 @@ GPU sweep used for the H200 check: scripts/gpu_check.sh OUT_DIR.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -79,7 +81,31 @@ def make_parser():
                    help="sparse: FlexAttention block mask, banded-mask fallback, or auto")
     p.add_argument("--min-time", type=float, default=0.2,
                    help="CPU latency: seconds for benchmark.Timer.blocked_autorange")
-    p.add_argument("--iters", type=int, default=20, help="GPU latency: timed iterations")
+    p.add_argument("--iters", type=int, default=20,
+                   help="GPU latency: timed iterations per repeat (default: 20)")
+    p.add_argument("--repeats", type=int, default=5,
+                   help="GPU latency: repeats; Time is their median, ± half their range "
+                        "(default: 5)")
+    p.add_argument("--timing-seconds", type=float, default=None,
+                   help="GPU latency: cap repeats*iters*forward at about this many seconds "
+                        "by timing fewer iterations (>= 3) per repeat (default: no cap)")
+    p.add_argument("--energy-seconds", type=float, default=1.0,
+                   help="GPU energy: seconds of forwards metered by NVML (default: 1)")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="GPU: also time replays of one forward captured in a CUDA graph "
+                        "(kernels without launch overhead): the `Graph (ms)` column")
+    p.add_argument("--graph-max-ms", type=float, default=None,
+                   help="--cuda-graphs only for forwards faster than this (slower ones are not "
+                        "launch-bound; saves time); default: all")
+    p.add_argument("--first", default="",
+                   help="comma list of impls whose configs run before all others (so a time "
+                        "budget cuts the extras, not these); the table keeps the usual order")
+    p.add_argument("--time-budget", type=float, default=None,
+                   help="seconds: configs not started by then become `skipped: time budget` "
+                        "rows (default: none)")
+    p.add_argument("--quadratic-max-seq", type=int, default=None,
+                   help="skip impls that materialise L x L scores (eager, sdpa-math, "
+                        "quantized*, autocast, masked sparse) above this length")
     p.add_argument("--threads", type=int, default=None,
                    help="CPU intra-op threads (default: torch's); 1 is steadier on a busy box")
     return p
@@ -91,7 +117,9 @@ def parse_args(argv=None):
     try:
         opts.impls = _impls(opts.impl)
         opts.seqs = _positive_ints(opts.seq, "--seq")
-        for name in ("layers", "heads", "d_model", "batch", "active_steps", "iters", "window"):
+        opts.first = _impls(opts.first) if opts.first.strip() else []
+        for name in ("layers", "heads", "d_model", "batch", "active_steps", "iters", "window",
+                     "repeats"):
             if getattr(opts, name) <= 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be > 0")
         if opts.d_model % opts.heads:
@@ -100,6 +128,11 @@ def parse_args(argv=None):
             raise ValueError("--min-time must be > 0")
         if opts.threads is not None and opts.threads <= 0:
             raise ValueError("--threads must be > 0")
+        for name in ("timing_seconds", "energy_seconds", "time_budget", "quadratic_max_seq",
+                     "graph_max_ms"):
+            value = getattr(opts, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be > 0")
     except ValueError as exc:
         parser.error(str(exc))
     import torch
@@ -115,11 +148,19 @@ def parse_args(argv=None):
     return opts
 
 
+def quadratic(impl, variant):
+    """Does this impl materialise B*H*L*L scores?"""
+    from profiling.model import QUADRATIC
+
+    return impl in QUADRATIC or (impl == "sparse" and variant.startswith("masked"))
+
+
 def main(argv=None):
+    started = time.monotonic()
     opts = parse_args(argv)
     from profiling import summary
     from profiling.impls import Unavailable, resolve
-    from profiling.runner import run_one
+    from profiling.runner import run_config, status_result
 
     def err(msg):
         print(msg, file=sys.stderr, flush=True)
@@ -133,26 +174,82 @@ def main(argv=None):
                                      window=opts.window, sparse_mode=opts.sparse_mode, note=err)
         except Unavailable as exc:
             err(f"skip: {impl}: {exc}")
+        except Exception as exc:  # a probe that broke the device, ...: never a traceback
+            err(f"skip: {impl}: probe failed: {type(exc).__name__}: "
+                f"{(str(exc).strip().splitlines() or [''])[0][:160]}")
     if device.type == "cpu" and opts.dtype != "float32" and "quantized" in variants:
         err("note: quantized on CPU runs int8 weights with float32 activations")
+    err(f"probes done in {time.monotonic() - started:.1f} s")
+    interrupted, running = [], [False]
+
+    def on_term(signum, frame):  # `timeout` sends SIGTERM: stop the sweep, still summarise
+        interrupted.append(signum)
+        if running[0]:  # abandon the config in flight; between configs the flag suffices
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
     results = []
-    for seq in opts.seqs:
-        for impl in (i for i in opts.impls if i in variants):
-            results.append(run_one(impl, seq, variants[impl], opts, device, dtype, opts.out,
-                                   log=err))
+    configs = [(seq, impl) for seq in opts.seqs for impl in opts.impls if impl in variants]
+    order = {c: i for i, c in enumerate(configs)}  # the table's order
+    configs.sort(key=lambda c: (c[1] not in opts.first, order[c]))
+    for k, (seq, impl) in enumerate(configs, 1):
+        elapsed = time.monotonic() - started
+        tag = f"[{k}/{len(configs)} t={elapsed:.0f}s]"
+        if opts.quadratic_max_seq and seq > opts.quadratic_max_seq and \
+                quadratic(impl, variants[impl]):
+            status = f"skipped: L x L scores above {opts.quadratic_max_seq}"
+        elif opts.time_budget and elapsed > opts.time_budget:
+            status = "skipped: time budget"
+        elif interrupted:
+            status = "skipped: interrupted"
+        else:
+            err(f"{tag} start: {impl} seq={seq}")
+            try:
+                running[0] = True
+                results.append(run_config(impl, seq, variants[impl], opts, device, dtype,
+                                          opts.out, log=err))
+                continue
+            except KeyboardInterrupt:
+                interrupted.append("int")
+                status = "skipped: interrupted"
+            finally:
+                running[0] = False
+        err(f"{tag} {status}: {impl} seq={seq}")
+        results.append(status_result(impl, seq, variants[impl], status))
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # summarise what ran; timeout -k still kills
     if not results:
         err("warning: no impl could run on this device; nothing to summarise")
         return 0
+    err(f"sweep done in {time.monotonic() - started:.1f} s; summarising")
+    rank = {impl: i for i, impl in enumerate(opts.impls)}
+    results.sort(key=lambda r: (opts.seqs.index(r["seq"]), rank[r["impl"]]))
     rows = summary.build_rows(results, warn=err)
-    csv_path, md_path = summary.write(opts.out, rows)
     import torch
 
     threads = f" threads={torch.get_num_threads()}" if device.type == "cpu" else ""
-    print(f"device={device.type} dtype={opts.dtype} layers={opts.layers} heads={opts.heads} "
-          f"d_model={opts.d_model} batch={opts.batch} causal={opts.causal}{threads}")
-    print(summary.to_markdown(rows))
-    print(f"\nwrote {csv_path} and {md_path}")
+    header = (f"device={device.type} dtype={opts.dtype} layers={opts.layers} heads={opts.heads} "
+              f"d_model={opts.d_model} batch={opts.batch} causal={opts.causal}{threads}")
+    csv_path, md_path = summary.write(opts.out, rows, header=header + "\n" + env_line(device))
+    print(header)
+    print(summary.to_markdown(rows, summary.table_columns(rows)))
+    print(f"\nwrote {csv_path} and {md_path} ({time.monotonic() - started:.1f} s)")
     return 0
+
+
+def env_line(device):
+    """Date, device and versions: every table says where it was measured."""
+    import datetime
+    import platform
+
+    import torch
+
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    if device.type == "cuda":
+        dev = f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
+    else:
+        dev = f"CPU {platform.machine()} {platform.processor() or ''}".strip()
+    return (f"measured {when} on {dev}; torch {torch.__version__}, "
+            f"Python {platform.python_version()}")
 
 
 if __name__ == "__main__":

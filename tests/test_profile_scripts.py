@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "profile_attention.py"
 LAYERS, ACTIVE, SEQ = 2, 2, 64
 MUST_RUN_ON_CPU = ["eager", "sdpa", "sdpa-math", "sparse", "linear"]
-MAY_RUN_ON_CPU = ["sdpa-flash", "quantized"]  # skipped (with a message) if unsupported
-SKIPPED_ON_CPU = ["sdpa-efficient", "sdpa-cudnn", "flash-attn"]
+MAY_RUN_ON_CPU = ["sdpa-flash", "quantized", "autocast"]  # skipped (with a message) if unsupported
+SKIPPED_ON_CPU = ["sdpa-efficient", "sdpa-cudnn", "flash-attn", "quantized-fp8"]
 TINY = ["--layers", str(LAYERS), "--heads", "2", "--d-model", "32", "--batch", "1",
         "--active-steps", str(ACTIVE), "--window", "16", "--min-time", "0.02"]
 

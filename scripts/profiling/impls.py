@@ -10,7 +10,7 @@ import warnings
 
 IMPLS = (
     "eager", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn",
-    "flash-attn", "sparse", "linear", "quantized",
+    "flash-attn", "sparse", "linear", "quantized", "quantized-fp8", "autocast",
 )
 
 
@@ -27,16 +27,16 @@ def _first_line(exc: BaseException) -> str:
 def _tiny_forward(impl, device, dtype, heads, head_dim, causal, window, variant, seq=16):
     import torch
 
-    from .model import Mixer, quantize_cpu
+    from .model import Mixer, _autocast_dtype, quantize_cpu
 
     torch.manual_seed(0)
     m = Mixer(impl, heads * head_dim, heads, causal=causal, window=window, variant=variant)
     autocast = None
     if impl == "quantized" and device.type != "cuda":
         m, dt = quantize_cpu(m.eval()), torch.float32
-    elif impl == "quantized":
+    elif impl == "autocast":
         m, dt = m.to(device), torch.float32
-        autocast = torch.bfloat16 if dtype == torch.bfloat16 else torch.float16
+        autocast = _autocast_dtype(device, dtype)
     else:
         m, dt = m.to(device=device, dtype=dtype), dtype
     x = torch.randn(1, seq, heads * head_dim, device=device, dtype=dt)
@@ -45,7 +45,7 @@ def _tiny_forward(impl, device, dtype, heads, head_dim, causal, window, variant,
         if autocast is None:
             y = m(x)
         else:
-            with torch.autocast(device_type="cuda", dtype=autocast):
+            with torch.autocast(device_type=device.type, dtype=autocast):
                 y = m(x)
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -61,6 +61,8 @@ def resolve(impl, *, device, dtype, heads, head_dim, causal, window, sparse_mode
     """
     import torch
 
+    from .model import _autocast_dtype
+
     if impl not in IMPLS:
         raise Unavailable(f"unknown impl {impl!r}")
     if impl == "flash-attn":
@@ -74,6 +76,13 @@ def resolve(impl, *, device, dtype, heads, head_dim, causal, window, sparse_mode
         if "qnnpack" not in torch.backends.quantized.supported_engines and \
                 "fbgemm" not in torch.backends.quantized.supported_engines:
             raise Unavailable("no int8 quantized engine in this torch build")
+
+    if impl == "quantized-fp8":
+        if device.type != "cuda":
+            raise Unavailable(f"not available on {device.type}: fp8 attention needs CUDA sm_89+")
+        cap = torch.cuda.get_device_capability(device)
+        if cap < (8, 9) or not hasattr(torch, "float8_e4m3fn"):
+            raise Unavailable(f"fp8 e4m3 GEMMs need sm_89+ (this GPU is sm_{cap[0]}{cap[1]})")
 
     variant = ""
     if impl == "sparse":
@@ -99,8 +108,13 @@ def resolve(impl, *, device, dtype, heads, head_dim, causal, window, sparse_mode
         return f"masked-band w={window}"
     if impl == "quantized":
         if device.type == "cuda":
-            return "autocast-" + ("bf16" if dtype == torch.bfloat16 else "fp16")
-        return "int8-dynamic"
+            return f"int8 QK^T (block 64), {str(dtype).replace('torch.', '')} PV"
+        return "int8-dynamic linears, fp32 attention"
+    if impl == "quantized-fp8":
+        return "fp8 e4m3 QK^T + PV"
+    if impl == "autocast":
+        return "autocast-" + ("bf16" if _autocast_dtype(device, dtype) == torch.bfloat16
+                              else "fp16")
     if impl.startswith("sdpa-"):
         return "forced " + impl[5:]
     return {"sdpa": "auto backend", "linear": "elu+1 chunked" if causal else "elu+1"}.get(impl, "")

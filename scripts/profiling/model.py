@@ -27,7 +27,9 @@ SDPA_BACKENDS = {
     "sdpa-efficient": "EFFICIENT_ATTENTION",
     "sdpa-cudnn": "CUDNN_ATTENTION",
 }
-EAGER_LIKE = ("eager", "quantized")
+EAGER_LIKE = ("eager", "autocast")  # + "quantized" on CPU (int8 linears, float attention)
+# impls whose attention materialises B*H*L*L scores (memory grows with L^2)
+QUADRATIC = ("eager", "sdpa-math", "quantized", "quantized-fp8", "autocast")
 VOCAB = 512
 
 _compiled_flex = None
@@ -42,6 +44,12 @@ def flex_fn(device_type: str):
     if device_type != "cuda":
         return flex_attention
     if _compiled_flex is None:
+        import torch._dynamo
+
+        # one static compile per sequence length of a sweep (the default limit is 8)
+        for name in ("cache_size_limit", "recompile_limit"):
+            if isinstance(getattr(torch._dynamo.config, name, None), int):
+                setattr(torch._dynamo.config, name, max(64, getattr(torch._dynamo.config, name)))
         _compiled_flex = torch.compile(flex_attention, dynamic=False)
     return _compiled_flex
 
@@ -110,7 +118,13 @@ class Mixer(nn.Module):
 
     def _core(self, q, k, v):
         impl = self.impl
-        if impl in EAGER_LIKE:
+        if (impl == "quantized" and q.device.type == "cuda") or impl == "quantized-fp8":
+            from .quant import fp8_core, int8_core
+
+            core = int8_core if impl == "quantized" else fp8_core
+            mask = self._mask("causal", q.shape[-2], q.device) if self.causal else None
+            return core(q, k, v, scale=self.scale, causal=self.causal, mask=mask)
+        if impl in EAGER_LIKE or impl == "quantized":
             mask = self._mask("causal", q.shape[-2], q.device) if self.causal else None
             return self._eager(q, k, v, mask)
         if impl in SDPA_BACKENDS:
@@ -237,28 +251,83 @@ def quantize_cpu(model):
         return quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
 
 
+def _autocast_dtype(device, dtype):
+    if device.type == "cuda":
+        return torch.bfloat16 if dtype == torch.bfloat16 else torch.float16
+    return torch.bfloat16  # CPU autocast supports bf16 only
+
+
 def build(impl, *, layers, heads, d_model, seq, batch, dtype, device, causal=True,
-          window=256, variant="", seed=0):
-    """Return (model, forward_fn) where forward_fn() runs one inference forward pass."""
+          window=256, variant="", seed=0, reference=False):
+    """Return (model, forward_fn) where forward_fn() runs one inference forward pass.
+
+    With reference=True, return (model, forward_fn, accuracy_fn): accuracy_fn()
+    runs layer 0's attention block (qkv projection, core, output projection) on
+    the same input as eager in float32 with the same weights, and returns
+    (max abs error, cosine similarity) of this impl's output against it.
+    """
+    import contextlib
+
     torch.manual_seed(seed)
-    model = TinyGPT(impl, layers, heads, d_model, seq, causal=causal, window=window,
-                    variant=variant).eval()
+    # built on the GPU directly: CPU init of the weights would cost ~0.5 s per config
+    with torch.device(device) if device.type == "cuda" else contextlib.nullcontext():
+        model = TinyGPT(impl, layers, heads, d_model, seq, causal=causal, window=window,
+                        variant=variant).eval()
+    g = torch.Generator().manual_seed(seed + 1)
+    tokens = torch.randint(0, VOCAB, (batch, seq), generator=g)
+    ref = None
+    if reference:
+        import copy
+
+        first = model.tok.weight.device
+        with torch.inference_mode():  # float32, before any conversion or quantization
+            x0 = model.blocks[0].ln1(model.tok(tokens[:1].to(first)) +
+                                     model.pos(torch.arange(seq, device=first)))
+        ref_mixer = copy.deepcopy(model.blocks[0].mixer).to("cpu")
+        ref_mixer.impl = "eager"
+        ref = (ref_mixer, x0.clone())
     autocast = None
-    if impl == "quantized" and device.type == "cuda":
-        model.to(device)  # fp32 weights, half-precision compute via autocast
-        autocast = torch.bfloat16 if dtype == torch.bfloat16 else torch.float16
-    elif impl == "quantized":
+    if impl == "autocast":
+        model.to(device)  # fp32 weights, reduced-precision compute via autocast
+        autocast = _autocast_dtype(device, dtype)
+    elif impl == "quantized" and device.type != "cuda":
         model = quantize_cpu(model)  # activations stay float32
     else:
         model.to(device=device, dtype=dtype)
-    g = torch.Generator().manual_seed(seed + 1)
-    tokens = torch.randint(0, VOCAB, (batch, seq), generator=g).to(device)
+    tokens = tokens.to(device)
 
-    def forward():
+    def run(fn, *args):
         with torch.inference_mode():
             if autocast is None:
-                return model(tokens)
-            with torch.autocast(device_type=device.type, dtype=autocast):
-                return model(tokens)
+                return fn(*args)
+            # no weight-cast cache: it would outlive a CUDA-graph capture (--cuda-graphs)
+            with torch.autocast(device_type=device.type, dtype=autocast, cache_enabled=False):
+                return fn(*args)
 
-    return model, forward
+    def forward():
+        return run(model, tokens)
+
+    if not reference:
+        return model, forward
+
+    def accuracy():
+        ref_mixer, x0 = ref
+        ref_mixer.to(device)
+        try:
+            with torch.inference_mode():
+                y_ref = ref_mixer(x0.to(device)).double()
+            mixer = model.blocks[0].mixer
+            fp32_model = impl == "autocast" or (impl == "quantized" and device.type != "cuda")
+            x_dtype = torch.float32 if fp32_model else dtype
+            # the run's own batch shape (row 0 repeated): a compiled core (flex) must not
+            # recompile for a batch-1 call
+            xb = x0.to(device=device, dtype=x_dtype).expand(batch, -1, -1).contiguous()
+            y = run(mixer, xb)[:1].double()
+            err = float((y - y_ref).abs().max())
+            cos = float(torch.nn.functional.cosine_similarity(y.flatten(), y_ref.flatten(), dim=0))
+            return err, cos
+        finally:
+            ref_mixer.to("cpu")
+            ref_mixer._cache.clear()  # its L x L mask must not count in the peak memory
+
+    return model, forward, accuracy
