@@ -1,0 +1,146 @@
+"""Traces recorded here with tiny ``transformers`` models (random weights from configs): tracekit must find
+every attention call in both passes, whatever the profiler settings and the attention implementation.
+
+Why these cases: they are what a new user records (issue 11): eager and SDPA attention, with and without
+``with_stack``, inference and training, and ``torch.compile``. The expectations are analytic, not copied
+from tracekit's output: a model with L layers profiled for S steps runs exactly L×S attention calls forward
+(and L×S backward when it trains); eager attention has a softmax op and no fused op, SDPA the reverse.
+Each case is recorded once per module (a few seconds each on CPU). GPU variants carry ``@pytest.mark.cuda``.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracekit import analyze
+from tracekit.vocab import is_backward_op, is_fused_attention_op
+
+pytestmark = pytest.mark.slow  # records with torch
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from profiling import hf_models, train  # noqa: E402
+
+LAYERS, STEPS = 2, 2
+
+
+def _record(tmp_path_factory: pytest.TempPathFactory, model: str, attn: str, mode: str, stack: bool,
+            compile: bool = False, device: str = "cpu") -> Path:
+    m = hf_models.build(model, attn=attn, layers=LAYERS, device=device)
+    step = train.make_step(m.model, m.inputs, m.loss, mode, compile=compile)
+    out = tmp_path_factory.mktemp(f"{model}_{attn}_{mode}_{int(stack)}_{int(compile)}")
+    return Path(train.record(step, str(out), device=device, active=STEPS, with_stack=stack,
+                             warmup_calls=2 if compile else 1))
+
+
+CASES = {  # id -> (model, attn, mode, with_stack, compile)
+    "gpt2-eager-infer": ("gpt2", "eager", "infer", False, False),
+    "gpt2-eager-train": ("gpt2", "eager", "train", False, False),
+    "gpt2-eager-train-stack": ("gpt2", "eager", "train", True, False),
+    "gpt2-sdpa-infer": ("gpt2", "sdpa", "infer", False, False),
+    "gpt2-sdpa-infer-stack": ("gpt2", "sdpa", "infer", True, False),
+    "gpt2-sdpa-train": ("gpt2", "sdpa", "train", False, False),
+    "gpt2-sdpa-train-stack": ("gpt2", "sdpa", "train", True, False),
+    "llama-sdpa-train": ("llama", "sdpa", "train", False, False),
+    "bert-eager-train": ("bert", "eager", "train", False, False),
+    "gpt2-sdpa-train-compile": ("gpt2", "sdpa", "train", False, True),
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple, Path]:
+    case = CASES[request.param]
+    return case, _record(tmp_path_factory, *case)
+
+
+def _events(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def _expect(case: tuple, path: Path) -> None:
+    """The whole contract of one recorded case (also run on GPU)."""
+    _, attn, mode, stack, compiled = case
+    res = analyze(path)
+    res.check()  # time is conserved: categories sum to each block, blocks to the totals
+    fwd = [b for b in res.blocks if b.phase == "forward"]
+    bwd = [b for b in res.blocks if b.phase == "backward"]
+    assert len(fwd) == LAYERS * STEPS, [(b.name, b.step) for b in fwd]
+    assert len(bwd) == (LAYERS * STEPS if mode == "train" else 0), [(b.name, b.step) for b in bwd]
+    steps = sorted({b.step for b in fwd})
+    assert len(steps) == STEPS and None not in steps
+    for phase in (fwd, bwd):
+        for s in steps:  # each step: one block per layer, ordinals 0..L-1, in both phases
+            assert sorted(b.ordinal for b in phase if b.step == s) == (list(range(LAYERS)) if phase else [])
+    pairs = {(b.step, b.ordinal): b.name for b in fwd}
+    for b in bwd:  # a backward block is named after its forward block, at the same step and ordinal
+        assert pairs[(b.step, b.ordinal)] == b.name
+    for b in fwd:  # never a backward op as a forward block
+        assert not is_backward_op(b.name), b.name
+    # The trace's own ops: as many fused backward ops as backward blocks when SDPA trains (independent count).
+    ops = [e["name"] for e in _events(path) if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    fused_bwd = [n for n in ops if is_fused_attention_op(n) and is_backward_op(n)
+                 and not n.startswith("aten::_scaled_dot_product_efficient")]
+    if attn == "sdpa" and mode == "train" and not torch.cuda.is_available():
+        assert len(fused_bwd) == len(bwd)
+    for phase in (fwd, bwd):
+        if not phase:
+            continue
+        fused = sum(b.categories["fused_attention"] for b in phase)
+        softmax = sum(b.categories["softmax"] for b in phase)
+        if attn == "eager":
+            assert softmax > 0 and fused == 0, (phase[0].phase, softmax, fused)
+        else:
+            assert fused > 0 and softmax == 0, (phase[0].phase, softmax, fused)
+    if stack and not compiled:
+        assert {b.found_by for b in fwd} == {"module"}
+
+
+def test_blocks_per_layer_and_step(recorded: tuple[tuple, Path]) -> None:
+    case, path = recorded
+    _expect(case, path)
+
+
+def test_no_backward_phase_without_autograd_links(recorded: tuple[tuple, Path], tmp_path: Path) -> None:
+    """The same training trace with its fwdbwd flows removed: the Sequence numbers alone find the backward."""
+    case, path = recorded
+    if case[2] != "train":
+        pytest.skip("inference has no backward")
+    events = [e for e in _events(path) if e.get("cat") != "fwdbwd"]
+    assert any("Sequence number" in (e.get("args") or {}) for e in events)
+    stripped = tmp_path / "noflows.json"
+    stripped.write_text(json.dumps({"traceEvents": events}))
+    _expect(case, stripped)
+
+
+# --- GPU (scripts/gpu_check.sh runs `pytest -m cuda`); small: a few seconds per case on an H200 ---
+GPU_CASES = {
+    "gpt2-sdpa-train": ("gpt2", "sdpa", "train", False, False),
+    "gpt2-eager-train": ("gpt2", "eager", "train", False, False),
+    "llama-sdpa-train-stack": ("llama", "sdpa", "train", True, False),
+}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", list(GPU_CASES))
+def test_cuda_blocks_per_layer_and_step(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    case = GPU_CASES[name]
+    path = _record(tmp_path_factory, *case, device="cuda")
+    _expect(case, path)
+    res = analyze(path)
+    assert res.time_base == "device"
+    bwd = [b for b in res.blocks if b.phase == "backward"]
+    assert all(b.step is not None for b in bwd)  # autograd-thread ops get their forward op's step
+    if case[1] == "sdpa":  # every kernel the backward blocks run is attention, copies or a known helper
+        names = {k for (k, cat) in res.kernels if cat == "other"}
+        assert not any("dot_do_o" in n or "convert_dq" in n for n in names), names
