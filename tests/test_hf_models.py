@@ -32,8 +32,8 @@ LAYERS, STEPS = 2, 2
 
 
 def _record(tmp_path_factory: pytest.TempPathFactory, model: str, attn: str, mode: str, stack: bool,
-            compile: bool = False, device: str = "cpu") -> Path:
-    m = hf_models.build(model, attn=attn, layers=LAYERS, device=device)
+            compile: bool = False, device: str = "cpu", dtype: str = "float32") -> Path:
+    m = hf_models.build(model, attn=attn, layers=LAYERS, device=device, dtype=getattr(torch, dtype))
     step = train.make_step(m.model, m.inputs, m.loss, mode, compile=compile)
     out = tmp_path_factory.mktemp(f"{model}_{attn}_{mode}_{int(stack)}_{int(compile)}")
     return Path(train.record(step, str(out), device=device, active=STEPS, with_stack=stack,
@@ -122,10 +122,11 @@ def test_no_backward_phase_without_autograd_links(recorded: tuple[tuple, Path], 
 
 
 # --- GPU (scripts/gpu_check.sh runs `pytest -m cuda`); small: a few seconds per case on an H200 ---
-GPU_CASES = {
-    "gpt2-sdpa-train": ("gpt2", "sdpa", "train", False, False),
-    "gpt2-eager-train": ("gpt2", "eager", "train", False, False),
-    "llama-sdpa-train-stack": ("llama", "sdpa", "train", True, False),
+GPU_CASES = {  # id -> (model, attn, mode, with_stack, compile, dtype); bf16 picks the flash/cuDNN backends
+    "gpt2-sdpa-train": ("gpt2", "sdpa", "train", False, False, "float32"),
+    "gpt2-eager-train": ("gpt2", "eager", "train", False, False, "float32"),
+    "llama-sdpa-train-bf16": ("llama", "sdpa", "train", False, False, "bfloat16"),
+    "llama-sdpa-train-stack-bf16": ("llama", "sdpa", "train", True, False, "bfloat16"),
 }
 
 
@@ -134,9 +135,9 @@ GPU_CASES = {
 def test_cuda_blocks_per_layer_and_step(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
-    case = GPU_CASES[name]
-    path = _record(tmp_path_factory, *case, device="cuda")
-    _expect(case, path)
+    *case, dtype = GPU_CASES[name]
+    path = _record(tmp_path_factory, *case, device="cuda", dtype=dtype)
+    _expect(tuple(case), path)
     res = analyze(path)
     assert res.time_base == "device"
     bwd = [b for b in res.blocks if b.phase == "backward"]
