@@ -145,3 +145,30 @@ def test_cuda_blocks_per_layer_and_step(name: str, tmp_path_factory: pytest.Temp
     if case[1] == "sdpa":  # every kernel the backward blocks run is attention, copies or a known helper
         names = {k for (k, cat) in res.kernels if cat == "other"}
         assert not any("dot_do_o" in n or "convert_dq" in n for n in names), names
+
+
+def test_script_profiles_a_transformers_model_in_train_mode(tmp_path: Path) -> None:
+    """scripts/profile_attention.py --model hf:gpt2 --mode train: blocks per phase = layers × active steps;
+    the deprecated --with-modules says so in one line and records stacks instead."""
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "profile_attention.py"), "--model", "hf:gpt2", "--attn", "sdpa",
+         "--seq", "32", "--layers", "2", "--heads", "2", "--d-model", "32", "--mode", "train", "--with-modules",
+         "--active-steps", "2", "--device", "cpu", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    warnings = [line for line in proc.stderr.splitlines() if "--with-modules is deprecated" in line]
+    assert len(warnings) == 1
+    res = analyze(tmp_path / "gpt2_sdpa_32_train" / "trace.json").check()
+    assert [sum(1 for b in res.blocks if b.phase == p) for p in ("forward", "backward")] == [4, 4]
+    assert {b.found_by for b in res.blocks} == {"module"}  # stacks were recorded
+    assert "| hf:gpt2 | sdpa | 32 | train | True | False | 4 | 4 | 4 |" in proc.stdout
+
+
+def test_unknown_model_is_one_line_error() -> None:
+    import subprocess
+
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "profile_attention.py"), "--model", "hf:nope"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: unknown model 'hf:nope'")

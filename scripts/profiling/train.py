@@ -69,3 +69,83 @@ def record(step: Callable[[], None], out_dir: str, *, device: str = "cpu", activ
     if not done:
         raise RuntimeError("the profiler wrote no trace")
     return path
+
+
+def adapt(model: object, forward: Callable[[], object], *, mode: str = "infer", compile: bool = False,
+          seq: int = 0, batch: int = 1, device: object = "cpu", vocab: int = 512) -> Callable[[], object]:
+    """The script's own model (profiling/model.py) under ``--mode train`` and/or ``--compile``.
+
+    Inference keeps ``forward`` (compiled when asked). Training runs the model on fixed random tokens in
+    train mode with a next-token cross-entropy, then backward and an SGD step.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r} (choose from: {', '.join(MODES)})")
+    if mode == "infer":
+        return torch.compile(forward) if compile else forward
+    net = torch.compile(model) if compile else model
+    model.train()  # type: ignore[attr-defined]
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)  # type: ignore[attr-defined]
+    g = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, vocab, (batch, seq), generator=g).to(device)
+
+    def train_step() -> None:
+        opt.zero_grad(set_to_none=True)
+        logits = net(tokens)
+        F.cross_entropy(logits.float().flatten(0, 1), tokens.flatten()).backward()
+        opt.step()
+    return train_step
+
+
+def run_hf(opts: object, log: Callable[[str], None] = print) -> list[dict]:
+    """``--model hf:NAME``: one profiled run per (attention implementation, seq), analysed with tracekit.
+
+    Each run goes to ``<out>/<name>_<attn>_<seq>_<mode>/trace.json``; the table printed (and written to
+    ``<out>/summary.md``) gives the attention blocks found per phase and their share of the time base.
+    """
+    from pathlib import Path
+
+    from tracekit import analyze
+
+    from . import hf_models
+
+    name = hf_models.parse_model(opts.model)  # type: ignore[attr-defined]
+    rows = []
+    for seq in opts.seqs:  # type: ignore[attr-defined]
+        for attn in opts.attns:  # type: ignore[attr-defined]
+            try:
+                m = hf_models.build(name, attn=attn, layers=opts.layers, heads=opts.heads,  # type: ignore[attr-defined]
+                                    d_model=opts.d_model, seq=seq, batch=opts.batch,  # type: ignore[attr-defined]
+                                    device=opts.torch_device, dtype=opts.torch_dtype)  # type: ignore[attr-defined]
+            except hf_models.Unavailable as exc:
+                log(f"skip: {opts.model} {attn}: {exc}")  # type: ignore[attr-defined]
+                continue
+            step = make_step(m.model, m.inputs, m.loss, opts.mode, compile=opts.compile)  # type: ignore[attr-defined]
+            run_dir = Path(opts.out) / f"{name}_{attn}_{seq}_{opts.mode}"  # type: ignore[attr-defined]
+            path = record(step, str(run_dir), device=opts.torch_device.type,  # type: ignore[attr-defined]
+                          active=opts.active_steps, warmup_calls=2 if opts.compile else 1,  # type: ignore[attr-defined]
+                          with_stack=opts.with_stack, record_shapes=opts.record_shapes)  # type: ignore[attr-defined]
+            res = analyze(path).check()
+            fwd = sum(1 for b in res.blocks if b.phase == "forward")
+            bwd = sum(1 for b in res.blocks if b.phase == "backward")
+            rows.append({"model": opts.model, "attn": attn, "seq": seq, "mode": opts.mode,  # type: ignore[attr-defined]
+                         "stack": opts.with_stack, "compile": opts.compile,  # type: ignore[attr-defined]
+                         "forward_blocks": fwd, "backward_blocks": bwd,
+                         "expected_per_phase": m.layers * opts.active_steps,  # type: ignore[attr-defined]
+                         "attention_share": res.totals.attention_share or 0.0, "time_base": str(res.time_base),
+                         "found_by": ",".join(sorted({str(b.found_by) for b in res.blocks})), "trace": str(path)})
+            log(f"done: {opts.model} {attn} seq={seq} -> {path}")  # type: ignore[attr-defined]
+    if rows:
+        lines = ["| model | attn | seq | mode | stack | compile | fwd blocks | bwd blocks | expected/phase | attention share | found_by |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['model']} | {r['attn']} | {r['seq']} | {r['mode']} | {r['stack']} | {r['compile']} | "
+                         f"{r['forward_blocks']} | {r['backward_blocks']} | {r['expected_per_phase']} | "
+                         f"{100 * r['attention_share']:.1f}% of {r['time_base']} | {r['found_by']} |")
+        table = "\n".join(lines)
+        print(table)
+        Path(opts.out).mkdir(parents=True, exist_ok=True)  # type: ignore[attr-defined]
+        (Path(opts.out) / "summary.md").write_text(table + "\n")  # type: ignore[attr-defined]
+    return rows
