@@ -341,6 +341,7 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
         if lf != NONE:
             dev_owner[j] = owner[lf]
     _fused_kernel_blocks(tr, links, blocks, cats, dev_owner)
+    _inferred_kernel_blocks(tr, links, blocks, cats, dev_owner)
     members: dict[int, list[int]] = defaultdict(list)
     for j, b in enumerate(dev_owner):
         if b != NONE:
@@ -441,6 +442,66 @@ def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: lis
         lab = kernel_label(dev[j].name)
         blocks[b].name = lab.name if lab is not None and lab.name is not None else short_kernel_name(dev[j].name)
         blocks[b].phase = lab.phase if lab is not None else Phase.FORWARD
+
+
+_MAX_BETWEEN = 4  # kernels allowed between a GEMM run and the softmax (scale, mask, dropout, layout)
+
+
+def _inferred_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: list[Category],
+                            dev_owner: list[int]) -> None:
+    """Eager attention that no host op shows: compiled code (inductor) launches its GEMMs and fused softmax
+    from one graph call. On each stream, a softmax kernel with a run of GEMM kernels shortly before and
+    after it, none owned by a block, is one ``inferred`` block: forward QKᵀ → softmax → PV, backward
+    dV, dP → softmax backward → dQ, dK. Backward blocks (the softmax kernel says ``backward``) are paired
+    with the step's forward ones last-to-first, as autograd runs them.
+    """
+    dev = tr.device
+    linked = links.device_linked
+    matmul, softmax = Category.MATMUL, Category.SOFTMAX
+    if softmax not in cats:
+        return
+    order = sorted(range(len(dev)), key=lambda j: (dev[j].stream, dev[j].ts))
+    new: list[int] = []
+    for _, g in groupby(order, key=lambda j: dev[j].stream):
+        free = [j for j in g if dev_owner[j] == NONE and linked[j] and dev[j].kind == "kernel"]
+        k, n = 0, len(free)
+        while k < n:
+            if cats[free[k]] != softmax:
+                k += 1
+                continue
+            lo = k - 1  # the GEMM run before: at most _MAX_BETWEEN kernels back
+            while lo >= 0 and k - lo <= _MAX_BETWEEN + 1 and cats[free[lo]] != matmul and cats[free[lo]] != softmax:
+                lo -= 1
+            hi = k + 1
+            while hi < n and hi - k <= _MAX_BETWEEN + 1 and cats[free[hi]] != matmul and cats[free[hi]] != softmax:
+                hi += 1
+            if lo < 0 or hi >= n or cats[free[lo]] != matmul or cats[free[hi]] != matmul:
+                k += 1
+                continue
+            while lo > 0 and cats[free[lo - 1]] == matmul:
+                lo -= 1
+            while hi + 1 < n and cats[free[hi + 1]] == matmul:
+                hi += 1
+            first = free[lo]
+            lf = links.device_leaf[first]
+            b = len(blocks)
+            phase = Phase.BACKWARD if "backward" in dev[free[k]].name.lower() else Phase.FORWARD
+            blocks.append(Block("inferred attention", FoundBy.INFERRED, [], links.step[lf] if lf != NONE else None,
+                                phase, dev[first].ts))
+            for j in free[lo: hi + 1]:
+                dev_owner[j] = b
+            new.append(b)
+            k = hi + 1
+    by_step: dict[tuple[int | None, Phase], list[int]] = defaultdict(list)
+    for b in new:
+        by_step[(blocks[b].step, blocks[b].phase)].append(b)
+    for (step, phase), bwd in by_step.items():
+        fwd = by_step.get((step, Phase.FORWARD), [])
+        if phase == Phase.BACKWARD and len(fwd) == len(bwd):
+            fwd.sort(key=lambda b: blocks[b].ts)
+            bwd.sort(key=lambda b: blocks[b].ts)
+            for f, b in zip(reversed(fwd), bwd):
+                blocks[b].forward = f
 
 
 def _self_times(tr: Trace, links: Links) -> list[int]:
