@@ -240,3 +240,53 @@ def test_autograd_thread_ops_take_their_forward_ops_step(tmp_path, links):
     b.launch(BWD_K, 1010, 5, 2000, 50, launch_name="cudaGraphLaunch", tid=AUTOGRAD)
     res = analyze(b.write(tmp_path / "t.json")).check()
     assert [(x.name, x.phase, x.step) for x in res.blocks] == [("cudnn sdpa bprop", "backward", 9)]
+
+
+def _compiled_eager(b: TraceBuilder, layers: int = 2) -> None:
+    """torch.compile of eager attention on GPU: one graph call launches every kernel; inductor fuses the
+    softmax (scale, mask, exp, sum) into one Triton kernel between the QKᵀ and PV GEMMs."""
+    b.annotation("ProfilerStep#4", 0, 5000, tid=MAIN)
+    _seq(b.op("CompiledFunction", 5, 950, tid=MAIN), 40, 0)
+    b.annotation("## Call CompiledFxGraph fabc ##", 10, 900, tid=MAIN)
+    t, k = 20, 1000
+    for layer in range(layers):
+        for name, dur in ((GEMM, 10), ("triton_poi_fused_cat_split_transpose_view_1", 1),  # qkv proj, split
+                          (GEMM, 4 + layer), ("triton_per_fused__softmax_add_exp_mul_sub_2", 3), (GEMM, 5),  # QK, PV
+                          ("triton_poi_fused__unsafe_view_clone_transpose_view_4", 1), (GEMM, 8)):  # out proj
+            b.launch(name, t, 2, k, dur, tid=MAIN, launch_name="cuLaunchKernel")
+            t, k = t + 5, k + 20
+    _seq(b.op("CompiledFunctionBackward", 2995, 950, tid=AUTOGRAD), 40, MAIN)  # outside the step: gets step 4
+    b.annotation("## Call CompiledFxGraph fdef ##", 3000, 900, tid=AUTOGRAD)  # backward, layers reversed
+    t = 3010
+    for layer in reversed(range(layers)):
+        for name, dur in ((GEMM, 9), ("triton_per_fused_sum_view_4", 1), (GEMM, 6), (GEMM, 7 + layer),  # dV, dP
+                          ("triton_per_fused__softmax_backward_data_mul_view_8", 2), (GEMM, 6), (GEMM, 6),  # dQ, dK
+                          ("triton_per_fused__unsafe_view_add_cat_clone_sum_transpose_view_9", 1), (GEMM, 11)):
+            b.launch(name, t, 2, k, dur, tid=AUTOGRAD, launch_name="cuLaunchKernel")
+            t, k = t + 5, k + 20
+
+
+def test_compiled_eager_attention_is_found_from_its_kernels(tmp_path):
+    b = TraceBuilder()
+    _compiled_eager(b)
+    res = analyze(b.write(tmp_path / "c.json")).check()
+    fwd = sorted((x for x in res.blocks if x.phase == "forward"), key=lambda x: x.ordinal)
+    bwd = sorted((x for x in res.blocks if x.phase == "backward"), key=lambda x: x.ordinal)
+    assert [(x.found_by, x.ordinal, x.kernels) for x in fwd] == [("inferred", 0, 3), ("inferred", 1, 3)]
+    assert [(x.found_by, x.ordinal, x.kernels) for x in bwd] == [("inferred", 0, 5), ("inferred", 1, 5)]
+    for o, x in enumerate(fwd):  # QKᵀ 4+layer + PV 5 µs of GEMM, 3 µs of fused softmax; never the projections
+        assert (x.categories["matmul"], x.categories["softmax"]) == (pytest.approx(9 + o), pytest.approx(3))
+    for o, x in enumerate(bwd):  # dV 6 + dP 7+layer + dQ 6 + dK 6: layer 1 ran first, yet pairs with ordinal 1
+        assert (x.categories["matmul"], x.categories["softmax"]) == (pytest.approx(25 + o), pytest.approx(2))
+    assert {x.step for x in res.blocks} == {4}
+
+
+def test_a_lone_softmax_or_loss_kernel_is_no_block(tmp_path):
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 1000)
+    b.annotation("## Call CompiledFxGraph f ##", 10, 900)
+    for i, name in enumerate((GEMM, "triton_per_fused__log_softmax_prepare_softmax_online_view_0", GEMM,
+                              "triton_poi_fused_add_0", "triton_per_fused__softmax_1", "triton_poi_fused_add_0")):
+        b.launch(name, 20 + 5 * i, 2, 100 + 20 * i, 3)
+    res = analyze(b.write(tmp_path / "c.json")).check()
+    assert res.blocks == []
