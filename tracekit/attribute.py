@@ -111,18 +111,18 @@ def _backward_pairs(tr: Trace) -> list[tuple[int, int]]:
                 at[(h.thread, h.ts)].append(i)
         starts: dict[int, tuple[int, int]] = {}
         finishes: dict[int, tuple[int, int]] = {}
-        for f in tr.flows:
-            (starts if f.start else finishes)[f.id] = (f.thread, f.ts)
+        for fl in tr.flows:
+            (starts if fl.start else finishes)[fl.id] = (fl.thread, fl.ts)
         for fid, end in finishes.items():
             begin = starts.get(fid)
             if begin is None:
                 continue
-            fwd, bwd = at.get(begin, ()), at.get(end, ())
-            if fwd and bwd:
-                root = max(bwd, key=lambda i: host[i].dur)  # the outermost op at that instant
-                for i in fwd:
+            fwd_ops, bwd_ops = at.get(begin), at.get(end)
+            if fwd_ops and bwd_ops:
+                root = max(bwd_ops, key=lambda i: host[i].dur)  # the outermost op at that instant
+                for i in fwd_ops:
                     pairs.append((i, root))
-                reached.update(bwd)
+                reached.update(bwd_ops)
     if tr.seq_host:
         fwd_by_seq: dict[int, list[int]] = defaultdict(list)
         seq_host, seq_nr, seq_fwd = tr.seq_host, tr.seq_nr, tr.seq_fwd
@@ -166,14 +166,14 @@ def _attach_backward(tr: Trace, links: Links, blocks: list[Block], owner: list[i
             p = parent[p]
         if p != NONE and joins[p] == fb:
             continue
-        b = backward.get(fb)
-        if b is None:
+        bb = backward.get(fb)
+        if bb is None:
             fwd_block = blocks[fb]
-            b = backward[fb] = len(blocks)
+            bb = backward[fb] = len(blocks)
             blocks.append(Block(fwd_block.name, fwd_block.found_by, [], fwd_block.step, Phase.BACKWARD, host[i].ts,
                                 forward=fb))
-        blocks[b].roots.append(i)
-        owner[i] = b
+        blocks[bb].roots.append(i)
+        owner[i] = bb
     if backward or stepped:
         _inherit(links, owner)
     if _orphan_backward(tr, links, blocks, owner, pairs, backward):
@@ -221,9 +221,9 @@ def _orphan_backward(tr: Trace, links: Links, blocks: list[Block], owner: list[i
         ops.sort(key=lambda i: host[i].ts)
         fwd_blocks: list[int] = []
         if region != NONE:
-            f = host[fwd_of[region]]
-            lo, hi = f.ts, f.ts + f.dur
-            fwd_blocks = [b for ts, b in fwd_starts if lo <= ts <= hi and host[blocks[b].roots[0]].thread == f.thread
+            fop = host[fwd_of[region]]
+            lo, hi = fop.ts, fop.ts + fop.dur
+            fwd_blocks = [b for ts, b in fwd_starts if lo <= ts <= hi and host[blocks[b].roots[0]].thread == fop.thread
                           and b not in backward]
         for k, i in enumerate(ops):
             fb = fwd_blocks[len(fwd_blocks) - 1 - k] if k < len(fwd_blocks) else None
