@@ -290,3 +290,22 @@ def test_a_lone_softmax_or_loss_kernel_is_no_block(tmp_path):
         b.launch(name, 20 + 5 * i, 2, 100 + 20 * i, 3)
     res = analyze(b.write(tmp_path / "c.json")).check()
     assert res.blocks == []
+
+
+def test_graph_replay_backward_blocks_pair_with_their_forward_ones(tmp_path):
+    """Compiled FlexAttention training: one template kernel per layer and pass, projections between; the
+    backward ones (layers reversed) carry the ordinal of their forward block."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#3", 0, 5000)
+    b.annotation("## Call CompiledFxGraph f ##", 10, 4000)
+    t, k = 20, 100
+    for name, dur in ((GEMM, 5), ("triton_tem_fused_flex_attention_0", 30), (GEMM, 5),
+                      (GEMM, 5), ("triton_tem_fused_flex_attention_0", 31), (GEMM, 5),
+                      (GEMM, 5), ("triton_tem_fused_flex_attention_backward_1", 61), (GEMM, 5),  # layer 1 first
+                      (GEMM, 5), ("triton_tem_fused_flex_attention_backward_1", 60), (GEMM, 5)):
+        b.launch(name, t, 2, k, dur, launch_name="cuLaunchKernel")
+        t, k = t + 5, k + 100
+    res = analyze(b.write(tmp_path / "f.json")).check()
+    got = sorted((x.phase, x.ordinal, x.total_us, x.found_by) for x in res.blocks)
+    assert got == [("backward", 0, pytest.approx(60), "fused-kernel"), ("backward", 1, pytest.approx(61), "fused-kernel"),
+                   ("forward", 0, pytest.approx(30), "fused-kernel"), ("forward", 1, pytest.approx(31), "fused-kernel")]

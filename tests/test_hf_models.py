@@ -172,3 +172,46 @@ def test_unknown_model_is_one_line_error() -> None:
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "profile_attention.py"), "--model", "hf:nope"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("error: unknown model 'hf:nope'")
+
+
+class _FlexModel(torch.nn.Module):
+    """Two layers of FlexAttention between projections: the smallest model whose attention is flex."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.ModuleList(torch.nn.Linear(64, 192) for _ in range(LAYERS))
+        self.out = torch.nn.ModuleList(torch.nn.Linear(64, 64) for _ in range(LAYERS))
+
+    def forward(self, x: "torch.Tensor") -> "torch.Tensor":
+        from torch.nn.attention.flex_attention import flex_attention
+
+        for proj, out in zip(self.proj, self.out):
+            q, k, v = proj(x).view(1, 128, 3, 4, 16).permute(2, 0, 3, 1, 4)
+            x = x + out(flex_attention(q, k, v).transpose(1, 2).reshape(1, 128, 64))
+        return x
+
+
+def _flex_trace(tmp_path: Path, device: str, mode: str, compile: bool) -> Path:
+    torch.manual_seed(0)
+    model = _FlexModel().to(device)
+    x = torch.randn(1, 128, 64, device=device)
+    step = train.make_step(model, lambda: {"x": x}, lambda out: out.float().square().mean(), mode, compile=compile)
+    return Path(train.record(step, str(tmp_path), device=device, active=STEPS, warmup_calls=2 if compile else 1))
+
+
+def test_eager_flex_attention_is_one_block_per_call(tmp_path: Path) -> None:
+    """Eager FlexAttention (CPU: inference only) runs an unfused reference under FlexAttentionAutogradOp."""
+    res = analyze(_flex_trace(tmp_path, "cpu", "infer", False)).check()
+    assert [(b.name, b.found_by) for b in res.blocks] == [("FlexAttentionAutogradOp", "fused-op")] * LAYERS * STEPS
+
+
+@pytest.mark.cuda
+def test_cuda_compiled_flex_attention_training(tmp_path: Path) -> None:
+    """Compiled FlexAttention on GPU: Triton templates, forward and backward, no host attention op."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    res = analyze(_flex_trace(tmp_path, "cuda", "train", True)).check()
+    fwd = [b for b in res.blocks if b.phase == "forward"]
+    bwd = [b for b in res.blocks if b.phase == "backward"]
+    assert len(fwd) == len(bwd) == LAYERS * STEPS, [(b.name, b.phase, b.found_by) for b in res.blocks]
+    assert all(b.categories["fused_attention"] > 0 for b in res.blocks)

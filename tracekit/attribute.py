@@ -442,6 +442,7 @@ def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: lis
         lab = kernel_label(dev[j].name)
         blocks[b].name = lab.name if lab is not None and lab.name is not None else short_kernel_name(dev[j].name)
         blocks[b].phase = lab.phase if lab is not None else Phase.FORWARD
+    _pair_kernel_blocks(blocks, list(longest))
 
 
 _MAX_BETWEEN = 4  # kernels allowed between a GEMM run and the softmax (scale, mask, dropout, layout)
@@ -492,11 +493,18 @@ def _inferred_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: 
                 dev_owner[j] = b
             new.append(b)
             k = hi + 1
-    by_step: dict[tuple[int | None, Phase], list[int]] = defaultdict(list)
-    for b in new:
-        by_step[(blocks[b].step, blocks[b].phase)].append(b)
-    for (step, phase), bwd in by_step.items():
-        fwd = by_step.get((step, Phase.FORWARD), [])
+    _pair_kernel_blocks(blocks, new)
+
+
+def _pair_kernel_blocks(blocks: list[Block], found: list[int]) -> None:
+    """Blocks found from kernels alone have no autograd link: in each step, when there are as many backward
+    blocks of a kind as forward ones, they pair last-to-first (autograd runs the layers in reverse)."""
+    groups: dict[tuple[str, int | None, Phase], list[int]] = defaultdict(list)
+    for b in found:
+        blk = blocks[b]
+        groups[(blk.found_by, blk.step, blk.phase)].append(b)
+    for (found_by, step, phase), bwd in groups.items():
+        fwd = groups.get((found_by, step, Phase.FORWARD), [])
         if phase == Phase.BACKWARD and len(fwd) == len(bwd):
             fwd.sort(key=lambda b: blocks[b].ts)
             bwd.sort(key=lambda b: blocks[b].ts)

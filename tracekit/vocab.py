@@ -101,8 +101,10 @@ FUSED_ATTENTION_OPS: tuple[OpPattern, ...] = (
     OpPattern("aten-fused-kernel-op", r"aten::_(?:flash|efficient|cudnn)_attention_(?:forward|backward)",
               "the ops under the SDPA backends that launch the flash/mem-efficient/cuDNN kernels"),
     OpPattern("native-mha", r"aten::_native_multi_head_attention", "nn.MultiheadAttention's fast path"),
-    OpPattern("flex-attention", r"(?:aten::_?flex_attention|higher_order::flex_attention|flex_attention)\w*",
-              "FlexAttention, eager or compiled, forward and backward"),
+    OpPattern("flex-attention",
+              r"(?:aten::_?flex_attention|higher_order::flex_attention|flex_attention)\w*|FlexAttentionAutogradOp",
+              "FlexAttention, eager or compiled, forward and backward; eager PyTorch records FlexAttentionAutogradOp "
+              "around its unfused reference (bmm, softmax: their own categories)"),
     OpPattern("flash-attn", r"flash_attn(?:_\w+)?::\w+", "the flash-attn package (FA2 flash_attn::, FA3 flash_attn_3::)"),
     OpPattern("vllm-attention", r"vllm::(?!\w*cache)\w*attention\w*",
               "vllm::unified_attention(_with_output), vllm::mla_attention; never the KV-cache writes"),
@@ -137,7 +139,7 @@ def is_fused_attention_op(name: str) -> bool:
 # ``aten::_flash_attention_backward``, ``flash_attn::_flash_attn_backward``, ``aiter::mha_bwd``,
 # ``flex_attention_backward``): they are fused attention, but never open a forward block; they join the
 # backward block of the forward op autograd recorded them for (docs/attribution.md, "Backward blocks").
-BACKWARD_OP = OpPattern("backward-op", r".*(?:backward|_bwd)\w*", "an op whose name says it is a backward pass")
+BACKWARD_OP = OpPattern("backward-op", r".*(?:[Bb]ackward|_bwd)\w*", "an op whose name says it is a backward pass")
 _BACKWARD = re.compile(anchored(BACKWARD_OP))
 
 
