@@ -74,8 +74,17 @@ def make_parser():
                    help="profiled steps after wait=1, warmup=1 (default: 2)")
     p.add_argument("--record-shapes", action="store_true")
     p.add_argument("--profile-memory", action="store_true")
-    p.add_argument("--with-stack", action="store_true")
-    p.add_argument("--with-modules", action="store_true")
+    p.add_argument("--with-stack", action="store_true",
+                   help="record Python stacks, which also records nn.Module ranges (tracekit's 'module' blocks)")
+    p.add_argument("--with-modules", action="store_true",
+                   help="deprecated alias of --with-stack (torch's with_modules records nothing in eager mode)")
+    p.add_argument("--model", default="gpt",
+                   help="gpt (this script's model) or hf:gpt2, hf:bert, hf:llama, hf:vit (transformers, random weights)")
+    p.add_argument("--attn", default="eager,sdpa",
+                   help="hf models: comma list of attn_implementation (eager, sdpa, flash_attention_2)")
+    p.add_argument("--mode", choices=("infer", "train"), default="infer",
+                   help="train: forward, backward and an optimizer step per profiled step")
+    p.add_argument("--compile", action="store_true", help="run the model through torch.compile")
     p.add_argument("--window", type=int, default=256, help="sparse: sliding-window size")
     p.add_argument("--sparse-mode", choices=("auto", "flex", "masked"), default="auto",
                    help="sparse: FlexAttention block mask, banded-mask fallback, or auto")
@@ -114,7 +123,19 @@ def make_parser():
 def parse_args(argv=None):
     parser = make_parser()
     opts = parser.parse_args(argv)
+    if opts.with_modules:
+        print("warning: --with-modules is deprecated; using --with-stack", file=sys.stderr)
+        opts.with_stack, opts.with_modules = True, False
     try:
+        from profiling.hf_models import ATTN_IMPLS, parse_model
+
+        parse_model(opts.model)
+        opts.attns = [a.strip() for a in opts.attn.split(",") if a.strip()]
+        bad = [a for a in opts.attns if a not in ATTN_IMPLS]
+        if bad or not opts.attns:
+            raise ValueError(f"unknown --attn {bad[0]!r} (choose from: {', '.join(ATTN_IMPLS)})" if bad else "--attn is empty")
+        if opts.mode == "train" and opts.model == "gpt" and "quantized" in opts.impl.split(","):
+            raise ValueError("--mode train: the quantized impl runs inference only")
         opts.impls = _impls(opts.impl)
         opts.seqs = _positive_ints(opts.seq, "--seq")
         opts.first = _impls(opts.first) if opts.first.strip() else []
@@ -158,6 +179,11 @@ def quadratic(impl, variant):
 def main(argv=None):
     started = time.monotonic()
     opts = parse_args(argv)
+    if opts.model != "gpt":  # transformers models: their own loop (profiling/train.py)
+        from profiling.train import run_hf
+
+        run_hf(opts, log=lambda m: print(m, file=sys.stderr, flush=True))
+        return 0
     from profiling import summary
     from profiling.impls import Unavailable, resolve
     from profiling.runner import run_config, status_result

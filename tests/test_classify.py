@@ -327,6 +327,11 @@ CASES = [
     pytest.param('cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x128_1x1x1_kernel0_0',
                  'kernel', None, 'fused_attention', 'cudnn-sdpa',
                  id='cudnn-sdpa-bprop'),
+    # issue 11: cuDNN SDPA backward's helper kernels (nsys breakdowns of cuDNN's backward, H100/H200)
+    pytest.param('compute_dot_do_o_specialized', 'kernel', None, 'fused_attention', 'sdpa-backward-helpers',
+                 id='cudnn-sdpa-bwd-dot-do-o'),
+    pytest.param('convert_dq_to_16bits', 'kernel', None, 'fused_attention', 'sdpa-backward-helpers',
+                 id='cudnn-sdpa-bwd-convert-dq'),
     pytest.param(('void paged_attention_ll4mi_QKV_mfma16_kernel<__hip_bfloat16, __hip_bfloat16, (vllm::Fp8KVCacheDa'
                   'taType)0, 16, 128, 256, false, 4>(...)'),
                  'kernel', None, 'fused_attention', 'paged-unified-attention',

@@ -41,6 +41,7 @@ FUSED = [
     "aten::_flex_attention",
     "aten::flex_attention_backward",
     "higher_order::flex_attention",
+    "FlexAttentionAutogradOp",  # eager FlexAttention (PyTorch 2.13 CPU trace)
     "flash_attn::_flash_attn_forward",
     "flash_attn::_flash_attn_backward",
     "flash_attn::_flash_attn_varlen_forward",

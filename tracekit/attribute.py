@@ -28,7 +28,10 @@ from .result import (
 )
 from .roles import GemmRoles, RoleFinder
 from .scopes import Block, BlockFinder
-from .vocab import MATMUL_ROLES, Category, FoundBy, MatmulRole, Phase, TimeBase, compact_kernel_name
+from .vocab import (
+    MATMUL_ROLES, Category, FoundBy, MatmulRole, Phase, TimeBase, compact_kernel_name, is_backward_op,
+    is_fused_attention_op, kernel_label,
+)
 
 _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
 
@@ -89,50 +92,162 @@ def short_kernel_name(name: str) -> str:
     return n[:cut].strip() or name[:60]
 
 
+def _backward_pairs(tr: Trace) -> list[tuple[int, int]]:
+    """(forward op, backward op) host index pairs that autograd recorded.
+
+    ``fwdbwd`` flows first: a flow starts at a forward op and finishes at the backward op run for it
+    (each end is matched to the ops starting at that instant on that thread). Then, for backward ops no
+    flow reached, ``Sequence number``: a backward op carries its forward op's number and ``Fwd thread id``
+    (> 0); forward ops carry their number with id 0. The id is autograd's own thread count, not a tid, so
+    a number is matched only where one host thread recorded forward ops with it.
+    """
+    host = tr.host
+    pairs: list[tuple[int, int]] = []
+    reached: set[int] = set()
+    if tr.flows:
+        at: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for i, h in enumerate(host):
+            if h.kind == OP:
+                at[(h.thread, h.ts)].append(i)
+        starts: dict[int, tuple[int, int]] = {}
+        finishes: dict[int, tuple[int, int]] = {}
+        for fl in tr.flows:
+            (starts if fl.start else finishes)[fl.id] = (fl.thread, fl.ts)
+        for fid, end in finishes.items():
+            begin = starts.get(fid)
+            if begin is None:
+                continue
+            fwd_ops, bwd_ops = at.get(begin), at.get(end)
+            if fwd_ops and bwd_ops:
+                root = max(bwd_ops, key=lambda i: host[i].dur)  # the outermost op at that instant
+                for i in fwd_ops:
+                    pairs.append((i, root))
+                reached.update(bwd_ops)
+    if tr.seq_host:
+        fwd_by_seq: dict[int, list[int]] = defaultdict(list)
+        seq_host, seq_nr, seq_fwd = tr.seq_host, tr.seq_nr, tr.seq_fwd
+        for k in range(len(seq_host)):
+            if seq_fwd[k] == 0:
+                fwd_by_seq[seq_nr[k]].append(seq_host[k])
+        for k in range(len(seq_host)):
+            i = seq_host[k]
+            if seq_fwd[k] == 0 or i in reached:
+                continue
+            fwd = fwd_by_seq.get(seq_nr[k])
+            if fwd and all(host[f].thread == host[fwd[0]].thread for f in fwd):
+                for f in fwd:
+                    pairs.append((f, i))
+    return pairs
+
+
 def _attach_backward(tr: Trace, links: Links, blocks: list[Block], owner: list[int]) -> None:
-    """Autograd ops reached by a fwdbwd flow from a block's op join that block's backward phase."""
-    if not tr.flows:
-        return
-    at: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for i, h in enumerate(tr.host):
-        if h.kind == OP:
-            at[(h.thread, h.ts)].append(i)
-    starts: dict[int, tuple[int, int]] = {}
-    finishes: dict[int, tuple[int, int]] = {}
-    for f in tr.flows:
-        (starts if f.start else finishes)[f.id] = (f.thread, f.ts)
-    backward: dict[int, int] = {}
-    for fid, end in finishes.items():
-        begin = starts.get(fid)
-        if begin is None:
+    """Each forward block's backward work becomes a ``backward`` block with its name, step and ordinal.
+
+    Backward ops reached from a forward block's ops (flows or sequence numbers, :func:`_backward_pairs`)
+    are its roots; what they enclose and launch joins it. Backward ops run on the autograd thread, outside
+    any ``ProfilerStep``: each gets its forward op's step (so do their children), here in ``links.step``.
+    """
+    pairs = _backward_pairs(tr)
+    host, step, parent = tr.host, links.step, links.parent
+    joins: dict[int, int] = {}  # backward op -> forward block
+    stepped = False
+    for f, b in pairs:
+        if step[b] is None and step[f] is not None:
+            step[b] = step[f]
+            stepped = True
+        fb = owner[f]
+        if fb != NONE and owner[b] == NONE and blocks[fb].phase == Phase.FORWARD:
+            joins.setdefault(b, fb)
+    backward: dict[int, int] = {}  # forward block -> its backward block
+    for i in sorted(joins, key=lambda i: host[i].ts):
+        fb = joins[i]
+        p = parent[i]
+        while p != NONE and p not in joins:  # an op inside another joined op is no root
+            p = parent[p]
+        if p != NONE and joins[p] == fb:
             continue
-        fwd = [i for i in at.get(begin, ()) if owner[i] != NONE and blocks[owner[i]].phase == Phase.FORWARD]
-        bwd = [i for i in at.get(end, ()) if owner[i] == NONE]
-        if not fwd or not bwd:
-            continue
-        fb = owner[fwd[0]]
-        root = min(bwd, key=lambda i: -tr.host[i].dur)  # the outermost op at that instant
-        b = backward.get(fb)
-        if b is None:
+        bb = backward.get(fb)
+        if bb is None:
             fwd_block = blocks[fb]
-            b = backward[fb] = len(blocks)
-            blocks.append(Block(fwd_block.name, fwd_block.found_by, [], fwd_block.step, Phase.BACKWARD, tr.host[root].ts))
-        blocks[b].roots.append(root)
-        blocks[b].ts = min(blocks[b].ts, tr.host[root].ts)
-        owner[root] = b
-    if backward:
-        for i in links.order:
-            p = links.parent[i]
-            if owner[i] == NONE and p != NONE and owner[p] != NONE:
-                owner[i] = owner[p]
+            bb = backward[fb] = len(blocks)
+            blocks.append(Block(fwd_block.name, fwd_block.found_by, [], fwd_block.step, Phase.BACKWARD, host[i].ts,
+                                forward=fb))
+        blocks[bb].roots.append(i)
+        owner[i] = bb
+    if backward or stepped:
+        _inherit(links, owner)
+    if _orphan_backward(tr, links, blocks, owner, pairs, backward):
+        _inherit(links, owner)
+
+
+def _inherit(links: Links, owner: list[int]) -> None:
+    """Parents first: children inherit the owner and the step."""
+    step, parent = links.step, links.parent
+    for i in links.order:
+        p = parent[i]
+        if p == NONE:
+            continue
+        if owner[i] == NONE and owner[p] != NONE:
+            owner[i] = owner[p]
+        if step[i] is None and step[p] is not None:
+            step[i] = step[p]
+
+
+def _orphan_backward(tr: Trace, links: Links, blocks: list[Block], owner: list[int], pairs: list[tuple[int, int]],
+                     backward: dict[int, int]) -> bool:
+    """Fused attention backward ops that no pair reached: compiled graphs (``CompiledFunctionBackward``) call
+    them with no flow or number of their own. When an enclosing op is paired with a forward op (the
+    ``CompiledFunction`` region), the region's forward blocks and its backward ops are matched last-to-first
+    (autograd runs the graph in reverse); any other such op is a backward block of its own, never a forward one.
+    """
+    host, parent = tr.host, links.parent
+    orphans = [i for i in links.order if owner[i] == NONE and host[i].kind == OP and is_fused_attention_op(host[i].name)
+               and is_backward_op(host[i].name)]
+    if not orphans:
+        return False
+    fwd_of: dict[int, int] = {}
+    for f, b in pairs:
+        fwd_of.setdefault(b, f)
+    regions: dict[int, list[int]] = defaultdict(list)  # paired backward op around orphans -> the orphans
+    for i in orphans:
+        p = parent[i]
+        while p != NONE and p not in fwd_of:
+            p = parent[p]
+        regions[p].append(i)
+    fwd_starts = sorted((host[blk.roots[0]].ts, b) for b, blk in enumerate(blocks)
+                        if blk.phase == Phase.FORWARD and blk.roots and blk.forward is None)
+    for region, ops in regions.items():
+        ops = [i for i in ops if not any(parent[i] == j for j in ops)]  # outermost only
+        ops.sort(key=lambda i: host[i].ts)
+        fwd_blocks: list[int] = []
+        if region != NONE:
+            fop = host[fwd_of[region]]
+            lo, hi = fop.ts, fop.ts + fop.dur
+            fwd_blocks = [b for ts, b in fwd_starts if lo <= ts <= hi and host[blocks[b].roots[0]].thread == fop.thread
+                          and b not in backward]
+        for k, i in enumerate(ops):
+            fb = fwd_blocks[len(fwd_blocks) - 1 - k] if k < len(fwd_blocks) else None
+            if fb is not None:
+                blk = blocks[fb]
+                backward[fb] = len(blocks)
+                blocks.append(Block(blk.name, blk.found_by, [i], blk.step, Phase.BACKWARD, host[i].ts, forward=fb))
+            else:
+                blocks.append(Block(host[i].name, FoundBy.FUSED_OP, [i], links.step[i], Phase.BACKWARD, host[i].ts))
+            owner[i] = len(blocks) - 1
+    return True
 
 
 def _ordinals(blocks: list[Block]) -> list[int]:
+    """Position of each block in its step and phase by start time; a backward block takes its forward
+    block's (backward runs layers in reverse, and the pair must read as one call)."""
     ordinal = [0] * len(blocks)
     idx = sorted(range(len(blocks)), key=lambda b: (blocks[b].step is None, blocks[b].step or 0, blocks[b].phase, blocks[b].ts))
     for _, g in groupby(idx, key=lambda b: (blocks[b].step, blocks[b].phase)):
         for k, b in enumerate(g):
             ordinal[b] = k
+    for b, blk in enumerate(blocks):
+        if blk.forward is not None:
+            ordinal[b] = ordinal[blk.forward]
     return ordinal
 
 
@@ -227,6 +342,7 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
         if lf != NONE:
             dev_owner[j] = owner[lf]
     _fused_kernel_blocks(tr, links, blocks, cats, dev_owner)
+    _inferred_kernel_blocks(tr, links, blocks, cats, dev_owner)
     members: dict[int, list[int]] = defaultdict(list)
     for j, b in enumerate(dev_owner):
         if b != NONE:
@@ -323,8 +439,78 @@ def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: lis
             else:
                 current = NONE
                 between.clear()
-    for b, j in longest.items():
-        blocks[b].name = short_kernel_name(dev[j].name)
+    for b, j in longest.items():  # named after the op its longest kernel computes (vocab.KERNEL_LABELS)
+        lab = kernel_label(dev[j].name)
+        blocks[b].name = lab.name if lab is not None and lab.name is not None else short_kernel_name(dev[j].name)
+        blocks[b].phase = lab.phase if lab is not None else Phase.FORWARD
+    _pair_kernel_blocks(blocks, list(longest))
+
+
+_MAX_BETWEEN = 4  # kernels allowed between a GEMM run and the softmax (scale, mask, dropout, layout)
+
+
+def _inferred_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: list[Category],
+                            dev_owner: list[int]) -> None:
+    """Eager attention that no host op shows: compiled code (inductor) launches its GEMMs and fused softmax
+    from one graph call. On each stream, a softmax kernel with a run of GEMM kernels shortly before and
+    after it, none owned by a block, is one ``inferred`` block: forward QKᵀ → softmax → PV, backward
+    dV, dP → softmax backward → dQ, dK. Backward blocks (the softmax kernel says ``backward``) are paired
+    with the step's forward ones last-to-first, as autograd runs them.
+    """
+    dev = tr.device
+    linked = links.device_linked
+    matmul, softmax = Category.MATMUL, Category.SOFTMAX
+    if softmax not in cats:
+        return
+    order = sorted(range(len(dev)), key=lambda j: (dev[j].stream, dev[j].ts))
+    new: list[int] = []
+    for _, g in groupby(order, key=lambda j: dev[j].stream):
+        free = [j for j in g if dev_owner[j] == NONE and linked[j] and dev[j].kind == "kernel"]
+        k, n = 0, len(free)
+        while k < n:
+            if cats[free[k]] != softmax:
+                k += 1
+                continue
+            lo = k - 1  # the GEMM run before: at most _MAX_BETWEEN kernels back
+            while lo >= 0 and k - lo <= _MAX_BETWEEN + 1 and cats[free[lo]] != matmul and cats[free[lo]] != softmax:
+                lo -= 1
+            hi = k + 1
+            while hi < n and hi - k <= _MAX_BETWEEN + 1 and cats[free[hi]] != matmul and cats[free[hi]] != softmax:
+                hi += 1
+            if lo < 0 or hi >= n or cats[free[lo]] != matmul or cats[free[hi]] != matmul:
+                k += 1
+                continue
+            while lo > 0 and cats[free[lo - 1]] == matmul:
+                lo -= 1
+            while hi + 1 < n and cats[free[hi + 1]] == matmul:
+                hi += 1
+            first = free[lo]
+            lf = links.device_leaf[first]
+            b = len(blocks)
+            phase = Phase.BACKWARD if "backward" in dev[free[k]].name.lower() else Phase.FORWARD
+            blocks.append(Block("inferred attention", FoundBy.INFERRED, [], links.step[lf] if lf != NONE else None,
+                                phase, dev[first].ts))
+            for j in free[lo: hi + 1]:
+                dev_owner[j] = b
+            new.append(b)
+            k = hi + 1
+    _pair_kernel_blocks(blocks, new)
+
+
+def _pair_kernel_blocks(blocks: list[Block], found: list[int]) -> None:
+    """Blocks found from kernels alone have no autograd link: in each step, when there are as many backward
+    blocks of a kind as forward ones, they pair last-to-first (autograd runs the layers in reverse)."""
+    groups: dict[tuple[str, int | None, Phase], list[int]] = defaultdict(list)
+    for b in found:
+        blk = blocks[b]
+        groups[(blk.found_by, blk.step, blk.phase)].append(b)
+    for (found_by, step, phase), bwd in groups.items():
+        fwd = groups.get((found_by, step, Phase.FORWARD), [])
+        if phase == Phase.BACKWARD and len(fwd) == len(bwd):
+            fwd.sort(key=lambda b: blocks[b].ts)
+            bwd.sort(key=lambda b: blocks[b].ts)
+            for f, b in zip(reversed(fwd), bwd):
+                blocks[b].forward = f
 
 
 def _self_times(tr: Trace, links: Links) -> list[int]:

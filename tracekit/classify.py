@@ -82,6 +82,9 @@ DEVICE_RULES: tuple[Rule, ...] = (
          why="FA2 (SDPA flash backend, flash-attn, split-KV + combine helpers)"),
     Rule("fmha", Category.FUSED_ATTENTION, r"[Ff]mha",
          why="xFormers/mem-efficient fmha_cutlassF/B, TRT-LLM fmhaSm100a, aiter::fmha_fwd, mangled ck_tile Fmha"),
+    Rule("sdpa-backward-helpers", Category.FUSED_ATTENTION, r"compute_dot_do_o|convert_dq_to_16bits|dot_do_o",
+         why="cuDNN SDPA backward's rowsum(dO*O) (compute_dot_do_o_specialized) and dQ cast (convert_dq_to_16bits); "
+             "the flash backend's are flash_bwd_dot_do_o/convert_dq (flash rule)"),
     Rule("cudnn-sdpa", Category.FUSED_ATTENTION, r"cudnn_generated_fort_native_sdpa",
          why="SDPA cuDNN backend; its names contain 'fprop'/'bprop' like conv kernels"),
     Rule("paged-unified-attention", Category.FUSED_ATTENTION, r"paged_attention|unified_attention",

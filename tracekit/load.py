@@ -201,6 +201,8 @@ class _Builder:
         self.host_append, self.rt_append, self.dev_append = tr.host.append, tr.runtime.append, tr.device.append
         self.host, self.op_inputs = tr.host, tr.op_inputs
         self.records: dict[tuple[bytes, bytes], OpInputs] = {}  # one per distinct (dims, types)
+        self.seq_host_append, self.seq_nr_append, self.seq_fwd_append = (
+            tr.seq_host.append, tr.seq_nr.append, tr.seq_fwd.append)
 
     def build(self, batches: Generator[list[Event], None, ReadSummary]) -> tuple[Trace, ReadSummary]:
         """Ingest every batch; the reader's summary (header, warnings, its own drops) comes back too."""
@@ -386,12 +388,17 @@ class _Builder:
         pid, tid = e.pid, e.tid
         t = self.raw_threads.get((pid, tid))
         self.host_append(HostEvent(kind, name, t if t is not None else self._thread(pid, tid), ts, dur, ext))
+        args = e.args
+        if args is not None and type(sq := args.seq) is int and sq >= 0 and kind == OP:  # autograd's fwd <-> bwd key
+            ft = args.fwd_tid
+            self.seq_host_append(len(self.host) - 1)
+            self.seq_nr_append(sq)
+            self.seq_fwd_append(ft if type(ft) is int and ft >= 0 else 0)
         keep = self.keep_inputs.get(name)
         if keep is None:  # 0: nothing; 1: dims and dtypes; 2: also the scalars (is_causal of attention ops)
             keep = self.keep_inputs[name] = (2 if keeps_scalars(name) else 1) if (
                 kind == OP and keeps_shapes(name)) else 0
         if keep:
-            args = e.args
             if args is not None:
                 raw = args.dims or args.dims_2021
                 if raw:

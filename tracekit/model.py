@@ -8,6 +8,7 @@ msgspec Structs: C-level construction and no GC tracking, for millions of them.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -120,5 +121,10 @@ class Trace:
     memory: list[MemoryEvent] = field(default_factory=list)
     flows: list[Flow] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)  # malformed events, by reason
+    # Autograd's ``Sequence number`` / ``Fwd thread id`` of the ops that carry one, as parallel int64 arrays
+    # (host index, sequence number, forward thread id: 0 on forward ops, the forward thread's id on backward ops).
+    seq_host: array = field(default_factory=lambda: array("q"))
+    seq_nr: array = field(default_factory=lambda: array("q"))
+    seq_fwd: array = field(default_factory=lambda: array("q"))
     # Recorded inputs of the ops in vocab.SHAPED_OPS, by index into ``host`` (record_shapes traces only).
     op_inputs: dict[int, OpInputs] = field(default_factory=dict)

@@ -71,6 +71,8 @@ class Args(msgspec.Struct, gc=False):
     dims_2021: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input dims")
     types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")  # dtypes, with record_shapes
     concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")  # scalars (is_causal…)
+    seq: _Int | float | str | None = msgspec.field(default=None, name="Sequence number")  # autograd: fwd <-> bwd
+    fwd_tid: _Int | float | str | None = msgspec.field(default=None, name="Fwd thread id")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -105,7 +107,8 @@ class ReadSummary:
 _DECODER = msgspec.json.Decoder(list[Event])
 _ONE = msgspec.json.Decoder(Event)
 _ARG_KEYS = {"correlation": "correlation", "External id": "ext_id", "external id": "ext_id_2021",
-             "device": "device", "Bytes": "nbytes", "Device Type": "device_type"}
+             "device": "device", "Bytes": "nbytes", "Device Type": "device_type",
+             "Sequence number": "seq", "Fwd thread id": "fwd_tid"}
 _SCALAR = (int, float, str)
 NOT_OBJECT = "not an object"
 OUT_OF_RANGE = "number out of range"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .link import NONE, Links
 from .model import ANNOTATION, MODULE, OP, Trace
-from .vocab import EAGER_MATMUL_OPS, EAGER_SOFTMAX_OPS, FoundBy, Phase, anchored, is_fused_attention_op
+from .vocab import EAGER_MATMUL_OPS, EAGER_SOFTMAX_OPS, FoundBy, Phase, anchored, opens_fused_block
 
 DEFAULT_SCOPE = r"attention|attn|SelfAttention|MultiheadAttention"
 
@@ -32,6 +32,7 @@ class Block:
     step: int | None = None
     phase: Phase = Phase.FORWARD
     ts: int = 0  # first host (or device) start, for ordering
+    forward: int | None = None  # a backward block: index of the forward block it is the backward of
 
 
 class BlockFinder:
@@ -63,7 +64,7 @@ class BlockFinder:
             h = host[i]
             name = self.scope_name(h.kind, h.name)
             found = FoundBy.MODULE if h.kind == MODULE else FoundBy.ANNOTATION
-            if name is None and h.kind == OP and is_fused_attention_op(h.name):
+            if name is None and h.kind == OP and opens_fused_block(h.name):  # never a …_backward op
                 name, found = h.name, FoundBy.FUSED_OP
             if name is not None:
                 owner[i] = len(blocks)

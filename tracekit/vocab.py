@@ -101,8 +101,10 @@ FUSED_ATTENTION_OPS: tuple[OpPattern, ...] = (
     OpPattern("aten-fused-kernel-op", r"aten::_(?:flash|efficient|cudnn)_attention_(?:forward|backward)",
               "the ops under the SDPA backends that launch the flash/mem-efficient/cuDNN kernels"),
     OpPattern("native-mha", r"aten::_native_multi_head_attention", "nn.MultiheadAttention's fast path"),
-    OpPattern("flex-attention", r"(?:aten::_?flex_attention|higher_order::flex_attention|flex_attention)\w*",
-              "FlexAttention, eager or compiled, forward and backward"),
+    OpPattern("flex-attention",
+              r"(?:aten::_?flex_attention|higher_order::flex_attention|flex_attention)\w*|FlexAttentionAutogradOp",
+              "FlexAttention, eager or compiled, forward and backward; eager PyTorch records FlexAttentionAutogradOp "
+              "around its unfused reference (bmm, softmax: their own categories)"),
     OpPattern("flash-attn", r"flash_attn(?:_\w+)?::\w+", "the flash-attn package (FA2 flash_attn::, FA3 flash_attn_3::)"),
     OpPattern("vllm-attention", r"vllm::(?!\w*cache)\w*attention\w*",
               "vllm::unified_attention(_with_output), vllm::mla_attention; never the KV-cache writes"),
@@ -131,6 +133,64 @@ _FUSED = re.compile(FUSED_ATTENTION_OP_RE)
 def is_fused_attention_op(name: str) -> bool:
     """True when this host op computes a whole attention call (opens a ``fused-op`` block)."""
     return _FUSED.match(name) is not None
+
+
+# Backward ops of the attention families above (``aten::_scaled_dot_product_cudnn_attention_backward``,
+# ``aten::_flash_attention_backward``, ``flash_attn::_flash_attn_backward``, ``aiter::mha_bwd``,
+# ``flex_attention_backward``): they are fused attention, but never open a forward block; they join the
+# backward block of the forward op autograd recorded them for (docs/attribution.md, "Backward blocks").
+BACKWARD_OP = OpPattern("backward-op", r".*(?:[Bb]ackward|_bwd)\w*", "an op whose name says it is a backward pass")
+_BACKWARD = re.compile(anchored(BACKWARD_OP))
+
+
+@lru_cache(maxsize=4096)
+def is_backward_op(name: str) -> bool:
+    """True for a backward op name (``…_backward``, ``…_bwd``, ``…Backward0``)."""
+    return _BACKWARD.match(name) is not None
+
+
+@lru_cache(maxsize=4096)
+def opens_fused_block(name: str) -> bool:
+    """A fused attention op that opens a forward ``fused-op`` block: never its backward op."""
+    return is_fused_attention_op(name) and not is_backward_op(name)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelLabel:
+    """How a ``fused-kernel`` block (graph replay, compiled code) is named: the op its kernel computes.
+
+    ``pattern`` is searched in the kernel name; the first label that matches wins, in order. ``name`` None
+    keeps the kernel's own short name (already the op's, e.g. ``kernel_unified_attention_2d``). ``phase``
+    is the pass the kernel belongs to, which the kernel name alone has to tell: there is no host op.
+    """
+
+    name: str | None
+    pattern: str
+    phase: Phase
+
+
+KERNEL_LABELS: tuple[KernelLabel, ...] = (
+    KernelLabel("cudnn sdpa fprop", r"cudnn_generated_fort_native_sdpa\w*fprop", Phase.FORWARD),
+    KernelLabel("cudnn sdpa bprop", r"cudnn_generated_fort_native_sdpa\w*bprop", Phase.BACKWARD),
+    KernelLabel("cudnn sdpa bprop", r"compute_dot_do_o|convert_dq_to_16bits", Phase.BACKWARD),
+    KernelLabel(None, r"aiter::f?mha\w*bwd|fmha_v3_bwd|^_?attn_bwd|sage_bwd|flex_attention_backward", Phase.BACKWARD),
+    KernelLabel(None, r"aiter::|fmha_v3|^_?attn_fwd|sage_|flex_|paged_attention|unified_attention"
+                      r"|(?:Batch|Single)(?:Prefill|Decode)With|BatchMLAPageAttention", Phase.FORWARD),
+    KernelLabel("flash attention bwd", r"flash_bwd|flash::\w*[Bb]wd|FlashAttn\w*Bwd", Phase.BACKWARD),
+    KernelLabel("flash attention fwd", r"flash_fwd|flash::|FlashAttn|FlashAttention|pytorch_flash", Phase.FORWARD),
+    KernelLabel("mem-efficient attention bwd", r"fmha_cutlassB|fmha\w*(?:bwd|dgrad|backward)", Phase.BACKWARD),
+    KernelLabel("mem-efficient attention fwd", r"fmha_cutlassF|[Ff]mha", Phase.FORWARD),
+)
+_KERNEL_LABELS = tuple((lab, re.compile(lab.pattern)) for lab in KERNEL_LABELS)
+
+
+@lru_cache(maxsize=1024)
+def kernel_label(kernel: str) -> KernelLabel | None:
+    """The first :data:`KERNEL_LABELS` entry whose pattern the kernel name contains, or None."""
+    for lab, pat in _KERNEL_LABELS:
+        if pat.search(kernel) is not None:
+            return lab
+    return None
 
 
 # Ops whose recorded inputs (``Input Dims``, ``Input type``, ``Concrete Inputs``) the loader keeps: what

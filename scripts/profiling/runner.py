@@ -269,6 +269,9 @@ def run_one(impl, seq, variant, opts, device, dtype, out_dir, log=print):
         window=opts.window, variant="flex" if variant.startswith("flex") else "masked",
         reference=True,
     )
+    if getattr(opts, "mode", "infer") != "infer" or getattr(opts, "compile", False):  # issue 11: --mode/--compile
+        from .train import adapt
+        forward = adapt(model, forward, mode=opts.mode, compile=opts.compile, seq=seq, batch=opts.batch, device=device)
     for _ in range(2):  # warm-up: caches, compilation, allocator
         forward()
     sync(device)
