@@ -210,7 +210,7 @@ def _summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) 
     return TraceSummary(source=i.source, gpus=i.gpus, pytorch=i.pytorch, runtime=i.runtime, time_base=time_base,
                         steps=i.steps, events=i.event_count, base_us=base_ns / 1000, warnings=list(i.warnings),
                         damaged=i.damaged, external_ids_trusted=bool(links and links.external_ids_trusted),
-                        shapes=list(i.shapes))
+                        shapes=list(i.shapes), rank=i.rank)
 
 
 def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier,

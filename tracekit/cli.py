@@ -37,7 +37,7 @@ TOOL = f"tracekit {__version__}"
 # The renderers' names and groupings, spelled out so that --help need not import the renderers
 # (tests/test_cli_robust.py checks they match the registries).
 FORMATS = ("table", "json", "csv", "markdown")
-GROUPINGS = ("kind", "block", "layer", "step")
+GROUPINGS = ("kind", "block", "layer", "step", "rank")
 # -o extension, compared in lower case and before any ".gz" -> format.
 EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 _MAX_WRITE = 1 << 30  # one write() call; Linux moves at most ~2 GiB per call anyway
@@ -90,7 +90,7 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.option("--scope", callback=_scope, metavar="REGEX",
               help="Names of attention modules/ranges (default: attention|attn|…).")
 @click.option("--by", type=click.Choice(GROUPINGS), default="kind", show_default=True,
-              help="One row per block kind, block, layer or step.")
+              help="One row per block kind, block, layer, step, or rank (a folder of ranks: the straggler view).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 @click.option("--no-hints", "no_hints", is_flag=True, help="Do not compute or show hints (what to do next).")
 @_gc_paused

@@ -250,6 +250,10 @@ def attribute_inputs(found: Inputs, scope: str | None = None, classifier: Classi
             parts.append(_attribute_file(f, scope, clf, report, hints))
             before += size
     result = parts[0] if len(parts) == 1 else merge(parts, source=found.label)
+    if len(parts) > 1:
+        from .ranks import rank_view
+
+        result.ranks = rank_view(parts, files, found.path)
     result.warnings[:0] = found.warnings
     result.incomplete = result.incomplete or found.incomplete
     return result
