@@ -45,8 +45,17 @@ class MarkdownRenderer(Renderer):
                   f"{time_base_label(result.time_base)})"), ""]
         lines += [f"- {h}" for h in header_lines(result)]
         lines.append("")
-        if self.by == "rank":
-            return "\n".join(lines + _rank_lines(result)) + "\n"
+        lines += _rank_lines(result) if self.by == "rank" else self._group_lines(result)
+        if result.hints:
+            lines += ["", "Hints:", ""]
+            for h in result.hints:
+                saving = "" if h.saving_us is None else f" Saving: {h.saving_us:,.1f} µs ({h.saving_pct:.1f}%), {h.saving_basis}."
+                lines.append(f"- **{h.rule}**: {_md(h.message)}.{_md(saving)}")
+        return "\n".join(lines) + "\n"
+
+    def _group_lines(self, result: Attribution) -> list[str]:
+        """The grouped table and matmul roles by group (every grouping but rank)."""
+        lines: list[str] = []
         cols = ["block", "phase", "n", "total µs"] + [f"{c} µs (%)" for c in CATEGORIES]
         lines.append("| " + " | ".join(cols) + " |")
         lines.append("|" + "|".join(["---"] + ["---"] + ["---:"] * (len(cols) - 2)) + "|")
@@ -61,12 +70,7 @@ class MarkdownRenderer(Renderer):
             lines += [f"- matmul by role, {_md(g.label)}: " + " · ".join(
                 f"{k} {us:,.1f} µs ({pct(us, g.categories['matmul']):.1f}%)" for k, us in roles.items())
                 for g, roles in by_role]
-        if result.hints:
-            lines += ["", "Hints:", ""]
-            for h in result.hints:
-                saving = "" if h.saving_us is None else f" Saving: {h.saving_us:,.1f} µs ({h.saving_pct:.1f}%), {h.saving_basis}."
-                lines.append(f"- **{h.rule}**: {_md(h.message)}.{_md(saving)}")
-        return "\n".join(lines) + "\n"
+        return lines
 
     def render_diff(self, r: DiffResult) -> str:
         lines = [f"**{_md(r.labels[0])} → {_md(r.labels[1])}** — {headline(r)}", ""]
