@@ -43,6 +43,8 @@ EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown"
 _MAX_WRITE = 1 << 30  # one write() call; Linux moves at most ~2 GiB per call anyway
 
 _JOBS_HELP = "Processes for a folder of traces (default: one per CPU, at most one per file)."
+_DASK_HELP = ("Analyse each file on a Dask cluster: tcp://HOST:PORT of a running scheduler, or local[:N] for N "
+              "worker processes on this machine (needs tracekit[dask]).")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -93,9 +95,10 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
               help="One row per block kind, block, layer, step, or rank (a folder of ranks: the straggler view).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 @click.option("--no-hints", "no_hints", is_flag=True, help="Do not compute or show hints (what to do next).")
+@click.option("--dask", metavar="ADDRESS", default=None, help=_DASK_HELP)
 @_gc_paused
 def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None,
-              no_hints: bool) -> None:
+              no_hints: bool, dask: str | None) -> None:
     """Attribute attention time in PATH (a .json/.json.gz trace or a TensorBoard run folder)."""
     try:
         fmt, gz = output_format(fmt, output)
@@ -107,7 +110,7 @@ def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | Non
 
         with Progress() as progress:
             result = analyze(found, scope=scope, jobs=jobs or default_jobs(), progress=progress.update,
-                             hints=not no_hints)
+                             hints=not no_hints, dask=dask)
         result.check()
         _warn(result)
         emit(_attribution_renderer(fmt, by), result, output, gz)
@@ -139,9 +142,10 @@ def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 @click.option("--fail-if-slower", "fail_pct", callback=_percent, metavar="PCT",
               help="Exit 4 when AFTER's attention time exceeds BEFORE's by more than PCT (5% or 5).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
+@click.option("--dask", metavar="ADDRESS", default=None, help=_DASK_HELP)
 @_gc_paused
 def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope: str | None,
-         fail_pct: float | None, jobs: int | None) -> None:
+         fail_pct: float | None, jobs: int | None, dask: str | None) -> None:
     """Compare attention time in BEFORE and AFTER (traces or run folders), by category, block and kernel.
 
     Exit codes: 0 ok; 1 error (and a gate over a GPU and a CPU-only trace); 2 usage;
@@ -157,7 +161,7 @@ def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope:
 
         with Progress() as progress:
             result = diff_paths(found_b, found_a, scope=scope, jobs=jobs or default_jobs(),
-                                progress=progress.update)
+                                progress=progress.update, dask=dask)
         result.check()
         # Decided before anything is printed: a gate over sides timed differently is refused with
         # one error line and no report (exit 1).

@@ -356,7 +356,7 @@ def _bound(fig: Figures, att: Attribution) -> Figures:
 
 def diff_paths(before: str | os.PathLike | Inputs, after: str | os.PathLike | Inputs, scope: str | None = None,
                classifier: Classifier | None = None, jobs: int = 1,
-               progress: Callable[[str, int, int], None] | None = None) -> DiffResult:
+               progress: Callable[[str, int, int], None] | None = None, dask: str | None = None) -> DiffResult:
     """Load and attribute both sides (files or run folders), then diff them.
 
     Each side goes through :mod:`tracekit.inputs` like ``analyze``: folder warnings, ``jobs``
@@ -366,8 +366,8 @@ def diff_paths(before: str | os.PathLike | Inputs, after: str | os.PathLike | In
     found_b = before if isinstance(before, Inputs) else discover(before)
     found_a = after if isinstance(after, Inputs) else discover(after)
     clf = classifier or Classifier()
-    result = diff_attributions(analyze(found_b, scope=scope, classifier=clf, jobs=jobs, progress=progress),
-                               analyze(found_a, scope=scope, classifier=clf, jobs=jobs, progress=progress))
+    result = diff_attributions(analyze(found_b, scope=scope, classifier=clf, jobs=jobs, progress=progress, dask=dask),
+                               analyze(found_a, scope=scope, classifier=clf, jobs=jobs, progress=progress, dask=dask))
     result.labels = side_labels(found_b.path, found_a.path)
     return result
 

@@ -222,12 +222,16 @@ def default_jobs() -> int:
 
 
 def attribute_inputs(found: Inputs, scope: str | None = None, classifier: Classifier | None = None,
-                     jobs: int = 1, progress: ProgressFn | None = None, hints: bool = True) -> Attribution:
+                     jobs: int = 1, progress: ProgressFn | None = None, hints: bool = True,
+                     dask: str | None = None) -> Attribution:
     """Attribute every file of ``found`` and merge them in file order.
 
     ``jobs > 1`` reads files in that many processes (the classifier travels with each file); the
     result is identical to a serial run. ``progress(name, done, total)`` counts bytes over all
-    files: per chunk when serial, per finished file from a pool.
+    files: per chunk when serial, per finished file from a pool or a cluster. ``dask`` (a scheduler
+    address, ``local`` or ``local:N``) runs each file as a task on a Dask cluster (tracekit.cluster);
+    there a file that fails is named in ``warnings`` (the result is ``incomplete``) and the others
+    still report.
     """
     from .attribute import merge
     from .classify import Classifier
@@ -237,7 +241,17 @@ def attribute_inputs(found: Inputs, scope: str | None = None, classifier: Classi
     sizes = [_size(f) for f in files]
     total = sum(sizes)
     workers = min(jobs, len(files))
-    if workers > 1:
+    failed: list[str] = []
+    if dask is not None:
+        from .cluster import attribute_on_dask
+
+        got, failed = attribute_on_dask([str(f) for f in files], sizes, scope, clf, hints, dask, progress, jobs)
+        if not any(r is not None for r in got):
+            raise TracekitError(failed[0] if len(failed) == 1 else
+                                f"{found.path}: none of its {len(files)} trace files could be analysed ({failed[0]})")
+        files = [f for f, r in zip(files, got) if r is not None]
+        parts = [r for r in got if r is not None]
+    elif workers > 1:
         parts = _pooled(files, sizes, total, scope, clf, workers, progress, hints)
     else:
         parts = []
@@ -254,8 +268,8 @@ def attribute_inputs(found: Inputs, scope: str | None = None, classifier: Classi
         from .ranks import rank_view
 
         result.ranks = rank_view(parts, files, found.path)
-    result.warnings[:0] = found.warnings
-    result.incomplete = result.incomplete or found.incomplete
+    result.warnings[:0] = found.warnings + [f"{w}; skipped" for w in failed]
+    result.incomplete = result.incomplete or found.incomplete or bool(failed)
     return result
 
 
