@@ -79,9 +79,9 @@ def test_cli_local_cluster_exit_3_and_one_error_line(tmp_path: Path) -> None:
     (d / "worker_rank5.pt.trace.json").write_text("[]")
     r = run_cli("attribute", d, "--dask", "local:2", "--format", "json")
     assert r.returncode == 3, r.stderr
-    assert "Traceback" not in r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
     warn = [line for line in r.stderr.splitlines() if "worker_rank5" in line]
-    assert len(warn) == 1 and warn[0].startswith("Warning: ")
+    assert len(warn) == 1 and warn[0].startswith("Warning: "), r.stderr
     import json
 
     out = json.loads(r.stdout)
@@ -148,3 +148,34 @@ def test_without_dask_installed_the_error_says_how_to_get_it(monkeypatch, tmp_pa
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
     with pytest.raises(UsageError, match=r"tracekit\[dask\]"):
         attribute_inputs(discover(d), dask="local:1")
+
+
+def test_a_url_folder_reads_like_the_local_folder(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec")
+    d = _folder(tmp_path / "run", 3)
+    (d / "sub").mkdir()
+    rank_trace(d / "sub" / "worker_rank3.pt.trace.json", 4)
+    local = attribute_inputs(discover(d)).check()
+    url = discover(f"file://{d}")
+    assert url.urls and [str(f) for f in url.files] == ["sub/worker_rank3.pt.trace.json",
+                                                       *(f"worker_rank{r}.pt.trace.json" for r in range(3))]
+    assert _comparable(attribute_inputs(url).check()) == _comparable(local)
+
+
+def test_a_bad_url_file_is_named_by_its_url(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec")
+    f = tmp_path / "bad.json"
+    f.write_text("{not json")
+    from tracekit.errors import TracekitError
+
+    with pytest.raises(TracekitError, match=rf"^file://{tmp_path}/bad.json: not valid JSON"):
+        attribute_inputs(discover(f"file://{f}"))
+
+
+@pytest.mark.slow
+def test_a_url_folder_on_dask(cluster, tmp_path: Path) -> None:
+    pytest.importorskip("fsspec")
+    d = _folder(tmp_path / "run", 4)
+    local = attribute_inputs(discover(d)).check()
+    on_dask = attribute_inputs(discover(f"file://{d}"), dask=cluster.scheduler_address).check()
+    assert _comparable(on_dask) == _comparable(local)

@@ -84,7 +84,7 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 # Arguments are plain paths: existence and file type are checked by tracekit.inputs, which
 # words each problem (FIFO, symlink loop, empty file) and exits 1, not 2.
 @cli.command()
-@click.argument("path", type=click.Path(path_type=Path, readable=False))
+@click.argument("path", type=click.Path(readable=False))  # a str: an s3://… URL must keep its "//"
 @click.option("--format", "fmt", type=click.Choice(FORMATS),
               help="Output format (default: table, or from -o's extension).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, readable=False, path_type=Path),
@@ -97,7 +97,7 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.option("--no-hints", "no_hints", is_flag=True, help="Do not compute or show hints (what to do next).")
 @click.option("--dask", metavar="ADDRESS", default=None, help=_DASK_HELP)
 @_gc_paused
-def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None,
+def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None,
               no_hints: bool, dask: str | None) -> None:
     """Attribute attention time in PATH (a .json/.json.gz trace or a TensorBoard run folder)."""
     try:
@@ -132,8 +132,8 @@ def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 
 
 @cli.command()
-@click.argument("before", type=click.Path(path_type=Path, readable=False))
-@click.argument("after", type=click.Path(path_type=Path, readable=False))
+@click.argument("before", type=click.Path(readable=False))
+@click.argument("after", type=click.Path(readable=False))
 @click.option("--format", "fmt", type=click.Choice(FORMATS),
               help="Output format (default: table, or from -o's extension).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, readable=False, path_type=Path),
@@ -144,7 +144,7 @@ def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 @click.option("--dask", metavar="ADDRESS", default=None, help=_DASK_HELP)
 @_gc_paused
-def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope: str | None,
+def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: str | None,
          fail_pct: float | None, jobs: int | None, dask: str | None) -> None:
     """Compare attention time in BEFORE and AFTER (traces or run folders), by category, block and kernel.
 

@@ -21,6 +21,7 @@ from .errors import TracekitError, UsageError
 
 if TYPE_CHECKING:
     from .classify import Classifier
+    from .inputs import Inputs
     from .result import Attribution
 
 RETRIES = 2  # Dask's own retries of a task that raised; a worker's death is rescheduled by the scheduler
@@ -99,10 +100,7 @@ def _attribute_url(url: str, scope: str | None, classifier: Classifier, hints: b
     from .errors import TraceReadError
     from .inputs import _attribute_file
 
-    try:
-        import fsspec  # type: ignore[import-untyped]
-    except ImportError:
-        raise TraceReadError(f"{url}: reading URLs needs fsspec on the workers (pip install fsspec)") from None
+    fsspec = _fsspec()
     name = url.rstrip("/").rsplit("/", 1)[-1]
     with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
         local = Path(tmp) / name
@@ -111,10 +109,49 @@ def _attribute_url(url: str, scope: str | None, classifier: Classifier, hints: b
                 shutil.copyfileobj(src, dst, 1 << 20)
         except (OSError, ValueError) as exc:
             raise TraceReadError(f"{url}: cannot read ({exc})") from None
-        result = _attribute_file(local, scope, classifier, None, hints)
-    for t in result.traces:  # name the trace as the user did, not by the temp copy
-        t.source = name
-    return result
+        try:
+            return _attribute_file(local, scope, classifier, None, hints)
+        except TracekitError as exc:  # name the file as the user did, not by its temp copy
+            raise type(exc)(str(exc).replace(str(local), url)) from None
+
+
+def _fsspec() -> Any:
+    try:
+        import fsspec  # type: ignore[import-untyped]
+    except ImportError:
+        raise UsageError("reading URLs needs fsspec: pip install 'tracekit[dask]'") from None
+    return fsspec
+
+
+def discover_url(url: str) -> Inputs:
+    """A URL's trace files, as :func:`tracekit.inputs.discover` finds them in a local folder.
+
+    ``Inputs.urls`` holds each file's URL; ``Inputs.files`` its path relative to ``url`` (names and ranks).
+    """
+    from .errors import TraceNotFoundError, TraceReadError
+    from .inputs import _PLAIN_SUFFIXES, TRACE_SUFFIXES, Inputs
+
+    fsspec = _fsspec()
+    try:
+        fs, root = fsspec.core.url_to_fs(url)
+        if not fs.isdir(root):
+            if not fs.exists(root):
+                raise TraceNotFoundError(f"{url}: no such file or directory")
+            return Inputs(Path(root), [Path(root.rstrip("/").rsplit("/", 1)[-1])], urls=[url])
+        found = sorted(p for p in fs.find(root) if p.endswith(TRACE_SUFFIXES))
+        if not found:
+            found = sorted(p for p in fs.ls(root, detail=False) if p.endswith(_PLAIN_SUFFIXES) and not fs.isdir(p))
+    except (OSError, ValueError, ImportError) as exc:
+        if isinstance(exc, TraceNotFoundError):
+            raise
+        raise TraceReadError(f"{url}: cannot list ({' '.join(str(exc).split())[:200]})") from None
+    if not found:
+        raise TraceNotFoundError(f"{url}: holds no *.pt.trace.json[.gz] files")
+    base = root.rstrip("/") + "/"
+    rel = [p[len(base):] if p.startswith(base) else p for p in found]
+    scheme = url.split("://", 1)[0]
+    urls = [p if "://" in p else f"{scheme}://{p}" for p in found]
+    return Inputs(Path(root), [Path(r) for r in rel], urls=urls)
 
 
 def attribute_on_dask(files: list[str], sizes: list[int], scope: str | None, classifier: Classifier, hints: bool,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,18 +39,34 @@ class Inputs:
     files: list[Path]
     warnings: list[str] = field(default_factory=list)  # one line per entry skipped or read once for two
     incomplete: bool = False  # something that should have been read was not: results are from damaged input
+    # fsspec URLs (s3://, gs://, file://…) of the files, parallel to ``files`` (which then hold the paths
+    # relative to the URL given); [] for local paths.
+    urls: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
         return self.path.name or str(self.path)
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_url(path: str | os.PathLike[str]) -> bool:
+    """``s3://…``, ``gs://…``, ``file://…``: a location fsspec opens, not a local path."""
+    return isinstance(path, str) and _URL.match(path) is not None
+
+
 def discover(path: str | os.PathLike[str]) -> Inputs:
     """A file is itself; a folder (a TensorBoard run) gives its ``*.pt.trace.json[.gz]``, at any depth.
 
     A folder without such files falls back to its own top-level ``*.json[.gz]``. Raises a
-    :class:`~tracekit.errors.TracekitError` naming the problem when nothing can be read.
+    :class:`~tracekit.errors.TracekitError` naming the problem when nothing can be read. A URL
+    (``is_url``) is listed through fsspec the same way (tracekit.cluster).
     """
+    if is_url(path):
+        from .cluster import discover_url
+
+        return discover_url(str(path))
     p = Path(path)
     st = _stat(p)
     if stat.S_ISDIR(st.st_mode):
@@ -245,12 +262,24 @@ def attribute_inputs(found: Inputs, scope: str | None = None, classifier: Classi
     if dask is not None:
         from .cluster import attribute_on_dask
 
-        got, failed = attribute_on_dask([str(f) for f in files], sizes, scope, clf, hints, dask, progress, jobs)
+        names = found.urls or [str(f) for f in files]
+        got, failed = attribute_on_dask(names, sizes, scope, clf, hints, dask, progress, jobs)
         if not any(r is not None for r in got):
             raise TracekitError(failed[0] if len(failed) == 1 else
                                 f"{found.path}: none of its {len(files)} trace files could be analysed ({failed[0]})")
         files = [f for f, r in zip(files, got) if r is not None]
         parts = [r for r in got if r is not None]
+    elif found.urls:  # read here through fsspec, one after the other
+        from .cluster import analyse_file
+
+        parts = []
+        for i, url in enumerate(found.urls):
+            one = analyse_file(url, scope, clf, hints)
+            if isinstance(one, str):
+                raise TraceReadError(one)
+            parts.append(one)
+            if progress is not None:
+                progress(files[i].name, i + 1, len(files))
     elif workers > 1:
         parts = _pooled(files, sizes, total, scope, clf, workers, progress, hints)
     else:
