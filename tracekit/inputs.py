@@ -285,7 +285,9 @@ def attribute_inputs(found: Inputs, scope: str | None = None, classifier: Classi
     else:
         parts = []
         before = 0
-        for f, size in zip(files, sizes):
+        for i, (f, size) in enumerate(zip(files, sizes)):
+            if i:
+                _collect()
             report = None
             if progress is not None:
                 def report(done: int, _total: int, _name: str = f.name, _before: int = before) -> None:
@@ -318,6 +320,25 @@ def _attribute_file(path: Path, scope: str | None, classifier: Classifier,
     return attribute_trace(load_trace(path, progress=progress), scope=scope, classifier=classifier, hints=hints)
 
 
+def _collect() -> None:
+    """Free the previous file's model before reading the next one.
+
+    The CLI pauses the cyclic GC (cli._gc_paused), and a pool's forked workers inherit that: the
+    reference cycles of each file's model would pile up, about 40 MB per 100 MB of JSON read, over
+    a folder of ranks. One collection per file, while only the finished results are alive, is cheap.
+    """
+    import gc
+
+    if not gc.isenabled():
+        gc.collect()
+
+
+def _attribute_file_fresh(path: Path, scope: str | None, classifier: Classifier, hints: bool) -> Attribution:
+    """``_attribute_file`` in a pool worker, after collecting the previous file's garbage."""
+    _collect()
+    return _attribute_file(path, scope, classifier, None, hints)
+
+
 def _pooled(files: list[Path], sizes: list[int], total: int, scope: str | None, clf: Classifier,
             workers: int, progress: ProgressFn | None, hints: bool = True) -> list[Attribution]:
     """Files in a process pool; progress advances as each file finishes; results in file order.
@@ -329,7 +350,7 @@ def _pooled(files: list[Path], sizes: list[int], total: int, scope: str | None, 
     from concurrent.futures.process import BrokenProcessPool
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures: list[Future[Attribution]] = [pool.submit(_attribute_file, f, scope, clf, None, hints) for f in files]
+        futures: list[Future[Attribution]] = [pool.submit(_attribute_file_fresh, f, scope, clf, hints) for f in files]
         index = {fut: i for i, fut in enumerate(futures)}
         pending = set(futures)
         done_bytes = 0
