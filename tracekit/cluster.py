@@ -82,14 +82,21 @@ class _Connection:
 
 def analyse_file(path: str, scope: str | None, classifier: Classifier, hints: bool) -> Attribution | str:
     """One task: a file's Attribution, or its one-line error (a bad file is not retried: it would fail again)."""
+    import gc
+
     from .inputs import _attribute_file
 
+    was = gc.isenabled()
+    gc.disable()  # as the CLI does: a full collection would rescan the model being built, many times over
     try:
         if "://" in path:
             return _attribute_url(path, scope, classifier, hints)
         return _attribute_file(Path(path), scope, classifier, None, hints)
     except TracekitError as exc:
         return str(exc)
+    finally:
+        if was:
+            gc.enable()
 
 
 def _attribute_url(url: str, scope: str | None, classifier: Classifier, hints: bool) -> Attribution:

@@ -274,6 +274,8 @@ def attribute_inputs(found: Inputs, scope: str | None = None, classifier: Classi
 
         parts = []
         for i, url in enumerate(found.urls):
+            if i:
+                _collect()
             one = analyse_file(url, scope, clf, hints)
             if isinstance(one, str):
                 raise TraceReadError(one)
