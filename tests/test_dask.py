@@ -179,3 +179,17 @@ def test_a_url_folder_on_dask(cluster, tmp_path: Path) -> None:
     local = attribute_inputs(discover(d)).check()
     on_dask = attribute_inputs(discover(f"file://{d}"), dask=cluster.scheduler_address).check()
     assert _comparable(on_dask) == _comparable(local)
+
+
+@pytest.mark.slow
+def test_bench_many_ranks_smoke(tmp_path: Path) -> None:
+    """benchmarks/bench.py --ranks runs and finds the three ways' outputs identical (figures come from hand runs)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(root / "benchmarks" / "bench.py"), "--smoke", "--ranks", "3",
+                           "--tools", "none", "--workers", "2", "--work", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith(("serial", "--jobs", "--dask"))]
+    assert len(rows) == 3 and all(line.endswith("identical") for line in rows), proc.stdout
