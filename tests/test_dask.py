@@ -193,3 +193,14 @@ def test_bench_many_ranks_smoke(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith(("serial", "--jobs", "--dask"))]
     assert len(rows) == 3 and all(line.endswith("identical") for line in rows), proc.stdout
+
+
+def test_importing_tracekit_loads_no_dask() -> None:
+    """The extra is imported only when --dask is given: not by the package, the CLI or the readers."""
+    import subprocess
+
+    code = ("import sys, tracekit, tracekit.cli, tracekit.inputs, tracekit.attribute, tracekit.diff, tracekit.ranks; "
+            "tracekit.analyze; bad = [m for m in ('dask', 'distributed', 'fsspec') if m in sys.modules]; "
+            "sys.exit(str(bad) if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
