@@ -250,6 +250,8 @@ def refuse_clobber(output: Path | None, inputs: Iterable[Inputs]) -> None:
     except OSError:
         ident = None
     for found in inputs:
+        if found.urls:  # remote files: nothing local to overwrite
+            continue
         for f in found.files:
             same = os.path.realpath(f) == out
             if not same and ident is not None:

@@ -255,7 +255,7 @@ def attribute_inputs(found: Inputs, scope: str | None = None, classifier: Classi
 
     clf = classifier or Classifier()
     files = found.files
-    sizes = [_size(f) for f in files]
+    sizes = [1] * len(files) if found.urls else [_size(f) for f in files]  # URLs: progress counts files
     total = sum(sizes)
     workers = min(jobs, len(files))
     failed: list[str] = []
