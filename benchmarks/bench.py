@@ -8,6 +8,12 @@ table shows medians and the ratios of each rep's times, measured in one run:
 
 HTA (``pip install holistictraceanalysis`` in a separate virtual environment, never a project
 dependency) runs when ``--hta-python`` is given. ``--smoke`` is a seconds-long run for the tests.
+
+``--ranks N`` adds the many-rank case (issue 13): N copies of one tile (``--rank-mb`` MB each) as the
+ranks of a folder, through ``tracekit attribute DIR`` serially (``-j 1``), with ``--jobs`` and with
+``--dask local:W`` (W = ``--workers``, default the CPU count), and checks that their JSON is identical:
+
+    python benchmarks/bench.py --ranks 16 --rank-mb 100 --reps 3 --tools none
 """
 
 from __future__ import annotations
@@ -114,11 +120,23 @@ def main(argv=None) -> int:
                     help="another checkout of tracekit (e.g. a git worktree of the previous commit): its "
                          "`tracekit attribute (.json)` runs in the same interleaved reps, for before/after ratios")
     ap.add_argument("--smoke", action="store_true", help="tiny and quick: for the test suite")
+    ap.add_argument("--ranks", type=int, default=0, help="the many-rank case: this many copies of one tile as ranks")
+    ap.add_argument("--rank-mb", type=float, default=100.0, help="MB of JSON per rank in the many-rank case")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                    help="--jobs and --dask local:W workers in the many-rank case")
     a = ap.parse_args(argv)
     if a.smoke:
         a.source, a.sizes, a.reps, a.hta_python = FALLBACK_SOURCE, "1", 1, None
+        a.rank_mb = min(a.rank_mb, 0.2)
     work = a.work or Path(tempfile.mkdtemp(prefix="tracekit-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    failures = 0
+    if a.ranks:
+        failures += bench_ranks(a, work)
+    if a.tools == "none":
+        if not a.work:
+            shutil.rmtree(work, ignore_errors=True)
+        return 1 if failures else 0
     inputs = make_inputs(a.source, [float(s) for s in a.sizes.split(",")], work)
     py = sys.executable
     chosen = set(a.tools.split(","))
@@ -145,7 +163,6 @@ def main(argv=None) -> int:
         tools["HTA load + kernel breakdown (.json.gz)"] = lambda p, gz: [a.hta_python, "-c", HTA_BREAKDOWN, str(gz)]
     print(f"source: {a.source.name}; {a.reps} reps per cell; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
     print(f"{'JSON MB':>8} {'tool':40} {'median s':>9} {'peak RSS MB':>12} {'RSS/JSON':>9} {'x orjson':>9} {'HTA/x':>7}")
-    failures = 0
     for mb, path, gz in inputs:
         times: dict[str, list[float]] = {t: [] for t in tools}
         rss: dict[str, list[float]] = {t: [] for t in tools}
@@ -176,6 +193,46 @@ def main(argv=None) -> int:
     if not a.work:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failures else 0
+
+
+def bench_ranks(a: argparse.Namespace, work: Path) -> int:
+    """The many-rank case: serial vs --jobs vs --dask local, interleaved reps; 1 if any run failed or differed."""
+    (mb, tile, _), = make_inputs(a.source, [a.rank_mb], work)
+    folder = work / f"ranks_{a.ranks}x{tile.stem}"
+    if not folder.exists():
+        folder.mkdir()
+        for r in range(a.ranks):  # real copies: discovery reads two names of one file once
+            shutil.copyfile(tile, folder / f"rank{r}.pt.trace.json")
+    py, w = sys.executable, a.workers
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    ways = {"serial (-j 1)": ["-j", "1"], f"--jobs {w}": ["-j", str(w)], f"--dask local:{w}": ["--dask", f"local:{w}"]}
+    outs = {name: work / f"ranks_out_{i}.json" for i, name in enumerate(ways)}
+    times: dict[str, list[float]] = {n: [] for n in ways}
+    rss: dict[str, list[float]] = {n: [] for n in ways}
+    failures = 0
+    for _ in range(a.reps):
+        for name, extra in ways.items():
+            cmd = [py, "-m", "tracekit", "attribute", str(folder), "--format", "json", "-o", str(outs[name]), *extra]
+            secs, peak, rc = run(cmd, a.timeout, env)
+            if rc != 0:
+                failures += 1
+                secs = float("inf")
+            times[name].append(secs)
+            rss[name].append(peak)
+    total = mb * a.ranks
+    serial = times["serial (-j 1)"]
+    print(f"many ranks: {a.ranks} x {mb:.1f} MB ({total:,.0f} MB of JSON) from {a.source.name}; {a.reps} reps; "
+          f"{os.cpu_count()} CPUs; {w} workers")
+    print(f"{'way':24} {'median s':>9} {'MB/s':>8} {'x serial':>9} {'peak RSS MB':>12} {'output':>10}")
+    ref = outs["serial (-j 1)"].read_bytes() if outs["serial (-j 1)"].exists() else b""
+    for name in ways:
+        med = statistics.median(times[name])
+        speed = statistics.median([s / t for s, t in zip(serial, times[name])])
+        same = outs[name].exists() and outs[name].read_bytes() == ref and bool(ref)
+        failures += not same
+        print(f"{name:24} {med:9.2f} {total / med:8.1f} {speed:9.2f} {max(rss[name]):12.0f} "
+              f"{'identical' if same else 'DIFFERS':>10}")
+    return failures
 
 
 if __name__ == "__main__":

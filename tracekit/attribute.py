@@ -37,16 +37,19 @@ _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=blo
 
 
 def analyze(path: str | os.PathLike | Inputs, scope: str | None = None, classifier: Classifier | None = None,
-            jobs: int = 1, progress: Callable[[str, int, int], None] | None = None, hints: bool = True) -> Attribution:
+            jobs: int = 1, progress: Callable[[str, int, int], None] | None = None, hints: bool = True,
+            dask: str | None = None) -> Attribution:
     """Attribute one trace file, or every trace in a run folder (results are merged in file order).
 
     ``jobs > 1`` analyses a folder's files (one per rank/worker) in that many processes; the
     result is identical to a serial run. ``progress(name, done, total)`` reports bytes read.
     Files the folder scan skipped are named in ``Attribution.warnings`` (tracekit.inputs).
-    ``hints=False`` skips the hint rules (``--no-hints``).
+    ``hints=False`` skips the hint rules (``--no-hints``). ``dask`` (a scheduler address, ``local``
+    or ``local:N``) analyses each file as a task on a Dask cluster instead (``tracekit[dask]``).
     """
     found = path if isinstance(path, Inputs) else discover(path)
-    return attribute_inputs(found, scope=scope, classifier=classifier, jobs=jobs, progress=progress, hints=hints)
+    return attribute_inputs(found, scope=scope, classifier=classifier, jobs=jobs, progress=progress, hints=hints,
+                            dask=dask)
 
 
 def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier | None = None,
@@ -326,7 +329,7 @@ def _summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) 
     return TraceSummary(source=i.source, gpus=i.gpus, pytorch=i.pytorch, runtime=i.runtime, time_base=time_base,
                         steps=i.steps, events=i.event_count, base_us=base_ns / 1000, warnings=list(i.warnings),
                         damaged=i.damaged, external_ids_trusted=bool(links and links.external_ids_trusted),
-                        shapes=list(i.shapes))
+                        shapes=list(i.shapes), rank=i.rank)
 
 
 def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier,

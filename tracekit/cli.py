@@ -37,12 +37,14 @@ TOOL = f"tracekit {__version__}"
 # The renderers' names and groupings, spelled out so that --help need not import the renderers
 # (tests/test_cli_robust.py checks they match the registries).
 FORMATS = ("table", "json", "csv", "markdown")
-GROUPINGS = ("kind", "block", "layer", "step", "run")
+GROUPINGS = ("kind", "block", "layer", "step", "run", "rank")
 # -o extension, compared in lower case and before any ".gz" -> format.
 EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 _MAX_WRITE = 1 << 30  # one write() call; Linux moves at most ~2 GiB per call anyway
 
 _JOBS_HELP = "Processes for a folder of traces (default: one per CPU, at most one per file)."
+_DASK_HELP = ("Analyse each file on a Dask cluster: tcp://HOST:PORT of a running scheduler, or local[:N] for N "
+              "worker processes on this machine (needs tracekit[dask]).")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,7 +84,7 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 # Arguments are plain paths: existence and file type are checked by tracekit.inputs, which
 # words each problem (FIFO, symlink loop, empty file) and exits 1, not 2.
 @cli.command()
-@click.argument("path", type=click.Path(path_type=Path, readable=False))
+@click.argument("path", type=click.Path(readable=False))  # a str: an s3://… URL must keep its "//"
 @click.option("--format", "fmt", type=click.Choice(FORMATS),
               help="Output format (default: table, or from -o's extension).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, readable=False, path_type=Path),
@@ -90,13 +92,14 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.option("--scope", callback=_scope, metavar="REGEX",
               help="Names of attention modules/ranges (default: attention|attn|…).")
 @click.option("--by", type=click.Choice(GROUPINGS), default="kind", show_default=True,
-              help="One row per block kind, block, layer, step, or run (a folder of runs: each sub-folder, "
-                   "or trace file directly in it, is one run).")
+              help="One row per block kind, block, layer, step, run (a folder of runs: each sub-folder, "
+                   "or trace file directly in it, is one run), or rank (a folder of ranks: the straggler view).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 @click.option("--no-hints", "no_hints", is_flag=True, help="Do not compute or show hints (what to do next).")
+@click.option("--dask", metavar="ADDRESS", default=None, help=_DASK_HELP)
 @_gc_paused
-def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None,
-              no_hints: bool) -> None:
+def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None,
+              no_hints: bool, dask: str | None) -> None:
     """Attribute attention time in PATH (a .json/.json.gz trace or a TensorBoard run folder)."""
     try:
         fmt, gz = output_format(fmt, output)
@@ -113,11 +116,13 @@ def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | Non
 
         with Progress() as progress:
             if by == "run":
+                if dask is not None:
+                    raise click.UsageError("--by run reads the runs here: leave out --dask")
                 result = analyze_runs((found, runs), scope=scope, jobs=jobs or default_jobs(),
                                       progress=progress.update, hints=not no_hints)
             else:
                 result = analyze(found, scope=scope, jobs=jobs or default_jobs(), progress=progress.update,
-                                 hints=not no_hints)
+                                 hints=not no_hints, dask=dask)
         result.check()
         _warn(result)
         emit(_attribution_renderer(fmt, by), result, output, gz)
@@ -139,8 +144,8 @@ def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 
 
 @cli.command()
-@click.argument("before", type=click.Path(path_type=Path, readable=False))
-@click.argument("after", type=click.Path(path_type=Path, readable=False))
+@click.argument("before", type=click.Path(readable=False))
+@click.argument("after", type=click.Path(readable=False))
 @click.option("--format", "fmt", type=click.Choice(FORMATS),
               help="Output format (default: table, or from -o's extension).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, readable=False, path_type=Path),
@@ -149,9 +154,10 @@ def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 @click.option("--fail-if-slower", "fail_pct", callback=_percent, metavar="PCT",
               help="Exit 4 when AFTER's attention time exceeds BEFORE's by more than PCT (5% or 5).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
+@click.option("--dask", metavar="ADDRESS", default=None, help=_DASK_HELP)
 @_gc_paused
-def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope: str | None,
-         fail_pct: float | None, jobs: int | None) -> None:
+def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: str | None,
+         fail_pct: float | None, jobs: int | None, dask: str | None) -> None:
     """Compare attention time in BEFORE and AFTER (traces or run folders), by category, block and kernel.
 
     Exit codes: 0 ok; 1 error (and a gate over a GPU and a CPU-only trace); 2 usage;
@@ -167,7 +173,7 @@ def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope:
 
         with Progress() as progress:
             result = diff_paths(found_b, found_a, scope=scope, jobs=jobs or default_jobs(),
-                                progress=progress.update)
+                                progress=progress.update, dask=dask)
         result.check()
         # Decided before anything is printed: a gate over sides timed differently is refused with
         # one error line and no report (exit 1).
@@ -313,6 +319,8 @@ def refuse_clobber(output: Path | None, inputs: Iterable[Inputs]) -> None:
     except OSError:
         ident = None
     for found in inputs:
+        if found.urls:  # remote files: nothing local to overwrite
+            continue
         for f in found.files:
             same = os.path.realpath(f) == out
             if not same and ident is not None:

@@ -19,6 +19,8 @@ The rules (docs/attribution.md, "Diff"):
   whose name never occurs on the other side is "only before" (gone) or "only after" (new). Times
   are summed durations, like ``top_kernels``. Kernels on both sides whose count or time changed beyond
   noise are ``kernels_changed`` (rule in :func:`kernels_changed`).
+- **Ranks.** Two folders of ranks (both with a per-rank view, tracekit.ranks) pair rank N with rank N;
+  a rank on one side only is listed as such. Nothing else depends on this pairing.
 - **Wall clock.** Each side's headline figures carry its blocks' span and idle on the same basis. When
   either side is launch-bound (idle > half the span) the headline claims no speedup from busy time
   (``no_claim``) and the CI gate compares span.
@@ -40,7 +42,7 @@ from .classify import Classifier
 from .errors import IncomparableError
 from .inputs import Inputs, discover
 from .result import DIFF_SCHEMA_VERSION as DIFF_SCHEMA_VERSION  # re-exported: the diff JSON's version
-from .result import CATEGORIES, Attribution, BlockResult, InvariantError, close, zero_categories
+from .result import CATEGORIES, Attribution, BlockResult, InvariantError, RankRow, close, zero_categories
 from .roles import zero_roles
 from .vocab import MATMUL_ROLES, TIME_BASE_LABELS, Basis, Category, FoundBy, TimeBase
 
@@ -159,6 +161,21 @@ class AllocDelta:
 
 
 @dataclass(slots=True, kw_only=True)
+class RankPair:
+    """Rank N before and rank N after (one side None when that rank is only on the other)."""
+
+    rank: int
+    before: RankRow | None
+    after: RankRow | None
+
+    @property
+    def delta_us(self) -> float | None:
+        if self.before is None or self.after is None:
+            return None
+        return self.after.total_us - self.before.total_us
+
+
+@dataclass(slots=True, kw_only=True)
 class DiffResult:
     """Everything a diff report shows; renderers take this and nothing else."""
 
@@ -190,6 +207,8 @@ class DiffResult:
     kernels_changed_note: str = ""
     # Why the headline claims no speedup from busy time ("" when it may): launch-bound sides, or no block paired.
     no_claim: str = ""
+    # Ranks paired by number when both sides are folders of ranks; [] otherwise.
+    ranks: list[RankPair] = field(default_factory=list)
 
     @property
     def launch_bound(self) -> bool:
@@ -293,6 +312,14 @@ class DiffResult:
         before_names = {k.name for k in self.kernels_before}
         _expect(all(k.name not in after_names for k in self.only_before), "an 'only before' kernel exists after")
         _expect(all(k.name not in before_names for k in self.only_after), "an 'only after' kernel exists before")
+        if self.ranks:
+            _expect(self.before.ranks is not None and self.after.ranks is not None, "rank pairs without rank views")
+            for side, att in (("before", self.before), ("after", self.after)):
+                ids = [id(getattr(rp, side)) for rp in self.ranks if getattr(rp, side) is not None]
+                _expect(sorted(ids) == sorted(id(r) for r in att.ranks.rows) if att.ranks else False,
+                        f"{side}: a rank is paired twice or missing")
+            _expect(all(p.before is None or p.before.rank == p.rank for p in self.ranks)
+                    and all(p.after is None or p.after.rank == p.rank for p in self.ranks), "a pair of different ranks")
         return self
 
     def _figures(self, side: str) -> Figures:
@@ -329,7 +356,7 @@ def _bound(fig: Figures, att: Attribution) -> Figures:
 
 def diff_paths(before: str | os.PathLike | Inputs, after: str | os.PathLike | Inputs, scope: str | None = None,
                classifier: Classifier | None = None, jobs: int = 1,
-               progress: Callable[[str, int, int], None] | None = None) -> DiffResult:
+               progress: Callable[[str, int, int], None] | None = None, dask: str | None = None) -> DiffResult:
     """Load and attribute both sides (files or run folders), then diff them.
 
     Each side goes through :mod:`tracekit.inputs` like ``analyze``: folder warnings, ``jobs``
@@ -339,8 +366,8 @@ def diff_paths(before: str | os.PathLike | Inputs, after: str | os.PathLike | In
     found_b = before if isinstance(before, Inputs) else discover(before)
     found_a = after if isinstance(after, Inputs) else discover(after)
     clf = classifier or Classifier()
-    result = diff_attributions(analyze(found_b, scope=scope, classifier=clf, jobs=jobs, progress=progress),
-                               analyze(found_a, scope=scope, classifier=clf, jobs=jobs, progress=progress))
+    result = diff_attributions(analyze(found_b, scope=scope, classifier=clf, jobs=jobs, progress=progress, dask=dask),
+                               analyze(found_a, scope=scope, classifier=clf, jobs=jobs, progress=progress, dask=dask))
     result.labels = side_labels(found_b.path, found_a.path)
     return result
 
@@ -414,7 +441,17 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
         steps_before=per_b if per_step else [], steps_after=per_a if per_step else [],
         noise=noise, noise_note=noise_note, alloc=alloc, conclusions=_conclusions(cats, alloc),
         warnings=warnings, labels=(before.source, after.source),
-        kernels_changed=changed, kernels_changed_note=changed_note, no_claim=no_claim)
+        kernels_changed=changed, kernels_changed_note=changed_note, no_claim=no_claim,
+        ranks=pair_ranks(before, after))
+
+
+def pair_ranks(before: Attribution, after: Attribution) -> list[RankPair]:
+    """Rank N with rank N, by rank number, when both sides have a per-rank view."""
+    if before.ranks is None or after.ranks is None:
+        return []
+    rb = {r.rank: r for r in before.ranks.rows}
+    ra = {r.rank: r for r in after.ranks.rows}
+    return [RankPair(rank=n, before=rb.get(n), after=ra.get(n)) for n in sorted(rb.keys() | ra.keys())]
 
 
 def _times(x: float) -> str:

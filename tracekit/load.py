@@ -167,6 +167,10 @@ def _header(doc: dict, info: TraceInfo) -> None:
     for key in ("pytorch_version", "torch_version"):
         if isinstance(doc.get(key), str):
             info.pytorch = doc[key][:40]
+    dist = doc.get("distributedInfo")
+    rank = dist.get("rank") if isinstance(dist, dict) else None
+    if type(rank) is int and 0 <= rank < 1 << 31:  # not bool; a rank, not an arbitrary number
+        info.rank = rank
     cuda = doc.get("cuda_runtime_version")
     hip = doc.get("hip_runtime_version")
     if type(cuda) is int and cuda > 0:  # not bool

@@ -97,6 +97,7 @@ class TraceInfo:
     shapes: list[str] = field(default_factory=list)  # input dims of attention-like ops, e.g. "aten::bmm[[16, 64, 64], …]"
     warnings: list[str] = field(default_factory=list)
     damaged: bool = False  # salvaged or dropped events: results are partial
+    rank: int | None = None  # ``distributedInfo.rank`` (the process's rank in a distributed job)
 
 
 class OpInputs(NamedTuple):

@@ -8,15 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .vocab import CATEGORIES, MATMUL_ROLES, Category, FoundBy, Phase, TimeBase
+from .vocab import CATEGORIES, MATMUL_ROLES, Category, FoundBy, Phase, RankFrom, TimeBase
 
 if TYPE_CHECKING:
     from .flops import DeviceInfo, Efficiency
     from .hints import Hint, HintFacts
 
 __all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage", "InvariantError",
-           "RunResult", "Totals",
-           "TraceSummary", "close", "zero_categories"]
+           "RankRow", "RankSpread", "RankView", "RunResult", "Totals", "TraceSummary", "close", "zero_categories"]
 
 SCHEMA_VERSION = 1
 DIFF_SCHEMA_VERSION = 1  # the diff's JSON (tracekit.diff), versioned on its own
@@ -118,6 +117,70 @@ class TraceSummary:
     damaged: bool
     external_ids_trusted: bool
     shapes: list[str] = field(default_factory=list)
+    rank: int | None = None  # ``distributedInfo.rank`` from the trace's header, when recorded
+
+
+@dataclass(slots=True, kw_only=True)
+class RankRow:
+    """One rank (one trace file of a distributed run): its attention time, split, span and idle (µs)."""
+
+    rank: int
+    source: str  # the file, relative to the folder given
+    blocks: int
+    total_us: float
+    categories: dict[str, float]
+    span_us: float
+    idle_us: float
+    base_us: float  # the trace's device busy time (host time on CPU-only traces)
+    attention_share: float | None
+    launch_bound: bool | None
+
+
+@dataclass(slots=True, kw_only=True)
+class RankSpread:
+    """Attention time across ranks: the slowest rank is the straggler the others wait for at each collective."""
+
+    min_us: float
+    median_us: float
+    max_us: float
+    fastest_rank: int
+    slowest_rank: int
+    slowest_over_median_us: float  # max - median
+    slowest_over_median_pct: float | None  # of the median; None when the median is 0
+    max_over_min: float | None  # None when the fastest rank has no attention time
+
+
+@dataclass(slots=True, kw_only=True)
+class RankView:
+    """One row per rank, by rank number, and the spread across them (tracekit.ranks)."""
+
+    rank_from: RankFrom
+    rows: list[RankRow]
+    spread: RankSpread
+    note: str = ""  # why the numbers came from the file order, when they did
+
+    def check(self) -> "RankView":
+        """Raise InvariantError unless every row adds up and the spread is the rows' own."""
+        nc = len(CATEGORIES)
+        ranks = [r.rank for r in self.rows]
+        _expect(bool(ranks), "a rank view without ranks")
+        _expect(ranks == sorted(set(ranks)), f"ranks not unique and in order: {ranks}")
+        for r in self.rows:
+            _expect(set(r.categories) == set(CATEGORIES), f"rank {r.rank}: category keys {sorted(r.categories)}")
+            _expect(close(sum(r.categories.values()), r.total_us, nc * max(1, r.blocks), r.total_us),
+                    f"rank {r.rank}: categories do not sum to its total")
+            if r.launch_bound is not None:
+                _expect(close(r.total_us + r.idle_us, r.span_us, 2 * max(1, r.blocks), r.span_us),
+                        f"rank {r.rank}: busy + idle != span")
+        totals = sorted(r.total_us for r in self.rows)
+        sp = self.spread
+        _expect(sp.min_us == totals[0] and sp.max_us == totals[-1], "spread min/max are not the rows' own")
+        _expect(totals[0] <= sp.median_us <= totals[-1], "median outside the ranks' range")
+        by_rank = {r.rank: r.total_us for r in self.rows}
+        _expect(by_rank.get(sp.slowest_rank) == sp.max_us and by_rank.get(sp.fastest_rank) == sp.min_us,
+                "slowest/fastest rank do not hold the max/min")
+        _expect(close(sp.max_us - sp.median_us, sp.slowest_over_median_us, 1, sp.max_us), "slowest - median mismatch")
+        return self
 
 
 @dataclass(slots=True, kw_only=True)
@@ -150,6 +213,8 @@ class Attribution:
     # A folder of runs (``--by run``, tracekit.runs): each run's own result; this one merges them, its blocks'
     # ``source`` renamed to their run. Empty for a single run.
     runs: list[RunResult] = field(default_factory=list)
+    # One row per rank and their spread, for a folder of two or more traces (tracekit.ranks); None otherwise.
+    ranks: RankView | None = None
 
     @property
     def top_kernels(self) -> list[tuple[str, str, int, float]]:
@@ -223,6 +288,11 @@ class Attribution:
         for run in self.runs:
             run.attribution.check()
         _expect(sum(r.attribution.totals.blocks for r in self.runs) in (0, t.blocks), "runs' blocks != merged blocks")
+        if self.ranks is not None:
+            self.ranks.check()
+            rs = self.ranks.rows
+            _expect(sum(r.blocks for r in rs) == t.blocks, "rank rows' blocks != totals.blocks")
+            _expect(close(sum(r.total_us for r in rs), t.total_us, n, t.total_us), "rank rows do not sum to the total")
         for h in self.hints:  # a saving is part of the blocks' time (an upper bound or less), never more
             _expect(h.saving_pct is None or -_REL <= h.saving_pct <= 100 + 0.05, f"hint {h.rule}: saving {h.saving_pct}%")
             _expect(h.saving_us is None or h.saving_us >= 0, f"hint {h.rule}: negative saving")

@@ -71,6 +71,15 @@ class Basis(StrEnum):
     TOTAL = "total"
 
 
+class RankFrom(StrEnum):
+    """Where a folder's rank numbers came from (tracekit.ranks): each trace's ``distributedInfo.rank``,
+    a ``rank<N>``/``_<N>.`` in its path, or, when neither numbers every file once, the file order."""
+
+    TRACE = "distributedInfo"
+    PATH = "path"
+    ORDER = "file order"
+
+
 # How every format names a time base (headers, share lines, diff warnings).
 TIME_BASE_LABELS: dict[str, str] = {
     TimeBase.DEVICE: "device busy time",

@@ -10,16 +10,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
-from ..result import CATEGORIES, Attribution, BlockResult, zero_categories
+from ..result import CATEGORIES, Attribution, BlockResult, RankView, zero_categories
 from ..vocab import MATMUL_ROLES, TIME_BASE_LABELS, Basis, Phase
 
 if TYPE_CHECKING:  # tracekit.diff imports the analysis; a renderer never needs it at run time
-    from ..diff import DiffResult, Verdict
+    from ..diff import DiffResult, RankPair, Verdict
 
 Result = Union[Attribution, "DiffResult"]
 
 # "run": one row per run of a folder of runs (tracekit.runs names each block's source after its run).
-GROUPINGS = ("kind", "block", "layer", "step", "run")
+# "rank": one row per rank of a folder of ranks (tracekit.ranks), with their spread.
+GROUPINGS = ("kind", "block", "layer", "step", "run", "rank")
 
 HEADS = {"matmul": "matmul", "softmax": "softmax", "fused_attention": "fused attn",
          "memory": "memory", "elementwise": "elementwise", "other": "other"}
@@ -204,6 +205,30 @@ def group_rows(result: Attribution, by: str) -> list[Row]:
     return list(rows.values())
 
 
+def rank_view_of(result: Attribution) -> RankView:
+    """The result's per-rank view; one row for a single trace (``--by rank`` on a file still renders)."""
+    from ..ranks import single_rank_view
+
+    return single_rank_view(result)
+
+
+def spread_line(view: RankView) -> str:
+    """``spread over 4 ranks: min 31.0 µs (rank 0) · median 77.5 µs · max 124 µs (rank 3): rank 3 is +46.5 µs (+60.0%) over the median``."""
+    sp = view.spread
+    n = len(view.rows)
+    if n == 1:
+        return f"one rank (rank {view.rows[0].rank}): no spread"
+    over = f" ({sp.slowest_over_median_pct:+.1f}%)" if sp.slowest_over_median_pct is not None else ""
+    ratio = f" · max/min {sp.max_over_min:.2f}×" if sp.max_over_min is not None else ""
+    return (f"spread over {n} ranks: min {fmt_time(sp.min_us)} (rank {sp.fastest_rank}) · median "
+            f"{fmt_time(sp.median_us)} · max {fmt_time(sp.max_us)} (rank {sp.slowest_rank}){ratio} · slowest: rank "
+            f"{sp.slowest_rank}, {signed(sp.slowest_over_median_us)}{over} over the median")
+
+
+def rank_from_line(view: RankView) -> str:
+    return f"rank numbers from: {view.rank_from}" + (f" ({view.note})" if view.note else "")
+
+
 def roles_line(label: str, matmul_us: float, roles: dict[str, float] | None) -> str | None:
     """``matmul by role — layer*.attention: projection 1.62 ms 100.0% · score 0 · …`` (shares of matmul).
 
@@ -314,6 +339,15 @@ def unmatched_rows(blocks: list[BlockResult]) -> list[tuple[str, Phase, int, flo
         v[0] += 1
         v[1] += b.total_us
     return [(k, ph, n, us) for (k, ph), (n, us) in out.items()]
+
+
+def rank_pair_cells(p: RankPair) -> tuple[str, str, str, str]:
+    """(before, after, Δ, ratio) of one paired rank; ``—`` on the side that lacks it."""
+    b = fmt_time(p.before.total_us) if p.before is not None else "—"
+    a = fmt_time(p.after.total_us) if p.after is not None else "—"
+    if p.before is None or p.after is None:
+        return b, a, "", "only before" if p.after is None else "only after"
+    return b, a, signed(p.delta_us or 0.0), ratio_text(p.before.total_us, p.after.total_us)
 
 
 def verdict_line(v: Verdict) -> str:

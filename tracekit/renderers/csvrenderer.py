@@ -5,7 +5,8 @@ An attribution is one row per block × category. A diff is sections in one table
 ``block_only_before``/``block_only_after`` (unpaired block × category), ``kernel_only_before``/
 ``kernel_only_after`` (one row per kernel or op), ``kernel_changed`` (a kernel on both sides whose count or
 time changed beyond noise; ``count`` is the after count), ``span`` (the headline's profiled span, category
-``total``). Rows stream out in chunks, so a huge trace (or a
+``total``), ``rank`` (two folders of ranks: rank N before and after, category ``total``, in the ``rank``
+column). With ``--by rank`` an attribution is instead one row per rank × category (RANK_COLUMNS). Rows stream out in chunks, so a huge trace (or a
 200 MB kernel name) never becomes one giant string.
 """
 
@@ -24,7 +25,9 @@ COLUMNS = ("trace", "step", "phase", "ordinal", "block", "kind", "found_by", "ca
            "pct_of_block", "block_total_us", "kernels")
 DIFF_COLUMNS = ("section", "category", "before_us", "after_us", "delta_us", "ratio", "basis", "paired_by", "phase",
                 "kind_before", "kind_after", "block_before", "block_after", "step_before", "step_after",
-                "ordinal_before", "ordinal_after", "trace_before", "trace_after", "kernel", "count")
+                "ordinal_before", "ordinal_after", "trace_before", "trace_after", "kernel", "count", "rank")
+RANK_COLUMNS = ("rank", "trace", "rank_from", "blocks", "category", "time_us", "pct_of_rank", "rank_total_us", "span_us",
+                "idle_us", "attention_share")
 
 CHUNK_CHARS = 1 << 20  # flush the row buffer past this size
 
@@ -80,6 +83,8 @@ class CSVRenderer(Renderer):
 
     def stream(self, result: Result) -> Iterator[str]:
         if isinstance(result, Attribution):
+            if self.by == "rank":
+                return _chunks(RANK_COLUMNS, self.rank_rows(result))
             return _chunks(COLUMNS, self.attribution_rows(result))
         return _chunks(DIFF_COLUMNS, self.diff_rows(result))
 
@@ -96,6 +101,17 @@ class CSVRenderer(Renderer):
                 yield [b.source, "" if b.step is None else b.step, b.phase, b.ordinal, b.name, b.kind,
                        b.found_by, c, f"{b.categories[c]:.3f}", f"{pct(b.categories[c], b.total_us):.2f}",
                        f"{b.total_us:.3f}", b.kernels]
+
+    @staticmethod
+    def rank_rows(result: Attribution) -> Iterator[list]:
+        from .base import rank_view_of
+
+        view = rank_view_of(result)
+        for r in view.rows:
+            for c in CATEGORIES:
+                yield [r.rank, r.source, view.rank_from, r.blocks, c, f"{r.categories[c]:.3f}",
+                       f"{pct(r.categories[c], r.total_us):.2f}", f"{r.total_us:.3f}", f"{r.span_us:.3f}",
+                       f"{r.idle_us:.3f}", "" if r.attention_share is None else f"{r.attention_share:.6f}"]
 
     @staticmethod
     def diff_rows(r: DiffResult) -> Iterator[list]:
@@ -130,6 +146,12 @@ class CSVRenderer(Renderer):
         yield row(section="span", category="total", before_us=_num(r.before_figures.span_us),
                   after_us=_num(r.after_figures.span_us), delta_us=_num(r.after_figures.span_us - r.before_figures.span_us),
                   ratio=_ratio(r.before_figures.span_us, r.after_figures.span_us), basis=r.basis)
+        for rp in r.ranks:
+            rb = rp.before.total_us if rp.before is not None else None
+            ra = rp.after.total_us if rp.after is not None else None
+            yield row(section="rank", category="total", rank=rp.rank, before_us=_num(rb), after_us=_num(ra),
+                      delta_us=_num(rp.delta_us), ratio=_ratio(rb, ra) if rb is not None and ra is not None else "",
+                      trace_before=rp.before.source if rp.before else "", trace_after=rp.after.source if rp.after else "")
         for kc in r.kernels_changed:
             yield row(section="kernel_changed", category=kc.category, kernel=kc.name, count=kc.after.count,
                       before_us=_num(kc.before.total_us), after_us=_num(kc.after.total_us), delta_us=_num(kc.delta_us),

@@ -10,15 +10,17 @@ from typing import TYPE_CHECKING
 import orjson
 
 from ..flops import efficiency_dict
-from ..result import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult
+from ..result import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, RankRow, RankView
 from .base import Renderer
 
 if TYPE_CHECKING:
     from ..diff import DiffResult, KernelTotal
 
 
-def to_dict(result: Attribution, tool: str) -> dict:
-    """The stable schema; extra keys beyond the contract are additive."""
+def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> dict:
+    """The stable schema; extra keys beyond the contract are additive.
+
+    ``ranks`` (docs/attribution.md, "Ranks") is there for a folder of ranks, or when passed (``--by rank``)."""
     blocks = [{
         "name": b.name, "kind": b.kind, "found_by": b.found_by, "step": b.step, "ordinal": b.ordinal,
         "phase": b.phase, "total_us": round(b.total_us, 3), "span_us": round(b.span_us, 3),
@@ -66,7 +68,27 @@ def to_dict(result: Attribution, tool: str) -> dict:
         out["coverage"] = {"device_us": round(cv.device_us, 3), "linked_us": round(cv.linked_us, 3),
                            "in_blocks_us": round(cv.in_blocks_us, 3), "unlinked_us": round(cv.unlinked_us, 3),
                            "device_events": cv.device_events, "linked_events": cv.linked_events}
+    view = ranks or result.ranks
+    if view is not None:
+        out["ranks"] = ranks_dict(view)
     return out
+
+
+def _rank_row(r: RankRow) -> dict:
+    return {"rank": r.rank, "trace": r.source, "blocks": r.blocks, "total_us": _r(r.total_us),
+            "categories": {k: _r(v) for k, v in r.categories.items()}, "span_us": _r(r.span_us),
+            "idle_us": _r(r.idle_us), "base_us": _r(r.base_us), "attention_share": _r(r.attention_share, 6),
+            "launch_bound": r.launch_bound}
+
+
+def ranks_dict(view: RankView) -> dict:
+    sp = view.spread
+    return {"rank_from": view.rank_from, "note": view.note or None, "rows": [_rank_row(r) for r in view.rows],
+            "spread": {"min_us": _r(sp.min_us), "median_us": _r(sp.median_us), "max_us": _r(sp.max_us),
+                       "fastest_rank": sp.fastest_rank, "slowest_rank": sp.slowest_rank,
+                       "slowest_over_median_us": _r(sp.slowest_over_median_us),
+                       "slowest_over_median_pct": _r(sp.slowest_over_median_pct, 2),
+                       "max_over_min": _r(sp.max_over_min, 4)}}
 
 
 def _roles(roles: dict[str, float] | None) -> dict:
@@ -152,6 +174,10 @@ def diff_to_dict(r: DiffResult, tool: str) -> dict:
                              "delta_us": _r(k.delta_us)} for k in r.kernels_changed],
         "kernels_changed_note": r.kernels_changed_note,
     }
+    if r.ranks:
+        out["ranks"] = [{"rank": p.rank, "before": None if p.before is None else _rank_row(p.before),
+                         "after": None if p.after is None else _rank_row(p.after), "delta_us": _r(p.delta_us)}
+                        for p in r.ranks]
     # What the headline claims: a busy-time speedup, or none (and why: launch-bound, or no block paired).
     out["headline"]["claims_speedup"] = not r.no_claim
     out["headline"]["no_claim"] = r.no_claim or None
@@ -174,6 +200,10 @@ class JSONRenderer(Renderer):
     extension = ".json"
 
     def render_attribution(self, result: Attribution) -> str:
+        if self.by == "rank":
+            from .base import rank_view_of
+
+            return _dumps(to_dict(result, self.tool, rank_view_of(result)))
         return _dumps(to_dict(result, self.tool))
 
     def render_diff(self, result: DiffResult) -> str:

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 from ..result import CATEGORIES, Attribution
 from .base import (
     Renderer, alloc_line, blocks_line, group_rows, header_lines, headline, largest_change, noise_line, pair_rows,
-    pct, ratio_text, share_text, time_base_label, unmatched_rows,
+    pct, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, share_text, spread_line, time_base_label,
+    unmatched_rows,
 )
 
 if TYPE_CHECKING:
@@ -21,6 +22,18 @@ def _md(s: str) -> str:
     return s.replace("|", "\\|")
 
 
+def _rank_lines(result: Attribution) -> list[str]:
+    """``--by rank``: one row per rank and the spread."""
+    view = rank_view_of(result)
+    cols = ["rank", "trace", "n", "total µs", "span µs", "idle µs"] + [f"{c} µs (%)" for c in CATEGORIES]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(["---:", "---"] + ["---:"] * (len(cols) - 2)) + "|"]
+    for r in view.rows:
+        cells = [str(r.rank), _md(r.source), str(r.blocks), f"{r.total_us:,.1f}", f"{r.span_us:,.1f}", f"{r.idle_us:,.1f}"]
+        cells += [f"{r.categories[c]:,.1f} ({pct(r.categories[c], r.total_us):.1f}%)" for c in CATEGORIES]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + ["", f"- {spread_line(view)}", f"- {rank_from_line(view)}"]
+
+
 class MarkdownRenderer(Renderer):
     name = "markdown"
     extension = ".md"
@@ -32,6 +45,17 @@ class MarkdownRenderer(Renderer):
                   f"{time_base_label(result.time_base)})"), ""]
         lines += [f"- {h}" for h in header_lines(result)]
         lines.append("")
+        lines += _rank_lines(result) if self.by == "rank" else self._group_lines(result)
+        if result.hints:
+            lines += ["", "Hints:", ""]
+            for h in result.hints:
+                saving = "" if h.saving_us is None else f" Saving: {h.saving_us:,.1f} µs ({h.saving_pct:.1f}%), {h.saving_basis}."
+                lines.append(f"- **{h.rule}**: {_md(h.message)}.{_md(saving)}")
+        return "\n".join(lines) + "\n"
+
+    def _group_lines(self, result: Attribution) -> list[str]:
+        """The grouped table and matmul roles by group (every grouping but rank)."""
+        lines: list[str] = []
         cols = ["block", "phase", "n", "total µs"] + [f"{c} µs (%)" for c in CATEGORIES]
         lines.append("| " + " | ".join(cols) + " |")
         lines.append("|" + "|".join(["---"] + ["---"] + ["---:"] * (len(cols) - 2)) + "|")
@@ -46,12 +70,7 @@ class MarkdownRenderer(Renderer):
             lines += [f"- matmul by role, {_md(g.label)}: " + " · ".join(
                 f"{k} {us:,.1f} µs ({pct(us, g.categories['matmul']):.1f}%)" for k, us in roles.items())
                 for g, roles in by_role]
-        if result.hints:
-            lines += ["", "Hints:", ""]
-            for h in result.hints:
-                saving = "" if h.saving_us is None else f" Saving: {h.saving_us:,.1f} µs ({h.saving_pct:.1f}%), {h.saving_basis}."
-                lines.append(f"- **{h.rule}**: {_md(h.message)}.{_md(saving)}")
-        return "\n".join(lines) + "\n"
+        return lines
 
     def render_diff(self, r: DiffResult) -> str:
         lines = [f"**{_md(r.labels[0])} → {_md(r.labels[1])}** — {headline(r)}", ""]
@@ -73,6 +92,11 @@ class MarkdownRenderer(Renderer):
             for g in pair_rows(r):
                 lines.append(f"| {_md(g.label)} | {g.phase} | {g.n} | {g.before_us:,.1f} | {g.after_us:,.1f} | "
                              f"{g.after_us - g.before_us:+,.1f} | {largest_change(g.deltas)} |")
+        if r.ranks:
+            lines += ["", "| rank | before | after | Δ | ratio |", "|---:|---:|---:|---:|---:|"]
+            lines += [f"| {p.rank} | " + " | ".join(rank_pair_cells(p)) + " |" for p in r.ranks]
+            lines += [f"- {side} {spread_line(v)}" for side, v in (("before", r.before.ranks), ("after", r.after.ranks))
+                      if v is not None]
         for tag, blocks in (("before", r.unmatched_before), ("after", r.unmatched_after)):
             for kind, phase, n, us in unmatched_rows(blocks):
                 lines.append(f"- block only {tag}: {_md(kind)} ({phase}) ×{n}, {us:,.1f} µs")

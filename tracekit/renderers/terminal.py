@@ -9,7 +9,8 @@ from ..result import CATEGORIES, Attribution
 from ..vocab import Phase
 from .base import (
     HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, largest_change,
-    noise_line, pair_rows, pct, ratio_text, roles_line, share_line, share_text, signed, unmatched_rows,
+    noise_line, pair_rows, pct, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, roles_line, share_line,
+    share_text, signed, spread_line, unmatched_rows,
 )
 
 if TYPE_CHECKING:
@@ -81,6 +82,21 @@ def _efficiency_lines(result: Attribution) -> list[str]:
             + ["(timed: share of the blocks' busy time in kernels whose FLOPs/bytes are counted)"])
 
 
+def _rank_lines(result: Attribution) -> list[str]:
+    """``--by rank``: one row per rank (attention time, split, span, idle) and the spread: the straggler view."""
+    view = rank_view_of(result)
+    idle = any(r.launch_bound is not None for r in view.rows)
+    head = ["rank", "trace", "n", "total", "share", "span"] + (["idle"] if idle else []) + [HEADS[c] for c in CATEGORIES]
+    rows = [head]
+    for r in view.rows:
+        cells = [str(r.rank), r.source[-50:], str(r.blocks), fmt_time(r.total_us), share_text(r.attention_share),
+                 fmt_time(r.span_us)]
+        cells += [f"{pct(r.idle_us, r.span_us):.0f}%"] if idle else []
+        cells += [f"{fmt_time(r.categories[c])} {pct(r.categories[c], r.total_us):4.1f}%" for c in CATEGORIES]
+        rows.append(cells)
+    return _table(rows, right={0} | set(range(2, len(head)))) + [spread_line(view), rank_from_line(view)]
+
+
 class TerminalRenderer(Renderer):
     name = "table"
     extension = ".txt"
@@ -98,6 +114,16 @@ class TerminalRenderer(Renderer):
         if not result.blocks:
             lines.append("no attention blocks found (try --scope REGEX to name your attention modules or ranges)")
             return "\n".join(lines) + "\n"
+        if self.by == "rank":
+            lines += _rank_lines(result)
+        else:
+            lines += self._group_lines(result)
+        lines += self._tail_lines(result)
+        return "\n".join(lines) + "\n"
+
+    def _group_lines(self, result: Attribution) -> list[str]:
+        """The grouped table (kind, block, layer, step), the launch-bound note and matmul roles by group."""
+        lines: list[str] = []
         tot = result.totals
         label = {"kind": "block kind", "layer": "block", "step": "step", "block": "block [step:ordinal]",
                  "run": "run"}[self.by]
@@ -127,7 +153,11 @@ class TerminalRenderer(Renderer):
             lines.append("")
             lines.append("matmul by role (share of matmul):")
             lines += [x for x in by_role if x]
-        lines += _efficiency_lines(result)
+        return lines
+
+    def _tail_lines(self, result: Attribution) -> list[str]:
+        """Efficiency, hints and the top kernels: the same under every grouping."""
+        lines = _efficiency_lines(result)
         if result.hints:
             lines.append("")
             lines.append("hints:")
@@ -145,7 +175,7 @@ class TerminalRenderer(Renderer):
                          else "top host ops in blocks (self time):")
             for name, cat, count, us in result.top_kernels[:_TOP_SHOWN]:
                 lines.append(f"  {fmt_time(us):>10}  {count:>6}×  {cat:<15} {name[:90]}")
-        return "\n".join(lines) + "\n"
+        return lines
 
     def render_diff(self, r: DiffResult) -> str:
         lines = [f"{self.tool} diff — {r.labels[0]} → {r.labels[1]}"]
@@ -217,6 +247,13 @@ class TerminalRenderer(Renderer):
             if len(r.kernels_changed) > _KERNELS_SHOWN:
                 more = r.kernels_changed[_KERNELS_SHOWN:]
                 lines.append(f"  {signed(sum(kc.delta_us for kc in more)):>10}  {len(more)} more (see --format json)")
+        if r.ranks:
+            lines.append("")
+            rows = [["rank", "before", "after", "Δ", "ratio"]]
+            rows += [[str(p.rank), *rank_pair_cells(p)] for p in r.ranks]
+            lines += _table(rows, right={0, 1, 2, 3})
+            lines += [f"before {spread_line(r.before.ranks)}" if r.before.ranks else "",
+                      f"after  {spread_line(r.after.ranks)}" if r.after.ranks else ""]
         a = alloc_line(r)
         if a:
             lines += ["", a]

@@ -1,0 +1,193 @@
+"""A folder's files analysed on a Dask cluster (``--dask``), merged on the client like a local run.
+
+The optional extra ``tracekit[dask]`` (dask[distributed]); imported only when ``--dask`` is given.
+Each file is one task that reads the file on a worker (a shared path, or an fsspec URL the
+workers can open) and returns that file's :class:`~tracekit.result.Attribution`; the client puts
+the results back in file order, so the merge is the one ``--jobs`` does. A worker that dies
+mid-task has its tasks rerun by the scheduler (and ``retries`` covers a task that fails for
+another reason), and each file's result is taken from its own future exactly once, so nothing is
+lost or counted twice. A file that cannot be analysed comes back as its one-line error: the
+other files still report, and the run exits 3 (results from incomplete input).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from .errors import TracekitError, UsageError
+
+if TYPE_CHECKING:
+    from .classify import Classifier
+    from .inputs import Inputs
+    from .result import Attribution
+
+RETRIES = 2  # Dask's own retries of a task that raised; a worker's death is rescheduled by the scheduler
+_LOCAL = re.compile(r"^local(?::(\d+))?$")
+_CONNECT_TIMEOUT_S = 30
+
+
+def parse_address(address: str) -> tuple[str | None, int | None]:
+    """``local`` / ``local:N`` -> (None, N or None); anything else is a scheduler address, as given."""
+    m = _LOCAL.match(address.strip())
+    if m is None:
+        if not address.strip():
+            raise UsageError("--dask: empty address; use tcp://HOST:PORT, local or local:N")
+        return address.strip(), None
+    n = int(m.group(1)) if m.group(1) else None
+    if n is not None and n < 1:
+        raise UsageError(f"--dask {address}: a local cluster needs at least one worker")
+    return None, n
+
+
+def _import_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise UsageError("--dask needs Dask's distributed scheduler: pip install 'tracekit[dask]'") from None
+    return distributed
+
+
+class _Connection:
+    """A Client on the scheduler at ``address``, or on a LocalCluster of worker processes on 127.0.0.1."""
+
+    def __init__(self, address: str, default_workers: int) -> None:
+        distributed = _import_distributed()
+        remote, n = parse_address(address)
+        self.cluster: Any = None
+        try:
+            if remote is None:
+                import logging
+
+                self.cluster = distributed.LocalCluster(
+                    n_workers=n or default_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                    dashboard_address=None, worker_dashboard_address=None, silence_logs=logging.ERROR)
+                self.client = distributed.Client(self.cluster, set_as_default=False)
+            else:
+                self.client = distributed.Client(remote, timeout=_CONNECT_TIMEOUT_S, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as exc:
+            self.close()
+            raise TracekitError(f"--dask {address}: cannot reach the Dask scheduler ({exc})") from None
+
+    def close(self) -> None:
+        for thing in (getattr(self, "client", None), self.cluster):
+            if thing is not None:
+                try:
+                    thing.close()
+                except Exception:  # closing must not hide the result or the real error
+                    pass
+
+
+def analyse_file(path: str, scope: str | None, classifier: Classifier, hints: bool) -> Attribution | str:
+    """One task: a file's Attribution, or its one-line error (a bad file is not retried: it would fail again)."""
+    import gc
+
+    from .inputs import _attribute_file
+
+    was = gc.isenabled()
+    gc.disable()  # as the CLI does: a full collection would rescan the model being built, many times over
+    try:
+        if "://" in path:
+            return _attribute_url(path, scope, classifier, hints)
+        return _attribute_file(Path(path), scope, classifier, None, hints)
+    except TracekitError as exc:
+        return str(exc)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _attribute_url(url: str, scope: str | None, classifier: Classifier, hints: bool) -> Attribution:
+    """An fsspec URL (s3://, gs://, http://…): copied to a local temp file under its own name, then read."""
+    import shutil
+    import tempfile
+
+    from .errors import TraceReadError
+    from .inputs import _attribute_file
+
+    fsspec = _fsspec()
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
+        local = Path(tmp) / name
+        try:
+            with fsspec.open(url, "rb") as src, open(local, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (OSError, ValueError) as exc:
+            raise TraceReadError(f"{url}: cannot read ({exc})") from None
+        try:
+            return _attribute_file(local, scope, classifier, None, hints)
+        except TracekitError as exc:  # name the file as the user did, not by its temp copy
+            raise type(exc)(str(exc).replace(str(local), url)) from None
+
+
+def _fsspec() -> Any:
+    try:
+        import fsspec  # type: ignore[import-untyped]
+    except ImportError:
+        raise UsageError("reading URLs needs fsspec: pip install 'tracekit[dask]'") from None
+    return fsspec
+
+
+def discover_url(url: str) -> Inputs:
+    """A URL's trace files, as :func:`tracekit.inputs.discover` finds them in a local folder.
+
+    ``Inputs.urls`` holds each file's URL; ``Inputs.files`` its path relative to ``url`` (names and ranks).
+    """
+    from .errors import TraceNotFoundError, TraceReadError
+    from .inputs import _PLAIN_SUFFIXES, TRACE_SUFFIXES, Inputs
+
+    fsspec = _fsspec()
+    try:
+        fs, root = fsspec.core.url_to_fs(url)
+        if not fs.isdir(root):
+            if not fs.exists(root):
+                raise TraceNotFoundError(f"{url}: no such file or directory")
+            return Inputs(Path(root), [Path(root.rstrip("/").rsplit("/", 1)[-1])], urls=[url])
+        found = sorted(p for p in fs.find(root) if p.endswith(TRACE_SUFFIXES))
+        if not found:
+            found = sorted(p for p in fs.ls(root, detail=False) if p.endswith(_PLAIN_SUFFIXES) and not fs.isdir(p))
+    except (OSError, ValueError, ImportError) as exc:
+        if isinstance(exc, TraceNotFoundError):
+            raise
+        raise TraceReadError(f"{url}: cannot list ({' '.join(str(exc).split())[:200]})") from None
+    if not found:
+        raise TraceNotFoundError(f"{url}: holds no *.pt.trace.json[.gz] files")
+    base = root.rstrip("/") + "/"
+    rel = [p[len(base):] if p.startswith(base) else p for p in found]
+    scheme = url.split("://", 1)[0]
+    urls = [p if "://" in p else f"{scheme}://{p}" for p in found]
+    return Inputs(Path(root), [Path(r) for r in rel], urls=urls)
+
+
+def attribute_on_dask(files: list[str], sizes: list[int], scope: str | None, classifier: Classifier, hints: bool,
+                      address: str, progress: Callable[[str, int, int], None] | None,
+                      default_workers: int) -> tuple[list[Attribution | None], list[str]]:
+    """Every file as one task; (results in file order, None for a failed file; one error line per failure)."""
+    distributed = _import_distributed()
+    conn = _Connection(address, default_workers)
+    try:
+        futures = conn.client.map(analyse_file, files, scope=scope, classifier=classifier, hints=hints,
+                                  retries=RETRIES, pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        results: list[Attribution | None] = [None] * len(files)
+        errors: dict[int, str] = {}
+        total, done_bytes = sum(sizes), 0
+        for fut in distributed.as_completed(futures, loop=conn.client.loop):
+            i = index[fut.key]
+            try:
+                value = fut.result()
+            except Exception as exc:  # KilledWorker (died too often), or an unexpected failure after retries
+                why = " ".join(str(exc).split())[:300]
+                value = f"{files[i]}: failed on the Dask cluster ({type(exc).__name__}: {why})"
+            if isinstance(value, str):
+                errors[i] = value
+            else:
+                results[i] = value
+            done_bytes += sizes[i]
+            if progress is not None:
+                progress(os.path.basename(files[i]), done_bytes, total)
+        return results, [errors[i] for i in sorted(errors)]
+    finally:
+        conn.close()
