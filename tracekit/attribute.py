@@ -105,14 +105,15 @@ def _backward_pairs(tr: Trace) -> list[tuple[int, int]]:
     pairs: list[tuple[int, int]] = []
     reached: set[int] = set()
     if tr.flows:
-        at: dict[tuple[int, int], list[int]] = defaultdict(list)
-        for i, h in enumerate(host):
-            if h.kind == OP:
-                at[(h.thread, h.ts)].append(i)
         starts: dict[int, tuple[int, int]] = {}
         finishes: dict[int, tuple[int, int]] = {}
         for fl in tr.flows:
             (starts if fl.start else finishes)[fl.id] = (fl.thread, fl.ts)
+        at: dict[tuple[int, int], list[int]] = {k: [] for k in (*starts.values(), *finishes.values())}
+        for i, h in enumerate(host):  # only the ops at a flow's ends
+            ops = at.get((h.thread, h.ts))
+            if ops is not None and h.kind == OP:
+                ops.append(i)
         for fid, end in finishes.items():
             begin = starts.get(fid)
             if begin is None:
