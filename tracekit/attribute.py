@@ -108,14 +108,15 @@ def _backward_pairs(tr: Trace) -> list[tuple[int, int]]:
     pairs: list[tuple[int, int]] = []
     reached: set[int] = set()
     if tr.flows:
-        at: dict[tuple[int, int], list[int]] = defaultdict(list)
-        for i, h in enumerate(host):
-            if h.kind == OP:
-                at[(h.thread, h.ts)].append(i)
         starts: dict[int, tuple[int, int]] = {}
         finishes: dict[int, tuple[int, int]] = {}
         for fl in tr.flows:
             (starts if fl.start else finishes)[fl.id] = (fl.thread, fl.ts)
+        at: dict[tuple[int, int], list[int]] = {k: [] for k in (*starts.values(), *finishes.values())}
+        for i, h in enumerate(host):  # only the ops at a flow's ends
+            ops = at.get((h.thread, h.ts))
+            if ops is not None and h.kind == OP:
+                ops.append(i)
         for fid, end in finishes.items():
             begin = starts.get(fid)
             if begin is None:
@@ -204,8 +205,10 @@ def _orphan_backward(tr: Trace, links: Links, blocks: list[Block], owner: list[i
     (autograd runs the graph in reverse); any other such op is a backward block of its own, never a forward one.
     """
     host, parent = tr.host, links.parent
-    orphans = [i for i in links.order if owner[i] == NONE and host[i].kind == OP and is_fused_attention_op(host[i].name)
-               and is_backward_op(host[i].name)]
+    names = {n for n in {h.name for h in host} if is_fused_attention_op(n) and is_backward_op(n)}
+    if not names:  # the common case (inference): one pass over the names, no per-op work
+        return False
+    orphans = [i for i in links.order if owner[i] == NONE and host[i].kind == OP and host[i].name in names]
     if not orphans:
         return False
     fwd_of: dict[int, int] = {}
@@ -463,9 +466,10 @@ def _inferred_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: 
     dev = tr.device
     linked = links.device_linked
     matmul, softmax = Category.MATMUL, Category.SOFTMAX
-    if softmax not in cats:
+    streams = {dev[j].stream for j, c in enumerate(cats) if c == softmax and dev_owner[j] == NONE and linked[j]}
+    if not streams:  # no softmax kernel left outside a block: the common case, no sort
         return
-    order = sorted(range(len(dev)), key=lambda j: (dev[j].stream, dev[j].ts))
+    order = sorted((j for j in range(len(dev)) if dev[j].stream in streams), key=lambda j: (dev[j].stream, dev[j].ts))
     new: list[int] = []
     for _, g in groupby(order, key=lambda j: dev[j].stream):
         free = [j for j in g if dev_owner[j] == NONE and linked[j] and dev[j].kind == "kernel"]

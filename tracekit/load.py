@@ -393,11 +393,8 @@ class _Builder:
         t = self.raw_threads.get((pid, tid))
         self.host_append(HostEvent(kind, name, t if t is not None else self._thread(pid, tid), ts, dur, ext))
         args = e.args
-        if args is not None and type(sq := args.seq) is int and sq >= 0 and kind == OP:  # autograd's fwd <-> bwd key
-            ft = args.fwd_tid
-            self.seq_host_append(len(self.host) - 1)
-            self.seq_nr_append(sq)
-            self.seq_fwd_append(ft if type(ft) is int and ft >= 0 else 0)
+        if args is not None and args.seq is not None:  # autograd's fwd <-> bwd key: training traces only
+            self._seq(args.seq, args.fwd_tid, kind)
         keep = self.keep_inputs.get(name)
         if keep is None:  # 0: nothing; 1: dims and dtypes; 2: also the scalars (is_causal of attention ops)
             keep = self.keep_inputs[name] = (2 if keeps_scalars(name) else 1) if (
@@ -417,6 +414,13 @@ class _Builder:
                     self.op_inputs[len(self.host) - 1] = rec
                     if name in _SHAPE_OPS:
                         self._shape(name, rec.dims)
+
+    def _seq(self, sq: object, ft: object, kind: int) -> None:
+        """Keep an op's ``Sequence number`` and ``Fwd thread id`` (ints only: they are only compared)."""
+        if type(sq) is int and sq >= 0 and kind == OP:
+            self.seq_host_append(len(self.host) - 1)
+            self.seq_nr_append(sq)
+            self.seq_fwd_append(ft if type(ft) is int and ft >= 0 else 0)
 
     def _shape(self, name: str, dims: bytes) -> None:
         """Input dims of attention-like ops, for diff's "different shapes" warning; display only."""
