@@ -110,7 +110,9 @@ def attribute(path: Path, fmt: str | None, output: Path | None, scope: str | Non
                              hints=not no_hints)
         result.check()
         _warn(result)
-        emit(_attribution_renderer(fmt, by), result, output, gz)
+        renderer = _attribution_renderer(fmt, by)
+        renderer.title = str(path)  # the header names what was passed, not the trace file's hashed name
+        emit(renderer, result, output, gz)
     except TracekitError as exc:
         raise _fail(exc) from None
     if result.damaged:
@@ -166,7 +168,9 @@ def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope:
         _warn(result.after)
         for w in result.warnings:
             click.echo(f"Warning: {w}", err=True)
-        emit(_diff_renderer(fmt), result, output, gz)
+        renderer = _diff_renderer(fmt)
+        renderer.title = f"{before} → {after}"  # paths as given
+        emit(renderer, result, output, gz)
         if verdict is not None:
             from .renderers import verdict_line
 
