@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 

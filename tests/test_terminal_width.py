@@ -176,7 +176,8 @@ def test_a_long_fused_kernel_block_kind_is_shortened_in_the_table_and_whole_in_j
     assert [blk["kind"] for blk in json.loads(JSONRenderer(by="block").render(res))["blocks"]] == [name] * 3
 
 
-def analyze_dict(doc: dict, tmp: list[Path] = []):  # noqa: B006 - one temp dir per session is enough
+def analyze_dict(doc: dict):
+    """Attribute a built trace (written to a fresh temp folder)."""
     import tempfile
 
     d = Path(tempfile.mkdtemp(prefix="tk_width_"))

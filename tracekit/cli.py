@@ -183,6 +183,33 @@ def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope:
         sys.exit(EXIT_DAMAGED)
 
 
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path, readable=False))
+@click.option("-o", "--output", required=True, type=click.Path(readable=False, path_type=Path),
+              help="The redacted copy: a file for a trace (.gz compresses), a folder for a run folder.")
+def redact(path: Path, output: Path) -> None:
+    """Write a copy of PATH (a trace or a run folder) without secrets, to share it.
+
+    Removes tokens (hf_…, AWS key ids, GitHub/OpenAI/Slack tokens, Bearer …), NAME=value and "NAME": "value"
+    where NAME says token/secret/password/key/credential/auth, credentials in URLs, and user names in home
+    paths (/home/<user>, /Users/<user>, C:\\Users\\<user> become <home>). The copy attributes like the original.
+    Streamed: memory stays about 1 MiB plus the longest string of the trace.
+    """
+    try:
+        from .redact import redact_path
+
+        done = redact_path(path, output)
+        for st in done:
+            if st.replaced:
+                what = ", ".join(f"{n} {k}" for k, n in sorted(st.replaced.items()))
+                click.echo(f"{st.path}: replaced {what}", err=True)
+        clean = sum(1 for st in done if not st.replaced)
+        click.echo(f"wrote {output}" + (f" ({len(done)} traces, {clean} with nothing to redact)" if len(done) > 1
+                                         else "" if done[0].replaced else " (nothing to redact)"), err=True)
+    except TracekitError as exc:
+        raise _fail(exc) from None
+
+
 # ---------------------------------------------------------------------------------------------
 # Renderers (the only place the CLI names renderer classes)
 
