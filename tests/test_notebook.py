@@ -194,6 +194,8 @@ def test_repr_html_escapes_hostile_names(hand):
         assert page.startswith("<table>") and page.count("<table>") == 1
     block_page = tracekit.analyze(hand[0], by="layer").check()._repr_html_()
     assert "&lt;img src=x onerror=alert(1)&gt;attention&lt;/script&gt;" in block_page
+    kernel_page = tracekit.analyze(hand[0], by="kernel").check()._repr_html_()
+    assert "&lt;/script&gt;&lt;script&gt;alert(&#x27;k&#x27;)" in kernel_page and "<script" not in kernel_page
     kernels = res.to_dataframe(by="kernel")
     assert HOSTILE_KERNEL.replace("void ", "") in set(kernels["kernel"])  # the frame keeps names as they are
 

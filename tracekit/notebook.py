@@ -155,8 +155,11 @@ def _html_table(rows: list[dict[str, Any]], columns: list[str], caption: str) ->
 
 def attribution_html(result: Attribution, by: str = "kind") -> str:
     rows = attribution_rows(result, by)
-    cols = [by if by in ("kind", "layer", "step") else "block", "phase", "blocks" if by != "block" else "step",
-            "total_us", *(f"{c}_us" for c in CATEGORIES)]
+    if by == "kernel":
+        cols = ["kernel", "category", "count", "total_us"]
+    else:
+        cols = [by if by != "block" else "block", "phase", "blocks" if by != "block" else "step",
+                "total_us", *(f"{c}_us" for c in CATEGORIES)]
     return _html_table(rows, cols, attribution_repr(result)[1:-1] + " (times in µs)")
 
 
