@@ -168,9 +168,7 @@ def diff(before: Path, after: Path, fmt: str | None, output: Path | None, scope:
         _warn(result.after)
         for w in result.warnings:
             click.echo(f"Warning: {w}", err=True)
-        renderer = _diff_renderer(fmt)
-        renderer.title = f"{before} → {after}"  # paths as given
-        emit(renderer, result, output, gz)
+        emit(_diff_renderer(fmt), result, output, gz)  # headed by the paths as given, shortened (result.labels)
         if verdict is not None:
             from .renderers import verdict_line
 
