@@ -20,17 +20,18 @@ _LAZY = {
     "find_trace_files": ".inputs",
     "discover": ".inputs",
     "diff_paths": ".diff",
+    "diff": ".diff",
     "Attribution": ".result",
     "CATEGORIES": ".result",
     "TracekitError": ".errors",
 }
 
-__all__ = ["analyze", "attribute_trace", "load_trace", "find_trace_files", "discover", "diff_paths", "Attribution",
+__all__ = ["analyze", "attribute_trace", "load_trace", "find_trace_files", "discover", "diff", "diff_paths", "Attribution",
            "CATEGORIES", "TracekitError", "__version__"]
 
 if TYPE_CHECKING:
     from .attribute import analyze, attribute_trace
-    from .diff import diff_paths
+    from .diff import diff, diff_paths
     from .errors import TracekitError
     from .inputs import discover, find_trace_files
     from .load import load_trace

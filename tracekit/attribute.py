@@ -38,7 +38,7 @@ _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=blo
 
 def analyze(path: str | os.PathLike | Inputs, scope: str | None = None, classifier: Classifier | None = None,
             jobs: int = 1, progress: Callable[[str, int, int], None] | None = None, hints: bool = True,
-            dask: str | None = None) -> Attribution:
+            dask: str | None = None, by: str | None = None) -> Attribution:
     """Attribute one trace file, or every trace in a run folder (results are merged in file order).
 
     ``jobs > 1`` analyses a folder's files (one per rank/worker) in that many processes; the
@@ -46,10 +46,21 @@ def analyze(path: str | os.PathLike | Inputs, scope: str | None = None, classifi
     Files the folder scan skipped are named in ``Attribution.warnings`` (tracekit.inputs).
     ``hints=False`` skips the hint rules (``--no-hints``). ``dask`` (a scheduler address, ``local``
     or ``local:N``) analyses each file as a task on a Dask cluster instead (``tracekit[dask]``).
+    ``by`` ("kind", "block", "layer", "step" or "kernel") changes no figure: it is the grouping of the
+    result's ``to_dataframe()`` and notebook table (``--by`` of the CLI); a name outside those raises
+    ValueError before any file is read.
     """
+    if by is not None:
+        from .notebook import ATTRIBUTION_FRAMES
+
+        if by not in ATTRIBUTION_FRAMES:
+            raise ValueError(f"unknown grouping by={by!r}; choose from {', '.join(ATTRIBUTION_FRAMES)}")
     found = path if isinstance(path, Inputs) else discover(path)
-    return attribute_inputs(found, scope=scope, classifier=classifier, jobs=jobs, progress=progress, hints=hints,
-                            dask=dask)
+    result = attribute_inputs(found, scope=scope, classifier=classifier, jobs=jobs, progress=progress, hints=hints,
+                              dask=dask)
+    if by is not None:
+        result.default_by = by
+    return result
 
 
 def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier | None = None,

@@ -125,7 +125,9 @@ def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None
                                  hints=not no_hints, dask=dask)
         result.check()
         _warn(result)
-        emit(_attribution_renderer(fmt, by), result, output, gz)
+        renderer = _attribution_renderer(fmt, by)
+        renderer.title = str(path)  # the header names what was passed, not the trace file's hashed name
+        emit(renderer, result, output, gz)
     except TracekitError as exc:
         raise _fail(exc) from None
     if result.damaged:
@@ -182,7 +184,7 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
         _warn(result.after)
         for w in result.warnings:
             click.echo(f"Warning: {w}", err=True)
-        emit(_diff_renderer(fmt), result, output, gz)
+        emit(_diff_renderer(fmt), result, output, gz)  # headed by the paths as given, shortened (result.labels)
         if verdict is not None:
             from .renderers import verdict_line
 
@@ -250,6 +252,33 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
         raise _fail(exc) from None
     if result.damaged:
         sys.exit(EXIT_DAMAGED)
+
+
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path, readable=False))
+@click.option("-o", "--output", required=True, type=click.Path(readable=False, path_type=Path),
+              help="The redacted copy: a file for a trace (.gz compresses), a folder for a run folder.")
+def redact(path: Path, output: Path) -> None:
+    """Write a copy of PATH (a trace or a run folder) without secrets, to share it.
+
+    Removes tokens (hf_…, AWS key ids, GitHub/OpenAI/Slack tokens, Bearer …), NAME=value and "NAME": "value"
+    where NAME says token/secret/password/key/credential/auth, credentials in URLs, and user names in home
+    paths (/home/<user>, /Users/<user>, C:\\Users\\<user> become <home>). The copy attributes like the original.
+    Streamed: memory stays about 1 MiB plus the longest string of the trace.
+    """
+    try:
+        from .redact import redact_path
+
+        done = redact_path(path, output)
+        for st in done:
+            if st.replaced:
+                what = ", ".join(f"{n} {k}" for k, n in sorted(st.replaced.items()))
+                click.echo(f"{st.path}: replaced {what}", err=True)
+        clean = sum(1 for st in done if not st.replaced)
+        click.echo(f"wrote {output}" + (f" ({len(done)} traces, {clean} with nothing to redact)" if len(done) > 1
+                                         else "" if done[0].replaced else " (nothing to redact)"), err=True)
+    except TracekitError as exc:
+        raise _fail(exc) from None
 
 
 # ---------------------------------------------------------------------------------------------

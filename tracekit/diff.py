@@ -32,10 +32,12 @@ import json
 import math
 import os
 import re
+import sys
+import types
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from .attribute import analyze
 from .classify import Classifier
@@ -209,6 +211,24 @@ class DiffResult:
     no_claim: str = ""
     # Ranks paired by number when both sides are folders of ranks; [] otherwise.
     ranks: list[RankPair] = field(default_factory=list)
+
+    def to_dataframe(self, by: str = "category") -> Any:
+        """A pandas DataFrame (``pip install 'tracekit[notebook]'``): one row per ``by`` = "category" (with the
+        total), "pair" (paired blocks), "kind" (pairs grouped by kind) or "kernel" (both sides); times in µs."""
+        from .notebook import diff_frame
+
+        return diff_frame(self, by)
+
+    def __repr__(self) -> str:
+        """One line (the headline), not the nested dataclasses' tens of thousands of characters."""
+        from .notebook import diff_repr
+
+        return diff_repr(self)
+
+    def _repr_html_(self) -> str:
+        from .notebook import diff_html
+
+        return diff_html(self)
 
     @property
     def launch_bound(self) -> bool:
@@ -866,3 +886,28 @@ def _span_within_noise(result: DiffResult) -> bool | None:
         return None
     delta = result.after_figures.span_us - result.before_figures.span_us
     return abs(delta) <= (max(sb) - min(sb) + max(sa) - min(sa)) / 2 + _EPS_US
+
+
+def diff(before: str | os.PathLike | Inputs | Attribution, after: str | os.PathLike | Inputs | Attribution,
+         scope: str | None = None, classifier: Classifier | None = None, jobs: int = 1,
+         progress: Callable[[str, int, int], None] | None = None) -> DiffResult:
+    """``tracekit.diff(before, after)``: two traces or run folders (as :func:`diff_paths`), or two results of
+    ``tracekit.analyze`` (as :func:`diff_attributions`; ``scope``/``jobs`` then do not apply)."""
+    if isinstance(before, Attribution) and isinstance(after, Attribution):
+        result = diff_attributions(before, after)
+        result.labels = (before.source, after.source) if before.source != after.source else ("before", "after")
+        return result
+    if isinstance(before, Attribution) or isinstance(after, Attribution):
+        raise TypeError("tracekit.diff takes two paths or two Attribution results, not one of each")
+    return diff_paths(before, after, scope=scope, classifier=classifier, jobs=jobs, progress=progress)
+
+
+class _CallableModule(types.ModuleType):
+    """Importing ``tracekit.diff`` (this module) rebinds the package's ``diff`` attribute to the module, which
+    would hide the ``tracekit.diff(...)`` function: so the module, called, is that function."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> DiffResult:
+        return diff(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -6,7 +6,7 @@ Renderers take these; nothing here formats text. What each figure means: docs/at
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .vocab import CATEGORIES, MATMUL_ROLES, Category, FoundBy, Phase, RankFrom, TimeBase
 
@@ -215,6 +215,26 @@ class Attribution:
     runs: list[RunResult] = field(default_factory=list)
     # One row per rank and their spread, for a folder of two or more traces (tracekit.ranks); None otherwise.
     ranks: RankView | None = None
+    # The grouping that to_dataframe() and the notebook's HTML table use when none is named (analyze(..., by=)).
+    default_by: str = field(default="kind", repr=False)
+
+    def to_dataframe(self, by: str | None = None) -> Any:
+        """A pandas DataFrame (``pip install 'tracekit[notebook]'``): one row per ``by`` = "block", "kind",
+        "layer", "step" or "kernel"; times in µs, the same sums as the JSON (tracekit.notebook)."""
+        from .notebook import attribution_frame
+
+        return attribution_frame(self, by or self.default_by)
+
+    def __repr__(self) -> str:
+        """One line, not the dataclass's thousands of characters: the figures live in to_dataframe()."""
+        from .notebook import attribution_repr
+
+        return attribution_repr(self)
+
+    def _repr_html_(self) -> str:
+        from .notebook import attribution_html
+
+        return attribution_html(self, self.default_by)
 
     @property
     def top_kernels(self) -> list[tuple[str, str, int, float]]:

@@ -32,11 +32,12 @@ class Renderer:
     name = ""
     extension = ""
 
-    def __init__(self, by: str = "kind", tool: str = "tracekit") -> None:
+    def __init__(self, by: str = "kind", tool: str = "tracekit", title: str | None = None) -> None:
         if by not in GROUPINGS:
             raise ValueError(f"unknown grouping {by!r}; choose from {', '.join(GROUPINGS)}")
         self.by = by
         self.tool = tool
+        self.title = title  # what the user passed (a path as given); formats that name it fall back to result.source
 
     def render(self, result: Result) -> str:
         """The whole output as one string."""
@@ -287,14 +288,14 @@ def blocks_line(r: DiffResult) -> str:
             f"{len(r.unmatched_after)} only after")
 
 
-def alloc_line(r: DiffResult) -> str | None:
-    """Bytes allocated in blocks, then the result's conclusions (computed in tracekit.diff)."""
+def alloc_line(r: DiffResult, conclusions: bool = True) -> str | None:
+    """Bytes allocated in blocks, then (unless ``conclusions`` is False) the result's conclusions (tracekit.diff)."""
     m = r.alloc
     if m is None:
         return None
     line = (f"memory allocated inside blocks (all steps): {fmt_bytes(m.before_bytes)} → {fmt_bytes(m.after_bytes)} "
             f"({'+' if m.delta_bytes > 0 else ''}{fmt_bytes(m.delta_bytes)})")
-    return "".join([line, *(f": {c}" for c in r.conclusions)])
+    return "".join([line, *(f": {c}" for c in r.conclusions)]) if conclusions else line
 
 
 @dataclass(slots=True, kw_only=True)

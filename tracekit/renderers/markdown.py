@@ -41,7 +41,8 @@ class MarkdownRenderer(Renderer):
     def render_attribution(self, result: Attribution) -> str:
         t = result.totals
         share = f"{100 * t.attention_share:.1f}%" if t.attention_share is not None else "n/a"
-        lines = [(f"**{result.source}** — {t.blocks} attention blocks, {t.total_us:,.1f} µs ({share} of "
+        what = _md(self.title or result.source)  # the path as passed on the command line, else the trace's name
+        lines = [(f"**{what}** — {t.blocks} attention blocks, {t.total_us:,.1f} µs ({share} of "
                   f"{time_base_label(result.time_base)})"), ""]
         lines += [f"- {h}" for h in header_lines(result)]
         lines.append("")

@@ -2,41 +2,184 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+import textwrap
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..flops import Efficiency
 from ..result import CATEGORIES, Attribution
 from ..vocab import Phase
 from .base import (
-    HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, largest_change,
-    noise_line, pair_rows, pct, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, roles_line, share_line,
-    share_text, signed, spread_line, unmatched_rows,
+    HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, noise_line, pair_rows,
+    pct, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, roles_line, share_line, share_text, spread_line,
+    unmatched_rows,
 )
+from .names import ELLIPSIS, short_name
 
 if TYPE_CHECKING:
     from ..diff import DiffResult
 
 _TOP_SHOWN = 8  # top kernels of an attribution
 _KERNELS_SHOWN = 8  # gone/new kernels of a diff
+DEFAULT_WIDTH = 100  # when stdout is not a terminal and COLUMNS is unset
+MIN_WIDTH = 40  # narrower terminals get this width (and lines cut at it would say nothing)
+_LABEL_SOFT = 24  # a name column shrinks to this before any column is dropped
+_LABEL_HARD = 10  # ... and to this after every droppable column is gone
+# Category headings over share-only cells (the compact form of the block table).
+SHORT_HEADS = {"matmul": "matmul%", "softmax": "softmax%", "fused_attention": "fused%", "memory": "mem%",
+               "elementwise": "elem%", "other": "other%"}
 
 
-def _table(rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+def terminal_width() -> int:
+    """COLUMNS when set to a number, else the terminal's width when stdout is one, else 100."""
+    env = os.environ.get("COLUMNS", "")
+    if env.strip().isdigit() and int(env) > 0:
+        return max(MIN_WIDTH, int(env))
+    try:
+        if sys.stdout is not None and sys.stdout.isatty():
+            return max(MIN_WIDTH, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
+    except (AttributeError, ValueError, OSError):
+        pass
+    return DEFAULT_WIDTH
+
+
+# ---------------------------------------------------------------------------------------------
+# One unit per column
+
+_UNITS = (("s", 1e6, 2), ("ms", 1e3, 2), ("µs", 1.0, 1))  # unit, µs per unit, decimals
+
+
+def time_unit(values: Iterable[float]) -> str:
+    """The unit of a column: that of its largest magnitude, so every cell reads in the same unit."""
+    top = max((abs(v) for v in values), default=0.0)
+    for unit, scale, _ in _UNITS:
+        if top >= scale:
+            return unit
+    return "µs"
+
+
+def fmt_in(us: float, unit: str, sign: bool = False) -> str:
+    """``us`` in ``unit`` (``31.85 ms``, ``0.00 ms``); ``sign`` adds + to a positive delta that does not round to 0."""
+    for u, scale, dec in _UNITS:
+        if u == unit:
+            text = f"{us / scale:.{dec}f}"
+            if text.lstrip("-").strip("0.") == "":
+                text = text.lstrip("-")
+            elif sign and us > 0:
+                text = "+" + text
+            return f"{text} {unit}"
+    raise ValueError(f"unknown time unit {unit!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables and lines that fit the width
+
+
+@dataclass(slots=True, kw_only=True)
+class Col:
+    """One table column. ``names`` marks the column of names (shortened by :func:`short_name`);
+    ``compact`` is a narrower form of the cells; ``drop`` ranks droppable columns (lowest first)."""
+
+    head: str
+    cells: list[str]
+    right: bool = True
+    names: bool = False
+    compact: list[str] | None = None
+    compact_head: str | None = None
+    drop: int | None = None
+
+
+def _layout(cols: list[Col], label_w: int | None) -> list[str]:
+    shown = []
+    for c in cols:
+        cells = [short_name(x, label_w) for x in c.cells] if c.names and label_w is not None else c.cells
+        shown.append((c.head if not c.names or label_w is None else short_name(c.head, label_w), cells, c.right))
+    widths = [max([len(h)] + [len(x) for x in cells]) for h, cells, _ in shown]
+    rows = [[h for h, _, _ in shown]] + [list(r) for r in zip(*(cells for _, cells, _ in shown))]
     out = []
     for n, r in enumerate(rows):
-        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
-        out.append("  ".join(cells).rstrip())
+        out.append("  ".join(x.rjust(w) if right else x.ljust(w)
+                             for x, w, (_, _, right) in zip(r, widths, shown)).rstrip())
         if n == 0:
             out.append("  ".join("-" * w for w in widths))
     return out
 
 
-def _phase_table(rows: list[list[str]], right: set[int], phase_col: int = 1) -> list[str]:
-    """A table whose phase column is shown only when some row is not forward (total rows leave it blank)."""
-    if all(r[phase_col] in (Phase.FORWARD, "") for r in rows[1:]):
-        rows = [r[:phase_col] + r[phase_col + 1:] for r in rows]
-        right = {i - 1 if i > phase_col else i for i in right if i != phase_col}
-    return _table(rows, right)
+def fit_table(cols: list[Col], width: int) -> list[str]:
+    """The table in at most ``width`` columns. In order, while it is too wide (docs/attribution.md, "Terminal width"):
+    names are shortened to 24 characters, cells switch to their compact form, droppable columns go (lowest
+    rank first), names are shortened to 10 characters, and last, lines are cut with "…"."""
+    def wide(lines: list[str]) -> bool:
+        return max(len(x) for x in lines) > width
+
+    def label_room(limit: int) -> int | None:
+        names = [c for c in cols if c.names]
+        if not names:
+            return None
+        others = _layout([c for c in cols if not c.names], None)
+        rest = len(others[1]) + 2 if others and others[0] else 0
+        return max(limit, width - rest)
+
+    lines = _layout(cols, None)
+    if not wide(lines):
+        return lines
+    lines = _layout(cols, label_room(_LABEL_SOFT))
+    if not wide(lines):
+        return lines
+    for c in cols:
+        if c.compact is not None:
+            c.cells, c.head = c.compact, c.compact_head or c.head
+    lines = _layout(cols, label_room(_LABEL_SOFT))
+    for c in sorted((c for c in cols if c.drop is not None), key=lambda c: c.drop or 0):
+        if not wide(lines):
+            return lines
+        cols = [x for x in cols if x is not c]
+        lines = _layout(cols, label_room(_LABEL_SOFT))
+    if wide(lines):
+        lines = _layout(cols, label_room(_LABEL_HARD))
+    return [x if len(x) <= width else x[:width - 1] + ELLIPSIS for x in lines]
+
+
+def _table(rows: list[list[str]], right: set[int], width: int, names: int | None = 0,
+           drop: dict[int, int] | None = None) -> list[str]:
+    """A table from rows (the first is the heading), column ``names`` holding names."""
+    drop = drop or {}
+    cols = [Col(head=rows[0][i], cells=[r[i] for r in rows[1:]], right=i in right, names=i == names,
+                drop=drop.get(i)) for i in range(len(rows[0]))]
+    return fit_table(cols, width)
+
+
+def _drop_forward_phase(cols: list[Col]) -> list[Col]:
+    """The phase column is shown only when some row is not forward (total rows leave it blank)."""
+    return [c for c in cols if not (c.head == "phase" and all(x in (Phase.FORWARD, "") for x in c.cells))]
+
+
+def wrap(line: str, width: int, indent: str = "  ") -> list[str]:
+    """A prose line broken to fit ``width``, between its `` · `` parts where it has them, else at spaces;
+    continuation lines are indented one step deeper."""
+    if len(line) <= width:
+        return [line]
+    lead = line[:len(line) - len(line.lstrip(" "))] + indent
+    parts = line.split(" · ")
+    if len(parts) > 1 and all(len(lead) + len(p) + 2 <= width for p in parts[1:]) and len(parts[0]) + 2 <= width:
+        out = [parts[0]]
+        for p in parts[1:]:
+            if len(out[-1]) + 3 + len(p) + 2 <= width:
+                out[-1] += " · " + p
+            else:
+                out[-1] += " ·"
+                out.append(lead + p)
+        return out
+    return textwrap.wrap(line, width=width, initial_indent="", subsequent_indent=lead,
+                         break_on_hyphens=False, break_long_words=True) or [line[:width]]
+
+
+def _wrap_all(lines: list[str], width: int) -> list[str]:
+    return [w for x in lines for w in wrap(x, width)]
 
 
 def _fmt_flops(x: float) -> str:
@@ -46,7 +189,7 @@ def _fmt_flops(x: float) -> str:
     return f"{x:.0f}"
 
 
-def _efficiency_lines(result: Attribution) -> list[str]:
+def _efficiency_lines(result: Attribution, width: int) -> list[str]:
     """Per block kind: FLOPs, achieved TFLOP/s and GB/s, % of the roofline and the bound (tracekit.flops)."""
     if result.time_base == "host" or not result.blocks:
         return []
@@ -59,7 +202,7 @@ def _efficiency_lines(result: Attribution) -> list[str]:
     tot = result.totals.efficiency
     if tot is None or tot.ops == 0:
         why = tot.reason if tot is not None and tot.reason else "no FLOP counts"
-        return ["", f"efficiency: n/a ({why})"]
+        return ["", *wrap(f"efficiency: n/a ({why})", width)]
     groups: dict[tuple[str, str], tuple[Efficiency, list[float]]] = {}
     for b in result.blocks:
         if b.efficiency is not None:
@@ -70,39 +213,73 @@ def _efficiency_lines(result: Attribution) -> list[str]:
     extra = [(("all blocks", ""), (tot, [result.totals.total_us]))] if len(groups) > 1 else []
     for (kind, phase), (e, busy) in list(groups.items()) + extra:
         if e.ops == 0:
-            rows.append([kind[:60], phase, "n/a", "", "", "", "", ""])
+            rows.append([kind, phase, "n/a", "", "", "", "", ""])
             continue
         t = e.time_ns
         roof_pct = e.roof_pct
-        rows.append([kind[:60], phase, _fmt_flops(e.flops), f"{e.flops / t / 1e3:.1f}" if t else "n/a",
+        rows.append([kind, phase, _fmt_flops(e.flops), f"{e.flops / t / 1e3:.1f}" if t else "n/a",
                      f"{e.bytes / t:.0f}" if t else "n/a", "n/a" if roof_pct is None else f"{roof_pct:.1f}%",
                      e.bound or "n/a", f"{pct(t / 1000, busy[0]):.0f}%"])
-    return (["", f"efficiency of kernels with recorded shapes — roof: {roof}"]
-            + _phase_table(rows, right={2, 3, 4, 5, 7})
-            + ["(timed: share of the blocks' busy time in kernels whose FLOPs/bytes are counted)"])
+    cols = [Col(head=rows[0][i], cells=[r[i] for r in rows[1:]], right=i in {2, 3, 4, 5, 7}, names=i == 0,
+                drop={4: 2, 7: 1, 2: 3}.get(i)) for i in range(len(rows[0]))]
+    return (["", *wrap(f"efficiency of kernels with recorded shapes — roof: {roof}", width)]
+            + fit_table(_drop_forward_phase(cols), width)
+            + wrap("(timed: share of the blocks' busy time in kernels whose FLOPs/bytes are counted)", width))
 
 
-def _rank_lines(result: Attribution) -> list[str]:
+def _rank_lines(result: Attribution, width: int) -> list[str]:
     """``--by rank``: one row per rank (attention time, split, span, idle) and the spread: the straggler view."""
     view = rank_view_of(result)
     idle = any(r.launch_bound is not None for r in view.rows)
     head = ["rank", "trace", "n", "total", "share", "span"] + (["idle"] if idle else []) + [HEADS[c] for c in CATEGORIES]
+    tunit = time_unit(r.total_us for r in view.rows)
+    sunit = time_unit(r.span_us for r in view.rows)
+    cunits = {c: time_unit(r.categories[c] for r in view.rows) for c in CATEGORIES}
     rows = [head]
     for r in view.rows:
-        cells = [str(r.rank), r.source[-50:], str(r.blocks), fmt_time(r.total_us), share_text(r.attention_share),
-                 fmt_time(r.span_us)]
+        cells = [str(r.rank), r.source, str(r.blocks), fmt_in(r.total_us, tunit), share_text(r.attention_share),
+                 fmt_in(r.span_us, sunit)]
         cells += [f"{pct(r.idle_us, r.span_us):.0f}%"] if idle else []
-        cells += [f"{fmt_time(r.categories[c])} {pct(r.categories[c], r.total_us):4.1f}%" for c in CATEGORIES]
+        cells += [f"{fmt_in(r.categories[c], cunits[c])} {pct(r.categories[c], r.total_us):4.1f}%" for c in CATEGORIES]
         rows.append(cells)
-    return _table(rows, right={0} | set(range(2, len(head)))) + [spread_line(view), rank_from_line(view)]
+    drop = {1: 1, 2: 3, 5: 2}
+    return (_table(rows, right={0} | set(range(2, len(head))), width=width, names=1, drop=drop)
+            + _wrap_all([spread_line(view), rank_from_line(view)], width))
+
+
+def _event_lines(rows: list[tuple[float, str, str, str]], width: int, sign: bool = False) -> list[str]:
+    """``  31.51 ms  8×  softmax  cunn_SoftMaxForwardReg<…>``: one time unit for the list, names shortened to fit."""
+    unit = time_unit(us for us, _, _, _ in rows)
+    times = [fmt_in(us, unit, sign) for us, _, _, _ in rows]
+    tw = max(10, *(len(t) for t in times))
+    cw = max(6, *(len(c) for _, c, _, _ in rows))
+    catw = max([0] + [len(cat) for _, _, cat, _ in rows])
+    out = []
+    for t, (_, count, cat, name) in zip(times, rows):
+        prefix = f"  {t:>{tw}}  {count:>{cw}}  " + (f"{cat:<{catw}} " if catw else "")
+        if width - len(prefix) < 16 and catw:  # too narrow for a useful name: the category goes first
+            prefix = f"  {t:>{tw}}  {count:>{cw}}  "
+        out.append(prefix + short_name(name, max(1, width - len(prefix))))
+    return [x if len(x) <= width else x[:width - 1] + ELLIPSIS for x in out]
 
 
 class TerminalRenderer(Renderer):
+    """Plain-text tables that fit ``width`` columns (default: :func:`terminal_width` at render time)."""
+
     name = "table"
     extension = ".txt"
 
+    def __init__(self, by: str = "kind", tool: str = "tracekit", width: int | None = None,
+                 title: str | None = None) -> None:
+        super().__init__(by=by, tool=tool, title=title)
+        self.width = width
+
+    def _width(self) -> int:
+        return max(MIN_WIDTH, self.width) if self.width is not None else terminal_width()
+
     def render_attribution(self, result: Attribution) -> str:
-        lines = [f"{self.tool} attribute — {result.source}"]
+        w = self._width()
+        lines = [f"{self.tool} attribute — {self.title or result.source}"]
         lines += header_lines(result)
         lines.append(f"attention: {share_line(result)}")
         if result.coverage is not None:
@@ -110,120 +287,138 @@ class TerminalRenderer(Renderer):
             lines.append(f"device time linked to host ops: {pct(cv.linked_us, cv.device_us):.1f}% · "
                          f"in attention blocks: {pct(cv.in_blocks_us, cv.device_us):.1f}% · "
                          f"unlinked: {pct(cv.unlinked_us, cv.device_us):.1f}% ({fmt_time(cv.unlinked_us)})")
+        lines = _wrap_all(lines, w)
         lines.append("")
         if not result.blocks:
-            lines.append("no attention blocks found (try --scope REGEX to name your attention modules or ranges)")
+            lines += wrap("no attention blocks found (try --scope REGEX to name your attention modules or ranges)", w)
             return "\n".join(lines) + "\n"
         if self.by == "rank":
-            lines += _rank_lines(result)
+            lines += _rank_lines(result, w)
         else:
-            lines += self._group_lines(result)
-        lines += self._tail_lines(result)
+            lines += self._group_lines(result, w)
+        lines += self._tail_lines(result, w)
         return "\n".join(lines) + "\n"
 
-    def _group_lines(self, result: Attribution) -> list[str]:
-        """The grouped table (kind, block, layer, step), the launch-bound note and matmul roles by group."""
+    def _group_lines(self, result: Attribution, w: int) -> list[str]:
+        """The grouped table (kind, block, layer, step, run), the launch-bound note and matmul roles by group."""
         lines: list[str] = []
         tot = result.totals
         label = {"kind": "block kind", "layer": "block", "step": "step", "block": "block [step:ordinal]",
                  "run": "run"}[self.by]
         idle = tot.launch_bound is not None  # device blocks: span and idle share (a CPU has no idle device)
-        head = [label, "phase", "n", "total", "span"] + (["idle"] if idle else []) + [HEADS[c] for c in CATEGORIES]
-        rows = [head]
         groups = group_rows(result, self.by)
-        for g in groups + ([] if len(groups) == 1 else [None]):
-            if g is None:
-                label_, phase, n, total, cats = "all blocks", "", tot.blocks, tot.total_us, tot.categories
-                span, idle_us = tot.span_us, tot.idle_us
-            else:
-                label_, phase, n, total, cats = g.label, g.phase, g.blocks, g.total_us, g.categories
-                span, idle_us = g.span_us, g.idle_us
-            cells = [label_[:60], phase, str(n), fmt_time(total), fmt_time(span)]
-            cells += [f"{pct(idle_us, span):.0f}%"] if idle else []
-            cells += [f"{fmt_time(cats[c])} {pct(cats[c], total):4.1f}%" for c in CATEGORIES]
-            rows.append(cells)
-        lines += _phase_table(rows, right=set(range(2, len(head))))
+        rows: list[tuple[str, str, int, float, float, float, dict[str, float]]] = [
+            (g.label, g.phase, g.blocks, g.total_us, g.span_us, g.idle_us, g.categories) for g in groups]
+        if len(groups) > 1:
+            rows.append(("all blocks", "", tot.blocks, tot.total_us, tot.span_us, tot.idle_us, tot.categories))
+        tunit = time_unit(r[3] for r in rows)
+        sunit = time_unit(r[4] for r in rows)
+        cols = [Col(head=label, cells=[r[0] for r in rows], right=False, names=True),
+                Col(head="phase", cells=[r[1] for r in rows], right=False),
+                Col(head="n", cells=[str(r[2]) for r in rows], drop=4),
+                Col(head="total", cells=[fmt_in(r[3], tunit) for r in rows]),
+                Col(head="span", cells=[fmt_in(r[4], sunit) for r in rows], drop=1)]
+        if idle:
+            cols.append(Col(head="idle", cells=[f"{pct(r[5], r[4]):.0f}%" for r in rows], drop=2))
+        for c in CATEGORIES:
+            cunit = time_unit(r[6][c] for r in rows)
+            cols.append(Col(head=HEADS[c], cells=[f"{fmt_in(r[6][c], cunit)} {pct(r[6][c], r[3]):4.1f}%" for r in rows],
+                            compact=[f"{pct(r[6][c], r[3]):.1f}%" for r in rows], compact_head=SHORT_HEADS[c]))
+        lines += fit_table(_drop_forward_phase(cols), w)
         if tot.launch_bound:
-            lines.append(f"launch-bound: the device is idle {pct(tot.idle_us, tot.span_us):.0f}% of the blocks' span "
-                         f"(busy {fmt_time(tot.total_us)} of {fmt_time(tot.span_us)}); busy time understates what "
-                         f"the blocks cost in wall clock")
-        by_role = [roles_line(g.label + ("" if g.phase == Phase.FORWARD else f" ({g.phase})"), g.categories["matmul"],
-                              g.matmul_roles) for g in groups]
+            lines += wrap(f"launch-bound: the device is idle {pct(tot.idle_us, tot.span_us):.0f}% of the blocks' span "
+                          f"(busy {fmt_time(tot.total_us)} of {fmt_time(tot.span_us)}); busy time understates what "
+                          f"the blocks cost in wall clock", w)
+        by_role = [roles_line(short_name(g.label, 40) + ("" if g.phase == Phase.FORWARD else f" ({g.phase})"),
+                              g.categories["matmul"], g.matmul_roles) for g in groups]
         if any(by_role):
             lines.append("")
             lines.append("matmul by role (share of matmul):")
-            lines += [x for x in by_role if x]
+            lines += _wrap_all([x for x in by_role if x], w)
         return lines
 
-    def _tail_lines(self, result: Attribution) -> list[str]:
+    def _tail_lines(self, result: Attribution, w: int) -> list[str]:
         """Efficiency, hints and the top kernels: the same under every grouping."""
-        lines = _efficiency_lines(result)
+        lines = _efficiency_lines(result, w)
         if result.hints:
             lines.append("")
             lines.append("hints:")
             for h in result.hints:
-                lines.append(f"  - [{h.rule}] {h.message}")
+                lines += wrap(f"  - [{h.rule}] {h.message}", w)
                 if h.saving_us is None:
-                    lines.append(f"    saving: not estimated; {h.saving_basis}")
+                    lines += wrap(f"    saving: not estimated; {h.saving_basis}", w)
                 else:
-                    lines.append(f"    saving: up to {fmt_time(h.saving_us)} ({h.saving_pct:.1f}%); {h.saving_basis}"
-                                 if h.saving_basis.startswith("upper bound") else
-                                 f"    saving: about {fmt_time(h.saving_us)} ({h.saving_pct:.1f}%); {h.saving_basis}")
+                    lines += wrap(f"    saving: up to {fmt_time(h.saving_us)} ({h.saving_pct:.1f}%); {h.saving_basis}"
+                                  if h.saving_basis.startswith("upper bound") else
+                                  f"    saving: about {fmt_time(h.saving_us)} ({h.saving_pct:.1f}%); {h.saving_basis}", w)
         if result.top_kernels:
             lines.append("")
             lines.append("top device events in blocks:" if result.time_base != "host"
                          else "top host ops in blocks (self time):")
-            for name, cat, count, us in result.top_kernels[:_TOP_SHOWN]:
-                lines.append(f"  {fmt_time(us):>10}  {count:>6}×  {cat:<15} {name[:90]}")
+            lines += _event_lines([(us, f"{count}×", cat, name) for name, cat, count, us in result.top_kernels[:_TOP_SHOWN]], w)
         return lines
 
     def render_diff(self, r: DiffResult) -> str:
-        lines = [f"{self.tool} diff — {r.labels[0]} → {r.labels[1]}"]
+        w = self._width()
+        lines = [f"{self.tool} diff — {self.title or f'{r.labels[0]} → {r.labels[1]}'}"]
         lines += [f"before: {h}" for h in header_lines(r.before)]
         lines += [f"after:  {h}" for h in header_lines(r.after)]
-        lines += [f"warning: {w}" for w in r.warnings]
+        lines += [f"warning: {x}" for x in r.warnings]
         lines.append(headline(r))
         lines.append(f"figures: {r.basis_note}")
         lines.append(noise_line(r))
+        lines = _wrap_all(lines, w)
         lines.append("")
-        head = ["category", "before", "after", "Δ", "share of Δ", "ratio"] + (["noise"] if r.noise else [])
-        rows = [head]
+        table: list[tuple[str, float, float, str, str, str]] = []  # label, before, after, share, ratio, noise
         for c in CATEGORIES:
             d = r.categories[c]
-            cells = [HEADS[c], fmt_time(d.before_us), fmt_time(d.after_us), signed(d.delta_us),
-                     share_text(d.share_of_delta), ratio_text(d.before_us, d.after_us)]
-            if r.noise:
-                cells.append("within" if r.noise.categories[c].within_noise else "beyond")
-            rows.append(cells)
-        total = ["total", fmt_time(r.before_figures.total_us), fmt_time(r.after_figures.total_us), signed(r.delta_us),
-                 "100.0%" if any(d.share_of_delta is not None for d in r.categories.values()) else "n/a",
-                 ratio_text(r.before_figures.total_us, r.after_figures.total_us)]
-        if r.noise:
-            total.append("within" if r.noise.within_noise else "beyond")
-        rows.append(total)
+            table.append((HEADS[c], d.before_us, d.after_us, share_text(d.share_of_delta),
+                          ratio_text(d.before_us, d.after_us),
+                          ("within" if r.noise.categories[c].within_noise else "beyond") if r.noise else ""))
+        table.append(("total", r.before_figures.total_us, r.after_figures.total_us,
+                      "100.0%" if any(d.share_of_delta is not None for d in r.categories.values()) else "n/a",
+                      ratio_text(r.before_figures.total_us, r.after_figures.total_us),
+                      ("within" if r.noise.within_noise else "beyond") if r.noise else ""))
         if r.before_figures.launch_bound is not None or r.after_figures.launch_bound is not None:
             sb, sa = r.before_figures.span_us, r.after_figures.span_us
-            span = ["profiled span", fmt_time(sb), fmt_time(sa), signed(sa - sb), "", ratio_text(sb, sa)]
-            rows.append(span + ([""] if r.noise else []))
-        lines += _table(rows, right=set(range(1, 6)))
+            table.append(("profiled span", sb, sa, "", ratio_text(sb, sa), ""))
+        bu, au = time_unit(x[1] for x in table), time_unit(x[2] for x in table)
+        du = time_unit(x[2] - x[1] for x in table)
+        cols = [Col(head="category", cells=[x[0] for x in table], right=False, names=True),
+                Col(head="before", cells=[fmt_in(x[1], bu) for x in table]),
+                Col(head="after", cells=[fmt_in(x[2], au) for x in table]),
+                Col(head="Δ", cells=[fmt_in(x[2] - x[1], du, sign=True) for x in table]),
+                Col(head="share of Δ", cells=[x[3] for x in table], drop=2),
+                Col(head="ratio", cells=[x[4] for x in table], drop=1)]
+        if r.noise:
+            cols.append(Col(head="noise", cells=[x[5] for x in table], right=False, drop=3))
+        lines += fit_table(cols, w)
         rb, ra = r.before_figures.matmul_roles, r.after_figures.matmul_roles
         if rb is not None and ra is not None and (any(rb.values()) or any(ra.values())):
-            lines.append("matmul by role: " + " · ".join(
-                f"{k} {fmt_time(rb[k])} → {fmt_time(ra[k])}" for k in rb if rb[k] or ra[k]))
+            lines += wrap("matmul by role: " + " · ".join(
+                f"{k} {fmt_time(rb[k])} → {fmt_time(ra[k])}" for k in rb if rb[k] or ra[k]), w)
         lines.append("")
-        lines.append(blocks_line(r))
+        lines += wrap(blocks_line(r), w)
         if r.pairs:
-            rows = [["paired blocks (all steps)", "phase", "n", "before", "after", "Δ", "largest change"]]
-            for g in pair_rows(r):
-                rows.append([g.label[:60], g.phase, str(g.n), fmt_time(g.before_us), fmt_time(g.after_us),
-                             signed(g.after_us - g.before_us), largest_change(g.deltas)])
-            lines += _phase_table(rows, right={2, 3, 4, 5})
+            prs = pair_rows(r)
+            pb, pa = time_unit(g.before_us for g in prs), time_unit(g.after_us for g in prs)
+            largest = [max(CATEGORIES, key=lambda k, g=g: abs(g.deltas[k])) for g in prs]  # type: ignore[misc]
+            pd = time_unit([g.after_us - g.before_us for g in prs] + [g.deltas[c] for g, c in zip(prs, largest)])
+            cols = [Col(head="paired blocks, all steps", cells=[g.label for g in prs], right=False, names=True),
+                    Col(head="phase", cells=[g.phase for g in prs], right=False),
+                    Col(head="n", cells=[str(g.n) for g in prs], drop=2),
+                    Col(head="before", cells=[fmt_in(g.before_us, pb) for g in prs]),
+                    Col(head="after", cells=[fmt_in(g.after_us, pa) for g in prs]),
+                    Col(head="Δ", cells=[fmt_in(g.after_us - g.before_us, pd, sign=True) for g in prs]),
+                    Col(head="largest change", right=False, drop=1,
+                        cells=[f"{c} {fmt_in(g.deltas[c], pd, sign=True)}" if abs(g.deltas[c]) >= 0.05 else "—"
+                               for g, c in zip(prs, largest)])]
+            lines += fit_table(_drop_forward_phase(cols), w)
         for side, blocks in (("before", r.unmatched_before), ("after", r.unmatched_after)):
             if blocks:
                 lines.append(f"blocks only {side} (unpaired), all steps:")
-                for kind, phase, n, us in unmatched_rows(blocks):
-                    ph = "" if phase == Phase.FORWARD else f" ({phase})"
-                    lines.append(f"  {fmt_time(us):>10}  {n:>6}×  {kind[:60]}{ph}")
+                lines += _event_lines([(us, f"{n}×", "", kind + ("" if phase == Phase.FORWARD else f" ({phase})"))
+                                       for kind, phase, n, us in unmatched_rows(blocks)], w)
         unit = {"kernel": "device events", "op": "host ops (self time)"}.get(r.kernel_unit, "kernels/ops")
         for side, ks, sign, word in (("before", r.only_before, -1, "gone"), ("after", r.only_after, 1, "new")):
             lines.append("")
@@ -231,32 +426,33 @@ class TerminalRenderer(Renderer):
                 lines.append(f"{unit} only {side}: none")
                 continue
             lines.append(f"{unit} only {side} ({word}), all steps:")
-            for k in ks[:_KERNELS_SHOWN]:
-                lines.append(f"  {signed(sign * k.total_us):>10}  {k.count:>6}×  {k.category:<15} {k.name[:90]}")
+            ev: list[tuple[float, str, str, str]] = [(sign * k.total_us, f"{k.count}×", str(k.category), k.name)
+                                                     for k in ks[:_KERNELS_SHOWN]]
             if len(ks) > _KERNELS_SHOWN:
                 rest = ks[_KERNELS_SHOWN:]
-                lines.append(f"  {signed(sign * sum(k.total_us for k in rest)):>10}  {sum(k.count for k in rest):>6}×  "
-                             f"{len(rest)} more (see --format json)")
+                ev.append((sign * sum(k.total_us for k in rest), f"{sum(k.count for k in rest)}×", "",
+                           f"{len(rest)} more (see --format json)"))
+            lines += _event_lines(ev, w, sign=True)
         if r.kernels_changed:
             lines.append("")
-            lines.append(f"{unit} on both sides that changed beyond noise, all steps:")
-            lines.append(f"  ({r.kernels_changed_note})")
-            for kc in r.kernels_changed[:_KERNELS_SHOWN]:
-                counts = f"{kc.before.count}× → {kc.after.count}×"
-                lines.append(f"  {signed(kc.delta_us):>10}  {counts:>14}  {kc.category:<15} {kc.name[:80]}")
+            lines += wrap(f"{unit} on both sides that changed beyond noise, all steps:", w)
+            lines += wrap(f"  ({r.kernels_changed_note})", w)
+            ev = [(kc.delta_us, f"{kc.before.count}× → {kc.after.count}×", str(kc.category), kc.name)
+                  for kc in r.kernels_changed[:_KERNELS_SHOWN]]
             if len(r.kernels_changed) > _KERNELS_SHOWN:
                 more = r.kernels_changed[_KERNELS_SHOWN:]
-                lines.append(f"  {signed(sum(kc.delta_us for kc in more)):>10}  {len(more)} more (see --format json)")
+                ev.append((sum(kc.delta_us for kc in more), "", "", f"{len(more)} more (see --format json)"))
+            lines += _event_lines(ev, w, sign=True)
         if r.ranks:
             lines.append("")
             rows = [["rank", "before", "after", "Δ", "ratio"]]
             rows += [[str(p.rank), *rank_pair_cells(p)] for p in r.ranks]
-            lines += _table(rows, right={0, 1, 2, 3})
-            lines += [f"before {spread_line(r.before.ranks)}" if r.before.ranks else "",
-                      f"after  {spread_line(r.after.ranks)}" if r.after.ranks else ""]
-        a = alloc_line(r)
-        if a:
-            lines += ["", a]
+            lines += _table(rows, right={0, 1, 2, 3}, width=w, names=None)
+            lines += _wrap_all([f"before {spread_line(r.before.ranks)}" if r.before.ranks else "",
+                                f"after  {spread_line(r.after.ranks)}" if r.after.ranks else ""], w)
+        a = alloc_line(r, conclusions=False)
+        if a:  # each conclusion on its own line, so that it reads (and greps) whole
+            lines += ["", *wrap(a + (":" if r.conclusions else ""), w), *_wrap_all([f"  {c}" for c in r.conclusions], w)]
         elif r.conclusions:
-            lines += ["", *r.conclusions]
+            lines += ["", *_wrap_all(list(r.conclusions), w)]
         return "\n".join(lines) + "\n"

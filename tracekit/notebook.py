@@ -1,0 +1,168 @@
+"""Results in a notebook: DataFrames, one-line reprs and small HTML tables.
+
+pandas is an optional extra (``pip install 'tracekit[notebook]'``) imported only when a DataFrame is asked
+for, so ``import tracekit`` stays light. The rows come from the same result objects (and the same grouping,
+:func:`tracekit.renderers.base.group_rows`) as every renderer, so a DataFrame's sums are the JSON's.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+from .result import CATEGORIES, Attribution
+
+if TYPE_CHECKING:
+    from .diff import DiffResult
+
+ATTRIBUTION_FRAMES = ("block", "kind", "layer", "step", "kernel")
+DIFF_FRAMES = ("category", "pair", "kind", "kernel")
+_HTML_ROWS = 12  # rows of a _repr_html_ table; the DataFrame has them all
+
+
+def _pandas() -> Any:
+    try:
+        import pandas  # type: ignore[import-untyped]  # optional extra, without stubs here
+    except ImportError:
+        raise ImportError("to_dataframe() needs pandas: pip install 'tracekit[notebook]'") from None
+    return pandas
+
+
+def _check_by(by: str, allowed: tuple[str, ...]) -> None:
+    if by not in allowed:
+        raise ValueError(f"unknown grouping {by!r}; choose from {', '.join(allowed)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows (plain dicts: the DataFrame and the HTML table share them)
+
+
+def attribution_rows(result: Attribution, by: str) -> list[dict[str, Any]]:
+    """One dict per block, group of blocks (kind, layer, step) or kernel; times in µs, category keys ``<c>_us``."""
+    _check_by(by, ATTRIBUTION_FRAMES)
+    if by == "kernel":
+        return [{"kernel": name, "category": str(cat), "count": count, "total_us": us}
+                for (name, cat), (count, us) in sorted(result.kernels.items(), key=lambda kv: (-kv[1][1], kv[0]))]
+    if by == "block":
+        return [{"trace": b.source, "step": b.step, "ordinal": b.ordinal, "block": b.name, "kind": b.kind,
+                 "phase": str(b.phase), "found_by": str(b.found_by), "kernels": b.kernels, "total_us": b.total_us,
+                 "span_us": b.span_us, "idle_us": b.idle_us, **{f"{c}_us": b.categories[c] for c in CATEGORIES},
+                 "launch_bound": b.launch_bound, "alloc_bytes": b.alloc_bytes} for b in result.blocks]
+    from .renderers.base import group_rows
+
+    return [{by: g.label, "phase": str(g.phase), "blocks": g.blocks, "kernels": g.kernels, "total_us": g.total_us,
+             "span_us": g.span_us, "idle_us": g.idle_us, **{f"{c}_us": g.categories[c] for c in CATEGORIES},
+             **{f"{c}_share": (g.categories[c] / g.total_us if g.total_us > 0 else None) for c in CATEGORIES}}
+            for g in group_rows(result, by)]
+
+
+def diff_rows(r: DiffResult, by: str) -> list[dict[str, Any]]:
+    """One dict per category (with the total), block pair, pair group (by kind) or kernel of either side."""
+    _check_by(by, DIFF_FRAMES)
+    if by == "category":
+        rows = [{"category": c, "before_us": d.before_us, "after_us": d.after_us, "delta_us": d.delta_us,
+                 "ratio": d.ratio, "share_of_delta": d.share_of_delta} for c, d in r.categories.items()]
+        b, a = r.before_figures.total_us, r.after_figures.total_us
+        rows.append({"category": "total", "before_us": b, "after_us": a, "delta_us": a - b,
+                     "ratio": a / b if b > 0 else None, "share_of_delta": 1.0 if a != b else None})
+        return rows
+    if by == "pair":
+        return [{"before": p.before.name, "after": p.after.name, "kind": p.before.kind, "phase": str(p.before.phase),
+                 "step_before": p.before.step, "step_after": p.after.step, "paired_by": p.paired_by,
+                 "before_us": p.before.total_us, "after_us": p.after.total_us, "delta_us": p.delta_us,
+                 **{f"{c}_delta_us": p.after.categories[c] - p.before.categories[c] for c in CATEGORIES}}
+                for p in r.pairs]
+    if by == "kind":
+        from .renderers.base import pair_rows
+
+        return [{"kind": g.label, "phase": str(g.phase), "pairs": g.n, "before_us": g.before_us,
+                 "after_us": g.after_us, "delta_us": g.after_us - g.before_us,
+                 **{f"{c}_delta_us": g.deltas[c] for c in CATEGORIES}} for g in pair_rows(r)]
+    table: dict[tuple[str, str], dict[str, Any]] = {}
+    for side, ks in (("before", r.kernels_before), ("after", r.kernels_after)):
+        for k in ks:
+            row = table.setdefault((k.name, str(k.category)), {
+                "kernel": k.name, "category": str(k.category), "count_before": 0, "count_after": 0,
+                "before_us": 0.0, "after_us": 0.0})
+            row[f"count_{side}"] += k.count
+            row[f"{side}_us"] += k.total_us
+    out: list[dict[str, Any]] = list(table.values())
+    for kr in out:
+        kr["delta_us"] = kr["after_us"] - kr["before_us"]
+    return sorted(out, key=lambda x: (-abs(x["delta_us"]), x["kernel"]))
+
+
+def attribution_frame(result: Attribution, by: str = "kind") -> Any:
+    """``Attribution.to_dataframe``: a pandas DataFrame of :func:`attribution_rows`."""
+    pd = _pandas()
+    rows = attribution_rows(result, by)
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=_empty_columns(by))
+
+
+def diff_frame(r: DiffResult, by: str = "category") -> Any:
+    """``DiffResult.to_dataframe``: a pandas DataFrame of :func:`diff_rows`."""
+    pd = _pandas()
+    return pd.DataFrame(diff_rows(r, by))
+
+
+def _empty_columns(by: str) -> list[str]:
+    if by == "kernel":
+        return ["kernel", "category", "count", "total_us"]
+    head = ["trace", "step", "ordinal", "block", "kind", "phase"] if by == "block" else [by, "phase", "blocks"]
+    return head + ["total_us"] + [f"{c}_us" for c in CATEGORIES]
+
+
+# ---------------------------------------------------------------------------------------------
+# repr and HTML
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.2f} ms" if abs(us) >= 1000 else f"{us:.1f} µs"
+
+
+def attribution_repr(result: Attribution) -> str:
+    """One line: what, how many blocks, their time and share, the two largest categories."""
+    t = result.totals
+    share = f"{100 * t.attention_share:.1f}%" if t.attention_share is not None else "n/a"
+    top = sorted(CATEGORIES, key=lambda c: -t.categories[c])[:2]
+    cats = ", ".join(f"{c} {100 * t.categories[c] / t.total_us:.1f}%" for c in top) if t.total_us > 0 else "no time"
+    return (f"<Attribution {result.source!r}: {t.blocks} attention blocks, {_ms(t.total_us)} ({share} of "
+            f"{result.time_base} time); {cats}; {len(result.traces)} trace(s) · .to_dataframe(by=...)>")
+
+
+def diff_repr(r: DiffResult) -> str:
+    from .renderers.base import headline
+
+    return (f"<DiffResult {r.labels[0] or r.before.source!r} → {r.labels[1] or r.after.source!r}: {headline(r)}; "
+            f"{len(r.pairs)} paired blocks · .to_dataframe(by=...)>")
+
+
+def _html_table(rows: list[dict[str, Any]], columns: list[str], caption: str) -> str:
+    """A small table; every cell escaped (names come from traces, which anyone may have written)."""
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:,.1f}"
+        return html.escape("" if v is None else str(v))
+
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{cell(row.get(c))}</td>" for c in columns) + "</tr>"
+                   for row in rows[:_HTML_ROWS])
+    more = (f"<tr><td colspan='{len(columns)}'>… {len(rows) - _HTML_ROWS} more rows: .to_dataframe()</td></tr>"
+            if len(rows) > _HTML_ROWS else "")
+    return (f"<table><caption>{html.escape(caption)}</caption><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}{more}</tbody></table>")
+
+
+def attribution_html(result: Attribution, by: str = "kind") -> str:
+    rows = attribution_rows(result, by)
+    if by == "kernel":
+        cols = ["kernel", "category", "count", "total_us"]
+    else:
+        cols = [by if by != "block" else "block", "phase", "blocks" if by != "block" else "step",
+                "total_us", *(f"{c}_us" for c in CATEGORIES)]
+    return _html_table(rows, cols, attribution_repr(result)[1:-1] + " (times in µs)")
+
+
+def diff_html(r: DiffResult) -> str:
+    return _html_table(diff_rows(r, "category"), ["category", "before_us", "after_us", "delta_us", "share_of_delta"],
+                       diff_repr(r)[1:-1] + " (times in µs)")

@@ -1,0 +1,291 @@
+"""A copy of a trace with secrets removed, so that it can be shared (``tracekit redact IN -o OUT``).
+
+Traces embed what the profiled process saw: environment dumps and command lines in metadata, and user
+names in the file paths of stacks and Python frames. A public trace once held a Hugging Face token.
+The rules of ``REDACT_RULES`` (named, ordered) are applied to the trace's JSON text as bytes:
+
+- streamed: the input is read in 1 MiB chunks, and each is cut after its last ``,`` that lies outside any
+  JSON string, so that no string, and no ``"KEY": "value"`` pair, is split between chunks. Memory is bounded
+  by the chunk plus the longest run of text without such a comma (one huge string), never the whole trace;
+- every replacement is plain ASCII without quotes or backslashes, so the copy stays valid JSON and
+  attributes exactly like the original (tests/test_redact.py checks the JSON output of both).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, cast
+
+from .errors import OutputError, TraceReadError, UsageError
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class RedactRule:
+    """One kind of secret: ``pattern`` over the JSON text (bytes), replaced by ``repl`` (a bytes template)."""
+
+    name: str
+    pattern: re.Pattern[bytes]
+    repl: bytes | Callable[[re.Match[bytes]], bytes]
+
+
+_SEP = rb"(?:/|\\/)"  # a slash, or JSON's escaped one
+_BSL = rb"(?:\\\\){1,2}"  # a Windows backslash as JSON writes it (\\), or doubled again inside an escaped string
+_USER = rb"[^/\\\"\s:*?<>|]+"
+_NAME_WORD = rb"(?:token|secret|passw(?:or)?d|key|credentials?|auth)"  # in a variable or member name
+_NAME_REST = rb"[A-Za-z0-9_.-]*"
+
+# Token shapes, found wherever they are. Each starts with a literal, which the regex engine searches fast.
+REDACT_RULES: tuple[RedactRule, ...] = (
+    RedactRule(name="hf-token", pattern=re.compile(rb"hf_[A-Za-z0-9]{20,}"), repl=b"hf_<redacted>"),
+    RedactRule(name="aws-access-key-id", pattern=re.compile(rb"(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}(?![A-Z0-9])"),
+               repl=b"<redacted-aws-key-id>"),
+    RedactRule(name="github-token", pattern=re.compile(rb"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"),
+               repl=b"<redacted-github-token>"),
+    RedactRule(name="openai-key", pattern=re.compile(rb"sk-(?:proj-)?[A-Za-z0-9_-]{20,}"), repl=b"sk-<redacted>"),
+    RedactRule(name="slack-token", pattern=re.compile(rb"xox[abposr]-[A-Za-z0-9-]{10,}"), repl=b"<redacted-slack-token>"),
+    RedactRule(name="url-credentials", pattern=re.compile(rb"(://)[^/\s\"@:]+:[^/\s\"@]+@"), repl=rb"\1<redacted>@"),
+    # --token VALUE, --api-key=VALUE, and the same as two items of an argv list ("--token", "VALUE")
+    RedactRule(name="secret-flag",
+               pattern=re.compile(rb"(?i)(--(?:[a-z0-9]+-)*(?:token|secret|password|api-key|access-key|key)"
+                                  rb"(?:\s+|=|\"\s*,\s*\"))(?!<redacted)[^\s\"\\,;&-][^\s\"\\,;&]*"),
+               repl=rb"\1<redacted>"),
+    RedactRule(name="home-posix", pattern=re.compile(_SEP + rb"(?:home|Users)" + _SEP + rb"(?!<)" + _USER
+                                                     + rb"(?=" + _SEP + rb"|\"|\s)"),
+               repl=b"<home>"),
+    RedactRule(name="home-windows", pattern=re.compile(rb"(?i):" + _BSL + rb"(?:Users|Documents and Settings)" + _BSL
+                                                       + rb"(?!<)" + _USER + rb"(?=\\|\"|\s)"),
+               repl=b":<home>"),
+)
+
+# Secrets known by the name beside them. These match from a keyword (found by bytes.find on a lower-cased
+# copy, so the case-insensitive patterns run only where a keyword is, not at every byte).
+KEYWORDS = (b"bearer", b"basic", b"token", b"secret", b"passw", b"key", b"credential", b"auth")
+KEYWORD_RULES: tuple[RedactRule, ...] = (
+    RedactRule(name="bearer", pattern=re.compile(rb"(?i)((?:bearer|basic|token)\s+)(?!<redacted)[A-Za-z0-9._~+/=-]{12,}"),
+               repl=rb"\1<redacted>"),
+    # NAME=value in a command line or an environment dump: HF_TOKEN=…, AWS_SECRET_ACCESS_KEY=…
+    RedactRule(name="secret-assignment",
+               pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"\s*=\s*)(?!<redacted)[^\s\"\\,;&]+"),
+               repl=rb"\1<redacted>"),
+    # "HF_TOKEN": "value" in a JSON object (an environment dumped as metadata)
+    RedactRule(name="secret-member",
+               pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"\"\s*:\s*\")(?!<redacted)(?:[^\"\\]|\\.)+(?=\")"),
+               repl=rb"\1<redacted>"),
+)
+
+# Text that must not survive redaction, for the tests and ``tracekit redact --check``.
+LEAK_PATTERNS: tuple[re.Pattern[bytes], ...] = tuple(r.pattern for r in REDACT_RULES[:5]) + (
+    re.compile(rb"(?i)\bBearer\s+(?!<redacted>)[A-Za-z0-9._~+/=-]{12,}"),
+    re.compile(_SEP + rb"(?:home|Users)" + _SEP + rb"(?!<)" + _USER + _SEP),
+    re.compile(rb"(?i)[A-Z]:" + _BSL + rb"Users" + _BSL + rb"(?!<)" + _USER),
+    re.compile(rb"(?i)[A-Za-z0-9_]*(?:TOKEN|SECRET|PASSWORD)[A-Za-z0-9_]*=(?!<redacted>)[^\s\"\\,;&]+"),
+)
+
+
+@dataclass(slots=True)
+class RedactStats:
+    """What one file's redaction replaced, by rule name."""
+
+    path: Path
+    replaced: dict[str, int] = field(default_factory=dict)
+    bytes_in: int = 0
+    peak_buffer: int = 0  # the largest piece held at once: the memory bound
+
+
+def redact_bytes(data: bytes, stats: RedactStats | None = None) -> bytes:
+    """``data`` (a piece of JSON text that splits no string) with every rule applied in order."""
+    for rule in REDACT_RULES:
+        data, n = rule.pattern.subn(rule.repl, data)
+        if n and stats is not None:
+            stats.replaced[rule.name] = stats.replaced.get(rule.name, 0) + n
+    return _at_keywords(data, stats)
+
+
+def _at_keywords(data: bytes, stats: RedactStats | None) -> bytes:
+    """KEYWORD_RULES, tried in order at each keyword (a name may hold several: the first match wins)."""
+    low = data.lower()
+    hits: set[int] = set()
+    for kw in KEYWORDS:
+        i = low.find(kw)
+        while i >= 0:
+            hits.add(i)
+            i = low.find(kw, i + 1)
+    if not hits:
+        return data
+    out: list[bytes] = []
+    last = 0
+    for i in sorted(hits):
+        if i < last:
+            continue
+        for rule in KEYWORD_RULES:
+            m = rule.pattern.match(data, i)
+            if m is not None:
+                out += [data[last:m.start()], m.expand(rule.repl)]  # type: ignore[arg-type]
+                last = m.end()
+                if stats is not None:
+                    stats.replaced[rule.name] = stats.replaced.get(rule.name, 0) + 1
+                break
+    out.append(data[last:])
+    return b"".join(out)
+
+
+def _pieces(f: IO[bytes], stats: RedactStats, chunk: int = CHUNK) -> Iterator[bytes]:
+    """The file's bytes in pieces that each end outside any string, after a comma (the last piece: at the end)."""
+    buf = b""
+    while True:
+        more = f.read(chunk)
+        stats.bytes_in += len(more)
+        buf += more
+        stats.peak_buffer = max(stats.peak_buffer, len(buf))
+        if not more:
+            if buf:
+                yield buf
+            return
+        cut = _safe_cut(buf)
+        if cut:
+            yield buf[:cut]
+            buf = buf[cut:]
+
+
+_FLAG_ITEM = re.compile(rb'"--[A-Za-z0-9_-]{0,200}"\s*,$')
+
+
+def _safe_cut(buf: bytes) -> int:
+    """:func:`_last_comma`, moved before an argv item that is a flag (``"--token", "VALUE"``: the flag and its
+    value must reach the rules in one piece)."""
+    end = len(buf)
+    while True:
+        cut = _last_comma(buf[:end]) if end < len(buf) else _last_comma(buf)
+        if not cut:
+            return 0
+        m = _FLAG_ITEM.search(buf, max(0, cut - 260), cut)
+        if m is None:
+            return cut
+        end = m.start()  # just before the flag's opening quote: outside any string
+
+
+def _last_comma(buf: bytes) -> int:
+    """The index just after the last comma outside every string of ``buf`` (which starts outside one), or 0.
+
+    Escapes are masked first with same-length bytes (``\\\\`` then ``\\"``), so that every quote left
+    opens or closes a string; counting them tells whether the end is inside one, and the segments between
+    quotes alternate outside/inside from there. All of it runs in C (bytes.replace, count, rfind)."""
+    b = buf.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    inside = b.count(b'"') % 2 == 1
+    end = len(b)
+    while end > 0:
+        q = b.rfind(b'"', 0, end)
+        if not inside:
+            c = b.rfind(b",", q + 1, end)
+            if c >= 0:
+                return c + 1
+        if q < 0:
+            return 0
+        end, inside = q, not inside
+    return 0
+
+
+def _open_in(path: Path) -> IO[bytes]:
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    f = gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+    return cast("IO[bytes]", f)
+
+
+def redact_file(src: Path, dst: Path, chunk: int = CHUNK) -> RedactStats:
+    """Write ``dst`` (gzip when its name ends in .gz): ``src`` redacted. Atomic: a temp file, then a rename."""
+    stats = RedactStats(path=src)
+    gz = dst.name.lower().endswith(".gz")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
+    except OSError as exc:
+        raise OutputError(f"{dst}: cannot write ({exc.strerror or exc})") from None
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            os.fchmod(raw.fileno(), 0o666 & ~_umask())
+            out = cast("IO[bytes]", gzip.GzipFile(filename=dst.name[:-3], mode="wb", fileobj=raw, compresslevel=6,
+                                                  mtime=0)) if gz else raw
+            try:
+                with _open_in(src) as f:
+                    for piece in _pieces(f, stats, chunk):
+                        out.write(redact_bytes(piece, stats))
+            finally:
+                if gz:
+                    out.close()
+        os.replace(tmp, dst)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, (EOFError, gzip.BadGzipFile)) or (isinstance(exc, OSError) and
+                                                            str(src) in str(getattr(exc, "filename", ""))):
+            raise TraceReadError(f"{src}: cannot read ({exc})") from None
+        if isinstance(exc, OSError):
+            raise OutputError(f"{dst}: cannot write ({exc.strerror or exc})") from None
+        raise
+    return stats
+
+
+def _umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def redact_path(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> list[RedactStats]:
+    """A trace file to a file, or a run folder to a folder of the same layout. Never writes over an input:
+    ``dst`` naming an input (by any path or link), or a folder inside the input folder, is refused."""
+    from .inputs import discover
+
+    found = discover(src)
+    out = Path(dst)
+    src_is_dir = os.path.isdir(src)
+    if src_is_dir:
+        root = Path(os.path.realpath(src))
+        real_out = Path(os.path.realpath(out))
+        if real_out == root or root in real_out.parents or real_out in root.parents:
+            raise UsageError(f"{dst}: refusing to write into or over the input folder {src}")
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"{dst}: the input is a folder, so the output must be a folder")
+        pairs = [(f, out / Path(os.path.relpath(f, src))) for f in found.files]
+    else:
+        if out.is_dir():
+            raise UsageError(f"{dst}: is a folder; name the output file")
+        pairs = [(found.files[0], out)]
+    _refuse_inputs([d for _, d in pairs], found.files)
+    return [redact_file(s, d) for s, d in pairs]
+
+
+def _refuse_inputs(outputs: list[Path], inputs: list[Path]) -> None:
+    """The same check as ``attribute -o``: by resolved path and by file identity (hard links)."""
+    ids = {}
+    for f in inputs:
+        with contextlib.suppress(OSError):
+            st = os.stat(f)
+            ids[(st.st_dev, st.st_ino)] = f
+    real_inputs = {os.path.realpath(f): f for f in inputs}
+    for o in outputs:
+        hit = real_inputs.get(os.path.realpath(o))
+        if hit is None:
+            with contextlib.suppress(OSError):
+                st = os.stat(o)
+                if stat.S_ISREG(st.st_mode):
+                    hit = ids.get((st.st_dev, st.st_ino))
+        if hit is not None:
+            alias = "" if os.path.abspath(o) == os.path.abspath(hit) else f" ({hit})"
+            raise UsageError(f"{o}: refusing to overwrite an input trace{alias}")
+
+
+def leaks(data: bytes) -> list[bytes]:
+    """Token-shaped text left in ``data`` (empty when the redaction worked)."""
+    return [m.group() for p in LEAK_PATTERNS for m in p.finditer(data)]
