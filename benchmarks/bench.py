@@ -213,7 +213,7 @@ def bench_ranks(a: argparse.Namespace, work: Path) -> int:
     for _ in range(a.reps):
         for name, extra in ways.items():
             cmd = [py, "-m", "tracekit", "attribute", str(folder), "--format", "json", "-o", str(outs[name]), *extra]
-            secs, peak, rc = run(cmd, a.timeout, env)
+            secs, peak, rc, _cpu = run(cmd, a.timeout, env)
             if rc != 0:
                 failures += 1
                 secs = float("inf")
