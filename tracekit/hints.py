@@ -207,8 +207,24 @@ def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]]
     rows: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}  # regexes run once per distinct kernel row
     seen_ops: set[tuple[int, int]] = set()  # (block, op) counted once
 
+    five_d_clones: list[bool] = []  # [whether any aten::clone in the file copies a 5-D tensor], computed once
+
     def _repeat_kv_tag(la: int) -> str:
         """HF repeat_kv: reshape of a 5-D expand (B, H_kv, n_rep, S, D) -> clone -> copy_, outside any GEMM."""
+        if not five_d_clones:  # without one, no walk can find repeat_kv: skip them all
+            seen: set[bytes] = set()
+            found = False
+            for i, rec in tr.op_inputs.items():
+                if host[i].name == "aten::clone" and rec.dims not in seen:
+                    seen.add(rec.dims)
+                    d = inp.dims(i)
+                    s = _shape(d[0]) if d else None
+                    if s is not None and len(s) == 5:
+                        found = True
+                        break
+            five_d_clones.append(found)
+        if not five_d_clones[0]:
+            return ""
         p, depth, five = la, 0, False
         while p != NONE and depth < 6:
             n = host[p].name
@@ -258,8 +274,12 @@ def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]]
             up[q] = res
         return res
 
+    # No SDPA op and no math-path op anywhere in the file: every op's context is empty, and the walk is skipped.
+    names = tr.names
+    no_sdpa = names is not None and not any(n == _SDPA_OP or _MATH_OP.match(n) for n in names)
+
     def launcher_tag(la: int, g: GroupFacts, b: int) -> str:
-        ctx, sdpa = context(la)
+        ctx, sdpa = ("", NONE) if no_sdpa else context(la)
         if sdpa != NONE and (b, sdpa) not in seen_ops:
             seen_ops.add((b, sdpa))
             g.sdpa_calls += 1

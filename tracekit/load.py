@@ -228,6 +228,7 @@ class _Builder:
         tr.streams = list(self.streams)
         tr.dropped = self.dropped
         info.steps = sorted(self.steps)
+        tr.names = frozenset(self.names)
         info.shapes = [f"{op}{dims}" for op in sorted(self.shapes, key=_SHAPE_OPS.__getitem__)
                        for dims in sorted(self.shapes[op])][:_MAX_SHAPES]
         if self.dropped:

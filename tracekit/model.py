@@ -127,5 +127,8 @@ class Trace:
     seq_host: array = field(default_factory=lambda: array("q"))
     seq_nr: array = field(default_factory=lambda: array("q"))
     seq_fwd: array = field(default_factory=lambda: array("q"))
+    # Every distinct event name of the file (the loader's interning table), for analyses that can skip a whole
+    # pass when a name is absent; None when the trace was built by other means (then nothing is skipped).
+    names: frozenset[str] | None = None
     # Recorded inputs of the ops in vocab.SHAPED_OPS, by index into ``host`` (record_shapes traces only).
     op_inputs: dict[int, OpInputs] = field(default_factory=dict)

@@ -135,10 +135,14 @@ class RoleFinder:
         self.tr = tr
         self.parent = links.parent
         self._names = [(re.compile(r.pattern, re.IGNORECASE), r.role) for r in NAME_RULES]
-        self._name_of: dict[str, MatmulRole | None] = {}  # per distinct range/module name
+        self._name_of: dict[tuple[bool, str], MatmulRole | None] = {}  # per (is a module, distinct name)
         self._by_names: dict[int, MatmulRole | None] = {}  # per host index: innermost named evidence
         self._dims: dict[bytes, list | None] = {}  # parsed Input Dims, per distinct bytes
         self._role: dict[int, str] = {}
+        # Whether any range or module name in the file says a role: when none does (most traces without
+        # record_function names), the walk up each launcher's ranges is skipped.
+        names = tr.names
+        self._any_named = names is None or any(self._says_role(n) for n in names)
 
     def role(self, i: int) -> str:
         """Role of host event ``i`` (the launcher of a matmul kernel, or a matmul op on a CPU trace)."""
@@ -148,17 +152,27 @@ class RoleFinder:
         return r
 
     def _name_role(self, kind: int, name: str) -> MatmulRole | None:
-        if kind == MODULE:
-            name = re.sub(r"_\d+$", "", name[len("nn.Module: "):] if name.startswith("nn.Module: ") else name)
+        """The role a range (or a module's class/attribute) name says, memoised per (kind, raw name)."""
+        key = (kind == MODULE, name)
         try:
-            return self._name_of[name]
+            return self._name_of[key]
         except KeyError:
-            hit = next((role for pat, role in self._names if pat.search(name)), None)
-            self._name_of[name] = hit
-            return hit
+            pass
+        text = name
+        if kind == MODULE:
+            text = re.sub(r"_\d+$", "", name[len("nn.Module: "):] if name.startswith("nn.Module: ") else name)
+        hit = next((role for pat, role in self._names if pat.search(text)), None)
+        self._name_of[key] = hit
+        return hit
+
+    def _says_role(self, name: str) -> bool:
+        """A name that, as a range or as a module, some NAME_RULES pattern matches."""
+        return self._name_role(ANNOTATION, name) is not None or self._name_role(MODULE, name) is not None
 
     def _from_names(self, i: int) -> MatmulRole | None:
         """Innermost range or module around ``i`` (itself included) whose name says a role."""
+        if not self._any_named:
+            return None
         host, parent = self.tr.host, self.parent
         path: list[int] = []
         found: MatmulRole | None = None
