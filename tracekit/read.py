@@ -322,7 +322,7 @@ class EventStream:
         slow path this raises :class:`Fallback`. The last batch is decoded here.
         """
         self._raw_windows = True
-        return self.batches()  # type: ignore[return-value]
+        return self.batches()
 
     def _events(self, f: _Source) -> Iterator[list[Event]]:
         buf = bytearray(b" ") + self._start(f)
