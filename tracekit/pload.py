@@ -15,11 +15,9 @@ file gets exactly the serial path's warnings and errors. At most ``2 * jobs`` wi
 from __future__ import annotations
 
 import mmap
-import multiprocessing
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable
-from multiprocessing.pool import AsyncResult
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +27,8 @@ from .model import DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, Run
 from .read import CHUNK, EventStream, Fallback, ReadSummary, decode_events
 
 if TYPE_CHECKING:
+    from multiprocessing.pool import AsyncResult
+
     from .load import _Builder
 
 # Below this much JSON a pool costs more than it saves (forking, pickling): such files are read serially.
@@ -51,6 +51,12 @@ def worth_parallel(path: Path) -> bool:
 
 _RING_CHUNKS = 4  # a ring slot's size, in chunks
 _RING: list[mmap.mmap] = []  # shared memory made before the fork: the windows travel through it, not a pipe
+
+
+def _close_ring() -> None:
+    for m in _RING:
+        m.close()
+    _RING.clear()
 
 
 def _work(slot: int | bytes, size: int, tables: _Tables) -> tuple[Any, ...] | None:
@@ -76,7 +82,8 @@ def _work(slot: int | bytes, size: int, tables: _Tables) -> tuple[Any, ...] | No
             list(b.threads)[len(threads):], list(b.raw_threads.items())[len(raw_threads):],
             list(b.streams)[len(streams):], list(b.raw_streams.items())[len(raw_streams):],
             *(_columns(part) for part in (tr.host, tr.runtime, tr.device, tr.gpu_annotations, tr.memory, tr.flows)),
-            list(tr.op_inputs), list(tr.op_inputs.values()), tr.seq_host, tr.seq_nr, tr.seq_fwd, b.steps, list(b.shapes_seen), b.range_profiler)
+            list(tr.op_inputs), list(tr.op_inputs.values()), tr.seq_host, tr.seq_nr, tr.seq_fwd,
+            b.steps, list(b.shapes_seen), b.range_profiler)
 
 
 def _columns(events: list) -> list[list]:
@@ -143,6 +150,8 @@ def _merge(b: _Builder, res: tuple[Any, ...], read_dropped: Counter[str]) -> int
 def load_parallel(b: _Builder, path: Path, progress: Callable[[int, int], None] | None, jobs: int,
                   chunk: int | None = None) -> tuple[Trace, ReadSummary]:
     """``b.build`` over ``path``'s batches, decoded and ingested in ``jobs`` forked processes."""
+    import multiprocessing  # (here: small files never pay for the import)
+
     chunk = chunk or CHUNK  # (read at call time: tests make it small, to get many windows from a small file)
     read_dropped: Counter[str] = Counter()  # the reader's drops in the windows merged, in order
     n = 0
@@ -166,7 +175,12 @@ def load_parallel(b: _Builder, path: Path, progress: Callable[[int, int], None] 
     # Address space only: pages are used as windows touch them (a plain file's windows stay below two chunks).
     _RING[:] = [mmap.mmap(-1, _RING_CHUNKS * chunk) for _ in range(inflight)]
     sent = 0
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+    try:
+        pool = multiprocessing.get_context("fork").Pool(jobs)
+    except BaseException:
+        _close_ring()
+        raise
+    with pool:
         try:
             while not failed:
                 try:
@@ -204,9 +218,8 @@ def load_parallel(b: _Builder, path: Path, progress: Callable[[int, int], None] 
                 raise
         finally:
             gen.close()
-    for m in _RING:
-        m.close()
-    _RING.clear()
+            pool.terminate()  # (before the ring goes: no worker reads it any more)
+            _close_ring()
     if failed:  # re-read serially from the first window that is not proven
         stream = EventStream(path, progress=progress, chunk=chunk, trusted=merged)
         gen2 = stream.batches()
