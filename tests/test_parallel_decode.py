@@ -220,3 +220,34 @@ def test_real_and_h200_traces_same_json(path: Path, monkeypatch: pytest.MonkeyPa
         assert str(got.value) == str(exc)
         return
     assert _json(path, 2) == serial
+
+
+@pytest.mark.parametrize("damage", ["", "truncated"])
+def test_cli_jobs_reaches_one_file(tmp_path: Path, windows_sent: list[int], damage: str) -> None:
+    """``tracekit attribute FILE --jobs 2``: same stdout, stderr and exit code as ``--jobs 1``; no
+    ``--jobs`` reads a single file in one process."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    path = _busy_trace(tmp_path / "busy.json")
+    if damage:
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) * 3 // 4])
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+    except TypeError:
+        runner = CliRunner()
+
+    def run(*extra: str) -> tuple[int, str, str]:
+        r = runner.invoke(cli, ["attribute", str(path), "--format", "json", *extra])
+        return r.exit_code, r.stdout, r.stderr
+
+    with chunk_size(pload.CHUNK):
+        serial = run("--jobs", "1")
+    assert windows_sent == []
+    assert run() == serial and windows_sent == []  # the default: one process for one file
+    assert run("--jobs", "2") == serial
+    assert windows_sent
+    assert serial[0] == 3  # the hand-built trace has malformed events: salvaged results
+    assert ("truncated" in serial[2]) == bool(damage)
