@@ -115,7 +115,8 @@ def main(argv=None) -> int:
     ap.add_argument("--hta-python", default=None, help="python of a venv with holistictraceanalysis installed")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--tools", default="orjson,tracekit,tracekit-gz,hta",
-                    help="which of orjson,tracekit,tracekit-gz,hta to run (hta needs --hta-python)")
+                    help="which of orjson,tracekit,tracekit-gz,tracekit-jobs,hta to run (hta needs --hta-python); "
+                         "tracekit-jobs: one file decoded in --workers processes (issue 13)")
     ap.add_argument("--baseline", type=Path, default=None,
                     help="another checkout of tracekit (e.g. a git worktree of the previous commit): its "
                          "`tracekit attribute (.json)` runs in the same interleaved reps, for before/after ratios")
@@ -147,6 +148,9 @@ def main(argv=None) -> int:
         tools["orjson.loads only"] = lambda p, gz: [py, "-c", ORJSON_ONLY, str(p)]
     if "tracekit" in chosen:
         tools["tracekit attribute (.json)"] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(p), "--format", "json"]
+    if "tracekit-jobs" in chosen:
+        tools[f"tracekit attribute --jobs {a.workers} (.json)"] = lambda p, gz: [
+            py, "-m", "tracekit", "attribute", str(p), "--format", "json", "--jobs", str(a.workers)]
     if "tracekit-gz" in chosen:
         tools["tracekit attribute (.json.gz)"] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(gz),
                                                                 "--format", "json"]
@@ -162,7 +166,8 @@ def main(argv=None) -> int:
     if a.hta_python and "hta" in chosen:
         tools["HTA load + kernel breakdown (.json.gz)"] = lambda p, gz: [a.hta_python, "-c", HTA_BREAKDOWN, str(gz)]
     print(f"source: {a.source.name}; {a.reps} reps per cell; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
-    print(f"{'JSON MB':>8} {'tool':40} {'median s':>9} {'peak RSS MB':>12} {'RSS/JSON':>9} {'x orjson':>9} {'HTA/x':>7}")
+    print(f"{'JSON MB':>8} {'tool':40} {'median s':>9} {'peak RSS MB':>12} {'RSS/JSON':>9} {'x orjson':>9} {'HTA/x':>7} "
+          f"{'CPU s':>7}")
     for mb, path, gz in inputs:
         times: dict[str, list[float]] = {t: [] for t in tools}
         rss: dict[str, list[float]] = {t: [] for t in tools}
@@ -183,7 +188,7 @@ def main(argv=None) -> int:
             ratios = [t / b for t, b in zip(times[name], base)] if base else [float("nan")]
             vs_hta = f"{statistics.median([h / t for h, t in zip(hta, times[name])]):7.1f}" if hta else f"{'-':>7}"
             print(f"{mb:8.1f} {name:40} {statistics.median(times[name]):9.2f} {max(rss[name]):12.0f} "
-                  f"{max(rss[name]) / mb:9.2f} {statistics.median(ratios):9.2f} {vs_hta}")
+                  f"{max(rss[name]) / mb:9.2f} {statistics.median(ratios):9.2f} {vs_hta} {statistics.median(cpu[name]):7.2f}")
         if old and "tracekit attribute (.json)" in times:
             new = times["tracekit attribute (.json)"]
             old_cpu, new_cpu = cpu["baseline tracekit attribute (.json)"], cpu["tracekit attribute (.json)"]

@@ -42,7 +42,8 @@ GROUPINGS = ("kind", "block", "layer", "step", "run", "rank")
 EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 _MAX_WRITE = 1 << 30  # one write() call; Linux moves at most ~2 GiB per call anyway
 
-_JOBS_HELP = "Processes for a folder of traces (default: one per CPU, at most one per file)."
+_JOBS_HELP = ("Processes for a folder of traces (default: one per CPU, at most one per file); given for one "
+              "trace file over 64 MB of JSON, processes that decode it (default there: 1).")
 _DASK_HELP = ("Analyse each file on a Dask cluster: tcp://HOST:PORT of a running scheduler, or local[:N] for N "
               "worker processes on this machine (needs tracekit[dask]).")
 
@@ -121,7 +122,7 @@ def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None
                 result = analyze_runs((found, runs), scope=scope, jobs=jobs or default_jobs(),
                                       progress=progress.update, hints=not no_hints)
             else:
-                result = analyze(found, scope=scope, jobs=jobs or default_jobs(), progress=progress.update,
+                result = analyze(found, scope=scope, jobs=jobs or default_jobs(found), progress=progress.update,
                                  hints=not no_hints, dask=dask)
         result.check()
         _warn(result)
@@ -174,7 +175,7 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
         from .diff import diff_paths, gate
 
         with Progress() as progress:
-            result = diff_paths(found_b, found_a, scope=scope, jobs=jobs or default_jobs(),
+            result = diff_paths(found_b, found_a, scope=scope, jobs=jobs or default_jobs(found_b, found_a),
                                 progress=progress.update, dask=dask)
         result.check()
         # Decided before anything is printed: a gate over sides timed differently is refused with
@@ -222,7 +223,7 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
 
                 found_b, found_a = discover(path), discover(after)
                 refuse_clobber(output, [found_b, found_a])
-                result = diff_paths(found_b, found_a, scope=scope, jobs=jobs or default_jobs(),
+                result = diff_paths(found_b, found_a, scope=scope, jobs=jobs or default_jobs(found_b, found_a),
                                     progress=progress.update)
             else:
                 from .runs import analyze_runs, find_runs
@@ -235,7 +236,7 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
                 else:
                     from .attribute import analyze
 
-                    result = analyze(found, scope=scope, jobs=jobs or default_jobs(), progress=progress.update)
+                    result = analyze(found, scope=scope, jobs=jobs or default_jobs(found), progress=progress.update)
                     result.source = runs[0].name  # the page is headed by what was passed, not a file's hash name
         result.check()
         if after is not None:

@@ -230,8 +230,14 @@ def _usable(candidates: list[Path], found: Inputs) -> list[Path]:
 # Reading: serial or in a process pool, with one progress line and one merged result
 
 
-def default_jobs() -> int:
-    """One process per CPU this process may run on."""
+def default_jobs(*found: Inputs) -> int:
+    """One process per CPU this process may run on; 1 when every input given is a single file.
+
+    A single file is decoded in several processes only when ``--jobs`` asks for it (tracekit.pload):
+    on the shared 2-core machine that pool cost more than it saved (benchmarks/README.md).
+    """
+    if found and all(len(f.files) <= 1 for f in found):
+        return 1
     try:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not Linux
@@ -317,7 +323,7 @@ def _attribute_all(files: list[Path], urls: list[str], path: Path | None, scope:
             if progress is not None:
                 def report(done: int, _total: int, _name: str = f.name, _before: int = before) -> None:
                     progress(_name, _before + done, total)
-            parts.append(_attribute_file(f, scope, clf, report, hints))
+            parts.append(_attribute_file(f, scope, clf, report, hints, jobs if len(files) == 1 else 1))
             before += size
     return parts, files, failed
 
@@ -330,12 +336,17 @@ def _size(f: Path) -> int:
 
 
 def _attribute_file(path: Path, scope: str | None, classifier: Classifier,
-                    progress: Callable[[int, int], None] | None = None, hints: bool = True) -> Attribution:
-    """One file, in this process or a worker (module-level, so that it pickles)."""
+                    progress: Callable[[int, int], None] | None = None, hints: bool = True,
+                    jobs: int = 1) -> Attribution:
+    """One file, in this process or a worker (module-level, so that it pickles).
+
+    ``jobs > 1``: a big file's batches are decoded in that many processes (tracekit.pload).
+    """
     from .attribute import attribute_trace
     from .load import load_trace
 
-    return attribute_trace(load_trace(path, progress=progress), scope=scope, classifier=classifier, hints=hints)
+    return attribute_trace(load_trace(path, progress=progress, jobs=jobs), scope=scope, classifier=classifier,
+                           hints=hints)
 
 
 def _collect() -> None:

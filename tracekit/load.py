@@ -64,13 +64,22 @@ class _Role(NamedTuple):
 _SKIP = _Role(None)
 
 
-def load_trace(path: str | os.PathLike, progress: Callable[[int, int], None] | None = None) -> Trace:
-    """Stream, decode and model one trace file. ``progress(done, total)`` gets compressed-byte counts."""
+def load_trace(path: str | os.PathLike, progress: Callable[[int, int], None] | None = None, jobs: int = 1) -> Trace:
+    """Stream, decode and model one trace file. ``progress(done, total)`` gets compressed-byte counts.
+
+    ``jobs > 1`` decodes a big file's batches in that many processes (tracekit.pload); the model is
+    the same. Files below ``pload.MIN_PARALLEL`` of JSON are read here: a pool would cost more.
+    """
     p = Path(path)
     check_trace_file(p)  # a FIFO or a device would block or never end; say what it is instead
     info = TraceInfo(source=p.name)
     with _gc_paused():
-        tr, read = _Builder(info).build(EventStream(p, progress=progress).batches())
+        from .pload import load_parallel, worth_parallel
+
+        if jobs > 1 and worth_parallel(p):
+            tr, read = load_parallel(_Builder(info), p, progress, jobs)
+        else:
+            tr, read = _Builder(info).build(EventStream(p, progress=progress).batches())
     _header(read.header, info)
     info.warnings[:0] = read.warnings
     info.damaged = info.damaged or read.damaged
@@ -197,7 +206,7 @@ class _Builder:
         self.names: dict[str, str] = {}
         self.steps: set[int] = set()
         self.shapes: dict[str, set[str]] = {}  # op name -> distinct input dims
-        self.shapes_seen: set[tuple[str, bytes]] = set()  # (op, raw dims) already parsed: each parsed once
+        self.shapes_seen: dict[tuple[str, bytes], None] = {}  # (op, raw dims) already parsed, in first-seen order
         self.keep_inputs: dict[str, int] = {}  # op name -> whether its recorded inputs are kept
         self.range_profiler = False
         self.dropped: Counter[str] = Counter()
@@ -219,6 +228,10 @@ class _Builder:
                 break
             n += len(batch)
             self._ingest(batch)
+        return self.finish(n, read)
+
+    def finish(self, n: int, read: ReadSummary) -> tuple[Trace, ReadSummary]:
+        """Fill the model's tables and warnings once every batch is in (``n`` events were decoded)."""
         if read.dropped:  # events the reader could not decode: counted like the builder's own drops
             self.dropped.update(read.dropped)
             n += sum(read.dropped.values())
@@ -428,7 +441,7 @@ class _Builder:
         key = (name, dims)
         if key in self.shapes_seen:
             return
-        self.shapes_seen.add(key)
+        self.shapes_seen[key] = None
         seen = self.shapes.setdefault(name, set())
         if len(seen) < _MAX_SHAPES and dims.startswith(b"[") and 2 < len(dims) < 4000:
             try:

@@ -232,13 +232,24 @@ class _Source(Protocol):
     def read(self, n: int, /) -> bytes: ...
 
 
-class EventStream:
-    """``batches()`` yields lists of events, then returns a :class:`ReadSummary`."""
+class Fallback(Exception):
+    """``windows()`` met what only the serial reader handles (no cheap boundary): read serially instead."""
 
-    def __init__(self, path: Path, progress: Callable[[int, int], None] | None = None, chunk: int = CHUNK):
+
+class EventStream:
+    """``batches()`` yields lists of events, then returns a :class:`ReadSummary`.
+
+    ``windows()`` (tracekit.pload) yields the fast path's windows undecoded, for worker processes to
+    decode; ``trusted`` windows, proven there, are then passed over undecoded by a serial re-read.
+    """
+
+    def __init__(self, path: Path, progress: Callable[[int, int], None] | None = None, chunk: int = CHUNK,
+                 trusted: int = 0):
         self.path = path
         self.chunk = chunk
         self.progress = progress
+        self.trusted = trusted
+        self._raw_windows = False
         self._summary = ReadSummary()
         self._raw: IO[bytes] | None = None
         self._size = 1  # compressed bytes, for progress
@@ -302,6 +313,17 @@ class EventStream:
                 self._raw.close()
         return self._summary
 
+    def windows(self) -> Generator[memoryview | list[Event], None, ReadSummary]:
+        """Like ``batches()``, but each fast-path window comes as the JSON array ``[...]`` undecoded.
+
+        A window is a view into the reader's buffer, valid until the next one is asked for.
+        Its cut is only a candidate: the consumer proves it by decoding, and on a failure re-reads
+        serially (``trusted=`` the windows proven before it). Where the serial reader would take its
+        slow path this raises :class:`Fallback`. The last batch is decoded here.
+        """
+        self._raw_windows = True
+        return self.batches()
+
     def _events(self, f: _Source) -> Iterator[list[Event]]:
         buf = bytearray(b" ") + self._start(f)
         self._done = self._base
@@ -315,6 +337,21 @@ class EventStream:
                 return
             # Fast path: decode up to the last thing that looks like a boundary between events.
             cut = jsonscan.last_boundary(buf)
+            if (self._raw_windows or self.trusted) and cut > 0:  # decoded elsewhere, or proven there already
+                if self._raw_windows:
+                    saved = buf[cut + 1]
+                    buf[0], buf[cut + 1] = 0x5B, 0x5D  # '[' and ']' around the window, meanwhile
+                    with memoryview(buf) as view, view[: cut + 2] as window:
+                        yield window  # type: ignore[misc]  # (the consumer copies it before it asks for more)
+                    buf[0], buf[cut + 1] = 0x20, saved
+                else:
+                    self.trusted -= 1
+                self._done = self._abs(cut + 1)
+                buf = self._consume(buf, buf.index(b"{", cut + 1))
+                fresh = False
+                continue
+            if self._raw_windows:
+                raise Fallback
             events = self._decode_window(buf, cut + 1) if cut > 0 else None
             if events is not None:
                 yield events

@@ -1,0 +1,253 @@
+"""Issue 13 item 1: one trace file decoded in worker processes (tracekit.pload) gives the serial path's output.
+
+The serial path is the reference: each test compares ``jobs=2`` against ``jobs=1`` on the same file —
+the model's tables, the JSON, the warnings and the errors. Files here are small, so the tests lower
+the size threshold and the chunk size (``pload.MIN_PARALLEL``, ``pload.CHUNK``) to cut them into
+many windows; ``windows_sent`` checks that workers really got them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from builders import TraceBuilder, attention_block
+from conftest import ROOT, chunk_size, real_trace_files
+from tracekit import load, pload, read
+from tracekit.attribute import analyze
+from tracekit.errors import TracekitError
+from tracekit.renderers import JSONRenderer
+
+H200 = ROOT.parent / "shared" / "traces" / "h200"
+
+
+@pytest.fixture
+def windows_sent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Parallel decode for any file size, in 16 KB chunks; counts the windows handed to workers."""
+    monkeypatch.setattr(pload, "MIN_PARALLEL", 0)
+    monkeypatch.setattr(pload, "CHUNK", 16 << 10)
+    sent: list[int] = []
+    base = read.EventStream.windows
+
+    def counting(self: read.EventStream):  # type: ignore[no-untyped-def]
+        gen = base(self)
+        while True:
+            try:
+                piece = next(gen)
+            except StopIteration as done:
+                return done.value
+            if isinstance(piece, memoryview):
+                sent.append(len(piece))
+            yield piece
+
+    monkeypatch.setattr(read.EventStream, "windows", counting)
+
+    class Rereads(read.EventStream):
+        def __init__(self, *args: object, **kw: object) -> None:
+            super().__init__(*args, **kw)  # type: ignore[arg-type]
+            if self.trusted or sent:  # a serial re-read after the windows: record how many were trusted
+                REREADS.append(self.trusted)
+
+    monkeypatch.setattr(pload, "EventStream", Rereads)
+    REREADS.clear()
+    return sent
+
+
+REREADS: list[int] = []
+
+
+def _json(path: Path, jobs: int) -> tuple[str, list[str], bool]:
+    res = analyze(path, jobs=jobs).check()
+    return JSONRenderer().render(res), res.warnings, res.incomplete
+
+
+def _model(path: Path, jobs: int) -> dict:
+    """The model, read serially (``jobs=1``) in the chunks ``pload.CHUNK`` gives the workers: a batch that
+    holds an odd event is decoded leniently as a whole, so raw shapes' spelling depends on the cuts."""
+    if jobs == 1:
+        with chunk_size(pload.CHUNK):
+            tr = load.load_trace(path)
+    else:
+        tr = load.load_trace(path, jobs=jobs)
+    return {"host": tr.host, "runtime": tr.runtime, "device": tr.device, "ann": tr.gpu_annotations,
+            "memory": tr.memory, "flows": tr.flows, "threads": tr.threads, "streams": tr.streams,
+            "dropped": list(tr.dropped.items()), "seq": (list(tr.seq_host), list(tr.seq_nr), list(tr.seq_fwd)),
+            "op_inputs": list(tr.op_inputs.items()), "steps": tr.info.steps, "shapes": tr.info.shapes,
+            "warnings": tr.info.warnings, "damaged": tr.info.damaged, "events": tr.info.event_count}
+
+
+def _busy_trace(path: Path, layers: int = 60) -> Path:
+    """Threads and streams that first appear late (so windows renumber them), shapes, seq numbers,
+    memory, flows, steps and malformed events, all interleaved."""
+    b = TraceBuilder(deviceProperties=[{"name": "GPU"}])
+    t = 0.0
+    for i in range(layers):
+        tid = 1 + i % 7 if i > layers // 2 else 1  # new host threads in the second half only
+        b.annotation(f"ProfilerStep#{i // 10}", t, 400)
+        attention_block(b, t + 1)
+        op = b.op("aten::bmm", t + 300, 5, tid=tid)
+        op["args"].update({"Input Dims": [[2, 8 + i % 9, 4], [2, 4, 8]], "Input type": ["float", "float"],
+                           "Sequence number": i, "Fwd thread id": 0})
+        sdpa = b.op("aten::scaled_dot_product_attention", t + 310, 5, tid=tid)
+        sdpa["args"].update({"Input Dims": [[1, 2, 16, 8]] * 3, "Concrete Inputs": ["", "", "", "0.0", "True"]})
+        b.launch("void gemm_kernel<float>()", t + 320, 2, t + 330, 4, stream=7 + i % 5, tid=tid)
+        b.memory(t + 340, 1024 * (i + 1), tid=tid)
+        b.memory(t + 341, -512, tid=tid)
+        b.flow(i, True, t + 342, tid=tid)
+        b.flow(i, False, t + 343, tid=2)
+        if i % 11 == 5:
+            b.events.append({"ph": "X", "cat": "cpu_op", "name": "bad", "pid": 100, "tid": 1, "ts": "x", "dur": 1})
+        if i % 13 == 6:
+            b.events.append({"ph": "X", "cat": "kernel", "pid": 0, "tid": 7, "ts": t, "dur": -1, "name": "k"})
+        if i % 17 == 3:
+            b.events.append({"ph": "X", "cat": "cpu_op", "name": "big", "pid": 100, "tid": 1, "ts": 2**70, "dur": 1})
+        t += 500
+    return b.write(path)
+
+
+def test_hand_built_trace_same_model(tmp_path: Path, windows_sent: list[int]) -> None:
+    path = _busy_trace(tmp_path / "busy.json")
+    serial = _model(path, 1)
+    assert windows_sent == []
+    parallel = _model(path, 2)
+    assert len(windows_sent) > 10  # the file really was cut into many windows for the workers
+    assert parallel == serial
+    # the trace's own counts: threads 1..7 plus none else; every layer's sdpa kept its scalars
+    assert sorted(k[1] for k in serial["threads"]) == list(range(1, 8))
+    assert sum(1 for _, rec in serial["op_inputs"] if rec.concrete) == 60
+    assert serial["dropped"] and serial["damaged"]
+
+
+def test_hand_built_trace_same_json(tmp_path: Path, windows_sent: list[int]) -> None:
+    path = _busy_trace(tmp_path / "busy.json.gz")
+    assert _json(path, 2) == _json(path, 1)
+    assert windows_sent
+
+
+def test_small_files_stay_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _busy_trace(tmp_path / "busy.json")
+    assert not pload.worth_parallel(path)  # far below 64 MB
+    monkeypatch.setattr(pload, "load_parallel", lambda *a, **k: pytest.fail("a pool for a small file"))
+    load.load_trace(path, jobs=4)
+
+
+def test_default_jobs_is_one_for_a_single_file(tmp_path: Path) -> None:
+    from tracekit.inputs import default_jobs, discover
+
+    one = discover(_busy_trace(tmp_path / "a.json"))
+    assert default_jobs(one) == 1
+    (tmp_path / "b.json").write_bytes((tmp_path / "a.json").read_bytes())
+    assert default_jobs(discover(tmp_path)) == default_jobs()
+
+
+def _events_text(n: int, extra: dict[int, str] | None = None) -> list[str]:
+    out = []
+    for i in range(n):
+        e = json.dumps({"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 5}", "pid": 1, "tid": 1 + i % 3,
+                        "ts": 10 * i, "dur": 5, "args": {"External id": i + 1}})
+        out.append(e[:-1] + (extra or {}).get(i, "") + "}")
+    return out
+
+
+def _doc(events: list[str]) -> bytes:
+    return ('{"schemaVersion": 1, "traceEvents": [' + ", ".join(events) + '], "traceName": "t"}').encode()
+
+
+@pytest.mark.parametrize("case", ["strings with boundaries", "values out of range", "too deep", "syntax error",
+                                  "truncated", "truncated gz", "truncated after events"])
+def test_damaged_files_same_outcome(tmp_path: Path, windows_sent: list[int], case: str) -> None:
+    """Fallbacks to the serial path (a cut inside a string, an error) and the reader's salvage
+    give the same model, warnings and errors as the serial path."""
+    n = 3000
+    if case == "strings with boundaries":  # '}, {' inside names: candidate cuts that do not decode
+        extra = {i: ', "note": "' + "x}, {" * 4000 + '"' for i in range(400, n, 700)}
+    elif case == "values out of range":
+        extra = {i: ', "id": ' + "9" * 30 for i in range(100, n, 300)}
+    elif case == "too deep":
+        extra = {1500: ', "deep": ' + "[" * 2000 + "]" * 2000}
+    elif case == "syntax error":
+        extra = {2000: ', "oops": tru'}
+    else:
+        extra = {}
+    data = _doc(_events_text(n, extra))
+    if case == "truncated":
+        data = data[: len(data) * 2 // 3]
+    elif case == "truncated after events":
+        data = data[: data.rindex(b'"traceName"') + 5]
+    path = tmp_path / "t.json"
+    path.write_bytes(data)
+    if case == "truncated gz":
+        path = tmp_path / "t.json.gz"
+        z = gzip.compress(data)
+        path.write_bytes(z[: len(z) * 3 // 4])
+
+    def outcome(jobs: int) -> object:
+        try:
+            return _model(path, jobs)
+        except TracekitError as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+    serial = outcome(1)
+    assert outcome(2) == serial
+    assert windows_sent
+    if case in ("strings with boundaries", "too deep", "syntax error"):  # these windows do not decode
+        assert REREADS and REREADS[0] > 0, "the serial re-read, after the windows proven before the bad one"
+    else:
+        assert REREADS == []
+    if case == "syntax error":
+        assert isinstance(serial, str) and "not valid JSON" in serial
+    elif case != "strings with boundaries":
+        assert isinstance(serial, dict) and serial["damaged"]
+
+
+def _real_and_h200() -> list[Path]:
+    return real_trace_files() + sorted(p for p in H200.rglob("*.json*") if p.name.endswith((".json", ".json.gz")))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _real_and_h200(), ids=lambda p: p.name)
+def test_real_and_h200_traces_same_json(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pload, "MIN_PARALLEL", 0)
+    monkeypatch.setattr(pload, "CHUNK", 1 << 20)
+    try:
+        serial = _json(path, 1)
+    except TracekitError as exc:
+        with pytest.raises(TracekitError) as got:
+            _json(path, 2)
+        assert str(got.value) == str(exc)
+        return
+    assert _json(path, 2) == serial
+
+
+@pytest.mark.parametrize("damage", ["", "truncated"])
+def test_cli_jobs_reaches_one_file(tmp_path: Path, windows_sent: list[int], damage: str) -> None:
+    """``tracekit attribute FILE --jobs 2``: same stdout, stderr and exit code as ``--jobs 1``; no
+    ``--jobs`` reads a single file in one process."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    path = _busy_trace(tmp_path / "busy.json")
+    if damage:
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) * 3 // 4])
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+    except TypeError:
+        runner = CliRunner()
+
+    def run(*extra: str) -> tuple[int, str, str]:
+        r = runner.invoke(cli, ["attribute", str(path), "--format", "json", *extra])
+        return r.exit_code, r.stdout, r.stderr
+
+    with chunk_size(pload.CHUNK):
+        serial = run("--jobs", "1")
+    assert windows_sent == []
+    assert run() == serial and windows_sent == []  # the default: one process for one file
+    assert run("--jobs", "2") == serial
+    assert windows_sent
+    assert serial[0] == 3  # the hand-built trace has malformed events: salvaged results
+    assert ("truncated" in serial[2]) == bool(damage)

@@ -1,0 +1,237 @@
+"""Decode the batches of ONE big trace in worker processes; merge them in order (``--jobs`` on a file).
+
+The parent reads and cuts the events array (tracekit.read, ``EventStream.windows``); each window
+goes to a forked worker that decodes it and runs the loader's ingest on it alone, with the thread
+and stream tables the parent knew when it sent it. The parent merges the results strictly in
+order, renumbering threads and streams first seen in a window, so tables, first-seen orders, shape
+lists and drop counters are those of the serial path (tracekit.load): the output is byte-identical.
+
+A window's cut is only a candidate until a worker decodes it. When one does not decode (a cut
+inside a string, a syntax error) or the reader needs its slow path, the file is re-read serially
+from that window on (the windows proven before it are passed over undecoded), so every damaged
+file gets exactly the serial path's warnings and errors. At most ``2 * jobs`` windows are in flight.
+"""
+
+from __future__ import annotations
+
+import mmap
+from array import array
+from collections import Counter, deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from .model import DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo
+from .read import CHUNK, EventStream, Fallback, ReadSummary, decode_events
+
+if TYPE_CHECKING:
+    from multiprocessing.pool import AsyncResult
+
+    from .load import _Builder
+
+# Below this much JSON a pool costs more than it saves (forking, pickling): such files are read serially.
+MIN_PARALLEL = 64 << 20
+_GZ_RATIO = 10  # traces inflate 10-30x: a .gz above MIN_PARALLEL / 10 is taken for a big one
+
+_Tables = tuple[dict, dict, dict, dict]  # threads, raw threads, streams, raw streams
+
+
+def worth_parallel(path: Path) -> bool:
+    """Whether ``path`` holds enough JSON for worker processes to pay."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False  # the serial reader says what is wrong
+    return size * (_GZ_RATIO if gz else 1) > MIN_PARALLEL
+
+
+_RING_CHUNKS = 4  # a ring slot's size, in chunks
+_RING: list[mmap.mmap] = []  # shared memory made before the fork: the windows travel through it, not a pipe
+
+
+def _close_ring() -> None:
+    for m in _RING:
+        m.close()
+    _RING.clear()
+
+
+def _work(slot: int | bytes, size: int, tables: _Tables) -> tuple[Any, ...] | None:
+    """Decode the window in ring slot ``slot`` (or ``slot`` itself, a window too big for the ring) and ingest
+    it alone (in a worker); None when it does not decode."""
+    from .load import _Builder
+
+    view = memoryview(_RING[slot] if isinstance(slot, int) else slot)[:size]
+    try:
+        events, read_dropped = decode_events(view)
+    except (msgspec.DecodeError, RecursionError):
+        view.release()
+        return None
+    b = _Builder(TraceInfo(source=""))
+    threads, raw_threads, streams, raw_streams = tables
+    b.threads, b.raw_threads, b.streams, b.raw_streams = dict(threads), dict(raw_threads), dict(streams), dict(raw_streams)
+    b._ingest(events)  # (it copies what it keeps of the Raw fields, which point into the ring)
+    n = len(events)
+    del events
+    view.release()
+    tr = b.tr
+    return (n, read_dropped, b.dropped, len(threads), len(streams),
+            list(b.threads)[len(threads):], list(b.raw_threads.items())[len(raw_threads):],
+            list(b.streams)[len(streams):], list(b.raw_streams.items())[len(raw_streams):],
+            *(_columns(part) for part in (tr.host, tr.runtime, tr.device, tr.gpu_annotations, tr.memory, tr.flows)),
+            list(tr.op_inputs), list(tr.op_inputs.values()), tr.seq_host, tr.seq_nr, tr.seq_fwd,
+            b.steps, list(b.shapes_seen), b.range_profiler)
+
+
+def _columns(events: list) -> list[list]:
+    """A list of structs as one list per field: these pickle at a fraction of the structs' cost
+    (one memoised string per distinct name), and ``_rows`` rebuilds the structs in one C loop."""
+    if not events:
+        return []
+    return [[getattr(e, f) for e in events] for f in type(events[0]).__struct_fields__]
+
+
+def _rows(cls: type, columns: list[list], field: str, renumber: list[int] | None) -> list:
+    """The structs of ``_columns``; ``renumber`` maps the ``field`` column (a thread or stream index)."""
+    if not columns:
+        return []
+    if renumber is not None:
+        i = cls.__struct_fields__.index(field)  # type: ignore[attr-defined]
+        columns[i] = [renumber[t] for t in columns[i]]
+    return list(map(cls, *columns))
+
+
+def _renumber(table: dict, raw: dict, known: int, new: list, new_raw: list) -> list[int] | None:
+    """Add a window's new threads (or streams) to the parent's tables; the local -> global map, None if identity."""
+    local = list(range(known))
+    for key in new:
+        g = table.get(key)
+        if g is None:
+            g = table[key] = len(table)
+        local.append(g)
+    for spelling, i in new_raw:
+        raw.setdefault(spelling, local[i])
+    return None if all(g == i for i, g in enumerate(local)) else local
+
+
+def _merge(b: _Builder, res: tuple[Any, ...], read_dropped: Counter[str]) -> int:
+    """Append one window's results to the builder, as its ingest would have; returns its event count."""
+    (n, rdrop, bdrop, n_threads, n_streams, new_threads, new_raw_threads, new_streams, new_raw_streams,
+     host, runtime, device, annotations, memory, flows, op_at, op_inputs, seq_host, seq_nr, seq_fwd,
+     steps, shapes, range_profiler) = res
+    tmap = _renumber(b.threads, b.raw_threads, n_threads, new_threads, new_raw_threads)
+    smap = _renumber(b.streams, b.raw_streams, n_streams, new_streams, new_raw_streams)
+    tr = b.tr
+    offset = len(tr.host)
+    tr.host.extend(_rows(HostEvent, host, "thread", tmap))
+    tr.runtime.extend(_rows(RuntimeEvent, runtime, "thread", tmap))
+    tr.device.extend(_rows(DeviceEvent, device, "stream", smap))
+    tr.gpu_annotations.extend(_rows(GpuAnnotation, annotations, "stream", smap))
+    tr.memory.extend(_rows(MemoryEvent, memory, "thread", tmap))
+    tr.flows.extend(_rows(Flow, flows, "thread", tmap))
+    # (equal records of one window arrive as one object, pickle's memo shares them: memory stays flat)
+    tr.op_inputs.update(zip(map(offset.__add__, op_at), op_inputs))
+    if seq_host:
+        tr.seq_host.extend(array("q", [i + offset for i in seq_host]))
+        tr.seq_nr.extend(seq_nr)
+        tr.seq_fwd.extend(seq_fwd)
+    b.steps |= steps
+    for name, dims in shapes:
+        b._shape(name, dims)
+    b.range_profiler = b.range_profiler or range_profiler
+    b.dropped.update(bdrop)
+    read_dropped.update(rdrop)
+    return n
+
+
+def load_parallel(b: _Builder, path: Path, progress: Callable[[int, int], None] | None, jobs: int,
+                  chunk: int | None = None) -> tuple[Trace, ReadSummary]:
+    """``b.build`` over ``path``'s batches, decoded and ingested in ``jobs`` forked processes."""
+    import multiprocessing  # (here: small files never pay for the import)
+
+    chunk = chunk or CHUNK  # (read at call time: tests make it small, to get many windows from a small file)
+    read_dropped: Counter[str] = Counter()  # the reader's drops in the windows merged, in order
+    n = 0
+    merged = 0  # windows merged (all proven)
+    stream = EventStream(path, progress=progress, chunk=chunk)
+    gen = stream.windows()
+    pending: deque[AsyncResult] = deque()
+    failed = False
+
+    def merge_next() -> None:
+        nonlocal n, merged, failed
+        res = pending.popleft().get()
+        if res is None:
+            failed = True
+        elif not failed:
+            n += _merge(b, res, read_dropped)
+            merged += 1
+
+    read: ReadSummary | None = None
+    inflight = jobs + 1
+    # Address space only: pages are used as windows touch them (a plain file's windows stay below two chunks).
+    _RING[:] = [mmap.mmap(-1, _RING_CHUNKS * chunk) for _ in range(inflight)]
+    sent = 0
+    try:
+        pool = multiprocessing.get_context("fork").Pool(jobs)
+    except BaseException:
+        _close_ring()
+        raise
+    with pool:
+        try:
+            while not failed:
+                try:
+                    piece = next(gen)
+                except StopIteration as done:
+                    read = done.value
+                    break
+                if isinstance(piece, memoryview):
+                    while len(pending) >= inflight and not failed:
+                        merge_next()
+                    slot: int | bytes = sent % inflight  # its last window was merged above: the slot is free
+                    ring = _RING[sent % inflight]
+                    if len(piece) <= len(ring):
+                        ring[: len(piece)] = piece
+                    else:  # a gzip read can inflate far beyond a chunk: such a window goes through the pipe
+                        slot = bytes(piece)
+                    tables = (dict(b.threads), dict(b.raw_threads), dict(b.streams), dict(b.raw_streams))
+                    pending.append(pool.apply_async(_work, (slot, len(piece), tables)))
+                    sent += 1
+                    del piece
+                else:  # the last batch, decoded by the reader: after every window before it
+                    while pending and not failed:
+                        merge_next()
+                    if not failed:
+                        n += len(piece)
+                        b._ingest(piece)
+            while pending and not failed:
+                merge_next()
+        except Fallback:
+            failed = True
+        except Exception:
+            while pending and not failed:  # an earlier window may fail first: then the serial path decides
+                merge_next()
+            if not failed:
+                raise
+        finally:
+            gen.close()
+            pool.terminate()  # (before the ring goes: no worker reads it any more)
+            _close_ring()
+    if failed:  # re-read serially from the first window that is not proven
+        stream = EventStream(path, progress=progress, chunk=chunk, trusted=merged)
+        gen2 = stream.batches()
+        while True:
+            try:
+                batch = next(gen2)
+            except StopIteration as done:
+                read = done.value
+                break
+            n += len(batch)
+            b._ingest(batch)
+    assert read is not None
+    read_dropped.update(read.dropped)
+    read.dropped = read_dropped
+    return b.finish(n, read)
