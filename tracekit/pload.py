@@ -83,7 +83,7 @@ def _work(slot: int | bytes, size: int, tables: _Tables) -> tuple[Any, ...] | No
             list(b.streams)[len(streams):], list(b.raw_streams.items())[len(raw_streams):],
             *(_columns(part) for part in (tr.host, tr.runtime, tr.device, tr.gpu_annotations, tr.memory, tr.flows)),
             list(tr.op_inputs), list(tr.op_inputs.values()), tr.seq_host, tr.seq_nr, tr.seq_fwd,
-            b.steps, list(b.shapes_seen), b.range_profiler)
+            b.steps, list(b.shapes_seen), b.range_profiler, list(b.names))
 
 
 def _columns(events: list) -> list[list]:
@@ -121,7 +121,7 @@ def _merge(b: _Builder, res: tuple[Any, ...], read_dropped: Counter[str]) -> int
     """Append one window's results to the builder, as its ingest would have; returns its event count."""
     (n, rdrop, bdrop, n_threads, n_streams, new_threads, new_raw_threads, new_streams, new_raw_streams,
      host, runtime, device, annotations, memory, flows, op_at, op_inputs, seq_host, seq_nr, seq_fwd,
-     steps, shapes, range_profiler) = res
+     steps, shapes, range_profiler, names) = res
     tmap = _renumber(b.threads, b.raw_threads, n_threads, new_threads, new_raw_threads)
     smap = _renumber(b.streams, b.raw_streams, n_streams, new_streams, new_raw_streams)
     tr = b.tr
@@ -142,6 +142,8 @@ def _merge(b: _Builder, res: tuple[Any, ...], read_dropped: Counter[str]) -> int
     for name, dims in shapes:
         b._shape(name, dims)
     b.range_profiler = b.range_profiler or range_profiler
+    for name in names:  # the file's distinct names (Trace.names): what some analyses check before a walk
+        b.names.setdefault(name, name)
     b.dropped.update(bdrop)
     read_dropped.update(rdrop)
     return n
