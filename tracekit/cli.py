@@ -181,10 +181,7 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
         # Decided before anything is printed: a gate over sides timed differently is refused with
         # one error line and no report (exit 1).
         verdict = gate(result, fail_pct) if fail_pct is not None else None
-        _warn(result.before)
-        _warn(result.after)
-        for w in result.warnings:
-            click.echo(f"Warning: {w}", err=True)
+        _warn_diff(result)
         emit(_diff_renderer(fmt), result, output, gz)  # headed by the paths as given, shortened (result.labels)
         if verdict is not None:
             from .renderers import verdict_line
@@ -240,10 +237,7 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
                     result.source = runs[0].name  # the page is headed by what was passed, not a file's hash name
         result.check()
         if after is not None:
-            _warn(result.before)
-            _warn(result.after)
-            for w in result.warnings:
-                click.echo(f"Warning: {w}", err=True)
+            _warn_diff(result)
         else:
             _warn(result)
         from .renderers.html import HTMLRenderer
@@ -296,6 +290,14 @@ def _diff_renderer(fmt: str) -> Any:
     from .renderers import DIFF_RENDERERS
 
     return DIFF_RENDERERS[fmt](tool=TOOL)
+
+
+def _warn_diff(result: Any) -> None:
+    """Both sides' warnings, then the diff's own (different discovery modes, shapes…)."""
+    _warn(result.before)
+    _warn(result.after)
+    for w in result.warnings:
+        click.echo(f"Warning: {w}", err=True)
 
 
 def _warn(result: Any) -> None:
