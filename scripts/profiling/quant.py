@@ -119,6 +119,19 @@ def _scaled_mm(a, b, sa, sb, out_dtype):
                             out_dtype=out_dtype)
 
 
+_SCALE_ROW = 16  # floats: 64 bytes between heads' scales
+
+
+def _aligned_scales(s):
+    """Per-head scales as (heads, 16) rows, each head's scale at [i, 0].
+
+    Why: cuBLASLt rejects a scale pointer that is not 16-byte aligned
+    (CUBLAS_STATUS_NOT_SUPPORTED on an H200, torch 2.11 + CUDA 13), and ``s[i]`` of a flat
+    fp32 vector sits 4*i bytes into it.
+    """
+    return s.reshape(-1, 1).expand(-1, _SCALE_ROW).contiguous()
+
+
 def int8_core(q, k, v, *, scale=None, causal=True, block=64, chunk_elems=CHUNK_ELEMS, mask=None):
     """INT8 QK^T (torch._int_mm) + fp32 softmax + P V in v.dtype. q, k, v: (b, h, n, d)."""
     b, h, n, d = q.shape
@@ -179,7 +192,7 @@ def fp8_core(q, k, v, *, scale=None, causal=True, chunk_elems=CHUNK_ELEMS, mask=
         k8 = k8.reshape(bh, n_pad, d)
         # second operand of P V must be column-major: store V^T row-major, use its .t()
         v8t = v8.reshape(bh, n_pad, dv).transpose(1, 2).contiguous()
-        sq, sk, sv = sq.reshape(bh), sk.reshape(bh), sv.reshape(bh)
+        sq, sk, sv = (_aligned_scales(x.reshape(bh)) for x in (sq, sk, sv))
         # torch.full, not torch.tensor: no host-to-device copy, so CUDA-graph capturable
         p_scale = torch.full((), 1.0 / FP8_MAX, dtype=torch.float32, device=q.device)
     if causal and mask is None:
@@ -191,7 +204,7 @@ def fp8_core(q, k, v, *, scale=None, causal=True, chunk_elems=CHUNK_ELEMS, mask=
         with record_function("qk_matmul"):
             s = torch.empty(i1 - i0, n_pad, n_pad, dtype=torch.bfloat16, device=q.device)
             for i in range(i0, i1):
-                s[i - i0] = _scaled_mm(q8[i], k8[i].transpose(0, 1), sq[i], sk[i],
+                s[i - i0] = _scaled_mm(q8[i], k8[i].transpose(0, 1), sq[i, 0], sk[i, 0],
                                        torch.bfloat16)
         with record_function("scale_mask"):
             s = s[:, :n, :n].float()
@@ -205,7 +218,7 @@ def fp8_core(q, k, v, *, scale=None, causal=True, chunk_elems=CHUNK_ELEMS, mask=
             del p
         with record_function("pv_matmul"):
             for i in range(i0, i1):
-                out[i] = _scaled_mm(p8[i - i0], v8t[i].transpose(0, 1), p_scale, sv[i],
+                out[i] = _scaled_mm(p8[i - i0], v8t[i].transpose(0, 1), p_scale, sv[i, 0],
                                     out_dtype)[:n]
     return out.view(b, h, n, dv).to(v.dtype)
 
