@@ -29,13 +29,43 @@ def _comparable(res) -> dict:
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Two single-threaded worker processes on 127.0.0.1, shared by the tests of this module."""
-    import logging
+    """Two single-threaded worker processes on 127.0.0.1, made as ``--dask local:2`` makes them
+    (forked on Linux), shared by the tests of this module."""
+    from tracekit.cluster import _Connection
 
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, worker_dashboard_address=None,
-                                  silence_logs=logging.ERROR) as c:
-        yield c
+    conn = _Connection("local:2", 2)
+    try:
+        yield conn.cluster
+    finally:
+        conn.close()
+
+
+def test_local_workers_start_by_fork_unless_the_user_chose(cluster) -> None:
+    import dask
+
+    import tracekit.load  # noqa: F401  (in this process before the workers started, as the CLI has it)
+    from tracekit.cluster import LOCAL_SETTINGS, _local_settings
+
+    client = distributed.Client(cluster.scheduler_address, set_as_default=False)
+    try:
+        # a forked worker inherits this process's modules; a spawned one would not have tracekit.load yet
+        inherited = client.run(lambda: "tracekit.load" in sys.modules)
+        profiling = client.run(lambda: dask.config.get("distributed.worker.profile.enabled"))
+    finally:
+        client.close()
+    if sys.platform.startswith("linux"):
+        assert list(inherited.values()) == [True, True]
+    assert list(profiling.values()) == [False, False]
+    method = "distributed.worker.multiprocessing-method"
+    # Dask's defaults everywhere (outside the fixture's connection): every setting applies
+    with dask.config.set({key: dask.config.get(key, config=dask.config.merge(*dask.config.defaults))
+                          for key, _v, _w in LOCAL_SETTINGS}):
+        assert set(_local_settings(dask)) == {k for k, _v, _w in LOCAL_SETTINGS} - (
+            set() if sys.platform.startswith("linux") else {method})
+        with dask.config.set({method: "forkserver", "distributed.admin.tick.interval": "50ms"}):
+            chosen = _local_settings(dask)  # what the user set is kept
+        assert method not in chosen and "distributed.admin.tick.interval" not in chosen
+        assert "distributed.worker.profile.enabled" in chosen
 
 
 def _folder(d: Path, ranks: int, blocks=lambda r: r + 1) -> Path:
@@ -204,3 +234,26 @@ def test_importing_tracekit_loads_no_dask() -> None:
             "sys.exit(str(bad) if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_task_frees_the_previous_tasks_model_when_the_gc_is_paused(tmp_path: Path) -> None:
+    # a forked worker inherits the CLI's paused GC: without a collection per task, every rank's model
+    # (reference cycles) would stay in the worker until it exits
+    import gc
+
+    from tracekit.classify import Classifier
+    from tracekit.cluster import analyse_file
+    from tracekit.model import Trace
+
+    d = _folder(tmp_path / "run", 4)
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for f in sorted(d.iterdir()):
+            assert not isinstance(analyse_file(str(f), None, Classifier(), True), str)
+        alive = sum(isinstance(o, Trace) for o in gc.get_objects())
+    finally:
+        if was:
+            gc.enable()
+    assert alive <= 1, f"{alive} models kept after 4 tasks"
