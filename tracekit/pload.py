@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .model import DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo
-from .read import CHUNK, EventStream, Fallback, ReadSummary, decode_events
+from .read import EventStream, Fallback, ReadSummary, decode_events
 
 if TYPE_CHECKING:
     from multiprocessing.pool import AsyncResult
@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 
 # Below this much JSON a pool costs more than it saves (forking, pickling): such files are read serially.
 MIN_PARALLEL = 64 << 20
+# The windows' size here: half the serial reader's chunk. Each worker holds one decoded window (about
+# 2.2x its JSON) at a time, so this bounds the workers' memory; at 16 MB the whole process tree of
+# ``--jobs 2`` peaked below the serial path on a 1 GB trace, as fast as with 32 MB (benchmarks/README.md).
+PARALLEL_CHUNK = 16 << 20
 _GZ_RATIO = 10  # traces inflate 10-30x: a .gz above MIN_PARALLEL / 10 is taken for a big one
 
 _Tables = tuple[dict, dict, dict, dict]  # threads, raw threads, streams, raw streams
@@ -64,6 +68,7 @@ def _work(slot: int | bytes, size: int, tables: _Tables) -> tuple[Any, ...] | No
     it alone (in a worker); None when it does not decode."""
     from .load import _Builder
 
+    _collect()
     view = memoryview(_RING[slot] if isinstance(slot, int) else slot)[:size]
     try:
         events, read_dropped = decode_events(view)
@@ -84,6 +89,18 @@ def _work(slot: int | bytes, size: int, tables: _Tables) -> tuple[Any, ...] | No
             *(_columns(part) for part in (tr.host, tr.runtime, tr.device, tr.gpu_annotations, tr.memory, tr.flows)),
             list(tr.op_inputs), list(tr.op_inputs.values()), tr.seq_host, tr.seq_nr, tr.seq_fwd,
             b.steps, list(b.shapes_seen), b.range_profiler, list(b.names))
+
+
+def _collect() -> None:
+    """Free the previous window's builder (reference cycles) before decoding the next one.
+
+    Why: the worker is forked from a process whose cyclic GC is paused (the CLI's), so without
+    this every window's garbage stayed in the worker: 2 workers held 560 MB on a 1 GB trace.
+    """
+    import gc
+
+    if not gc.isenabled():
+        gc.collect()
 
 
 def _columns(events: list) -> list[list]:
@@ -154,7 +171,7 @@ def load_parallel(b: _Builder, path: Path, progress: Callable[[int, int], None] 
     """``b.build`` over ``path``'s batches, decoded and ingested in ``jobs`` forked processes."""
     import multiprocessing  # (here: small files never pay for the import)
 
-    chunk = chunk or CHUNK  # (read at call time: tests make it small, to get many windows from a small file)
+    chunk = chunk or PARALLEL_CHUNK  # (read at call time: tests make it small, to get many windows from a small file)
     read_dropped: Counter[str] = Counter()  # the reader's drops in the windows merged, in order
     n = 0
     merged = 0  # windows merged (all proven)
