@@ -49,25 +49,51 @@ shutil.rmtree(d)
 
 
 def run(cmd: list[str], timeout: float, env: dict[str, str] | None = None,
-        cwd: Path = ROOT) -> tuple[float, float, int, float]:
-    """(seconds, peak RSS MiB, exit code, CPU seconds) of one fresh process.
+        cwd: Path = ROOT) -> tuple[float, float, int, float, float]:
+    """(seconds, peak RSS MiB, exit code, CPU seconds, peak tree PSS MiB) of one fresh process.
 
     CPU seconds (user + system) are reported beside wall time because on a shared machine the wall
-    clock also counts other processes' turns; the before/after ratio is printed for both.
+    clock also counts other processes' turns; the before/after ratio is printed for both. Peak RSS is
+    the largest single process's; the tree's PSS (sampled every 0.1 s, Linux only, else nan) sums the
+    process and its children, each shared page counted once: what ``--jobs`` on one file really uses.
     """
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd, env=env)
     deadline = t0 + timeout
+    pss, next_sample = float("nan"), t0
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
         if pid:
             return (time.perf_counter() - t0, ru.ru_maxrss / 1024, os.waitstatus_to_exitcode(status),
-                    ru.ru_utime + ru.ru_stime)
-        if time.perf_counter() > deadline:
+                    ru.ru_utime + ru.ru_stime, pss)
+        now = time.perf_counter()
+        if now > deadline:
             p.kill()
             _, status, ru = os.wait4(p.pid, 0)
-            return float("inf"), ru.ru_maxrss / 1024, -9, float("inf")
+            return float("inf"), ru.ru_maxrss / 1024, -9, float("inf"), pss
+        if now >= next_sample:
+            tree = tree_pss(p.pid)
+            if tree == tree:  # not nan
+                pss = tree if pss != pss else max(pss, tree)
+            next_sample = now + 0.1
         time.sleep(0.02)
+
+
+def tree_pss(pid: int) -> float:
+    """Summed ``Pss`` (MiB) of ``pid`` and its descendants (children of any of their threads); nan if unreadable."""
+    total, todo, seen = 0, [pid], 0
+    while todo:
+        q = todo.pop()
+        try:
+            with open(f"/proc/{q}/smaps_rollup") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+            seen += 1
+            for t in os.listdir(f"/proc/{q}/task"):
+                with open(f"/proc/{q}/task/{t}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except (OSError, StopIteration, ValueError):
+            continue  # gone meanwhile, or not Linux
+    return total / 1024 if seen else float("nan")
 
 
 def byte_compile(checkout: Path) -> dict[str, str]:
@@ -146,17 +172,18 @@ def main(argv=None) -> int:
     cwds: dict[str, Path] = {}
     if "orjson" in chosen:
         tools["orjson.loads only"] = lambda p, gz: [py, "-c", ORJSON_ONLY, str(p)]
-    if "tracekit" in chosen:
-        tools["tracekit attribute (.json)"] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(p), "--format", "json"]
+    if "tracekit" in chosen:  # -j 1: the one-process path (a big file's default is --jobs, tracekit-jobs)
+        tools["tracekit attribute (.json)"] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(p), "--format",
+                                                             "json", "-j", "1"]
     if "tracekit-jobs" in chosen:
         tools[f"tracekit attribute --jobs {a.workers} (.json)"] = lambda p, gz: [
             py, "-m", "tracekit", "attribute", str(p), "--format", "json", "--jobs", str(a.workers)]
     if "tracekit-gz" in chosen:
         tools["tracekit attribute (.json.gz)"] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(gz),
-                                                                "--format", "json"]
+                                                                "--format", "json", "-j", "1"]
     if a.baseline is not None:
         name = "baseline tracekit attribute (.json)"
-        tools[name] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(p), "--format", "json"]
+        tools[name] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(p), "--format", "json", "-j", "1"]
         envs[name] = byte_compile(a.baseline.resolve())
         cwds[name] = a.baseline.resolve()  # `python -m` puts the working folder first on sys.path
     here = byte_compile(ROOT)
@@ -167,20 +194,22 @@ def main(argv=None) -> int:
         tools["HTA load + kernel breakdown (.json.gz)"] = lambda p, gz: [a.hta_python, "-c", HTA_BREAKDOWN, str(gz)]
     print(f"source: {a.source.name}; {a.reps} reps per cell; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
     print(f"{'JSON MB':>8} {'tool':40} {'median s':>9} {'peak RSS MB':>12} {'RSS/JSON':>9} {'x orjson':>9} {'HTA/x':>7} "
-          f"{'CPU s':>7}")
+          f"{'CPU s':>7} {'tree PSS MB':>12}")
     for mb, path, gz in inputs:
         times: dict[str, list[float]] = {t: [] for t in tools}
         rss: dict[str, list[float]] = {t: [] for t in tools}
         cpu: dict[str, list[float]] = {t: [] for t in tools}
+        tree: dict[str, list[float]] = {t: [] for t in tools}
         for _ in range(a.reps):
             for name, cmd in tools.items():
-                secs, peak, rc, cpu_s = run(cmd(path, gz), a.timeout, envs.get(name), cwds.get(name, ROOT))
+                secs, peak, rc, cpu_s, pss = run(cmd(path, gz), a.timeout, envs.get(name), cwds.get(name, ROOT))
                 if rc != 0:  # a timeout or an out-of-memory kill is a result too: shown as inf
                     failures += name.startswith("tracekit")
                     secs = float("inf")
                 times[name].append(secs)
                 rss[name].append(peak)
                 cpu[name].append(cpu_s)
+                tree[name].append(pss)
         base = times.get("orjson.loads only")
         hta = times.get("HTA load + kernel breakdown (.json.gz)")
         old = times.get("baseline tracekit attribute (.json)")
@@ -188,7 +217,7 @@ def main(argv=None) -> int:
             ratios = [t / b for t, b in zip(times[name], base)] if base else [float("nan")]
             vs_hta = f"{statistics.median([h / t for h, t in zip(hta, times[name])]):7.1f}" if hta else f"{'-':>7}"
             print(f"{mb:8.1f} {name:40} {statistics.median(times[name]):9.2f} {max(rss[name]):12.0f} "
-                  f"{max(rss[name]) / mb:9.2f} {statistics.median(ratios):9.2f} {vs_hta} {statistics.median(cpu[name]):7.2f}")
+                  f"{max(rss[name]) / mb:9.2f} {statistics.median(ratios):9.2f} {vs_hta} {statistics.median(cpu[name]):7.2f} {max(tree[name]):12.0f}")
         if old and "tracekit attribute (.json)" in times:
             new = times["tracekit attribute (.json)"]
             old_cpu, new_cpu = cpu["baseline tracekit attribute (.json)"], cpu["tracekit attribute (.json)"]
@@ -214,28 +243,30 @@ def bench_ranks(a: argparse.Namespace, work: Path) -> int:
     outs = {name: work / f"ranks_out_{i}.json" for i, name in enumerate(ways)}
     times: dict[str, list[float]] = {n: [] for n in ways}
     rss: dict[str, list[float]] = {n: [] for n in ways}
+    tree: dict[str, list[float]] = {n: [] for n in ways}
     failures = 0
     for _ in range(a.reps):
         for name, extra in ways.items():
             cmd = [py, "-m", "tracekit", "attribute", str(folder), "--format", "json", "-o", str(outs[name]), *extra]
-            secs, peak, rc, _cpu = run(cmd, a.timeout, env)
+            secs, peak, rc, _cpu, pss = run(cmd, a.timeout, env)
             if rc != 0:
                 failures += 1
                 secs = float("inf")
             times[name].append(secs)
             rss[name].append(peak)
+            tree[name].append(pss)
     total = mb * a.ranks
     serial = times["serial (-j 1)"]
     print(f"many ranks: {a.ranks} x {mb:.1f} MB ({total:,.0f} MB of JSON) from {a.source.name}; {a.reps} reps; "
           f"{os.cpu_count()} CPUs; {w} workers")
-    print(f"{'way':24} {'median s':>9} {'MB/s':>8} {'x serial':>9} {'peak RSS MB':>12} {'output':>10}")
+    print(f"{'way':24} {'median s':>9} {'MB/s':>8} {'x serial':>9} {'peak RSS MB':>12} {'tree PSS MB':>12} {'output':>10}")
     ref = outs["serial (-j 1)"].read_bytes() if outs["serial (-j 1)"].exists() else b""
     for name in ways:
         med = statistics.median(times[name])
         speed = statistics.median([s / t for s, t in zip(serial, times[name])])
         same = outs[name].exists() and outs[name].read_bytes() == ref and bool(ref)
         failures += not same
-        print(f"{name:24} {med:9.2f} {total / med:8.1f} {speed:9.2f} {max(rss[name]):12.0f} "
+        print(f"{name:24} {med:9.2f} {total / med:8.1f} {speed:9.2f} {max(rss[name]):12.0f} {max(tree[name]):12.0f} "
               f"{'identical' if same else 'DIFFERS':>10}")
     return failures
 

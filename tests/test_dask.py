@@ -252,7 +252,7 @@ def test_a_task_frees_the_previous_tasks_model_when_the_gc_is_paused(tmp_path: P
     try:
         for f in sorted(d.iterdir()):
             assert not isinstance(analyse_file(str(f), None, Classifier(), True), str)
-        alive = sum(isinstance(o, Trace) for o in gc.get_objects())
+        alive = sum(type(o) is Trace for o in gc.get_objects())
     finally:
         if was:
             gc.enable()

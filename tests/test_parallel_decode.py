@@ -8,6 +8,8 @@ many windows; ``windows_sent`` checks that workers really got them.
 
 from __future__ import annotations
 
+import os
+
 import gzip
 import json
 from pathlib import Path
@@ -134,13 +136,13 @@ def test_small_files_stay_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     load.load_trace(path, jobs=4)
 
 
-def test_default_jobs_is_one_for_a_single_file(tmp_path: Path) -> None:
+def test_default_jobs_for_a_single_file_is_the_cpus_up_to_the_cap(tmp_path: Path) -> None:
     from tracekit.inputs import default_jobs, discover
 
     one = discover(_busy_trace(tmp_path / "a.json"))
-    assert default_jobs(one) == 1
+    assert default_jobs(one) == min(len(os.sched_getaffinity(0)), pload.MAX_DEFAULT_JOBS)
     (tmp_path / "b.json").write_bytes((tmp_path / "a.json").read_bytes())
-    assert default_jobs(discover(tmp_path)) == default_jobs()
+    assert default_jobs(discover(tmp_path)) == default_jobs() == len(os.sched_getaffinity(0))
 
 
 def _events_text(n: int, extra: dict[int, str] | None = None) -> list[str]:
@@ -224,8 +226,8 @@ def test_real_and_h200_traces_same_json(path: Path, monkeypatch: pytest.MonkeyPa
 
 @pytest.mark.parametrize("damage", ["", "truncated"])
 def test_cli_jobs_reaches_one_file(tmp_path: Path, windows_sent: list[int], damage: str) -> None:
-    """``tracekit attribute FILE --jobs 2``: same stdout, stderr and exit code as ``--jobs 1``; no
-    ``--jobs`` reads a single file in one process."""
+    """``tracekit attribute FILE --jobs 2``, and with no ``--jobs`` (a big file: one process per CPU, up
+    to 4): same stdout, stderr and exit code as ``--jobs 1``."""
     from click.testing import CliRunner
 
     from tracekit.cli import cli
@@ -246,7 +248,9 @@ def test_cli_jobs_reaches_one_file(tmp_path: Path, windows_sent: list[int], dama
     with chunk_size(pload.PARALLEL_CHUNK):
         serial = run("--jobs", "1")
     assert windows_sent == []
-    assert run() == serial and windows_sent == []  # the default: one process for one file
+    assert run() == serial
+    assert bool(windows_sent) == (min(len(os.sched_getaffinity(0)), pload.MAX_DEFAULT_JOBS) > 1)
+    windows_sent.clear()
     assert run("--jobs", "2") == serial
     assert windows_sent
     assert serial[0] == 3  # the hand-built trace has malformed events: salvaged results
@@ -273,7 +277,7 @@ def test_a_worker_frees_each_windows_builder_when_the_gc_is_paused() -> None:
     try:
         for piece in pieces:
             assert pload._work(piece, len(piece), ({}, {}, {}, {})) is not None
-        alive = sum(isinstance(o, _Builder) for o in gc.get_objects())
+        alive = sum(type(o) is _Builder for o in gc.get_objects())
     finally:
         if was:
             gc.enable()

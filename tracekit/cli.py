@@ -42,8 +42,8 @@ GROUPINGS = ("kind", "block", "layer", "step", "run", "rank")
 EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 _MAX_WRITE = 1 << 30  # one write() call; Linux moves at most ~2 GiB per call anyway
 
-_JOBS_HELP = ("Processes for a folder of traces (default: one per CPU, at most one per file); given for one "
-              "trace file over 64 MB of JSON, processes that decode it (default there: 1).")
+_JOBS_HELP = ("Processes. A folder: files read at once (default: one per CPU, at most one per file). One trace "
+              "over 64 MB of JSON: processes decoding its batches (default: one per CPU, at most 4). -j 1: one process.")
 _DASK_HELP = ("Analyse each file on a Dask cluster: tcp://HOST:PORT of a running scheduler, or local[:N] for N "
               "worker processes on this machine (needs tracekit[dask]).")
 

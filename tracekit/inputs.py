@@ -231,17 +231,20 @@ def _usable(candidates: list[Path], found: Inputs) -> list[Path]:
 
 
 def default_jobs(*found: Inputs) -> int:
-    """One process per CPU this process may run on; 1 when every input given is a single file.
+    """One process per CPU this process may run on; for a single file, at most ``pload.MAX_DEFAULT_JOBS``.
 
-    A single file is decoded in several processes only when ``--jobs`` asks for it (tracekit.pload):
-    on the shared 2-core machine that pool cost more than it saved (benchmarks/README.md).
+    A single file is decoded in several processes only when it is big enough to pay
+    (``pload.worth_parallel``); past a few workers its parent's reading and merging is the bottleneck.
     """
-    if found and all(len(f.files) <= 1 for f in found):
-        return 1
     try:
-        return len(os.sched_getaffinity(0)) or 1
+        cpus = len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    if found and all(len(f.files) <= 1 for f in found):
+        from .pload import MAX_DEFAULT_JOBS
+
+        return min(cpus, MAX_DEFAULT_JOBS)
+    return cpus
 
 
 def attribute_inputs(found: Inputs, scope: str | None = None, classifier: Classifier | None = None,

@@ -37,6 +37,9 @@ MIN_PARALLEL = 64 << 20
 # 2.2x its JSON) at a time, so this bounds the workers' memory; at 16 MB the whole process tree of
 # ``--jobs 2`` peaked below the serial path on a 1 GB trace, as fast as with 32 MB (benchmarks/README.md).
 PARALLEL_CHUNK = 16 << 20
+# Workers a big file gets by default: the parent reads, copies and merges about 40% of the serial CPU
+# time itself, so past 3-4 workers more only add memory (about one window each).
+MAX_DEFAULT_JOBS = 4
 _GZ_RATIO = 10  # traces inflate 10-30x: a .gz above MIN_PARALLEL / 10 is taken for a big one
 
 _Tables = tuple[dict, dict, dict, dict]  # threads, raw threads, streams, raw streams
