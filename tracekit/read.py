@@ -276,13 +276,19 @@ class EventStream:
         self._raw = raw
         return _Gunzip(raw, self.chunk) if magic == b"\x1f\x8b" else raw
 
-    def _read(self, f: _Source, n: int = 0, reuse: bool = False) -> bytes | memoryview:
-        """The next ``n`` bytes (a chunk by default); b"" at the end.
+    def _read(self, f: _Source, n: int = 0) -> bytes:
+        """The next ``n`` bytes (a chunk by default); b"" at the end."""
+        return cast(bytes, self._fetch(f, n, False))
 
-        ``reuse``: from a plain file, a view of one buffer kept for all such reads, valid until the
-        next one (the caller copies it at once). Why: a fresh 32 MB bytes per chunk is fresh memory
-        to fault in, about 0.7 s of system time per GB read.
+    def _read_view(self, f: _Source) -> bytes | memoryview:
+        """The next chunk; from a plain file, a view of one buffer kept for all such reads, valid
+        until the next one (the caller copies it at once).
+
+        Why: a fresh 32 MB bytes per chunk is fresh memory to fault in, about 0.2 s per GB read.
         """
+        return self._fetch(f, 0, True)
+
+    def _fetch(self, f: _Source, n: int, reuse: bool) -> bytes | memoryview:
         if self._eof:
             return b""
         try:
@@ -343,7 +349,7 @@ class EventStream:
         fresh = True  # buf[1:] follows the array's '[' (not a ','): a ']' may close it at once
         while True:
             if not self._eof and len(buf) < self.chunk:
-                buf += self._read(f, reuse=True)
+                buf += self._read_view(f)
                 continue
             if self._eof:
                 yield from self._last(f, buf, fresh)
