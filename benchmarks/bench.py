@@ -49,32 +49,33 @@ shutil.rmtree(d)
 
 
 def run(cmd: list[str], timeout: float, env: dict[str, str] | None = None,
-        cwd: Path = ROOT) -> tuple[float, float, int, float, float]:
+        cwd: Path = ROOT, pss: bool = False) -> tuple[float, float, int, float, float]:
     """(seconds, peak RSS MiB, exit code, CPU seconds, peak tree PSS MiB) of one fresh process.
 
     CPU seconds (user + system) are reported beside wall time because on a shared machine the wall
     clock also counts other processes' turns; the before/after ratio is printed for both. Peak RSS is
-    the largest single process's; the tree's PSS (sampled every 0.1 s, Linux only, else nan) sums the
-    process and its children, each shared page counted once: what ``--jobs`` on one file really uses.
+    the largest single process's; with ``pss`` the tree's PSS (sampled every 0.1 s, Linux only; else nan)
+    sums the process and its children, each shared page counted once: what ``--jobs`` really uses.
+    Sampling reads the kernel's page tables, a few % of a core: off unless asked for (``--tree-pss``).
     """
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd, env=env)
     deadline = t0 + timeout
-    pss, next_sample = float("nan"), t0
+    peak_pss, next_sample = float("nan"), (t0 if pss else float("inf"))
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
         if pid:
             return (time.perf_counter() - t0, ru.ru_maxrss / 1024, os.waitstatus_to_exitcode(status),
-                    ru.ru_utime + ru.ru_stime, pss)
+                    ru.ru_utime + ru.ru_stime, peak_pss)
         now = time.perf_counter()
         if now > deadline:
             p.kill()
             _, status, ru = os.wait4(p.pid, 0)
-            return float("inf"), ru.ru_maxrss / 1024, -9, float("inf"), pss
+            return float("inf"), ru.ru_maxrss / 1024, -9, float("inf"), peak_pss
         if now >= next_sample:
             tree = tree_pss(p.pid)
             if tree == tree:  # not nan
-                pss = tree if pss != pss else max(pss, tree)
+                peak_pss = tree if peak_pss != peak_pss else max(peak_pss, tree)
             next_sample = now + 0.1
         time.sleep(0.02)
 
@@ -147,6 +148,8 @@ def main(argv=None) -> int:
                     help="another checkout of tracekit (e.g. a git worktree of the previous commit): its "
                          "`tracekit attribute (.json)` runs in the same interleaved reps, for before/after ratios")
     ap.add_argument("--smoke", action="store_true", help="tiny and quick: for the test suite")
+    ap.add_argument("--tree-pss", action="store_true",
+                    help="also sample each run's process tree's summed PSS (the memory --jobs really uses)")
     ap.add_argument("--ranks", type=int, default=0, help="the many-rank case: this many copies of one tile as ranks")
     ap.add_argument("--rank-mb", type=float, default=100.0, help="MB of JSON per rank in the many-rank case")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
@@ -202,7 +205,8 @@ def main(argv=None) -> int:
         tree: dict[str, list[float]] = {t: [] for t in tools}
         for _ in range(a.reps):
             for name, cmd in tools.items():
-                secs, peak, rc, cpu_s, pss = run(cmd(path, gz), a.timeout, envs.get(name), cwds.get(name, ROOT))
+                secs, peak, rc, cpu_s, pss = run(cmd(path, gz), a.timeout, envs.get(name), cwds.get(name, ROOT),
+                                                 a.tree_pss)
                 if rc != 0:  # a timeout or an out-of-memory kill is a result too: shown as inf
                     failures += name.startswith("tracekit")
                     secs = float("inf")
@@ -248,7 +252,7 @@ def bench_ranks(a: argparse.Namespace, work: Path) -> int:
     for _ in range(a.reps):
         for name, extra in ways.items():
             cmd = [py, "-m", "tracekit", "attribute", str(folder), "--format", "json", "-o", str(outs[name]), *extra]
-            secs, peak, rc, _cpu, pss = run(cmd, a.timeout, env)
+            secs, peak, rc, _cpu, pss = run(cmd, a.timeout, env, pss=a.tree_pss)
             if rc != 0:
                 failures += 1
                 secs = float("inf")

@@ -52,3 +52,30 @@ def test_benchmark_smoke_run():
     assert proc.returncode == 0, proc.stderr
     rows = [ln for ln in proc.stdout.splitlines() if "tracekit attribute" in ln or "orjson.loads only" in ln]
     assert len(rows) == 3
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_tree_pss_counts_the_children() -> None:
+    # a parent that forks a child; the child touches 64 MB of its own: the tree's PSS must include it,
+    # while the parent alone (its VmRSS, from the kernel) stays well below
+    import time
+
+    from bench import tree_pss
+
+    code = ("import os, sys, time\n"
+            "r, w = os.pipe()\n"
+            "if os.fork() == 0:\n"
+            "    b = bytearray(64 << 20)\n"
+            "    for i in range(0, len(b), 4096): b[i] = 1\n"
+            "    os.write(w, b'x'); time.sleep(30); os._exit(0)\n"
+            "os.read(r, 1); print('ready', flush=True); time.sleep(30)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        time.sleep(0.1)
+        own = next(int(line.split()[1]) for line in open(f"/proc/{p.pid}/status") if line.startswith("VmRSS:"))
+        assert own / 1024 < 48
+        assert tree_pss(p.pid) >= 64
+    finally:
+        p.kill()
+        p.wait()
