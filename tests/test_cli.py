@@ -144,3 +144,27 @@ def test_progress_reports_bytes_read(trace):
     seen = []
     analyze(trace, progress=lambda name, done, total: seen.append((name, done, total)))
     assert seen and seen[-1][0] == trace.name and seen[-1][1] == seen[-1][2] == trace.stat().st_size
+
+
+_HEAP_PROBE = """
+import ctypes, sys
+if sys.argv[1] == "tuned":
+    from tracekit.cli import _keep_big_buffers
+    _keep_big_buffers()
+b = bytearray(40 << 20)
+addr = ctypes.addressof((ctypes.c_char * len(b)).from_buffer(b))
+for line in open("/proc/self/maps"):
+    lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+    if lo <= addr < hi:
+        print("heap" if line.rstrip().endswith("[heap]") else "own mapping")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or "glibc" not in " ".join(__import__("platform").libc_ver()),
+                    reason="glibc's mallopt")
+def test_commands_keep_big_buffers_on_the_heap() -> None:
+    # the kernel's own map of the process: a 40 MB buffer is its own mmap by default (fresh pages each
+    # time, freed back to the kernel), and comes from the reusable heap once a command has tuned malloc
+    where = {mode: subprocess.run([sys.executable, "-c", _HEAP_PROBE, mode], capture_output=True, text=True,
+                                  check=True).stdout.strip() for mode in ("default", "tuned")}
+    assert where == {"default": "own mapping", "tuned": "heap"}
