@@ -69,9 +69,10 @@ def _close_ring() -> None:
 def _work(slot: int | bytes, size: int, tables: _Tables) -> tuple[Any, ...] | None:
     """Decode the window in ring slot ``slot`` (or ``slot`` itself, a window too big for the ring) and ingest
     it alone (in a worker); None when it does not decode."""
+    from .inputs import _collect
     from .load import _Builder
 
-    _collect()
+    _collect()  # forked from the CLI, whose GC is paused: free the previous window's builder (cycles) first
     view = memoryview(_RING[slot] if isinstance(slot, int) else slot)[:size]
     try:
         events, read_dropped = decode_events(view)
@@ -92,18 +93,6 @@ def _work(slot: int | bytes, size: int, tables: _Tables) -> tuple[Any, ...] | No
             *(_columns(part) for part in (tr.host, tr.runtime, tr.device, tr.gpu_annotations, tr.memory, tr.flows)),
             list(tr.op_inputs), list(tr.op_inputs.values()), tr.seq_host, tr.seq_nr, tr.seq_fwd,
             b.steps, list(b.shapes_seen), b.range_profiler, list(b.names))
-
-
-def _collect() -> None:
-    """Free the previous window's builder (reference cycles) before decoding the next one.
-
-    Why: the worker is forked from a process whose cyclic GC is paused (the CLI's), so without
-    this every window's garbage stayed in the worker: 2 workers held 560 MB on a 1 GB trace.
-    """
-    import gc
-
-    if not gc.isenabled():
-        gc.collect()
 
 
 def _columns(events: list) -> list[list]:
