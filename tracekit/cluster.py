@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -31,8 +32,9 @@ _CONNECT_TIMEOUT_S = 30
 # while its value is still Dask's default, so whatever the user set in Dask's config files or
 # environment is kept; forked workers inherit them. Measured on 16 ranks x 100 MB, 2 workers on
 # 2 cores (benchmarks/README.md).
+_START_METHOD = "distributed.worker.multiprocessing-method"  # fork: Linux only
 LOCAL_SETTINGS: tuple[tuple[str, object, str], ...] = (
-    ("distributed.worker.multiprocessing-method", "fork",
+    (_START_METHOD, "fork",
      "a spawned worker is a fresh interpreter that imports distributed, then tracekit's pipeline: "
      "1.3 s of an 11.2 s run; a forked one inherits both (Linux only; Dask supports the setting)"),
     ("distributed.admin.tick.interval", "1s",
@@ -46,12 +48,10 @@ LOCAL_SETTINGS: tuple[tuple[str, object, str], ...] = (
 
 def _local_settings(dask: Any) -> dict[str, object]:
     """The LOCAL_SETTINGS whose keys still hold Dask's default value (fork only on Linux)."""
-    import sys
-
     defaults = dask.config.merge(*dask.config.defaults)
     out: dict[str, object] = {}
     for key, value, _why in LOCAL_SETTINGS:
-        if key.endswith("multiprocessing-method") and not sys.platform.startswith("linux"):
+        if key == _START_METHOD and not sys.platform.startswith("linux"):
             continue
         current = dask.config.get(key, default=None)
         if current is not None and current == dask.config.get(key, default=None, config=defaults):

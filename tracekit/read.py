@@ -296,7 +296,8 @@ class EventStream:
             if reuse and isinstance(f, io.BufferedReader):
                 if self._scratch is None or len(self._scratch) < size:
                     self._scratch = bytearray(size)
-                data: bytes | memoryview = memoryview(self._scratch)[: f.readinto(memoryview(self._scratch)[:size])]
+                view = memoryview(self._scratch)
+                data: bytes | memoryview = view[: f.readinto(view[:size])]
             else:
                 data = f.read(size)
         except _GzipTruncated as exc:
