@@ -358,8 +358,8 @@ def _collect() -> None:
     The CLI pauses the cyclic GC (cli._gc_paused), and a pool's forked workers inherit that: the
     reference cycles of each file's model would pile up, about 40 MB per 100 MB of JSON read, over
     a folder of ranks. One collection per file, while only the finished results are alive, is cheap.
-    Dask tasks (tracekit.cluster) and one big file's decoding workers (tracekit.pload, per window:
-    563 MB held by 2 workers on a 1 GB trace without it) call it too.
+    Dask tasks (tracekit.cluster) call it too. (One big file's decoding workers need not: each
+    window's builder is released, tracekit.pload.)
     """
     import gc
 

@@ -253,6 +253,12 @@ class _Builder:
             info.warnings.append("CUPTI range-profiler trace: it has no kernel timings, so host time is used")
         return tr, read
 
+    def release(self) -> None:
+        """Break the builder's one reference cycle (``roles`` holds its bound methods), so that it is
+        freed as soon as it is dropped: decoding workers forked from the CLI run with the GC paused,
+        and a window's builder left for a collection cost 6-10 ms of scanning per window."""
+        self.roles.clear()
+
     def _thread(self, pid: object, tid: object) -> int:
         t = self.raw_threads.get((pid, tid))
         if t is None:  # 2021 traces spell the same thread "123" on X events and 123 on flows

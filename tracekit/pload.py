@@ -18,6 +18,7 @@ import mmap
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,10 +70,8 @@ def _close_ring() -> None:
 def _work(slot: int | bytes, size: int, tables: _Tables) -> tuple[Any, ...] | None:
     """Decode the window in ring slot ``slot`` (or ``slot`` itself, a window too big for the ring) and ingest
     it alone (in a worker); None when it does not decode."""
-    from .inputs import _collect
     from .load import _Builder
 
-    _collect()  # forked from the CLI, whose GC is paused: free the previous window's builder (cycles) first
     view = memoryview(_RING[slot] if isinstance(slot, int) else slot)[:size]
     try:
         events, read_dropped = decode_events(view)
@@ -87,6 +86,7 @@ def _work(slot: int | bytes, size: int, tables: _Tables) -> tuple[Any, ...] | No
     del events
     view.release()
     tr = b.tr
+    b.release()  # (no cycle left: freed on return, although a worker forked from the CLI has its GC paused)
     return (n, read_dropped, b.dropped, len(threads), len(streams),
             list(b.threads)[len(threads):], list(b.raw_threads.items())[len(raw_threads):],
             list(b.streams)[len(streams):], list(b.raw_streams.items())[len(raw_streams):],
@@ -100,7 +100,7 @@ def _columns(events: list) -> list[list]:
     (one memoised string per distinct name), and ``_rows`` rebuilds the structs in one C loop."""
     if not events:
         return []
-    return [[getattr(e, f) for e in events] for f in type(events[0]).__struct_fields__]
+    return [list(map(attrgetter(f), events)) for f in type(events[0]).__struct_fields__]  # (C loops)
 
 
 def _rows(cls: type, columns: list[list], field: str, renumber: list[int] | None) -> list:
