@@ -7,6 +7,7 @@ correlation ids), then time overlap with a ``gpu_user_annotation`` on the stream
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -63,28 +64,41 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int]]:
     return order, parent, op_parent, launcher
 
 
-def runtime_leaves(tr: Trace, order: list[int]) -> list[int]:
-    """For each runtime call, the innermost host event on its thread that contains it."""
+def runtime_leaves(tr: Trace, order: list[int], parent: list[int]) -> list[int]:
+    """For each runtime call, the innermost host event on its thread that contains it (ends included).
+
+    The last host event on the thread to start at or before the call (a bisection of ``order``) is
+    the candidate; if it ended before the call, its enclosing events (``parent``, from the same stack
+    sweep) are tried outwards. No sort of the runtime calls and no second sweep: on a 1 GB trace this
+    is about half the cost of a merge of calls and events through a stack, with the same answers.
+    """
     host = tr.host
-    rts = tr.runtime
-    leaf = [NONE] * len(rts)
-    rorder = sorted(range(len(rts)), key=lambda r: (rts[r].thread, rts[r].ts))
-    by_thread = {t: list(g) for t, g in groupby(order, key=lambda i: host[i].thread)}
-    for t, group in groupby(rorder, key=lambda r: rts[r].thread):
-        hs = by_thread.get(t, [])
-        k = 0
-        stack: list[int] = []
-        for r in group:
-            ts = rts[r].ts
-            while k < len(hs) and host[hs[k]].ts <= ts:
-                h = host[hs[k]]
-                while stack and host[stack[-1]].ts + host[stack[-1]].dur <= h.ts:
-                    stack.pop()
-                stack.append(hs[k])
-                k += 1
-            while stack and host[stack[-1]].ts + host[stack[-1]].dur < ts:
-                stack.pop()
-            leaf[r] = stack[-1] if stack else NONE
+    leaf = [NONE] * len(tr.runtime)
+    if not leaf:
+        return leaf
+    hs = [host[i] for i in order]
+    starts = [h.ts for h in hs]
+    threads = [h.thread for h in hs]
+    del hs
+    n = len(order)
+    first = dict(zip(reversed(threads), range(n - 1, -1, -1)))  # thread -> its first position in order
+    stop = dict(zip(threads, range(1, n + 1)))  # thread -> one past its last position
+    del threads
+    for r, rt in enumerate(tr.runtime):
+        lo = first.get(rt.thread)
+        if lo is None:
+            continue
+        ts = rt.ts
+        k = bisect_right(starts, ts, lo, stop[rt.thread]) - 1
+        if k < lo:
+            continue
+        i = order[k]
+        while i != NONE:
+            h = host[i]
+            if h.ts + h.dur >= ts:
+                break
+            i = parent[i]
+        leaf[r] = i
     return leaf
 
 
@@ -99,31 +113,29 @@ def external_ids_trusted(tr: Trace) -> bool:
 
 def link(tr: Trace) -> Links:
     order, parent, op_parent, launcher = nest_host(tr)
-    rleaf = runtime_leaves(tr, order)
-    by_corr: dict[int, int] = {}
-    for r, rt in enumerate(tr.runtime):
-        if rt.correlation:
-            by_corr.setdefault(rt.correlation, r)
+    rleaf = runtime_leaves(tr, order, parent)
+    # correlation id -> its first runtime call (later writes win: reversed, the first is written last)
+    by_corr = dict(zip([rt.correlation for rt in reversed(tr.runtime)], range(len(tr.runtime) - 1, -1, -1)))
+    by_corr.pop(0, None)  # 0: no correlation
     trusted = external_ids_trusted(tr)
     by_ext: dict[int, int] = {}
     if trusted:
         for i, h in enumerate(tr.host):
             if h.ext_id and h.kind >= ANNOTATION:
                 by_ext.setdefault(h.ext_id, i)
-    nd = len(tr.device)
-    leaf = [NONE] * nd
-    linked = [False] * nd
+    launch = list(map(by_corr.get, [d.correlation for d in tr.device]))  # (C loops: one entry per kernel)
+    leaf = [rleaf[r] if r is not None else NONE for r in launch]
+    linked = [r is not None for r in launch]
     pending: list[int] = []
-    for j, d in enumerate(tr.device):
-        launch = by_corr.get(d.correlation) if d.correlation else None
-        if launch is not None:
-            leaf[j], linked[j] = rleaf[launch], True
-            continue
-        op = by_ext.get(d.ext_id) if d.ext_id else None
-        if op is not None:
-            leaf[j], linked[j] = op, True
-            continue
-        pending.append(j)
+    if not all(linked):
+        dev = tr.device
+        for j in [j for j, r in enumerate(launch) if r is None]:
+            ext = dev[j].ext_id
+            op = by_ext.get(ext) if ext else None
+            if op is not None:
+                leaf[j], linked[j] = op, True
+            else:
+                pending.append(j)
     if pending and tr.gpu_annotations:
         _link_by_annotation(tr, pending, leaf, linked)
     return Links(order, parent, op_parent, launcher, leaf, linked, trusted, _host_steps(tr, order, parent))

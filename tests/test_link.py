@@ -1,0 +1,57 @@
+"""Linking on random nestings whose answers a brute force knows: the innermost host event around each launch."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tracekit.attribute import attribute_trace
+from tracekit.link import NONE, link
+from tracekit.model import ANNOTATION, KERNEL, MODULE, OP, DeviceEvent, HostEvent, RuntimeEvent, Trace, TraceInfo
+
+
+def _nested(rng: random.Random, thread: int, start: int, end: int, depth: int, out: list[HostEvent]) -> None:
+    """Children of [start, end]: consecutive pieces that may touch each other and the parent's ends,
+    zero-length ones among them, and sometimes twins (same start and length, another kind)."""
+    t = start
+    while depth < 5 and t < end and rng.random() < 0.8:
+        t += rng.choice((0, 0, 1, 3, 10))
+        if t > end:
+            break
+        e = min(end, t + rng.choice((0, 1, 5, 20, 60)))
+        kind = rng.choice((MODULE, ANNOTATION, OP, OP))
+        out.append(HostEvent(kind, f"op{len(out)}", thread, t, e - t, 0))
+        if rng.random() < 0.15:
+            out.append(HostEvent(rng.choice((MODULE, ANNOTATION, OP)), f"twin{len(out)}", thread, t, e - t, 0))
+        _nested(rng, thread, t, e, depth + 1, out)
+        t = e
+
+
+def _innermost(host: list[HostEvent], thread: int, ts: int) -> int:
+    """Of the events on ``thread`` that contain ``ts`` (both ends included), the one nested deepest:
+    the latest start, then the shortest, then the kind order (module, annotation, op), then the last."""
+    around = [i for i, h in enumerate(host) if h.thread == thread and h.ts <= ts <= h.ts + h.dur]
+    return max(around, key=lambda i: (host[i].ts, -host[i].dur, host[i].kind, i), default=NONE)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_each_launch_links_to_the_innermost_host_event_around_it(seed: int) -> None:
+    rng = random.Random(seed)
+    host: list[HostEvent] = []
+    for thread in (0, 1):
+        for start, end in ((0, 120), (120, 200), (260, 400)):  # touching roots, then a gap
+            host.append(HostEvent(rng.choice((ANNOTATION, OP)), f"root{len(host)}", thread, start, end - start, 0))
+            _nested(rng, thread, start, end, 1, host)
+    rng.shuffle(host)  # the file's order is not the time order
+    tr = Trace(info=TraceInfo(source="random"), threads=[(1, 1), (1, 2), (1, 3)], streams=[(0, 7)], host=host)
+    for k in range(60):
+        thread = rng.choice((0, 1, 2))  # thread 2 has no host events
+        ts = rng.choice([h.ts for h in host] + [h.ts + h.dur for h in host] + [rng.randrange(-5, 420)])
+        tr.runtime.append(RuntimeEvent("cudaLaunchKernel", thread, ts, 1, k + 1, 0))
+        tr.device.append(DeviceEvent(KERNEL, f"kernel{k}", 0, 1000 + 10 * k, 5, k + 1, 0))
+    links = link(tr)
+    expected = [_innermost(host, rt.thread, rt.ts) for rt in tr.runtime]
+    assert links.device_leaf == expected
+    assert any(e != NONE for e in expected) and NONE in expected
+    attribute_trace(tr).check()
