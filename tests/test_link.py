@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tracekit.attribute import attribute_trace
-from tracekit.link import NONE, link
+from tracekit.link import NONE, host_order, link
 from tracekit.model import ANNOTATION, KERNEL, MODULE, OP, DeviceEvent, HostEvent, RuntimeEvent, Trace, TraceInfo
 
 
@@ -55,3 +55,13 @@ def test_each_launch_links_to_the_innermost_host_event_around_it(seed: int) -> N
     assert links.device_leaf == expected
     assert any(e != NONE for e in expected) and NONE in expected
     attribute_trace(tr).check()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_host_order_is_one_sort_on_thread_ts_longest_first_kind(seed: int) -> None:
+    rng = random.Random(seed)
+    host = [HostEvent(rng.choice((MODULE, ANNOTATION, OP)), "x", rng.randrange(3), rng.randrange(30), rng.randrange(4), 0)
+            for _ in range(500)]  # few distinct values: ties of every kind, runs of them anywhere
+    expected = sorted(range(len(host)), key=lambda i: (host[i].thread, host[i].ts, -host[i].dur, host[i].kind))
+    assert host_order(host) == expected
+    assert host_order([]) == [] and host_order(host[:1]) == [0]

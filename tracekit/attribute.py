@@ -302,8 +302,9 @@ def _busy(events: Sequence[DeviceEvent], busy_until: list[int] | None = None) ->
     ``busy_until``, when given (len(events) long), receives for each event the last end of the device
     work that started before it (-1 when none): when the device became free for it.
     """
-    starts = [(e.ts, k) for k, e in enumerate(events)]  # a comprehension: cheaper than a key lambda
+    starts = [e.ts for e in events]  # (a stable sort: ties stay in index order)
     order = sorted(range(len(events)), key=starts.__getitem__)
+    del starts
     share = [0] * len(events)
     maxend = None
     for k in order:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
-from itertools import groupby
+from itertools import compress, groupby, islice
+from operator import eq
 
-from .model import ANNOTATION, OP, Trace
+from .model import ANNOTATION, OP, HostEvent, Trace
 
 NONE = -1
 
@@ -30,6 +31,33 @@ class Links:
     step: list[int | None]  # per host event: the ProfilerStep#N around it (None outside steps)
 
 
+def host_order(host: list[HostEvent]) -> list[int]:
+    """Host event indices sorted by (thread, ts, -dur, kind), ties in file order: parents before children.
+
+    Sorted by ts alone first, a key list of the events' own ints, then runs of equal ts re-sorted by
+    the rest, then a stable sort by thread. The same order as one sort on 4-tuples, without building
+    them: those were 100 MB per GB of trace, freed at once, and at 10 GB fresh pages to fault in again.
+    """
+    n = len(host)
+    ts = [h.ts for h in host]
+    order = sorted(range(n), key=ts.__getitem__)
+    in_order = list(map(ts.__getitem__, order))
+    del ts
+    tied = list(compress(range(1, n), map(eq, in_order, islice(in_order, 1, None))))  # order[k] ties order[k-1]
+    del in_order
+    k, end_k = 0, len(tied)
+    while k < end_k:  # each run of equal ts: order[start:end]
+        start, end = tied[k] - 1, tied[k] + 1
+        k += 1
+        while k < end_k and tied[k] == end:
+            end += 1
+            k += 1
+        order[start:end] = sorted(order[start:end], key=lambda i: (host[i].thread, -host[i].dur, host[i].kind))
+    threads = [h.thread for h in host]
+    order.sort(key=threads.__getitem__)
+    return order
+
+
 def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int]]:
     """One stack sweep per thread; O(n log n) for the sort, linear after."""
     host = tr.host
@@ -37,9 +65,7 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int]]:
     parent = [NONE] * n
     op_parent = [NONE] * n
     launcher = [NONE] * n
-    keys = [(h.thread, h.ts, -h.dur, h.kind) for h in host]  # a comprehension: cheaper than a key lambda
-    order = sorted(range(n), key=keys.__getitem__)
-    del keys
+    order = host_order(host)
     stack: list[int] = []
     ends: list[int] = []
     cur_thread = None
