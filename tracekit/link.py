@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
-from itertools import compress, groupby, islice
-from operator import eq
+from itertools import compress, groupby, islice, repeat
+from operator import attrgetter, eq
 
 from .model import ANNOTATION, OP, HostEvent, Trace
 
 NONE = -1
+_KIND = attrgetter("kind")
 
 
 @dataclass(slots=True)
@@ -58,13 +59,17 @@ def host_order(host: list[HostEvent]) -> list[int]:
     return order
 
 
-def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int]]:
-    """One stack sweep per thread; O(n log n) for the sort, linear after."""
+def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], list[int | None]]:
+    """One stack sweep per thread; O(n log n) for the sort, linear after. It also hands each event the
+    ``ProfilerStep#N`` around it (None outside steps), inherited down the nesting, when the trace has steps."""
     host = tr.host
     n = len(host)
     parent = [NONE] * n
     op_parent = [NONE] * n
     launcher = [NONE] * n
+    step: list[int | None] = [None] * n
+    stepped = bool(tr.info.steps)
+    step_of: dict[str, int] = {}  # name -> its step number, -1 for a name that is no ProfilerStep#N
     order = host_order(host)
     stack: list[int] = []
     ends: list[int] = []
@@ -84,10 +89,24 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int]]:
             op_parent[i] = p if host[p].kind >= ANNOTATION else op_parent[p]
             launcher[i] = i if h.kind == OP else launcher[p]
         else:
+            p = NONE
             launcher[i] = i if h.kind == OP else NONE
+        if stepped:
+            s = step_of.get(h.name)
+            if s is None:
+                s = step_of[h.name] = _step_number(h.name)
+            if s >= 0:
+                step[i] = s
+            elif p != NONE:
+                step[i] = step[p]
         stack.append(i)
         ends.append(h.ts + h.dur)
-    return order, parent, op_parent, launcher
+    return order, parent, op_parent, launcher, step
+
+
+def _step_number(name: str) -> int:
+    """N of ``ProfilerStep#N``; -1 for any other name."""
+    return int(name[13:]) if name.startswith("ProfilerStep#") and name[13:].isdigit() else -1
 
 
 def runtime_leaves(tr: Trace, order: list[int], parent: list[int]) -> list[int]:
@@ -138,7 +157,7 @@ def external_ids_trusted(tr: Trace) -> bool:
 
 
 def link(tr: Trace) -> Links:
-    order, parent, op_parent, launcher = nest_host(tr)
+    order, parent, op_parent, launcher, step = nest_host(tr)
     rleaf = runtime_leaves(tr, order, parent)
     # correlation id -> its first runtime call (later writes win: reversed, the first is written last)
     by_corr = dict(zip([rt.correlation for rt in reversed(tr.runtime)], range(len(tr.runtime) - 1, -1, -1)))
@@ -164,30 +183,17 @@ def link(tr: Trace) -> Links:
                 pending.append(j)
     if pending and tr.gpu_annotations:
         _link_by_annotation(tr, pending, leaf, linked)
-    return Links(order, parent, op_parent, launcher, leaf, linked, trusted, _host_steps(tr, order, parent))
-
-
-def _host_steps(tr: Trace, order: list[int], parent: list[int]) -> list[int | None]:
-    """The ProfilerStep#N around each host event, inherited down the nesting (parents come first)."""
-    host = tr.host
-    step: list[int | None] = [None] * len(host)
-    if not tr.info.steps:
-        return step
-    for i in order:
-        name = host[i].name
-        if name.startswith("ProfilerStep#") and name[13:].isdigit():
-            step[i] = int(name[13:])
-        elif parent[i] != NONE:
-            step[i] = step[parent[i]]
-    return step
+    return Links(order, parent, op_parent, launcher, leaf, linked, trusted, step)
 
 
 def _link_by_annotation(tr: Trace, pending: list[int], leaf: list[int], linked: list[bool]) -> None:
     """Innermost gpu_user_annotation on the same stream that overlaps the event's start."""
+    host = tr.host
     ann_host: dict[int, int] = {}
-    for i, h in enumerate(tr.host):
-        if h.kind == ANNOTATION and h.ext_id:
-            ann_host.setdefault(h.ext_id, i)
+    for i in compress(range(len(host)), map(eq, map(_KIND, host), repeat(ANNOTATION))):  # (C loops over all events)
+        ext = host[i].ext_id
+        if ext:
+            ann_host.setdefault(ext, i)
     anns = sorted(tr.gpu_annotations, key=lambda a: (a.stream, a.ts, -a.dur))
     by_stream = {s: list(g) for s, g in groupby(anns, key=lambda a: a.stream)}
     dev = tr.device
