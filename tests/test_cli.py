@@ -168,3 +168,34 @@ def test_commands_keep_big_buffers_on_the_heap() -> None:
     where = {mode: subprocess.run([sys.executable, "-c", _HEAP_PROBE, mode], capture_output=True, text=True,
                                   check=True).stdout.strip() for mode in ("default", "tuned")}
     assert where == {"default": "own mapping", "tuned": "heap"}
+
+
+_QUICK_EXIT = """
+import atexit, sys, threading
+from tracekit.cli import main
+atexit.register(lambda: sys.stderr.write("atexit ran\\n"))
+if sys.argv[1] == "thread":
+    stop = threading.Event()
+    threading.Thread(target=stop.wait, daemon=True).start()
+sys.argv = ["tracekit", *sys.argv[2:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("thread", [False, True])
+def test_main_flushes_everything_then_skips_the_teardown_unless_threads_live(thread: bool, tmp_path: Path) -> None:
+    # after the output, os._exit: no object-by-object teardown of the model (and no atexit handlers);
+    # with another thread alive, Python's own exit instead. Exit codes and every output byte either way.
+    b = TraceBuilder()
+    for k in range(200):
+        attention_block(b, 1000 + 400 * k, name=f"layer{k}.attention")
+    trace = b.write(tmp_path / "t.json")
+    proc = subprocess.run([sys.executable, "-c", _QUICK_EXIT, "thread" if thread else "-", "attribute", str(trace),
+                           "--format", "json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)  # all of it, though the process left with os._exit
+    assert len(out["blocks"]) == 200
+    assert ("atexit ran" in proc.stderr) == thread
+    bad = subprocess.run([sys.executable, "-c", _QUICK_EXIT, "-", "attribute", str(tmp_path / "missing.json")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert bad.returncode != 0 and bad.stderr.startswith("Error:") and "atexit ran" not in bad.stderr
