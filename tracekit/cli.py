@@ -540,9 +540,9 @@ def main() -> None:
     stdout and stderr. Not while other threads or child processes live (a Dask cluster being shut
     down): their clean-up runs at a normal exit.
     """
+    code: str | int | None = 0
     try:
         cli(prog_name="tracekit")
-        code: object = 0
     except SystemExit as exc:
         code = exc.code
     if not isinstance(code, int) or threading.active_count() > 1 or _children_alive():
