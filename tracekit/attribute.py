@@ -353,10 +353,15 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
     leaf, launcher = links.device_leaf, links.launcher
     cats: list[Category] = []
     dev_owner = [NONE] * len(dev)
+    memo: dict[tuple[str, str, str | None], Category] = {}  # (the classifier caches so too; this saves its call)
     for j, d in enumerate(dev):
         lf = leaf[j]
         la = launcher[lf] if lf != NONE else NONE
-        cats.append(clf.device(d.name, d.kind, host[la].name if la != NONE else None))
+        key = (d.name, d.kind, host[la].name if la != NONE else None)
+        cat = memo.get(key)
+        if cat is None:
+            cat = memo[key] = clf.device(*key)
+        cats.append(cat)
         if lf != NONE:
             dev_owner[j] = owner[lf]
     _fused_kernel_blocks(tr, links, blocks, cats, dev_owner)
@@ -390,7 +395,10 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
                 lf = leaf[j]
                 la = launcher[lf] if lf != NONE else NONE
                 mr[roles.role(la if la != NONE else lf) if lf != NONE else other_role] += s
-            t = top.setdefault((compact_kernel_name(dev[j].name), cats[j], step), [0, 0])
+            key = (compact_kernel_name(dev[j].name), cats[j], step)
+            t = top.get(key)
+            if t is None:
+                t = top[key] = [0, 0]
             t[0] += 1
             t[1] += dev[j].dur
         first = min(js, key=lambda j: (dev[j].ts, j)) if js else NONE
@@ -431,7 +439,11 @@ def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: lis
     """
     dev = tr.device
     linked = links.device_linked
-    order = sorted(range(len(dev)), key=lambda j: (dev[j].stream, dev[j].ts))
+    starts = [d.ts for d in dev]
+    order = sorted(range(len(dev)), key=starts.__getitem__)  # by (stream, ts), ties in index order: two
+    streams = [d.stream for d in dev]                          # stable sorts on key lists, no tuple per event
+    order.sort(key=streams.__getitem__)
+    del starts, streams
     longest: dict[int, int] = {}  # block -> its longest fused kernel, which names it
     fused, memory = Category.FUSED_ATTENTION, Category.MEMORY  # hoisted: this loop sees every device event
     for _, g in groupby(order, key=lambda j: dev[j].stream):
