@@ -395,10 +395,10 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
                 lf = leaf[j]
                 la = launcher[lf] if lf != NONE else NONE
                 mr[roles.role(la if la != NONE else lf) if lf != NONE else other_role] += s
-            key = (compact_kernel_name(dev[j].name), cats[j], step)
-            t = top.get(key)
+            row = (compact_kernel_name(dev[j].name), cats[j], step)
+            t = top.get(row)
             if t is None:
-                t = top[key] = [0, 0]
+                t = top[row] = [0, 0]
             t[0] += 1
             t[1] += dev[j].dur
         first = min(js, key=lambda j: (dev[j].ts, j)) if js else NONE
