@@ -75,6 +75,9 @@ class BlockFinder:
 
     def _infer(self, tr: Trace, links: Links, owner: list[int], blocks: list[Block]) -> None:
         """matmul-family op, then softmax, then matmul-family op, siblings under one parent."""
+        names = tr.names
+        if names is not None and not any(SOFTMAX_OPS.match(n) for n in names):
+            return  # no softmax op in the file (fused attention models): no such run; the walk is skipped
         host = tr.host
         children: dict[int, list[int]] = {}
         for i in links.order:
