@@ -439,9 +439,10 @@ def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: lis
     """
     dev = tr.device
     linked = links.device_linked
+    # By (stream, ts), ties in index order: two stable sorts on key lists, no tuple per event.
     starts = [d.ts for d in dev]
-    order = sorted(range(len(dev)), key=starts.__getitem__)  # by (stream, ts), ties in index order: two
-    streams = [d.stream for d in dev]                          # stable sorts on key lists, no tuple per event
+    order = sorted(range(len(dev)), key=starts.__getitem__)
+    streams = [d.stream for d in dev]
     order.sort(key=streams.__getitem__)
     del starts, streams
     longest: dict[int, int] = {}  # block -> its longest fused kernel, which names it
