@@ -65,3 +65,28 @@ def test_host_order_is_one_sort_on_thread_ts_longest_first_kind(seed: int) -> No
     expected = sorted(range(len(host)), key=lambda i: (host[i].thread, host[i].ts, -host[i].dur, host[i].kind))
     assert host_order(host) == expected
     assert host_order([]) == [] and host_order(host[:1]) == [0]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_kernels_without_a_launch_link_to_the_first_op_with_their_external_id(seed: int) -> None:
+    """A kernel whose correlation id matches no runtime call links by External id (when the trace's ids are
+    trusted) to the first op or annotation carrying it, never a module; else it stays unlinked. Brute force."""
+    rng = random.Random(seed)
+    host = [HostEvent(rng.choice((MODULE, ANNOTATION, OP, OP)), f"op{i}", 0, 10 * i, 5, rng.choice((0, 0, *range(1, 30))))
+            for i in range(200)]
+    tr = Trace(info=TraceInfo(source="random"), threads=[(1, 1)], streams=[(0, 7)], host=host)
+    for k in range(80):
+        launched = rng.random() < 0.3
+        if launched:
+            tr.runtime.append(RuntimeEvent("cudaLaunchKernel", 0, 10 * k + 1, 1, 1000 + k, 0))
+        ext = rng.choice((0, 0, *range(1, 40), -3))  # ids no op carries among them; 1000 + k is never an id here
+        tr.device.append(DeviceEvent(KERNEL, f"kernel{k}", 0, 5000 + 10 * k, 5, 1000 + k if launched else 5000 + k, ext))
+    links = link(tr)
+    assert links.external_ids_trusted  # (no kernel's External id equals its correlation id)
+    for j, d in enumerate(tr.device):
+        if links.device_leaf[j] != NONE and d.correlation < 5000:
+            continue  # linked by its launch (the test above)
+        first = next((i for i, h in enumerate(host) if d.ext_id and h.ext_id == d.ext_id and h.kind != MODULE), NONE)
+        assert (links.device_leaf[j], links.device_linked[j]) == (first, first != NONE)
+    assert 0 < sum(links.device_linked) < len(tr.device)
+    attribute_trace(tr).check()

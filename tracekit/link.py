@@ -16,6 +16,7 @@ from .model import ANNOTATION, OP, HostEvent, Trace
 
 NONE = -1
 _KIND = attrgetter("kind")
+_EXT = attrgetter("ext_id")
 
 
 @dataclass(slots=True)
@@ -163,18 +164,15 @@ def link(tr: Trace) -> Links:
     by_corr = dict(zip([rt.correlation for rt in reversed(tr.runtime)], range(len(tr.runtime) - 1, -1, -1)))
     by_corr.pop(0, None)  # 0: no correlation
     trusted = external_ids_trusted(tr)
-    by_ext: dict[int, int] = {}
-    if trusted:
-        for i, h in enumerate(tr.host):
-            if h.ext_id and h.kind >= ANNOTATION:
-                by_ext.setdefault(h.ext_id, i)
     launch = list(map(by_corr.get, [d.correlation for d in tr.device]))  # (C loops: one entry per kernel)
     leaf = [rleaf[r] if r is not None else NONE for r in launch]
     linked = [r is not None for r in launch]
     pending: list[int] = []
     if not all(linked):
         dev = tr.device
-        for j in [j for j, r in enumerate(launch) if r is None]:
+        unlinked = [j for j, r in enumerate(launch) if r is None]
+        by_ext = _first_by_ext(tr.host, {dev[j].ext_id for j in unlinked}) if trusted else {}
+        for j in unlinked:
             ext = dev[j].ext_id
             op = by_ext.get(ext) if ext else None
             if op is not None:
@@ -184,6 +182,19 @@ def link(tr: Trace) -> Links:
     if pending and tr.gpu_annotations:
         _link_by_annotation(tr, pending, leaf, linked)
     return Links(order, parent, op_parent, launcher, leaf, linked, trusted, step)
+
+
+def _first_by_ext(host: list[HostEvent], wanted: set[int]) -> dict[int, int]:
+    """External id (of ``wanted``) -> the first op or annotation that carries it. Only the events whose
+    id is wanted are visited in Python (the rest in C loops): unlinked kernels often carry no id at all."""
+    wanted.discard(0)  # 0: none
+    by_ext: dict[int, int] = {}
+    if wanted:
+        for i in compress(range(len(host)), map(wanted.__contains__, map(_EXT, host))):
+            h = host[i]
+            if h.kind >= ANNOTATION:
+                by_ext.setdefault(h.ext_id, i)
+    return by_ext
 
 
 def _link_by_annotation(tr: Trace, pending: list[int], leaf: list[int], linked: list[bool]) -> None:
