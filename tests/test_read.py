@@ -89,3 +89,27 @@ def test_key_order_does_not_matter(tmp_path):
     names, stream = _names(path, 256)
     assert len(names) == len(events)
     assert stream.header["deviceProperties"] == [{"name": "GPU"}] and "metadata" in stream.header
+
+
+def test_a_batch_with_an_odd_event_decodes_the_others_as_they_are_spelled():
+    """One event that cannot be typed (a list for a number, an id beyond 64 bits) sends its batch to the lenient
+    path; the other events are still decoded typed, so their raw shapes keep the file's spelling and the
+    model does not depend on where batches or a worker's pieces were cut."""
+    import msgspec
+
+    from tracekit.read import decode_events
+
+    good = [{"ph": "X", "cat": "cpu_op", "name": f"aten::mm{i}", "ts": i, "dur": 1,
+             "args": {"Input Dims": [[2, i], [i, 3]], "Input type": ["float", "float"], "External id": i}}
+            for i in range(1, 6)]
+    odd = {"ph": "X", "cat": "cpu_op", "name": "odd", "ts": 7, "dur": 1, "args": {"Input Dims": [[1, 1]], "correlation": [1]}}
+    huge = {"ph": "X", "cat": "cpu_op", "name": "huge", "ts": 1, "dur": 1, "id": 2**70}
+    alone = [decode_events(json.dumps([e], indent=1).encode())[0][0] for e in good]
+    events, dropped = decode_events(json.dumps(good[:2] + [odd] + good[2:] + [huge], indent=1).encode())
+    assert dict(dropped) == {"number out of range": 1}
+    assert [e.name for e in events] == ["aten::mm1", "aten::mm2", "odd", "aten::mm3", "aten::mm4", "aten::mm5"]
+    kept = [e for e in events if e.name != "odd"]
+    assert [bytes(e.args.dims) for e in kept] == [bytes(e.args.dims) for e in alone]
+    assert b"\n" in bytes(kept[0].args.dims)  # the file's own spelling (indented), not a re-encoding
+    assert kept == alone
+    assert events[2].args.correlation is None and bytes(events[2].args.dims) == msgspec.json.encode([[1, 1]])

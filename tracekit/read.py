@@ -166,11 +166,23 @@ def decode_events(data: bytes | bytearray | memoryview) -> tuple[list[Event], Co
     try:
         return _DECODER.decode(data), Counter()
     except msgspec.ValidationError:
-        raw = msgspec.json.decode(data)
+        raw = msgspec.json.decode(data)  # (raises what the typed decoding would have, had it gone on)
     events: list[Event] = []
     dropped: Counter[str] = Counter()
-    for o in raw:
-        e = _lenient(o)
+    # Each event typed where it validates, so that its raw shapes keep the file's spelling wherever the
+    # batch was cut (workers decode smaller pieces than the serial reader), leniently where it does not.
+    spans = list(jsonscan.spans(data, 1, len(data) - 1))  # type: ignore[arg-type]  # (any bytes-like buffer)
+    typed = len(spans) == len(raw)  # (always, for an array that decoded: a safeguard)
+    for k, o in enumerate(raw):
+        e: Event | str | None = None
+        if typed:
+            s, end = spans[k]
+            try:
+                e = _ONE.decode(data[s:end])
+            except msgspec.ValidationError:
+                pass
+        if e is None:
+            e = _lenient(o)
         if isinstance(e, str):
             dropped[e] += 1
         else:
