@@ -8,10 +8,10 @@ many windows; ``windows_sent`` checks that workers really got them.
 
 from __future__ import annotations
 
-import os
-
 import gzip
 import json
+import mmap
+import os
 from pathlib import Path
 
 import pytest
@@ -282,3 +282,58 @@ def test_a_worker_frees_each_windows_builder_when_the_gc_is_paused() -> None:
         if was:
             gc.enable()
     assert alive == 0, f"{alive} builders kept after 4 windows"
+
+
+def _ring_windows(path: Path, chunk: int) -> list[bytes]:
+    return [bytes(p) for p in read.EventStream(path, chunk=chunk).windows() if isinstance(p, memoryview)]
+
+
+def _in_ring(window: bytes) -> object:
+    """``pload._work`` on ``window`` placed in a one-slot ring, as the parent places it; the ring's bytes after."""
+    ring = mmap.mmap(-1, len(window) + 4096)
+    ring[: len(window)] = window
+    pload._RING[:] = [ring]
+    try:
+        return pload._work(0, len(window), ({}, {}, {}, {})), ring[: len(window)]
+    finally:
+        pload._close_ring()
+
+
+@pytest.mark.parametrize("piece", [1 << 10, 1 << 19])
+def test_a_window_decoded_in_pieces_is_the_window_decoded_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                piece: int) -> None:
+    """A worker decodes and ingests its window in pieces (``pload.PIECE``) cut at candidate boundaries; the
+    result equals the window decoded whole (``_work`` on bytes), and the ring holds the same bytes after.
+    Candidates inside strings (short names holding '}, {') do not decode: the window is then decoded whole."""
+    monkeypatch.setattr(pload, "PIECE", piece)
+    real = next(p for p in sorted(real_trace_files(), key=lambda p: p.stat().st_size)
+                if len(_ring_windows(p, 16 << 10)) >= 4)
+    tricky = _doc(_events_text(2000, {i: ', "note": "' + "x}, {" * 30 + '"' for i in range(3, 2000, 7)}))
+    (tmp_path / "tricky.json").write_bytes(tricky)
+    spaced = b'{"traceEvents": [' + " ,\n ".join(_events_text(2000)).encode() + b"]}"  # whitespace, then the comma
+    (tmp_path / "spaced.json").write_bytes(spaced)
+    busy = _busy_trace(tmp_path / "busy.json")
+    split = failed = 0
+    for src in (real, tmp_path / "tricky.json", tmp_path / "spaced.json", busy):
+        windows = _ring_windows(src, 16 << 10)
+        assert len(windows) >= 3
+        for w in windows:
+            whole = pload._work(w, len(w), ({}, {}, {}, {}))
+            assert _in_ring(w) == (whole, w)
+            if whole is None:  # a window cut inside a string: the parent re-reads serially (tests above)
+                continue
+            m = mmap.mmap(-1, len(w))
+            m[:] = w
+            got = pload._pieces(m, len(w), ({}, {}, {}, {}))
+            if got is None:
+                assert src.name == "tricky.json", "only a cut inside a string fails"
+                failed += 1
+            else:
+                b, n, dropped = got
+                assert n == whole[0] and dropped == whole[1]
+                b.release()
+                split += len(w) > 2 * piece
+            m.close()
+    if piece < 16 << 10:
+        assert split > 0  # windows really were cut into pieces
+        assert failed > 0  # and candidates inside strings were met
