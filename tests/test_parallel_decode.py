@@ -31,6 +31,7 @@ def windows_sent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Parallel decode for any file size, in 16 KB chunks; counts the windows handed to workers."""
     monkeypatch.setattr(pload, "MIN_PARALLEL", 0)
     monkeypatch.setattr(pload, "PARALLEL_CHUNK", 16 << 10)
+    monkeypatch.setattr(read, "_TAIL_WINDOW", 4 << 10)  # the events before the last one go to a worker too
     sent: list[int] = []
     base = read.EventStream.windows
 
@@ -337,3 +338,20 @@ def test_a_window_decoded_in_pieces_is_the_window_decoded_whole(tmp_path: Path, 
     if piece < 16 << 10:
         assert split > 0  # windows really were cut into pieces
         assert failed > 0  # and candidates inside strings were met
+
+
+def test_the_last_stretch_of_events_goes_to_a_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the end of the file the reader cuts one more window before the events' closing ']' (a big tail would
+    be decoded in the parent while the workers wait); only the last event is decoded there. Not for a small tail."""
+    path = _busy_trace(tmp_path / "busy.json")
+    events = json.loads(path.read_bytes())["traceEvents"]
+
+    def pieces(tail: int) -> list:
+        monkeypatch.setattr(read, "_TAIL_WINDOW", tail)
+        return list(read.EventStream(path, chunk=16 << 10).windows())
+
+    got = pieces(4 << 10)
+    assert [e.name for e in got[-1]] == [events[-1].get("name")]  # the parent decodes the last event only
+    n_windows = len(got) - 1
+    big_tail = pieces(1 << 30)
+    assert len(big_tail) == n_windows and len(big_tail[-1]) > 1  # without: one window fewer, a bigger last batch

@@ -48,6 +48,7 @@ _START = re.compile(rb'"traceEvents"\s*:\s*\[')
 _TRAILER_WINDOW = 4 << 20  # header keys after the events are small: keep the last 4 MB to judge the ending
 _END_WINDOW = 4 << 20  # look for the events' closing ']' this far from the end before scanning
 _END_TRIES = 64  # ']' characters examined there, at most (a string of ']'s must not cost quadratic time)
+_TAIL_WINDOW = 1 << 20  # a last stretch of events this big goes to a worker as a window of its own (windows())
 _WS = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
@@ -365,10 +366,12 @@ class EventStream:
                 buf += self._read_view(f)
                 continue
             if self._eof:
-                yield from self._last(f, buf, fresh)
-                return
-            # Fast path: decode up to the last thing that looks like a boundary between events.
-            cut = jsonscan.last_boundary(buf)
+                cut = self._tail_cut(buf) if self._raw_windows or self.trusted else -1
+                if cut <= 0:
+                    yield from self._last(f, buf, fresh)
+                    return
+            else:  # Fast path: decode up to the last thing that looks like a boundary between events.
+                cut = jsonscan.last_boundary(buf)
             if (self._raw_windows or self.trusted) and cut > 0:  # decoded elsewhere, or proven there already
                 if self._raw_windows:
                     saved = buf[cut + 1]
@@ -558,6 +561,26 @@ class EventStream:
             f"{self._summary.bytes_read - self._done:,} bytes (events cut off mid-write)")
         if events:
             yield events
+
+    def _tail_cut(self, buf: bytearray) -> int:
+        """At the end of the file, for windows: a candidate cut before the events' closing ']', so that a big
+        last stretch of events goes to a worker too and this process decodes only the last event and the
+        trailer (``_last``); -1 for a small tail or an ending that does not look usual.
+
+        The ']' is only a guess (one followed by what can end the document); the cut before it is proven, as
+        every window's is, by the worker's decoding, and everything after it is ``_last``'s as before.
+        """
+        if len(buf) < _TAIL_WINDOW:
+            return -1
+        lo = max(1, len(buf) - _END_WINDOW)
+        j = len(buf)
+        for _ in range(_END_TRIES):
+            j = buf.rfind(b"]", lo, j)
+            if j < 0:
+                return -1
+            if self._ends_after(buf, j + 1):
+                return jsonscan.last_boundary(buf, j)
+        return -1
 
     def _array_end(self, buf: bytearray) -> tuple[int, list[Event] | None]:
         """The ']' that closes the events, with the events, when the document ends the usual way.
