@@ -306,7 +306,7 @@ def test_a_window_decoded_in_pieces_is_the_window_decoded_whole(tmp_path: Path, 
     """A worker decodes and ingests its window in pieces (``pload.PIECE``) cut at candidate boundaries; the
     result equals the window decoded whole (``_work`` on bytes), and the ring holds the same bytes after.
     Candidates inside strings (short names holding '}, {') do not decode: the window is then decoded whole."""
-    monkeypatch.setattr(pload, "PIECE", piece)
+    monkeypatch.setattr(read, "PIECE", piece)
     real = next(p for p in sorted(real_trace_files(), key=lambda p: p.stat().st_size)
                 if len(_ring_windows(p, 16 << 10)) >= 4)
     tricky = _doc(_events_text(2000, {i: ', "note": "' + "x}, {" * 30 + '"' for i in range(3, 2000, 7)}))

@@ -7,7 +7,17 @@ import json
 import pytest
 
 from builders import TraceBuilder, attention_block
+from tracekit import read
 from tracekit.read import EventStream
+
+
+@pytest.fixture(autouse=True, params=[1 << 10, read.PIECE], ids=["1k-pieces", "pieces"])
+def _pieces(request, monkeypatch):
+    """Every test here also with batches decoded in small pieces (read.decode_pieces), and the events before
+    the last one cut off at the end of the file (read._tail_cut) even in a small file: each cut proven."""
+    monkeypatch.setattr(read, "PIECE", request.param)
+    if request.param < read.PIECE:
+        monkeypatch.setattr(read, "_TAIL_WINDOW", 2 << 10)
 
 
 def _names(path, chunk):
@@ -113,3 +123,22 @@ def test_a_batch_with_an_odd_event_decodes_the_others_as_they_are_spelled():
     assert b"\n" in bytes(kept[0].args.dims)  # the file's own spelling (indented), not a re-encoding
     assert kept == alone
     assert events[2].args.correlation is None and bytes(events[2].args.dims) == msgspec.json.encode([[1, 1]])
+
+
+@pytest.mark.parametrize("sep", [", ", ",\n  ", "\n ,\n "])
+def test_a_clean_file_is_decoded_once_in_pieces(tmp_path, monkeypatch, sep):
+    """Pieces are cut at true boundaries, whitespace before the comma included: no byte is decoded twice,
+    and every event comes out once, in order."""
+    monkeypatch.setattr(read, "PIECE", 1 << 10)
+    monkeypatch.setattr(read, "_TAIL_WINDOW", 4 << 10)  # (a file within one chunk: its events before the last)
+    events = [json.dumps({"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1})
+              for i in range(3000)]
+    data = ('{"traceEvents": [' + sep.join(events) + "]}").encode()
+    path = tmp_path / "t.json"
+    path.write_bytes(data)
+    decoded = []
+    decode = read.decode_events
+    monkeypatch.setattr(read, "decode_events", lambda d: (decoded.append(len(d)), decode(d))[1])
+    names, summary = _names(path, read.CHUNK)
+    assert names == [f"op{i}" for i in range(3000)] and not summary.warnings
+    assert len(decoded) > 100 and sum(decoded) < len(data) * 1.01  # many pieces, each byte once

@@ -24,6 +24,15 @@ from tracekit.read import EventStream, ReadSummary
 QWEN = "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 
 
+@pytest.fixture(autouse=True, params=[1 << 10, read.PIECE], ids=["1k-pieces", "pieces"])
+def _pieces(request, monkeypatch):
+    """Every test here also with batches decoded in small pieces (read.decode_pieces), and the events before
+    the last one cut off at the end of the file (read._tail_cut) even in a small file: each cut proven."""
+    monkeypatch.setattr(read, "PIECE", request.param)
+    if request.param < read.PIECE:
+        monkeypatch.setattr(read, "_TAIL_WINDOW", 2 << 10)
+
+
 def _read(path, chunk=read.CHUNK):
     """(events, summary): the summary is what ``batches()`` returns when exhausted."""
     batches = EventStream(path, chunk=chunk).batches()
@@ -217,7 +226,7 @@ def test_a_40mb_trace_of_boundary_strings_at_the_real_chunk(tmp_path):
 
 # -- truncation: exactly the complete events, and the bytes dropped named --------------------
 @pytest.mark.parametrize("chunk", [64, 1000, read.CHUNK])
-@pytest.mark.parametrize("sep", [", ", ",\n  "])
+@pytest.mark.parametrize("sep", [", ", ",\n  ", "\n ,\n "])  # (the last: whitespace before the comma)
 def test_a_cut_keeps_exactly_the_complete_events(tmp_path, chunk, sep):
     n = 50
     data, starts, ends = _doc([_event(i) for i in range(n)], sep)

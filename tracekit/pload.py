@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .model import DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo
-from .jsonscan import last_boundary
-from .read import EventStream, Fallback, ReadSummary, decode_events
+from .read import EventStream, Fallback, ReadSummary, decode_events, decode_pieces
 
 if TYPE_CHECKING:
     from multiprocessing.pool import AsyncResult
@@ -58,9 +57,6 @@ def worth_parallel(path: Path) -> bool:
     return size * (_GZ_RATIO if gz else 1) > MIN_PARALLEL
 
 
-# A worker decodes and ingests its window in pieces of about this size: each piece's decoded events
-# (about 2x its JSON) are ingested while they are still in the CPU's cache (benchmarks/README.md).
-PIECE = 1 << 19
 _RING_CHUNKS = 4  # a ring slot's size, in chunks
 _RING: list[mmap.mmap] = []  # shared memory made before the fork: the windows travel through it, not a pipe
 
@@ -117,41 +113,25 @@ def _whole(view: memoryview, tables: _Tables) -> tuple[_Builder, int, Counter[st
 
 
 def _pieces(ring: mmap.mmap, size: int, tables: _Tables) -> tuple[_Builder, int, Counter[str]] | None:
-    """The window ``ring[:size]`` (``[`` … ``]``) decoded and ingested in pieces of about PIECE bytes, in order;
-    None when a piece does not decode (the caller then tries the window whole).
-
-    Each piece is cut where the reader cuts its windows (``jsonscan.last_boundary``) and framed in place
-    by ``[`` and ``]`` written over the whitespace or comma between two events (the bytes are put back).
-    A cut inside a string or a nested value never decodes, so the pieces that do are the window's events.
-    Why: a piece's decoded events (about 2x its JSON) are still in the CPU's cache when they are ingested.
-    """
+    """The window ``ring[:size]`` (``[`` … ``]``) decoded and ingested piece by piece (``read.decode_pieces``), so
+    that each piece's objects are ingested while in cache; None when a piece does not decode (the caller then
+    tries the window whole)."""
     b = _builder(tables)
     n = 0
     read_dropped: Counter[str] = Counter()
-    start, end = 0, size - 1  # ring[start] is (made) '[', ring[end] is the window's ']'
-    while start < end:
-        close = end
-        if end - start > 2 * PIECE:
-            cut = last_boundary(ring, start + PIECE)  # type: ignore[arg-type]  # (an mmap is a writable buffer too)
-            if cut > start:
-                close = cut + 1  # the byte after the event's '}': whitespace or the comma
-        opened, closed = ring[start], ring[close]
-        ring[start], ring[close] = 0x5B, 0x5D
-        view = memoryview(ring)[start: close + 1]
+    pieces = decode_pieces(ring, size - 1)
+    while True:
         try:
-            events, dropped = decode_events(view)
-        except (msgspec.DecodeError, RecursionError):
+            events, dropped, _ = next(pieces)
+        except StopIteration as stopped:
+            if stopped.value == size - 1:
+                return b, n, read_dropped
             b.release()
             return None
-        finally:
-            ring[start], ring[close] = opened, closed
         b._ingest(events)  # (it copies what it keeps of the Raw fields, which point into the ring)
         n += len(events)
-        del events
-        view.release()
         read_dropped.update(dropped)
-        start = ring.find(b",", close) if close < end else end  # (the comma of the boundary cut at)
-    return b, n, read_dropped
+        del events
 
 
 def _columns(events: list) -> list[list]:

@@ -17,6 +17,7 @@ does a string-aware scan (linear, in regex C loops) find the true event boundari
 from __future__ import annotations
 
 import io
+import mmap
 import re
 import zlib
 from collections import Counter
@@ -189,6 +190,43 @@ def decode_events(data: bytes | bytearray | memoryview) -> tuple[list[Event], Co
         else:
             events.append(e)
     return events, dropped
+
+
+# Windows and batches are decoded in pieces of about this size (``decode_pieces``): a piece's decoded events
+# (about 2x its JSON) are still in the CPU's cache when they are ingested (benchmarks/README.md).
+PIECE = 1 << 19
+
+
+def decode_pieces(buf: bytearray | mmap.mmap, close: int) -> Generator[tuple[list[Event], Counter[str], int], None, int]:
+    """The events of the array ``buf[0:close + 1]`` (its ``[`` and ``]`` written there meanwhile), decoded in
+    pieces of about PIECE bytes, in order: (events, their drops, the index just past the piece's last event).
+
+    Each piece is cut where the reader cuts (``jsonscan.last_boundary``) and framed in place by ``[`` and ``]``
+    written over the whitespace or comma between two events; the bytes are put back before the piece is
+    handed out. A cut inside a string or a nested value never decodes, so the pieces that do are the array's
+    events. Returns ``close`` when all decoded, else where the piece that did not starts (0: none did).
+    """
+    start = 0  # buf[start] is (made) '['
+    while start < close:
+        end = close
+        if close - start > 2 * PIECE:
+            cut = jsonscan.last_boundary(buf, start + PIECE)  # type: ignore[arg-type]  # (an mmap is a buffer too)
+            if cut > start:
+                end = cut + 1  # the byte after the event's '}': whitespace or the comma
+        opened, closed = buf[start], buf[end]
+        buf[start], buf[end] = 0x5B, 0x5D
+        view = memoryview(buf)[start: end + 1]
+        try:
+            events, dropped = decode_events(view)
+        except (msgspec.DecodeError, RecursionError):
+            return start
+        finally:
+            buf[start], buf[end] = opened, closed
+        del view  # (the events' raw fields still hold it: the consumer copies what it keeps)
+        yield events, dropped, end
+        del events
+        start = buf.find(b",", end) if end < close else close  # (the comma of the boundary cut at)
+    return close
 
 
 class _GzipTruncated(Exception):
@@ -366,7 +404,7 @@ class EventStream:
                 buf += self._read_view(f)
                 continue
             if self._eof:
-                cut = self._tail_cut(buf) if self._raw_windows or self.trusted else -1
+                cut = self._tail_cut(buf)
                 if cut <= 0:
                     yield from self._last(f, buf, fresh)
                     return
@@ -387,6 +425,16 @@ class EventStream:
                 continue
             if self._raw_windows:
                 raise Fallback
+            if cut > 0:
+                at = yield from self._pieces(buf, cut + 1)
+                if at == cut + 1:  # all of it
+                    buf = self._consume(buf, buf.index(b"{", cut + 1))
+                    fresh = False
+                    continue
+                if at > 0:  # pieces before a cut that did not decode: drop them; the rest starts with that one
+                    buf = self._consume(buf, buf.index(b"{", at))
+                    fresh = False
+                    continue
             events = self._decode_window(buf, cut + 1) if cut > 0 else None
             if events is not None:
                 yield events
@@ -412,6 +460,20 @@ class EventStream:
             self._done = self._abs(before_ws(buf, comma))
             buf = self._consume(buf, comma + 1)
             fresh = False
+
+    def _pieces(self, buf: bytearray, close: int) -> Generator[list[Event], None, int]:
+        """The events of ``buf[1:close]`` piece by piece (``decode_pieces``); returns where it stopped."""
+        pieces = decode_pieces(buf, close)
+        while True:
+            try:
+                events, dropped, end = next(pieces)
+            except StopIteration as stopped:
+                at: int = stopped.value
+                return at
+            self._summary.dropped.update(dropped)
+            yield events
+            del events  # the consumer is done: no Raw view into buf survives
+            self._done = self._abs(end)
 
     def _consume(self, buf: bytearray, nxt: int) -> bytearray:
         """Drop ``buf[1:nxt]``, whose events were handed out."""
@@ -563,9 +625,9 @@ class EventStream:
             yield events
 
     def _tail_cut(self, buf: bytearray) -> int:
-        """At the end of the file, for windows: a candidate cut before the events' closing ']', so that a big
-        last stretch of events goes to a worker too and this process decodes only the last event and the
-        trailer (``_last``); -1 for a small tail or an ending that does not look usual.
+        """At the end of the file: a candidate cut before the events' closing ']', so that a big last stretch of
+        events takes the fast path (in pieces, or as a window for a worker) and ``_last`` decodes only the last
+        event and the trailer; -1 for a small tail or an ending that does not look usual.
 
         The ']' is only a guess (one followed by what can end the document); the cut before it is proven, as
         every window's is, by the worker's decoding, and everything after it is ``_last``'s as before.
