@@ -96,9 +96,11 @@ class _Connection:
 
                 # kept for the connection's life: a nanny restarting a dead worker starts it the same way
                 self._config = dask.config.set(_local_settings(dask))
+                # Our own workers' logs stay quiet: a failed task or a dead worker comes back through its
+                # future (an error line per file); at close a heartbeat in flight logged a traceback.
                 self.cluster = distributed.LocalCluster(
                     n_workers=n or default_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                    dashboard_address=None, worker_dashboard_address=None, silence_logs=logging.ERROR)
+                    dashboard_address=None, worker_dashboard_address=None, silence_logs=logging.CRITICAL)
                 self.client = distributed.Client(self.cluster, set_as_default=False)
             else:
                 self.client = distributed.Client(remote, timeout=_CONNECT_TIMEOUT_S, set_as_default=False)
