@@ -126,7 +126,7 @@ def analyse_file(path: str, scope: str | None, classifier: Classifier, hints: bo
 
     from .inputs import _attribute_file, _collect
 
-    _collect()  # a forked worker inherits the CLI's paused GC: free the previous task's model first
+    _collect(freeze=True)  # a forked worker inherits the CLI's paused GC: free the previous task's model first
     was = gc.isenabled()
     gc.disable()  # as the CLI does: a full collection would rescan the model being built, many times over
     try:
