@@ -174,28 +174,29 @@ _QUICK_EXIT = """
 import atexit, sys, threading
 from tracekit.cli import main
 atexit.register(lambda: sys.stderr.write("atexit ran\\n"))
-if sys.argv[1] == "thread":
+if sys.argv[1] in ("thread", "Dask-Offload_0"):
     stop = threading.Event()
-    threading.Thread(target=stop.wait, daemon=True).start()
+    threading.Thread(target=stop.wait, daemon=True, name=sys.argv[1]).start()
 sys.argv = ["tracekit", *sys.argv[2:]]
 main()
 """
 
 
-@pytest.mark.parametrize("thread", [False, True])
-def test_main_flushes_everything_then_skips_the_teardown_unless_threads_live(thread: bool, tmp_path: Path) -> None:
+@pytest.mark.parametrize("thread", ["", "thread", "Dask-Offload_0"])
+def test_main_flushes_everything_then_skips_the_teardown_unless_threads_live(thread: str, tmp_path: Path) -> None:
     # after the output, os._exit: no object-by-object teardown of the model (and no atexit handlers);
-    # with another thread alive, Python's own exit instead. Exit codes and every output byte either way.
+    # with another thread alive, Python's own exit instead, except for Dask's offload thread (idle once
+    # --dask's cluster is closed). Exit codes and every output byte either way.
     b = TraceBuilder()
     for k in range(200):
         attention_block(b, 1000 + 400 * k, name=f"layer{k}.attention")
     trace = b.write(tmp_path / "t.json")
-    proc = subprocess.run([sys.executable, "-c", _QUICK_EXIT, "thread" if thread else "-", "attribute", str(trace),
+    proc = subprocess.run([sys.executable, "-c", _QUICK_EXIT, thread or "-", "attribute", str(trace),
                            "--format", "json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)  # all of it, though the process left with os._exit
     assert len(out["blocks"]) == 200
-    assert ("atexit ran" in proc.stderr) == thread
+    assert ("atexit ran" in proc.stderr) == (thread == "thread")
     bad = subprocess.run([sys.executable, "-c", _QUICK_EXIT, "-", "attribute", str(tmp_path / "missing.json")],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert bad.returncode != 0 and bad.stderr.startswith("Error:") and "atexit ran" not in bad.stderr
