@@ -48,8 +48,10 @@ def chunk_size(chunk: int) -> Iterator[list[int]]:
 
     Yields the list of chunk sizes the streams were built with, so a test can assert that its
     setting reached the reader (a renamed parameter must fail the test, not silently test 32 MB).
+    The reader's other sizes shrink with it: its batches are decoded in pieces of a quarter chunk, and
+    the events before the last one are cut off at the end of any file over a chunk (read._tail_cut).
     """
-    from tracekit import load
+    from tracekit import load, read
 
     used: list[int] = []
     base = load.EventStream
@@ -61,10 +63,13 @@ def chunk_size(chunk: int) -> Iterator[list[int]]:
             used.append(self.chunk)
 
     load.EventStream = SmallChunks  # type: ignore[misc]
+    sizes = read.PIECE, read._TAIL_WINDOW
+    read.PIECE, read._TAIL_WINDOW = max(64, chunk // 4), chunk
     try:
         yield used
     finally:
         load.EventStream = base  # type: ignore[misc]
+        read.PIECE, read._TAIL_WINDOW = sizes
 
 
 # -- the fuzzer's hypothesis profiles (tests/test_fuzz.py) -------------------------------------------
@@ -92,3 +97,15 @@ def pytest_configure(config: pytest.Config) -> None:
     chosen = os.environ.get("TRACEKIT_FUZZ_PROFILE") or (
         "long" if re.search(r"(?<!not )\bfuzz\b", markexpr) else "ci")
     settings.load_profile(chosen)
+
+
+@pytest.fixture(params=[1 << 10, None], ids=["1k-pieces", "pieces"])
+def read_pieces(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader test run twice: with batches decoded in 1 KB pieces (read.decode_pieces) and the events
+    before the last one cut off at the end of even a small file (read._tail_cut), each cut proven by its
+    decoding; and as shipped."""
+    from tracekit import read
+
+    if request.param is not None:
+        monkeypatch.setattr(read, "PIECE", request.param)
+        monkeypatch.setattr(read, "_TAIL_WINDOW", 2 << 10)

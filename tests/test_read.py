@@ -11,13 +11,8 @@ from tracekit import read
 from tracekit.read import EventStream
 
 
-@pytest.fixture(autouse=True, params=[1 << 10, read.PIECE], ids=["1k-pieces", "pieces"])
-def _pieces(request, monkeypatch):
-    """Every test here also with batches decoded in small pieces (read.decode_pieces), and the events before
-    the last one cut off at the end of the file (read._tail_cut) even in a small file: each cut proven."""
-    monkeypatch.setattr(read, "PIECE", request.param)
-    if request.param < read.PIECE:
-        monkeypatch.setattr(read, "_TAIL_WINDOW", 2 << 10)
+# Every test here also with batches decoded in 1 KB pieces and the tail cut off early (conftest.read_pieces).
+pytestmark = pytest.mark.usefixtures("read_pieces")
 
 
 def _names(path, chunk):

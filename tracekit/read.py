@@ -443,6 +443,9 @@ class EventStream:
                 buf = self._consume(buf, buf.index(b"{", cut + 1))
                 fresh = False
                 continue
+            if self._eof:  # a cut before the end (_tail_cut) that does not decode: the end is _last's, as ever
+                yield from self._last(f, buf, fresh)
+                return
             # Slow path: the candidate sat inside a string, a nested array, or a bad event.
             kind, _, comma = jsonscan.scan(buf, 1, len(buf), fresh)
             if kind == MORE and comma < 0:  # one element larger than what is held: read as much again
