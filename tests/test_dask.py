@@ -252,7 +252,8 @@ def test_a_task_frees_the_previous_tasks_model_when_the_gc_is_paused(tmp_path: P
     try:
         for f in sorted(d.iterdir()):
             assert not isinstance(analyse_file(str(f), None, Classifier(), True), str)
-        gc.unfreeze()  # (each task freezes what survived its collection: count those too)
+        assert gc.get_freeze_count() > 0  # each task froze what survived its collection (its next one skips them)
+        gc.unfreeze()  # (count those too)
         alive = sum(type(o) is Trace for o in gc.get_objects())
     finally:
         gc.unfreeze()

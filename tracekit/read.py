@@ -17,7 +17,6 @@ does a string-aware scan (linear, in regex C loops) find the true event boundari
 from __future__ import annotations
 
 import io
-import mmap
 import re
 import zlib
 from collections import Counter
@@ -25,7 +24,7 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import IO, Annotated, Any, NoReturn, Protocol, cast
+from typing import IO, TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, cast
 
 import msgspec
 import orjson
@@ -33,6 +32,9 @@ import orjson
 from . import jsonscan
 from .errors import TraceFormatError, TraceReadError
 from .jsonscan import END, JUNK, MORE, before_ws
+
+if TYPE_CHECKING:
+    import mmap
 
 _zlib: ModuleType = zlib
 _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error,)  # caught by name: a corrupt deflate stream
@@ -49,7 +51,7 @@ _START = re.compile(rb'"traceEvents"\s*:\s*\[')
 _TRAILER_WINDOW = 4 << 20  # header keys after the events are small: keep the last 4 MB to judge the ending
 _END_WINDOW = 4 << 20  # look for the events' closing ']' this far from the end before scanning
 _END_TRIES = 64  # ']' characters examined there, at most (a string of ']'s must not cost quadratic time)
-_TAIL_WINDOW = 1 << 20  # a last stretch of events this big goes to a worker as a window of its own (windows())
+_TAIL_WINDOW = 1 << 20  # a last stretch of events this big takes the fast path (a worker's window, or pieces)
 _WS = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
@@ -632,19 +634,13 @@ class EventStream:
         events takes the fast path (in pieces, or as a window for a worker) and ``_last`` decodes only the last
         event and the trailer; -1 for a small tail or an ending that does not look usual.
 
-        The ']' is only a guess (one followed by what can end the document); the cut before it is proven, as
-        every window's is, by the worker's decoding, and everything after it is ``_last``'s as before.
+        The ']' is only a guess (the last one followed by what can end the document); the cut before it is
+        proven, as every window's is, by decoding, and everything after it is ``_last``'s as before.
         """
         if len(buf) < _TAIL_WINDOW:
             return -1
-        lo = max(1, len(buf) - _END_WINDOW)
-        j = len(buf)
-        for _ in range(_END_TRIES):
-            j = buf.rfind(b"]", lo, j)
-            if j < 0:
-                return -1
-            if self._ends_after(buf, j + 1):
-                return jsonscan.last_boundary(buf, j)
+        for j in self._closing_candidates(buf):
+            return jsonscan.last_boundary(buf, j)
         return -1
 
     def _array_end(self, buf: bytearray) -> tuple[int, list[Event] | None]:
@@ -654,19 +650,25 @@ class EventStream:
         bounded, so a tail full of ']'s falls through to the linear scan instead of costing n².
         Returns (-1, None) when unsure.
         """
+        for decodes, j in enumerate(self._closing_candidates(buf)):
+            if decodes >= 3:
+                break
+            events = self._decode_window(buf, j)
+            if events is not None:
+                return j, events
+        return -1, None
+
+    def _closing_candidates(self, buf: bytearray) -> Iterator[int]:
+        """Right to left near the end, the ']'s followed by what can end the document (``_ends_after``);
+        at most _END_TRIES ']'s are examined."""
         lo = max(1, len(buf) - _END_WINDOW)
         j = len(buf)
-        decodes = 0
         for _ in range(_END_TRIES):
             j = buf.rfind(b"]", lo, j)
-            if j < 0 or decodes >= 3:
-                break
+            if j < 0:
+                return
             if self._ends_after(buf, j + 1):
-                decodes += 1
-                events = self._decode_window(buf, j)
-                if events is not None:
-                    return j, events
-        return -1, None
+                yield j
 
     def _ends_after(self, buf: bytearray | bytes, i: int) -> bool:
         """Whether ``buf[i:]`` can end the document after the events' ']' (no keys, or valid ones)."""
