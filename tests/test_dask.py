@@ -260,3 +260,47 @@ def test_a_task_frees_the_previous_tasks_model_when_the_gc_is_paused(tmp_path: P
         if was:
             gc.enable()
     assert alive <= 1, f"{alive} models kept after 4 tasks"
+
+
+_ARENAS = '''
+import ctypes, os, sys, tempfile
+def arenas(_=None):
+    """glibc's malloc arenas in this process, after this thread allocated (malloc_stats prints one per arena)."""
+    keep = [bytearray(1 << 20), [bytes(1000) for _ in range(1000)]]
+    with tempfile.TemporaryFile() as f:
+        saved = os.dup(2)
+        try:
+            os.dup2(f.fileno(), 2)
+            ctypes.CDLL(None).malloc_stats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        f.seek(0)
+        return f.read().decode().count("Arena ")
+from tracekit.cluster import _Connection
+conn = _Connection("local:2", 2)
+try:
+    print(conn.client.gather(conn.client.map(arenas, range(4), pure=False)), arenas())
+finally:
+    conn.close()
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"),
+                    reason="glibc's arenas")
+@pytest.mark.parametrize("env, want", [({}, 1), ({"MALLOC_ARENA_MAX": "3"}, None)])
+def test_local_workers_tasks_allocate_from_one_malloc_arena(env: dict, want: int | None) -> None:
+    # a task runs on a worker's executor thread: with its own arena, each file's freed model was faulted
+    # back in by the next task (benchmarks/README.md); the user's MALLOC_ARENA_MAX is left alone
+    import ast
+    import subprocess
+
+    clean = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    proc = subprocess.run([sys.executable, "-c", _ARENAS], capture_output=True, text=True, timeout=120,
+                          env={**clean, **env})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    tasks, client = ast.literal_eval(proc.stdout.strip().splitlines()[-1].replace("] ", "], "))
+    if want is None:  # glibc's own choice up to the user's cap: more than one
+        assert 1 < max(tasks + [client]) <= 3, (tasks, client)
+    else:
+        assert tasks == [want] * 4 and client == want, (tasks, client)
