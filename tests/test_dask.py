@@ -286,8 +286,10 @@ finally:
 '''
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"),
-                    reason="glibc's arenas")
+_GLIBC = sys.platform.startswith("linux") and (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+
+
+@pytest.mark.skipif(not _GLIBC, reason="glibc's arenas")
 @pytest.mark.parametrize("env, want", [({}, 1), ({"MALLOC_ARENA_MAX": "3"}, None)])
 def test_local_workers_tasks_allocate_from_one_malloc_arena(env: dict, want: int | None) -> None:
     # a task runs on a worker's executor thread: with its own arena, each file's freed model was faulted
