@@ -306,3 +306,19 @@ def test_local_workers_tasks_allocate_from_one_malloc_arena(env: dict, want: int
         assert 1 < max(tasks + [client]) <= 3, (tasks, client)
     else:
         assert tasks == [want] * 4 and client == want, (tasks, client)
+
+
+def test_malloc_is_left_alone_in_a_process_with_other_threads() -> None:
+    # a notebook's kernel has threads with arenas of their own: one arena for all would make them contend
+    import threading
+
+    from tracekit.cluster import _one_malloc_arena
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert _one_malloc_arena() is False
+    finally:
+        stop.set()
+        other.join()

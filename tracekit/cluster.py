@@ -71,9 +71,13 @@ def _one_malloc_arena() -> bool:
     page faults and 0.9 s a file, against 2-5k and 0.7 s on a pool worker's main thread (which uses
     the main arena). It must be set before any thread allocates, so before distributed is imported
     (a forked worker's new threads then find no other arena to take); ``MALLOC_ARENA_MAX`` set by the
-    user wins. Linux with glibc only; for a remote cluster, set ``MALLOC_ARENA_MAX=1`` on the workers.
+    user wins. Only while this is the process's only thread (the CLI): in a notebook other threads
+    already have arenas, and their allocations would all contend for one lock. Linux with glibc
+    only; for a remote cluster, set ``MALLOC_ARENA_MAX=1`` on the workers.
     """
-    if not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ:
+    import threading
+
+    if not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ or threading.active_count() > 1:
         return False
     try:
         if not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
