@@ -17,6 +17,7 @@ import pytest
 from test_ranks import BUSY, rank_trace
 from tracekit.errors import UsageError
 from tracekit.inputs import attribute_inputs, discover
+from tracekit.malloc import is_glibc
 from tracekit.renderers.jsonrenderer import to_dict
 
 distributed = pytest.importorskip("distributed")
@@ -286,10 +287,7 @@ finally:
 '''
 
 
-_GLIBC = sys.platform.startswith("linux") and (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
-
-
-@pytest.mark.skipif(not _GLIBC, reason="glibc's arenas")
+@pytest.mark.skipif(not is_glibc(), reason="glibc's arenas")
 @pytest.mark.parametrize("env, want", [({}, 1), ({"MALLOC_ARENA_MAX": "3"}, None)])
 def test_local_workers_tasks_allocate_from_one_malloc_arena(env: dict, want: int | None) -> None:
     # a task runs on a worker's executor thread: with its own arena, each file's freed model was faulted

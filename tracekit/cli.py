@@ -26,6 +26,7 @@ import click
 
 from . import __version__
 from .errors import OutputError, TracekitError, UsageError
+from .malloc import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, mallopt
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -55,9 +56,9 @@ def cli() -> None:
     """Where the time goes inside attention, from PyTorch profiler traces."""
 
 
-# glibc's mallopt parameters: blocks up to 64 MB come from the heap, and up to 256 MB of freed heap is kept
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_MALLOPT = ((_M_MMAP_THRESHOLD, 64 << 20), (_M_TRIM_THRESHOLD, 256 << 20))
+# glibc's mallopt settings (tracekit.malloc): blocks up to 64 MB come from the heap, and up to 256 MB of
+# freed heap is kept
+_MALLOPT = ((M_MMAP_THRESHOLD, 64 << 20), (M_TRIM_THRESHOLD, 256 << 20))
 
 
 def _keep_big_buffers() -> None:
@@ -69,12 +70,6 @@ def _keep_big_buffers() -> None:
     for about 40 MB more peak RSS (benchmarks/README.md). Forked workers inherit the settings. No-op
     off glibc.
     """
-    import ctypes
-
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # not glibc (musl, macOS, Windows)
-        return
     for param, value in _MALLOPT:
         mallopt(param, value)
 

@@ -59,9 +59,6 @@ def _local_settings(dask: Any) -> dict[str, object]:
     return out
 
 
-_M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
-
-
 def _one_malloc_arena() -> bool:
     """Have this process, and the workers it forks, allocate from glibc's main arena only; True if set.
 
@@ -77,16 +74,11 @@ def _one_malloc_arena() -> bool:
     """
     import threading
 
-    if not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ or threading.active_count() > 1:
-        return False
-    try:
-        if not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
-            return False
-        import ctypes
+    from .malloc import M_ARENA_MAX, mallopt
 
-        return bool(ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 1))
-    except (OSError, ValueError, AttributeError):  # no confstr name, no libc symbol: leave malloc alone
+    if "MALLOC_ARENA_MAX" in os.environ or threading.active_count() > 1:
         return False
+    return mallopt(M_ARENA_MAX, 1)
 
 
 def parse_address(address: str) -> tuple[str | None, int | None]:
