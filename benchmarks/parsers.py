@@ -4,7 +4,7 @@ process; the table shows the parse time (file already decompressed in memory) an
     python benchmarks/parsers.py [--reps 3] [trace.json.gz ...]
 
 Candidates: stdlib json, orjson.loads (with and without the cyclic GC), msgspec decoding straight
-into tracekit's typed event structs (tracekit.read: what tracekit does, in 32 MB chunks), and
+into tracekit's typed event structs (tracekit.io.read: what tracekit does, in 32 MB chunks), and
 ijson streaming the events (yajl2_c backend when available; counting only).
 """
 
@@ -44,7 +44,7 @@ elif how == "msgspec-tracekit":
     sys.path.insert(0, sys.argv[3])
     import tempfile, os
     from pathlib import Path
-    from tracekit.read import EventStream
+    from tracekit.io.read import EventStream
     fd, tmp = tempfile.mkstemp(suffix=".json"); os.write(fd, data); os.close(fd)
     del data
     t = time.perf_counter()

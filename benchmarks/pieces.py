@@ -18,8 +18,8 @@ import mmap
 import time
 from pathlib import Path
 
-from tracekit import pload, read
-from tracekit.load import _Builder
+from tracekit.io import pload, read
+from tracekit.io.builder import TraceBuilder as _Builder
 from tracekit.model import TraceInfo
 
 

@@ -51,7 +51,7 @@ def chunk_size(chunk: int) -> Iterator[list[int]]:
     The reader's other sizes shrink with it: its batches are decoded in pieces of a quarter chunk, and
     the events before the last one are cut off at the end of any file over a chunk (read._tail_cut).
     """
-    from tracekit import load, read
+    from tracekit.io import load, read
 
     used: list[int] = []
     base = load.EventStream
@@ -104,7 +104,7 @@ def read_pieces(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     """A reader test run twice: with batches decoded in 1 KB pieces (read.decode_pieces) and the events
     before the last one cut off at the end of even a small file (read._tail_cut), each cut proven by its
     decoding; and as shipped."""
-    from tracekit import read
+    from tracekit.io import read
 
     if request.param is not None:
         monkeypatch.setattr(read, "PIECE", request.param)

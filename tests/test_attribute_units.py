@@ -6,7 +6,7 @@ import pytest
 
 from builders import TraceBuilder, attention_block
 from tracekit import analyze
-from tracekit.result import CATEGORIES
+from tracekit.results.attribution import CATEGORIES
 
 
 def _one(tmp_path, b: TraceBuilder, **kw):

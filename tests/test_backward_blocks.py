@@ -10,7 +10,7 @@ import pytest
 
 from builders import TraceBuilder
 from tracekit import analyze
-from tracekit.classify import Classifier
+from tracekit.analysis.classify import Classifier
 from tracekit.vocab import Category, is_backward_op, kernel_label, opens_fused_block
 
 MAIN, AUTOGRAD = 1, 2

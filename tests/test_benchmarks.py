@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REAL, ROOT, SAMPLES, requires_real
 from tracekit import analyze
-from tracekit.result import CATEGORIES
+from tracekit.results.attribution import CATEGORIES
 
 pytestmark = pytest.mark.slow  # runs scripts/torch/TensorBoard: `pytest -m "not slow"` skips it
 

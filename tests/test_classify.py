@@ -1,4 +1,4 @@
-"""Tests for tracekit.classify.
+"""Tests for tracekit.analysis.classify.
 
 The fixture table holds real kernel names (most copied verbatim from shared/traces/real/, the rest from
 docs/kernel-names.md) with the trap each one sets; every DEVICE_RULES entry must be hit by a case.
@@ -15,7 +15,7 @@ import re
 import pytest
 
 from conftest import REAL, real_trace_files, requires_real
-from tracekit.classify import CATEGORIES, DEVICE_RULES, HOST_RULES, Classifier, Rule
+from tracekit.analysis.classify import CATEGORIES, DEVICE_RULES, HOST_RULES, Classifier, Rule
 
 
 
@@ -611,7 +611,7 @@ def test_every_category_is_produced_by_some_rule():
 
 def test_categories():
     assert CATEGORIES == ("matmul", "softmax", "fused_attention", "memory", "elementwise", "other")
-    from tracekit.result import CATEGORIES as result_categories
+    from tracekit.results.attribution import CATEGORIES as result_categories
     assert CATEGORIES == result_categories
 
 

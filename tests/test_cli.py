@@ -13,7 +13,7 @@ import pytest
 
 from builders import TraceBuilder, attention_block
 from conftest import ROOT, run_cli
-from tracekit.result import CATEGORIES
+from tracekit.results.attribution import CATEGORIES
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -223,7 +223,7 @@ def test_one_unreadable_file_in_a_folder_warns_and_exits_3(tmp_path, monkeypatch
 
 def test_load_trace_names_a_fifo_without_opening_it(tmp_path):
     from tracekit.errors import TraceReadError
-    from tracekit.load import load_trace
+    from tracekit.io.load import load_trace
 
     fifo = tmp_path / "t.json"
     os.mkfifo(fifo)
@@ -351,7 +351,8 @@ def test_gate_refuses_device_against_host_time(tmp_path):
 
 
 def test_gate_api_raises_incomparable(tmp_path):
-    from tracekit.diff import diff_paths, gate
+    from tracekit.run.api import diff_paths
+    from tracekit.analysis.gate import gate
     from tracekit.errors import IncomparableError
 
     r = diff_paths(_trace(tmp_path / "gpu.json", blocks=1), _cpu_trace(tmp_path / "cpu.json")).check()
@@ -365,7 +366,7 @@ def test_gate_api_raises_incomparable(tmp_path):
 
 @pytest.mark.parametrize("text", ["1_0", "\u0665", "-0", "inf", "nan", "1e1", "+5", "5%%", ".5", "5.", "0x10", ""])
 def test_percent_is_strict(text):
-    from tracekit.diff import parse_percent
+    from tracekit.analysis.gate import parse_percent
 
     with pytest.raises(ValueError):
         parse_percent(text)
@@ -373,7 +374,7 @@ def test_percent_is_strict(text):
 
 @pytest.mark.parametrize("text,value", [("5", 5.0), ("5%", 5.0), ("2.5", 2.5), ("007", 7.0), ("10.0%", 10.0)])
 def test_percent_accepts_plain_decimals(text, value):
-    from tracekit.diff import parse_percent
+    from tracekit.analysis.gate import parse_percent
 
     assert parse_percent(text) == value
 
@@ -463,7 +464,7 @@ def test_custom_classifier_reaches_the_workers(tmp_path):
     import pickle
 
     from tracekit import analyze
-    from tracekit.classify import Classifier, Rule
+    from tracekit.analysis.classify import Classifier, Rule
 
     clf = Classifier(device_rules=(Rule("everything-is-memory", "memory", r"."),))
     assert pickle.loads(pickle.dumps(clf)).device("x", "kernel", None) == "memory"
@@ -494,7 +495,7 @@ def test_parallel_progress_reports_every_file(tmp_path):
 
 
 def test_diff_of_folders_uses_jobs_progress_and_discovery(tmp_path):
-    from tracekit.diff import diff_paths
+    from tracekit.run.api import diff_paths
 
     a = _folder(tmp_path / "a", ranks=2)
     b = _folder(tmp_path / "b", ranks=2)
@@ -520,12 +521,12 @@ def test_help_imports_neither_the_analysis_nor_heavy_modules():
     mods = set(proc.stdout.split())
     assert "tracekit.cli" in mods
     heavy = {"torch", "tensorboard", "pandas", "dask", "numpy", "msgspec", "orjson", "concurrent.futures",
-             "tracekit.attribute", "tracekit.diff", "tracekit.renderers", "tracekit.load", "tracekit.inputs"}
+             "tracekit.analysis.attribute", "tracekit.analysis.compare", "tracekit.renderers", "tracekit.io.load", "tracekit.run.inputs"}
     assert not heavy & mods, sorted(heavy & mods)
 
 
 def test_import_tracekit_is_lazy_and_names_still_resolve():
-    code = ("import sys, tracekit\nassert 'tracekit.attribute' not in sys.modules\n"
+    code = ("import sys, tracekit\nassert 'tracekit.analysis.attribute' not in sys.modules\n"
             "from tracekit import analyze, load_trace, find_trace_files, Attribution, CATEGORIES, TracekitError\n"
             "assert callable(analyze) and 'matmul' in CATEGORIES and set(tracekit.__all__) <= set(dir(tracekit))\n"
             "try:\n    tracekit.nope\nexcept AttributeError:\n    print('ok')\n")
@@ -547,7 +548,7 @@ def test_cli_format_names_match_the_renderers():
 
 
 def test_load_find_trace_files_still_works(tmp_path):
-    from tracekit.load import find_trace_files
+    from tracekit.run.inputs import find_trace_files
 
     d = _folder(tmp_path, ranks=2)
     assert find_trace_files(d) == [d / "rank0.pt.trace.json.gz", d / "rank1.pt.trace.json.gz"]
@@ -556,13 +557,13 @@ def test_load_find_trace_files_still_works(tmp_path):
 def test_a_worker_killed_mid_file_is_one_error_line(tmp_path, monkeypatch):
     import multiprocessing
 
-    import tracekit.inputs as inputs
+    import tracekit.run.tasks as tasks
 
     if multiprocessing.get_start_method() != "fork":
         pytest.skip("the patched worker reaches the pool only when workers fork")
 
     d = _folder(tmp_path, ranks=2)
-    monkeypatch.setattr(inputs, "_attribute_file", _die)  # the workers fork and inherit the patch
+    monkeypatch.setattr(tasks, "attribute_file", _die)  # the workers fork and inherit the patch
     from tracekit import analyze
     from tracekit.errors import TracekitError
 

@@ -16,8 +16,9 @@ import pytest
 
 from test_ranks import BUSY, rank_trace
 from tracekit.errors import UsageError
-from tracekit.inputs import attribute_inputs, discover
-from tracekit.malloc import is_glibc
+from tracekit.run.api import analyze as attribute_inputs
+from tracekit.run.inputs import discover
+from tracekit.memory import is_glibc
 from tracekit.renderers.jsonrenderer import to_dict
 
 distributed = pytest.importorskip("distributed")
@@ -32,7 +33,7 @@ def _comparable(res) -> dict:
 def cluster():
     """Two single-threaded worker processes on 127.0.0.1, made as ``--dask local:2`` makes them
     (forked on Linux), shared by the tests of this module."""
-    from tracekit.cluster import _Connection
+    from tracekit.run.cluster import _Connection
 
     conn = _Connection("local:2", 2)
     try:
@@ -44,13 +45,13 @@ def cluster():
 def test_local_workers_start_by_fork_unless_the_user_chose(cluster) -> None:
     import dask
 
-    import tracekit.load  # noqa: F401  (in this process before the workers started, as the CLI has it)
-    from tracekit.cluster import LOCAL_SETTINGS, _local_settings
+    import tracekit.io.load  # noqa: F401  (in this process before the workers started, as the CLI has it)
+    from tracekit.run.cluster import LOCAL_SETTINGS, _local_settings
 
     client = distributed.Client(cluster.scheduler_address, set_as_default=False)
     try:
-        # a forked worker inherits this process's modules; a spawned one would not have tracekit.load yet
-        inherited = client.run(lambda: "tracekit.load" in sys.modules)
+        # a forked worker inherits this process's modules; a spawned one would not have tracekit.io.load yet
+        inherited = client.run(lambda: "tracekit.io.load" in sys.modules)
         profiling = client.run(lambda: dask.config.get("distributed.worker.profile.enabled"))
     finally:
         client.close()
@@ -163,7 +164,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(cluster,
 
 
 def test_address_forms() -> None:
-    from tracekit.cluster import parse_address
+    from tracekit.run.cluster import parse_address
 
     assert parse_address("local") == (None, None)
     assert parse_address("local:3") == (None, 3)
@@ -230,7 +231,7 @@ def test_importing_tracekit_loads_no_dask() -> None:
     """The extra is imported only when --dask is given: not by the package, the CLI or the readers."""
     import subprocess
 
-    code = ("import sys, tracekit, tracekit.cli, tracekit.inputs, tracekit.attribute, tracekit.diff, tracekit.ranks; "
+    code = ("import sys, tracekit, tracekit.cli, tracekit.run.inputs, tracekit.analysis.attribute, tracekit.analysis.compare, tracekit.results.ranks; "
             "tracekit.analyze; bad = [m for m in ('dask', 'distributed', 'fsspec') if m in sys.modules]; "
             "sys.exit(str(bad) if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -242,8 +243,8 @@ def test_a_task_frees_the_previous_tasks_model_when_the_gc_is_paused(tmp_path: P
     # (reference cycles) would stay in the worker until it exits
     import gc
 
-    from tracekit.classify import Classifier
-    from tracekit.cluster import analyse_file
+    from tracekit.analysis.classify import Classifier
+    from tracekit.run.tasks import dask_task as analyse_file
     from tracekit.model import Trace
 
     d = _folder(tmp_path / "run", 4)
@@ -278,7 +279,7 @@ def arenas(_=None):
             os.close(saved)
         f.seek(0)
         return f.read().decode().count("Arena ")
-from tracekit.cluster import _Connection
+from tracekit.run.cluster import _Connection
 conn = _Connection("local:2", 2)
 try:
     print(conn.client.gather(conn.client.map(arenas, range(4), pure=False)), arenas())
@@ -310,7 +311,7 @@ def test_malloc_is_left_alone_in_a_process_with_other_threads() -> None:
     # a notebook's kernel has threads with arenas of their own: one arena for all would make them contend
     import threading
 
-    from tracekit.cluster import _one_malloc_arena
+    from tracekit.run.cluster import _one_malloc_arena
 
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)

@@ -18,12 +18,12 @@ import pytest
 from builders import TraceBuilder
 from conftest import REAL, SAMPLES, requires_real, run_cli
 from tracekit import analyze, load_trace
-from tracekit.attribute import op_self_times
-from tracekit.diff import (
-    BASIS_MEDIAN, BASIS_TOTAL, attention_sizes, diff_paths, gate, parse_percent, side_labels,
-)
+from tracekit.analysis.attribute import op_self_times
+from tracekit.analysis.compare import BASIS_MEDIAN, BASIS_TOTAL, attention_sizes
+from tracekit.run.api import diff_paths, side_labels
+from tracekit.analysis.gate import gate, parse_percent
 from tracekit.renderers import JSONRenderer, TerminalRenderer, verdict_line
-from tracekit.result import CATEGORIES, InvariantError
+from tracekit.results.attribution import CATEGORIES, InvariantError
 
 GOLDEN = Path(__file__).parent / "golden"
 H100 = "NVIDIA H100 80GB HBM3"

@@ -1,4 +1,4 @@
-"""FLOPs, bytes and the roofline (tracekit.flops, tracekit.hardware) against independent counts.
+"""FLOPs, bytes and the roofline (tracekit.analysis.flops, tracekit.hardware) against independent counts.
 
 * the H200 sweep's known shapes (B=4, H=16, D=64, d_model=1024, L from the folder name, causal,
   4 layers × 2 steps): analytic FLOPs of the projections, the eager score/context products and the fused
@@ -21,12 +21,13 @@ from pathlib import Path
 import pytest
 
 from conftest import REAL, ROOT, requires_real
-from tracekit import attribute as attribute_mod
-from tracekit import flops as flops_mod
-from tracekit.attribute import analyze
-from tracekit.flops import NO_SHAPES, efficiency_dict, op_cost
+from tracekit.analysis import attribute as attribute_mod
+from tracekit.analysis import flops as flops_mod
+from tracekit.run.api import analyze
+from tracekit.results.efficiency import NO_SHAPES, efficiency_dict
+from tracekit.analysis.flops import op_cost
 from tracekit.hardware import PEAKS, lookup, normalise
-from tracekit.link import NONE
+from tracekit.analysis.link import NONE
 from tracekit.renderers.jsonrenderer import to_dict
 
 H200 = ROOT.parent / "shared" / "traces" / "h200"
@@ -214,7 +215,7 @@ def independent_flops(rel: str) -> dict[str, float]:
 
 def tracekit_flops(rel: str) -> dict[str, float]:
     """tracekit's count over the ops that launch the kernels (no public op: those are only fallbacks)."""
-    from tracekit.load import load_trace
+    from tracekit.io.load import load_trace
     tr = load_trace(REAL / rel)
     out = {"gemm": 0.0, "sdpa": 0.0}
     gemm = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}

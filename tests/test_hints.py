@@ -14,8 +14,8 @@ from builders import TraceBuilder
 from conftest import REAL, run_cli
 
 from tracekit import analyze
-from tracekit.hints import HINT_RULES
-from tracekit.result import Attribution
+from tracekit.analysis.hints import HINT_RULES
+from tracekit.results.attribution import Attribution
 
 H200 = REAL.parent / "h200"
 requires_h200 = pytest.mark.skipif(not H200.is_dir(), reason=f"H200 traces not present at {H200}")

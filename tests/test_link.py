@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from tracekit.attribute import attribute_trace
-from tracekit.link import NONE, host_order, link
+from tracekit.analysis.attribute import attribute_trace
+from tracekit.analysis.link import NONE, host_order, link
 from tracekit.model import ANNOTATION, KERNEL, MODULE, OP, DeviceEvent, HostEvent, RuntimeEvent, Trace, TraceInfo
 
 

@@ -18,9 +18,9 @@ from builders import CPU_PID, STREAM, TraceBuilder, attention_block
 import fuzzing
 from conftest import real, requires_real
 
-from tracekit.load import _Builder, _key, _num
+from tracekit.io.builder import TraceBuilder as _Builder, _key, _num
 from tracekit.model import TraceInfo
-from tracekit.read import Args, Event
+from tracekit.io.read import Args, Event
 
 BERT = "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz"
 

@@ -1,4 +1,4 @@
-"""Issue 13 item 1: one trace file decoded in worker processes (tracekit.pload) gives the serial path's output.
+"""Issue 13 item 1: one trace file decoded in worker processes (tracekit.io.pload) gives the serial path's output.
 
 The serial path is the reference: each test compares ``jobs=2`` against ``jobs=1`` on the same file —
 the model's tables, the JSON, the warnings and the errors. Files here are small, so the tests lower
@@ -18,8 +18,8 @@ import pytest
 
 from builders import TraceBuilder, attention_block
 from conftest import ROOT, chunk_size, real_trace_files
-from tracekit import load, pload, read
-from tracekit.attribute import analyze
+from tracekit.io import load, pload, read
+from tracekit.run.api import analyze
 from tracekit.errors import TracekitError
 from tracekit.renderers import JSONRenderer
 
@@ -137,13 +137,17 @@ def test_small_files_stay_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     load.load_trace(path, jobs=4)
 
 
-def test_default_jobs_for_a_single_file_is_the_cpus_up_to_the_cap(tmp_path: Path) -> None:
-    from tracekit.inputs import default_jobs, discover
+def test_default_decode_workers_are_the_cpus_up_to_the_cap_and_jobs_the_cpus() -> None:
+    from tracekit.run.execute import default_decode_workers, default_jobs, plan
 
-    one = discover(_busy_trace(tmp_path / "a.json"))
-    assert default_jobs(one) == min(len(os.sched_getaffinity(0)), pload.MAX_DEFAULT_JOBS)
-    (tmp_path / "b.json").write_bytes((tmp_path / "a.json").read_bytes())
-    assert default_jobs(discover(tmp_path)) == default_jobs() == len(os.sched_getaffinity(0))
+    cpus = len(os.sched_getaffinity(0))
+    assert default_decode_workers() == min(cpus, pload.MAX_DEFAULT_JOBS)
+    assert default_jobs() == cpus
+    how = plan()  # the library's defaults are the CLI's: None means these
+    assert (how.jobs, how.decode_workers) == (cpus, min(cpus, pload.MAX_DEFAULT_JOBS))
+    assert (plan(jobs=1, decode_workers=3).jobs, plan(jobs=1, decode_workers=3).decode_workers) == (1, 3)
+    with pytest.raises(ValueError, match="decode_workers=0"):
+        plan(decode_workers=0)
 
 
 def _events_text(n: int, extra: dict[int, str] | None = None) -> list[str]:
@@ -263,7 +267,7 @@ def test_a_worker_frees_each_windows_builder_when_the_gc_is_paused() -> None:
     # stays in the worker (280 MB each on a 1 GB trace); each is released, so none is left for the GC
     import gc
 
-    from tracekit.load import _Builder
+    from tracekit.io.builder import TraceBuilder as _Builder
 
     pieces: list[bytes] = []
     for src in sorted(real_trace_files(), key=lambda p: p.stat().st_size):  # the smallest with 4 windows

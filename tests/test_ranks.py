@@ -15,13 +15,14 @@ from click.testing import CliRunner
 
 from builders import TraceBuilder, attention_block
 from tracekit import analyze
-from tracekit.classify import DEVICE_RULES, HOST_RULES, Classifier, Rule
+from tracekit.analysis.classify import DEVICE_RULES, HOST_RULES, Classifier, Rule
 from tracekit.cli import cli
-from tracekit.diff import diff_paths
-from tracekit.inputs import attribute_inputs, discover
-from tracekit.ranks import rank_from_path
+from tracekit.run.api import diff_paths
+from tracekit.run.api import analyze as attribute_inputs
+from tracekit.run.inputs import discover
+from tracekit.results.ranks import rank_from_path
 from tracekit.renderers import CSVRenderer, JSONRenderer, MarkdownRenderer, TerminalRenderer
-from tracekit.result import CATEGORIES, InvariantError
+from tracekit.results.attribution import CATEGORIES, InvariantError
 from tracekit.vocab import Category, RankFrom
 
 BUSY, SPAN = 31.0, 136.0

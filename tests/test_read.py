@@ -7,8 +7,8 @@ import json
 import pytest
 
 from builders import TraceBuilder, attention_block
-from tracekit import read
-from tracekit.read import EventStream
+from tracekit.io import read
+from tracekit.io.read import EventStream
 
 
 # Every test here also with batches decoded in 1 KB pieces and the tail cut off early (conftest.read_pieces).
@@ -102,7 +102,7 @@ def test_a_batch_with_an_odd_event_decodes_the_others_as_they_are_spelled():
     model does not depend on where batches or a worker's pieces were cut."""
     import msgspec
 
-    from tracekit.read import decode_events
+    from tracekit.io.read import decode_events
 
     good = [{"ph": "X", "cat": "cpu_op", "name": f"aten::mm{i}", "ts": i, "dur": 1,
              "args": {"Input Dims": [[2, i], [i, 3]], "Input type": ["float", "float"], "External id": i}}

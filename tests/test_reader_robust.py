@@ -17,9 +17,9 @@ import pytest
 
 from builders import TraceBuilder, attention_block
 from conftest import ROOT, real, requires_real, run_cli
-from tracekit import jsonscan, read
+from tracekit.io import jsonscan, read
 from tracekit.errors import TraceFormatError, TracekitError, TraceReadError
-from tracekit.read import EventStream, ReadSummary
+from tracekit.io.read import EventStream, ReadSummary
 
 QWEN = "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 

@@ -16,7 +16,7 @@ import pytest
 
 from builders import TraceBuilder, attention_block
 from conftest import REAL, real_trace_files, run_cli
-from tracekit.attribute import analyze
+from tracekit.run.api import analyze
 from tracekit.redact import CHUNK, leaks, redact_file, redact_path
 from tracekit.renderers import JSONRenderer
 

@@ -11,13 +11,12 @@ import pytest
 
 from builders import TraceBuilder, attention_block
 from tracekit import analyze
-from tracekit.diff import EAGER_TO_FUSED_ALLOC, Basis, diff_attributions
-from tracekit.renderers import (
-    DIFF_RENDERERS, RENDERERS, CSVRenderer, JSONRenderer, MarkdownRenderer, Renderer, TerminalRenderer,
-    diff_renderer_for, renderer_for, verdict_line,
-)
+from tracekit.results.diff import EAGER_TO_FUSED_ALLOC
+from tracekit.vocab import Basis
+from tracekit.analysis.compare import diff_attributions
+from tracekit.renderers import DIFF_RENDERERS, RENDERERS, CSVRenderer, JSONRenderer, MarkdownRenderer, Renderer, TerminalRenderer, diff_renderer_for, renderer_for, verdict_line
 from tracekit.renderers import csvrenderer
-from tracekit.result import CATEGORIES
+from tracekit.results.attribution import CATEGORIES
 
 FLASH = "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4> >(Params)"
 MIB = 1 << 20
@@ -177,7 +176,7 @@ def _cpu(tmp_path):
 
 
 def test_verdict_line_is_importable_from_the_package():
-    from tracekit.diff import Verdict
+    from tracekit.results.diff import Verdict
 
     v = Verdict(ok=False, threshold_pct=5.0, before_us=100.0, after_us=120.0, change_pct=20.0,
                 basis=Basis.MEDIAN_STEP, within_noise=None)

@@ -8,8 +8,8 @@ import pytest
 
 from builders import TraceBuilder, attention_block
 from tracekit import analyze
-from tracekit.diff import diff_attributions
-from tracekit.result import CATEGORIES, Attribution, BlockResult, InvariantError, Totals, zero_categories
+from tracekit.analysis.compare import diff_attributions
+from tracekit.results.attribution import CATEGORIES, Attribution, BlockResult, InvariantError, Totals, zero_categories
 
 
 @pytest.mark.parametrize("which", range(6))

@@ -15,11 +15,11 @@ import pytest
 
 from builders import TraceBuilder
 from conftest import REAL, real_trace_files, run_cli
-from tracekit.attribute import analyze
-from tracekit.link import link
-from tracekit.load import load_trace
-from tracekit.result import InvariantError
-from tracekit.roles import NAME_RULES, SHAPE_RULES, RoleFinder, op_roles
+from tracekit.run.api import analyze
+from tracekit.analysis.link import link
+from tracekit.io.load import load_trace
+from tracekit.results.attribution import InvariantError
+from tracekit.analysis.roles import NAME_RULES, SHAPE_RULES, RoleFinder, op_roles
 from tracekit.vocab import MATMUL_ROLES
 
 H200 = REAL.parent / "h200"
@@ -222,7 +222,7 @@ def test_terminal_and_json_show_the_split():
 def test_diff_compares_roles_on_the_headline_basis():
     """eager → flash: score and context go to 0, projections stay; with 2 steps the median step is their mean,
     so 'before' is half of what aten::bmm launched under qk_matmul / pv_matmul in the whole trace."""
-    from tracekit.diff import diff_paths
+    from tracekit.run.api import diff_paths
     from tracekit.renderers.jsonrenderer import diff_to_dict
 
     before, after = H200 / "sweep" / "eager_4096", H200 / "sweep" / "sdpa-flash_4096"

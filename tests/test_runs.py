@@ -1,4 +1,4 @@
-"""Folders of runs (tracekit.runs) and `tracekit attribute DIR --by run`: a row per run, named after its folder.
+"""Folders of runs (tracekit.run.runs) and `tracekit attribute DIR --by run`: a row per run, named after its folder.
 
 Each hand-built run has a known number of eager blocks (31 µs busy each, tests/builders.py), so every
 figure per run is known without running tracekit.
@@ -15,9 +15,10 @@ import pytest
 from click.testing import CliRunner
 from test_report import eager_trace
 
-from tracekit.attribute import analyze
+from tracekit.run.api import analyze
 from tracekit.cli import cli
-from tracekit.runs import analyze_runs, find_runs, sweep_key
+from tracekit.run.api import analyze_runs
+from tracekit.run.runs import find_runs, sweep_key
 
 LAYERS = {"eager_64": 1, "eager_128": 2, "flash_64": 3, "nested/deep_1": 1, "loose": 2}
 

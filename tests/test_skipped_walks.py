@@ -7,9 +7,9 @@ import re
 import pytest
 
 from conftest import real_trace_files
-from tracekit import scopes
-from tracekit.attribute import attribute_trace
-from tracekit.load import load_trace
+from tracekit.analysis import scopes
+from tracekit.analysis.attribute import attribute_trace
+from tracekit.io.load import load_trace
 from tracekit.renderers.jsonrenderer import to_dict
 
 

@@ -19,8 +19,8 @@ import pytest
 
 from builders import TraceBuilder, attention_block
 from conftest import REAL, ROOT
-from tracekit.attribute import analyze
-from tracekit.diff import diff_attributions
+from tracekit.run.api import analyze
+from tracekit.analysis.compare import diff_attributions
 from tracekit.renderers import JSONRenderer, TerminalRenderer
 from tracekit.renderers.names import NAME_RULES, short_name
 from tracekit.vocab import compact_kernel_name

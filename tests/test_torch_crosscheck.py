@@ -12,9 +12,9 @@ pytestmark = pytest.mark.slow  # runs scripts/torch/TensorBoard: `pytest -m "not
 torch = pytest.importorskip("torch", reason="torch is needed to record CPU traces (pip install '.[profile]')")
 from torch.profiler import ProfilerActivity, profile, record_function, schedule  # noqa: E402
 
-from tracekit import analyze  # noqa: E402
-from tracekit.attribute import op_self_times  # noqa: E402
-from tracekit.load import load_trace  # noqa: E402
+from tracekit import analyze# noqa: E402
+from tracekit.analysis.attribute import op_self_times# noqa: E402
+from tracekit.io.load import load_trace# noqa: E402
 
 
 def _eager_step(q, k, v, lin, layers=2):

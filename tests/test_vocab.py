@@ -15,9 +15,9 @@ import pytest
 
 from builders import TraceBuilder
 from tracekit import analyze
-from tracekit.classify import HOST_RULES, Classifier
-from tracekit.diff import Basis
-from tracekit.result import CATEGORIES
+from tracekit.analysis.classify import HOST_RULES, Classifier
+from tracekit.vocab import Basis
+from tracekit.results.attribution import CATEGORIES
 from tracekit.vocab import Category, FoundBy, Phase, TimeBase, is_fused_attention_op
 
 FUSED = [
@@ -121,10 +121,10 @@ def test_every_host_rule_for_fused_attention_is_the_vocabulary():
 
 
 def test_categories_are_defined_once():
-    import tracekit.classify
-    import tracekit.result
+    import tracekit.analysis.classify
+    import tracekit.results.attribution
 
-    assert tracekit.result.CATEGORIES is tracekit.classify.CATEGORIES is CATEGORIES
+    assert tracekit.results.attribution.CATEGORIES is tracekit.analysis.classify.CATEGORIES is CATEGORIES
     assert CATEGORIES == ("matmul", "softmax", "fused_attention", "memory", "elementwise", "other")
     assert all(type(c) is str for c in CATEGORIES)  # plain strings: orjson refuses str-subclass dict keys
 

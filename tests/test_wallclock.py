@@ -19,7 +19,8 @@ import pytest
 from builders import TraceBuilder
 from conftest import REAL, SAMPLES, run_cli
 from tracekit import analyze
-from tracekit.diff import diff_paths, gate
+from tracekit.run.api import diff_paths
+from tracekit.analysis.gate import gate
 from tracekit.renderers import CSVRenderer, JSONRenderer, TerminalRenderer, verdict_line
 from tracekit.renderers.base import headline
 
@@ -156,7 +157,7 @@ def test_cpu_only_blocks_have_no_idle_and_no_launch_bound_verdict():
 
 
 def test_check_rejects_an_inconsistent_launch_bound_flag(tmp_path):
-    from tracekit.result import InvariantError
+    from tracekit.results.attribution import InvariantError
     b = TraceBuilder()
     b.annotation("layer0.attention", 0, 60)
     b.op("aten::bmm", 1, 8)

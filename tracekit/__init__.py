@@ -14,15 +14,15 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it
 _LAZY = {
-    "analyze": ".attribute",
-    "attribute_trace": ".attribute",
-    "load_trace": ".load",
-    "find_trace_files": ".inputs",
-    "discover": ".inputs",
-    "diff_paths": ".diff",
-    "diff": ".diff",
-    "Attribution": ".result",
-    "CATEGORIES": ".result",
+    "analyze": ".run.api",
+    "attribute_trace": ".analysis.attribute",
+    "load_trace": ".io.load",
+    "find_trace_files": ".run.inputs",
+    "discover": ".run.inputs",
+    "diff_paths": ".run.api",
+    "diff": ".run.api",
+    "Attribution": ".results",
+    "CATEGORIES": ".results",
     "TracekitError": ".errors",
 }
 
@@ -30,12 +30,12 @@ __all__ = ["analyze", "attribute_trace", "load_trace", "find_trace_files", "disc
            "CATEGORIES", "TracekitError", "__version__"]
 
 if TYPE_CHECKING:
-    from .attribute import analyze, attribute_trace
-    from .diff import diff, diff_paths
+    from .analysis.attribute import attribute_trace
     from .errors import TracekitError
-    from .inputs import discover, find_trace_files
-    from .load import load_trace
-    from .result import CATEGORIES, Attribution
+    from .io.load import load_trace
+    from .results import CATEGORIES, Attribution
+    from .run.api import analyze, diff, diff_paths
+    from .run.inputs import discover, find_trace_files
 
 
 def __getattr__(name: str) -> Any:

@@ -26,26 +26,29 @@ import click
 
 from . import __version__
 from .errors import OutputError, TracekitError, UsageError
-from .malloc import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, mallopt
+from .memory import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, gc_paused, mallopt
 from .progress import Progress
+from .results.rows import TABLE_GROUPINGS
 
 if TYPE_CHECKING:
-    from .inputs import Inputs
+    from .run.inputs import Inputs
 
 EXIT_DAMAGED = 3
 EXIT_REGRESSION = 4
 TOOL = f"tracekit {__version__}"
 
-# The renderers' names and groupings, spelled out so that --help need not import the renderers
-# (tests/test_cli_robust.py checks they match the registries).
+# The renderers' names, spelled out so that --help need not import the renderers (tests/test_cli_robust.py
+# checks they match the registry); the groupings are the results' one list.
 FORMATS = ("table", "json", "csv", "markdown")
-GROUPINGS = ("kind", "block", "layer", "step", "run", "rank")
+GROUPINGS = TABLE_GROUPINGS
 # -o extension, compared in lower case and before any ".gz" -> format.
 EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 _MAX_WRITE = 1 << 30  # one write() call; Linux moves at most ~2 GiB per call anyway
 
-_JOBS_HELP = ("Processes. A folder: files read at once (default: one per CPU, at most one per file). One trace "
-              "over 64 MB of JSON: processes decoding its batches (default: one per CPU, at most 4). -j 1: one process.")
+_JOBS_HELP = ("Files analysed at once: processes for a folder's files, or a local Dask cluster's workers (default: one "
+              "per CPU). For a single trace, also its decode workers unless --decode-workers is given. -j 1: one process.")
+_DECODE_HELP = ("Processes decoding one trace over 64 MB of JSON (default: one per CPU, at most 4; "
+                "1: decode it in this process).")
 _DASK_HELP = ("Analyse each file on a Dask cluster: tcp://HOST:PORT of a running scheduler, or local[:N] for N "
               "worker processes on this machine (needs tracekit[dask]).")
 
@@ -56,7 +59,7 @@ def cli() -> None:
     """Where the time goes inside attention, from PyTorch profiler traces."""
 
 
-# glibc's mallopt settings (tracekit.malloc): blocks up to 64 MB come from the heap, and up to 256 MB of
+# glibc's mallopt settings (tracekit.memory): blocks up to 64 MB come from the heap, and up to 256 MB of
 # freed heap is kept
 _MALLOPT = ((M_MMAP_THRESHOLD, 64 << 20), (M_TRIM_THRESHOLD, 256 << 20))
 
@@ -81,16 +84,9 @@ def _gc_paused(f: Callable[..., None]) -> Callable[..., None]:
     Also sets the process's malloc up for big buffers (``_keep_big_buffers``)."""
     @functools.wraps(f)
     def run(*args: Any, **kwargs: Any) -> None:
-        import gc
-
         _keep_big_buffers()
-        was = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             f(*args, **kwargs)
-        finally:
-            if was:
-                gc.enable()
     return run
 
 
@@ -118,34 +114,33 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
               help="One row per block kind, block, layer, step, run (a folder of runs: each sub-folder, "
                    "or trace file directly in it, is one run), or rank (a folder of ranks: the straggler view).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
+@click.option("--decode-workers", type=click.IntRange(min=1), default=None, help=_DECODE_HELP)
 @click.option("--no-hints", "no_hints", is_flag=True, help="Do not compute or show hints (what to do next).")
 @click.option("--dask", metavar="ADDRESS", default=None, help=_DASK_HELP)
 @_gc_paused
 def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None,
-              no_hints: bool, dask: str | None) -> None:
+              decode_workers: int | None, no_hints: bool, dask: str | None) -> None:
     """Attribute attention time in PATH (a .json/.json.gz trace or a TensorBoard run folder)."""
     try:
         fmt, gz = output_format(fmt, output)
-        from .inputs import default_jobs, discover
+        from .run.api import analyze, analyze_runs
+        from .run.inputs import discover
+        from .run.runs import find_runs
 
         if by == "run":
-            from .runs import analyze_runs, find_runs
-
             found, runs = find_runs(path)
         else:
             found = discover(path)
         refuse_clobber(output, [found])
-        from .attribute import analyze
-
         with Progress() as progress:
             if by == "run":
                 if dask is not None:
                     raise click.UsageError("--by run reads the runs here: leave out --dask")
-                result = analyze_runs((found, runs), scope=scope, jobs=jobs or default_jobs(),
-                                      progress=progress.update, hints=not no_hints)
+                result = analyze_runs((found, runs), scope=scope, jobs=jobs, progress=progress.update,
+                                      hints=not no_hints)
             else:
-                result = analyze(found, scope=scope, jobs=jobs or default_jobs(found), progress=progress.update,
-                                 hints=not no_hints, dask=dask)
+                result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode_workers or jobs,
+                                 progress=progress.update, hints=not no_hints, dask=dask)
         result.check()
         _warn(result)
         renderer = _attribution_renderer(fmt, by)
@@ -160,7 +155,7 @@ def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None
 def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
     if value is None:
         return None
-    from .diff import parse_percent
+    from .run.api import parse_percent
 
     try:
         return parse_percent(value)
@@ -179,10 +174,11 @@ def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 @click.option("--fail-if-slower", "fail_pct", callback=_percent, metavar="PCT",
               help="Exit 4 when AFTER's attention time exceeds BEFORE's by more than PCT (5% or 5).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
+@click.option("--decode-workers", type=click.IntRange(min=1), default=None, help=_DECODE_HELP)
 @click.option("--dask", metavar="ADDRESS", default=None, help=_DASK_HELP)
 @_gc_paused
 def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: str | None,
-         fail_pct: float | None, jobs: int | None, dask: str | None) -> None:
+         fail_pct: float | None, jobs: int | None, decode_workers: int | None, dask: str | None) -> None:
     """Compare attention time in BEFORE and AFTER (traces or run folders), by category, block and kernel.
 
     Exit codes: 0 ok; 1 error (and a gate over a GPU and a CPU-only trace); 2 usage;
@@ -190,14 +186,13 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
     """
     try:
         fmt, gz = output_format(fmt, output)
-        from .inputs import default_jobs, discover
+        from .run.api import diff_paths, gate
+        from .run.inputs import discover
 
         found_b, found_a = discover(before), discover(after)
         refuse_clobber(output, [found_b, found_a])
-        from .diff import diff_paths, gate
-
         with Progress() as progress:
-            result = diff_paths(found_b, found_a, scope=scope, jobs=jobs or default_jobs(found_b, found_a),
+            result = diff_paths(found_b, found_a, scope=scope, jobs=jobs, decode_workers=decode_workers or jobs,
                                 progress=progress.update, dask=dask)
         result.check()
         # Decided before anything is printed: a gate over sides timed differently is refused with
@@ -224,38 +219,35 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
               help="The HTML file to write (self-contained: no network needed to view it).")
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
+@click.option("--decode-workers", type=click.IntRange(min=1), default=None, help=_DECODE_HELP)
 @_gc_paused
-def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs: int | None) -> None:
+def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs: int | None,
+           decode_workers: int | None) -> None:
     """Write one offline HTML report: PATH (a trace, a run, or a folder of runs), or the diff PATH → AFTER.
 
     A folder whose traces lie in several sub-folders (or side by side) is a sweep: one row per run,
     charted against sequence length when runs are named <impl>_<seq>.
     """
     try:
-        from .inputs import default_jobs
+        from .run.api import analyze, analyze_runs, diff_paths
+        from .run.inputs import discover
+        from .run.runs import find_runs
 
         result: Any
+        decode = decode_workers or jobs
         with Progress() as progress:
             if after is not None:
-                from .diff import diff_paths
-                from .inputs import discover
-
                 found_b, found_a = discover(path), discover(after)
                 refuse_clobber(output, [found_b, found_a])
-                result = diff_paths(found_b, found_a, scope=scope, jobs=jobs or default_jobs(found_b, found_a),
+                result = diff_paths(found_b, found_a, scope=scope, jobs=jobs, decode_workers=decode,
                                     progress=progress.update)
             else:
-                from .runs import analyze_runs, find_runs
-
                 found, runs = find_runs(path)
                 refuse_clobber(output, [found])
                 if len(runs) > 1:
-                    result = analyze_runs((found, runs), scope=scope, jobs=jobs or default_jobs(),
-                                          progress=progress.update)
+                    result = analyze_runs((found, runs), scope=scope, jobs=jobs, progress=progress.update)
                 else:
-                    from .attribute import analyze
-
-                    result = analyze(found, scope=scope, jobs=jobs or default_jobs(found), progress=progress.update)
+                    result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode, progress=progress.update)
                     result.source = runs[0].name  # the page is headed by what was passed, not a file's hash name
         result.check()
         if after is not None:
@@ -364,7 +356,7 @@ def refuse_clobber(output: Path | None, inputs: Iterable[Inputs]) -> None:
     """
     if output is None:
         return
-    from .inputs import TRACE_SUFFIXES
+    from .run.inputs import TRACE_SUFFIXES
 
     out = os.path.realpath(output)
     try:

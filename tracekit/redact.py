@@ -245,7 +245,7 @@ def _umask() -> int:
 def redact_path(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> list[RedactStats]:
     """A trace file to a file, or a run folder to a folder of the same layout. Never writes over an input:
     ``dst`` naming an input (by any path or link), or a folder inside the input folder, is refused."""
-    from .inputs import discover
+    from .run.inputs import discover
 
     found = discover(src)
     out = Path(dst)

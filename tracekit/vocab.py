@@ -71,6 +71,37 @@ class Basis(StrEnum):
     TOTAL = "total"
 
 
+class PairedBy(StrEnum):
+    """Which rule of the diff paired two blocks (docs/attribution.md, "Diff", "Pairing")."""
+
+    KIND = "kind"  # same kind, same rank of that kind in the step
+    FUSED_KERNEL = "fused-kernel"  # the fallback: unpaired fused-kernel blocks by position (their names changed)
+
+
+class Compared(StrEnum):
+    """What the CI gate compared: busy time, or the profiled span when either side is launch-bound."""
+
+    BUSY = "busy"
+    SPAN = "span"
+
+
+# The launch-bound rule, the one definition everything imports (blocks, totals, ranks, diff sides, hints, the
+# gate): the device idles more than this share of the blocks' span, so busy time is not what the user waits for.
+LAUNCH_BOUND_IDLE_SHARE = 0.5
+
+
+def is_launch_bound(idle_us: float, span_us: float) -> bool:
+    """Idle for more than LAUNCH_BOUND_IDLE_SHARE of the span (``2·idle > span``)."""
+    return idle_us > LAUNCH_BOUND_IDLE_SHARE * span_us
+
+
+def launch_bound_holds(flag: bool | None, idle_us: float, span_us: float, near_us: float) -> bool:
+    """A result's ``launch_bound`` follows the rule, or the figures sit within ``near_us`` of its boundary,
+    where ns rounding of summed figures may tip it either way (the results' check())."""
+    boundary = LAUNCH_BOUND_IDLE_SHARE * span_us
+    return flag == (idle_us > boundary) or abs(idle_us - boundary) <= near_us
+
+
 class RankFrom(StrEnum):
     """Where a folder's rank numbers came from (tracekit.ranks): each trace's ``distributedInfo.rank``,
     a ``rank<N>``/``_<N>.`` in its path, or, when neither numbers every file once, the file order."""
@@ -122,8 +153,26 @@ FUSED_ATTENTION_OPS: tuple[OpPattern, ...] = (
               "sglang::extend_attention, sglang_profiler::mha__mha_batch_prefill_N"),
 )
 
+# The one vocabulary of matrix-product ops, by family. Each user takes the families it needs: classification
+# (every family), matmul roles, FLOPs and hints (the shaped ones), eager block inference (the products).
+LINEAR_OPS = OpPattern("linear", r"aten::(?:linear|addmm|_addmm_activation)",
+                       "linear layers: the weight is a 2-D matrix (addmm is linear's kernel-level op)")
+PRODUCT_OPS = OpPattern("product", r"aten::(?:mm|bmm|baddbmm|addbmm|matmul)",
+                        "matrix products, batched or not: the QKᵀ and PV of eager attention among them")
+EINSUM_OPS = OpPattern("einsum", r"aten::einsum", "a product written as an equation (its scalars say which)")
+LOW_PRECISION_GEMM_OPS = OpPattern("low-precision-gemm", r"aten::(?:_scaled_mm|_int_mm)", "fp8 and int8 GEMMs")
+VECTOR_PRODUCT_OPS = OpPattern("vector-product", r"aten::(?:addmv|mv|dot|vdot|tensordot)",
+                               "matrix-vector and dot products: matmul time, no shape rule")
+GROUPED_GEMM_OPS = OpPattern("grouped-gemm", r"aten::(?:_grouped_mm|_scaled_grouped_mm)", "MoE experts' grouped GEMMs")
+QUANTIZED_LINEAR_OPS = OpPattern("quantized-linear", r"quantized::linear\w*", "int8 linear layers (eager quantisation)")
+# The ops whose recorded shapes give a FLOP count and a matmul role (SHAPED_OPS keeps their inputs).
+SHAPED_GEMM_OPS: tuple[OpPattern, ...] = (LINEAR_OPS, PRODUCT_OPS, EINSUM_OPS, LOW_PRECISION_GEMM_OPS)
+GEMM_OPS: tuple[OpPattern, ...] = (*SHAPED_GEMM_OPS, VECTOR_PRODUCT_OPS, GROUPED_GEMM_OPS, QUANTIZED_LINEAR_OPS)
+# Composite ops that launch no kernel themselves: the product's FLOPs are counted at the op below them.
+COMPOSITE_GEMM_OPS = frozenset({"aten::matmul", "aten::linear", "aten::einsum"})
+
 # The eager pattern (matmul → softmax → matmul under one parent) that infers a block.
-EAGER_MATMUL_OPS = OpPattern("eager-matmul", r"aten::(?:matmul|bmm|baddbmm|einsum|mm)",
+EAGER_MATMUL_OPS = OpPattern("eager-matmul", f"{PRODUCT_OPS.pattern}|{EINSUM_OPS.pattern}",
                              "the QKᵀ and PV products of eager attention")
 EAGER_SOFTMAX_OPS = OpPattern("eager-softmax", r"aten::(?:softmax|_softmax|_safe_softmax)",
                               "_safe_softmax is the SDPA math path's softmax in newer PyTorch")
@@ -205,8 +254,8 @@ def kernel_label(kernel: str) -> KernelLabel | None:
 # Ops whose recorded inputs (``Input Dims``, ``Input type``, ``Concrete Inputs``) the loader keeps: what
 # FLOP/byte counts and matmul roles read. Everything else is dropped at parse time to keep memory bounded.
 SHAPED_OPS: tuple[OpPattern, ...] = (
-    OpPattern("gemm", r"aten::(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|einsum|_scaled_mm|_int_mm|"
-                      r"_addmm_activation)", "matrix products: FLOPs and the projection/score/context role"),
+    OpPattern("gemm", "|".join(p.pattern for p in SHAPED_GEMM_OPS),
+              "matrix products: FLOPs and the projection/score/context role"),
     *FUSED_ATTENTION_OPS,
     OpPattern("softmax", r"aten::(?:softmax|_softmax|_safe_softmax|log_softmax|_log_softmax)\w*", "softmax"),
     OpPattern("elementwise", r"aten::(?:add|sub|mul|div|masked_fill|where|gelu|silu|relu|tanh|exp|neg|rsqrt|"

@@ -1,26 +1,27 @@
-"""The renderer interface, and the wording and grouping that every text format shares.
+"""The renderer interface, and the lines that every text format shares.
 
-One module per format; each renders both an :class:`~tracekit.result.Attribution` and a
-:class:`~tracekit.diff.DiffResult`. Conclusions are computed in the result objects, never here.
+One module per format; each renders both an :class:`~tracekit.results.Attribution` and a
+:class:`~tracekit.results.DiffResult`. Conclusions are computed in the results, never here; the rows
+(tracekit.results.rows) and the wording of figures (tracekit.results.format) live there too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from typing import Union
 
-from ..result import CATEGORIES, Attribution, BlockResult, RankView, zero_categories
-from ..vocab import MATMUL_ROLES, TIME_BASE_LABELS, Basis, Phase
+from ..results.attribution import CATEGORIES, Attribution, BlockResult, RankView
+from ..results.diff import DiffResult, RankPair, Verdict
+from ..results.format import (  # noqa: F401  (the renderers' shared wording, imported from here)
+    basis_label, fmt_bytes, fmt_time, headline, pct, ratio_text, share_text, signed, time_base_label,
+)
+from ..results.rows import (  # noqa: F401
+    TABLE_GROUPINGS, PairRow, Row, check_grouping, group_rows, pair_rows, rank_view_of,
+)
+from ..vocab import Compared, Phase, PairedBy
 
-if TYPE_CHECKING:  # tracekit.diff imports the analysis; a renderer never needs it at run time
-    from ..diff import DiffResult, RankPair, Verdict
-
-Result = Union[Attribution, "DiffResult"]
-
-# "run": one row per run of a folder of runs (tracekit.runs names each block's source after its run).
-# "rank": one row per rank of a folder of ranks (tracekit.ranks), with their spread.
-GROUPINGS = ("kind", "block", "layer", "step", "run", "rank")
+Result = Union[Attribution, DiffResult]
+GROUPINGS = TABLE_GROUPINGS  # the groupings of a table (--by): tracekit.results.rows
 
 HEADS = {"matmul": "matmul", "softmax": "softmax", "fused_attention": "fused attn",
          "memory": "memory", "elementwise": "elementwise", "other": "other"}
@@ -33,8 +34,7 @@ class Renderer:
     extension = ""
 
     def __init__(self, by: str = "kind", tool: str = "tracekit", title: str | None = None) -> None:
-        if by not in GROUPINGS:
-            raise ValueError(f"unknown grouping {by!r}; choose from {', '.join(GROUPINGS)}")
+        check_grouping(by, GROUPINGS)
         self.by = by
         self.tool = tool
         self.title = title  # what the user passed (a path as given); formats that name it fall back to result.source
@@ -71,59 +71,6 @@ def pick_renderer(registry: dict[str, type[Renderer]], fmt: str | None, output: 
 # Numbers
 
 
-def fmt_time(us: float) -> str:
-    """Human units with three significant-ish digits: 812 µs, 3.41 ms, 12.0 s."""
-    a = abs(us)
-    if a >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if a >= 1e3:
-        return f"{us / 1e3:.2f} ms"
-    if a >= 100:
-        return f"{us:.0f} µs"
-    return f"{us:.1f} µs"
-
-
-def pct(part: float, whole: float) -> float:
-    return 100.0 * part / whole if whole > 0 else 0.0
-
-
-def signed(us: float) -> str:
-    """``+0.60 ms`` / ``-1.80 ms`` / ``0.0 µs``: a delta always shows its direction."""
-    if abs(us) < 0.05:
-        return "0.0 µs"
-    return ("+" if us > 0 else "") + fmt_time(us)
-
-
-def ratio_text(before: float, after: float) -> str:
-    if before > 0:
-        return f"{after / before:.2f}×" if after > 0 else "gone"
-    return "new" if after > 0 else "—"
-
-
-def share_text(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    v = 100 * x
-    return f"{0.0 if abs(v) < 0.05 else v:.1f}%"
-
-
-def fmt_bytes(n: int) -> str:
-    a = abs(n)
-    for unit, k in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if a >= k:
-            return f"{n / k:.1f} {unit}"
-    return f"{n} B"
-
-
-def time_base_label(time_base: str) -> str:
-    """The one wording of a time base, in every format."""
-    return TIME_BASE_LABELS.get(time_base, time_base)
-
-
-def basis_label(basis: str) -> str:
-    return "median step" if basis == Basis.MEDIAN_STEP else "total"
-
-
 # ---------------------------------------------------------------------------------------------
 # Attribution: header and grouped rows
 
@@ -153,64 +100,6 @@ def share_line(result: Attribution) -> str:
     base_us = sum(s.base_us for s in result.traces)
     return (f"{t.blocks} blocks, {fmt_time(t.total_us)} · {share} of {time_base_label(result.time_base)} "
             f"({fmt_time(base_us)})")
-
-
-@dataclass(slots=True, kw_only=True)
-class Row:
-    """One table line: a group of blocks and their summed time."""
-
-    label: str
-    phase: Phase
-    blocks: int
-    total_us: float
-    categories: dict[str, float]
-    kernels: int
-    matmul_roles: dict[str, float] | None = None  # summed over the group's blocks; None if one lacks them
-    span_us: float = 0.0
-    idle_us: float = 0.0
-
-
-def _key(b: BlockResult, by: str) -> tuple:
-    if by == "kind":
-        return (b.kind, b.phase)
-    if by == "layer":
-        return (b.name, b.phase)
-    if by == "run":
-        return (b.source, b.phase)
-    if by == "step":
-        return ("all steps" if b.step is None else f"step {b.step}", b.phase)
-    return (f"{b.name} [{'-' if b.step is None else b.step}:{b.ordinal}]", b.phase, b.source, b.step, b.ordinal)
-
-
-def group_rows(result: Attribution, by: str) -> list[Row]:
-    """Blocks grouped for display; order follows first appearance (model order)."""
-    rows: dict[tuple, Row] = {}
-    for b in result.blocks:
-        k = _key(b, by)
-        r = rows.get(k)
-        if r is None:
-            r = rows[k] = Row(label=k[0], phase=b.phase, blocks=0, total_us=0.0, categories=zero_categories(),
-                              kernels=0, matmul_roles=dict.fromkeys(MATMUL_ROLES, 0.0))
-        if b.matmul_roles is None:
-            r.matmul_roles = None
-        elif r.matmul_roles is not None:
-            for role, us in b.matmul_roles.items():
-                r.matmul_roles[role] += us
-        r.blocks += 1
-        r.total_us += b.total_us
-        r.kernels += b.kernels
-        r.span_us += b.span_us
-        r.idle_us += b.idle_us
-        for c in CATEGORIES:
-            r.categories[c] += b.categories[c]
-    return list(rows.values())
-
-
-def rank_view_of(result: Attribution) -> RankView:
-    """The result's per-rank view; one row for a single trace (``--by rank`` on a file still renders)."""
-    from ..ranks import single_rank_view
-
-    return single_rank_view(result)
 
 
 def spread_line(view: RankView) -> str:
@@ -245,32 +134,6 @@ def roles_line(label: str, matmul_us: float, roles: dict[str, float] | None) -> 
 # Diff: the lines and grouped rows that the terminal and markdown formats share
 
 
-def headline(r: DiffResult) -> str:
-    """``attention (median step): 2.69 ms → 1.03 ms · Δ -1.66 ms (-61.6%) · 2.61× faster``."""
-    b, a = r.before_figures.total_us, r.after_figures.total_us
-    parts = [f"attention ({basis_label(r.basis)}): {fmt_time(b)} → {fmt_time(a)}", f"Δ {signed(r.delta_us)}"
-             + (f" ({r.delta_pct:+.1f}%)" if r.delta_pct is not None else "")]
-    if r.no_claim:  # launch-bound, or nothing paired: busy time alone does not say faster or slower
-        sb, sa = r.before_figures.span_us, r.after_figures.span_us
-        if r.launch_bound:
-            parts[0] = f"attention ({basis_label(r.basis)}): busy {fmt_time(b)} → {fmt_time(a)}, " \
-                       f"profiled span {fmt_time(sb)} → {fmt_time(sa)}"
-        return " · ".join([*parts, r.no_claim])
-    if b <= 0 and a <= 0:
-        parts.append("no attention time on either side")
-    elif r.speedup is None:
-        parts.append("no attention time after")
-    elif b <= 0:
-        parts.append("no attention time before")
-    elif r.speedup >= 1:
-        parts.append(f"{r.speedup:.2f}× faster")
-    else:
-        parts.append(f"{1 / r.speedup:.2f}× slower")
-    if r.noise is not None and (b > 0 or a > 0):
-        parts.append("within noise" if r.noise.within_noise else "beyond noise")
-    return " · ".join(parts)
-
-
 def noise_line(r: DiffResult) -> str:
     n = r.noise
     if n is None:
@@ -282,7 +145,7 @@ def noise_line(r: DiffResult) -> str:
 
 
 def blocks_line(r: DiffResult) -> str:
-    by_fk = sum(1 for p in r.pairs if p.paired_by == "fused-kernel")
+    by_fk = sum(1 for p in r.pairs if p.paired_by == PairedBy.FUSED_KERNEL)
     extra = f", {by_fk} of them fused-kernel blocks paired by position" if by_fk else ""
     return (f"blocks: {len(r.pairs)} paired{extra}; {len(r.unmatched_before)} only before, "
             f"{len(r.unmatched_after)} only after")
@@ -296,35 +159,6 @@ def alloc_line(r: DiffResult, conclusions: bool = True) -> str | None:
     line = (f"memory allocated inside blocks (all steps): {fmt_bytes(m.before_bytes)} → {fmt_bytes(m.after_bytes)} "
             f"({'+' if m.delta_bytes > 0 else ''}{fmt_bytes(m.delta_bytes)})")
     return "".join([line, *(f": {c}" for c in r.conclusions)]) if conclusions else line
-
-
-@dataclass(slots=True, kw_only=True)
-class PairRow:
-    """Paired blocks grouped by (before kind, after kind, phase), summed over steps and instances."""
-
-    label: str
-    phase: Phase
-    n: int
-    before_us: float
-    after_us: float
-    deltas: dict[str, float]
-
-
-def pair_rows(r: DiffResult) -> list[PairRow]:
-    rows: dict[tuple, PairRow] = {}
-    for p in r.pairs:
-        label = p.before.kind if p.before.kind == p.after.kind else f"{p.before.kind} → {p.after.kind}"
-        k = (label, p.before.phase)
-        row = rows.get(k)
-        if row is None:
-            row = rows[k] = PairRow(label=label, phase=p.before.phase, n=0, before_us=0.0, after_us=0.0,
-                                    deltas=zero_categories())
-        row.n += 1
-        row.before_us += p.before.total_us
-        row.after_us += p.after.total_us
-        for c in CATEGORIES:
-            row.deltas[c] += p.after.categories[c] - p.before.categories[c]
-    return list(rows.values())
 
 
 def largest_change(deltas: dict[str, float]) -> str:
@@ -358,9 +192,9 @@ def verdict_line(v: Verdict) -> str:
     if v.change_pct is None:
         if v.ok:
             return f"{head} ok: no attention time on either side"
-        what = "profiled span" if v.compared == "span" else "attention time"
+        what = "profiled span" if v.compared == Compared.SPAN else "attention time"
         return f"{head} REGRESSION: {what} appeared (0 → {fmt_time(v.after_us)}, {basis})"
-    what = "profiled span (launch-bound: busy time is not the wait)" if v.compared == "span" else "attention time"
+    what = "profiled span (launch-bound: busy time is not the wait)" if v.compared == Compared.SPAN else "attention time"
     fig = f"{what} {fmt_time(v.before_us)} → {fmt_time(v.after_us)} ({v.change_pct:+.1f}%, {basis})"
     noise = "; the change is within noise" if v.within_noise else ""
     if v.ok:

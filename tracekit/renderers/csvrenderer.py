@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from ..result import CATEGORIES, Attribution, BlockResult
+from ..results.attribution import CATEGORIES, Attribution, BlockResult
 from .base import Renderer, Result, pct
 
 if TYPE_CHECKING:
-    from ..diff import DiffResult
+    from ..results.diff import DiffResult
 
 COLUMNS = ("trace", "step", "phase", "ordinal", "block", "kind", "found_by", "category", "time_us",
            "pct_of_block", "block_total_us", "kernels")

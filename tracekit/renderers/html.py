@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from ..result import Attribution
+from ..results.attribution import Attribution
 from .base import Renderer
 from .jsonrenderer import diff_to_dict, to_dict
 
 if TYPE_CHECKING:
-    from ..diff import DiffResult
+    from ..results.diff import DiffResult
 
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
 

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from ..flops import efficiency_dict
-from ..result import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, RankRow, RankView
+from ..results.efficiency import efficiency_dict
+from ..results.attribution import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, RankRow, RankView
 from .base import Renderer
 
 if TYPE_CHECKING:
-    from ..diff import DiffResult, KernelTotal
+    from ..results.diff import DiffResult, KernelTotal
 
 
 def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..result import CATEGORIES, Attribution
+from ..results.attribution import CATEGORIES, Attribution
 from .base import (
     Renderer, alloc_line, blocks_line, group_rows, header_lines, headline, largest_change, noise_line, pair_rows,
     pct, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, share_text, spread_line, time_base_label,
@@ -12,7 +12,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from ..diff import DiffResult
+    from ..results.diff import DiffResult
 
 _KERNELS_SHOWN = 20
 

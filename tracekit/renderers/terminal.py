@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..flops import Efficiency
-from ..result import CATEGORIES, Attribution
+from ..results.efficiency import Efficiency
+from ..results.attribution import CATEGORIES, Attribution
 from ..vocab import Phase
 from .base import (
     HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, noise_line, pair_rows,
@@ -21,7 +21,7 @@ from .base import (
 from .names import ELLIPSIS, short_name
 
 if TYPE_CHECKING:
-    from ..diff import DiffResult
+    from ..results.diff import DiffResult
 
 _TOP_SHOWN = 8  # top kernels of an attribution
 _KERNELS_SHOWN = 8  # gone/new kernels of a diff

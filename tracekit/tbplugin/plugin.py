@@ -22,9 +22,10 @@ from werkzeug import wrappers
 
 from .. import __version__
 from ..errors import TracekitError
-from ..inputs import Inputs, attribute_inputs
+from ..run.api import analyze, diff
+from ..run.inputs import Inputs
 from ..renderers.html import HTMLRenderer
-from ..runs import Run, combine_runs, find_runs
+from ..run.runs import Run, combine_runs, find_runs
 
 PLUGIN_NAME = "tracekit"
 TOOL = f"tracekit {__version__}"
@@ -68,7 +69,7 @@ class AnalysisCache:
             hit = self._cache.get(run.name)
             if hit is not None and hit[0] == sig:
                 return hit[1]
-        result = attribute_inputs(Inputs(self.root / run.name, list(run.files)), jobs=1)
+        result = analyze(Inputs(path=self.root / run.name, files=list(run.files)), jobs=1, decode_workers=1)
         result.source = run.name
         result.check()
         with self._lock:
@@ -119,10 +120,8 @@ class TracekitPlugin(base_plugin.TBPlugin):
         args = request.args
         try:
             if args.get("before") or args.get("after"):
-                from ..diff import diff_attributions
-
                 b, a = self.cache.run(args.get("before", "")), self.cache.run(args.get("after", ""))
-                result: Any = diff_attributions(self.cache.attribution(b), self.cache.attribution(a))
+                result: Any = diff(self.cache.attribution(b), self.cache.attribution(a))
                 result.labels = (b.name, a.name)
             elif args.get("run"):
                 result = self.cache.attribution(self.cache.run(args["run"]))
@@ -130,7 +129,7 @@ class TracekitPlugin(base_plugin.TBPlugin):
                 runs = self.cache.runs()
                 if not runs:
                     return http_util.Respond(request, "no runs with profiler traces", "text/plain", code=404)
-                from ..result import RunResult
+                from ..results.attribution import RunResult
 
                 result = combine_runs(self.logdir.name if self.logdir else "logdir",
                                       [RunResult(name=r.name, attribution=self.cache.attribution(r)) for r in runs])

@@ -24,17 +24,16 @@ from dataclasses import dataclass
 import orjson
 
 from .link import NONE, Links
-from .model import ANNOTATION, MODULE, OP, Trace
-from .vocab import MATMUL_ROLES, MatmulRole
+from ..model import ANNOTATION, MODULE, OP, Trace
+from ..vocab import LINEAR_OPS, MATMUL_ROLES, SHAPED_GEMM_OPS, MatmulRole, anchored
 
 __all__ = ["MATMUL_ROLES", "NAME_RULES", "SHAPE_RULES", "MatmulRole", "NameRule", "RoleFinder", "ShapeRule",
            "op_roles", "zero_roles"]
 
 # Matrix-product ops whose shapes decide a role (tracekit.vocab SHAPED_OPS "gemm" keeps their inputs).
-GEMM_OP = re.compile(r"^aten::(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|einsum|_scaled_mm|_int_mm"
-                     r"|_addmm_activation)$")
+GEMM_OP = re.compile(anchored(*SHAPED_GEMM_OPS))
 # Ops that are a linear layer by definition: their weight is a 2-D matrix.
-LINEAR_OP = re.compile(r"^aten::(?:linear|addmm|_addmm_activation)$")
+LINEAR_OP = re.compile(anchored(LINEAR_OPS))
 # Largest contracted (score) or produced (context) dimension taken for a head dimension: head dims are
 # 64-256 (MLA's absorbed 576 included); a wider one is a model dimension, so the product is a projection.
 MAX_HEAD_DIM = 1024

@@ -12,11 +12,11 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .result import RankRow, RankSpread, RankView, zero_categories
-from .vocab import RankFrom
+from .attribution import RankRow, RankSpread, RankView, zero_categories
+from ..vocab import RankFrom
 
 if TYPE_CHECKING:
-    from .result import Attribution
+    from .attribution import Attribution
 
 _RANK_IN_PATH = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 _NUMBER_SUFFIX = re.compile(r"_(\d+)\.")

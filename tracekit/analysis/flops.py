@@ -32,18 +32,19 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
 from math import prod
 from typing import NamedTuple, Protocol
 
 import orjson
 
-from .hardware import DevicePeaks, lookup
+from ..hardware import DevicePeaks, lookup
+from ..model import OpInputs, Trace
+from ..vocab import COMPOSITE_GEMM_OPS, SHAPED_GEMM_OPS, anchored
+from ..results.efficiency import HOST_ONLY, NO_FORMULA, NO_SHAPES, DeviceInfo, Efficiency
 from .link import NONE, Links
-from .model import OpInputs, Trace
 
-__all__ = ["Efficiency", "OpCost", "block_efficiency", "efficiency_dict", "op_cost", "sum_efficiency"]
+__all__ = ["OpCost", "block_efficiency", "device_info", "op_cost"]
 
 # Bytes per element of the dtype names ``Input type`` uses, and the class whose peak applies.
 _DTYPES: dict[str, tuple[int, str | None]] = {
@@ -92,7 +93,8 @@ _BWD_FACTOR = 2.5
 _ELEMENTWISE = re.compile(r"aten::(?:add|sub|mul|div|masked_fill|where|gelu|silu|relu|tanh|exp|neg|rsqrt|pow|"
                           r"sigmoid|clamp)_?")
 _SOFTMAX = re.compile(r"aten::(?:softmax|_softmax|_safe_softmax|log_softmax|_log_softmax)")
-_GEMM_PARENTS = frozenset(("aten::matmul", "aten::linear", "aten::einsum"))
+_GEMM_PARENTS = COMPOSITE_GEMM_OPS
+_SHAPED_GEMM = re.compile(anchored(*SHAPED_GEMM_OPS))  # einsum is matched first: it has its own formula
 
 
 def _tensor(dims: list, types: list, k: int) -> tuple[list[int], int, str | None] | None:
@@ -289,8 +291,7 @@ def op_cost(name: str, dims_raw: bytes, types_raw: bytes, concrete_raw: bytes) -
             return _attention(name, dims, types, concrete)
         if name == "aten::einsum":
             return _einsum(dims, types, concrete)
-        if name in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul",
-                    "aten::linear", "aten::_scaled_mm", "aten::_int_mm", "aten::_addmm_activation"):
+        if _SHAPED_GEMM.match(name):
             return _gemm(name, dims, types)
         return _vector(name, dims, types)
     except (TypeError, ValueError, IndexError):  # a shape of the wrong arity or kind: no count, never a crash
@@ -303,102 +304,6 @@ def cost_of(tr: Trace, i: int) -> OpCost | None:
     if oi is None:
         return None
     return op_cost(tr.host[i].name, oi.dims, oi.types, oi.concrete)
-
-
-# --- efficiency sums ---------------------------------------------------------------------------------------
-
-NO_SHAPES = "no recorded shapes (record_shapes=False)"
-NO_FORMULA = "no recorded shapes or FLOP formula for this block's kernels"
-HOST_ONLY = "CPU-only trace: no device kernels to time"
-
-
-@dataclass(slots=True)
-class Efficiency:
-    """Sums over the op calls whose FLOPs were counted; rates and the roof are derived (:func:`efficiency_dict`).
-
-    ``time_ns`` is the device busy time of exactly the kernels those ops launched (each instant once).
-    ``compute_s``/``memory_s`` are the seconds the same work would take at the device's peak FLOP/s (for
-    each op's dtype) and at its peak bandwidth; None when the device or a dtype's peak is unknown.
-    """
-
-    flops: float = 0.0
-    bytes: float = 0.0
-    time_ns: int = 0
-    compute_s: float | None = 0.0
-    memory_s: float | None = 0.0
-    ops: int = 0
-    reason: str | None = None  # why figures are missing or partial
-
-    def add(self, o: Efficiency) -> None:
-        """Sum in another part; a reason survives only from parts with the same standing (counted or not)."""
-        if o.ops and not self.ops:
-            self.reason = o.reason
-        elif o.ops or not self.ops:
-            self.reason = self.reason or o.reason
-        self.flops += o.flops
-        self.bytes += o.bytes
-        self.time_ns += o.time_ns
-        self.compute_s = None if self.compute_s is None or o.compute_s is None else self.compute_s + o.compute_s
-        self.memory_s = None if self.memory_s is None or o.memory_s is None else self.memory_s + o.memory_s
-        self.ops += o.ops
-
-    @property
-    def bound(self) -> str | None:
-        """``compute`` when the work's arithmetic intensity reaches the ridge point, else ``memory``."""
-        if not self.ops or self.compute_s is None or self.memory_s is None:
-            return None
-        return "compute" if self.compute_s >= self.memory_s else "memory"
-
-    @property
-    def roof_pct(self) -> float | None:
-        """Achieved / min(peak FLOP/s, intensity × peak bandwidth) = roofline time / measured time, in %."""
-        if not self.ops or self.compute_s is None or self.memory_s is None or self.time_ns <= 0:
-            return None
-        return 100.0 * max(self.compute_s, self.memory_s) / (self.time_ns * 1e-9)
-
-
-def sum_efficiency(parts: Sequence[Efficiency | None]) -> Efficiency | None:
-    """The sum of the parts that have figures or reasons; None when there are none."""
-    out: Efficiency | None = None
-    for p in parts:
-        if p is not None:
-            if out is None:
-                out = Efficiency()
-            out.add(p)
-    return out
-
-
-def sum_efficiency_maps(parts: Sequence[dict[str, Efficiency]]) -> dict[str, Efficiency]:
-    out: dict[str, Efficiency] = {}
-    for p in parts:
-        for k, e in p.items():
-            if k not in out:
-                out[k] = Efficiency()
-            out[k].add(e)
-    return out
-
-
-def efficiency_dict(e: Efficiency | None, reason: str | None = None) -> dict[str, object]:
-    """The JSON object: ``{flops, bytes, tflops_per_s, gb_per_s, bound, roof_pct, ...}``; nulls with a reason.
-
-    Written out rather than through the ``bound``/``roof_pct`` properties: a big trace renders one per block and
-    category, and the figures must stay the properties' (tests compare them).
-    """
-    if e is None or e.ops == 0:
-        why = reason or (e.reason if e is not None else None) or NO_FORMULA
-        return {"flops": None, "bytes": None, "tflops_per_s": None, "gb_per_s": None, "bound": None,
-                "roof_pct": None, "intensity": None, "time_us": None, "reason": why}
-    t, fl, by, cs, ms = e.time_ns, e.flops, e.bytes, e.compute_s, e.memory_s
-    bound = roof = None
-    if cs is not None and ms is not None:
-        bound = "compute" if cs >= ms else "memory"
-        roof = round(100.0 * max(cs, ms) / (t * 1e-9), 2) if t > 0 else None
-    return {"flops": fl, "bytes": by,
-            "tflops_per_s": round(fl / t / 1e3, 3) if t > 0 else None,
-            "gb_per_s": round(by / t, 3) if t > 0 else None,
-            "bound": bound, "roof_pct": roof,
-            "intensity": round(fl / by, 3) if by else None,
-            "time_us": round(t / 1000, 3), "reason": e.reason}
 
 
 def _fallback(tr: Trace, op_parent: Sequence[int], i: int, memo: dict[int, int]) -> int:
@@ -555,35 +460,10 @@ def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[
     return effs, by_cat
 
 
-@dataclass(slots=True)
-class DeviceInfo:
-    """The top-level ``device`` object: the name the trace gives and the peaks it maps to."""
-
-    name: str | None
-    peaks: DevicePeaks | None
-    reason: str | None = None
-    names: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, object]:
-        return {"name": self.name, "model": self.peaks.model if self.peaks else None,
-                "peaks": self.peaks.as_dict() if self.peaks else None, "reason": self.reason}
-
-
 def device_info(gpus: Sequence[str], has_device: bool) -> DeviceInfo:
     if not has_device:
-        return DeviceInfo(None, None, HOST_ONLY)
+        return DeviceInfo(name=None, peaks=None, reason=HOST_ONLY)
     name = gpus[0] if gpus else None
     peaks = lookup(name)
     reason = None if peaks else (f"unknown device {name!r}: no peak figures" if name else "no device name in the trace")
-    return DeviceInfo(name, peaks, reason, list(gpus))
-
-
-def merge_device(parts: Sequence[DeviceInfo | None]) -> DeviceInfo | None:
-    """One device for a folder of traces; ``None`` peaks with a reason when they name different models."""
-    ds = [d for d in parts if d is not None and d.name is not None]
-    if not ds:
-        return next((d for d in parts if d is not None), None)
-    models = {d.peaks.model if d.peaks else d.name for d in ds}
-    if len(models) == 1:
-        return ds[0]
-    return DeviceInfo(", ".join(sorted(str(m) for m in models)), None, "traces from different devices")
+    return DeviceInfo(name=name, peaks=peaks, reason=reason, names=list(gpus))

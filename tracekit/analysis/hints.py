@@ -11,20 +11,21 @@ trace cannot tell, the saving is None and ``saving_basis`` says why (docs/attrib
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .flops import Efficiency, efficiency_dict
-from .vocab import Category, compact_kernel_name, is_fused_attention_op
+from ..results.efficiency import Efficiency, efficiency_dict
+from ..results.hints import GroupFacts, Hint, HintFacts, merge_facts
+from ..vocab import LAUNCH_BOUND_IDLE_SHARE, SHAPED_GEMM_OPS, is_launch_bound, Category, anchored, compact_kernel_name, is_fused_attention_op
 
 if TYPE_CHECKING:
     from .link import Links
-    from .model import Trace
-    from .result import BlockResult
+    from ..model import Trace
+    from ..results.attribution import BlockResult
 
 __all__ = ["HINT_RULES", "GroupFacts", "Hint", "HintFacts", "HintRule", "collect_facts", "evaluate", "merge_facts"]
 
@@ -32,7 +33,7 @@ NONE = -1  # tracekit.link.NONE, repeated so that importing this module stays li
 
 # -- thresholds (named, documented in docs/attribution.md "Hints") -------------------------------------------
 EAGER_SOFTMAX_SHARE = 0.30  # softmax + elementwise (mask, scale) share of an eager block's busy time
-LAUNCH_BOUND_IDLE = 0.50  # device idle share of the blocks' span (the issue's launch_bound rule)
+LAUNCH_BOUND_IDLE = LAUNCH_BOUND_IDLE_SHARE  # the one launch-bound rule (tracekit.vocab.is_launch_bound)
 KV_CAT_SHARE = 0.05  # KV-cache cat kernels' share of busy time
 MASK_SHARE = 0.02  # masked_fill kernels' share of busy time
 FP32_SOFTMAX_SHARE = 0.01  # fp32 softmax kernels' share of busy time
@@ -52,7 +53,7 @@ _MATH_OP = re.compile(r"aten::_scaled_dot_product_attention_math\w*$")
 _SDPA_OP = "aten::scaled_dot_product_attention"
 _SOFTMAX_OP = re.compile(r"aten::_?(?:safe_)?softmax$")
 _MASK_OP = re.compile(r"aten::masked_fill_?$")
-_GEMM_OP = re.compile(r"aten::(?:mm|addmm|bmm|baddbmm|matmul|linear)$")
+_GEMM_OP = re.compile(anchored(*SHAPED_GEMM_OPS))  # the GEMMs whose input types are recorded
 _RESHAPE_OPS = frozenset({"aten::reshape", "aten::clone", "aten::contiguous", "aten::expand", "aten::copy_",
                           "aten::_unsafe_view"})
 _CAST_KERNEL = re.compile(r"(?:bfloat16|float16|half|float32|float)(?:to(?:float32|bfloat16|float16|half))?_copy_kernel"
@@ -65,56 +66,6 @@ _LAYOUT_KERNEL = re.compile(r"direct_copy_kernel|_copy_kernel_cuda|copy_device_t
                             r"|nchwToNhwc|nhwcToNchw")
 _SIXTEEN_BIT = ("c10::BFloat16", "c10::Half")
 _SOFTMAX_UNKNOWN = "softmax?"  # internal: a softmax op without recorded input types
-
-
-@dataclass(slots=True, kw_only=True)
-class Hint:
-    """One piece of advice about one or more block kinds, with what it read and what it may save."""
-
-    rule: str
-    blocks: list[str]  # block kinds (with " (backward)" for backward groups)
-    message: str
-    evidence: dict[str, Any]  # figures (µs, %) and kernel names the rule read
-    saving_us: float | None  # an upper bound or a labelled estimate; None when the trace cannot tell
-    saving_pct: float | None  # of the blocks' busy time (launch-bound: of their span)
-    saving_basis: str  # "upper bound: …", "estimate: …" or why there is no figure
-
-
-@dataclass(slots=True)
-class GroupFacts:
-    """What the rules read about one block kind beyond BlockResult's figures, summed over its blocks."""
-
-    # (compact kernel name, category, launcher op, tag) -> [count, busy µs inside the blocks]
-    kernels: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)
-    sdpa_calls: int = 0  # public SDPA ops whose kernels ran in these blocks
-    sdpa_masked: int = 0  # ... of which were passed an attn_mask tensor with is_causal=False
-    gemm_16bit: int = 0  # kernels launched by GEMM ops with bf16/fp16 inputs
-    gemm_fp32: int = 0  # kernels launched by GEMM ops with fp32 inputs
-
-
-# (block kind, phase) -> facts; plain data so that it pickles from a worker process and merges by summing.
-HintFacts = dict[tuple[str, str], GroupFacts]
-
-
-def merge_facts(parts: Iterable[HintFacts | None]) -> HintFacts | None:
-    """Several files' facts as one (a folder of ranks): rows and counts summed per block kind."""
-    out: HintFacts = {}
-    seen = False
-    for facts in parts:
-        if facts is None:
-            continue
-        seen = True
-        for key, g in facts.items():
-            m = out.setdefault(key, GroupFacts())
-            for row, (n, us) in g.kernels.items():
-                acc = m.kernels.setdefault(row, [0, 0.0])
-                acc[0] += n
-                acc[1] += us
-            m.sdpa_calls += g.sdpa_calls
-            m.sdpa_masked += g.sdpa_masked
-            m.gemm_16bit += g.gemm_16bit
-            m.gemm_fp32 += g.gemm_fp32
-    return out if seen else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -471,7 +422,7 @@ def _sdpa_math(g: Group, rule: HintRule) -> Hint | None:
 
 
 def _launch_bound(g: Group, rule: HintRule) -> Hint | None:
-    if g.span_us <= 0 or g.idle_us <= rule.threshold * g.span_us:
+    if g.span_us <= 0 or not is_launch_bound(g.idle_us, g.span_us):
         return None
     kernels = sum(b.kernels for b in g.blocks)
     return _hint(rule, g, f"{g.label}: launch-bound, the GPU is idle {100 * g.idle_us / g.span_us:.0f}% of the "

@@ -14,13 +14,12 @@ import dataclasses
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from .inputs import TRACE_SUFFIXES, Inputs, ProgressFn, attribute_files, discover
-
-if TYPE_CHECKING:
-    from .classify import Classifier
-    from .result import Attribution, RunResult
+from ..analysis.attribute import merge
+from ..io.paths import TRACE_SUFFIXES
+from ..results.attribution import Attribution, RunResult
+from .execute import Plan, attribute_files
+from .inputs import Inputs, discover
 
 _SWEEP_NAME = re.compile(r"^(?P<impl>.+?)[_-](?P<seq>\d+)$")
 
@@ -71,16 +70,13 @@ def sweep_key(name: str) -> tuple[str, int] | None:
     return (m["impl"], int(m["seq"])) if m else None
 
 
-def analyze_runs(path: str | os.PathLike[str] | tuple[Inputs, list[Run]], scope: str | None = None,
-                 classifier: Classifier | None = None, jobs: int = 1, progress: ProgressFn | None = None,
-                 hints: bool = True) -> Attribution:
-    """One result per run (``.runs``), and their merge with each block's ``source`` set to its run's name."""
-    from .attribute import merge
-    from .result import RunResult
+def attribute_runs(found_runs: tuple[Inputs, list[Run]], how: Plan) -> Attribution:
+    """One result per run (``.runs``), and their merge with each block's ``source`` set to its run's name.
 
-    found, runs = path if isinstance(path, tuple) else find_runs(path)
+    Files are read in one process pool for all runs (``how.jobs``)."""
+    found, runs = found_runs
     files = [f for r in runs for f in r.files]
-    parts = iter(attribute_files(files, scope=scope, classifier=classifier, jobs=jobs, progress=progress, hints=hints))
+    parts = iter(attribute_files(files, how))
     results: list[RunResult] = []
     for r in runs:
         mine = [next(parts) for _ in r.files]
@@ -95,8 +91,6 @@ def analyze_runs(path: str | os.PathLike[str] | tuple[Inputs, list[Run]], scope:
 
 def combine_runs(label: str, results: list[RunResult]) -> Attribution:
     """The runs' merge, each block's ``source`` renamed to its run, with ``.runs`` holding each run's own result."""
-    from .attribute import merge
-
     named = [dataclasses.replace(one.attribution, blocks=[dataclasses.replace(b, source=one.name)
                                                           for b in one.attribution.blocks], runs=[])
              for one in results]

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 
 from .link import NONE, Links
-from .model import ANNOTATION, MODULE, OP, Trace
-from .vocab import EAGER_MATMUL_OPS, EAGER_SOFTMAX_OPS, FoundBy, Phase, anchored, opens_fused_block
+from ..model import ANNOTATION, MODULE, OP, Trace
+from ..vocab import EAGER_MATMUL_OPS, EAGER_SOFTMAX_OPS, FoundBy, Phase, anchored, opens_fused_block
 
 DEFAULT_SCOPE = r"attention|attn|SelfAttention|MultiheadAttention"
 

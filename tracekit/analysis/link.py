@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from itertools import compress, groupby, islice, repeat
 from operator import attrgetter, eq
 
-from .model import ANNOTATION, OP, HostEvent, Trace
+from ..model import ANNOTATION, OP, HostEvent, Trace
 
 NONE = -1
 _KIND = attrgetter("kind")

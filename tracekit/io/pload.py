@@ -24,13 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from .model import DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo
+from ..model import DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo
+from .builder import TraceBuilder
 from .read import EventStream, Fallback, ReadSummary, decode_events, decode_pieces
 
 if TYPE_CHECKING:
     from multiprocessing.pool import AsyncResult
-
-    from .load import _Builder
 
 # Below this much JSON a pool costs more than it saves (forking, pickling): such files are read serially.
 MIN_PARALLEL = 64 << 20
@@ -87,17 +86,15 @@ def _work(slot: int | bytes, size: int, tables: _Tables) -> tuple[Any, ...] | No
             b.steps, list(b.shapes_seen), b.range_profiler, list(b.names))
 
 
-def _builder(tables: _Tables) -> _Builder:
+def _builder(tables: _Tables) -> TraceBuilder:
     """A builder for one window that knows the threads and streams the parent knew when it sent it."""
-    from .load import _Builder
-
-    b = _Builder(TraceInfo(source=""))
+    b = TraceBuilder(TraceInfo(source=""))
     threads, raw_threads, streams, raw_streams = tables
     b.threads, b.raw_threads, b.streams, b.raw_streams = dict(threads), dict(raw_threads), dict(streams), dict(raw_streams)
     return b
 
 
-def _whole(view: memoryview, tables: _Tables) -> tuple[_Builder, int, Counter[str]] | None:
+def _whole(view: memoryview, tables: _Tables) -> tuple[TraceBuilder, int, Counter[str]] | None:
     """The window decoded in one piece and ingested; None when it does not decode."""
     try:
         events, read_dropped = decode_events(view)
@@ -112,7 +109,7 @@ def _whole(view: memoryview, tables: _Tables) -> tuple[_Builder, int, Counter[st
     return b, n, read_dropped
 
 
-def _pieces(ring: mmap.mmap, size: int, tables: _Tables) -> tuple[_Builder, int, Counter[str]] | None:
+def _pieces(ring: mmap.mmap, size: int, tables: _Tables) -> tuple[TraceBuilder, int, Counter[str]] | None:
     """The window ``ring[:size]`` (``[`` … ``]``) decoded and ingested piece by piece (``read.decode_pieces``), so
     that each piece's objects are ingested while in cache; None when a piece does not decode (the caller then
     tries the window whole)."""
@@ -165,7 +162,7 @@ def _renumber(table: dict, raw: dict, known: int, new: list, new_raw: list) -> l
     return None if all(g == i for i, g in enumerate(local)) else local
 
 
-def _merge(b: _Builder, res: tuple[Any, ...], read_dropped: Counter[str]) -> int:
+def _merge(b: TraceBuilder, res: tuple[Any, ...], read_dropped: Counter[str]) -> int:
     """Append one window's results to the builder, as its ingest would have; returns its event count."""
     (n, rdrop, bdrop, n_threads, n_streams, new_threads, new_raw_threads, new_streams, new_raw_streams,
      host, runtime, device, annotations, memory, flows, op_at, op_inputs, seq_host, seq_nr, seq_fwd,
@@ -197,7 +194,7 @@ def _merge(b: _Builder, res: tuple[Any, ...], read_dropped: Counter[str]) -> int
     return n
 
 
-def load_parallel(b: _Builder, path: Path, progress: Callable[[int, int], None] | None, jobs: int,
+def load_parallel(b: TraceBuilder, path: Path, progress: Callable[[int, int], None] | None, jobs: int,
                   chunk: int | None = None) -> tuple[Trace, ReadSummary]:
     """``b.build`` over ``path``'s batches, decoded and ingested in ``jobs`` forked processes."""
     import multiprocessing  # (here: small files never pay for the import)

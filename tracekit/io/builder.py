@@ -1,31 +1,26 @@
-"""Load trace files into :class:`tracekit.model.Trace`.
+"""The trace model's builder: raw Kineto events in, :class:`tracekit.model.Trace` out.
 
 This is the parse boundary: every raw Kineto spelling (2021 ``Kernel``/``Operator``,
 ``external id``, string tids, string numbers) is mapped here, once, and every number is
 checked here against the bounds in ``docs/attribution.md`` ("Inputs"): an event outside
 them is dropped and counted, so nothing downstream meets NaN, ±inf or an absurd integer.
+Both readers use it: the serial one (tracekit.io.load) and each decoding worker (tracekit.io.pload).
 """
 
 from __future__ import annotations
 
-import gc
-import os
 from collections import Counter
-from contextlib import contextmanager
-from pathlib import Path
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from typing import NamedTuple
 
 import orjson
 
-from .errors import TraceFormatError
-from .inputs import TRACE_SUFFIXES, check_trace_file, find_trace_files  # noqa: F401  (moved; re-exported)
-from .model import (
+from ..model import (
     ANNOTATION, KERNEL, MEMCPY, MEMSET, MODULE, OP,
     DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, OpInputs, RuntimeEvent, Trace, TraceInfo,
 )
-from .vocab import keeps_scalars, keeps_shapes
-from .read import Event, EventStream, ReadSummary
+from ..vocab import keeps_scalars, keeps_shapes
+from .read import Event, ReadSummary
 
 # Categories compared after strip + casefold; 2021 names mapped onto current ones.
 _HOST_CATS = {"cpu_op": OP, "operator": OP, "user_annotation": ANNOTATION}  # and python_function
@@ -62,45 +57,6 @@ class _Role(NamedTuple):
 
 
 _SKIP = _Role(None)
-
-
-def load_trace(path: str | os.PathLike, progress: Callable[[int, int], None] | None = None, jobs: int = 1) -> Trace:
-    """Stream, decode and model one trace file. ``progress(done, total)`` gets compressed-byte counts.
-
-    ``jobs > 1`` decodes a big file's batches in that many processes (tracekit.pload); the model is
-    the same. Files below ``pload.MIN_PARALLEL`` of JSON are read here: a pool would cost more.
-    """
-    p = Path(path)
-    check_trace_file(p)  # a FIFO or a device would block or never end; say what it is instead
-    info = TraceInfo(source=p.name)
-    with _gc_paused():
-        from .pload import load_parallel, worth_parallel
-
-        if jobs > 1 and worth_parallel(p):
-            tr, read = load_parallel(_Builder(info), p, progress, jobs)
-        else:
-            tr, read = _Builder(info).build(EventStream(p, progress=progress).batches())
-    _header(read.header, info)
-    info.warnings[:0] = read.warnings
-    info.damaged = info.damaged or read.damaged
-    if not tr.host and not tr.device and not tr.runtime:
-        if tr.dropped:
-            reasons = ", ".join(f"{k}: {v:,}" for k, v in tr.dropped.items())
-            raise TraceFormatError(f"{p}: no usable events ({reasons})")
-        raise TraceFormatError(f"{p}: trace holds no profiler events")
-    return tr
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Cyclic GC makes building millions of objects superlinear; nothing here makes cycles."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _num(v: object) -> int | float | None:
@@ -167,28 +123,7 @@ def _step(name: str) -> int | None:
     return -1
 
 
-def _header(doc: dict, info: TraceInfo) -> None:
-    """Pick the few facts the report header shows; user metadata is never copied."""
-    props = doc.get("deviceProperties")
-    if isinstance(props, list):
-        names = [d["name"].strip() for d in props if isinstance(d, dict) and isinstance(d.get("name"), str)]
-        info.gpus = sorted({n for n in names if n})
-    for key in ("pytorch_version", "torch_version"):
-        if isinstance(doc.get(key), str):
-            info.pytorch = doc[key][:40]
-    dist = doc.get("distributedInfo")
-    rank = dist.get("rank") if isinstance(dist, dict) else None
-    if type(rank) is int and 0 <= rank < 1 << 31:  # not bool; a rank, not an arbitrary number
-        info.rank = rank
-    cuda = doc.get("cuda_runtime_version")
-    hip = doc.get("hip_runtime_version")
-    if type(cuda) is int and cuda > 0:  # not bool
-        info.runtime = f"CUDA {cuda // 1000}.{cuda % 1000 // 10}"
-    elif type(hip) is int and hip > 0:
-        info.runtime = f"HIP {hip // 10_000_000}.{hip // 100_000 % 100}"
-
-
-class _Builder:
+class TraceBuilder:
     """Turns decoded events into the model, keeping only what the analysis reads.
 
     Plain Python frames (``python_function`` that are not ``nn.Module`` slices) and launch

@@ -8,59 +8,30 @@ tree, the same quantity as ``torch.profiler``'s ``self_cpu_time_total``.
 
 from __future__ import annotations
 
-import os
 import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from itertools import groupby
-from typing import Callable
 
 from .classify import Classifier
 from .hints import collect_facts, evaluate as evaluate_hints, merge_facts
-from .flops import HOST_ONLY, Efficiency, block_efficiency, device_info, merge_device, sum_efficiency, sum_efficiency_maps
+from ..results.efficiency import HOST_ONLY, Efficiency, merge_device, sum_efficiency, sum_efficiency_maps
+from .flops import block_efficiency, device_info
 from .link import NONE, Links, link
-from .load import _gc_paused
-from .inputs import Inputs, attribute_inputs, discover
-from .model import ANNOTATION, MODULE, OP, DeviceEvent, HostEvent, Trace
-from .result import (
+from ..memory import gc_paused
+from ..model import ANNOTATION, MODULE, OP, DeviceEvent, HostEvent, Trace
+from ..results.attribution import (
     CATEGORIES, Attribution, BlockResult, Coverage, Totals, TraceSummary, zero_categories,
 )
 from .roles import GemmRoles, RoleFinder
 from .scopes import Block, BlockFinder
-from .vocab import (
-    MATMUL_ROLES, Category, FoundBy, MatmulRole, Phase, TimeBase, compact_kernel_name, is_backward_op,
+from ..vocab import (
+    MATMUL_ROLES, is_launch_bound, Category, FoundBy, MatmulRole, Phase, TimeBase, compact_kernel_name, is_backward_op,
     is_fused_attention_op, kernel_label,
 )
 
 _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
-
-
-def analyze(path: str | os.PathLike | Inputs, scope: str | None = None, classifier: Classifier | None = None,
-            jobs: int = 1, progress: Callable[[str, int, int], None] | None = None, hints: bool = True,
-            dask: str | None = None, by: str | None = None) -> Attribution:
-    """Attribute one trace file, or every trace in a run folder (results are merged in file order).
-
-    ``jobs > 1`` analyses a folder's files (one per rank/worker) in that many processes; the
-    result is identical to a serial run. ``progress(name, done, total)`` reports bytes read.
-    Files the folder scan skipped are named in ``Attribution.warnings`` (tracekit.inputs).
-    ``hints=False`` skips the hint rules (``--no-hints``). ``dask`` (a scheduler address, ``local``
-    or ``local:N``) analyses each file as a task on a Dask cluster instead (``tracekit[dask]``).
-    ``by`` ("kind", "block", "layer", "step" or "kernel") changes no figure: it is the grouping of the
-    result's ``to_dataframe()`` and notebook table (``--by`` of the CLI); a name outside those raises
-    ValueError before any file is read.
-    """
-    if by is not None:
-        from .notebook import ATTRIBUTION_FRAMES
-
-        if by not in ATTRIBUTION_FRAMES:
-            raise ValueError(f"unknown grouping by={by!r}; choose from {', '.join(ATTRIBUTION_FRAMES)}")
-    found = path if isinstance(path, Inputs) else discover(path)
-    result = attribute_inputs(found, scope=scope, classifier=classifier, jobs=jobs, progress=progress, hints=hints,
-                              dask=dask)
-    if by is not None:
-        result.default_by = by
-    return result
 
 
 def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier | None = None,
@@ -71,7 +42,7 @@ def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier 
     millions of objects, and each full collection would scan all of it (about 15% of the time on a
     200 MB trace). Nothing here builds reference cycles that must be freed before the call returns.
     """
-    with _gc_paused():
+    with gc_paused():
         clf = classifier or Classifier()
         links = link(tr)
         finder = BlockFinder(scope)
@@ -409,7 +380,7 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
             ordinal=ordinal[b], phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
             idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
             host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc[b], source=tr.info.source,
-            matmul_roles=_role_us(mr), launch_bound=2 * (span - busy) > span))
+            matmul_roles=_role_us(mr), launch_bound=is_launch_bound(span - busy, span)))
     effs, eff_cats = block_efficiency(tr, links, len(blocks), dev_owner, cats, dev_share,
                                       members.values(), roles=GemmRoles(tr, roles))
     for b, r in enumerate(results):
@@ -673,7 +644,7 @@ def _totals(results: list[BlockResult], in_blocks_ns: int, base_ns: int) -> Tota
     return Totals(total_us=sum(r.total_us for r in results), categories=cats, attention_share=share,
                   blocks=len(results), matmul_roles=roles, span_us=sum(r.span_us for r in results),
                   idle_us=sum(r.idle_us for r in results),
-                  launch_bound=2 * sum(r.idle_us for r in dev) > dev_span if dev else None,
+                  launch_bound=is_launch_bound(sum(r.idle_us for r in dev), dev_span) if dev else None,
                   efficiency=sum_efficiency([r.efficiency for r in results]),
                   efficiency_by_category=sum_efficiency_maps([r.efficiency_by_category for r in results]))
 

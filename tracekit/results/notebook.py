@@ -2,21 +2,21 @@
 
 pandas is an optional extra (``pip install 'tracekit[notebook]'``) imported only when a DataFrame is asked
 for, so ``import tracekit`` stays light. The rows come from the same result objects (and the same grouping,
-:func:`tracekit.renderers.base.group_rows`) as every renderer, so a DataFrame's sums are the JSON's.
+:func:`tracekit.results.rows.group_rows`) as every renderer, so a DataFrame's sums are the JSON's.
 """
 
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .result import CATEGORIES, Attribution
+from .attribution import CATEGORIES, Attribution
+from .format import headline
+from .views import register
+from .rows import DIFF_FRAME_GROUPINGS, FRAME_GROUPINGS, check_grouping, group_rows, pair_rows
 
-if TYPE_CHECKING:
-    from .diff import DiffResult
+from .diff import DiffResult
 
-ATTRIBUTION_FRAMES = ("block", "kind", "layer", "step", "kernel")
-DIFF_FRAMES = ("category", "pair", "kind", "kernel")
 _HTML_ROWS = 12  # rows of a _repr_html_ table; the DataFrame has them all
 
 
@@ -28,18 +28,13 @@ def _pandas() -> Any:
     return pandas
 
 
-def _check_by(by: str, allowed: tuple[str, ...]) -> None:
-    if by not in allowed:
-        raise ValueError(f"unknown grouping {by!r}; choose from {', '.join(allowed)}")
-
-
 # ---------------------------------------------------------------------------------------------
 # Rows (plain dicts: the DataFrame and the HTML table share them)
 
 
 def attribution_rows(result: Attribution, by: str) -> list[dict[str, Any]]:
     """One dict per block, group of blocks (kind, layer, step) or kernel; times in µs, category keys ``<c>_us``."""
-    _check_by(by, ATTRIBUTION_FRAMES)
+    check_grouping(by, FRAME_GROUPINGS)
     if by == "kernel":
         return [{"kernel": name, "category": str(cat), "count": count, "total_us": us}
                 for (name, cat), (count, us) in sorted(result.kernels.items(), key=lambda kv: (-kv[1][1], kv[0]))]
@@ -48,8 +43,6 @@ def attribution_rows(result: Attribution, by: str) -> list[dict[str, Any]]:
                  "phase": str(b.phase), "found_by": str(b.found_by), "kernels": b.kernels, "total_us": b.total_us,
                  "span_us": b.span_us, "idle_us": b.idle_us, **{f"{c}_us": b.categories[c] for c in CATEGORIES},
                  "launch_bound": b.launch_bound, "alloc_bytes": b.alloc_bytes} for b in result.blocks]
-    from .renderers.base import group_rows
-
     return [{by: g.label, "phase": str(g.phase), "blocks": g.blocks, "kernels": g.kernels, "total_us": g.total_us,
              "span_us": g.span_us, "idle_us": g.idle_us, **{f"{c}_us": g.categories[c] for c in CATEGORIES},
              **{f"{c}_share": (g.categories[c] / g.total_us if g.total_us > 0 else None) for c in CATEGORIES}}
@@ -58,7 +51,7 @@ def attribution_rows(result: Attribution, by: str) -> list[dict[str, Any]]:
 
 def diff_rows(r: DiffResult, by: str) -> list[dict[str, Any]]:
     """One dict per category (with the total), block pair, pair group (by kind) or kernel of either side."""
-    _check_by(by, DIFF_FRAMES)
+    check_grouping(by, DIFF_FRAME_GROUPINGS)
     if by == "category":
         rows = [{"category": c, "before_us": d.before_us, "after_us": d.after_us, "delta_us": d.delta_us,
                  "ratio": d.ratio, "share_of_delta": d.share_of_delta} for c, d in r.categories.items()]
@@ -68,13 +61,11 @@ def diff_rows(r: DiffResult, by: str) -> list[dict[str, Any]]:
         return rows
     if by == "pair":
         return [{"before": p.before.name, "after": p.after.name, "kind": p.before.kind, "phase": str(p.before.phase),
-                 "step_before": p.before.step, "step_after": p.after.step, "paired_by": p.paired_by,
+                 "step_before": p.before.step, "step_after": p.after.step, "paired_by": str(p.paired_by),
                  "before_us": p.before.total_us, "after_us": p.after.total_us, "delta_us": p.delta_us,
                  **{f"{c}_delta_us": p.after.categories[c] - p.before.categories[c] for c in CATEGORIES}}
                 for p in r.pairs]
     if by == "kind":
-        from .renderers.base import pair_rows
-
         return [{"kind": g.label, "phase": str(g.phase), "pairs": g.n, "before_us": g.before_us,
                  "after_us": g.after_us, "delta_us": g.after_us - g.before_us,
                  **{f"{c}_delta_us": g.deltas[c] for c in CATEGORIES}} for g in pair_rows(r)]
@@ -131,8 +122,6 @@ def attribution_repr(result: Attribution) -> str:
 
 
 def diff_repr(r: DiffResult) -> str:
-    from .renderers.base import headline
-
     return (f"<DiffResult {r.labels[0] or r.before.source!r} → {r.labels[1] or r.after.source!r}: {headline(r)}; "
             f"{len(r.pairs)} paired blocks · .to_dataframe(by=...)>")
 
@@ -166,3 +155,7 @@ def attribution_html(result: Attribution, by: str = "kind") -> str:
 def diff_html(r: DiffResult) -> str:
     return _html_table(diff_rows(r, "category"), ["category", "before_us", "after_us", "delta_us", "share_of_delta"],
                        diff_repr(r)[1:-1] + " (times in µs)")
+
+
+for _fn in (attribution_frame, attribution_repr, attribution_html, diff_frame, diff_repr, diff_html):
+    register(_fn.__name__, _fn)

@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .vocab import CATEGORIES, MATMUL_ROLES, Category, FoundBy, Phase, RankFrom, TimeBase
+from .views import show
+from ..vocab import CATEGORIES, MATMUL_ROLES, Category, FoundBy, Phase, RankFrom, TimeBase, launch_bound_holds
 
 if TYPE_CHECKING:
-    from .flops import DeviceInfo, Efficiency
+    from .efficiency import DeviceInfo, Efficiency
     from .hints import Hint, HintFacts
 
 __all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage", "InvariantError",
@@ -19,7 +20,7 @@ __all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "SCHEMA_VERSION", "Attribution",
 
 SCHEMA_VERSION = 1
 DIFF_SCHEMA_VERSION = 1  # the diff's JSON (tracekit.diff), versioned on its own
-_EPS_US = 0.002  # 1 ns rounding on each side of a sum
+EPS_US = 0.002  # 1 ns rounding on each side of a sum
 _REL = 1e-9  # float rounding of sums of huge figures (a 1e17 µs kernel), where 1 ns is below one ulp
 
 
@@ -31,10 +32,15 @@ def zero_categories() -> dict[str, float]:
     return dict.fromkeys(CATEGORIES, 0.0)
 
 
+def near(terms: int, scale: float) -> float:
+    """How far apart two figures may be and still be equal: ``terms`` ns roundings, or float rounding of ``scale``."""
+    return max(EPS_US * terms, _REL * abs(scale))
+
+
 def close(a: float, b: float, terms: int = 1, scale: float = 0.0) -> bool:
     """``a == b`` up to ``terms`` ns roundings, or up to float rounding relative to the figures involved
     (the larger of ``a``, ``b`` and ``scale``, the magnitude of the terms summed)."""
-    return abs(a - b) <= max(_EPS_US * terms, _REL * max(abs(a), abs(b), scale))
+    return abs(a - b) <= max(EPS_US * terms, _REL * max(abs(a), abs(b), scale))
 
 
 @dataclass(slots=True, kw_only=True)
@@ -220,21 +226,15 @@ class Attribution:
 
     def to_dataframe(self, by: str | None = None) -> Any:
         """A pandas DataFrame (``pip install 'tracekit[notebook]'``): one row per ``by`` = "block", "kind",
-        "layer", "step" or "kernel"; times in µs, the same sums as the JSON (tracekit.notebook)."""
-        from .notebook import attribution_frame
-
-        return attribution_frame(self, by or self.default_by)
+        "layer", "step" or "kernel"; times in µs, the same sums as the JSON (tracekit.results.notebook)."""
+        return show("attribution_frame", self, by or self.default_by)
 
     def __repr__(self) -> str:
         """One line, not the dataclass's thousands of characters: the figures live in to_dataframe()."""
-        from .notebook import attribution_repr
-
-        return attribution_repr(self)
+        return str(show("attribution_repr", self))
 
     def _repr_html_(self) -> str:
-        from .notebook import attribution_html
-
-        return attribution_html(self, self.default_by)
+        return str(show("attribution_html", self, self.default_by))
 
     @property
     def top_kernels(self) -> list[tuple[str, str, int, float]]:
@@ -253,14 +253,14 @@ class Attribution:
             s = sum(b.categories.values())
             _expect(set(b.categories) == set(CATEGORIES), f"block {b.name}: category keys {sorted(b.categories)}")
             _expect(close(s, b.total_us, nc), f"block {b.name}: categories sum {s} != total {b.total_us}")
-            _expect(all(v >= -_EPS_US for v in b.categories.values()), f"block {b.name}: negative category")
+            _expect(all(v >= -EPS_US for v in b.categories.values()), f"block {b.name}: negative category")
             if b.matmul_roles is not None:
                 _check_roles(b.matmul_roles, b.categories[Category.MATMUL], f"block {b.name}")
             if b.launch_bound is not None:  # a device block
                 _expect(close(b.total_us + b.idle_us, b.span_us, 2),
                         f"block {b.name}: busy {b.total_us} + idle {b.idle_us} != span {b.span_us}")
-                _expect(b.idle_us >= -_EPS_US, f"block {b.name}: negative idle {b.idle_us}")
-                _expect(b.launch_bound == (2 * b.idle_us > b.span_us) or close(2 * b.idle_us, b.span_us, 4),
+                _expect(b.idle_us >= -EPS_US, f"block {b.name}: negative idle {b.idle_us}")
+                _expect(launch_bound_holds(b.launch_bound, b.idle_us, b.span_us, near(2, b.span_us)),
                         f"block {b.name}: launch_bound {b.launch_bound} but idle {b.idle_us} of span {b.span_us}")
             else:
                 _expect(self.time_base != TimeBase.DEVICE, f"block {b.name}: device block without launch_bound")
@@ -283,7 +283,7 @@ class Attribution:
         dev = [b for b in self.blocks if b.launch_bound is not None]
         if dev:
             ds, di = sum(b.span_us for b in dev), sum(b.idle_us for b in dev)
-            _expect(t.launch_bound == (2 * di > ds) or close(2 * di, ds, 4 * n),
+            _expect(launch_bound_holds(t.launch_bound, di, ds, near(2 * n, ds)),
                     f"totals.launch_bound {t.launch_bound} but idle {di} of span {ds}")
         else:
             _expect(t.launch_bound is None, "totals.launch_bound set without device blocks")
@@ -330,7 +330,7 @@ class RunResult:
 def _check_roles(roles: dict[str, float], matmul: float, where: str) -> None:
     """The matmul roles partition ``matmul``: every role key, none negative, summing to it."""
     _expect(list(roles) == list(MATMUL_ROLES), f"{where}: matmul role keys {list(roles)}")
-    _expect(all(v >= -_EPS_US for v in roles.values()), f"{where}: negative matmul role")
+    _expect(all(v >= -EPS_US for v in roles.values()), f"{where}: negative matmul role")
     _expect(close(sum(roles.values()), matmul, len(MATMUL_ROLES), matmul),
             f"{where}: matmul roles sum {sum(roles.values())} != matmul {matmul}")
 

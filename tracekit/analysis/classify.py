@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .vocab import CATEGORIES, FUSED_ATTENTION_OP_RE, Category
+from ..vocab import CATEGORIES, FUSED_ATTENTION_OP_RE, GEMM_OPS, Category, OpPattern, anchored
 
 __all__ = ["CATEGORIES", "DEVICE_RULES", "HOST_RULES", "Category", "Classifier", "Rule"]
 
@@ -51,8 +51,12 @@ _INDUCTOR = r"^triton_(?:poi|per|red)_"
 _LAYOUT_OPS = (r"_to_copy|_unsafe_view|clone|copy|transpose|permute|view|reshape|expand|slice|select"
                r"|split_with_sizes|split|unsqueeze|squeeze|cat|stack|unbind|as_strided|constant_pad_nd|alias|t"
                r"|_scaled_dot_product_(?:flash|efficient|cudnn)_attention|fmha_v3_fwd|aiter_sage_attn")
-_GEMM_OPS = (r"^(?:aten::(?:mm|bmm|addmm|addmv|addbmm|baddbmm|matmul|linear|_addmm_activation|_scaled_mm|_int_mm"
-             r"|mv|dot|vdot|einsum|tensordot|_grouped_mm|_scaled_grouped_mm)|quantized::linear\w*)$")
+_GEMM_OPS = anchored(*GEMM_OPS)  # the one vocabulary of matrix-product ops (tracekit.vocab)
+# The same ops on CPU traces, with their in-place spellings, and the CPU libraries' own GEMM ops.
+_CPU_GEMM_OPS = OpPattern("cpu-gemm", r"aten::(?:mkldnn_linear\w*|mkldnn_matmul\w*|_mkldnn_\w*)"
+                          r"|mkldnn::\w*(?:linear|matmul|mm)\w*|mkl::\w*linear\w*|onednn::\w*(?:linear|matmul)\w*",
+                          "oneDNN/MKL GEMM ops")
+_HOST_GEMM_OPS = "^(?:(?:" + "|".join(p.pattern for p in GEMM_OPS) + ")_?|" + _CPU_GEMM_OPS.pattern + ")$"
 _CONV_OPS = r"^aten::\w*conv"
 _FUSED_ATTN_OPS = FUSED_ATTENTION_OP_RE  # the ops that open fused-op blocks (tracekit.vocab)
 
@@ -155,10 +159,7 @@ DEVICE_RULES: tuple[Rule, ...] = (
 _H = r"^aten::(?:{})$".format
 HOST_RULES: tuple[Rule, ...] = (
     Rule("host-matmul", Category.MATMUL,
-         r"^(?:aten::(?:mm|bmm|addmm|addmv|addbmm|baddbmm|matmul|linear|einsum|_addmm_activation|mv|dot|vdot"
-         r"|tensordot|_scaled_mm|_int_mm|mkldnn_linear\w*|mkldnn_matmul\w*|_mkldnn_\w*)_?"
-         r"|mkldnn::\w*(?:linear|matmul|mm)\w*|mkl::\w*linear\w*|onednn::\w*(?:linear|matmul)\w*"
-         r"|quantized::linear(?:_dynamic)?\w*)$",
+         _HOST_GEMM_OPS,
          why="BLAS/oneDNN GEMM ops; anchored so aten::add never matches aten::addmm"),
     Rule("host-softmax", Category.SOFTMAX, _H(r"softmax|_softmax|_safe_softmax|_masked_softmax|_softmax_backward_data"),
          why="_safe_softmax is the SDPA math path's softmax in newer PyTorch; _masked_softmax is MHA's"),

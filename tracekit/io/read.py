@@ -30,7 +30,7 @@ import msgspec
 import orjson
 
 from . import jsonscan
-from .errors import TraceFormatError, TraceReadError
+from ..errors import TraceFormatError, TraceReadError
 from .jsonscan import END, JUNK, MORE, before_ws
 
 if TYPE_CHECKING:

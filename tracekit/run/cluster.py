@@ -15,15 +15,15 @@ from __future__ import annotations
 import os
 import re
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .errors import TracekitError, UsageError
+from ..errors import TracekitError, UsageError
+from ..memory import M_ARENA_MAX, mallopt
+from .tasks import dask_task
 
 if TYPE_CHECKING:
-    from .classify import Classifier
-    from .inputs import Inputs
-    from .result import Attribution
+    from ..analysis.classify import Classifier
+    from ..results.attribution import Attribution
 
 RETRIES = 2  # Dask's own retries of a task that raised; a worker's death is rescheduled by the scheduler
 _LOCAL = re.compile(r"^local(?::(\d+))?$")
@@ -73,8 +73,6 @@ def _one_malloc_arena() -> bool:
     only; for a remote cluster, set ``MALLOC_ARENA_MAX=1`` on the workers.
     """
     import threading
-
-    from .malloc import M_ARENA_MAX, mallopt
 
     if "MALLOC_ARENA_MAX" in os.environ or threading.active_count() > 1:
         return False
@@ -144,88 +142,6 @@ class _Connection:
             self._config = None
 
 
-def analyse_file(path: str, scope: str | None, classifier: Classifier, hints: bool) -> Attribution | str:
-    """One task: a file's Attribution, or its one-line error (a bad file is not retried: it would fail again)."""
-    import gc
-
-    from .inputs import _attribute_file, _collect
-
-    _collect(freeze=True)  # a forked worker inherits the CLI's paused GC: free the previous task's model first
-    was = gc.isenabled()
-    gc.disable()  # as the CLI does: a full collection would rescan the model being built, many times over
-    try:
-        if "://" in path:
-            return _attribute_url(path, scope, classifier, hints)
-        return _attribute_file(Path(path), scope, classifier, None, hints)
-    except TracekitError as exc:
-        return str(exc)
-    finally:
-        if was:
-            gc.enable()
-
-
-def _attribute_url(url: str, scope: str | None, classifier: Classifier, hints: bool) -> Attribution:
-    """An fsspec URL (s3://, gs://, http://…): copied to a local temp file under its own name, then read."""
-    import shutil
-    import tempfile
-
-    from .errors import TraceReadError
-    from .inputs import _attribute_file
-
-    fsspec = _fsspec()
-    name = url.rstrip("/").rsplit("/", 1)[-1]
-    with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
-        local = Path(tmp) / name
-        try:
-            with fsspec.open(url, "rb") as src, open(local, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-        except (OSError, ValueError) as exc:
-            raise TraceReadError(f"{url}: cannot read ({exc})") from None
-        try:
-            return _attribute_file(local, scope, classifier, None, hints)
-        except TracekitError as exc:  # name the file as the user did, not by its temp copy
-            raise type(exc)(str(exc).replace(str(local), url)) from None
-
-
-def _fsspec() -> Any:
-    try:
-        import fsspec  # type: ignore[import-untyped]
-    except ImportError:
-        raise UsageError("reading URLs needs fsspec: pip install 'tracekit[dask]'") from None
-    return fsspec
-
-
-def discover_url(url: str) -> Inputs:
-    """A URL's trace files, as :func:`tracekit.inputs.discover` finds them in a local folder.
-
-    ``Inputs.urls`` holds each file's URL; ``Inputs.files`` its path relative to ``url`` (names and ranks).
-    """
-    from .errors import TraceNotFoundError, TraceReadError
-    from .inputs import _PLAIN_SUFFIXES, TRACE_SUFFIXES, Inputs
-
-    fsspec = _fsspec()
-    try:
-        fs, root = fsspec.core.url_to_fs(url)
-        if not fs.isdir(root):
-            if not fs.exists(root):
-                raise TraceNotFoundError(f"{url}: no such file or directory")
-            return Inputs(Path(root), [Path(root.rstrip("/").rsplit("/", 1)[-1])], urls=[url])
-        found = sorted(p for p in fs.find(root) if p.endswith(TRACE_SUFFIXES))
-        if not found:
-            found = sorted(p for p in fs.ls(root, detail=False) if p.endswith(_PLAIN_SUFFIXES) and not fs.isdir(p))
-    except (OSError, ValueError, ImportError) as exc:
-        if isinstance(exc, TraceNotFoundError):
-            raise
-        raise TraceReadError(f"{url}: cannot list ({' '.join(str(exc).split())[:200]})") from None
-    if not found:
-        raise TraceNotFoundError(f"{url}: holds no *.pt.trace.json[.gz] files")
-    base = root.rstrip("/") + "/"
-    rel = [p[len(base):] if p.startswith(base) else p for p in found]
-    scheme = url.split("://", 1)[0]
-    urls = [p if "://" in p else f"{scheme}://{p}" for p in found]
-    return Inputs(Path(root), [Path(r) for r in rel], urls=urls)
-
-
 def attribute_on_dask(files: list[str], sizes: list[int], scope: str | None, classifier: Classifier, hints: bool,
                       address: str, progress: Callable[[str, int, int], None] | None,
                       default_workers: int) -> tuple[list[Attribution | None], list[str]]:
@@ -233,7 +149,7 @@ def attribute_on_dask(files: list[str], sizes: list[int], scope: str | None, cla
     conn = _Connection(address, default_workers)
     distributed = _import_distributed()
     try:
-        futures = conn.client.map(analyse_file, files, scope=scope, classifier=classifier, hints=hints,
+        futures = conn.client.map(dask_task, files, scope=scope, classifier=classifier, hints=hints,
                                   retries=RETRIES, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         results: list[Attribution | None] = [None] * len(files)

@@ -1,0 +1,468 @@
+"""Compare two attributions: where attention time went between a *before* and an *after* trace.
+
+Pure functions over :class:`~tracekit.results.Attribution`, giving a :class:`~tracekit.results.DiffResult`;
+nothing here prints or formats, reads files or knows about paths (those are tracekit.run.api).
+The rules (docs/attribution.md, "Diff"):
+
+- **Headline basis.** With per-step figures on both sides (every block inside a ``ProfilerStep``)
+  and at least two steps on one side, the headline is the *median step*: the step whose attention
+  total is the median (the mean of the two middle steps when the count is even). Its own category
+  split is used, so category deltas still add up to the total delta exactly (independent
+  per-category medians would not). Otherwise the headline is the whole-trace total.
+- **Noise.** Needs at least two steps on *both* sides. Each side's spread is the min–max range of its
+  per-step totals; the change is *within noise* when ``|Δ| <= (range_before + range_after) / 2``,
+  the gap at which the two ranges would just touch if each median sat mid-range.
+- **Pairing.** Blocks pair by (trace, step position, phase, kind, rank of that kind in the step);
+  then ``fused-kernel`` blocks still unpaired pair by (trace, step position, phase, rank among
+  those), since their names are the kernels that changed. Steps pair by position, not number.
+  Unpaired blocks are listed, never dropped.
+- **Kernels.** Every device event owned by a block (host ops on CPU-only traces) per side; a kernel
+  whose name never occurs on the other side is "only before" (gone) or "only after" (new). Times
+  are summed durations, like ``top_kernels``. Kernels on both sides whose count or time changed beyond
+  noise are ``kernels_changed`` (rule in :func:`kernels_changed`).
+- **Ranks.** Two folders of ranks (both with a per-rank view, tracekit.ranks) pair rank N with rank N;
+  a rank on one side only is listed as such. Nothing else depends on this pairing.
+- **Wall clock.** Each side's headline figures carry its blocks' span and idle on the same basis. When
+  either side is launch-bound (idle > half the span) the headline claims no speedup from busy time
+  (``no_claim``) and the CI gate compares span.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+
+from ..results.attribution import EPS_US, Attribution, BlockResult, zero_categories
+from ..results.diff import (
+    EAGER_TO_FUSED_ALLOC, AllocDelta, BlockPair, CategoryDelta, CategoryNoise, DiffResult, Figures, KernelChange,
+    KernelTotal, Noise, RankPair, Spread, shares_defined, totals_figures,
+)
+from ..vocab import CATEGORIES, MATMUL_ROLES, TIME_BASE_LABELS, Basis, Category, FoundBy, PairedBy, TimeBase, is_launch_bound
+from .roles import zero_roles
+
+BASIS_MEDIAN, BASIS_TOTAL = Basis.MEDIAN_STEP, Basis.TOTAL
+
+
+def within_noise(delta_us: float, spread_us: float) -> bool:
+    """The noise rule (docs/attribution.md, "Noise"): a change no bigger than the spread, up to 1 ns rounding."""
+    return abs(delta_us) <= spread_us + EPS_US
+
+
+def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
+    """The diff of two attributions (kernel tables from each side's full ``Attribution.kernels``)."""
+    warnings = compare_headers(before, after)
+    kb, ka = _kernel_table(before), _kernel_table(after)
+    per_b, per_a = step_figures(before), step_figures(after)
+    basis, basis_note, noise_note = _basis(before, after, per_b, per_a)
+    if basis == Basis.MEDIAN_STEP:
+        fig_b, fig_a = _bound(median_step(per_b), before), _bound(median_step(per_a), after)
+    else:
+        fig_b, fig_a = totals_figures(before), totals_figures(after)
+        nb, na = len(_steps(before)), len(_steps(after))
+        if nb != na:
+            warnings.append(f"before has {_n_steps(nb)} and after {_n_steps(na)}: whole-trace totals may cover "
+                            f"different amounts of work")
+    noise = None
+    if basis == Basis.MEDIAN_STEP and len(per_b) >= 2 and len(per_a) >= 2:
+        noise = _noise(per_b, per_a, fig_b, fig_a)
+        noise_note = (f"per-step spread: before {len(per_b)} steps, after {len(per_a)} steps; "
+                      f"within noise when |Δ| <= (range before + range after) / 2")
+    total_delta = fig_a.total_us - fig_b.total_us
+    shares = shares_defined(total_delta, max(fig_a.total_us, fig_b.total_us))
+    cats = {}
+    for c in CATEGORIES:
+        b, a = fig_b.categories[c], fig_a.categories[c]
+        d = a - b
+        share = None
+        if shares:
+            share = d / total_delta if d != 0 else 0.0  # never -0.0
+        cats[c] = CategoryDelta(before_us=b, after_us=a, delta_us=d, ratio=a / b if b > 0 else None,
+                                share_of_delta=share)
+    pairs, ub, ua = pair_blocks(before, after)
+    no_claim = _launch_note(fig_b, fig_a)
+    fb, fa = sorted({b.found_by for b in before.blocks}), sorted({b.found_by for b in after.blocks})
+    if fb and fa and fb != fa:
+        warnings.append(f"the sides found blocks differently: before by {', '.join(fb)}, after by {', '.join(fa)} "
+                        f"(e.g. a trace with module stacks against one without); blocks pair only within one mode")
+        if not pairs:
+            no_claim = "; ".join(x for x in (no_claim, (
+                f"no block pairs: before found blocks by {', '.join(fb)}, after by {', '.join(fa)}, so the "
+                f"totals may cover different code; profile both the same way")) if x)
+    if not before.blocks and not after.blocks:
+        warnings.append("no attention blocks on either side (try --scope REGEX to name your attention modules)")
+    elif not before.blocks or not after.blocks:
+        warnings.append(f"no attention blocks in {'before' if not before.blocks else 'after'}"
+                        f" ({(before if not before.blocks else after).source})")
+    names_b = {k.name for k in kb}
+    names_a = {k.name for k in ka}
+    changed, changed_note = kernels_changed(before, after, kb, ka, noise is not None)
+    unit_b, unit_a = _unit(before), _unit(after)
+    alloc = _alloc(before, after)
+    per_step = basis == Basis.MEDIAN_STEP
+    return DiffResult(
+        before=before, after=after, basis=basis, basis_note=basis_note, before_figures=fig_b, after_figures=fig_a,
+        categories=cats, pairs=pairs, unmatched_before=ub, unmatched_after=ua,
+        kernel_unit=unit_b if unit_b == unit_a else "mixed", kernels_before=kb, kernels_after=ka,
+        only_before=[k for k in kb if k.name not in names_a], only_after=[k for k in ka if k.name not in names_b],
+        steps_before=per_b if per_step else [], steps_after=per_a if per_step else [],
+        noise=noise, noise_note=noise_note, alloc=alloc, conclusions=_conclusions(cats, alloc),
+        warnings=warnings, labels=(before.source, after.source),
+        kernels_changed=changed, kernels_changed_note=changed_note, no_claim=no_claim,
+        ranks=pair_ranks(before, after))
+
+
+def pair_ranks(before: Attribution, after: Attribution) -> list[RankPair]:
+    """Rank N with rank N, by rank number, when both sides have a per-rank view."""
+    if before.ranks is None or after.ranks is None:
+        return []
+    rb = {r.rank: r for r in before.ranks.rows}
+    ra = {r.rank: r for r in after.ranks.rows}
+    return [RankPair(rank=n, before=rb.get(n), after=ra.get(n)) for n in sorted(rb.keys() | ra.keys())]
+
+
+def _times(x: float) -> str:
+    return f"{x:.2f}×" if x < 10 else f"{x:.1f}×"
+
+
+def _moves(before_us: float, after_us: float) -> str:
+    """``falls 4.07×`` / ``rises 1.2×`` / ``is unchanged``."""
+    if before_us <= 0 or after_us <= 0:
+        return f"goes {before_us:.1f} µs → {after_us:.1f} µs"
+    if before_us > after_us:
+        return f"falls {_times(before_us / after_us)}"
+    if after_us > before_us:
+        return f"rises {_times(after_us / before_us)}"
+    return "is unchanged"
+
+
+def _launch_note(fig_b: Figures, fig_a: Figures) -> str:
+    """The headline's words when either side is launch-bound (docs/attribution.md, Diff): busy time then
+    measures the kernels, not what the user waits for, so no speedup is claimed from it."""
+    if not (fig_b.launch_bound or fig_a.launch_bound):
+        return ""
+    idle = " / ".join(f"{100 * f.idle_us / f.span_us:.0f}%" if f.span_us > 0 else "n/a" for f in (fig_b, fig_a))
+    return (f"launch-bound: the GPU is idle {idle} of the attention blocks; busy time "
+            f"{_moves(fig_b.total_us, fig_a.total_us)}, profiled span {_moves(fig_b.span_us, fig_a.span_us)}; "
+            f"measure latency outside the profiler or capture CUDA graphs")
+
+
+def _conclusions(cats: dict[str, CategoryDelta], alloc: AllocDelta | None) -> list[str]:
+    """What the figures show, in words every format carries (the terminal prints them next to the memory line)."""
+    out = []
+    sm, fa = cats[Category.SOFTMAX], cats[Category.FUSED_ATTENTION]
+    if alloc is not None and alloc.delta_bytes < 0 and sm.before_us > 0 and sm.after_us == 0 and fa.after_us > 0:
+        out.append(EAGER_TO_FUSED_ALLOC)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps, basis and noise
+
+
+def _steps(att: Attribution) -> list[int]:
+    return sorted({s for t in att.traces for s in t.steps})
+
+
+def _n_steps(n: int) -> str:
+    return "no ProfilerStep" if n == 0 else f"{n} step{'s' if n != 1 else ''}"
+
+
+def _step_noise(per: dict[int | None, float], steps: list[int]) -> tuple[float, float]:
+    """(median, range) of one kernel's per-step time; a step without it counts 0."""
+    xs = [per.get(s, 0.0) for s in steps]
+    return _median(xs), max(xs) - min(xs)
+
+
+KERNEL_CHANGE_PCT = 5.0  # without a noise estimate: a time change must exceed 5% of before ...
+KERNEL_CHANGE_FLOOR_US = 1.0  # ... and 1 µs (all steps) to count
+
+
+def kernels_changed(before: Attribution, after: Attribution, kb: list[KernelTotal], ka: list[KernelTotal],
+                    per_step: bool) -> tuple[list[KernelChange], str]:
+    """Kernels on both sides whose count or time changed beyond noise, by |Δ| (all steps), and the rule used.
+
+    With per-step noise (``per_step``: at least two steps on both sides) the rule is the headline's, per
+    kernel: its per-step count changed, or its median-step time moved by more than the mean of the two
+    sides' per-step ranges. Without it: the count changed, or the time by more than KERNEL_CHANGE_PCT % of
+    before and KERNEL_CHANGE_FLOOR_US.
+    """
+    def by_name(rows: list[KernelTotal]) -> dict[str, tuple[int, float, Category]]:
+        out: dict[str, tuple[int, float, Category]] = {}
+        for k in rows:  # by time, so the first row of a name is its costliest category
+            n0, us0, c0 = out.get(k.name, (0, 0.0, k.category))
+            out[k.name] = (n0 + k.count, us0 + k.total_us, c0)
+        return out
+
+    def steps_of(att: Attribution) -> dict[str, tuple[dict[int | None, int], dict[int | None, float]]]:
+        out: dict[str, tuple[dict[int | None, int], dict[int | None, float]]] = {}
+        for (name, _, step), (k, us) in att.kernels_by_step.items():
+            cnt, tim = out.setdefault(name, ({}, {}))
+            cnt[step] = cnt.get(step, 0) + k
+            tim[step] = tim.get(step, 0.0) + us
+        return out
+
+    nb, na = by_name(kb), by_name(ka)
+    if per_step:
+        sb, sa = _steps(before), _steps(after)
+        pb, pa = steps_of(before), steps_of(after)
+        note = ("beyond noise: the kernel's per-step count changed, or its median-step time moved by more than "
+                "(its per-step range before + after) / 2")
+    else:
+        note = (f"no per-step noise estimate: a kernel changed when its count changed, or its time by more than "
+                f"{KERNEL_CHANGE_PCT:g}% and {KERNEL_CHANGE_FLOOR_US:g} µs (all steps)")
+    out = []
+    for name, (cb, ub, _) in nb.items():
+        if name not in na:
+            continue
+        ca, ua, cat = na[name]
+        if per_step:
+            cnt_b, tim_b = pb.get(name, ({}, {}))
+            cnt_a, tim_a = pa.get(name, ({}, {}))
+            med_b, rng_b = _step_noise(tim_b, sb)
+            med_a, rng_a = _step_noise(tim_a, sa)
+            counts_moved = _median([float(cnt_b.get(s, 0)) for s in sb]) != _median([float(cnt_a.get(s, 0)) for s in sa])
+            beyond = counts_moved or not within_noise(med_a - med_b, (rng_b + rng_a) / 2)
+        else:
+            beyond = cb != ca or abs(ua - ub) > max(KERNEL_CHANGE_PCT / 100 * ub, KERNEL_CHANGE_FLOOR_US)
+        if beyond and (cb != ca or ub != ua):
+            out.append(KernelChange(name=name, category=cat,
+                                    before=KernelTotal(name=name, category=nb[name][2], count=cb, total_us=ub),
+                                    after=KernelTotal(name=name, category=cat, count=ca, total_us=ua)))
+    out.sort(key=lambda k: (-abs(k.delta_us), k.name))
+    return out, note
+
+
+def step_figures(att: Attribution) -> list[tuple[int, Figures]]:
+    """Attention figures per ProfilerStep (ranks of a run summed per step number); a step without
+    attention counts as 0. Empty when some block lies outside every step: per-step figures would
+    then silently drop it."""
+    steps = _steps(att)
+    if not steps or any(b.step is None for b in att.blocks):
+        return []
+    with_roles = all(b.matmul_roles is not None for b in att.blocks)
+
+    def zero() -> Figures:
+        return Figures(total_us=0.0, categories=zero_categories(), matmul_roles=zero_roles() if with_roles else None)
+
+    per = {s: zero() for s in steps}
+    for b in att.blocks:
+        assert b.step is not None  # checked above
+        f = per.setdefault(b.step, zero())
+        f.total_us += b.total_us
+        f.span_us += b.span_us
+        f.idle_us += b.idle_us
+        for c in CATEGORIES:
+            f.categories[c] += b.categories[c]
+        if f.matmul_roles is not None and b.matmul_roles is not None:
+            for r, us in b.matmul_roles.items():
+                f.matmul_roles[r] += us
+    return sorted(per.items())
+
+
+def median_step(per_step: list[tuple[int, Figures]]) -> Figures:
+    """The step with the median attention total, categories included (mean of the middle two when even)."""
+    order = sorted(per_step, key=lambda sf: (sf[1].total_us, sf[0]))
+    n = len(order)
+    mid = [f for _, f in order[(n - 1) // 2: n // 2 + 1]]
+    cats = {c: sum(f.categories[c] for f in mid) / len(mid) for c in CATEGORIES}
+    roles = None
+    if all(f.matmul_roles is not None for f in mid):
+        roles = {r: sum((f.matmul_roles or {})[r] for f in mid) / len(mid) for r in MATMUL_ROLES}
+    return Figures(total_us=sum(f.total_us for f in mid) / len(mid), categories=cats, matmul_roles=roles,
+                   span_us=sum(f.span_us for f in mid) / len(mid), idle_us=sum(f.idle_us for f in mid) / len(mid))
+
+
+def _basis(before: Attribution, after: Attribution, per_b: list[tuple[int, Figures]],
+           per_a: list[tuple[int, Figures]]) -> tuple[Basis, str, str]:
+    """Which figures the headline compares, why, and (when there is no noise estimate) why not."""
+    why_not = []
+    for side, att, per in (("before", before, per_b), ("after", after, per_a)):
+        n_steps = len(_steps(att))
+        outside = sum(1 for b in att.blocks if b.step is None)
+        if n_steps == 0:
+            why_not.append(f"{side} has no ProfilerStep")
+        elif outside:
+            why_not.append(f"{outside} block{'s' if outside != 1 else ''} of {side} lie outside any ProfilerStep")
+        elif n_steps == 1:
+            why_not.append(f"{side} has one step")
+    if per_b and per_a and max(len(per_b), len(per_a)) >= 2:
+        note = (f"per-step median: the median step by attention time (before {len(per_b)} steps, after "
+                f"{len(per_a)}); an even count averages the middle two")
+        return Basis.MEDIAN_STEP, note, "no noise estimate possible: " + "; ".join(why_not) if why_not else ""
+    note = "whole-trace totals" + (" (one step each)" if len(per_b) == len(per_a) == 1 else "")
+    return Basis.TOTAL, note, "no noise estimate possible: " + "; ".join(why_not)
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return (s[(n - 1) // 2] + s[n // 2]) / 2
+
+
+def _spread(per: list[tuple[int, Figures]]) -> Spread:
+    totals = [f.total_us for _, f in per]
+    return Spread(steps=[s for s, _ in per], totals_us=totals, min_us=min(totals), median_us=_median(totals),
+                  max_us=max(totals))
+
+
+def _noise(per_b: list[tuple[int, Figures]], per_a: list[tuple[int, Figures]], fig_b: Figures,
+           fig_a: Figures) -> Noise:
+    sb, sa = _spread(per_b), _spread(per_a)
+    combined = (sb.range_us + sa.range_us) / 2
+    cats = {}
+    for c in CATEGORIES:
+        vb = [f.categories[c] for _, f in per_b]
+        va = [f.categories[c] for _, f in per_a]
+        spread_c = (max(vb) - min(vb) + max(va) - min(va)) / 2
+        delta_c = fig_a.categories[c] - fig_b.categories[c]
+        cats[c] = CategoryNoise(before_min_us=min(vb), before_max_us=max(vb), after_min_us=min(va),
+                                after_max_us=max(va), within_noise=within_noise(delta_c, spread_c))
+    delta = fig_a.total_us - fig_b.total_us
+    return Noise(before=sb, after=sa, combined_spread_us=combined, within_noise=within_noise(delta, combined),
+                 categories=cats)
+
+
+# ---------------------------------------------------------------------------------------------
+# Block pairing
+
+
+def _block_keys(att: Attribution) -> list[tuple]:
+    """(trace position, step position, phase) per block, so runs with different step numbers pair."""
+    trace_ix: dict[str, int] = {}
+    step_ix: dict[str, dict[int, int]] = {}
+    for n, t in enumerate(att.traces):
+        trace_ix.setdefault(t.source, n)
+        step_ix.setdefault(t.source, {s: k for k, s in enumerate(t.steps)})
+    out = []
+    for b in att.blocks:
+        steps = step_ix.get(b.source, {})
+        out.append((trace_ix.get(b.source, -1), None if b.step is None else steps.get(b.step, ("#", b.step)), b.phase))
+    return out
+
+
+def _ranked(base: list[tuple], labels: list[str | None]) -> dict[tuple, int]:
+    """key -> block index, where key = base + label + rank of that (base, label) in block order.
+    A None label leaves the block out."""
+    seen: dict[tuple, int] = defaultdict(int)
+    out = {}
+    for i, (k, lab) in enumerate(zip(base, labels)):
+        if lab is None:
+            continue
+        g = (*k, lab)
+        out[(*g, seen[g])] = i
+        seen[g] += 1
+    return out
+
+
+def pair_blocks(before: Attribution, after: Attribution
+                ) -> tuple[list[BlockPair], list[BlockResult], list[BlockResult]]:
+    """Pair by (trace, step, phase, kind, rank); then unpaired fused-kernel blocks by rank alone."""
+    bb, ab = before.blocks, after.blocks
+    kb, ka = _block_keys(before), _block_keys(after)
+    rb = _ranked(kb, [b.kind for b in bb])
+    ra = _ranked(ka, [b.kind for b in ab])
+    pairs: list[tuple[int, int, PairedBy]] = [(i, ra[k], PairedBy.KIND) for k, i in rb.items() if k in ra]
+    used_b = {i for i, _, _ in pairs}
+    used_a = {j for _, j, _ in pairs}
+    fb = _ranked(kb, [b.found_by if b.found_by == FoundBy.FUSED_KERNEL and i not in used_b else None
+                      for i, b in enumerate(bb)])
+    fa = _ranked(ka, [b.found_by if b.found_by == FoundBy.FUSED_KERNEL and j not in used_a else None
+                      for j, b in enumerate(ab)])
+    pairs += [(i, fa[k], PairedBy.FUSED_KERNEL) for k, i in fb.items() if k in fa]
+    pairs.sort()
+    used_b = {i for i, _, _ in pairs}
+    used_a = {j for _, j, _ in pairs}
+    return ([BlockPair(before=bb[i], after=ab[j], paired_by=how) for i, j, how in pairs],
+            [b for i, b in enumerate(bb) if i not in used_b], [b for j, b in enumerate(ab) if j not in used_a])
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels, memory, headers
+
+
+def _unit(att: Attribution) -> str:
+    return {TimeBase.DEVICE: "kernel", TimeBase.HOST: "op"}.get(att.time_base, "mixed")
+
+
+def _kernel_table(att: Attribution) -> list[KernelTotal]:
+    rows = [KernelTotal(name=n, category=Category(c), count=k, total_us=us) for (n, c), (k, us) in att.kernels.items()]
+    rows.sort(key=lambda r: (-r.total_us, r.name, r.category))
+    return rows
+
+
+def _alloc(before: Attribution, after: Attribution) -> AllocDelta | None:
+    """Only when both sides carry memory events: one side's silence is not zero bytes."""
+    xb = [b.alloc_bytes for b in before.blocks if b.alloc_bytes is not None]
+    xa = [b.alloc_bytes for b in after.blocks if b.alloc_bytes is not None]
+    if not xb or not xa:
+        return None
+    return AllocDelta(before_bytes=sum(xb), after_bytes=sum(xa), before_blocks=len(xb), after_blocks=len(xa))
+
+
+def compare_headers(before: Attribution, after: Attribution) -> list[str]:
+    """Warnings when the two traces differ in device, time base or attention problem size."""
+    out = []
+    gb = sorted({g for t in before.traces for g in t.gpus})
+    ga = sorted({g for t in after.traces for g in t.gpus})
+    if gb != ga:
+        out.append(f"devices differ: before {', '.join(gb) or 'no GPU listed'}, after {', '.join(ga) or 'no GPU listed'}"
+                   f" (the change includes the hardware)")
+    if before.time_base != after.time_base:
+        out.append(f"time bases differ: before {TIME_BASE_LABELS[before.time_base]}, after "
+                   f"{TIME_BASE_LABELS[after.time_base]} (the figures measure different things)")
+    shb = sorted({s for t in before.traces for s in t.shapes})
+    sha = sorted({s for t in after.traces for s in t.shapes})
+    zb, za = attention_sizes(shb), attention_sizes(sha)
+    if zb and za:
+        if zb != za:
+            out.append(f"attention sizes differ (batch·heads, query length, key length): before {_sizes(zb)}, "
+                       f"after {_sizes(za)}")
+    elif shb != sha:
+        out.append(f"attention op input shapes differ: before {_shapes(shb)}; after {_shapes(sha)}")
+    return out
+
+
+def _sizes(z: set[tuple[int, int, int]]) -> str:
+    return ", ".join(f"({bh}, {q}, {k})" for bh, q, k in sorted(z))
+
+
+def _shapes(s: list[str]) -> str:
+    if not s:
+        return "none recorded"
+    return f"{s[0]}" + (f" (+{len(s) - 1} more)" if len(s) > 1 else "")
+
+
+def attention_sizes(shapes: list[str]) -> set[tuple[int, int, int]]:
+    """(batch·heads, query length, key length) from recorded input dims, so an eager run (softmax
+    over [B, H, N, N]) and an SDPA run (q, k of [B, H, N, d]) of the same model compare equal.
+    ``bmm`` shapes are ambiguous (QKᵀ or PV) and are not used."""
+    out = set()
+    for s in shapes:
+        k = s.find("[")
+        if k <= 0:
+            continue
+        name = s[:k]
+        try:
+            dims = json.loads(s[k:])
+        except ValueError:
+            continue
+        if not isinstance(dims, list) or not dims or not all(isinstance(d, list) for d in dims):
+            continue
+        q = dims[0]
+        key = dims[1] if len(dims) > 1 else []
+        if name == "aten::scaled_dot_product_attention" and len(q) >= 3 and len(key) >= 3:
+            out.add((math.prod(q[:-2]), q[-2], key[-2]))
+        elif name in ("aten::_flash_attention_forward", "aten::_efficient_attention_forward") \
+                and len(q) == 4 and len(key) == 4:
+            out.add((q[0] * q[2], q[1], key[1]))  # [B, N, H, d]
+        elif name in ("aten::softmax", "aten::_softmax") and len(q) >= 3:
+            out.add((math.prod(q[:-2]), q[-2], q[-1]))
+    return out
+
+
+def _bound(fig: Figures, att: Attribution) -> Figures:
+    """Set ``launch_bound`` on a per-step figure: only sides with device blocks can be launch-bound."""
+    if att.totals.launch_bound is not None:
+        fig.launch_bound = is_launch_bound(fig.idle_us, fig.span_us)
+    return fig

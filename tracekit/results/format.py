@@ -1,0 +1,92 @@
+"""How figures are worded in every text output: times, shares, bytes, labels, and a diff's headline.
+
+Below the renderers, so that the notebook's one-line reprs and every text format say a figure the same way.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..vocab import TIME_BASE_LABELS, Basis
+
+if TYPE_CHECKING:
+    from .diff import DiffResult
+
+
+def fmt_time(us: float) -> str:
+    """Human units with three significant-ish digits: 812 µs, 3.41 ms, 12.0 s."""
+    a = abs(us)
+    if a >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if a >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    if a >= 100:
+        return f"{us:.0f} µs"
+    return f"{us:.1f} µs"
+
+
+def pct(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole > 0 else 0.0
+
+
+def signed(us: float) -> str:
+    """``+0.60 ms`` / ``-1.80 ms`` / ``0.0 µs``: a delta always shows its direction."""
+    if abs(us) < 0.05:
+        return "0.0 µs"
+    return ("+" if us > 0 else "") + fmt_time(us)
+
+
+def ratio_text(before: float, after: float) -> str:
+    if before > 0:
+        return f"{after / before:.2f}×" if after > 0 else "gone"
+    return "new" if after > 0 else "—"
+
+
+def share_text(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    v = 100 * x
+    return f"{0.0 if abs(v) < 0.05 else v:.1f}%"
+
+
+def fmt_bytes(n: int) -> str:
+    a = abs(n)
+    for unit, k in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if a >= k:
+            return f"{n / k:.1f} {unit}"
+    return f"{n} B"
+
+
+def time_base_label(time_base: str) -> str:
+    """The one wording of a time base, in every format."""
+    return TIME_BASE_LABELS.get(time_base, time_base)
+
+
+def basis_label(basis: str) -> str:
+    return "median step" if basis == Basis.MEDIAN_STEP else "total"
+
+
+def headline(r: DiffResult) -> str:
+    """``attention (median step): 2.69 ms → 1.03 ms · Δ -1.66 ms (-61.6%) · 2.61× faster``."""
+    b, a = r.before_figures.total_us, r.after_figures.total_us
+    parts = [f"attention ({basis_label(r.basis)}): {fmt_time(b)} → {fmt_time(a)}", f"Δ {signed(r.delta_us)}"
+             + (f" ({r.delta_pct:+.1f}%)" if r.delta_pct is not None else "")]
+    if r.no_claim:  # launch-bound, or nothing paired: busy time alone does not say faster or slower
+        sb, sa = r.before_figures.span_us, r.after_figures.span_us
+        if r.launch_bound:
+            parts[0] = f"attention ({basis_label(r.basis)}): busy {fmt_time(b)} → {fmt_time(a)}, " \
+                       f"profiled span {fmt_time(sb)} → {fmt_time(sa)}"
+        return " · ".join([*parts, r.no_claim])
+    if b <= 0 and a <= 0:
+        parts.append("no attention time on either side")
+    elif r.speedup is None:
+        parts.append("no attention time after")
+    elif b <= 0:
+        parts.append("no attention time before")
+    elif r.speedup >= 1:
+        parts.append(f"{r.speedup:.2f}× faster")
+    else:
+        parts.append(f"{1 / r.speedup:.2f}× slower")
+    if r.noise is not None and (b > 0 or a > 0):
+        parts.append("within noise" if r.noise.within_noise else "beyond noise")
+    return " · ".join(parts)

@@ -1,0 +1,59 @@
+"""Hints (what to do next) and the per-kernel facts their rules read (the rules: tracekit.analysis.hints)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["GroupFacts", "Hint", "HintFacts", "merge_facts"]
+
+
+@dataclass(slots=True, kw_only=True)
+class Hint:
+    """One piece of advice about one or more block kinds, with what it read and what it may save."""
+
+    rule: str
+    blocks: list[str]  # block kinds (with " (backward)" for backward groups)
+    message: str
+    evidence: dict[str, Any]  # figures (µs, %) and kernel names the rule read
+    saving_us: float | None  # an upper bound or a labelled estimate; None when the trace cannot tell
+    saving_pct: float | None  # of the blocks' busy time (launch-bound: of their span)
+    saving_basis: str  # "upper bound: …", "estimate: …" or why there is no figure
+
+
+@dataclass(slots=True, kw_only=True)
+class GroupFacts:
+    """What the rules read about one block kind beyond BlockResult's figures, summed over its blocks."""
+
+    # (compact kernel name, category, launcher op, tag) -> [count, busy µs inside the blocks]
+    kernels: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)
+    sdpa_calls: int = 0  # public SDPA ops whose kernels ran in these blocks
+    sdpa_masked: int = 0  # ... of which were passed an attn_mask tensor with is_causal=False
+    gemm_16bit: int = 0  # kernels launched by GEMM ops with bf16/fp16 inputs
+    gemm_fp32: int = 0  # kernels launched by GEMM ops with fp32 inputs
+
+
+# (block kind, phase) -> facts; plain data so that it pickles from a worker process and merges by summing.
+HintFacts = dict[tuple[str, str], GroupFacts]
+
+
+def merge_facts(parts: Iterable[HintFacts | None]) -> HintFacts | None:
+    """Several files' facts as one (a folder of ranks): rows and counts summed per block kind."""
+    out: HintFacts = {}
+    seen = False
+    for facts in parts:
+        if facts is None:
+            continue
+        seen = True
+        for key, g in facts.items():
+            m = out.setdefault(key, GroupFacts())
+            for row, (n, us) in g.kernels.items():
+                acc = m.kernels.setdefault(row, [0, 0.0])
+                acc[0] += n
+                acc[1] += us
+            m.sdpa_calls += g.sdpa_calls
+            m.sdpa_masked += g.sdpa_masked
+            m.gemm_16bit += g.gemm_16bit
+            m.gemm_fp32 += g.gemm_fp32
+    return out if seen else None

@@ -1,0 +1,97 @@
+"""The path-level entry points: ``tracekit.analyze`` and ``tracekit.diff``.
+
+Here a path becomes inputs (tracekit.run.inputs), the inputs results (tracekit.run.execute), and two results
+a diff (tracekit.analysis.compare). The CLI and notebooks call these; nothing below knows about paths.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..analysis.classify import Classifier
+from ..analysis.compare import diff_attributions
+from ..analysis.gate import gate, parse_percent  # noqa: F401  (the CI gate, for the CLI)
+from ..results.attribution import Attribution
+from ..results.diff import DiffResult
+from ..results.rows import FRAME_GROUPINGS
+from .execute import attribute_inputs, plan
+from .inputs import Inputs, ProgressFn, discover
+from .runs import Run, attribute_runs, find_runs
+
+
+def analyze(path: str | os.PathLike | Inputs, scope: str | None = None, classifier: Classifier | None = None,
+            jobs: int | None = None, progress: ProgressFn | None = None, hints: bool = True,
+            dask: str | None = None, by: str | None = None, *, decode_workers: int | None = None) -> Attribution:
+    """Attribute one trace file, or every trace in a run folder (results are merged in file order).
+
+    ``jobs`` files are analysed at once (a folder's files, one per rank/worker: a process pool; default one
+    per CPU), and a single big file is decoded by ``decode_workers`` processes (default one per CPU, at most
+    4): the result is identical to a serial run (``jobs=1, decode_workers=1``). ``progress(name, done,
+    total)`` reports bytes read. Files the folder scan skipped are named in ``Attribution.warnings``.
+    ``hints=False`` skips the hint rules (``--no-hints``). ``dask`` (a scheduler address, ``local`` or
+    ``local:N``; N defaults to ``jobs``) analyses each file as a task on a Dask cluster (``tracekit[dask]``).
+    ``by`` ("kind", "block", "layer", "step" or "kernel") changes no figure: it is the grouping of the
+    result's ``to_dataframe()`` and notebook table (``--by`` of the CLI); a name outside those raises
+    ValueError before any file is read.
+    """
+    if by is not None and by not in FRAME_GROUPINGS:
+        raise ValueError(f"unknown grouping by={by!r}; choose from {', '.join(FRAME_GROUPINGS)}")
+    found = path if isinstance(path, Inputs) else discover(path)
+    how = plan(scope=scope, classifier=classifier, hints=hints, jobs=jobs, decode_workers=decode_workers,
+               progress=progress)
+    result = attribute_inputs(found, how, dask=dask)
+    if by is not None:
+        result.default_by = by
+    return result
+
+
+def analyze_runs(path: str | os.PathLike | tuple[Inputs, list[Run]], scope: str | None = None,
+                 classifier: Classifier | None = None, jobs: int | None = None, progress: ProgressFn | None = None,
+                 hints: bool = True) -> Attribution:
+    """A folder of runs (a sweep): one result per run (``.runs``), and their merge (tracekit.run.runs)."""
+    how = plan(scope=scope, classifier=classifier, hints=hints, jobs=jobs, progress=progress)
+    return attribute_runs(path if isinstance(path, tuple) else find_runs(path), how)
+
+
+def diff_paths(before: str | os.PathLike | Inputs, after: str | os.PathLike | Inputs, scope: str | None = None,
+               classifier: Classifier | None = None, jobs: int | None = None, progress: ProgressFn | None = None,
+               dask: str | None = None, *, decode_workers: int | None = None) -> DiffResult:
+    """Load and attribute both sides (files or run folders), then diff them.
+
+    Each side is read like ``analyze``: folder warnings, ``jobs``, ``decode_workers`` and ``progress`` apply
+    to both.
+    """
+    # Discover both sides first: fail on a missing *after* before spending time on a big *before*.
+    found_b = before if isinstance(before, Inputs) else discover(before)
+    found_a = after if isinstance(after, Inputs) else discover(after)
+    how = plan(scope=scope, classifier=classifier, jobs=jobs, decode_workers=decode_workers, progress=progress)
+    result = diff_attributions(attribute_inputs(found_b, how, dask=dask), attribute_inputs(found_a, how, dask=dask))
+    result.labels = side_labels(found_b.path, found_a.path)
+    return result
+
+
+def side_labels(before: str | os.PathLike, after: str | os.PathLike) -> tuple[str, str]:
+    """The shortest path tails that tell the two sides apart (``x/rank_0.json.gz`` vs ``y/rank_0.json.gz``)."""
+    pb, pa = Path(before).parts, Path(after).parts
+    for n in range(1, max(len(pb), len(pa)) + 1):
+        lb, la = "/".join(pb[-n:]), "/".join(pa[-n:])
+        if lb != la:
+            return lb, la
+    return str(before), str(after)
+
+
+def diff(before: str | os.PathLike | Inputs | Attribution, after: str | os.PathLike | Inputs | Attribution,
+         scope: str | None = None, classifier: Classifier | None = None, jobs: int | None = None,
+         progress: ProgressFn | None = None, *, decode_workers: int | None = None) -> DiffResult:
+    """``tracekit.diff(before, after)``: two traces or run folders (as :func:`diff_paths`), or two results of
+    ``tracekit.analyze`` (as :func:`~tracekit.analysis.compare.diff_attributions`; ``scope``/``jobs`` then do
+    not apply)."""
+    if isinstance(before, Attribution) and isinstance(after, Attribution):
+        result = diff_attributions(before, after)
+        result.labels = (before.source, after.source) if before.source != after.source else ("before", "after")
+        return result
+    if isinstance(before, Attribution) or isinstance(after, Attribution):
+        raise TypeError("tracekit.diff takes two paths or two Attribution results, not one of each")
+    return diff_paths(before, after, scope=scope, classifier=classifier, jobs=jobs, progress=progress,
+                      decode_workers=decode_workers)

@@ -1,0 +1,69 @@
+"""One file's attribution, as each scheduler runs it: here, in a pool worker, or as a Dask task.
+
+Module-level functions, so that they pickle. A task reads a file (or an fsspec URL, copied to a local temp
+file) and returns that file's :class:`~tracekit.results.Attribution`.
+"""
+
+from __future__ import annotations
+
+import gc
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from ..analysis.attribute import attribute_trace
+from ..analysis.classify import Classifier
+from ..errors import TracekitError, TraceReadError
+from ..io.load import load_trace
+from ..memory import collect_between_files
+from ..results.attribution import Attribution
+from .inputs import fsspec_module
+
+
+def attribute_file(path: Path, scope: str | None, classifier: Classifier,
+                   progress: Callable[[int, int], None] | None = None, hints: bool = True,
+                   decode_workers: int = 1) -> Attribution:
+    """One file, in this process. ``decode_workers > 1``: a big file's batches are decoded in that many
+    processes (tracekit.io.pload)."""
+    return attribute_trace(load_trace(path, progress=progress, jobs=decode_workers), scope=scope,
+                           classifier=classifier, hints=hints)
+
+
+def pool_task(path: Path, scope: str | None, classifier: Classifier, hints: bool) -> Attribution:
+    """:func:`attribute_file` in a pool worker, after collecting the previous file's garbage."""
+    collect_between_files(freeze=True)
+    return attribute_file(path, scope, classifier, None, hints)
+
+
+def dask_task(path: str, scope: str | None, classifier: Classifier, hints: bool) -> Attribution | str:
+    """One Dask task: a file's Attribution, or its one-line error (a bad file is not retried: it would fail again)."""
+    collect_between_files(freeze=True)  # a forked worker inherits the CLI's paused GC: free the previous model first
+    was = gc.isenabled()
+    gc.disable()  # as the CLI does: a full collection would rescan the model being built, many times over
+    try:
+        if "://" in path:
+            return attribute_url(path, scope, classifier, hints)
+        return attribute_file(Path(path), scope, classifier, None, hints)
+    except TracekitError as exc:
+        return str(exc)
+    finally:
+        if was:
+            gc.enable()
+
+
+def attribute_url(url: str, scope: str | None, classifier: Classifier, hints: bool) -> Attribution:
+    """An fsspec URL (s3://, gs://, http://…): copied to a local temp file under its own name, then read."""
+    fsspec = fsspec_module()
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
+        local = Path(tmp) / name
+        try:
+            with fsspec.open(url, "rb") as src, open(local, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (OSError, ValueError) as exc:
+            raise TraceReadError(f"{url}: cannot read ({exc})") from None
+        try:
+            return attribute_file(local, scope, classifier, None, hints)
+        except TracekitError as exc:  # name the file as the user did, not by its temp copy
+            raise type(exc)(str(exc).replace(str(local), url)) from None
