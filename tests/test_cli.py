@@ -200,3 +200,30 @@ def test_main_flushes_everything_then_skips_the_teardown_unless_threads_live(thr
     bad = subprocess.run([sys.executable, "-c", _QUICK_EXIT, "-", "attribute", str(tmp_path / "missing.json")],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert bad.returncode != 0 and bad.stderr.startswith("Error:") and "atexit ran" not in bad.stderr
+
+
+@pytest.mark.parametrize("args, files_at_once, decoders", [
+    ((), None, None),  # the library's defaults (tracekit.run.execute), the same for both
+    (("-j", "3"), 3, 3),  # -j alone on one trace also sets its decode workers
+    (("-j", "3", "--decode-workers", "1"), 3, 1),
+    (("--decode-workers", "2"), None, 2),
+])
+def test_jobs_and_decode_workers_reach_the_library(trace, monkeypatch, args, files_at_once, decoders):
+    """The CLI passes each of the two numbers under its own name; unset, it leaves the default to the library."""
+    from click.testing import CliRunner
+
+    import tracekit.run.api as api
+    from tracekit.cli import cli
+
+    seen: dict[str, object] = {}
+    real = api.analyze
+
+    def spy(*a: object, **kw: object):
+        seen.update(jobs=kw.get("jobs"), decode_workers=kw.get("decode_workers"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(api, "analyze", spy)
+    out = CliRunner().invoke(cli, ["attribute", str(trace), "--format", "json", *args])
+    assert out.exit_code == 0, out.output
+    assert seen == {"jobs": files_at_once, "decode_workers": decoders}
+    assert json.loads(out.stdout)["totals"]["blocks"] > 0

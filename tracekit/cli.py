@@ -100,7 +100,7 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
     return value
 
 
-# Arguments are plain paths: existence and file type are checked by tracekit.inputs, which
+# Arguments are plain paths: existence and file type are checked by tracekit.run.inputs, which
 # words each problem (FIFO, symlink loop, empty file) and exits 1, not 2.
 @cli.command()
 @click.argument("path", type=click.Path(readable=False))  # a str: an s3://… URL must keep its "//"

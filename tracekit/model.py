@@ -1,7 +1,7 @@
 """The in-memory trace model: slotted records with canonical fields.
 
 Raw Kineto keys (``"External id"``, ``"correlation"``, ``Kernel``/``kernel``, …) are
-mapped once, in :mod:`tracekit.load`; nothing downstream sees a raw event dict.
+mapped once, in :mod:`tracekit.io.load`; nothing downstream sees a raw event dict.
 Times are integer nanoseconds so that sums and invariants are exact. Event records are
 msgspec Structs: C-level construction and no GC tracking, for millions of them.
 """

@@ -1,6 +1,6 @@
 """tracekit's one vocabulary: the closed sets every stage shares, and the attention op names.
 
-Block finding (:mod:`tracekit.scopes`) and classification (:mod:`tracekit.classify`) both read the
+Block finding (:mod:`tracekit.analysis.scopes`) and classification (:mod:`tracekit.analysis.classify`) both read the
 op patterns here, so an op that opens a ``fused-op`` block is always the op whose kernels and host
 time count as ``fused_attention`` (docs/attribution.md, "Attention blocks" and "Categories").
 The closed sets are ``StrEnum``s: members compare and serialise as their plain string values, so
@@ -103,7 +103,7 @@ def launch_bound_holds(flag: bool | None, idle_us: float, span_us: float, near_u
 
 
 class RankFrom(StrEnum):
-    """Where a folder's rank numbers came from (tracekit.ranks): each trace's ``distributedInfo.rank``,
+    """Where a folder's rank numbers came from (tracekit.results.ranks): each trace's ``distributedInfo.rank``,
     a ``rank<N>``/``_<N>.`` in its path, or, when neither numbers every file once, the file order."""
 
     TRACE = "distributedInfo"

@@ -25,10 +25,10 @@ from ..results.attribution import (
     CATEGORIES, Attribution, BlockResult, Coverage, Totals, TraceSummary, zero_categories,
 )
 from .roles import GemmRoles, RoleFinder
-from .scopes import Block, BlockFinder
+from .scopes import Block, BlockFinder, find_kernel_blocks
 from ..vocab import (
     MATMUL_ROLES, is_launch_bound, Category, FoundBy, MatmulRole, Phase, TimeBase, compact_kernel_name, is_backward_op,
-    is_fused_attention_op, kernel_label,
+    is_fused_attention_op,
 )
 
 _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
@@ -64,17 +64,6 @@ def block_kind(name: str, found_by: FoundBy) -> str:
     if found_by == FoundBy.FUSED_KERNEL:
         return name
     return _INSTANCE.sub("*", name)
-
-
-def short_kernel_name(name: str) -> str:
-    """``void ns::kernel<…>(…)`` → ``ns::kernel``: a readable block name for fused kernels."""
-    n = compact_kernel_name(name)
-    cut = len(n)
-    for ch in "<(":
-        k = n.find(ch)
-        if 0 < k < cut:
-            cut = k
-    return n[:cut].strip() or name[:60]
 
 
 def _backward_pairs(tr: Trace) -> list[tuple[int, int]]:
@@ -320,6 +309,41 @@ def _summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) 
 
 def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier,
                         hints: bool = True) -> Attribution:
+    """Device busy time: each block's events (each instant once) split by category and matmul role."""
+    dev = tr.device
+    cats, dev_owner = _classify_device(tr, links, owner, clf)
+    find_kernel_blocks(tr, links, blocks, cats, dev_owner)
+    members: dict[int, list[int]] = defaultdict(list)
+    for j, b in enumerate(dev_owner):
+        if b != NONE:
+            members[b].append(j)
+    free_at = [0] * len(dev)
+    total_busy, share = _busy(dev, free_at)
+    in_blocks_ns = sum(s for s, b in zip(share, dev_owner) if b != NONE)
+    walk = _DeviceBlocks(tr, links, cats, free_at)
+    alloc, ordinal = _alloc_bytes(tr, blocks, device_side=True), _ordinals(blocks)
+    results = [walk.block(blk, members.get(b, []), ordinal[b], alloc[b]) for b, blk in enumerate(blocks)]
+    effs, eff_cats = block_efficiency(tr, links, len(blocks), dev_owner, cats, walk.dev_share,
+                                      members.values(), roles=GemmRoles(tr, walk.roles))
+    for b, r in enumerate(results):
+        r.efficiency, r.efficiency_by_category = effs[b], eff_cats[b]
+    facts = None
+    if hints:
+        keys = [(r.kind, str(r.phase)) for r in results]  # results are in block order until _sorted
+        facts = collect_facts(tr, links, keys, dev_owner, cats, walk.dev_share)
+    top = walk.top
+    return Attribution(
+        source=tr.info.source, time_base=TimeBase.DEVICE, traces=[_summary(tr, links, TimeBase.DEVICE, total_busy)],
+        blocks=_sorted(results), totals=_totals(results, in_blocks_ns, total_busy),
+        coverage=_coverage(links, share, total_busy, in_blocks_ns),
+        kernels=_over_steps(top), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in top.items()},
+        device_events_owned=sum(len(v) for v in members.values()),
+        device_events_owned_distinct=len({j for v in members.values() for j in v}), hint_facts=facts,
+        device=device_info(tr.info.gpus, True))
+
+
+def _classify_device(tr: Trace, links: Links, owner: list[int], clf: Classifier) -> tuple[list[Category], list[int]]:
+    """Each device event's category (by its name, kind and launching op) and its host block (NONE if none)."""
     host, dev = tr.host, tr.device
     leaf, launcher = links.device_leaf, links.launcher
     cats: list[Category] = []
@@ -335,185 +359,63 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
         cats.append(cat)
         if lf != NONE:
             dev_owner[j] = owner[lf]
-    _fused_kernel_blocks(tr, links, blocks, cats, dev_owner)
-    _inferred_kernel_blocks(tr, links, blocks, cats, dev_owner)
-    members: dict[int, list[int]] = defaultdict(list)
-    for j, b in enumerate(dev_owner):
-        if b != NONE:
-            members[b].append(j)
-    free_at = [0] * len(dev)
-    total_busy, share = _busy(dev, free_at)
+    return cats, dev_owner
+
+
+def _coverage(links: Links, share: list[int], total_busy: int, in_blocks_ns: int) -> Coverage:
+    """How much device time is linked to host ops, and how much of it lies in blocks."""
     linked_ns = sum(s for s, ok in zip(share, links.device_linked) if ok)
-    in_blocks_ns = sum(s for s, b in zip(share, dev_owner) if b != NONE)
-    alloc = _alloc_bytes(tr, blocks, device_side=True)
-    ordinal = _ordinals(blocks)
-    results = []
-    top: dict[tuple[str, str, int | None], list] = {}  # (compact kernel name, category, step) -> [count, ns]
-    roles = RoleFinder(tr, links)
-    matmul, other_role = Category.MATMUL, str(MatmulRole.OTHER)
-    dev_share = [0] * len(dev)  # each owned event's share of its block's busy time (efficiency, hints)
-    for b, blk in enumerate(blocks):
-        js = members.get(b, [])
+    return Coverage(device_us=total_busy / 1000, linked_us=linked_ns / 1000, in_blocks_us=in_blocks_ns / 1000,
+                    unlinked_us=(total_busy - linked_ns) / 1000, device_events=len(share),
+                    linked_events=sum(links.device_linked))
+
+
+class _DeviceBlocks:
+    """One device block's figures at a time, and what the later stages read across all of them: each owned
+    event's share of its block's busy time (efficiency, hints) and the kernel table by step."""
+
+    def __init__(self, tr: Trace, links: Links, cats: list[Category], free_at: list[int]) -> None:
+        self.tr, self.links, self.cats, self.free_at = tr, links, cats, free_at
+        self.roles = RoleFinder(tr, links)
+        self.dev_share = [0] * len(tr.device)
+        self.top: dict[tuple[str, str, int | None], list] = {}  # (compact kernel name, category, step) -> [count, ns]
+
+    def block(self, blk: Block, js: list[int], ordinal: int, alloc: int | None) -> BlockResult:
+        tr, host, dev = self.tr, self.tr.host, self.tr.device
         evs = [dev[j] for j in js]
         busy, bshare = _busy(evs)
+        c, mr = self._split(js, bshare, blk.step)
+        first = min(js, key=lambda j: (dev[j].ts, j)) if js else NONE
+        span = _span(evs, [host[r] for r in blk.roots], self.free_at[first] if js else -1)
+        host_ns = sum(host[r].dur for r in blk.roots) if blk.roots else None
+        return BlockResult(
+            name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
+            ordinal=ordinal, phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
+            idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
+            host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc, source=tr.info.source,
+            matmul_roles=_role_us(mr), launch_bound=is_launch_bound(span - busy, span))
+
+    def _split(self, js: list[int], bshare: list[int], step: int | None) -> tuple[dict[str, int], dict[str, int]]:
+        """The block's busy ns by category and its matmul ns by role; its kernels into the table."""
+        dev, cats, top = self.tr.device, self.cats, self.top
+        leaf, launcher = self.links.device_leaf, self.links.launcher
+        matmul, other_role = Category.MATMUL, str(MatmulRole.OTHER)
         c = dict.fromkeys(CATEGORIES, 0)
         mr = dict.fromkeys(MATMUL_ROLES, 0)  # each matmul event's busy share, by its launching op's role
-        step = blk.step
         for j, s in zip(js, bshare):
-            dev_share[j] = s
+            self.dev_share[j] = s
             c[cats[j]] += s
             if cats[j] == matmul:
                 lf = leaf[j]
                 la = launcher[lf] if lf != NONE else NONE
-                mr[roles.role(la if la != NONE else lf) if lf != NONE else other_role] += s
+                mr[self.roles.role(la if la != NONE else lf) if lf != NONE else other_role] += s
             row = (compact_kernel_name(dev[j].name), cats[j], step)
             t = top.get(row)
             if t is None:
                 t = top[row] = [0, 0]
             t[0] += 1
             t[1] += dev[j].dur
-        first = min(js, key=lambda j: (dev[j].ts, j)) if js else NONE
-        span = _span(evs, [host[r] for r in blk.roots], free_at[first] if js else -1)
-        host_ns = sum(host[r].dur for r in blk.roots) if blk.roots else None
-        results.append(BlockResult(
-            name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
-            ordinal=ordinal[b], phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
-            idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
-            host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc[b], source=tr.info.source,
-            matmul_roles=_role_us(mr), launch_bound=is_launch_bound(span - busy, span)))
-    effs, eff_cats = block_efficiency(tr, links, len(blocks), dev_owner, cats, dev_share,
-                                      members.values(), roles=GemmRoles(tr, roles))
-    for b, r in enumerate(results):
-        r.efficiency, r.efficiency_by_category = effs[b], eff_cats[b]
-    cov = Coverage(device_us=total_busy / 1000, linked_us=linked_ns / 1000, in_blocks_us=in_blocks_ns / 1000,
-                   unlinked_us=(total_busy - linked_ns) / 1000, device_events=len(dev),
-                   linked_events=sum(links.device_linked))
-    facts = None
-    if hints:
-        keys = [(r.kind, str(r.phase)) for r in results]  # results are in block order until _sorted
-        facts = collect_facts(tr, links, keys, dev_owner, cats, dev_share)
-    return Attribution(
-        source=tr.info.source, time_base=TimeBase.DEVICE, traces=[_summary(tr, links, TimeBase.DEVICE, total_busy)],
-        blocks=_sorted(results), totals=_totals(results, in_blocks_ns, total_busy), coverage=cov,
-        kernels=_over_steps(top), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in top.items()},
-        device_events_owned=sum(len(v) for v in members.values()),
-        device_events_owned_distinct=len({j for v in members.values() for j in v}), hint_facts=facts,
-        device=device_info(tr.info.gpus, True))
-
-
-def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: list[Category], dev_owner: list[int]) -> None:
-    """Runs of fused-attention kernels on one stream that no host block owns (graphs, compiled code).
-
-    Only linked events count: an orphan launched before the window is reported as unlinked,
-    never guessed into a block. Memory kernels *between* two fused kernels of a run (SageAttention
-    zero-fills its outputs between quantising and attending) join the run.
-    """
-    dev = tr.device
-    linked = links.device_linked
-    # By (stream, ts), ties in index order: two stable sorts on key lists, no tuple per event.
-    starts = [d.ts for d in dev]
-    order = sorted(range(len(dev)), key=starts.__getitem__)
-    streams = [d.stream for d in dev]
-    order.sort(key=streams.__getitem__)
-    del starts, streams
-    longest: dict[int, int] = {}  # block -> its longest fused kernel, which names it
-    fused, memory = Category.FUSED_ATTENTION, Category.MEMORY  # hoisted: this loop sees every device event
-    for _, g in groupby(order, key=lambda j: dev[j].stream):
-        current = NONE
-        between: list[int] = []
-        for j in g:
-            free = dev_owner[j] == NONE and linked[j]
-            if free and cats[j] == fused:
-                if current == NONE:
-                    lf = links.device_leaf[j]
-                    step = links.step[lf] if lf != NONE else None
-                    current = len(blocks)
-                    blocks.append(Block(short_kernel_name(dev[j].name), FoundBy.FUSED_KERNEL, [], step, Phase.FORWARD,
-                                        dev[j].ts))
-                for k in between:
-                    dev_owner[k] = current
-                between.clear()
-                dev_owner[j] = current
-                if current not in longest or dev[j].dur > dev[longest[current]].dur:
-                    longest[current] = j
-            elif free and current != NONE and cats[j] == memory:
-                between.append(j)
-            else:
-                current = NONE
-                between.clear()
-    for b, j in longest.items():  # named after the op its longest kernel computes (vocab.KERNEL_LABELS)
-        lab = kernel_label(dev[j].name)
-        blocks[b].name = lab.name if lab is not None and lab.name is not None else short_kernel_name(dev[j].name)
-        blocks[b].phase = lab.phase if lab is not None else Phase.FORWARD
-    _pair_kernel_blocks(blocks, list(longest))
-
-
-_MAX_BETWEEN = 4  # kernels allowed between a GEMM run and the softmax (scale, mask, dropout, layout)
-
-
-def _inferred_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: list[Category],
-                            dev_owner: list[int]) -> None:
-    """Eager attention that no host op shows: compiled code (inductor) launches its GEMMs and fused softmax
-    from one graph call. On each stream, a softmax kernel with a run of GEMM kernels shortly before and
-    after it, none owned by a block, is one ``inferred`` block: forward QKᵀ → softmax → PV, backward
-    dV, dP → softmax backward → dQ, dK. Backward blocks (the softmax kernel says ``backward``) are paired
-    with the step's forward ones last-to-first, as autograd runs them.
-    """
-    dev = tr.device
-    linked = links.device_linked
-    matmul, softmax = Category.MATMUL, Category.SOFTMAX
-    streams = {dev[j].stream for j, c in enumerate(cats) if c == softmax and dev_owner[j] == NONE and linked[j]}
-    if not streams:  # no softmax kernel left outside a block: the common case, no sort
-        return
-    order = sorted((j for j in range(len(dev)) if dev[j].stream in streams), key=lambda j: (dev[j].stream, dev[j].ts))
-    new: list[int] = []
-    for _, g in groupby(order, key=lambda j: dev[j].stream):
-        free = [j for j in g if dev_owner[j] == NONE and linked[j] and dev[j].kind == "kernel"]
-        k, n = 0, len(free)
-        while k < n:
-            if cats[free[k]] != softmax:
-                k += 1
-                continue
-            lo = k - 1  # the GEMM run before: at most _MAX_BETWEEN kernels back
-            while lo >= 0 and k - lo <= _MAX_BETWEEN + 1 and cats[free[lo]] != matmul and cats[free[lo]] != softmax:
-                lo -= 1
-            hi = k + 1
-            while hi < n and hi - k <= _MAX_BETWEEN + 1 and cats[free[hi]] != matmul and cats[free[hi]] != softmax:
-                hi += 1
-            if lo < 0 or hi >= n or cats[free[lo]] != matmul or cats[free[hi]] != matmul:
-                k += 1
-                continue
-            while lo > 0 and cats[free[lo - 1]] == matmul:
-                lo -= 1
-            while hi + 1 < n and cats[free[hi + 1]] == matmul:
-                hi += 1
-            first = free[lo]
-            lf = links.device_leaf[first]
-            b = len(blocks)
-            phase = Phase.BACKWARD if "backward" in dev[free[k]].name.lower() else Phase.FORWARD
-            blocks.append(Block("inferred attention", FoundBy.INFERRED, [], links.step[lf] if lf != NONE else None,
-                                phase, dev[first].ts))
-            for j in free[lo: hi + 1]:
-                dev_owner[j] = b
-            new.append(b)
-            k = hi + 1
-    _pair_kernel_blocks(blocks, new)
-
-
-def _pair_kernel_blocks(blocks: list[Block], found: list[int]) -> None:
-    """Blocks found from kernels alone have no autograd link: in each step, when there are as many backward
-    blocks of a kind as forward ones, they pair last-to-first (autograd runs the layers in reverse)."""
-    groups: dict[tuple[str, int | None, Phase], list[int]] = defaultdict(list)
-    for b in found:
-        blk = blocks[b]
-        groups[(blk.found_by, blk.step, blk.phase)].append(b)
-    for (found_by, step, phase), bwd in groups.items():
-        fwd = groups.get((found_by, step, Phase.FORWARD), [])
-        if phase == Phase.BACKWARD and len(fwd) == len(bwd):
-            fwd.sort(key=lambda b: blocks[b].ts)
-            bwd.sort(key=lambda b: blocks[b].ts)
-            for f, b in zip(reversed(fwd), bwd):
-                blocks[b].forward = f
+        return c, mr
 
 
 def _self_times(tr: Trace, links: Links) -> list[int]:

@@ -20,7 +20,7 @@ The rules (docs/attribution.md, "Diff"):
   whose name never occurs on the other side is "only before" (gone) or "only after" (new). Times
   are summed durations, like ``top_kernels``. Kernels on both sides whose count or time changed beyond
   noise are ``kernels_changed`` (rule in :func:`kernels_changed`).
-- **Ranks.** Two folders of ranks (both with a per-rank view, tracekit.ranks) pair rank N with rank N;
+- **Ranks.** Two folders of ranks (both with a per-rank view, tracekit.results.ranks) pair rank N with rank N;
   a rank on one side only is listed as such. Nothing else depends on this pairing.
 - **Wall clock.** Each side's headline figures carry its blocks' span and idle on the same basis. When
   either side is launch-bound (idle > half the span) the headline claims no speedup from busy time
@@ -68,34 +68,10 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
         noise = _noise(per_b, per_a, fig_b, fig_a)
         noise_note = (f"per-step spread: before {len(per_b)} steps, after {len(per_a)} steps; "
                       f"within noise when |Δ| <= (range before + range after) / 2")
-    total_delta = fig_a.total_us - fig_b.total_us
-    shares = shares_defined(total_delta, max(fig_a.total_us, fig_b.total_us))
-    cats = {}
-    for c in CATEGORIES:
-        b, a = fig_b.categories[c], fig_a.categories[c]
-        d = a - b
-        share = None
-        if shares:
-            share = d / total_delta if d != 0 else 0.0  # never -0.0
-        cats[c] = CategoryDelta(before_us=b, after_us=a, delta_us=d, ratio=a / b if b > 0 else None,
-                                share_of_delta=share)
+    cats = _category_deltas(fig_b, fig_a)
     pairs, ub, ua = pair_blocks(before, after)
-    no_claim = _launch_note(fig_b, fig_a)
-    fb, fa = sorted({b.found_by for b in before.blocks}), sorted({b.found_by for b in after.blocks})
-    if fb and fa and fb != fa:
-        warnings.append(f"the sides found blocks differently: before by {', '.join(fb)}, after by {', '.join(fa)} "
-                        f"(e.g. a trace with module stacks against one without); blocks pair only within one mode")
-        if not pairs:
-            no_claim = "; ".join(x for x in (no_claim, (
-                f"no block pairs: before found blocks by {', '.join(fb)}, after by {', '.join(fa)}, so the "
-                f"totals may cover different code; profile both the same way")) if x)
-    if not before.blocks and not after.blocks:
-        warnings.append("no attention blocks on either side (try --scope REGEX to name your attention modules)")
-    elif not before.blocks or not after.blocks:
-        warnings.append(f"no attention blocks in {'before' if not before.blocks else 'after'}"
-                        f" ({(before if not before.blocks else after).source})")
-    names_b = {k.name for k in kb}
-    names_a = {k.name for k in ka}
+    no_claim = _block_warnings(before, after, bool(pairs), _launch_note(fig_b, fig_a), warnings)
+    names_b, names_a = {k.name for k in kb}, {k.name for k in ka}
     changed, changed_note = kernels_changed(before, after, kb, ka, noise is not None)
     unit_b, unit_a = _unit(before), _unit(after)
     alloc = _alloc(before, after)
@@ -110,6 +86,43 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
         warnings=warnings, labels=(before.source, after.source),
         kernels_changed=changed, kernels_changed_note=changed_note, no_claim=no_claim,
         ranks=pair_ranks(before, after))
+
+
+def _category_deltas(fig_b: Figures, fig_a: Figures) -> dict[str, CategoryDelta]:
+    """Per category: before, after, their ratio, and its share of the total delta (when that is more than
+    rounding), so that the deltas sum to the total's."""
+    total_delta = fig_a.total_us - fig_b.total_us
+    shares = shares_defined(total_delta, max(fig_a.total_us, fig_b.total_us))
+    cats = {}
+    for c in CATEGORIES:
+        b, a = fig_b.categories[c], fig_a.categories[c]
+        d = a - b
+        share = None
+        if shares:
+            share = d / total_delta if d != 0 else 0.0  # never -0.0
+        cats[c] = CategoryDelta(before_us=b, after_us=a, delta_us=d, ratio=a / b if b > 0 else None,
+                                share_of_delta=share)
+    return cats
+
+
+def _block_warnings(before: Attribution, after: Attribution, paired: bool, no_claim: str,
+                    warnings: list[str]) -> str:
+    """Warnings about how each side found its blocks (appended to ``warnings``); the headline's no-claim
+    reason, extended when sides found by different modes pair nothing."""
+    fb, fa = sorted({b.found_by for b in before.blocks}), sorted({b.found_by for b in after.blocks})
+    if fb and fa and fb != fa:
+        warnings.append(f"the sides found blocks differently: before by {', '.join(fb)}, after by {', '.join(fa)} "
+                        f"(e.g. a trace with module stacks against one without); blocks pair only within one mode")
+        if not paired:
+            no_claim = "; ".join(x for x in (no_claim, (
+                f"no block pairs: before found blocks by {', '.join(fb)}, after by {', '.join(fa)}, so the "
+                f"totals may cover different code; profile both the same way")) if x)
+    if not before.blocks and not after.blocks:
+        warnings.append("no attention blocks on either side (try --scope REGEX to name your attention modules)")
+    elif not before.blocks or not after.blocks:
+        warnings.append(f"no attention blocks in {'before' if not before.blocks else 'after'}"
+                        f" ({(before if not before.blocks else after).source})")
+    return no_claim
 
 
 def pair_ranks(before: Attribution, after: Attribution) -> list[RankPair]:

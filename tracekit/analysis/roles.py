@@ -12,7 +12,7 @@ Evidence, in this order (docs/attribution.md, "Matmul roles"); the first that de
    recorded ``Input Dims`` (``Trace.op_inputs``) against SHAPE_RULES.
 3. Else ``matmul-other``.
 
-Rules are ordered data like :mod:`tracekit.classify`; each carries the fact behind it in ``why``.
+Rules are ordered data like :mod:`tracekit.analysis.classify`; each carries the fact behind it in ``why``.
 """
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ class RoleFinder:
 
 class GemmRoles:
     """``roles[i]``: the matmul role of host op i when it is a matrix-product op, else None — what FLOP
-    counts aggregate by (tracekit.flops), resolved lazily through the attribution's own RoleFinder."""
+    counts aggregate by (tracekit.analysis.flops), resolved lazily through the attribution's own RoleFinder."""
 
     def __init__(self, tr: Trace, finder: RoleFinder) -> None:
         self.host, self.finder = tr.host, finder

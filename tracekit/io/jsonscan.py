@@ -1,6 +1,6 @@
 """Find the elements of a JSON array in a buffer without decoding them, minding strings and nesting.
 
-This is the reader's slow path (tracekit/read.py): it runs only when decoding a batch at a cheap
+This is the reader's slow path (tracekit/io/read.py): it runs only when decoding a batch at a cheap
 candidate boundary fails. Every pass is linear, and the work happens in regex C loops: a run
 of shallow elements is one match. Bracket kinds and token spellings are not checked here;
 msgspec checks them when the elements are decoded, and says where they are wrong.

@@ -8,39 +8,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .views import show
 from ..vocab import CATEGORIES, MATMUL_ROLES, Category, FoundBy, Phase, RankFrom, TimeBase, launch_bound_holds
+from .invariants import EPS_US, REL, InvariantError, check_roles, close, expect, near, zero_categories
+from .views import show
 
 if TYPE_CHECKING:
     from .efficiency import DeviceInfo, Efficiency
     from .hints import Hint, HintFacts
 
-__all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage", "InvariantError",
-           "RankRow", "RankSpread", "RankView", "RunResult", "Totals", "TraceSummary", "close", "zero_categories"]
+__all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "EPS_US", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage",
+           "InvariantError", "RankRow", "RankSpread", "RankView", "RunResult", "Totals", "TraceSummary", "close", "near",
+           "zero_categories"]
 
 SCHEMA_VERSION = 1
-DIFF_SCHEMA_VERSION = 1  # the diff's JSON (tracekit.diff), versioned on its own
-EPS_US = 0.002  # 1 ns rounding on each side of a sum
-_REL = 1e-9  # float rounding of sums of huge figures (a 1e17 µs kernel), where 1 ns is below one ulp
-
-
-class InvariantError(AssertionError):
-    """A result broke one of its invariants: a tracekit bug, never a user error."""
-
-
-def zero_categories() -> dict[str, float]:
-    return dict.fromkeys(CATEGORIES, 0.0)
-
-
-def near(terms: int, scale: float) -> float:
-    """How far apart two figures may be and still be equal: ``terms`` ns roundings, or float rounding of ``scale``."""
-    return max(EPS_US * terms, _REL * abs(scale))
-
-
-def close(a: float, b: float, terms: int = 1, scale: float = 0.0) -> bool:
-    """``a == b`` up to ``terms`` ns roundings, or up to float rounding relative to the figures involved
-    (the larger of ``a``, ``b`` and ``scale``, the magnitude of the terms summed)."""
-    return abs(a - b) <= max(EPS_US * terms, _REL * max(abs(a), abs(b), scale))
+DIFF_SCHEMA_VERSION = 1  # the diff's JSON (tracekit.results.diff), versioned on its own
 
 
 @dataclass(slots=True, kw_only=True)
@@ -61,7 +42,7 @@ class BlockResult:
     host_us: float | None
     alloc_bytes: int | None
     source: str
-    # ``matmul`` split by role (tracekit.roles; keys MATMUL_ROLES), summing to categories["matmul"].
+    # ``matmul`` split by role (tracekit.analysis.roles; keys MATMUL_ROLES), summing to categories["matmul"].
     # None where nothing computed it (a hand-built result); attribution always fills it.
     matmul_roles: dict[str, float] | None = None
     # Device idle for more than half the span (the device waited for launches); None on CPU-only traces,
@@ -72,7 +53,7 @@ class BlockResult:
     def busy_us(self) -> float:
         """Device busy time (host time on CPU-only traces): ``total_us`` under the name that sits beside span."""
         return self.total_us
-    # FLOPs/bytes of the block's counted kernels and the rate they reached (tracekit.flops); per category and role.
+    # FLOPs/bytes of the block's counted kernels and the rate they reached (tracekit.analysis.flops); per category and role.
     efficiency: Efficiency | None = None
     efficiency_by_category: dict[str, Efficiency] = field(default_factory=dict)
 
@@ -158,7 +139,7 @@ class RankSpread:
 
 @dataclass(slots=True, kw_only=True)
 class RankView:
-    """One row per rank, by rank number, and the spread across them (tracekit.ranks)."""
+    """One row per rank, by rank number, and the spread across them (tracekit.results.ranks)."""
 
     rank_from: RankFrom
     rows: list[RankRow]
@@ -169,23 +150,23 @@ class RankView:
         """Raise InvariantError unless every row adds up and the spread is the rows' own."""
         nc = len(CATEGORIES)
         ranks = [r.rank for r in self.rows]
-        _expect(bool(ranks), "a rank view without ranks")
-        _expect(ranks == sorted(set(ranks)), f"ranks not unique and in order: {ranks}")
+        expect(bool(ranks), "a rank view without ranks")
+        expect(ranks == sorted(set(ranks)), f"ranks not unique and in order: {ranks}")
         for r in self.rows:
-            _expect(set(r.categories) == set(CATEGORIES), f"rank {r.rank}: category keys {sorted(r.categories)}")
-            _expect(close(sum(r.categories.values()), r.total_us, nc * max(1, r.blocks), r.total_us),
+            expect(set(r.categories) == set(CATEGORIES), f"rank {r.rank}: category keys {sorted(r.categories)}")
+            expect(close(sum(r.categories.values()), r.total_us, nc * max(1, r.blocks), r.total_us),
                     f"rank {r.rank}: categories do not sum to its total")
             if r.launch_bound is not None:
-                _expect(close(r.total_us + r.idle_us, r.span_us, 2 * max(1, r.blocks), r.span_us),
+                expect(close(r.total_us + r.idle_us, r.span_us, 2 * max(1, r.blocks), r.span_us),
                         f"rank {r.rank}: busy + idle != span")
         totals = sorted(r.total_us for r in self.rows)
         sp = self.spread
-        _expect(sp.min_us == totals[0] and sp.max_us == totals[-1], "spread min/max are not the rows' own")
-        _expect(totals[0] <= sp.median_us <= totals[-1], "median outside the ranks' range")
+        expect(sp.min_us == totals[0] and sp.max_us == totals[-1], "spread min/max are not the rows' own")
+        expect(totals[0] <= sp.median_us <= totals[-1], "median outside the ranks' range")
         by_rank = {r.rank: r.total_us for r in self.rows}
-        _expect(by_rank.get(sp.slowest_rank) == sp.max_us and by_rank.get(sp.fastest_rank) == sp.min_us,
+        expect(by_rank.get(sp.slowest_rank) == sp.max_us and by_rank.get(sp.fastest_rank) == sp.min_us,
                 "slowest/fastest rank do not hold the max/min")
-        _expect(close(sp.max_us - sp.median_us, sp.slowest_over_median_us, 1, sp.max_us), "slowest - median mismatch")
+        expect(close(sp.max_us - sp.median_us, sp.slowest_over_median_us, 1, sp.max_us), "slowest - median mismatch")
         return self
 
 
@@ -209,17 +190,17 @@ class Attribution:
     # About the inputs as a whole (files skipped or read once for two names), for stderr and reports.
     warnings: list[str] = field(default_factory=list)
     incomplete: bool = False  # an input file could not be read: the figures miss its share
-    # What to do next (tracekit.hints; docs/attribution.md, "Hints"); [] when turned off or on CPU-only traces.
+    # What to do next (tracekit.analysis.hints; docs/attribution.md, "Hints"); [] when turned off or on CPU-only traces.
     hints: list[Hint] = field(default_factory=list)
     # The per-kernel facts the hint rules read, kept so that a folder's files merge before the rules run.
     hint_facts: HintFacts | None = field(default=None, repr=False)
     # ``kernels`` split by the owning block's step (None outside any step): the diff's per-step noise of a kernel.
     kernels_by_step: dict[tuple[str, str, int | None], tuple[int, float]] = field(default_factory=dict)
     device: DeviceInfo | None = None  # the accelerator and its peaks (the roof of the efficiency figures)
-    # A folder of runs (``--by run``, tracekit.runs): each run's own result; this one merges them, its blocks'
+    # A folder of runs (``--by run``, tracekit.run.runs): each run's own result; this one merges them, its blocks'
     # ``source`` renamed to their run. Empty for a single run.
     runs: list[RunResult] = field(default_factory=list)
-    # One row per rank and their spread, for a folder of two or more traces (tracekit.ranks); None otherwise.
+    # One row per rank and their spread, for a folder of two or more traces (tracekit.results.ranks); None otherwise.
     ranks: RankView | None = None
     # The grouping that to_dataframe() and the notebook's HTML table use when none is named (analyze(..., by=)).
     default_by: str = field(default="kind", repr=False)
@@ -248,75 +229,50 @@ class Attribution:
 
     def check(self) -> "Attribution":
         """Raise InvariantError unless every figure adds up. Returns self for chaining."""
-        nc = len(CATEGORIES)
         for b in self.blocks:
-            s = sum(b.categories.values())
-            _expect(set(b.categories) == set(CATEGORIES), f"block {b.name}: category keys {sorted(b.categories)}")
-            _expect(close(s, b.total_us, nc), f"block {b.name}: categories sum {s} != total {b.total_us}")
-            _expect(all(v >= -EPS_US for v in b.categories.values()), f"block {b.name}: negative category")
-            if b.matmul_roles is not None:
-                _check_roles(b.matmul_roles, b.categories[Category.MATMUL], f"block {b.name}")
-            if b.launch_bound is not None:  # a device block
-                _expect(close(b.total_us + b.idle_us, b.span_us, 2),
-                        f"block {b.name}: busy {b.total_us} + idle {b.idle_us} != span {b.span_us}")
-                _expect(b.idle_us >= -EPS_US, f"block {b.name}: negative idle {b.idle_us}")
-                _expect(launch_bound_holds(b.launch_bound, b.idle_us, b.span_us, near(2, b.span_us)),
-                        f"block {b.name}: launch_bound {b.launch_bound} but idle {b.idle_us} of span {b.span_us}")
-            else:
-                _expect(self.time_base != TimeBase.DEVICE, f"block {b.name}: device block without launch_bound")
-                _expect(b.idle_us == 0.0, f"block {b.name}: idle time on a CPU-only block")
-        n = max(1, len(self.blocks))
-        t = self.totals
-        _expect(close(sum(b.total_us for b in self.blocks), t.total_us, n), "totals.total_us is not the sum of blocks")
-        for c in CATEGORIES:
-            _expect(close(sum(b.categories[c] for b in self.blocks), t.categories[c], n, t.total_us),
-                    f"totals.{c} is not the sum of blocks")
-        _expect(t.blocks == len(self.blocks), "totals.blocks != number of blocks")
-        if t.matmul_roles is not None:
-            _check_roles(t.matmul_roles, t.categories[Category.MATMUL], "totals")
-            _expect(all(b.matmul_roles is not None for b in self.blocks), "totals have matmul roles, a block not")
-            for r in MATMUL_ROLES:
-                _expect(close(sum((b.matmul_roles or {}).get(r, 0.0) for b in self.blocks), t.matmul_roles[r], n,
-                              t.total_us), f"totals.matmul_roles.{r} is not the sum of blocks")
-        _expect(close(sum(b.span_us for b in self.blocks), t.span_us, n, t.span_us), "totals.span_us is not the sum of blocks")
-        _expect(close(sum(b.idle_us for b in self.blocks), t.idle_us, n, t.span_us), "totals.idle_us is not the sum of blocks")
-        dev = [b for b in self.blocks if b.launch_bound is not None]
-        if dev:
-            ds, di = sum(b.span_us for b in dev), sum(b.idle_us for b in dev)
-            _expect(launch_bound_holds(t.launch_bound, di, ds, near(2 * n, ds)),
-                    f"totals.launch_bound {t.launch_bound} but idle {di} of span {ds}")
-        else:
-            _expect(t.launch_bound is None, "totals.launch_bound set without device blocks")
-        if t.attention_share is not None:
-            _expect(-_REL <= t.attention_share <= 1 + _REL, f"attention share {t.attention_share} outside [0, 1]")
-        _expect(self.device_events_owned == self.device_events_owned_distinct, "a device event was counted in two blocks")
-        if self.kernels_by_step:
-            summed: dict[tuple[str, str], list[float]] = {}
-            for (name, cat, _), (k, us) in self.kernels_by_step.items():
-                v = summed.setdefault((name, cat), [0, 0.0])
-                v[0] += k
-                v[1] += us
-            _expect(summed.keys() == self.kernels.keys() and all(
-                summed[key][0] == k and close(summed[key][1], us, len(self.blocks) + 1)
-                for key, (k, us) in self.kernels.items()), "per-step kernel tables do not add up to the kernel table")
+            _check_block(b, self.time_base)
+        _check_totals(self.blocks, self.totals)
+        self._check_kernels()
         if self.coverage is not None:
-            cv = self.coverage
-            _expect(close(cv.linked_us + cv.unlinked_us, cv.device_us, 4), "linked + unlinked != device time")
-            _expect(cv.in_blocks_us <= cv.device_us or close(cv.in_blocks_us, cv.device_us, n),
-                    "more time in blocks than on the device")
-            _expect(sum(b.kernels for b in self.blocks) == self.device_events_owned, "block kernel counts != events owned")
+            self._check_coverage(self.coverage)
+        self._check_parts()
+        for h in self.hints:  # a saving is part of the blocks' time (an upper bound or less), never more
+            expect(h.saving_pct is None or -REL <= h.saving_pct <= 100 + 0.05, f"hint {h.rule}: saving {h.saving_pct}%")
+            expect(h.saving_us is None or h.saving_us >= 0, f"hint {h.rule}: negative saving")
+        return self
+
+    def _check_kernels(self) -> None:
+        """Each device event is owned once; the per-step kernel tables add up to the kernel table."""
+        expect(self.device_events_owned == self.device_events_owned_distinct, "a device event was counted in two blocks")
+        if not self.kernels_by_step:
+            return
+        summed: dict[tuple[str, str], list[float]] = {}
+        for (name, cat, _), (k, us) in self.kernels_by_step.items():
+            v = summed.setdefault((name, cat), [0, 0.0])
+            v[0] += k
+            v[1] += us
+        expect(summed.keys() == self.kernels.keys() and all(
+            summed[key][0] == k and close(summed[key][1], us, len(self.blocks) + 1)
+            for key, (k, us) in self.kernels.items()), "per-step kernel tables do not add up to the kernel table")
+
+    def _check_coverage(self, cv: Coverage) -> None:
+        n = max(1, len(self.blocks))
+        expect(close(cv.linked_us + cv.unlinked_us, cv.device_us, 4), "linked + unlinked != device time")
+        expect(cv.in_blocks_us <= cv.device_us or close(cv.in_blocks_us, cv.device_us, n),
+               "more time in blocks than on the device")
+        expect(sum(b.kernels for b in self.blocks) == self.device_events_owned, "block kernel counts != events owned")
+
+    def _check_parts(self) -> None:
+        """The runs and ranks this result merges hold its blocks and time, no more and no less."""
+        t, n = self.totals, max(1, len(self.blocks))
         for run in self.runs:
             run.attribution.check()
-        _expect(sum(r.attribution.totals.blocks for r in self.runs) in (0, t.blocks), "runs' blocks != merged blocks")
+        expect(sum(r.attribution.totals.blocks for r in self.runs) in (0, t.blocks), "runs' blocks != merged blocks")
         if self.ranks is not None:
             self.ranks.check()
             rs = self.ranks.rows
-            _expect(sum(r.blocks for r in rs) == t.blocks, "rank rows' blocks != totals.blocks")
-            _expect(close(sum(r.total_us for r in rs), t.total_us, n, t.total_us), "rank rows do not sum to the total")
-        for h in self.hints:  # a saving is part of the blocks' time (an upper bound or less), never more
-            _expect(h.saving_pct is None or -_REL <= h.saving_pct <= 100 + 0.05, f"hint {h.rule}: saving {h.saving_pct}%")
-            _expect(h.saving_us is None or h.saving_us >= 0, f"hint {h.rule}: negative saving")
-        return self
+            expect(sum(r.blocks for r in rs) == t.blocks, "rank rows' blocks != totals.blocks")
+            expect(close(sum(r.total_us for r in rs), t.total_us, n, t.total_us), "rank rows do not sum to the total")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -327,14 +283,47 @@ class RunResult:
     attribution: Attribution
 
 
-def _check_roles(roles: dict[str, float], matmul: float, where: str) -> None:
-    """The matmul roles partition ``matmul``: every role key, none negative, summing to it."""
-    _expect(list(roles) == list(MATMUL_ROLES), f"{where}: matmul role keys {list(roles)}")
-    _expect(all(v >= -EPS_US for v in roles.values()), f"{where}: negative matmul role")
-    _expect(close(sum(roles.values()), matmul, len(MATMUL_ROLES), matmul),
-            f"{where}: matmul roles sum {sum(roles.values())} != matmul {matmul}")
+def _check_block(b: BlockResult, time_base: TimeBase) -> None:
+    """A block's categories sum to its time; a device block's busy + idle is its span, launch-bound by the rule."""
+    expect(set(b.categories) == set(CATEGORIES), f"block {b.name}: category keys {sorted(b.categories)}")
+    s = sum(b.categories.values())
+    expect(close(s, b.total_us, len(CATEGORIES)), f"block {b.name}: categories sum {s} != total {b.total_us}")
+    expect(all(v >= -EPS_US for v in b.categories.values()), f"block {b.name}: negative category")
+    if b.matmul_roles is not None:
+        check_roles(b.matmul_roles, b.categories[Category.MATMUL], f"block {b.name}")
+    if b.launch_bound is None:
+        expect(time_base != TimeBase.DEVICE, f"block {b.name}: device block without launch_bound")
+        expect(b.idle_us == 0.0, f"block {b.name}: idle time on a CPU-only block")
+        return
+    expect(close(b.total_us + b.idle_us, b.span_us, 2),
+           f"block {b.name}: busy {b.total_us} + idle {b.idle_us} != span {b.span_us}")
+    expect(b.idle_us >= -EPS_US, f"block {b.name}: negative idle {b.idle_us}")
+    expect(launch_bound_holds(b.launch_bound, b.idle_us, b.span_us, near(2, b.span_us)),
+           f"block {b.name}: launch_bound {b.launch_bound} but idle {b.idle_us} of span {b.span_us}")
 
 
-def _expect(ok: bool, msg: str) -> None:
-    if not ok:
-        raise InvariantError(msg)
+def _check_totals(blocks: list[BlockResult], t: Totals) -> None:
+    """The totals are the blocks' sums, each within its roundings."""
+    n = max(1, len(blocks))
+    expect(close(sum(b.total_us for b in blocks), t.total_us, n), "totals.total_us is not the sum of blocks")
+    for c in CATEGORIES:
+        expect(close(sum(b.categories[c] for b in blocks), t.categories[c], n, t.total_us),
+               f"totals.{c} is not the sum of blocks")
+    expect(t.blocks == len(blocks), "totals.blocks != number of blocks")
+    if t.matmul_roles is not None:
+        check_roles(t.matmul_roles, t.categories[Category.MATMUL], "totals")
+        expect(all(b.matmul_roles is not None for b in blocks), "totals have matmul roles, a block not")
+        for r in MATMUL_ROLES:
+            expect(close(sum((b.matmul_roles or {}).get(r, 0.0) for b in blocks), t.matmul_roles[r], n,
+                         t.total_us), f"totals.matmul_roles.{r} is not the sum of blocks")
+    expect(close(sum(b.span_us for b in blocks), t.span_us, n, t.span_us), "totals.span_us is not the sum of blocks")
+    expect(close(sum(b.idle_us for b in blocks), t.idle_us, n, t.span_us), "totals.idle_us is not the sum of blocks")
+    dev = [b for b in blocks if b.launch_bound is not None]
+    if dev:
+        ds, di = sum(b.span_us for b in dev), sum(b.idle_us for b in dev)
+        expect(launch_bound_holds(t.launch_bound, di, ds, near(2 * n, ds)),
+               f"totals.launch_bound {t.launch_bound} but idle {di} of span {ds}")
+    else:
+        expect(t.launch_bound is None, "totals.launch_bound set without device blocks")
+    if t.attention_share is not None:
+        expect(-REL <= t.attention_share <= 1 + REL, f"attention share {t.attention_share} outside [0, 1]")

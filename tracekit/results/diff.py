@@ -10,7 +10,8 @@ from typing import Any
 
 from ..vocab import CATEGORIES, MATMUL_ROLES, Basis, Category, Compared, FoundBy, PairedBy, TimeBase, launch_bound_holds
 from .views import show
-from .attribution import Attribution, BlockResult, InvariantError, RankRow, close, near
+from .attribution import Attribution, BlockResult, RankRow
+from .invariants import close, expect, near
 
 __all__ = ["EAGER_TO_FUSED_ALLOC", "AllocDelta", "BlockPair", "CategoryDelta", "CategoryNoise", "DiffResult", "Figures",
            "KernelChange", "KernelTotal", "Noise", "RankPair", "Spread", "Verdict", "shares_defined", "totals_figures"]
@@ -221,91 +222,105 @@ class DiffResult:
         """Raise InvariantError unless every figure adds up and every block is accounted for."""
         self.before.check()
         self.after.check()
-        nc = len(CATEGORIES)
         scale = max(self.before_figures.total_us, self.after_figures.total_us)  # of the terms behind every delta
-        for side, fig in (("before", self.before_figures), ("after", self.after_figures)):
-            _expect(set(fig.categories) == set(CATEGORIES), f"{side}: category keys {sorted(fig.categories)}")
-            _expect(close(sum(fig.categories.values()), fig.total_us, nc),
-                    f"{side}: headline categories do not sum to its total")
-            if fig.matmul_roles is not None:
-                m = fig.categories[Category.MATMUL]
-                _expect(list(fig.matmul_roles) == list(MATMUL_ROLES), f"{side}: matmul role keys")
-                _expect(close(sum(fig.matmul_roles.values()), m, len(MATMUL_ROLES), m),
-                        f"{side}: headline matmul roles do not sum to its matmul")
-        _expect(list(self.categories) == list(CATEGORIES), "category deltas out of order or missing")
-        for c, d in self.categories.items():
-            _expect(d.before_us == self.before_figures.categories[c] and d.after_us == self.after_figures.categories[c],
-                    f"{c}: delta row is not the headline figures")
-            _expect(close(d.after_us - d.before_us, d.delta_us, 1, scale), f"{c}: delta != after - before")
-        _expect(close(sum(d.delta_us for d in self.categories.values()), self.delta_us, nc, scale),
-                "total delta != sum of category deltas")
-        if shares_defined(self.delta_us, scale):
-            _expect(abs(sum(d.share_of_delta or 0 for d in self.categories.values()) - 1) < 1e-6,
-                    "category shares of the delta do not sum to 1")
-        for side, att, mine, unmatched, steps in (
-                ("before", self.before, [p.before for p in self.pairs], self.unmatched_before, self.steps_before),
-                ("after", self.after, [p.after for p in self.pairs], self.unmatched_after, self.steps_after)):
-            seen = [id(b) for b in mine + unmatched]
-            _expect(len(seen) == len(set(seen)), f"{side}: a block is paired or listed twice")
-            _expect(set(seen) == {id(b) for b in att.blocks}, f"{side}: paired + unmatched blocks != all blocks")
-            n = max(1, len(att.blocks))
-            _expect(close(sum(b.total_us for b in mine + unmatched), att.totals.total_us, n),
-                    f"{side}: paired + unmatched time != total attention time")
-            if self.basis == Basis.TOTAL:
-                _expect(self._figures(side) == totals_figures(att), f"{side}: total basis but headline != attribution totals")
-            else:
-                _expect(close(sum(f.total_us for _, f in steps), att.totals.total_us, n),
-                        f"{side}: per-step totals do not sum to the trace total")
-                lo = min(f.total_us for _, f in steps)
-                hi = max(f.total_us for _, f in steps)
-                med = self._figures(side).total_us
-                _expect((lo <= med or close(lo, med)) and (med <= hi or close(med, hi)), f"{side}: median outside its range")
-            ks = self.kernels_before if side == "before" else self.kernels_after
-            if att.time_base == TimeBase.DEVICE:
-                _expect(sum(k.count for k in ks) == sum(b.kernels for b in att.blocks),
-                        f"{side}: kernel table count != device events owned by blocks")
+        for side, fig, att in (("before", self.before_figures, self.before), ("after", self.after_figures, self.after)):
+            _check_figures(side, fig, len(att.blocks))
+        self._check_deltas(scale)
+        for side in ("before", "after"):
+            self._check_side(side)
         for p in self.pairs:
-            _expect(p.before.phase == p.after.phase, f"pair {p.before.name}/{p.after.name}: phases differ")
+            expect(p.before.phase == p.after.phase, f"pair {p.before.name}/{p.after.name}: phases differ")
             ok = p.before.kind == p.after.kind if p.paired_by == PairedBy.KIND else \
                 p.before.found_by == p.after.found_by == FoundBy.FUSED_KERNEL
-            _expect(ok, f"pair {p.before.name}/{p.after.name}: does not follow the {p.paired_by} rule")
-        for side, fig, att, steps in (("before", self.before_figures, self.before, self.steps_before),
-                                      ("after", self.after_figures, self.after, self.steps_after)):
-            _expect(close(fig.total_us + fig.idle_us, fig.span_us, 2 * max(1, len(att.blocks)), fig.span_us)
-                    or fig.launch_bound is None, f"{side}: headline busy + idle != span")
-            if fig.launch_bound is not None:
-                _expect(launch_bound_holds(fig.launch_bound, fig.idle_us, fig.span_us, near(2, fig.span_us)),
-                        f"{side}: launch_bound does not follow idle / span")
-            if self.basis == Basis.MEDIAN_STEP:
-                _expect(close(sum(f.span_us for _, f in steps), att.totals.span_us, max(1, len(att.blocks)),
-                              att.totals.span_us), f"{side}: per-step spans do not sum to the trace's span")
+            expect(ok, f"pair {p.before.name}/{p.after.name}: does not follow the {p.paired_by} rule")
         if self.launch_bound:
-            _expect(bool(self.no_claim), "a launch-bound diff must say why it claims no busy-time speedup")
+            expect(bool(self.no_claim), "a launch-bound diff must say why it claims no busy-time speedup")
+        self._check_kernels()
+        if self.ranks:
+            self._check_ranks()
+        return self
+
+    def _check_deltas(self, scale: float) -> None:
+        """Each category's delta is after - before of the headline figures, and they sum to the total delta."""
+        nc = len(CATEGORIES)
+        expect(list(self.categories) == list(CATEGORIES), "category deltas out of order or missing")
+        for c, d in self.categories.items():
+            expect(d.before_us == self.before_figures.categories[c] and d.after_us == self.after_figures.categories[c],
+                   f"{c}: delta row is not the headline figures")
+            expect(close(d.after_us - d.before_us, d.delta_us, 1, scale), f"{c}: delta != after - before")
+        expect(close(sum(d.delta_us for d in self.categories.values()), self.delta_us, nc, scale),
+               "total delta != sum of category deltas")
+        if shares_defined(self.delta_us, scale):
+            expect(abs(sum(d.share_of_delta or 0 for d in self.categories.values()) - 1) < 1e-6,
+                   "category shares of the delta do not sum to 1")
+
+    def _check_side(self, side: str) -> None:
+        """One side's blocks are each paired or listed once, and its headline is its totals or its median step."""
+        att = self.before if side == "before" else self.after
+        mine = [getattr(p, side) for p in self.pairs]
+        unmatched = self.unmatched_before if side == "before" else self.unmatched_after
+        steps = self.steps_before if side == "before" else self.steps_after
+        seen = [id(b) for b in mine + unmatched]
+        n = max(1, len(att.blocks))
+        expect(len(seen) == len(set(seen)), f"{side}: a block is paired or listed twice")
+        expect(set(seen) == {id(b) for b in att.blocks}, f"{side}: paired + unmatched blocks != all blocks")
+        expect(close(sum(b.total_us for b in mine + unmatched), att.totals.total_us, n),
+               f"{side}: paired + unmatched time != total attention time")
+        if self.basis == Basis.TOTAL:
+            expect(self._figures(side) == totals_figures(att), f"{side}: total basis but headline != attribution totals")
+        else:
+            expect(close(sum(f.total_us for _, f in steps), att.totals.total_us, n),
+                   f"{side}: per-step totals do not sum to the trace total")
+            lo, hi = min(f.total_us for _, f in steps), max(f.total_us for _, f in steps)
+            med = self._figures(side).total_us
+            expect((lo <= med or close(lo, med)) and (med <= hi or close(med, hi)), f"{side}: median outside its range")
+            expect(close(sum(f.span_us for _, f in steps), att.totals.span_us, n, att.totals.span_us),
+                   f"{side}: per-step spans do not sum to the trace's span")
+        ks = self.kernels_before if side == "before" else self.kernels_after
+        if att.time_base == TimeBase.DEVICE:
+            expect(sum(k.count for k in ks) == sum(b.kernels for b in att.blocks),
+                   f"{side}: kernel table count != device events owned by blocks")
+
+    def _check_kernels(self) -> None:
+        """A changed kernel changed; an 'only before' kernel is absent after, and the reverse."""
         for k in self.kernels_changed:
-            _expect(k.before.name == k.after.name == k.name, f"changed kernel {k.name}: rows of other kernels")
-            _expect(k.before.count != k.after.count or k.before.total_us != k.after.total_us,
-                    f"changed kernel {k.name}: nothing changed")
+            expect(k.before.name == k.after.name == k.name, f"changed kernel {k.name}: rows of other kernels")
+            expect(k.before.count != k.after.count or k.before.total_us != k.after.total_us,
+                   f"changed kernel {k.name}: nothing changed")
         after_names = {k.name for k in self.kernels_after}
         before_names = {k.name for k in self.kernels_before}
-        _expect(all(k.name not in after_names for k in self.only_before), "an 'only before' kernel exists after")
-        _expect(all(k.name not in before_names for k in self.only_after), "an 'only after' kernel exists before")
-        if self.ranks:
-            _expect(self.before.ranks is not None and self.after.ranks is not None, "rank pairs without rank views")
-            for side, att in (("before", self.before), ("after", self.after)):
-                ids = [id(getattr(rp, side)) for rp in self.ranks if getattr(rp, side) is not None]
-                _expect(sorted(ids) == sorted(id(r) for r in att.ranks.rows) if att.ranks else False,
-                        f"{side}: a rank is paired twice or missing")
-            _expect(all(p.before is None or p.before.rank == p.rank for p in self.ranks)
-                    and all(p.after is None or p.after.rank == p.rank for p in self.ranks), "a pair of different ranks")
-        return self
+        expect(all(k.name not in after_names for k in self.only_before), "an 'only before' kernel exists after")
+        expect(all(k.name not in before_names for k in self.only_after), "an 'only after' kernel exists before")
+
+    def _check_ranks(self) -> None:
+        """Rank N pairs with rank N; every rank of each side's view is in one pair."""
+        expect(self.before.ranks is not None and self.after.ranks is not None, "rank pairs without rank views")
+        for side, att in (("before", self.before), ("after", self.after)):
+            ids = [id(getattr(rp, side)) for rp in self.ranks if getattr(rp, side) is not None]
+            expect(sorted(ids) == sorted(id(r) for r in att.ranks.rows) if att.ranks else False,
+                   f"{side}: a rank is paired twice or missing")
+        expect(all(p.before is None or p.before.rank == p.rank for p in self.ranks)
+               and all(p.after is None or p.after.rank == p.rank for p in self.ranks), "a pair of different ranks")
 
     def _figures(self, side: str) -> Figures:
         return self.before_figures if side == "before" else self.after_figures
 
 
-def _expect(ok: bool, msg: str) -> None:
-    if not ok:
-        raise InvariantError(msg)
+def _check_figures(side: str, fig: Figures, nblocks: int) -> None:
+    """A headline's categories sum to its total, its roles to its matmul, busy + idle to its span."""
+    expect(set(fig.categories) == set(CATEGORIES), f"{side}: category keys {sorted(fig.categories)}")
+    expect(close(sum(fig.categories.values()), fig.total_us, len(CATEGORIES)),
+           f"{side}: headline categories do not sum to its total")
+    if fig.matmul_roles is not None:
+        m = fig.categories[Category.MATMUL]
+        expect(list(fig.matmul_roles) == list(MATMUL_ROLES), f"{side}: matmul role keys")
+        expect(close(sum(fig.matmul_roles.values()), m, len(MATMUL_ROLES), m),
+               f"{side}: headline matmul roles do not sum to its matmul")
+    expect(close(fig.total_us + fig.idle_us, fig.span_us, 2 * max(1, nblocks), fig.span_us)
+           or fig.launch_bound is None, f"{side}: headline busy + idle != span")
+    if fig.launch_bound is not None:
+        expect(launch_bound_holds(fig.launch_bound, fig.idle_us, fig.span_us, near(2, fig.span_us)),
+               f"{side}: launch_bound does not follow idle / span")
 
 
 def shares_defined(delta_us: float, scale: float) -> bool:

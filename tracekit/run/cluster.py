@@ -2,7 +2,7 @@
 
 The optional extra ``tracekit[dask]`` (dask[distributed]); imported only when ``--dask`` is given.
 Each file is one task that reads the file on a worker (a shared path, or an fsspec URL the
-workers can open) and returns that file's :class:`~tracekit.result.Attribution`; the client puts
+workers can open) and returns that file's :class:`~tracekit.results.Attribution`; the client puts
 the results back in file order, so the merge is the one ``--jobs`` does. A worker that dies
 mid-task has its tasks rerun by the scheduler (and ``retries`` covers a task that fails for
 another reason), and each file's result is taken from its own future exactly once, so nothing is

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import TraceNotFoundError, TraceReadError, UsageError
+from ..results.invariants import expect
 from ..io.paths import PLAIN_SUFFIXES, TRACE_SUFFIXES, access_error, stat_path, trace_file_problem
 
 # (name, bytes done, bytes total): the signature of Progress.update.
@@ -32,6 +33,16 @@ class Inputs:
     # fsspec URLs (s3://, gs://, file://…) of the files, parallel to ``files`` (which then hold the paths
     # relative to the URL given); [] for local paths.
     urls: list[str] = field(default_factory=list)
+
+    def check(self) -> "Inputs":
+        """Raise InvariantError unless this is what discovery promises: files to read, each once, in reading
+        order, a URL for each when they are remote, and a warning for whatever made them incomplete."""
+        expect(bool(self.files), f"{self.path}: inputs without a file")
+        expect(len(set(self.files)) == len(self.files), f"{self.path}: a file listed twice")
+        expect(self.files == sorted(self.files), f"{self.path}: files out of reading order")
+        expect(not self.urls or len(self.urls) == len(self.files), f"{self.path}: URLs not one per file")
+        expect(not self.incomplete or bool(self.warnings), f"{self.path}: incomplete, and no warning says why")
+        return self
 
     @property
     def label(self) -> str:
@@ -54,15 +65,15 @@ def discover(path: str | os.PathLike[str]) -> Inputs:
     (``is_url``) is listed through fsspec the same way (:func:`discover_url`).
     """
     if is_url(path):
-        return discover_url(str(path))
+        return discover_url(str(path)).check()
     p = Path(path)
     st = stat_path(p)
     if stat.S_ISDIR(st.st_mode):
-        return _discover_folder(p)
+        return _discover_folder(p).check()
     problem = trace_file_problem(p, st)
     if problem is not None:
         raise problem
-    return Inputs(path=p, files=[p])
+    return Inputs(path=p, files=[p]).check()
 
 
 def find_trace_files(path: str | os.PathLike[str]) -> list[Path]:
@@ -183,7 +194,7 @@ def _warn_duplicates(others: list[Path], chosen: str, found: Inputs) -> None:
 def fsspec_module() -> Any:
     """fsspec, or the usage error that names the extra to install."""
     try:
-        import fsspec  # type: ignore[import-untyped,unused-ignore]
+        import fsspec
     except ImportError:
         raise UsageError("reading URLs needs fsspec: pip install 'tracekit[dask]'") from None
     return fsspec

@@ -45,7 +45,7 @@ def run_name(file: Path, root: Path) -> str:
 
 
 def find_runs(path: str | os.PathLike[str]) -> tuple[Inputs, list[Run]]:
-    """The files under ``path`` (as :func:`~tracekit.inputs.discover` finds them) grouped into runs, by name."""
+    """The files under ``path`` (as :func:`~tracekit.run.inputs.discover` finds them) grouped into runs, by name."""
     found = discover(path)
     root = Path(path)
     if not root.is_dir():
