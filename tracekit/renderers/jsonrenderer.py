@@ -14,7 +14,7 @@ from ..results.attribution import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSIO
 from .base import Renderer
 
 if TYPE_CHECKING:
-    from ..results.diff import DiffResult, KernelTotal
+    from ..results.diff import AllocDelta, BlockPair, DiffResult, KernelChange, KernelTotal, Noise, RankPair, Spread
 
 
 def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> dict:
@@ -28,7 +28,7 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> di
         **_roles(b.matmul_roles),
         "kernels": b.kernels, "host_us": None if b.host_us is None else round(b.host_us, 3),
         "alloc_bytes": b.alloc_bytes, "trace": b.source,
-        "busy_us": round(b.busy_us, 3), "launch_bound": b.launch_bound,
+        "busy_us": round(b.total_us, 3), "launch_bound": b.launch_bound,
         "efficiency": efficiency_dict(b.efficiency),
         "efficiency_by_category": {k: efficiency_dict(e) for k, e in b.efficiency_by_category.items()},
     } for b in result.blocks]
@@ -48,7 +48,7 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> di
         "totals": {"total_us": round(t.total_us, 3), "categories": {k: round(v, 3) for k, v in t.categories.items()},
                    **_roles(t.matmul_roles),
                    "attention_share": None if t.attention_share is None else round(t.attention_share, 6),
-                   "blocks": t.blocks, "busy_us": round(t.busy_us, 3), "span_us": round(t.span_us, 3),
+                   "blocks": t.blocks, "busy_us": round(t.total_us, 3), "span_us": round(t.span_us, 3),
                    "idle_us": round(t.idle_us, 3), "launch_bound": t.launch_bound,
                    "efficiency": efficiency_dict(t.efficiency, None if t.blocks else "no attention blocks"),
                    "efficiency_by_category": {k: efficiency_dict(e) for k, e in t.efficiency_by_category.items()}},
@@ -122,10 +122,79 @@ def _kernels(ks: list[KernelTotal]) -> list[dict]:
     return [{"name": k.name, "category": k.category, "count": k.count, "total_us": _r(k.total_us)} for k in ks]
 
 
+def _headline(r: DiffResult) -> dict:
+    """The headline figures, then what they claim: a busy-time speedup, or none (and why: launch-bound, or
+    no block paired)."""
+    return {"before_us": _r(r.before_figures.total_us), "after_us": _r(r.after_figures.total_us),
+            "delta_us": _r(r.delta_us), "delta_pct": _r(r.delta_pct, 2), "speedup": _r(r.speedup, 4),
+            "within_noise": None if r.noise is None else r.noise.within_noise,
+            "claims_speedup": not r.no_claim, "no_claim": r.no_claim or None}
+
+
+def _category_deltas(r: DiffResult) -> dict:
+    """Per category on the headline basis: before, after, delta, ratio and share of the total delta."""
+    return {c: {"before_us": _r(d.before_us), "after_us": _r(d.after_us), "delta_us": _r(d.delta_us),
+                "ratio": _r(d.ratio, 4), "share_of_delta": _r(d.share_of_delta, 4)}
+            for c, d in r.categories.items()}
+
+
+def _pair(p: BlockPair) -> dict:
+    """One paired block: both sides' references, totals, per-category deltas and allocations."""
+    return {
+        "paired_by": p.paired_by, "phase": p.before.phase, "before": _block_ref(p.before),
+        "after": _block_ref(p.after), "before_us": _r(p.before.total_us), "after_us": _r(p.after.total_us),
+        "delta_us": _r(p.delta_us),
+        "categories": {c: {"before_us": _r(p.before.categories[c]), "after_us": _r(p.after.categories[c]),
+                           "delta_us": _r(p.after.categories[c] - p.before.categories[c])} for c in CATEGORIES},
+        "alloc_before_bytes": p.before.alloc_bytes, "alloc_after_bytes": p.after.alloc_bytes,
+    }
+
+
+def _spread(s: Spread) -> dict:
+    return {"steps": s.steps, "totals_us": [_r(x) for x in s.totals_us], "min_us": _r(s.min_us),
+            "median_us": _r(s.median_us), "max_us": _r(s.max_us)}
+
+
+def _noise(n: Noise | None) -> dict | None:
+    """Per-step spread on each side and whether the change (in total and per category) is within it."""
+    if n is None:
+        return None
+    return {"before": _spread(n.before), "after": _spread(n.after), "combined_spread_us": _r(n.combined_spread_us),
+            "within_noise": n.within_noise,
+            "categories": {c: {"before_min_us": _r(v.before_min_us), "before_max_us": _r(v.before_max_us),
+                               "after_min_us": _r(v.after_min_us), "after_max_us": _r(v.after_max_us),
+                               "within_noise": v.within_noise} for c, v in n.categories.items()}}
+
+
+def _alloc(a: AllocDelta | None) -> dict | None:
+    if a is None:
+        return None
+    return {"before_bytes": a.before_bytes, "after_bytes": a.after_bytes, "delta_bytes": a.delta_bytes,
+            "before_blocks": a.before_blocks, "after_blocks": a.after_blocks}
+
+
+def _kernel_change(k: KernelChange) -> dict:
+    return {"name": k.name, "category": k.category,
+            "before": {"count": k.before.count, "total_us": _r(k.before.total_us)},
+            "after": {"count": k.after.count, "total_us": _r(k.after.total_us)},
+            "delta_us": _r(k.delta_us)}
+
+
+def _rank_pairs(ranks: list[RankPair]) -> dict:
+    """``ranks`` last, and only when both sides were folders of ranks."""
+    if not ranks:
+        return {}
+    return {"ranks": [{"rank": p.rank, "before": None if p.before is None else _rank_row(p.before),
+                       "after": None if p.after is None else _rank_row(p.after), "delta_us": _r(p.delta_us)}
+                      for p in ranks]}
+
+
 def diff_to_dict(r: DiffResult, tool: str) -> dict:
-    """The stable diff schema (docs/attribution.md, Diff); extra keys beyond the contract are additive."""
+    """The stable diff schema (docs/attribution.md, Diff); extra keys beyond the contract are additive.
+
+    Key order is part of the output (the golden files pin it): each section's helper keeps its place."""
     db, da = to_dict(r.before, tool), to_dict(r.after, tool)
-    out: dict = {
+    return {
         "schema_version": DIFF_SCHEMA_VERSION,
         "tool": tool,
         "command": "diff",
@@ -136,63 +205,28 @@ def diff_to_dict(r: DiffResult, tool: str) -> dict:
         "basis_note": r.basis_note,
         "before": db["totals"],
         "after": da["totals"],
-        "headline": {"before_us": _r(r.before_figures.total_us), "after_us": _r(r.after_figures.total_us),
-                     "delta_us": _r(r.delta_us), "delta_pct": _r(r.delta_pct, 2), "speedup": _r(r.speedup, 4),
-                     "within_noise": None if r.noise is None else r.noise.within_noise},
-        "categories": {c: {"before_us": _r(d.before_us), "after_us": _r(d.after_us), "delta_us": _r(d.delta_us),
-                           "ratio": _r(d.ratio, 4), "share_of_delta": _r(d.share_of_delta, 4)}
-                       for c, d in r.categories.items()},
+        "headline": _headline(r),
+        "categories": _category_deltas(r),
         **_role_deltas(r.before_figures.matmul_roles, r.after_figures.matmul_roles),
-        "blocks": [{
-            "paired_by": p.paired_by, "phase": p.before.phase, "before": _block_ref(p.before),
-            "after": _block_ref(p.after), "before_us": _r(p.before.total_us), "after_us": _r(p.after.total_us),
-            "delta_us": _r(p.delta_us),
-            "categories": {c: {"before_us": _r(p.before.categories[c]), "after_us": _r(p.after.categories[c]),
-                               "delta_us": _r(p.after.categories[c] - p.before.categories[c])} for c in CATEGORIES},
-            "alloc_before_bytes": p.before.alloc_bytes, "alloc_after_bytes": p.after.alloc_bytes,
-        } for p in r.pairs],
+        "blocks": [_pair(p) for p in r.pairs],
         "unmatched_before": [_unmatched(b) for b in r.unmatched_before],
         "unmatched_after": [_unmatched(b) for b in r.unmatched_after],
         "kernel_unit": r.kernel_unit,
         "only_before": _kernels(r.only_before),
         "only_after": _kernels(r.only_after),
-        "noise": None,
+        "noise": _noise(r.noise),
         "noise_note": r.noise_note,
-        "alloc": None if r.alloc is None else {
-            "before_bytes": r.alloc.before_bytes, "after_bytes": r.alloc.after_bytes,
-            "delta_bytes": r.alloc.delta_bytes, "before_blocks": r.alloc.before_blocks,
-            "after_blocks": r.alloc.after_blocks},
+        "alloc": _alloc(r.alloc),
         "conclusions": list(r.conclusions),
         "warnings": list(r.warnings),
         "traces": {"before": db["traces"], "after": da["traces"]},
         "span": {"before_us": _r(r.before_figures.span_us), "after_us": _r(r.after_figures.span_us),
                  "ratio": _r(r.span_ratio, 4)},
         "launch_bound": {"before": r.before_figures.launch_bound, "after": r.after_figures.launch_bound},
-        "kernels_changed": [{"name": k.name, "category": k.category,
-                             "before": {"count": k.before.count, "total_us": _r(k.before.total_us)},
-                             "after": {"count": k.after.count, "total_us": _r(k.after.total_us)},
-                             "delta_us": _r(k.delta_us)} for k in r.kernels_changed],
+        "kernels_changed": [_kernel_change(k) for k in r.kernels_changed],
         "kernels_changed_note": r.kernels_changed_note,
+        **_rank_pairs(r.ranks),
     }
-    if r.ranks:
-        out["ranks"] = [{"rank": p.rank, "before": None if p.before is None else _rank_row(p.before),
-                         "after": None if p.after is None else _rank_row(p.after), "delta_us": _r(p.delta_us)}
-                        for p in r.ranks]
-    # What the headline claims: a busy-time speedup, or none (and why: launch-bound, or no block paired).
-    out["headline"]["claims_speedup"] = not r.no_claim
-    out["headline"]["no_claim"] = r.no_claim or None
-    if r.noise is not None:
-        n = r.noise
-        out["noise"] = {
-            side: {"steps": s.steps, "totals_us": [_r(x) for x in s.totals_us], "min_us": _r(s.min_us),
-                   "median_us": _r(s.median_us), "max_us": _r(s.max_us)}
-            for side, s in (("before", n.before), ("after", n.after))}
-        out["noise"]["combined_spread_us"] = _r(n.combined_spread_us)
-        out["noise"]["within_noise"] = n.within_noise
-        out["noise"]["categories"] = {c: {"before_min_us": _r(v.before_min_us), "before_max_us": _r(v.before_max_us),
-                                          "after_min_us": _r(v.after_min_us), "after_max_us": _r(v.after_max_us),
-                                          "within_noise": v.within_noise} for c, v in n.categories.items()}
-    return out
 
 
 class JSONRenderer(Renderer):

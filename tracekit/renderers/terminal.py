@@ -6,7 +6,7 @@ import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -359,100 +359,173 @@ class TerminalRenderer(Renderer):
         return lines
 
     def render_diff(self, r: DiffResult) -> str:
+        """The header, then each section of the report in reading order (see :data:`_DIFF_SECTIONS`)."""
         w = self._width()
+        lines = self._diff_header(r, w)
+        for section in _DIFF_SECTIONS:
+            lines += section(r, w)
+        return "\n".join(lines) + "\n"
+
+    def _diff_header(self, r: DiffResult, w: int) -> list[str]:
+        """Title, both sides' headers, warnings, the headline and how it was computed; a blank line closes it."""
         lines = [f"{self.tool} diff — {self.title or f'{r.labels[0]} → {r.labels[1]}'}"]
         lines += [f"before: {h}" for h in header_lines(r.before)]
         lines += [f"after:  {h}" for h in header_lines(r.after)]
         lines += [f"warning: {x}" for x in r.warnings]
-        lines.append(headline(r))
-        lines.append(f"figures: {r.basis_note}")
-        lines.append(noise_line(r))
-        lines = _wrap_all(lines, w)
-        lines.append("")
-        table: list[tuple[str, float, float, str, str, str]] = []  # label, before, after, share, ratio, noise
-        for c in CATEGORIES:
-            d = r.categories[c]
-            table.append((HEADS[c], d.before_us, d.after_us, share_text(d.share_of_delta),
-                          ratio_text(d.before_us, d.after_us),
-                          ("within" if r.noise.categories[c].within_noise else "beyond") if r.noise else ""))
-        table.append(("total", r.before_figures.total_us, r.after_figures.total_us,
-                      "100.0%" if any(d.share_of_delta is not None for d in r.categories.values()) else "n/a",
-                      ratio_text(r.before_figures.total_us, r.after_figures.total_us),
-                      ("within" if r.noise.within_noise else "beyond") if r.noise else ""))
-        if r.before_figures.launch_bound is not None or r.after_figures.launch_bound is not None:
-            sb, sa = r.before_figures.span_us, r.after_figures.span_us
-            table.append(("profiled span", sb, sa, "", ratio_text(sb, sa), ""))
-        bu, au = time_unit(x[1] for x in table), time_unit(x[2] for x in table)
-        du = time_unit(x[2] - x[1] for x in table)
-        cols = [Col(head="category", cells=[x[0] for x in table], right=False, names=True),
-                Col(head="before", cells=[fmt_in(x[1], bu) for x in table]),
-                Col(head="after", cells=[fmt_in(x[2], au) for x in table]),
-                Col(head="Δ", cells=[fmt_in(x[2] - x[1], du, sign=True) for x in table]),
-                Col(head="share of Δ", cells=[x[3] for x in table], drop=2),
-                Col(head="ratio", cells=[x[4] for x in table], drop=1)]
-        if r.noise:
-            cols.append(Col(head="noise", cells=[x[5] for x in table], right=False, drop=3))
-        lines += fit_table(cols, w)
-        rb, ra = r.before_figures.matmul_roles, r.after_figures.matmul_roles
-        if rb is not None and ra is not None and (any(rb.values()) or any(ra.values())):
-            lines += wrap("matmul by role: " + " · ".join(
-                f"{k} {fmt_time(rb[k])} → {fmt_time(ra[k])}" for k in rb if rb[k] or ra[k]), w)
-        lines.append("")
-        lines += wrap(blocks_line(r), w)
-        if r.pairs:
-            prs = pair_rows(r)
-            pb, pa = time_unit(g.before_us for g in prs), time_unit(g.after_us for g in prs)
-            largest = [max(CATEGORIES, key=lambda k, g=g: abs(g.deltas[k])) for g in prs]  # type: ignore[misc]
-            pd = time_unit([g.after_us - g.before_us for g in prs] + [g.deltas[c] for g, c in zip(prs, largest)])
-            cols = [Col(head="paired blocks, all steps", cells=[g.label for g in prs], right=False, names=True),
-                    Col(head="phase", cells=[g.phase for g in prs], right=False),
-                    Col(head="n", cells=[str(g.n) for g in prs], drop=2),
-                    Col(head="before", cells=[fmt_in(g.before_us, pb) for g in prs]),
-                    Col(head="after", cells=[fmt_in(g.after_us, pa) for g in prs]),
-                    Col(head="Δ", cells=[fmt_in(g.after_us - g.before_us, pd, sign=True) for g in prs]),
-                    Col(head="largest change", right=False, drop=1,
-                        cells=[f"{c} {fmt_in(g.deltas[c], pd, sign=True)}" if abs(g.deltas[c]) >= 0.05 else "—"
-                               for g, c in zip(prs, largest)])]
-            lines += fit_table(_drop_forward_phase(cols), w)
-        for side, blocks in (("before", r.unmatched_before), ("after", r.unmatched_after)):
-            if blocks:
-                lines.append(f"blocks only {side} (unpaired), all steps:")
-                lines += _event_lines([(us, f"{n}×", "", kind + ("" if phase == Phase.FORWARD else f" ({phase})"))
-                                       for kind, phase, n, us in unmatched_rows(blocks)], w)
-        unit = {"kernel": "device events", "op": "host ops (self time)"}.get(r.kernel_unit, "kernels/ops")
-        for side, ks, sign, word in (("before", r.only_before, -1, "gone"), ("after", r.only_after, 1, "new")):
-            lines.append("")
-            if not ks:
-                lines.append(f"{unit} only {side}: none")
-                continue
-            lines.append(f"{unit} only {side} ({word}), all steps:")
-            ev: list[tuple[float, str, str, str]] = [(sign * k.total_us, f"{k.count}×", str(k.category), k.name)
-                                                     for k in ks[:_KERNELS_SHOWN]]
-            if len(ks) > _KERNELS_SHOWN:
-                rest = ks[_KERNELS_SHOWN:]
-                ev.append((sign * sum(k.total_us for k in rest), f"{sum(k.count for k in rest)}×", "",
-                           f"{len(rest)} more (see --format json)"))
-            lines += _event_lines(ev, w, sign=True)
-        if r.kernels_changed:
-            lines.append("")
-            lines += wrap(f"{unit} on both sides that changed beyond noise, all steps:", w)
-            lines += wrap(f"  ({r.kernels_changed_note})", w)
-            ev = [(kc.delta_us, f"{kc.before.count}× → {kc.after.count}×", str(kc.category), kc.name)
-                  for kc in r.kernels_changed[:_KERNELS_SHOWN]]
-            if len(r.kernels_changed) > _KERNELS_SHOWN:
-                more = r.kernels_changed[_KERNELS_SHOWN:]
-                ev.append((sum(kc.delta_us for kc in more), "", "", f"{len(more)} more (see --format json)"))
-            lines += _event_lines(ev, w, sign=True)
-        if r.ranks:
-            lines.append("")
-            rows = [["rank", "before", "after", "Δ", "ratio"]]
-            rows += [[str(p.rank), *rank_pair_cells(p)] for p in r.ranks]
-            lines += _table(rows, right={0, 1, 2, 3}, width=w, names=None)
-            lines += _wrap_all([f"before {spread_line(r.before.ranks)}" if r.before.ranks else "",
-                                f"after  {spread_line(r.after.ranks)}" if r.after.ranks else ""], w)
-        a = alloc_line(r, conclusions=False)
-        if a:  # each conclusion on its own line, so that it reads (and greps) whole
-            lines += ["", *wrap(a + (":" if r.conclusions else ""), w), *_wrap_all([f"  {c}" for c in r.conclusions], w)]
-        elif r.conclusions:
-            lines += ["", *_wrap_all(list(r.conclusions), w)]
-        return "\n".join(lines) + "\n"
+        lines += [headline(r), f"figures: {r.basis_note}", noise_line(r)]
+        return _wrap_all(lines, w) + [""]
+
+
+# ---------------------------------------------------------------------------------------------
+# The sections of a diff report: each takes the result and the width and returns its lines.
+
+_CategoryRow = tuple[str, float, float, str, str, str]  # label, before, after, share of Δ, ratio, noise
+
+
+def _noise_word(r: DiffResult, category: str | None = None) -> str:
+    """``within``/``beyond`` for the total (or one category); blank when there is no noise estimate."""
+    if not r.noise:
+        return ""
+    within = r.noise.within_noise if category is None else r.noise.categories[category].within_noise
+    return "within" if within else "beyond"
+
+
+def _category_rows(r: DiffResult) -> list[_CategoryRow]:
+    """One row per category, the total, and the profiled span when either side has device blocks."""
+    rows: list[_CategoryRow] = []
+    for c in CATEGORIES:
+        d = r.categories[c]
+        rows.append((HEADS[c], d.before_us, d.after_us, share_text(d.share_of_delta),
+                     ratio_text(d.before_us, d.after_us), _noise_word(r, c)))
+    bf, af = r.before_figures, r.after_figures
+    rows.append(("total", bf.total_us, af.total_us,
+                 "100.0%" if any(d.share_of_delta is not None for d in r.categories.values()) else "n/a",
+                 ratio_text(bf.total_us, af.total_us), _noise_word(r)))
+    if bf.launch_bound is not None or af.launch_bound is not None:
+        rows.append(("profiled span", bf.span_us, af.span_us, "", ratio_text(bf.span_us, af.span_us), ""))
+    return rows
+
+
+def _category_lines(r: DiffResult, w: int) -> list[str]:
+    """The category table; one time unit per column, the noise column only with a noise estimate."""
+    rows = _category_rows(r)
+    bu, au = time_unit(x[1] for x in rows), time_unit(x[2] for x in rows)
+    du = time_unit(x[2] - x[1] for x in rows)
+    cols = [Col(head="category", cells=[x[0] for x in rows], right=False, names=True),
+            Col(head="before", cells=[fmt_in(x[1], bu) for x in rows]),
+            Col(head="after", cells=[fmt_in(x[2], au) for x in rows]),
+            Col(head="Δ", cells=[fmt_in(x[2] - x[1], du, sign=True) for x in rows]),
+            Col(head="share of Δ", cells=[x[3] for x in rows], drop=2),
+            Col(head="ratio", cells=[x[4] for x in rows], drop=1)]
+    if r.noise:
+        cols.append(Col(head="noise", cells=[x[5] for x in rows], right=False, drop=3))
+    return fit_table(cols, w)
+
+
+def _role_lines(r: DiffResult, w: int) -> list[str]:
+    """Matmul by role, before → after; only when both sides have roles and some role has time."""
+    rb, ra = r.before_figures.matmul_roles, r.after_figures.matmul_roles
+    if rb is None or ra is None or not (any(rb.values()) or any(ra.values())):
+        return []
+    return wrap("matmul by role: " + " · ".join(
+        f"{k} {fmt_time(rb[k])} → {fmt_time(ra[k])}" for k in rb if rb[k] or ra[k]), w)
+
+
+def _pair_lines(r: DiffResult, w: int) -> list[str]:
+    """The block count line and the paired-blocks table with each group's largest category change."""
+    lines = ["", *wrap(blocks_line(r), w)]
+    if not r.pairs:
+        return lines
+    prs = pair_rows(r)
+    pb, pa = time_unit(g.before_us for g in prs), time_unit(g.after_us for g in prs)
+    largest = [max(CATEGORIES, key=lambda k, g=g: abs(g.deltas[k])) for g in prs]  # type: ignore[misc]
+    pd = time_unit([g.after_us - g.before_us for g in prs] + [g.deltas[c] for g, c in zip(prs, largest)])
+    cols = [Col(head="paired blocks, all steps", cells=[g.label for g in prs], right=False, names=True),
+            Col(head="phase", cells=[g.phase for g in prs], right=False),
+            Col(head="n", cells=[str(g.n) for g in prs], drop=2),
+            Col(head="before", cells=[fmt_in(g.before_us, pb) for g in prs]),
+            Col(head="after", cells=[fmt_in(g.after_us, pa) for g in prs]),
+            Col(head="Δ", cells=[fmt_in(g.after_us - g.before_us, pd, sign=True) for g in prs]),
+            Col(head="largest change", right=False, drop=1,
+                cells=[f"{c} {fmt_in(g.deltas[c], pd, sign=True)}" if abs(g.deltas[c]) >= 0.05 else "—"
+                       for g, c in zip(prs, largest)])]
+    return lines + fit_table(_drop_forward_phase(cols), w)
+
+
+def _unmatched_lines(r: DiffResult, w: int) -> list[str]:
+    """Blocks that found no partner, per side (nothing for a side with none)."""
+    lines: list[str] = []
+    for side, blocks in (("before", r.unmatched_before), ("after", r.unmatched_after)):
+        if blocks:
+            lines.append(f"blocks only {side} (unpaired), all steps:")
+            lines += _event_lines([(us, f"{n}×", "", kind + ("" if phase == Phase.FORWARD else f" ({phase})"))
+                                   for kind, phase, n, us in unmatched_rows(blocks)], w)
+    return lines
+
+
+def _kernel_unit(r: DiffResult) -> str:
+    """What the kernel lists count: device events, host ops, or both."""
+    return {"kernel": "device events", "op": "host ops (self time)"}.get(r.kernel_unit, "kernels/ops")
+
+
+def _one_side_lines(r: DiffResult, side: str, w: int) -> list[str]:
+    """Kernels only on ``side`` (gone before, new after), signed, the first few then one "more" row."""
+    ks, sign, word = (r.only_before, -1, "gone") if side == "before" else (r.only_after, 1, "new")
+    unit = _kernel_unit(r)
+    if not ks:
+        return [f"{unit} only {side}: none"]
+    ev: list[tuple[float, str, str, str]] = [(sign * k.total_us, f"{k.count}×", str(k.category), k.name)
+                                             for k in ks[:_KERNELS_SHOWN]]
+    if len(ks) > _KERNELS_SHOWN:
+        rest = ks[_KERNELS_SHOWN:]
+        ev.append((sign * sum(k.total_us for k in rest), f"{sum(k.count for k in rest)}×", "",
+                   f"{len(rest)} more (see --format json)"))
+    return [f"{unit} only {side} ({word}), all steps:", *_event_lines(ev, w, sign=True)]
+
+
+def _gone_new_lines(r: DiffResult, w: int) -> list[str]:
+    """Kernels only before, then only after, each after a blank line (said even when there are none)."""
+    return ["", *_one_side_lines(r, "before", w), "", *_one_side_lines(r, "after", w)]
+
+
+def _changed_kernel_lines(r: DiffResult, w: int) -> list[str]:
+    """Kernels on both sides that moved beyond noise, with their counts before → after."""
+    if not r.kernels_changed:
+        return []
+    lines = ["", *wrap(f"{_kernel_unit(r)} on both sides that changed beyond noise, all steps:", w),
+             *wrap(f"  ({r.kernels_changed_note})", w)]
+    ev: list[tuple[float, str, str, str]] = [
+        (kc.delta_us, f"{kc.before.count}× → {kc.after.count}×", str(kc.category), kc.name)
+        for kc in r.kernels_changed[:_KERNELS_SHOWN]]
+    if len(r.kernels_changed) > _KERNELS_SHOWN:
+        more = r.kernels_changed[_KERNELS_SHOWN:]
+        ev.append((sum(kc.delta_us for kc in more), "", "", f"{len(more)} more (see --format json)"))
+    return lines + _event_lines(ev, w, sign=True)
+
+
+def _rank_pair_lines(r: DiffResult, w: int) -> list[str]:
+    """Rank N before vs after, then each side's spread line (folders of ranks only)."""
+    if not r.ranks:
+        return []
+    rows = [["rank", "before", "after", "Δ", "ratio"]]
+    rows += [[str(p.rank), *rank_pair_cells(p)] for p in r.ranks]
+    return ["", *_table(rows, right={0, 1, 2, 3}, width=w, names=None),
+            *_wrap_all([f"before {spread_line(r.before.ranks)}" if r.before.ranks else "",
+                        f"after  {spread_line(r.after.ranks)}" if r.after.ranks else ""], w)]
+
+
+def _conclusion_lines(r: DiffResult, w: int) -> list[str]:
+    """The allocation line and the conclusions, each conclusion on its own line so it reads (and greps) whole."""
+    a = alloc_line(r, conclusions=False)
+    if a:
+        return ["", *wrap(a + (":" if r.conclusions else ""), w), *_wrap_all([f"  {c}" for c in r.conclusions], w)]
+    if r.conclusions:
+        return ["", *_wrap_all(list(r.conclusions), w)]
+    return []
+
+
+# The diff report after its header, in order; every section has the same signature.
+_DIFF_SECTIONS: tuple[Callable[[DiffResult, int], list[str]], ...] = (
+    _category_lines, _role_lines, _pair_lines, _unmatched_lines, _gone_new_lines, _changed_kernel_lines,
+    _rank_pair_lines, _conclusion_lines,
+)

@@ -26,7 +26,8 @@ DIFF_SCHEMA_VERSION = 1  # the diff's JSON (tracekit.results.diff), versioned on
 
 @dataclass(slots=True, kw_only=True)
 class BlockResult:
-    """One attention block. Time figures in µs; ``total_us`` is device busy time or host time."""
+    """One attention block. Time figures in µs; ``total_us`` is device busy time or host time (one name in Python;
+    the JSON also writes it as ``busy_us`` beside ``span_us`` and ``idle_us``, schema version 1)."""
 
     name: str
     kind: str  # the block name with instance numbers folded, for grouping
@@ -49,10 +50,6 @@ class BlockResult:
     # which have no device to wait.
     launch_bound: bool | None = None
 
-    @property
-    def busy_us(self) -> float:
-        """Device busy time (host time on CPU-only traces): ``total_us`` under the name that sits beside span."""
-        return self.total_us
     # FLOPs/bytes of the block's counted kernels and the rate they reached (tracekit.analysis.flops); per category and role.
     efficiency: Efficiency | None = None
     efficiency_by_category: dict[str, Efficiency] = field(default_factory=dict)
@@ -69,9 +66,6 @@ class Totals:
     idle_us: float = 0.0  # sum of the blocks' device idle time
     launch_bound: bool | None = None  # idle > half the span over the device blocks; None without any
 
-    @property
-    def busy_us(self) -> float:
-        return self.total_us
     efficiency: Efficiency | None = None  # the sum over blocks
     efficiency_by_category: dict[str, Efficiency] = field(default_factory=dict)
 
