@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import re
@@ -24,8 +25,10 @@ from conftest import REAL, ROOT, requires_real
 from tracekit.analysis import attribute as attribute_mod
 from tracekit.analysis import flops as flops_mod
 from tracekit.run.api import analyze
-from tracekit.results.efficiency import NO_SHAPES, efficiency_dict
-from tracekit.analysis.flops import op_cost
+from tracekit.results.invariants import InvariantError
+from tracekit.results.efficiency import (HOST_ONLY, NO_SHAPES, DeviceInfo, Efficiency, efficiency_dict, merge_device,
+                                         sum_efficiency, sum_efficiency_maps)
+from tracekit.analysis.flops import VECTOR_RULES, OpCost, device_info, op_cost, vector_rule
 from tracekit.hardware import PEAKS, lookup, normalise
 from tracekit.analysis.link import NONE
 from tracekit.renderers.jsonrenderer import to_dict
@@ -312,6 +315,133 @@ def test_vector_ops_bytes() -> None:
     cp = op_cost("aten::copy_", _j([[4, 16, 512, 512], [4, 16, 512, 512], []]), _j(["c10::BFloat16", "float", "Scalar"]),
                  _j(["", "", "False"]))
     assert cp is not None and cp.bytes == n * (2 + 4) and cp.flops == 0
+
+
+# Each vector rule against bytes written out here from the shapes: (op, Input Dims, Input type, rule, FLOPs, bytes).
+# Element sizes: bf16/half 2, float 4, double/long 8, bool 1.
+_N = 4 * 8 * 128 * 128
+VECTOR_CASES = [
+    ("aten::_softmax", [[4, 8, 128, 128], [], []], ["c10::BFloat16", "Scalar", "Scalar"], "softmax",
+     5 * _N, _N * 2 + _N * 2),  # read x, write y
+    ("aten::log_softmax", [[6, 10]], ["float"], "softmax", 5 * 60, 60 * 4 * 2),
+    ("aten::copy_", [[1, 1, 559], [1, 1, 559], []], ["float", "long int", "Scalar"], "copy-into",
+     0, 559 * 8 + 559 * 4),  # read the long src, write float self
+    ("aten::index_put_", [[64, 32], [[5]], [5, 32], []], ["float", "GenericList", "c10::Half", "Scalar"], "copy-into",
+     0, 5 * 32 * 2 + 5 * 32 * 4),  # read 5 rows of half values, write them into float self; indices left out
+    ("aten::clone", [[16, 16, 559, 64], []], ["c10::BFloat16", "Scalar"], "copy-out", 0, 2 * 16 * 16 * 559 * 64 * 2),
+    ("aten::_to_copy", [[8, 32]], ["float"], "copy-out", 0, 8 * 32 * 4 * 2),
+    ("aten::fill_", [[5, 5], []], ["float", "Scalar"], "fill", 0, 25 * 4),
+    ("aten::zero_", [[1]], ["int"], "fill", 0, 4),
+    ("aten::cat", [[[1, 559, 32], [2, 559, 32]], []], ["c10::BFloat16", "Scalar"], "concat",
+     0, (559 * 32 + 2 * 559 * 32) * 2 * 2),  # parts read, result written
+    ("aten::native_dropout", [[8, 128], [], []], ["c10::BFloat16", "Scalar", "Scalar"], "dropout",
+     1024, 1024 * 2 + 1024 * 2 + 1024),  # read, write, 1-byte mask
+    ("aten::masked_fill", [[4, 4], [4, 4], []], ["long int", "bool", "float"], "masked-fill",
+     16, 16 * 8 + 16 * 1 + 4 + 16 * 8),  # a 0-dim float value: the output is still long, like self
+    ("aten::where", [[1, 1, 1], [], [1, 5184, 1]], ["bool", "Scalar", "c10::BFloat16"], "where",
+     5184, 1 + 5184 * 2 + 5184 * 2),
+    ("aten::where", [[4, 1], [4, 4], [1, 4]], ["bool", "c10::BFloat16", "float"], "where",
+     16, 4 + 16 * 2 + 4 * 4 + 16 * 4),  # broadcast to [4, 4], written at the last tensor's (float) size
+    ("aten::add", [[16, 559, 1], [], []], ["float", "double", "Scalar"], "elementwise",
+     16 * 559, 16 * 559 * 4 + 8 + 16 * 559 * 4),  # a 0-dim double tensor is read too
+    ("aten::mul_", [[3], [2, 3]], ["long int", "c10::BFloat16"], "elementwise",
+     6, 3 * 8 + 6 * 2 + 6 * 2),  # written at the first floating input's size, not the long's
+]
+
+
+@pytest.mark.parametrize("name,dims,types,rule,flops,nbytes", VECTOR_CASES)
+def test_vector_rule_bytes(name: str, dims: list, types: list, rule: str, flops: int, nbytes: int) -> None:
+    r = vector_rule(name)
+    assert r is not None and r.name == rule  # first match wins: masked_fill/where before elementwise
+    c = op_cost(name, _j(dims), _j(types), b"[]")
+    assert c is not None and (c.flops, c.bytes) == (flops, nbytes) and not c.matrix
+
+
+def test_vector_rules_are_named_explained_and_all_tested() -> None:
+    names = [r.name for r in VECTOR_RULES]
+    assert len(set(names)) == len(names) and all(r.why for r in VECTOR_RULES)
+    assert set(names) == {case[3] for case in VECTOR_CASES}  # a new rule needs a case above
+    for op in ("aten::copy", "aten::where__", "aten::softmax_backward_data", "aten::view", "aten::mm"):
+        assert vector_rule(op) is None
+    assert op_cost("aten::cat", _j([[[2, 3], [2, 3]], []]), _j(["TensorList", "Scalar"]), b"[]") is None
+
+
+# --- check(): the invariants of Efficiency and DeviceInfo ---------------------------------------------------
+
+
+def _counted() -> Efficiency:
+    return Efficiency(flops=1e9, bytes=1e6, time_ns=2000, compute_s=1e-6, memory_s=3e-7, ops=2)
+
+
+def test_efficiency_check_accepts_what_counting_and_summing_build() -> None:
+    h100 = lookup("NVIDIA H100 80GB HBM3")
+    unit = flops_mod._unit_efficiency
+    ok = [Efficiency(), Efficiency(ops=0, reason=NO_SHAPES), Efficiency(reason=HOST_ONLY), _counted(),
+          unit(OpCost(1e12, 1e9, "bf16", True), 1000, h100, "NVIDIA H100 80GB HBM3"),
+          unit(OpCost(0.0, 1e9, None, False), 1000, h100, "NVIDIA H100 80GB HBM3"),  # a copy: no FLOPs
+          unit(OpCost(1e9, 1e6, None, True), 1000, h100, "NVIDIA H100 80GB HBM3"),  # fp64: no FLOP roof, a reason
+          unit(OpCost(1e9, 1e6, "bf16", True), 1000, None, "AMD Radeon Graphics")]  # unknown device: no roof at all
+    for e in ok:
+        assert e.check() is e
+    total = sum_efficiency(ok)
+    assert total is not None and total.ops == 6 and total.compute_s is None and total.reason
+    assert all(e.check() is e for e in sum_efficiency_maps([{"matmul": e} for e in ok]).values())
+
+
+@pytest.mark.parametrize("broken", [
+    {"flops": -1.0}, {"bytes": -1.0}, {"time_ns": -1}, {"ops": -1}, {"flops": float("nan")},
+    {"compute_s": -1e-9}, {"memory_s": -1e-9},
+    {"ops": 0},  # figures without a counted call
+    {"ops": 0, "flops": 0.0, "bytes": 0.0, "time_ns": 0, "memory_s": 0.0},  # seconds at peak without work
+    {"memory_s": None, "reason": "no bandwidth"},  # a FLOP roof without a bandwidth one: no device has that
+    {"compute_s": None},  # no roof, and no reason why
+    {"reason": ""},
+])
+def test_efficiency_check_rejects_broken_figures(broken: dict) -> None:
+    e = dataclasses.replace(_counted(), **broken)
+    with pytest.raises(InvariantError, match="Efficiency invariant broken"):
+        e.check()
+
+
+def test_sums_check_what_they_return() -> None:
+    broken = Efficiency(flops=-1.0, ops=1, compute_s=0.0, memory_s=0.0)
+    with pytest.raises(InvariantError, match="flops"):
+        sum_efficiency([None, broken, broken])
+    with pytest.raises(InvariantError, match="flops"):
+        sum_efficiency_maps([{"matmul": broken}])
+
+
+def test_device_info_check_accepts_what_device_info_and_merge_build() -> None:
+    ds = [device_info(["NVIDIA H100 80GB HBM3"], True), device_info([], True),
+          device_info(["AMD Radeon Graphics"], True), device_info(["NVIDIA H200"], False),
+          device_info(["NVIDIA H200", "NVIDIA H200"], True)]
+    assert all(d.check() is d for d in ds)
+    assert ds[0].peaks is not None and [d.reason is None for d in ds] == [True, False, False, False, True]
+    merged = merge_device(ds)
+    assert merged is not None and merged.peaks is None and merged.reason == "traces from different devices"
+    assert merge_device([ds[4], ds[4]]) is ds[4] and merge_device([None]) is None
+
+
+@pytest.mark.parametrize("broken", [
+    DeviceInfo(name="NVIDIA H100 80GB HBM3", peaks=None),  # no peaks and no reason
+    DeviceInfo(name="NVIDIA H100 80GB HBM3", peaks=PEAKS["H100 SXM"], reason="unknown device"),  # peaks and excuse
+    DeviceInfo(name=None, peaks=PEAKS["H100 SXM"]),  # peaks from no name
+    DeviceInfo(name="NVIDIA H200", peaks=PEAKS["H100 SXM"]),  # another model's peaks
+    DeviceInfo(name="NVIDIA H200", peaks=PEAKS["H200"], names=["NVIDIA H100 80GB HBM3", "NVIDIA H200"]),
+    DeviceInfo(name=None, peaks=None, reason=""),
+])
+def test_device_info_check_rejects_broken_objects(broken: DeviceInfo) -> None:
+    with pytest.raises(InvariantError, match="DeviceInfo invariant broken"):
+        broken.check()
+
+
+@requires_real
+@pytest.mark.real
+def test_every_efficiency_of_a_real_trace_passes_check() -> None:
+    res = analyze(REAL / "tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz").check()
+    es = [b.efficiency for b in res.blocks] + [e for b in res.blocks for e in b.efficiency_by_category.values()]
+    assert len(es) > 100 and all(e is not None and e.check() is e for e in es)
+    assert res.device is not None and res.device.check().peaks is not None
 
 
 @pytest.mark.parametrize("name,model", [

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from math import prod
 from typing import NamedTuple, Protocol
@@ -40,11 +41,11 @@ import orjson
 
 from ..hardware import DevicePeaks, lookup
 from ..model import OpInputs, Trace
-from ..vocab import COMPOSITE_GEMM_OPS, SHAPED_GEMM_OPS, anchored
 from ..results.efficiency import HOST_ONLY, NO_FORMULA, NO_SHAPES, DeviceInfo, Efficiency
+from ..vocab import COMPOSITE_GEMM_OPS, SHAPED_GEMM_OPS, anchored
 from .link import NONE, Links
 
-__all__ = ["OpCost", "block_efficiency", "device_info", "op_cost"]
+__all__ = ["VECTOR_RULES", "ByteRule", "OpCost", "block_efficiency", "device_info", "op_cost", "vector_rule"]
 
 # Bytes per element of the dtype names ``Input type`` uses, and the class whose peak applies.
 _DTYPES: dict[str, tuple[int, str | None]] = {
@@ -55,6 +56,7 @@ _DTYPES: dict[str, tuple[int, str | None]] = {
     "c10::complex<float>": (8, None), "c10::complex<double>": (16, None),
 }
 _CAUSAL_FRACTION_EQUAL = 0.5
+_Tensor = tuple[list[int], int, str | None]  # an input: (shape, element size, dtype class)
 
 
 class OpCost(NamedTuple):
@@ -90,14 +92,11 @@ _ATTENTION: dict[str, tuple[int, str, int, str, bool]] = {
 }
 _BWD_FACTOR = 2.5
 
-_ELEMENTWISE = re.compile(r"aten::(?:add|sub|mul|div|masked_fill|where|gelu|silu|relu|tanh|exp|neg|rsqrt|pow|"
-                          r"sigmoid|clamp)_?")
-_SOFTMAX = re.compile(r"aten::(?:softmax|_softmax|_safe_softmax|log_softmax|_log_softmax)")
 _GEMM_PARENTS = COMPOSITE_GEMM_OPS
 _SHAPED_GEMM = re.compile(anchored(*SHAPED_GEMM_OPS))  # einsum is matched first: it has its own formula
 
 
-def _tensor(dims: list, types: list, k: int) -> tuple[list[int], int, str | None] | None:
+def _tensor(dims: list, types: list, k: int) -> _Tensor | None:
     """Input ``k`` as (shape, element size, dtype class), or None when it is not a tensor of known dtype."""
     if k >= len(dims) or k >= len(types):
         return None
@@ -126,7 +125,7 @@ def _broadcast(shapes: list[list[int]]) -> list[int]:
 
 def _gemm(name: str, dims: list, types: list) -> OpCost | None:
     """mm/addmm/bmm/baddbmm/addbmm/matmul/linear/_scaled_mm/_int_mm: 2·M·N·K per product, + M·N for a bias."""
-    bias: tuple[list[int], int, str | None] | None = None
+    bias: _Tensor | None = None
     if name in ("aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation"):
         bias, a, b = _tensor(dims, types, 0), _tensor(dims, types, 1), _tensor(dims, types, 2)
     else:
@@ -222,7 +221,8 @@ def _attention(name: str, dims: list, types: list, concrete: list) -> OpCost | N
     return OpCost(flops, float(io * elem), q[2], True)
 
 
-def _tensors(dims: list, types: list) -> list[tuple[list[int], int, str | None]]:
+def _tensors(dims: list, types: list) -> list[_Tensor]:
+    """The tensor inputs of known dtype, in order; Scalars and empty slots left out."""
     out = []
     for k in range(min(len(dims), len(types))):
         t = _tensor(dims, types, k)
@@ -231,48 +231,123 @@ def _tensors(dims: list, types: list) -> list[tuple[list[int], int, str | None]]
     return out
 
 
+# --- vector ops: softmax, pointwise, copies and fills. Few or no FLOPs; the bytes are what matters.
+
+
+def _softmax(dims: list, types: list) -> OpCost | None:
+    x = _tensor(dims, types, 0)
+    if x is None:
+        return None
+    n = _numel(x[0])
+    return OpCost(5.0 * n, 2.0 * n * x[1], "fp32", False)
+
+
+def _copy_into(dims: list, types: list) -> OpCost | None:
+    ts = _tensors(dims, types)
+    if not ts:
+        return None
+    dst = ts[0]
+    src = ts[-1] if len(ts) > 1 else dst
+    return OpCost(0.0, float(_numel(src[0]) * (src[1] + dst[1])), None, False)
+
+
+def _copy_out(dims: list, types: list) -> OpCost | None:
+    x = _tensor(dims, types, 0)
+    return None if x is None else OpCost(0.0, 2.0 * _numel(x[0]) * x[1], None, False)
+
+
+def _fill(dims: list, types: list) -> OpCost | None:
+    x = _tensor(dims, types, 0)
+    return None if x is None else OpCost(0.0, float(_numel(x[0]) * x[1]), None, False)
+
+
+def _concat(dims: list, types: list) -> OpCost | None:
+    parts = dims[0] if dims and isinstance(dims[0], list) and dims[0] and isinstance(dims[0][0], list) else None
+    ty = types[0] if types else None
+    if parts is None or not isinstance(ty, str) or ty not in _DTYPES:
+        return None
+    return OpCost(0.0, 2.0 * sum(_numel(s) for s in parts) * _DTYPES[ty][0], None, False)
+
+
+def _dropout(dims: list, types: list) -> OpCost | None:
+    x = _tensor(dims, types, 0)
+    return None if x is None else OpCost(float(_numel(x[0])), _numel(x[0]) * (2.0 * x[1] + 1), "fp32", False)
+
+
+def _pointwise(ts: list[_Tensor], out_size: int) -> OpCost:
+    """1 FLOP per (broadcast) output element; each input read at its own shape, the output written once."""
+    out = _numel(_broadcast([t[0] for t in ts]))
+    nbytes = sum(_numel(t[0]) * t[1] for t in ts) + out * out_size
+    return OpCost(float(out), float(nbytes), "fp32", False)
+
+
+def _masked_fill(dims: list, types: list) -> OpCost | None:
+    ts = _tensors(dims, types)
+    return _pointwise(ts, ts[0][1]) if ts else None
+
+
+def _where(dims: list, types: list) -> OpCost | None:
+    ts = _tensors(dims, types)
+    return _pointwise(ts, ts[-1][1]) if ts else None
+
+
+def _elementwise(dims: list, types: list) -> OpCost | None:
+    ts = _tensors(dims, types)
+    return _pointwise(ts, next((t[1] for t in ts if t[2] is not None), ts[0][1])) if ts else None
+
+
+@dataclass(frozen=True, slots=True)
+class ByteRule:
+    """One family of vector ops and its count: ``ops`` is a full-match ``re`` pattern over the op name (as
+    :class:`tracekit.vocab.OpPattern`), ``cost`` reads the recorded ``Input Dims``/``Input type`` lists (None when
+    they do not fit), ``why`` the fact behind the count."""
+
+    name: str
+    ops: str
+    cost: Callable[[list, list], OpCost | None]
+    why: str
+
+
+# Ordered, first match wins. Each input is read once at its recorded shape and dtype, each output written once.
+VECTOR_RULES: tuple[ByteRule, ...] = (
+    ByteRule("softmax", r"aten::(?:softmax|_softmax|_safe_softmax|log_softmax|_log_softmax)", _softmax,
+             "5 FLOPs per element (max, subtract, exp, sum, divide), fp32 vector work whatever the storage dtype; "
+             "the input read and the output written at its element size"),
+    ByteRule("copy-into", r"aten::copy_|aten::index_put_?", _copy_into,
+             "the last tensor (copy_'s src, index_put's values) is read at its element size and written into the "
+             "first (self) at self's; index_put's index list is no tensor of one shape and is left out"),
+    ByteRule("copy-out", r"aten::(?:clone|contiguous|_to_copy)", _copy_out,
+             "a new tensor: each element read and written once, at the input's element size (the loader keeps no "
+             "shapes for _to_copy/contiguous: the copy_ below them counts, vocab.SHAPED_OPS)"),
+    ByteRule("fill", r"aten::(?:fill_|zero_)", _fill, "writes only: one element size per element, nothing read"),
+    ByteRule("concat", r"aten::(?:cat|stack)", _concat,
+             "Input Dims[0] is the list of the parts' shapes: every part read, the result written, at the dtype "
+             "Input type[0] names (no count where it says 'TensorList', as recent profilers record)"),
+    ByteRule("dropout", r"aten::(?:dropout|native_dropout)", _dropout,
+             "1 FLOP per element; the input read, the output written and a 1-byte keep mask written"),
+    ByteRule("masked-fill", r"aten::masked_fill_?", _masked_fill,
+             "the output has self's dtype (the first tensor), not the bool mask's or a 0-dim value's; "
+             "before 'elementwise', which would take the first floating input's size"),
+    ByteRule("where", r"aten::where_?", _where,
+             "where(cond, x, y): the output has the values' dtype, not the bool condition's; the last tensor "
+             "stands for it; before 'elementwise'"),
+    ByteRule("elementwise", r"aten::(?:add|sub|mul|div|gelu|silu|relu|tanh|exp|neg|rsqrt|pow|sigmoid|clamp)_?",
+             _elementwise, "1 FLOP per output element (the broadcast of the inputs), written at the first floating "
+             "input's element size (an int index or bool mask beside it is read, not the output's dtype)"),
+)
+_VECTOR_RE = tuple((re.compile(r.ops), r) for r in VECTOR_RULES)
+
+
+@lru_cache(maxsize=4096)
+def vector_rule(name: str) -> ByteRule | None:
+    """The first of :data:`VECTOR_RULES` whose ops pattern matches the whole op name; None: no formula."""
+    return next((r for pat, r in _VECTOR_RE if pat.fullmatch(name)), None)
+
+
 def _vector(name: str, dims: list, types: list) -> OpCost | None:
-    """Softmax, elementwise ops, copies and fills: bytes from the shapes, few or no FLOPs."""
-    base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
-    if _SOFTMAX.fullmatch(name):
-        x = _tensor(dims, types, 0)
-        if x is None:
-            return None
-        n = _numel(x[0])
-        return OpCost(5.0 * n, 2.0 * n * x[1], "fp32", False)
-    if name in ("aten::copy_", "aten::index_put_", "aten::index_put"):
-        ts = _tensors(dims, types)
-        if not ts:
-            return None
-        dst = ts[0]
-        src = ts[-1] if len(ts) > 1 else dst
-        return OpCost(0.0, float(_numel(src[0]) * (src[1] + dst[1])), None, False)
-    if name in ("aten::clone", "aten::contiguous", "aten::_to_copy"):
-        x = _tensor(dims, types, 0)
-        return None if x is None else OpCost(0.0, 2.0 * _numel(x[0]) * x[1], None, False)
-    if name in ("aten::fill_", "aten::zero_"):
-        x = _tensor(dims, types, 0)
-        return None if x is None else OpCost(0.0, float(_numel(x[0]) * x[1]), None, False)
-    if name in ("aten::cat", "aten::stack"):
-        parts = dims[0] if dims and isinstance(dims[0], list) and dims[0] and isinstance(dims[0][0], list) else None
-        ty = types[0] if types else None
-        if parts is None or not isinstance(ty, str) or ty not in _DTYPES:
-            return None
-        return OpCost(0.0, 2.0 * sum(_numel(s) for s in parts) * _DTYPES[ty][0], None, False)
-    if name in ("aten::dropout", "aten::native_dropout"):
-        x = _tensor(dims, types, 0)
-        return None if x is None else OpCost(float(_numel(x[0])), _numel(x[0]) * (2.0 * x[1] + 1), "fp32", False)
-    if _ELEMENTWISE.fullmatch(base) or _ELEMENTWISE.fullmatch(name):
-        ts = _tensors(dims, types)
-        if not ts:
-            return None
-        out = _numel(_broadcast([t[0] for t in ts]))
-        out_size = next((t[1] for t in ts if t[2] is not None), ts[0][1])
-        if name in ("aten::masked_fill", "aten::masked_fill_") or base == "aten::where":
-            out_size = ts[-1][1] if base == "aten::where" else ts[0][1]
-        nbytes = sum(_numel(t[0]) * t[1] for t in ts) + out * out_size
-        return OpCost(float(out), float(nbytes), "fp32", False)
-    return None
+    """Softmax, elementwise ops, copies and fills: bytes from the shapes, few or no FLOPs (VECTOR_RULES)."""
+    rule = vector_rule(name)
+    return None if rule is None else rule.cost(dims, types)
 
 
 @lru_cache(maxsize=8192)
@@ -355,60 +430,70 @@ class RoleLookup(Protocol):
     def __getitem__(self, i: int) -> str | None: ...
 
 
-def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[int], cats: Sequence[str],
-                     dev_share: Sequence[int], owned: Iterable[Sequence[int]],
-                     roles: RoleLookup | None = None,
-                     ) -> tuple[list[Efficiency | None], list[dict[str, Efficiency]]]:
-    """Per block: the efficiency of its counted kernels, and the same per category (and per matmul role).
+_GroupKey = tuple[int, str, str | None, OpCost]  # (block, category, matmul role, cost of one call)
 
-    ``owned`` lists each block's device events; ``dev_share[j]`` is device event ``j``'s share of its block's busy time (first-come split), so the time of
-    a set of kernels is the busy union of those kernels. ``roles`` maps host index -> matmul role
-    (projection/score/context/matmul-other) when known; a role's figures sit beside the categories.
-    """
-    effs: list[Efficiency | None] = [None] * nblocks
-    by_cat: list[dict[str, Efficiency]] = [{} for _ in range(nblocks)]
-    if not tr.op_inputs:
-        return [Efficiency(ops=0, reason=NO_SHAPES) for _ in range(nblocks)], by_cat
-    device = tr.info.gpus[0] if tr.info.gpus else None
-    peaks = lookup(device)
+
+def _kernels_by_launcher(links: Links, owned: Iterable[Sequence[int]]) -> dict[int, list[int]]:
+    """The blocks' device events under the host op that launched them; events with no launcher have no shapes."""
     leaf, launcher = links.device_leaf, links.launcher
-    by_launcher: dict[int, list[int]] = defaultdict(list)
+    out: dict[int, list[int]] = defaultdict(list)
     for js in owned:
         for j in js:
             lf = leaf[j]
             la = launcher[lf] if lf != NONE else NONE
             if la != NONE:
-                by_launcher[la].append(j)
-    own: dict[int, OpCost | None] = {la: cost_of(tr, la) for la in by_launcher}
-    covered: set[int] = set()  # ops with a counted matrix-work descendant: never counted themselves
-    op_parent = links.op_parent
+                out[la].append(j)
+    return out
+
+
+def _covered(op_parent: Sequence[int], own: dict[int, OpCost | None]) -> set[int]:
+    """The ops above a launcher that counts matrix work: counting them as well would count its product twice."""
+    covered: set[int] = set()
     for la, c in own.items():
         if c is not None and c.matrix:
             p = op_parent[la]
             while p != NONE and p not in covered:
                 covered.add(p)
                 p = op_parent[p]
-    units: dict[int, list[int]] = defaultdict(list)  # counted op -> its kernels
-    memo: dict[int, int] = {}
+    return covered
+
+
+def _counted_ops(tr: Trace, links: Links, owned: Iterable[Sequence[int]],
+                 ) -> tuple[dict[int, list[int]], dict[int, OpCost]]:
+    """The ops whose formulas count the blocks' kernels, with those kernels and the cost of one call.
+
+    A launcher with a formula counts its own kernels; one without hands them to the innermost GEMM/attention op
+    above it that has one (``_fallback``), unless a descendant of that op counted its product already.
+    """
+    by_launcher = _kernels_by_launcher(links, owned)
+    own = {la: cost_of(tr, la) for la in by_launcher}
+    op_parent = links.op_parent
+    covered = _covered(op_parent, own)
+    units: dict[int, list[int]] = defaultdict(list)
     costs: dict[int, OpCost] = {}
+    memo: dict[int, int] = {}
     for la, js in by_launcher.items():
         c = own[la]
-        if c is not None and not (c.matrix and la in covered):
-            units[la].extend(js)
-            costs[la] = c
-            continue
         if c is not None:
-            continue  # a parent whose children's products were counted
-        p = _fallback(tr, op_parent, la, memo)  # the innermost enclosing GEMM/attention op with shapes
-        if p != NONE and p not in covered:
+            if not (c.matrix and la in covered):  # else a parent whose children's products were counted
+                units[la].extend(js)
+                costs[la] = c
+            continue
+        p = _fallback(tr, op_parent, la, memo)
+        if p != NONE and p not in covered and (cp := cost_of(tr, p)) is not None:  # _fallback only finds counted ops
             units[p].extend(js)
-            costs[p] = cost_of(tr, p)  # type: ignore[assignment]
-    # Sum plain numbers per (block, key) and build the few Efficiency objects at the end: per-op objects
-    # would cost more than the counting itself on a big trace.
-    at_peak: dict[OpCost, Efficiency] = {}  # a cost's time at peak (and reason) on this device, per distinct cost
-    # One dict update per counted op, keyed by everything its figures depend on; expanded per block,
-    # category and role over the (few) distinct keys at the end.
-    groups: dict[tuple[int, str, str | None, OpCost], list[int]] = {}  # -> [ops, busy ns]
+            costs[p] = cp
+    return units, costs
+
+
+def _group(tr: Trace, units: dict[int, list[int]], costs: dict[int, OpCost], dev_owner: Sequence[int],
+           cats: Sequence[str], dev_share: Sequence[int], roles: RoleLookup | None) -> dict[_GroupKey, list[int]]:
+    """Counted ops with equal figures merged: ``[calls, busy ns]`` per (block, category, role, cost).
+
+    One dict update per counted op; the few distinct keys are summed per block, category and role afterwards.
+    An op's kernels sit in the block and category of its longest one.
+    """
+    groups: dict[_GroupKey, list[int]] = {}
     n_roles = len(roles) if roles is not None else 0
     dev = tr.device
     for u, js in units.items():
@@ -425,34 +510,64 @@ def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[
         else:
             g[0] += 1
             g[1] += ns
-    # Plain sums per (block, key); Efficiency objects are built once per key at the end. Each part has ops > 0,
-    # so the summed reason is the first part's reason that is not None (as Efficiency.add keeps it).
-    sums: dict[tuple[int, str | None], list] = {}  # -> [flops, bytes, time ns, compute s, memory s, ops, reason]
+    return groups
+
+
+def _sums(groups: dict[_GroupKey, list[int]], peaks: DevicePeaks | None, device: str | None,
+          ) -> dict[tuple[int, str | None], Efficiency]:
+    """Per (block, None | category | role): the groups summed into one Efficiency each (key None: the block's own).
+
+    Efficiency is the accumulator: one per key, updated in place (as :meth:`Efficiency.add` sums, written out:
+    a method call and a part object per group would cost more than the sums). Every part has ops > 0, so the
+    reason kept is the first part's that is not None.
+    """
+    at_peak: dict[OpCost, Efficiency] = {}  # one call's time at peak (and reason) on this device, per distinct cost
+    sums: dict[tuple[int, str | None], Efficiency] = {}
     for (b, cat, role, c), (n, ns) in groups.items():
         ref = at_peak.get(c)
         if ref is None:
             ref = at_peak[c] = _unit_efficiency(c, 0, peaks, device)
-        cs, ms = ref.compute_s, ref.memory_s
-        part = (n * c.flops, n * c.bytes, ns, None if cs is None else n * cs, None if ms is None else n * ms, n)
-        for k in (None, str(cat), str(role)) if role else (None, str(cat)):  # None: the block's own figure
-            acc = sums.get((b, k))
-            if acc is None:
-                sums[(b, k)] = [*part, ref.reason]
-                continue
-            acc[0] += part[0]
-            acc[1] += part[1]
-            acc[2] += ns
-            acc[3] = None if acc[3] is None or part[3] is None else acc[3] + part[3]
-            acc[4] = None if acc[4] is None or part[4] is None else acc[4] + part[4]
-            acc[5] += n
-            if acc[6] is None:
-                acc[6] = ref.reason
-    for (b, k), (fl, by, ns, cs, ms, n, why) in sums.items():
-        e = Efficiency(flops=fl, bytes=by, time_ns=ns, compute_s=cs, memory_s=ms, ops=n, reason=why)
+        flops, nbytes = n * c.flops, n * c.bytes
+        cs = None if ref.compute_s is None else n * ref.compute_s
+        ms = None if ref.memory_s is None else n * ref.memory_s
+        for k in (None, str(cat), str(role)) if role else (None, str(cat)):  # plain str: orjson refuses subclasses
+            e = sums.get((b, k))
+            if e is None:
+                e = sums[(b, k)] = Efficiency()
+            e.flops += flops
+            e.bytes += nbytes
+            e.time_ns += ns
+            e.compute_s = None if e.compute_s is None or cs is None else e.compute_s + cs
+            e.memory_s = None if e.memory_s is None or ms is None else e.memory_s + ms
+            e.ops += n
+            if e.reason is None:
+                e.reason = ref.reason
+    return sums
+
+
+def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[int], cats: Sequence[str],
+                     dev_share: Sequence[int], owned: Iterable[Sequence[int]],
+                     roles: RoleLookup | None = None,
+                     ) -> tuple[list[Efficiency | None], list[dict[str, Efficiency]]]:
+    """Per block: the efficiency of its counted kernels, and the same per category (and per matmul role).
+
+    ``owned`` lists each block's device events; ``dev_share[j]`` is device event ``j``'s share of its block's busy
+    time (first-come split), so the time of a set of kernels is the busy union of those kernels. ``roles`` maps
+    host index -> matmul role (projection/score/context/matmul-other) when known; a role's figures sit beside the
+    categories.
+    """
+    by_cat: list[dict[str, Efficiency]] = [{} for _ in range(nblocks)]
+    if not tr.op_inputs:
+        return [Efficiency(ops=0, reason=NO_SHAPES) for _ in range(nblocks)], by_cat
+    device = tr.info.gpus[0] if tr.info.gpus else None
+    units, costs = _counted_ops(tr, links, owned)
+    groups = _group(tr, units, costs, dev_owner, cats, dev_share, roles)
+    effs: list[Efficiency | None] = [None] * nblocks
+    for (b, k), e in _sums(groups, lookup(device), device).items():
         if k is None:
             effs[b] = e
         else:
-            by_cat[b][k] = e  # plain str keys: orjson refuses str subclasses
+            by_cat[b][k] = e
     empty = NO_FORMULA if units else NO_SHAPES  # nothing usable anywhere: as good as no shapes recorded
     for b in range(nblocks):
         if effs[b] is None:
@@ -462,8 +577,8 @@ def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[
 
 def device_info(gpus: Sequence[str], has_device: bool) -> DeviceInfo:
     if not has_device:
-        return DeviceInfo(name=None, peaks=None, reason=HOST_ONLY)
+        return DeviceInfo(name=None, peaks=None, reason=HOST_ONLY).check()
     name = gpus[0] if gpus else None
     peaks = lookup(name)
     reason = None if peaks else (f"unknown device {name!r}: no peak figures" if name else "no device name in the trace")
-    return DeviceInfo(name=name, peaks=peaks, reason=reason, names=list(gpus))
+    return DeviceInfo(name=name, peaks=peaks, reason=reason, names=list(gpus)).check()

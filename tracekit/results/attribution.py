@@ -230,6 +230,11 @@ class Attribution:
         if self.coverage is not None:
             self._check_coverage(self.coverage)
         self._check_parts()
+        for e in (b.efficiency for b in self.blocks):
+            if e is not None:
+                e.check()
+        if self.device is not None:
+            self.device.check()
         for h in self.hints:  # a saving is part of the blocks' time (an upper bound or less), never more
             expect(h.saving_pct is None or -REL <= h.saving_pct <= 100 + 0.05, f"hint {h.rule}: saving {h.saving_pct}%")
             expect(h.saving_us is None or h.saving_us >= 0, f"hint {h.rule}: negative saving")

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..hardware import DevicePeaks
+from ..hardware import DevicePeaks, lookup
+from .invariants import expect
 
 __all__ = ["HOST_ONLY", "NO_FORMULA", "NO_SHAPES", "DeviceInfo", "Efficiency", "efficiency_dict", "merge_device",
            "sum_efficiency", "sum_efficiency_maps"]
@@ -16,6 +17,12 @@ __all__ = ["HOST_ONLY", "NO_FORMULA", "NO_SHAPES", "DeviceInfo", "Efficiency", "
 NO_SHAPES = "no recorded shapes (record_shapes=False)"
 NO_FORMULA = "no recorded shapes or FLOP formula for this block's kernels"
 HOST_ONLY = "CPU-only trace: no device kernels to time"
+
+
+def _expect(ok: bool, what: str, obj: object) -> None:
+    """One invariant of a ``check()``: a tracekit bug when broken, so an InvariantError naming it and the object."""
+    if not ok:
+        expect(False, f"{type(obj).__name__} invariant broken: {what}: {obj!r}")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -48,6 +55,28 @@ class Efficiency:
         self.memory_s = None if self.memory_s is None or o.memory_s is None else self.memory_s + o.memory_s
         self.ops += o.ops
 
+    def check(self) -> Efficiency:
+        """Raise InvariantError unless these are figures a count can sum to; returns self for chaining.
+
+        Every Efficiency is built from ``ops`` counted calls (or none, with a reason) and the device's peaks, so:
+        no negative sum; no call, no figures; a bandwidth peak wherever there is a FLOP peak (a known device has
+        both); a missing roof says why.
+        """
+        _expect(self.flops >= 0 and self.bytes >= 0 and self.time_ns >= 0 and self.ops >= 0,
+                "flops, bytes, time_ns and ops are >= 0 (not NaN)", self)
+        _expect(self.compute_s is None or self.compute_s >= 0, "compute_s is None or >= 0", self)
+        _expect(self.memory_s is None or self.memory_s >= 0, "memory_s is None or >= 0", self)
+        _expect(self.ops > 0 or (self.flops == self.bytes == self.time_ns == 0
+                                 and not self.compute_s and not self.memory_s),
+                "ops == 0 implies no flops, bytes, time or seconds at peak", self)
+        _expect(self.memory_s is not None or self.compute_s is None,
+                "memory_s None (unknown device) implies compute_s None", self)
+        _expect(self.ops == 0 or (self.compute_s is not None and self.memory_s is not None) or bool(self.reason),
+                "counted ops without a roof (compute_s or memory_s None) carry a reason", self)
+        _expect(self.reason is None or (isinstance(self.reason, str) and self.reason != ""),
+                "reason is None or a non-empty str", self)
+        return self
+
     @property
     def bound(self) -> str | None:
         """``compute`` when the work's arithmetic intensity reaches the ridge point, else ``memory``."""
@@ -71,7 +100,7 @@ def sum_efficiency(parts: Sequence[Efficiency | None]) -> Efficiency | None:
             if out is None:
                 out = Efficiency()
             out.add(p)
-    return out
+    return out.check() if out is not None else None
 
 
 def sum_efficiency_maps(parts: Sequence[dict[str, Efficiency]]) -> dict[str, Efficiency]:
@@ -81,6 +110,8 @@ def sum_efficiency_maps(parts: Sequence[dict[str, Efficiency]]) -> dict[str, Eff
             if k not in out:
                 out[k] = Efficiency()
             out[k].add(e)
+    for e in out.values():
+        e.check()
     return out
 
 
@@ -120,13 +151,29 @@ class DeviceInfo:
         return {"name": self.name, "model": self.peaks.model if self.peaks else None,
                 "peaks": self.peaks.as_dict() if self.peaks else None, "reason": self.reason}
 
+    def check(self) -> DeviceInfo:
+        """Raise InvariantError unless name, peaks and reason agree; returns self for chaining.
+
+        Peaks come only from looking the name up in tracekit.hardware, and a device without peaks says why
+        (host-only trace, unknown name, devices that differ); ``names`` are the trace's, ``name`` the first.
+        """
+        _expect((self.peaks is None) == (self.reason is not None), "a reason exactly when peaks are None", self)
+        _expect(self.reason is None or (isinstance(self.reason, str) and self.reason != ""),
+                "reason is None or a non-empty str", self)
+        _expect(self.peaks is None or (self.name is not None and lookup(self.name) == self.peaks),
+                "peaks are the hardware table's entry for name", self)
+        _expect(not self.names or self.name == self.names[0], "name is the first of names", self)
+        return self
+
 
 def merge_device(parts: Sequence[DeviceInfo | None]) -> DeviceInfo | None:
     """One device for a folder of traces; ``None`` peaks with a reason when they name different models."""
     ds = [d for d in parts if d is not None and d.name is not None]
     if not ds:
-        return next((d for d in parts if d is not None), None)
+        out = next((d for d in parts if d is not None), None)
+        return out.check() if out is not None else None
     models = {d.peaks.model if d.peaks else d.name for d in ds}
     if len(models) == 1:
-        return ds[0]
-    return DeviceInfo(name=", ".join(sorted(str(m) for m in models)), peaks=None, reason="traces from different devices")
+        return ds[0].check()
+    return DeviceInfo(name=", ".join(sorted(str(m) for m in models)), peaks=None,
+                      reason="traces from different devices").check()
