@@ -1,4 +1,4 @@
-"""Hint rules (tracekit/hints.py): each fires on a real trace that has the problem and stays silent on one
+"""Hint rules (tracekit/analysis/hints.py): each fires on a real trace that has the problem and stays silent on one
 that has not; savings are bounded by figures the trace gives independently (its kernels' own durations)."""
 
 from __future__ import annotations
@@ -9,13 +9,16 @@ import shutil
 from functools import lru_cache
 from pathlib import Path
 
+import orjson
 import pytest
 from builders import TraceBuilder
 from conftest import REAL, run_cli
 
+from tracekit.results.invariants import InvariantError
 from tracekit import analyze
-from tracekit.analysis.hints import HINT_RULES
+from tracekit.analysis.hints import HINT_RULES, HintTag
 from tracekit.results.attribution import Attribution
+from tracekit.results.hints import GroupFacts, merge_facts
 
 H200 = REAL.parent / "h200"
 requires_h200 = pytest.mark.skipif(not H200.is_dir(), reason=f"H200 traces not present at {H200}")
@@ -357,3 +360,44 @@ def test_sdpa_given_a_mask_tensor(tmp_path: Path, mask: list, causal: str, fires
         assert hs[0].evidence["sdpa_with_mask"] == 1 and hs[0].evidence["sdpa_calls"] == 1
         assert hs[0].saving_us is None and hs[0].saving_basis.startswith("none")
     assert not fired(a, "sdpa-math-fallback")  # a backend op ran under SDPA
+
+
+# -- the facts' invariants (GroupFacts.check) and the tags' JSON --------------------------------------------------
+
+ROW = ("direct_copy_kernel_cuda", "memory", "aten::copy_", HintTag.REPEAT_KV.value)
+
+
+@pytest.mark.parametrize("broken", [{"sdpa_calls": -1}, {"sdpa_masked": -1}, {"gemm_16bit": -1}, {"gemm_fp32": -1},
+                                    {"sdpa_calls": 1, "sdpa_masked": 2}, {"kernels": {ROW: [-1, 5.0]}},
+                                    {"kernels": {ROW: [1, -0.5]}}, {"kernels": {ROW: [1, float("nan")]}},
+                                    {"kernels": {ROW: [1]}}])
+def test_group_facts_check_refuses_impossible_counts(broken: dict) -> None:
+    with pytest.raises(InvariantError, match="GroupFacts"):
+        GroupFacts(**broken).check()
+    with pytest.raises(InvariantError, match="GroupFacts"):  # merging checks the sums too
+        merge_facts([{("layer*.attention", "forward"): GroupFacts(**broken)}])
+
+
+def test_group_facts_check_passes_sound_facts(tmp_path: Path) -> None:
+    g = GroupFacts(kernels={ROW: [3, 12.5]}, sdpa_calls=2, sdpa_masked=2, gemm_16bit=1)
+    assert g.check() is g
+    assert GroupFacts().check().kernels == {}
+    a = _block_with(tmp_path, [("aten::masked_fill", {}, COPY, 5)])
+    assert a.hint_facts and all(f.check() for f in a.hint_facts.values())
+
+
+def test_tags_are_their_strings_in_rows_and_json(tmp_path: Path) -> None:
+    """Rows carry HintTag members; they must hash, merge and serialise exactly as the plain strings did."""
+    a = _block_with(tmp_path, [("aten::masked_fill", {}, COPY, 5)])
+    assert a.hint_facts is not None
+    (g,) = a.hint_facts.values()
+    tags = {row[3] for row in g.kernels}
+    assert tags == {"mask", ""} and all(isinstance(t, HintTag) for t in tags)
+    plain = {tuple(str(x) for x in row): v for row, v in g.kernels.items()}
+    merged = merge_facts([a.hint_facts, {k: GroupFacts(kernels=plain) for k in a.hint_facts}])
+    assert merged is not None and len(next(iter(merged.values())).kernels) == len(g.kernels)  # one row per tag
+    for t in HintTag:
+        assert orjson.dumps({"tag": t, "tags": [t]}) == orjson.dumps({"tag": t.value, "tags": [t.value]})
+        assert json.dumps({"tag": t}) == json.dumps({"tag": t.value}) and f"{t}" == str(t) == t.value
+    for h in a.hints:
+        assert orjson.dumps(h.evidence) == json.dumps(h.evidence, ensure_ascii=False, separators=(",", ":")).encode()

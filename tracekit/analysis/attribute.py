@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from itertools import groupby
 
 from .classify import Classifier
-from .hints import collect_facts, evaluate as evaluate_hints, merge_facts
+from ..results.hints import merge_facts
+from .hints import collect_facts, evaluate as evaluate_hints
 from ..results.efficiency import HOST_ONLY, Efficiency, merge_device, sum_efficiency, sum_efficiency_maps
 from .flops import block_efficiency, device_info
 from .link import NONE, Links, link

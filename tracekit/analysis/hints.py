@@ -19,15 +19,17 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..results.efficiency import Efficiency, efficiency_dict
-from ..results.hints import GroupFacts, Hint, HintFacts, merge_facts
-from ..vocab import LAUNCH_BOUND_IDLE_SHARE, SHAPED_GEMM_OPS, is_launch_bound, Category, anchored, compact_kernel_name, is_fused_attention_op
+from ..results.hints import GroupFacts, Hint, HintFacts
+from ..vocab import (LAUNCH_BOUND_IDLE_SHARE, SHAPED_GEMM_OPS, Category, StrEnum, anchored, compact_kernel_name,
+                     is_fused_attention_op, is_launch_bound)
 
 if TYPE_CHECKING:
     from .link import Links
     from ..model import Trace
     from ..results.attribution import BlockResult
 
-__all__ = ["HINT_RULES", "GroupFacts", "Hint", "HintFacts", "HintRule", "collect_facts", "evaluate", "merge_facts"]
+# Hint, GroupFacts, HintFacts and merge_facts live in tracekit.results.hints; they are imported here for use.
+__all__ = ["HINT_RULES", "HintRule", "HintTag", "collect_facts", "evaluate"]
 
 NONE = -1  # tracekit.link.NONE, repeated so that importing this module stays light
 
@@ -45,9 +47,28 @@ COMM_SHARE = 0.10  # collective (all-reduce/all-gather) kernels' share of busy t
 
 _TOP_NAMES = 3  # kernel names quoted as evidence
 
-# Tags a kernel row can carry (one each, first that applies).
-SDPA_MATH, MASK, KV_CAT, HALVES_CAT, REPEAT_KV, CAST, SOFTMAX_FP32, NEG, COMM = (
-    "sdpa-math", "mask", "kv-cat", "halves-cat", "repeat-kv", "cast", "softmax-fp32", "neg", "comm")
+
+class HintTag(StrEnum):
+    """What a kernel row is to the rules (one tag each, the first that applies). Members are their string values
+    (equality, hash, JSON), so the facts read, merge and serialise as the plain strings would."""
+
+    UNTAGGED = ""  # no rule's tag (layout-copies reads untagged memory rows)
+    SDPA_MATH = "sdpa-math"
+    MASK = "mask"
+    KV_CAT = "kv-cat"
+    HALVES_CAT = "halves-cat"
+    REPEAT_KV = "repeat-kv"
+    CAST = "cast"
+    SOFTMAX_FP32 = "softmax-fp32"
+    NEG = "neg"
+    COMM = "comm"
+    SOFTMAX_UNKNOWN = "softmax?"  # a launcher's only (a softmax op without recorded input types); never a row's
+
+
+# The tags the per-event path returns, bound as globals: on Python 3.11 ``HintTag.X`` takes the slow attribute path
+# (EnumType defines __getattr__), ~10x a global look-up, and that path runs once per device event.
+_UNTAGGED, _SDPA_MATH, _MASK, _REPEAT_KV = HintTag.UNTAGGED, HintTag.SDPA_MATH, HintTag.MASK, HintTag.REPEAT_KV
+
 
 _MATH_OP = re.compile(r"aten::_scaled_dot_product_attention_math\w*$")
 _SDPA_OP = "aten::scaled_dot_product_attention"
@@ -65,7 +86,6 @@ _COMM_KERNEL = re.compile(r"all_?reduce|allgather|all_gather|reduce_scatter|Redu
 _LAYOUT_KERNEL = re.compile(r"direct_copy_kernel|_copy_kernel_cuda|copy_device_to_device|Memcpy DtoD|batched_transpose"
                             r"|nchwToNhwc|nhwcToNchw")
 _SIXTEEN_BIT = ("c10::BFloat16", "c10::Half")
-_SOFTMAX_UNKNOWN = "softmax?"  # internal: a softmax op without recorded input types
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,26 +133,37 @@ def _shape(x: object) -> list[int] | None:
     return x if isinstance(x, list) and all(isinstance(d, int) for d in x) else None
 
 
-def _cat_tag(inp: _Inputs, i: int) -> str:
+def _first_shape(inp: _Inputs, i: int) -> list[int] | None:
+    """The shape of op i's first input, when it was recorded as one."""
+    d = inp.dims(i)
+    return _shape(d[0]) if d else None
+
+
+def _is_matmul_op(name: str) -> bool:
+    """GEMM and attention ops reshape their own operands (e.g. 5-D chunked products): not repeat_kv."""
+    return _GEMM_OP.match(name) is not None or is_fused_attention_op(name)
+
+
+def _cat_tag(inp: _Inputs, i: int) -> HintTag:
     """A cat of [past, new] along the sequence axis of 4-D (B, H, S, D) tensors is a KV-cache append;
     one of two equal halves along the last axis is rotary's rotate_half."""
     dims = inp.dims(i)
     if not dims or not isinstance(dims[0], list) or len(dims[0]) != 2:
-        return ""
+        return HintTag.UNTAGGED
     a, b = _shape(dims[0][0]), _shape(dims[0][1])
     if a is None or b is None or len(a) != 4 or len(b) != 4:
-        return ""
+        return HintTag.UNTAGGED
     conc = inp.concrete(i) or []
     dim = conc[1] if len(conc) > 1 else ""
     try:
         axis = int(dim) % 4 if dim not in ("", None) else 0
     except (TypeError, ValueError):
-        return ""
+        return HintTag.UNTAGGED
     if axis == 3 and a == b:
-        return HALVES_CAT
+        return HintTag.HALVES_CAT
     if axis == 2 and a[:2] == b[:2] and a[3] == b[3] and a[2] >= b[2] > 0:
-        return KV_CAT  # past (a) at least as long as the new tokens (b): a cache that grows
-    return ""
+        return HintTag.KV_CAT  # past (a) at least as long as the new tokens (b): a cache that grows
+    return HintTag.UNTAGGED
 
 
 def _sdpa_masked(inp: _Inputs, i: int) -> bool:
@@ -144,64 +175,110 @@ def _sdpa_masked(inp: _Inputs, i: int) -> bool:
     return not (len(conc) > 5 and conc[5] == "True")
 
 
-def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]], dev_owner: Sequence[int],
-                  cats: Sequence[str], busy_ns: Sequence[int]) -> HintFacts:
-    """Per block kind, the kernel rows the rules read: one pass over the device events blocks own.
+class _FactCollector:
+    """One trace's fact gathering. A class, not closures, so that each concept is one method: counting events on
+    rows (``collect``), a launcher's tag (``launcher_tag``), the SDPA context walk and the repeat_kv walk.
 
-    ``block_keys[b]`` is block b's (kind, phase); ``busy_ns[j]`` is event j's share of its block's busy time.
-    Work per event is a few dict look-ups; ancestors are walked once per distinct launcher.
+    The memos are attributes, filled once per trace, so each host op is walked at most once.
     """
-    host, dev = tr.host, tr.device
-    leaf, launcher, op_parent = links.device_leaf, links.launcher, links.op_parent
-    inp = _Inputs(tr)
-    facts: HintFacts = {}
-    rows: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}  # regexes run once per distinct kernel row
-    seen_ops: set[tuple[int, int]] = set()  # (block, op) counted once
 
-    five_d_clones: list[bool] = []  # [whether any aten::clone in the file copies a 5-D tensor], computed once
+    __slots__ = ("_tr", "_host", "_links", "_op_parent", "_inp", "_up", "_seen_ops", "_five_d_clones", "_no_sdpa")
 
-    def _repeat_kv_tag(la: int) -> str:
-        """HF repeat_kv: reshape of a 5-D expand (B, H_kv, n_rep, S, D) -> clone -> copy_, outside any GEMM."""
-        if not five_d_clones:  # without one, no walk can find repeat_kv: skip them all
-            seen: set[bytes] = set()
-            found = False
-            for i, rec in tr.op_inputs.items():
-                if host[i].name == "aten::clone" and rec.dims not in seen:
-                    seen.add(rec.dims)
-                    d = inp.dims(i)
-                    s = _shape(d[0]) if d else None
-                    if s is not None and len(s) == 5:
-                        found = True
-                        break
-            five_d_clones.append(found)
-        if not five_d_clones[0]:
-            return ""
-        p, depth, five = la, 0, False
-        while p != NONE and depth < 6:
-            n = host[p].name
-            if _GEMM_OP.match(n) or is_fused_attention_op(n):
-                return ""  # matmul/attention ops reshape their own operands (e.g. 5-D chunked products)
-            if n == "aten::clone":
-                d = inp.dims(p)
-                s = _shape(d[0]) if d else None
-                five = s is not None and len(s) == 5 and s[2] > 1
-            elif n == "aten::reshape":
-                up = op_parent[p]
-                inside_op = up != NONE and (_GEMM_OP.match(host[up].name) is not None or is_fused_attention_op(host[up].name))
-                return REPEAT_KV if five and not inside_op else ""
-            elif n not in _RESHAPE_OPS:
-                return ""
-            p = op_parent[p]
-            depth += 1
-        return ""
+    def __init__(self, tr: Trace, links: Links) -> None:
+        self._tr = tr
+        self._host = tr.host
+        self._links = links
+        self._op_parent = links.op_parent
+        self._inp = _Inputs(tr)
+        self._up: dict[int, tuple[str, int]] = {}  # host op -> (nearest SDPA context above it, the SDPA op or NONE)
+        self._seen_ops: set[tuple[int, int]] = set()  # (block, SDPA op) counted once
+        self._five_d_clones: bool | None = None  # whether any aten::clone copies a 5-D tensor; None until asked
+        # No SDPA op and no math-path op anywhere in the file: every op's context is empty, and the walk is skipped.
+        names = tr.names
+        self._no_sdpa = names is not None and not any(n == _SDPA_OP or _MATH_OP.match(n) for n in names)
 
-    up: dict[int, tuple[str, int]] = {}  # host op -> (nearest SDPA context above it, the SDPA op or NONE)
+    def collect(self, block_keys: Sequence[tuple[str, str]], dev_owner: Sequence[int], cats: Sequence[str],
+                busy_ns: Sequence[int]) -> HintFacts:
+        """Each owned device event counted on its kernel row, under its block's (kind, phase)."""
+        dev, host = self._tr.device, self._host
+        leaf, launcher = self._links.device_leaf, self._links.launcher
+        launcher_tag = self.launcher_tag
+        facts: HintFacts = {}
+        rows: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}  # regexes run once per distinct row
+        for j, b in enumerate(dev_owner):
+            if b == NONE:
+                continue
+            key = block_keys[b]
+            g = facts.get(key)
+            if g is None:
+                g = facts[key] = GroupFacts()
+            lf = leaf[j]
+            la = launcher[lf] if lf != NONE else NONE
+            if la != NONE:
+                tag = launcher_tag(la, g, b)
+                lname = host[la].name
+            else:
+                tag, lname = _UNTAGGED, ""
+            name = dev[j].name
+            cat = cats[j]
+            memo = (name, cat, lname, tag)
+            row = rows.get(memo)
+            if row is None:
+                row = rows[memo] = (compact_kernel_name(name), cat, lname, _kernel_tag(name, cat, tag))
+            acc = g.kernels.get(row)
+            if acc is None:
+                g.kernels[row] = [1, busy_ns[j] / 1000]
+            else:
+                acc[0] += 1
+                acc[1] += busy_ns[j] / 1000
+        return facts
 
-    def context(la: int) -> tuple[str, int]:
+    def launcher_tag(self, la: int, g: GroupFacts, b: int) -> HintTag:
+        """The tag launcher op ``la`` gives its kernels in block ``b``; the SDPA call above it is counted on the way."""
+        ctx, sdpa = ("", NONE) if self._no_sdpa else self.context(la)
+        if sdpa != NONE and (b, sdpa) not in self._seen_ops:  # one call per (block, op), however many kernels
+            self._seen_ops.add((b, sdpa))
+            g.sdpa_calls += 1
+            g.sdpa_masked += _sdpa_masked(self._inp, sdpa)
+        if ctx in ("math", "sdpa"):
+            return _SDPA_MATH
+        kind = _op_kind(self._host[la].name)
+        if kind == "gemm":
+            self._count_gemm(la, g)
+            return _UNTAGGED
+        if kind == "mask":
+            return _MASK
+        if kind == "cat":
+            return _cat_tag(self._inp, la)
+        if kind == "repeat":
+            return _REPEAT_KV
+        if kind == "softmax":
+            return self._softmax_tag(la)
+        if kind == "reshape":
+            return self._repeat_kv_tag(la)
+        return _UNTAGGED
+
+    def _count_gemm(self, la: int, g: GroupFacts) -> None:
+        """A kernel of a GEMM op, counted by the op's input dtype (what fp32-softmax compares against)."""
+        types = self._inp.types(la)
+        if types and types[0] in _SIXTEEN_BIT:
+            g.gemm_16bit += 1
+        elif types and types[0] == "float":
+            g.gemm_fp32 += 1
+
+    def _softmax_tag(self, la: int) -> HintTag:
+        """fp32 by the op's recorded input type; without record_shapes, the kernel's template decides later."""
+        types = self._inp.types(la)
+        if not types:
+            return HintTag.SOFTMAX_UNKNOWN
+        return HintTag.SOFTMAX_FP32 if types[0] == "float" else HintTag.UNTAGGED
+
+    def context(self, la: int) -> tuple[str, int]:
         """'math' (an SDPA math path), 'sdpa' (SDPA with no backend op between), 'fused' or '' for an op.
 
         Memoised per host op and filled along the walked path, so each op is visited once per trace.
         """
+        host, op_parent, up = self._host, self._op_parent, self._up
         path: list[int] = []
         p = la
         res: tuple[str, int] = ("", NONE)
@@ -210,8 +287,7 @@ def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]]
             if hit is not None:
                 res = hit
                 break
-            n = host[p].name
-            if n == _SDPA_OP:
+            if host[p].name == _SDPA_OP:
                 res = up[p] = ("sdpa", p)
                 break
             path.append(p)
@@ -225,68 +301,55 @@ def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]]
             up[q] = res
         return res
 
-    # No SDPA op and no math-path op anywhere in the file: every op's context is empty, and the walk is skipped.
-    names = tr.names
-    no_sdpa = names is not None and not any(n == _SDPA_OP or _MATH_OP.match(n) for n in names)
+    def _repeat_kv_tag(self, la: int) -> HintTag:
+        """HF repeat_kv: reshape of a 5-D expand (B, H_kv, n_rep, S, D) -> clone -> copy_, outside any GEMM."""
+        if not self._any_five_d_clone():  # without one, no walk can find repeat_kv: skip them all
+            return HintTag.UNTAGGED
+        host, op_parent = self._host, self._op_parent
+        p, depth, five = la, 0, False
+        while p != NONE and depth < 6:
+            n = host[p].name
+            if _is_matmul_op(n):
+                return HintTag.UNTAGGED
+            if n == "aten::clone":
+                s = _first_shape(self._inp, p)
+                five = s is not None and len(s) == 5 and s[2] > 1
+            elif n == "aten::reshape":
+                up = op_parent[p]
+                inside_op = up != NONE and _is_matmul_op(host[up].name)
+                return HintTag.REPEAT_KV if five and not inside_op else HintTag.UNTAGGED
+            elif n not in _RESHAPE_OPS:
+                return HintTag.UNTAGGED
+            p = op_parent[p]
+            depth += 1
+        return HintTag.UNTAGGED
 
-    def launcher_tag(la: int, g: GroupFacts, b: int) -> str:
-        ctx, sdpa = ("", NONE) if no_sdpa else context(la)
-        if sdpa != NONE and (b, sdpa) not in seen_ops:
-            seen_ops.add((b, sdpa))
-            g.sdpa_calls += 1
-            g.sdpa_masked += _sdpa_masked(inp, sdpa)
-        if ctx in ("math", "sdpa"):
-            return SDPA_MATH
-        name = host[la].name
-        kind = _op_kind(name)
-        if kind == "gemm":
-            types = inp.types(la)
-            if types and types[0] in _SIXTEEN_BIT:
-                g.gemm_16bit += 1
-            elif types and types[0] == "float":
-                g.gemm_fp32 += 1
-            return ""
-        if kind == "mask":
-            return MASK
-        if kind == "cat":
-            return _cat_tag(inp, la)
-        if kind == "repeat":
-            return REPEAT_KV
-        if kind == "softmax":
-            types = inp.types(la)
-            if not types:
-                return _SOFTMAX_UNKNOWN  # no record_shapes: the kernel's template decides
-            return SOFTMAX_FP32 if types[0] == "float" else ""
-        if kind == "reshape":
-            return _repeat_kv_tag(la)
-        return ""
+    def _any_five_d_clone(self) -> bool:
+        """Whether any aten::clone in the file copies a 5-D tensor: looked up once, over distinct recorded dims."""
+        if self._five_d_clones is None:
+            host, inp = self._host, self._inp
+            seen: set[bytes] = set()
+            self._five_d_clones = False
+            for i, rec in self._tr.op_inputs.items():
+                if host[i].name == "aten::clone" and rec.dims not in seen:
+                    seen.add(rec.dims)
+                    s = _first_shape(inp, i)
+                    if s is not None and len(s) == 5:
+                        self._five_d_clones = True
+                        break
+        return self._five_d_clones
 
-    for j, b in enumerate(dev_owner):
-        if b == NONE:
-            continue
-        key = block_keys[b]
-        g = facts.get(key)
-        if g is None:
-            g = facts[key] = GroupFacts()
-        lf = leaf[j]
-        la = launcher[lf] if lf != NONE else NONE
-        if la != NONE:
-            tag = launcher_tag(la, g, b)
-            lname = host[la].name
-        else:
-            tag, lname = "", ""
-        name = dev[j].name
-        cat = cats[j]
-        memo = (name, cat, lname, tag)
-        row = rows.get(memo)
-        if row is None:
-            row = rows[memo] = (compact_kernel_name(name), cat, lname, _kernel_tag(name, cat, tag))
-        acc = g.kernels.get(row)
-        if acc is None:
-            g.kernels[row] = [1, busy_ns[j] / 1000]
-        else:
-            acc[0] += 1
-            acc[1] += busy_ns[j] / 1000
+
+def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]], dev_owner: Sequence[int],
+                  cats: Sequence[str], busy_ns: Sequence[int]) -> HintFacts:
+    """Per block kind, the kernel rows the rules read: one pass over the device events blocks own.
+
+    ``block_keys[b]`` is block b's (kind, phase); ``busy_ns[j]`` is event j's share of its block's busy time.
+    Work per event is a few dict look-ups; ancestors are walked once per distinct launcher.
+    """
+    facts = _FactCollector(tr, links).collect(block_keys, dev_owner, cats, busy_ns)
+    for g in facts.values():  # once per block kind, not per event
+        g.check()
     return facts
 
 
@@ -312,28 +375,29 @@ def _op_kind(name: str) -> str:
     return ""
 
 
-def _kernel_tag(name: str, cat: str, tag: str) -> str:
+def _kernel_tag(name: str, cat: str, tag: HintTag) -> HintTag:
     """The row's tag: the launcher's, refined by what the kernel's own name says."""
-    if tag == _SOFTMAX_UNKNOWN or (not tag and cat == Category.SOFTMAX):
-        return SOFTMAX_FP32 if cat == Category.SOFTMAX and _FP32_SOFTMAX_KERNEL.search(name) else ""
-    if tag == SOFTMAX_FP32:
-        return tag if cat == Category.SOFTMAX else ""
+    if tag == HintTag.SOFTMAX_UNKNOWN or (not tag and cat == Category.SOFTMAX):
+        fp32 = cat == Category.SOFTMAX and _FP32_SOFTMAX_KERNEL.search(name) is not None
+        return HintTag.SOFTMAX_FP32 if fp32 else HintTag.UNTAGGED
+    if tag == HintTag.SOFTMAX_FP32:
+        return tag if cat == Category.SOFTMAX else HintTag.UNTAGGED
     if tag:
         return tag
     if _COMM_KERNEL.search(name):
-        return COMM
+        return HintTag.COMM
     if cat == Category.MEMORY and _CAST_KERNEL.search(name):
-        return CAST
+        return HintTag.CAST
     if _NEG_KERNEL.search(name):
-        return NEG
-    return ""
+        return HintTag.NEG
+    return HintTag.UNTAGGED
 
 
 # ---------------------------------------------------------------------------------------------
 # Evaluating the rules on block kinds
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Group:
     """One block kind (and phase): BlockResult figures summed, plus its facts. What a rule's check reads."""
 
@@ -349,7 +413,7 @@ class Group:
         """Kernel rows (name, category, launcher, tag, count, µs) for which ``pred(name, cat, launcher, tag)``."""
         return [(*k, int(v[0]), v[1]) for k, v in self.facts.kernels.items() if pred(*k)]
 
-    def tagged(self, *tags: str) -> list[tuple[str, str, str, str, int, float]]:
+    def tagged(self, *tags: HintTag) -> list[tuple[str, str, str, str, int, float]]:
         return self.rows(lambda n, c, la, t: t in tags)
 
     def share(self, us: float) -> float:
@@ -391,7 +455,7 @@ def _hint(rule: HintRule, g: Group, message: str, evidence: dict[str, Any], savi
 
 def _eager_softmax(g: Group, rule: HintRule) -> Hint | None:
     sm, ew = g.categories.get(Category.SOFTMAX, 0.0), g.categories.get(Category.ELEMENTWISE, 0.0)
-    if sm <= 0 or g.categories.get(Category.FUSED_ATTENTION, 0.0) > 0 or g.tagged(SDPA_MATH):
+    if sm <= 0 or g.categories.get(Category.FUSED_ATTENTION, 0.0) > 0 or g.tagged(HintTag.SDPA_MATH):
         return None
     share = g.share(sm + ew)
     if share < rule.threshold:
@@ -406,7 +470,7 @@ def _eager_softmax(g: Group, rule: HintRule) -> Hint | None:
 
 
 def _sdpa_math(g: Group, rule: HintRule) -> Hint | None:
-    rows = g.tagged(SDPA_MATH)
+    rows = g.tagged(HintTag.SDPA_MATH)
     soft = [r for r in rows if r[1] == Category.SOFTMAX]
     if not soft:
         return None
@@ -436,7 +500,7 @@ def _launch_bound(g: Group, rule: HintRule) -> Hint | None:
                  denominator_us=g.span_us)
 
 
-def _tagged_over(g: Group, rule: HintRule, tag: str) -> tuple[list[tuple[str, str, str, str, int, float]], float]:
+def _tagged_over(g: Group, rule: HintRule, tag: HintTag) -> tuple[list[tuple[str, str, str, str, int, float]], float]:
     """The rows with ``tag`` and their µs, when they reach the rule's share of busy time; else ([], 0)."""
     rows = g.tagged(tag)
     us = _us(rows)
@@ -444,7 +508,7 @@ def _tagged_over(g: Group, rule: HintRule, tag: str) -> tuple[list[tuple[str, st
 
 
 def _kv_cat(g: Group, rule: HintRule) -> Hint | None:
-    rows, us = _tagged_over(g, rule, KV_CAT)
+    rows, us = _tagged_over(g, rule, HintTag.KV_CAT)
     if not rows:
         return None
     return _hint(rule, g, f"{g.label}: KV-cache concatenation (torch.cat of past and new K/V) is "
@@ -456,7 +520,7 @@ def _kv_cat(g: Group, rule: HintRule) -> Hint | None:
 
 
 def _causal_mask(g: Group, rule: HintRule) -> Hint | None:
-    rows = g.tagged(MASK)
+    rows = g.tagged(HintTag.MASK)
     us = _us(rows)
     fills = bool(rows) and g.share(us) >= rule.threshold
     masked = g.facts.sdpa_masked
@@ -478,14 +542,14 @@ def _causal_mask(g: Group, rule: HintRule) -> Hint | None:
 
 
 def _fp32_softmax(g: Group, rule: HintRule) -> Hint | None:
-    rows, us = _tagged_over(g, rule, SOFTMAX_FP32)
+    rows, us = _tagged_over(g, rule, HintTag.SOFTMAX_FP32)
     if not rows:
         return None
     sixteen = g.facts.gemm_16bit > 0 or any(re.search(r"bf16|f16|BFloat16|Half|_h_|_h$", r[0])
                                             for r in g.rows(lambda n, c, la, t: c == Category.MATMUL))
     if not sixteen:
         return None
-    casts = _us(g.tagged(CAST))
+    casts = _us(g.tagged(HintTag.CAST))
     return _hint(rule, g, f"{g.label}: softmax runs in fp32 ({_t(us)}, {100 * g.share(us):.1f}% of busy time) while "
                           f"the matmuls are bf16/fp16; keep the scores in bf16 (softmax accumulates in fp32 inside "
                           f"the kernel) and drop the casts around it ({_t(casts)})",
@@ -496,7 +560,7 @@ def _fp32_softmax(g: Group, rule: HintRule) -> Hint | None:
 
 
 def _repeat_kv(g: Group, rule: HintRule) -> Hint | None:
-    rows, us = _tagged_over(g, rule, REPEAT_KV)
+    rows, us = _tagged_over(g, rule, HintTag.REPEAT_KV)
     if not rows:
         return None
     return _hint(rule, g, f"{g.label}: GQA repeat_kv copies K/V per query head ({_t(us)}, "
@@ -566,7 +630,7 @@ def _low_tflops(g: Group, rule: HintRule) -> Hint | None:
 
 
 def _rotary_cat(g: Group, rule: HintRule) -> Hint | None:
-    cat, neg = g.tagged(HALVES_CAT), g.tagged(NEG)
+    cat, neg = g.tagged(HintTag.HALVES_CAT), g.tagged(HintTag.NEG)
     us = _us(cat) + _us(neg)
     if not cat or not neg or g.share(us) < rule.threshold:
         return None
@@ -579,7 +643,7 @@ def _rotary_cat(g: Group, rule: HintRule) -> Hint | None:
 
 
 def _comm(g: Group, rule: HintRule) -> Hint | None:
-    rows, us = _tagged_over(g, rule, COMM)
+    rows, us = _tagged_over(g, rule, HintTag.COMM)
     if not rows:
         return None
     return _hint(rule, g, f"{g.label}: collectives run inside the attention block ({_t(us)}, "

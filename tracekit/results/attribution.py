@@ -235,6 +235,8 @@ class Attribution:
                 e.check()
         if self.device is not None:
             self.device.check()
+        for g in (self.hint_facts or {}).values():
+            g.check()
         for h in self.hints:  # a saving is part of the blocks' time (an upper bound or less), never more
             expect(h.saving_pct is None or -REL <= h.saving_pct <= 100 + 0.05, f"hint {h.rule}: saving {h.saving_pct}%")
             expect(h.saving_us is None or h.saving_us >= 0, f"hint {h.rule}: negative saving")

@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .invariants import expect
+
 __all__ = ["GroupFacts", "Hint", "HintFacts", "merge_facts"]
 
 
@@ -33,6 +35,18 @@ class GroupFacts:
     gemm_16bit: int = 0  # kernels launched by GEMM ops with bf16/fp16 inputs
     gemm_fp32: int = 0  # kernels launched by GEMM ops with fp32 inputs
 
+    def check(self) -> GroupFacts:
+        """Raise InvariantError unless the counts can be true: a broken row would skew every share a rule computes.
+        Returns self."""
+        for name in ("sdpa_calls", "sdpa_masked", "gemm_16bit", "gemm_fp32"):
+            expect(getattr(self, name) >= 0, f"GroupFacts.{name} is negative: {getattr(self, name)}")
+        expect(self.sdpa_masked <= self.sdpa_calls,
+               f"GroupFacts: {self.sdpa_masked} masked SDPA calls of {self.sdpa_calls}")
+        for row, v in self.kernels.items():
+            expect(len(v) == 2 and v[0] >= 0 and v[1] >= 0,
+                   f"GroupFacts.kernels[{row!r}] is {v!r}, not [count >= 0, µs >= 0]")
+        return self
+
 
 # (block kind, phase) -> facts; plain data so that it pickles from a worker process and merges by summing.
 HintFacts = dict[tuple[str, str], GroupFacts]
@@ -48,6 +62,7 @@ def merge_facts(parts: Iterable[HintFacts | None]) -> HintFacts | None:
         seen = True
         for key, g in facts.items():
             m = out.setdefault(key, GroupFacts())
+            g.check()  # each part as it arrives (from a worker process): sums of sound parts are sound
             for row, (n, us) in g.kernels.items():
                 acc = m.kernels.setdefault(row, [0, 0.0])
                 acc[0] += n
