@@ -359,3 +359,38 @@ def test_the_last_stretch_of_events_goes_to_a_worker(tmp_path: Path, monkeypatch
     n_windows = len(got) - 1
     big_tail = pieces(1 << 30)
     assert len(big_tail) == n_windows and len(big_tail[-1]) > 1  # without: one window fewer, a bigger last batch
+
+
+@pytest.mark.parametrize("damage", ["syntax error", "strings with boundaries"])
+def test_the_pool_is_terminated_with_no_window_in_flight(tmp_path: Path, windows_sent: list[int],
+                                                         monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    """When a window fails, the windows still in flight finish before ``Pool.terminate()``: a worker killed
+    while it sends its result can leave the result queue's lock held (or its pipe full), and terminate()
+    then waits forever for its task handler (python/cpython#96995)."""
+    import time
+    from multiprocessing.pool import Pool
+
+    pieces = pload._pieces
+
+    def slow(*args: object) -> object:  # (forked: the workers see it too) so that windows are in flight
+        time.sleep(0.05)
+        return pieces(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pload, "_pieces", slow)
+    in_flight: list[int] = []
+    terminate = Pool.terminate
+
+    def counting(self: Pool) -> None:
+        in_flight.append(len(self._cache))  # type: ignore[attr-defined]  # (the results not yet back)
+        terminate(self)
+
+    monkeypatch.setattr(Pool, "terminate", counting)
+    bad = {2000: ', "oops": tru'} if damage == "syntax error" else {2000: ', "note": "' + "x}, {" * 4000 + '"'}
+    path = tmp_path / "t.json"
+    path.write_bytes(_doc(_events_text(3000, bad)))
+    try:
+        load.load_trace(path, jobs=2)
+    except TracekitError:
+        assert damage == "syntax error"
+    assert REREADS and REREADS[0] > 0  # a window failed: the serial re-read after the windows proven
+    assert in_flight and in_flight[0] == 0

@@ -9,15 +9,17 @@ lists and drop counters are those of the serial path (tracekit.load): the output
 A window's cut is only a candidate until a worker decodes it. When one does not decode (a cut
 inside a string, a syntax error) or the reader needs its slow path, the file is re-read serially
 from that window on (the windows proven before it are passed over undecoded), so every damaged
-file gets exactly the serial path's warnings and errors. At most ``2 * jobs`` windows are in flight.
+file gets exactly the serial path's warnings and errors. At most ``jobs + 1`` windows are in flight,
+one slot each of a ring of shared memory.
 """
 
 from __future__ import annotations
 
 import mmap
+import time
 from array import array
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,10 +28,10 @@ import msgspec
 
 from ..model import DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo
 from .builder import TraceBuilder
-from .read import EventStream, Fallback, ReadSummary, decode_events, decode_pieces
+from .read import Event, EventStream, Fallback, ReadSummary, decode_events, decode_pieces
 
 if TYPE_CHECKING:
-    from multiprocessing.pool import AsyncResult
+    from multiprocessing.pool import AsyncResult, Pool
 
 # Below this much JSON a pool costs more than it saves (forking, pickling): such files are read serially.
 MIN_PARALLEL = 64 << 20
@@ -200,85 +202,148 @@ def load_parallel(b: TraceBuilder, path: Path, progress: Callable[[int, int], No
     import multiprocessing  # (here: small files never pay for the import)
 
     chunk = chunk or PARALLEL_CHUNK  # (read at call time: tests make it small, to get many windows from a small file)
-    read_dropped: Counter[str] = Counter()  # the reader's drops in the windows merged, in order
-    n = 0
-    merged = 0  # windows merged (all proven)
-    stream = EventStream(path, progress=progress, chunk=chunk)
-    gen = stream.windows()
-    pending: deque[AsyncResult] = deque()
-    failed = False
-
-    def merge_next() -> None:
-        nonlocal n, merged, failed
-        res = pending.popleft().get()
-        if res is None:
-            failed = True
-        elif not failed:
-            n += _merge(b, res, read_dropped)
-            merged += 1
-
-    read: ReadSummary | None = None
     inflight = jobs + 1
     # Address space only: pages are used as windows touch them (a plain file's windows stay below two chunks).
     _RING[:] = [mmap.mmap(-1, _RING_CHUNKS * chunk) for _ in range(inflight)]
-    sent = 0
     try:
         pool = multiprocessing.get_context("fork").Pool(jobs)
     except BaseException:
         _close_ring()
         raise
-    with pool:
+    with pool:  # (its exit terminates the pool again: a no-op, .windows() did)
+        merge = _InOrder(b, pool, inflight)
+        read = merge.windows(EventStream(path, progress=progress, chunk=chunk))
+    if merge.failed:  # re-read serially from the first window that is not proven
+        read = merge.serial(EventStream(path, progress=progress, chunk=chunk, trusted=merge.merged))
+    assert read is not None
+    merge.read_dropped.update(read.dropped)
+    read.dropped = merge.read_dropped
+    return b.finish(merge.n, read)
+
+
+# How long a pool that is done with may take to finish the windows still in flight before it is terminated
+# anyway (a window takes well under a second; this bounds the wait if a worker died and its result never comes).
+_SETTLE_S = 30.0
+
+
+class _InOrder:
+    """The parent's side of a parallel read: windows sent to the pool through the ring, their results merged
+    strictly in the order sent, and where that stopped (``failed``: a window did not decode, or the reader
+    met what only the serial path handles; ``merged`` windows are proven)."""
+
+    def __init__(self, b: TraceBuilder, pool: Pool, inflight: int):
+        self.b = b
+        self.pool = pool
+        self.inflight = inflight  # windows sent and not merged, at most: one ring slot each
+        self.pending: deque[AsyncResult] = deque()
+        self.read_dropped: Counter[str] = Counter()  # the reader's drops in the windows merged, in order
+        self.n = 0  # events merged
+        self.merged = 0  # windows merged (all proven)
+        self.sent = 0
+        self.failed = False
+
+    def windows(self, stream: EventStream) -> ReadSummary | None:
+        """Send ``stream``'s windows and merge them; the reader's summary, or None once ``failed``.
+
+        The pool is terminated and the ring closed on the way out, whatever happens; on KeyboardInterrupt
+        (which reaches the workers too) at once, else once the windows in flight are done (``_settle``).
+        """
+        gen = stream.windows()
         try:
-            while not failed:
-                try:
-                    piece = next(gen)
-                except StopIteration as done:
-                    read = done.value
-                    break
-                if isinstance(piece, memoryview):
-                    while len(pending) >= inflight and not failed:
-                        merge_next()
-                    slot: int | bytes = sent % inflight  # its last window was merged above: the slot is free
-                    ring = _RING[sent % inflight]
-                    if len(piece) <= len(ring):
-                        ring[: len(piece)] = piece
-                    else:  # a gzip read can inflate far beyond a chunk: such a window goes through the pipe
-                        slot = bytes(piece)
-                    tables = (dict(b.threads), dict(b.raw_threads), dict(b.streams), dict(b.raw_streams))
-                    pending.append(pool.apply_async(_work, (slot, len(piece), tables)))
-                    sent += 1
-                    del piece
-                else:  # the last batch, decoded by the reader: after every window before it
-                    while pending and not failed:
-                        merge_next()
-                    if not failed:
-                        n += len(piece)
-                        b._ingest(piece)
-            while pending and not failed:
-                merge_next()
-        except Fallback:
-            failed = True
+            read = self._until_failed(gen)
         except Exception:
-            while pending and not failed:  # an earlier window may fail first: then the serial path decides
-                merge_next()
-            if not failed:
-                raise
+            self._settle()
+            raise
+        else:
+            self._settle()
         finally:
             gen.close()
-            pool.terminate()  # (before the ring goes: no worker reads it any more)
+            self.pool.terminate()  # (before the ring goes: no worker reads it any more)
             _close_ring()
-    if failed:  # re-read serially from the first window that is not proven
-        stream = EventStream(path, progress=progress, chunk=chunk, trusted=merged)
-        gen2 = stream.batches()
+        return read
+
+    def _until_failed(self, gen: Generator[memoryview | list[Event], None, ReadSummary]) -> ReadSummary | None:
+        """``_dispatch``, where a window that fails before an error means the serial path decides."""
+        try:
+            return self._dispatch(gen)
+        except Fallback:
+            self.failed = True
+        except Exception:
+            self._drain()  # an earlier window may fail first: then the serial path decides
+            if not self.failed:
+                raise
+        return None
+
+    def _dispatch(self, gen: Generator[memoryview | list[Event], None, ReadSummary]) -> ReadSummary | None:
+        """Each window to a worker, the last batch (decoded by the reader) ingested after every window before
+        it; the reader's summary, or None once ``failed``."""
+        while not self.failed:
+            try:
+                piece = next(gen)
+            except StopIteration as done:
+                self._drain()
+                return None if self.failed else done.value
+            if isinstance(piece, memoryview):
+                self._send(piece)
+                del piece
+            else:
+                self._drain()
+                if not self.failed:
+                    self.n += len(piece)
+                    self.b._ingest(piece)
+        return None
+
+    def _send(self, piece: memoryview) -> None:
+        """``piece`` to a worker, through the ring slot whose last window was merged (merged here if need be)."""
+        while len(self.pending) >= self.inflight and not self.failed:
+            self._merge_next()
+        if self.failed:
+            return  # (its slot may still be read: the window is the serial path's now)
+        slot: int | bytes = self.sent % self.inflight
+        ring = _RING[self.sent % self.inflight]
+        if len(piece) <= len(ring):
+            ring[: len(piece)] = piece
+        else:  # a gzip read can inflate far beyond a chunk: such a window goes through the pipe
+            slot = bytes(piece)
+        tables = (dict(self.b.threads), dict(self.b.raw_threads), dict(self.b.streams), dict(self.b.raw_streams))
+        self.pending.append(self.pool.apply_async(_work, (slot, len(piece), tables)))
+        self.sent += 1
+
+    def _merge_next(self) -> None:
+        res = self.pending.popleft().get()
+        if res is None:
+            self.failed = True
+        elif not self.failed:
+            self.n += _merge(self.b, res, self.read_dropped)
+            self.merged += 1
+
+    def _drain(self) -> None:
+        """Merge every window in flight, in order, up to the first that fails."""
+        while self.pending and not self.failed:
+            self._merge_next()
+
+    def _settle(self) -> None:
+        """Let the windows still in flight after a failure finish (unmerged) before the pool is terminated.
+
+        Why: Pool.terminate() may kill the workers before its task handler has put its end marker on the result
+        queue (more so with other threads in the process). A worker killed while it sends a result (a big one
+        blocks once the result handler stops reading) leaves that queue's lock held or its pipe full, and
+        terminate() then joins a task handler that waits for it forever (python/cpython#96995). Idle workers
+        hold no such lock. On the success path nothing is in flight by now: this costs nothing there.
+        """
+        deadline = time.monotonic() + _SETTLE_S
+        for res in self.pending:
+            res.wait(max(0.0, deadline - time.monotonic()))
+        self.pending.clear()
+
+    def serial(self, stream: EventStream) -> ReadSummary:
+        """The rest of the file read serially by ``stream`` (its ``trusted`` windows passed over) and ingested."""
+        gen = stream.batches()
         while True:
             try:
-                batch = next(gen2)
+                batch = next(gen)
             except StopIteration as done:
-                read = done.value
-                break
-            n += len(batch)
-            b._ingest(batch)
-    assert read is not None
-    read_dropped.update(read.dropped)
-    read.dropped = read_dropped
-    return b.finish(n, read)
+                return done.value
+            self.n += len(batch)
+            self.b._ingest(batch)
+

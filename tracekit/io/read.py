@@ -57,6 +57,9 @@ _BOM = b"\xef\xbb\xbf"
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
 _AT_BYTE = re.compile(r"\s*\(byte (\d+)\)$")  # where msgspec says JSON is malformed
 _SCALAR_STARTS = frozenset(bytes([c]) for c in b'"-0123456789tfn')  # first bytes of a JSON scalar
+# What ``EventStream._batch`` returns besides a buffer index (always >= 2): read on without dropping anything
+# (the buffer grew), or stop (the end of the events, or an error, was handed out).
+_READ_ON, _ENDED = 0, -1
 
 # Numbers beyond 64 bits: no profiler writes them, and orjson could not write them back out.
 _Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
@@ -398,6 +401,7 @@ class EventStream:
         return self.batches()
 
     def _events(self, f: _Source) -> Iterator[list[Event]]:
+        """Fill the buffer to a chunk, hand out the events it ends with (``_batch``), drop them, read on."""
         buf = bytearray(b" ") + self._start(f)
         self._done = self._base
         fresh = True  # buf[1:] follows the array's '[' (not a ','): a ']' may close it at once
@@ -405,66 +409,87 @@ class EventStream:
             if not self._eof and len(buf) < self.chunk:
                 buf += self._read_view(f)
                 continue
-            if self._eof:
-                cut = self._tail_cut(buf)
-                if cut <= 0:
-                    yield from self._last(f, buf, fresh)
-                    return
-            else:  # Fast path: decode up to the last thing that looks like a boundary between events.
-                cut = jsonscan.last_boundary(buf)
-            if (self._raw_windows or self.trusted) and cut > 0:  # decoded elsewhere, or proven there already
-                if self._raw_windows:
-                    saved = buf[cut + 1]
-                    buf[0], buf[cut + 1] = 0x5B, 0x5D  # '[' and ']' around the window, meanwhile
-                    with memoryview(buf) as view, view[: cut + 2] as window:
-                        yield window  # type: ignore[misc]  # (the consumer copies it before it asks for more)
-                    buf[0], buf[cut + 1] = 0x20, saved
-                else:
-                    self.trusted -= 1
-                self._done = self._abs(cut + 1)
-                buf = self._consume(buf, buf.index(b"{", cut + 1))
+            nxt = yield from self._batch(f, buf, fresh)
+            if nxt == _ENDED:
+                return
+            if nxt != _READ_ON:
+                buf = self._consume(buf, nxt)
                 fresh = False
-                continue
-            if self._raw_windows:
-                raise Fallback
-            if cut > 0:
-                at = yield from self._pieces(buf, cut + 1)
-                if at == cut + 1:  # all of it
-                    buf = self._consume(buf, buf.index(b"{", cut + 1))
-                    fresh = False
-                    continue
-                if at > 0:  # pieces before a cut that did not decode: drop them; the rest starts with that one
-                    buf = self._consume(buf, buf.index(b"{", at))
-                    fresh = False
-                    continue
-            events = self._decode_window(buf, cut + 1) if cut > 0 else None
-            if events is not None:
-                yield events
-                events = None  # the consumer is done: no Raw view into buf survives
-                self._done = self._abs(cut + 1)
-                buf = self._consume(buf, buf.index(b"{", cut + 1))
-                fresh = False
-                continue
-            if self._eof:  # a cut before the end (_tail_cut) that does not decode: the end is _last's, as ever
+
+    def _batch(self, f: _Source, buf: bytearray, fresh: bool) -> Generator[list[Event], None, int]:
+        """The events of a full buffer (or of the file's last bytes), by the cheapest path that proves its cut.
+
+        Returns where the rest starts (``buf.index`` of its first event), or _READ_ON (``buf`` grew: one
+        element is longer than a chunk), or _ENDED (the end of the events was handed out, or an error).
+        """
+        if self._eof:
+            cut = self._tail_cut(buf)
+            if cut <= 0:
                 yield from self._last(f, buf, fresh)
-                return
-            # Slow path: the candidate sat inside a string, a nested array, or a bad event.
-            kind, _, comma = jsonscan.scan(buf, 1, len(buf), fresh)
-            if kind == MORE and comma < 0:  # one element larger than what is held: read as much again
-                buf += self._read(f, len(buf))  # (doubling keeps the rescans linear in all)
-                continue
-            if kind != MORE:
-                yield from self._last(f, buf, fresh)
-                return
-            events, err = self._decode(buf, comma)
-            if err is not None:
-                yield from self._bad(f, events, err, bytes(buf[-_TRAILER_WINDOW:]))
-                return
-            yield events
-            events = None
-            self._done = self._abs(before_ws(buf, comma))
-            buf = self._consume(buf, comma + 1)
-            fresh = False
+                return _ENDED
+        else:  # Fast path: decode up to the last thing that looks like a boundary between events.
+            cut = jsonscan.last_boundary(buf)
+        if (self._raw_windows or self.trusted) and cut > 0:  # decoded elsewhere, or proven there already
+            return (yield from self._window(buf, cut))
+        if self._raw_windows:
+            raise Fallback
+        if cut > 0:
+            nxt = yield from self._fast(buf, cut)
+            if nxt != _READ_ON:
+                return nxt
+        if self._eof:  # a cut before the end (_tail_cut) that does not decode: the end is _last's, as ever
+            yield from self._last(f, buf, fresh)
+            return _ENDED
+        return (yield from self._slow(f, buf, fresh))
+
+    def _window(self, buf: bytearray, cut: int) -> Generator[list[Event], None, int]:
+        """``buf[1:cut + 1]`` as the undecoded window ``[...]`` (``windows()``), or passed over as proven
+        (``trusted``); returns where the rest starts."""
+        if self._raw_windows:
+            saved = buf[cut + 1]
+            buf[0], buf[cut + 1] = 0x5B, 0x5D  # '[' and ']' around the window, meanwhile
+            with memoryview(buf) as view, view[: cut + 2] as window:
+                yield window  # type: ignore[misc]  # (the consumer copies it before it asks for more)
+            buf[0], buf[cut + 1] = 0x20, saved
+        else:
+            self.trusted -= 1
+        self._done = self._abs(cut + 1)
+        return buf.index(b"{", cut + 1)
+
+    def _fast(self, buf: bytearray, cut: int) -> Generator[list[Event], None, int]:
+        """The events up to the candidate ``cut``, in pieces or whole; returns where the rest starts, or
+        _READ_ON when nothing before the cut decodes (the slow path's to find out why)."""
+        at = yield from self._pieces(buf, cut + 1)
+        if at == cut + 1:  # all of it
+            return buf.index(b"{", cut + 1)
+        if at > 0:  # pieces before a cut that did not decode: drop them; the rest starts with that one
+            return buf.index(b"{", at)
+        events = self._decode_window(buf, cut + 1)
+        if events is None:
+            return _READ_ON
+        yield events
+        del events  # the consumer is done: no Raw view into buf survives
+        self._done = self._abs(cut + 1)
+        return buf.index(b"{", cut + 1)
+
+    def _slow(self, f: _Source, buf: bytearray, fresh: bool) -> Generator[list[Event], None, int]:
+        """Slow path: the candidate sat inside a string, a nested array, or a bad event. A string-aware scan
+        finds the last true boundary; returns where the rest starts, _READ_ON or _ENDED (as ``_batch``)."""
+        kind, _, comma = jsonscan.scan(buf, 1, len(buf), fresh)
+        if kind == MORE and comma < 0:  # one element larger than what is held: read as much again
+            buf += self._read(f, len(buf))  # (in place; doubling keeps the rescans linear in all)
+            return _READ_ON
+        if kind != MORE:
+            yield from self._last(f, buf, fresh)
+            return _ENDED
+        events, err = self._decode(buf, comma)
+        if err is not None:
+            yield from self._bad(f, events, err, bytes(buf[-_TRAILER_WINDOW:]))
+            return _ENDED
+        yield events
+        del events
+        self._done = self._abs(before_ws(buf, comma))
+        return comma + 1
 
     def _pieces(self, buf: bytearray, close: int) -> Generator[list[Event], None, int]:
         """The events of ``buf[1:close]`` piece by piece (``decode_pieces``); returns where it stopped."""
