@@ -19,8 +19,8 @@ def test_eager_block_categories_and_idle(tmp_path):
     res = _one(tmp_path, b)
     [blk] = res.blocks
     assert (blk.name, blk.found_by, blk.phase) == ("layer0.attention", "annotation", "forward")
-    assert blk.categories == pytest.approx({"matmul": 21, "softmax": 5, "fused_attention": 0, "memory": 3,
-                                            "elementwise": 2, "other": 0})
+    assert blk.categories == pytest.approx({"matmul": 20, "softmax": 5, "fused_attention": 0, "memory": 4,
+                                            "elementwise": 2, "other": 0})  # the bmm's workspace memset is a fill
     # span: host and device work, from the annotation's start (t0) to the last kernel's end (t0 + 136)
     assert blk.total_us == pytest.approx(31) and blk.span_us == pytest.approx(136) and blk.idle_us == pytest.approx(105)
     assert blk.kernels == 6
@@ -34,6 +34,7 @@ def test_overlap_on_two_streams_is_counted_once_first_starter_keeps_it(tmp_path)
     b.launch("gemm_a_kernel", 2, 1, 100, 10, stream=7)  # [100, 110]
     b.op("aten::_softmax", 10, 5)
     b.launch("softmax_warp_forward<float, float, float, 8, false, false>", 11, 1, 104, 10, stream=8)  # [104, 114]
+    b.op("aten::bmm", 20, 5)  # the context product (host only): QKᵀ → softmax → PV makes the range a block
     res = _one(tmp_path, b)
     [blk] = res.blocks
     assert blk.total_us == pytest.approx(14)  # union of [100,110] and [104,114]
@@ -57,6 +58,8 @@ def test_external_id_fallback_and_distrust_when_it_equals_correlation(tmp_path):
     b = TraceBuilder()
     b.annotation("attn", 0, 50)
     op = b.op("aten::bmm", 1, 5)
+    b.op("aten::_softmax", 10, 5)
+    b.op("aten::bmm", 20, 5)
     ext = op["args"]["External id"]
     b.device_only("gemm_kernel", 100, 10, corr=999, ext=ext)  # no runtime with corr 999, but External id matches
     res = _one(tmp_path, b)
@@ -67,6 +70,8 @@ def test_external_id_fallback_and_distrust_when_it_equals_correlation(tmp_path):
     b2 = TraceBuilder()
     b2.annotation("attn", 0, 50)
     op = b2.op("aten::bmm", 1, 5)
+    b2.op("aten::_softmax", 10, 5)
+    b2.op("aten::bmm", 20, 5)
     ext = op["args"]["External id"]
     b2.device_only("gemm_kernel", 100, 10, corr=ext, ext=ext)
     res2 = analyze(b2.write(tmp_path / "t2.json")).check()
@@ -77,15 +82,19 @@ def test_external_id_fallback_and_distrust_when_it_equals_correlation(tmp_path):
 def test_gpu_annotation_fallback_links_by_stream_time(tmp_path):
     b = TraceBuilder()
     ann = b.annotation("layer0.attention", 0, 50)
-    b.gpu_annotation("layer0.attention", 100, 20, ann["args"]["External id"])
+    b.gpu_annotation("layer0.attention", 100, 30, ann["args"]["External id"])
+    b.device_only("gemm_kernel", 101, 3, corr=4)  # GEMM → softmax → GEMM kernels: the range's eager core
     b.device_only("softmax_warp_forward<float, float, float, 8, false, false>", 105, 5, corr=5)
-    b.device_only("softmax_warp_forward<float, float, float, 8, false, false>", 130, 5, corr=6)  # outside
+    b.device_only("gemm_kernel", 111, 3, corr=7)
+    b.device_only("softmax_warp_forward<float, float, float, 8, false, false>", 140, 5, corr=6)  # outside
     res = _one(tmp_path, b)
     assert res.blocks[0].categories["softmax"] == pytest.approx(5)
+    assert res.blocks[0].categories["matmul"] == pytest.approx(6)
+    assert res.blocks[0].evidence.core == "gemm-softmax-gemm"
     assert res.coverage.unlinked_us == pytest.approx(5)
 
 
-def test_outermost_scope_wins_and_profiler_step_is_never_a_block(tmp_path):
+def test_innermost_scope_around_the_core_wins_and_profiler_step_is_never_a_block(tmp_path):
     b = TraceBuilder()
     b.annotation("ProfilerStep#3", 0, 500)
     b.module("BertAttention_0", 10, 200)
@@ -99,9 +108,10 @@ def test_outermost_scope_wins_and_profiler_step_is_never_a_block(tmp_path):
     b.launch("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)", 302, 2, 400, 30)
     res = _one(tmp_path, b)
     assert [(x.name, x.found_by, x.step, x.ordinal) for x in res.blocks] == [
-        ("BertAttention_0", "module", 3, 0), ("aten::scaled_dot_product_attention", "fused-op", 3, 1)]
+        ("inner_attention_part", "annotation", 3, 0), ("aten::scaled_dot_product_attention", "fused-op", 3, 1)]
     assert [x.categories["fused_attention"] for x in res.blocks] == pytest.approx([40, 30])
-    assert res.blocks[0].kind == "BertAttention"
+    assert [x.evidence.names[0] for x in res.blocks] == ["aten::scaled_dot_product_attention"] * 2
+    assert [x.evidence.rule for x in res.blocks] == ["innermost-scope", "fused-op"]
 
 
 def test_inferred_eager_pattern_without_annotations(tmp_path):
@@ -143,6 +153,8 @@ def test_backward_ops_join_their_forward_block(tmp_path):
     b.annotation("layer0.attention", 0, 50)
     b.op("aten::bmm", 1, 5)
     b.launch("gemm_kernel", 2, 1, 100, 10)
+    b.op("aten::_softmax", 10, 5)
+    b.op("aten::bmm", 20, 5)
     b.flow(1, True, 1)
     bwd = b.op("autograd::engine::evaluate_function: BmmBackward0", 500, 20, tid=2)
     b.op("aten::bmm", 501, 5, tid=2)
@@ -164,13 +176,14 @@ def test_cpu_only_trace_uses_self_time(tmp_path):
     b.op("aten::_softmax", 46, 18)
     b.op("aten::contiguous", 70, 10)
     b.op("aten::copy_", 71, 8)
+    b.op("aten::matmul", 85, 10)
     res = _one(tmp_path, b)
     [blk] = res.blocks
     assert res.time_base == "host"
     assert blk.total_us == pytest.approx(100)
     c = blk.categories
-    assert c["matmul"] == pytest.approx(30) and c["softmax"] == pytest.approx(20) and c["memory"] == pytest.approx(10)
-    assert c["other"] == pytest.approx(40)  # the annotation's own time between ops
+    assert c["matmul"] == pytest.approx(40) and c["softmax"] == pytest.approx(20) and c["memory"] == pytest.approx(10)
+    assert c["other"] == pytest.approx(30)  # the annotation's own time between ops
     assert res.totals.attention_share == pytest.approx(0.5)
 
 

@@ -104,7 +104,13 @@ def test_truncated_gzip_is_salvaged(tmp_path):
     assert "gzip stream ends early" in proc.stderr and "truncated" in proc.stderr
     # What survived, counted independently: inflate the cut stream and parse the complete events.
     survived = _complete_events(zlib.decompressobj(wbits=31).decompress(gz[: len(gz) * 3 // 4]).decode())
-    blocks = [e["name"] for e in survived if e.get("cat") == "user_annotation"]
+    ops = [e for e in survived if e.get("cat") == "cpu_op"]
+
+    def has_core(a: dict) -> bool:  # QKᵀ → softmax → PV all survived inside the range (issue 22: no core, no block)
+        inside = [o["name"] for o in ops if a["ts"] <= o["ts"] <= a["ts"] + a["dur"]]
+        return inside.count("aten::bmm") >= 2 and "aten::_softmax" in inside
+
+    blocks = [e["name"] for e in survived if e.get("cat") == "user_annotation" and has_core(e)]
     launched = {e["args"]["correlation"] for e in survived if e.get("cat") == "cuda_runtime"}
     device_us = sum(e["dur"] for e in survived if e.get("cat") in ("kernel", "gpu_memset")
                     and e["args"]["correlation"] in launched)

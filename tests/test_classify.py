@@ -23,10 +23,10 @@ from tracekit.analysis.classify import CATEGORIES, DEVICE_RULES, HOST_RULES, Cla
 # (name, kind, innermost launcher op, expected category, expected rule name or None for the fallback)
 CASES = [
     pytest.param('Memset (Device)',
-                 'memset', 'aten::addmm', 'matmul', 'gemm-launcher-memset',
+                 'memset', 'aten::addmm', 'memory', 'gemm-workspace-memset',
                  id='memset-under-addmm-is-cublas-workspace'),
     pytest.param('Memset (Device)',
-                 'memset', 'aten::mm', 'matmul', 'gemm-launcher-memset',
+                 'memset', 'aten::mm', 'memory', 'gemm-workspace-memset',
                  id='memset-under-mm'),
     pytest.param('Memset (Device)',
                  'memset', 'aten::zero_', 'memory', 'memcpy-memset',
@@ -41,7 +41,7 @@ CASES = [
                  'memcpy', 'aten::_local_scalar_dense', 'memory', 'memcpy-memset',
                  id='memcpy-dtoh-item'),
     pytest.param('Memset (Device)',
-                 'memset', 'aten::cudnn_convolution_backward_weight', 'other', 'conv-launcher-memset',
+                 'memset', 'aten::cudnn_convolution_backward_weight', 'memory', 'memcpy-memset',
                  id='memset-under-cudnn-conv-wgrad'),
     pytest.param(('void cublasLt::splitKreduce_kernel<32, 16, int, __nv_bfloat16, __nv_bfloat16, float, __nv_bfloat'
                   '16, true, true, false>(cublasLt::cublasSplitKParams<float>, __nv_bfloat16 const*, __nv_bfloat16 '
@@ -536,6 +536,24 @@ CASES = [
     pytest.param('SubTensorOpWithScalar1d',
                  'kernel', None, 'other', None,
                  id='unknown-miopen-helper'),
+    # linear attention and SSM mixers (issue 22; more must-fire and must-not cases in tests/test_misfilings.py)
+    pytest.param('chunk_scaled_dot_kkt_fwd_kernel',
+                 'kernel', 'vllm::gdn_attention_core', 'other', 'linear-attention-gated-delta',
+                 id='gdn-kkt-says-scaled-dot-but-is-linear-attention'),
+    pytest.param(('void selective_scan_fwd_kernel<Selective_Scan_fwd_kernel_traits<32, 16, 1, true, true, true, '
+                  'false, c10::BFloat16, float, c10::BFloat16> >(SSMParamsBase)'),
+                 'kernel', None, 'other', 'mamba-selective-scan',
+                 id='mamba-selective-scan-cuda'),
+    pytest.param('_bmm_chunk_fwd_kernel',
+                 'kernel', None, 'other', 'mamba-ssd',
+                 id='mamba2-ssd-bmm-chunk-is-not-an-attention-gemm'),
+    pytest.param(('void causal_conv1d_fwd_kernel<Causal_conv1d_fwd_kernel_traits<128, 4, true, c10::BFloat16, '
+                  'c10::BFloat16> >(ConvParamsBase)'),
+                 'kernel', 'DaoAILab::_causal_conv1d_fwd_cpp', 'other', 'causal-conv1d',
+                 id='causal-conv1d-is-the-mixer-not-a-cnn-conv'),
+    pytest.param('_fwd_diag_kernel',
+                 'kernel', 'vllm::linear_attention', 'other', 'ssm-launcher',
+                 id='minimax-lightning-kernel-by-its-linear-attention-launcher'),
 ]
 
 # Cases whose name is copied verbatim from a trace under shared/traces/real/ (checked by the walk).
@@ -685,6 +703,10 @@ HOST_CASES = [
     ("flash_attn::_flash_attn_forward", "fused_attention", "host-fused-attention"),
     ("flex_attention", "fused_attention", "host-fused-attention"),
     ("aten::_scaled_dot_product_attention_math", "other", "host-sdpa-math"),
+    ("aten::_grouped_mm", "matmul", "host-matmul"), ("aten::_scaled_grouped_mm", "matmul", "host-matmul"),
+    ("vllm::gdn_attention_core", "other", "host-linear-attention-ssm"),
+    ("MambaSplitConv1dScanCombinedFn", "other", "host-linear-attention-ssm"),
+    ("DaoAILab::_causal_conv1d_fwd_cpp", "other", "host-linear-attention-ssm"),
     ("aten::copy_", "memory", "host-memory"), ("aten::contiguous", "memory", "host-memory"),
     ("aten::clone", "memory", "host-memory"), ("aten::_to_copy", "memory", "host-memory"),
     ("aten::to", "memory", "host-memory"), ("aten::cat", "memory", "host-memory"),

@@ -642,7 +642,7 @@ def test_hta_pair_without_attention_still_diffs():
 @requires_real
 @pytest.mark.real
 @pytest.mark.parametrize("model,module,count", [
-    ("gaunernst_bert-small-uncased__1016001", "BertAttention", 4),
+    ("gaunernst_bert-small-uncased__1016001", "BertSdpaSelfAttention", 4),
     ("Qwen_Qwen1.5-0.5B-Chat__1016005", "Qwen2Attention", 24),
     pytest.param("google_owlv2-large-patch14-ensemble__1016001", "Owlv2Attention", 180, marks=pytest.mark.slow),
 ])

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from builders import TraceBuilder, attention_block
+from builders import TraceBuilder, attention_block, host_core
 from tracekit import analyze
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -274,6 +274,7 @@ def _busy_block(b, t0, name):
     b.op("aten::bmm", t0 + 1, 8)
     b.launch("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>"
              "(Params)", t0 + 2, 2, t0 + 5, 1000)
+    host_core(b, t0 + 9.05)
 
 
 @pytest.mark.parametrize("busy", [False, True])

@@ -79,11 +79,11 @@ def test_module_time_outside_ops_cannot_push_the_cpu_share_past_100_percent(tmp_
     that same 1000 µs, so the share is 100%, not 10000%."""
     b = TraceBuilder()
     b.module("SelfAttention_0", 0, 1000)
-    b.op("aten::_softmax", 100, 10)
+    b.op("aten::_scaled_dot_product_flash_attention_for_cpu", 100, 10)  # the module's core (issue 22)
     res = analyze(b.write(tmp_path / "cpu.json")).check()
     [blk] = res.blocks
     assert (blk.found_by, blk.total_us) == ("module", pytest.approx(1000))
-    assert blk.categories["softmax"] == pytest.approx(10) and blk.categories["other"] == pytest.approx(990)
+    assert blk.categories["fused_attention"] == pytest.approx(10) and blk.categories["other"] == pytest.approx(990)
     assert res.traces[0].base_us == pytest.approx(1000)
     assert res.totals.attention_share == pytest.approx(1.0)
 
@@ -94,7 +94,7 @@ def test_module_gap_inside_a_range_is_counted_once(tmp_path):
     b = TraceBuilder()
     b.annotation("ProfilerStep#1", 0, 2000)
     b.module("SelfAttention_0", 500, 1000)
-    b.op("aten::_softmax", 600, 10)
+    b.op("aten::_scaled_dot_product_flash_attention_for_cpu", 600, 10)
     b.op("aten::add", 1600, 100)  # outside the block
     res = analyze(b.write(tmp_path / "cpu.json")).check()
     [blk] = res.blocks

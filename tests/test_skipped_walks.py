@@ -40,7 +40,9 @@ def test_inferred_blocks_walk_is_skipped_only_without_softmax_and_changes_nothin
         monkeypatch.setattr(scopes, "MATMUL_OPS", counter.pattern)
         assert to_dict(fast, "t") == to_dict(full, "t"), p
         if not softmax and counter.calls > calls_fast:
-            assert calls_fast == 0, p  # the walk tests every unowned op's name: none were tested
+            # No per-op walk: only the distinct names are tested once each (issue 22's linear-attention rule
+            # looks for product names), while the walk without names tests every op's.
+            assert calls_fast <= len(with_names.names or ()), p
             skipped += 1
         elif softmax:
             walked += 1

@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from builders import TraceBuilder
+from builders import TraceBuilder, host_core
 from conftest import REAL, SAMPLES, run_cli
 from tracekit import analyze
 from tracekit.run.api import diff_paths
@@ -130,7 +130,8 @@ def test_json_carries_the_wall_clock_keys(tmp_path):
     b = TraceBuilder()
     b.annotation("layer0.attention", 0, 60)
     b.op("aten::bmm", 1, 8)
-    b.launch(GEMM, 2, 1, 10, 10)  # device idle 0..10 while the host launched: the block waited
+    b.launch(GEMM, 2, 1, 10, 10)
+    host_core(b, 20)  # device idle 0..10 while the host launched: the block waited
     path = b.write(tmp_path / "t.json")
     res = analyze(path).check()
     out = json.loads(JSONRenderer().render(res))
@@ -162,6 +163,7 @@ def test_check_rejects_an_inconsistent_launch_bound_flag(tmp_path):
     b.annotation("layer0.attention", 0, 60)
     b.op("aten::bmm", 1, 8)
     b.launch(GEMM, 2, 1, 10, 10)
+    host_core(b, 20)
     res = analyze(b.write(tmp_path / "t.json")).check()
     res.blocks[0].launch_bound = False
     with pytest.raises(InvariantError, match="launch_bound"):
@@ -224,6 +226,7 @@ def _launch_bound_trace(path: Path, gemm: float, host: float) -> Path:
         b.annotation("layer0.attention", t, host)
         b.op("aten::bmm", t + 1, 2)
         b.launch(GEMM, t + 2, 1, t + 3, gemm)
+        host_core(b, t + 4)
     return b.write(path)
 
 
@@ -285,6 +288,7 @@ def _one_step(path: Path, softmax_calls: int, gemm: float) -> Path:
     for i in range(softmax_calls):
         b.op("aten::_softmax", 10 + 10 * i, 5)
         b.launch(SOFTMAX, 11 + 10 * i, 1, 50 + 10 * i, 4)
+    b.op("aten::bmm", 10 + 10 * softmax_calls, 1)  # the context product: QKᵀ → softmax → PV is the core
     return b.write(path)
 
 
@@ -307,6 +311,7 @@ def _module_trace(path: Path) -> Path:
     b.module("SelfAttention_0", 0, 60)
     b.op("aten::bmm", 1, 2)
     b.launch(GEMM, 2, 1, 100, 40)
+    host_core(b, 4)
     return b.write(path)
 
 
@@ -315,6 +320,7 @@ def _annotated_trace(path: Path) -> Path:
     b.annotation("layer0.attention", 0, 60)
     b.op("aten::bmm", 1, 2)
     b.launch(GEMM, 2, 1, 100, 10)
+    host_core(b, 4)
     return b.write(path)
 
 

@@ -56,6 +56,17 @@ class FoundBy(StrEnum):
     FUSED_KERNEL = "fused-kernel"
 
 
+class CoreKind(StrEnum):
+    """What makes a block attention: the core its evidence names (docs/attribution.md, "Attention blocks").
+    A host interval or kernel run with none of these is never a block."""
+
+    FUSED_OP = "fused-op"  # a fused attention host op (SDPA and its backends, flash_attn, vLLM/aiter ops)
+    FUSED_KERNEL = "fused-kernel"  # a kernel the classifier calls fused attention (flash, fmha, paged, sage…)
+    EAGER_OPS = "score-softmax-context"  # a score product, its softmax and the context product (host ops)
+    EAGER_KERNELS = "gemm-softmax-gemm"  # the same three as kernels, when no host op shows them
+    PRODUCTS = "products-no-softmax"  # linear attention: a scope's own products (φ(K)ᵀV, φ(Q)·KV), no softmax
+
+
 class TimeBase(StrEnum):
     """What a figure measures: device busy time (GPU traces), host self time (CPU-only), or both (a folder)."""
 
@@ -76,6 +87,21 @@ class PairedBy(StrEnum):
 
     KIND = "kind"  # same kind, same rank of that kind in the step
     FUSED_KERNEL = "fused-kernel"  # the fallback: unpaired fused-kernel blocks by position (their names changed)
+
+
+class UnlinkedReason(StrEnum):
+    """Why a device event is tied to no host op (docs/attribution.md, "Linking", step 4), in report order.
+    The linker's ordered rules (tracekit.analysis.link.UNLINKED_RULES) give each unlinked event one."""
+
+    BEFORE_TRACE = "before_trace"  # launched before the profiler's window opened
+    GRAPH_REPLAY = "graph_replay"  # replayed from a CUDA/HIP graph whose launch call is not in the trace
+    NO_CORRELATION = "no_correlation"  # the event carries no correlation id
+    OTHER_PROCESS = "other_process"  # launched from a process, thread or stream the trace did not record
+    OTHER = "other"
+
+
+# Plain strings in report order, like CATEGORIES: the keys of every ``unlinked_by_reason`` dict.
+UNLINKED_REASONS: tuple[str, ...] = tuple(r.value for r in UnlinkedReason)
 
 
 class Compared(StrEnum):
@@ -146,11 +172,33 @@ FUSED_ATTENTION_OPS: tuple[OpPattern, ...] = (
               "FlexAttention, eager or compiled, forward and backward; eager PyTorch records FlexAttentionAutogradOp "
               "around its unfused reference (bmm, softmax: their own categories)"),
     OpPattern("flash-attn", r"flash_attn(?:_\w+)?::\w+", "the flash-attn package (FA2 flash_attn::, FA3 flash_attn_3::)"),
-    OpPattern("vllm-attention", r"vllm::(?!\w*cache)\w*attention\w*",
-              "vllm::unified_attention(_with_output), vllm::mla_attention; never the KV-cache writes"),
+    OpPattern("vllm-attention", r"vllm::(?!\w*cache)(?!(?:gdn|kda|linear)_attention)\w*attention\w*",
+              "vllm::unified_attention(_with_output), vllm::mla_attention; never the KV-cache writes, nor the linear "
+              "attentions vllm::gdn_attention(_core), kda_attention, linear_attention (LINEAR_ATTENTION_SSM_OPS)"),
     OpPattern("aiter-mha", r"aiter::f?mha\w*", "ROCm aiter mha_fwd/mha_batch_prefill/fmha_v3_fwd"),
     OpPattern("sglang-attention", r"sglang\w*::(?!\w*cache)\w*(?:mha|attention)\w*",
               "sglang::extend_attention, sglang_profiler::mha__mha_batch_prefill_N"),
+)
+
+# Linear attention and state-space mixers: a recurrent state updated token by token (or chunk by chunk), no
+# softmax over keys. They are not attention cores: never ``fused_attention``, never a ``fused-op`` block (the
+# vllm-attention pattern above leaves them out); classification files them and their kernels as ``other`` under
+# their own rule names (tracekit.analysis.classify). Names from vLLM's custom-op registrations, the mamba_ssm /
+# causal-conv1d / flash-linear-attention autograd Functions and TraceLens' SSM category.
+LINEAR_ATTENTION_SSM_OPS: tuple[OpPattern, ...] = (
+    OpPattern("linear-attention-op",
+              r"vllm::(?:gdn|kda|linear)_attention\w*|aiter::linear_attention\w*"
+              r"|(?:Chunk|FusedRecurrent)GatedDeltaRuleFunction\w*|(?:chunk|fused_recurrent)_gated_delta_rule\w*",
+              "gated delta net (Qwen3-Next vllm::gdn_attention_core, fla's chunk/fused_recurrent_gated_delta_rule), "
+              "Kimi delta attention (vllm::kda_attention), MiniMax lightning (vllm::linear_attention)"),
+    OpPattern("ssm-op",
+              r"vllm::\w*mamba_mixer2?|SelectiveScanFn\w*|MambaInnerFn\w*|MambaSplitConv1dScanCombinedFn\w*"
+              r"|MambaChunkScanCombinedFn\w*|\w*selective_scan\w*|mamba_chunk_scan\w*|\w*mamba_ssd\w*",
+              "Mamba v1 selective scan and Mamba-2 SSD: vllm::mamba_mixer(2), mamba_ssm's autograd Functions "
+              "and their ...Backward"),
+    OpPattern("causal-conv1d-op", r"DaoAILab::_?causal_conv1d\w*|CausalConv1dFn\w*|causal_conv1d\w*",
+              "the mixers' short causal depthwise conv (causal-conv1d's DaoAILab::_causal_conv1d_fwd_cpp, "
+              "update, bwd)"),
 )
 
 # The one vocabulary of matrix-product ops, by family. Each user takes the families it needs: classification

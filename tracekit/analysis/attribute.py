@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
-from itertools import groupby
+from dataclasses import replace
+from itertools import compress, groupby, repeat
+from operator import eq
 
 from .classify import Classifier
 from ..results.hints import merge_facts
@@ -23,13 +25,13 @@ from .link import NONE, Links, link
 from ..memory import gc_paused
 from ..model import ANNOTATION, MODULE, OP, DeviceEvent, HostEvent, Trace
 from ..results.attribution import (
-    CATEGORIES, Attribution, BlockResult, Coverage, Totals, TraceSummary, zero_categories,
+    CATEGORIES, Attribution, BlockResult, Coverage, Evidence, Totals, TraceSummary, zero_categories,
 )
 from .roles import GemmRoles, RoleFinder
-from .scopes import Block, BlockFinder, find_kernel_blocks
+from .scopes import Block, BlockFinder, find_kernel_blocks, short_kernel_name
 from ..vocab import (
-    MATMUL_ROLES, is_launch_bound, Category, FoundBy, MatmulRole, Phase, TimeBase, compact_kernel_name, is_backward_op,
-    is_fused_attention_op,
+    MATMUL_ROLES, is_launch_bound, Category, CoreKind, FoundBy, MatmulRole, Phase, TimeBase, compact_kernel_name, is_backward_op,
+    is_fused_attention_op, UNLINKED_REASONS,
 )
 
 _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
@@ -46,11 +48,11 @@ def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier 
     with gc_paused():
         clf = classifier or Classifier()
         links = link(tr)
-        finder = BlockFinder(scope)
-        blocks, owner = finder.find(tr, links)
+        cats = _device_categories(tr, links, clf) if tr.device else None
+        blocks, owner = BlockFinder(scope).find(tr, links, cats)
         _attach_backward(tr, links, blocks, owner)
-        if tr.device:
-            result = _device_attribution(tr, links, blocks, owner, clf, hints=hints)
+        if tr.device and cats is not None:
+            result = _device_attribution(tr, links, blocks, owner, cats, hints=hints)
         else:
             result = _host_attribution(tr, links, blocks, owner, clf)
         # Last, so that rules reading figures other stages add to the blocks (efficiency) see them.
@@ -147,13 +149,19 @@ def _attach_backward(tr: Trace, links: Links, blocks: list[Block], owner: list[i
             fwd_block = blocks[fb]
             bb = backward[fb] = len(blocks)
             blocks.append(Block(fwd_block.name, fwd_block.found_by, [], fwd_block.step, Phase.BACKWARD, host[i].ts,
-                                forward=fb))
+                                forward=fb, evidence=_backward_evidence(fwd_block, "autograd")))
         blocks[bb].roots.append(i)
         owner[i] = bb
     if backward or stepped:
         _inherit(links, owner)
     if _orphan_backward(tr, links, blocks, owner, pairs, backward):
         _inherit(links, owner)
+
+
+def _backward_evidence(fwd: Block, how: str) -> Evidence | None:
+    """A backward block's core is its forward call's; the rule says how the two were paired."""
+    ev = fwd.evidence
+    return None if ev is None else replace(ev, rule=f"{how} backward of {ev.rule}")
 
 
 def _inherit(links: Links, owner: list[int]) -> None:
@@ -208,9 +216,12 @@ def _orphan_backward(tr: Trace, links: Links, blocks: list[Block], owner: list[i
             if fb is not None:
                 blk = blocks[fb]
                 backward[fb] = len(blocks)
-                blocks.append(Block(blk.name, blk.found_by, [i], blk.step, Phase.BACKWARD, host[i].ts, forward=fb))
+                blocks.append(Block(blk.name, blk.found_by, [i], blk.step, Phase.BACKWARD, host[i].ts, forward=fb,
+                                    evidence=_backward_evidence(blk, "compiled-region-order")))
             else:
-                blocks.append(Block(host[i].name, FoundBy.FUSED_OP, [i], links.step[i], Phase.BACKWARD, host[i].ts))
+                blocks.append(Block(host[i].name, FoundBy.FUSED_OP, [i], links.step[i], Phase.BACKWARD, host[i].ts,
+                                    evidence=Evidence(rule="fused-op-backward", core=CoreKind.FUSED_OP,
+                                                      names=(host[i].name,))))
             owner[i] = len(blocks) - 1
     return True
 
@@ -308,11 +319,12 @@ def _summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) 
                         shapes=list(i.shapes), rank=i.rank)
 
 
-def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier,
+def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], cats: list[Category],
                         hints: bool = True) -> Attribution:
     """Device busy time: each block's events (each instant once) split by category and matmul role."""
     dev = tr.device
-    cats, dev_owner = _classify_device(tr, links, owner, clf)
+    leaf = links.device_leaf
+    dev_owner = [owner[lf] if lf != NONE else NONE for lf in leaf]
     find_kernel_blocks(tr, links, blocks, cats, dev_owner)
     members: dict[int, list[int]] = defaultdict(list)
     for j, b in enumerate(dev_owner):
@@ -336,19 +348,18 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
     return Attribution(
         source=tr.info.source, time_base=TimeBase.DEVICE, traces=[_summary(tr, links, TimeBase.DEVICE, total_busy)],
         blocks=_sorted(results), totals=_totals(results, in_blocks_ns, total_busy),
-        coverage=_coverage(links, share, total_busy, in_blocks_ns),
+        coverage=_coverage(tr, links, share, total_busy, in_blocks_ns, cats, dev_owner),
         kernels=_over_steps(top), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in top.items()},
         device_events_owned=sum(len(v) for v in members.values()),
         device_events_owned_distinct=len({j for v in members.values() for j in v}), hint_facts=facts,
         device=device_info(tr.info.gpus, True))
 
 
-def _classify_device(tr: Trace, links: Links, owner: list[int], clf: Classifier) -> tuple[list[Category], list[int]]:
-    """Each device event's category (by its name, kind and launching op) and its host block (NONE if none)."""
+def _device_categories(tr: Trace, links: Links, clf: Classifier) -> list[Category]:
+    """Each device event's category, by its name, kind and launching op."""
     host, dev = tr.host, tr.device
     leaf, launcher = links.device_leaf, links.launcher
     cats: list[Category] = []
-    dev_owner = [NONE] * len(dev)
     memo: dict[tuple[str, str, str | None], Category] = {}  # (the classifier caches so too; this saves its call)
     for j, d in enumerate(dev):
         lf = leaf[j]
@@ -358,17 +369,33 @@ def _classify_device(tr: Trace, links: Links, owner: list[int], clf: Classifier)
         if cat is None:
             cat = memo[key] = clf.device(*key)
         cats.append(cat)
-        if lf != NONE:
-            dev_owner[j] = owner[lf]
-    return cats, dev_owner
+    return cats
 
 
-def _coverage(links: Links, share: list[int], total_busy: int, in_blocks_ns: int) -> Coverage:
-    """How much device time is linked to host ops, and how much of it lies in blocks."""
+def _coverage(tr: Trace, links: Links, share: list[int], total_busy: int, in_blocks_ns: int,
+              cats: Sequence[Category], dev_owner: list[int]) -> Coverage:
+    """How much device time is linked to host ops, how much of it lies in blocks, why the rest is unlinked
+    (each unlinked event's busy share under the reason the linker gave it), and the fused attention kernels
+    that no block owns after every block finder ran (``dev_owner`` NONE), linked or not."""
     linked_ns = sum(s for s, ok in zip(share, links.device_linked) if ok)
+    by_reason = dict.fromkeys(UNLINKED_REASONS, 0)
+    for j, reason in zip(links.unlinked, links.unlinked_reason):
+        by_reason[reason] += share[j]
+    fused = Category.FUSED_ATTENTION
+    outside = [j for j in compress(range(len(cats)), map(eq, cats, repeat(fused))) if dev_owner[j] == NONE]
+    names = Counter(short_kernel_name(tr.device[j].name) for j in outside)
     return Coverage(device_us=total_busy / 1000, linked_us=linked_ns / 1000, in_blocks_us=in_blocks_ns / 1000,
                     unlinked_us=(total_busy - linked_ns) / 1000, device_events=len(share),
-                    linked_events=sum(links.device_linked))
+                    linked_events=sum(links.device_linked),
+                    unlinked_by_reason={k: v / 1000 for k, v in by_reason.items()},
+                    attention_outside_kernels=len(outside),
+                    attention_outside_us=sum(share[j] for j in outside) / 1000,
+                    attention_outside_names=_by_count(names))
+
+
+def _by_count(names: Counter[str]) -> dict[str, int]:
+    """Kernel name -> count, the most frequent first (ties by name): the order every output lists them in."""
+    return dict(sorted(names.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 class _DeviceBlocks:
@@ -394,7 +421,7 @@ class _DeviceBlocks:
             ordinal=ordinal, phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
             idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
             host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc, source=tr.info.source,
-            matmul_roles=_role_us(mr), launch_bound=is_launch_bound(span - busy, span))
+            matmul_roles=_role_us(mr), launch_bound=is_launch_bound(span - busy, span), evidence=blk.evidence)
 
     def _split(self, js: list[int], bshare: list[int], step: int | None) -> tuple[dict[str, int], dict[str, int]]:
         """The block's busy ns by category and its matmul ns by role; its kernels into the table."""
@@ -445,9 +472,30 @@ def _self_times(tr: Trace, links: Links) -> list[int]:
     return self_ns
 
 
+def _child_categories(tr: Trace, links: Links, clf: Classifier) -> dict[int, Category]:
+    """Host ops whose self-time category a child op decides (``classify.HOST_CHILD_RULES``): op index -> category.
+
+    The public SDPA op on the math path is ``other``: its child ``_scaled_dot_product_attention_math`` shows that
+    no fused kernel ran. Children are the profiler's tree (``op_parent``), as for self times.
+    """
+    host, op_parent = tr.host, links.op_parent
+    if not any(clf.has_child_rules(n) for n in {h.name for h in host if h.kind == OP}):
+        return {}  # the common case: no such op in the trace, one pass over the names
+    out: dict[int, Category] = {}
+    for i, h in enumerate(host):
+        p = op_parent[i]
+        if h.kind != OP or p == NONE or p in out or host[p].kind != OP or not clf.has_child_rules(host[p].name):
+            continue
+        rule = clf.host_child_rule(host[p].name, h.name)
+        if rule is not None:
+            out[p] = rule.category
+    return out
+
+
 def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier) -> Attribution:
     host = tr.host
     self_ns = _self_times(tr, links)
+    by_child = _child_categories(tr, links, clf)
     c = [dict.fromkeys(CATEGORIES, 0) for _ in blocks]
     mr = [dict.fromkeys(MATMUL_ROLES, 0) for _ in blocks]  # matmul self time by the op's role
     roles = RoleFinder(tr, links)
@@ -461,7 +509,7 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
         base += self_ns[i]
         b = owner[i]
         if b != NONE:
-            cat = clf.host(h.name) if h.kind == OP else other
+            cat = (by_child.get(i) or clf.host(h.name)) if h.kind == OP else other
             c[b][cat] += self_ns[i]
             if cat == Category.MATMUL:
                 mr[b][roles.role(i)] += self_ns[i]
@@ -487,7 +535,7 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
             ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=_span((), [host[r] for r in blk.roots]) / 1000,
             idle_us=0.0, categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=hspan / 1000,
             alloc_bytes=alloc[b], source=tr.info.source, matmul_roles=_role_us(mr[b]),
-            efficiency=Efficiency(reason=HOST_ONLY)))  # no device to wait: idle 0, launch_bound None
+            efficiency=Efficiency(reason=HOST_ONLY), evidence=blk.evidence))  # no device to wait: launch_bound None
     in_blocks = sum(sum(x.values()) for x in c)
     return Attribution(
         source=tr.info.source, time_base=TimeBase.HOST, traces=[_summary(tr, links, TimeBase.HOST, base)],
@@ -560,8 +608,14 @@ def merge(parts: list[Attribution], source: str) -> Attribution:
     covs = [p.coverage for p in parts if p.coverage is not None]
     cov = None
     if covs:
+        names: Counter[str] = Counter()
+        for c in covs:
+            names.update(c.attention_outside_names)
         cov = Coverage(**{f: sum(getattr(c, f) for c in covs) for f in
-                          ("device_us", "linked_us", "in_blocks_us", "unlinked_us", "device_events", "linked_events")})
+                          ("device_us", "linked_us", "in_blocks_us", "unlinked_us", "device_events", "linked_events",
+                           "attention_outside_kernels", "attention_outside_us")},
+                       unlinked_by_reason={k: sum(c.unlinked_by_reason[k] for c in covs) for k in UNLINKED_REASONS},
+                       attention_outside_names=_by_count(names))
     base = sum(t.base_us for p in parts for t in p.traces)
     in_blocks = sum(p.totals.attention_share * t.base_us for p in parts for t in p.traces if p.totals.attention_share)
     totals = _totals(blocks, 0, 1)

@@ -14,9 +14,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..vocab import CATEGORIES, FUSED_ATTENTION_OP_RE, GEMM_OPS, Category, OpPattern, anchored
+from ..vocab import (
+    CATEGORIES, FUSED_ATTENTION_OP_RE, GEMM_OPS, LINEAR_ATTENTION_SSM_OPS, Category, OpPattern, anchored,
+)
 
-__all__ = ["CATEGORIES", "DEVICE_RULES", "HOST_RULES", "Category", "Classifier", "Rule"]
+__all__ = ["CATEGORIES", "DEVICE_RULES", "HOST_CHILD_RULES", "HOST_RULES", "Category", "ChildRule", "Classifier",
+           "Rule"]
 
 DEVICE_KINDS = frozenset({"kernel", "memcpy", "memset"})
 _COPIES = frozenset({"memcpy", "memset"})
@@ -46,6 +49,27 @@ class Rule:
             raise ValueError(f"rule {self.name!r}: unknown kinds {sorted(self.kinds - DEVICE_KINDS)}")
 
 
+@dataclass(frozen=True, slots=True)
+class ChildRule:
+    """A host op whose SELF time (CPU-only traces) depends on the op run directly under it.
+
+    ``op`` and ``child`` are anchored ``re`` patterns over op names. An op matching ``op`` with a child op (the
+    profiler's tree) matching ``child`` takes ``category``, ahead of HOST_RULES; without such a child HOST_RULES
+    decide. The public SDPA op is the case: which backend ran shows only in its child.
+    """
+
+    name: str
+    category: Category
+    op: str
+    child: str
+    why: str = ""
+
+    def __post_init__(self) -> None:
+        if self.category not in CATEGORIES:
+            raise ValueError(f"rule {self.name!r}: unknown category {self.category!r}")
+        object.__setattr__(self, "category", Category(self.category))
+
+
 _INDUCTOR = r"^triton_(?:poi|per|red)_"
 # Ops that only move data, plus attention op names inductor embeds when it lays out their inputs.
 _LAYOUT_OPS = (r"_to_copy|_unsafe_view|clone|copy|transpose|permute|view|reshape|expand|slice|select"
@@ -59,6 +83,19 @@ _CPU_GEMM_OPS = OpPattern("cpu-gemm", r"aten::(?:mkldnn_linear\w*|mkldnn_matmul\
 _HOST_GEMM_OPS = "^(?:(?:" + "|".join(p.pattern for p in GEMM_OPS) + ")_?|" + _CPU_GEMM_OPS.pattern + ")$"
 _CONV_OPS = r"^aten::\w*conv"
 _FUSED_ATTN_OPS = FUSED_ATTENTION_OP_RE  # the ops that open fused-op blocks (tracekit.vocab)
+# Linear attention and state-space mixers (tracekit.vocab): recurrent or chunked scans with no softmax over keys.
+# Their kernels and ops are 'other' under names of their own, ahead of every fused-attention and GEMM rule: they
+# never count as fused attention nor, having no softmax, as an attention core (issue 22).
+_SSM_OPS = anchored(*LINEAR_ATTENTION_SSM_OPS)
+# flash-linear-attention (fla) gated delta net: the chunked path's kernels and the recurrent (decode) kernel.
+_GATED_DELTA_KERNELS = (r"(?:chunk|fused_recurrent)_gated_delta_rule|chunk_scaled_dot_kkt|recompute_w_u_fwd"
+                        r"|prepare_wy_repr|chunk_fwd_kernel_o\b|merge_\d+x\d+_to_\d+x\d+_inverse|solve_tril"
+                        r"|chunk_local_cumsum|fused_gdn_gating|chunk_kda_|linear_attn_decode")
+# Mamba: v1 selective scan (CUDA selective_scan_cuda, its Triton state update) and Mamba-2 SSD (the Triton
+# kernels of mamba_ssm.ops.triton.ssd_*: chunk cumsum/state/scan, state passing, the chunked C·Bᵀ product).
+_SELECTIVE_SCAN_KERNELS = r"selective_scan|selective_state_update|_selective_scan_update"
+_SSD_KERNELS = (r"mamba_?(?:chunk_scan|ssd)|_chunk_(?:scan|state|cumsum)_(?:fwd|bwd)|_state_passing_(?:fwd|bwd)"
+                r"|_bmm_chunk_(?:fwd|bwd)|(?<![A-Za-z0-9_])_?ssd_")
 
 DEVICE_RULES: tuple[Rule, ...] = (
     # -- inductor-generated Triton kernels: the prefix decides, the embedded op names do not.
@@ -73,6 +110,18 @@ DEVICE_RULES: tuple[Rule, ...] = (
     Rule("inductor-pointwise", Category.ELEMENTWISE, _INDUCTOR,
          why="poi/per/red kernels are pointwise/reductions even when they embed "
              "'_scaled_dot_product_flash_attention', 'fmha_v3_fwd', 'sage_attn' or 'addmm'"),
+    # -- linear attention and state-space scans: named, 'other', before any fused-attention, GEMM or conv rule.
+    Rule("linear-attention-gated-delta", Category.OTHER, _GATED_DELTA_KERNELS, kinds=frozenset({"kernel"}),
+         why="gated delta net (Qwen3-Next; fla's chunked and recurrent kernels, Kimi's chunk_kda_*) and MiniMax linear "
+             "attention decode: a recurrent state, no softmax over keys, so not fused attention; "
+             "chunk_scaled_dot_kkt says 'scaled_dot' but is a chunk's K·Kᵀ"),
+    Rule("mamba-selective-scan", Category.OTHER, _SELECTIVE_SCAN_KERNELS, kinds=frozenset({"kernel"}),
+         why="Mamba v1 selective scan (selective_scan_fwd_kernel, selective_state_update): a state-space scan"),
+    Rule("mamba-ssd", Category.OTHER, _SSD_KERNELS, kinds=frozenset({"kernel"}),
+         why="Mamba-2 SSD chunked scan; _bmm_chunk_fwd_kernel is its C·Bᵀ, not an attention GEMM"),
+    Rule("causal-conv1d", Category.OTHER, r"causal_conv1d", kinds=frozenset({"kernel"}),
+         why="the SSM/linear-attention mixers' short depthwise conv (causal_conv1d_fwd_kernel, _update); "
+             "named apart from the conv rule so that the mixer is told from a CNN"),
     Rule("flex-attention", Category.FUSED_ATTENTION, r"flex_(?:attention|decoding)",
          why="FlexAttention compiles to a triton_tem_ template; must precede the template-GEMM rule"),
     Rule("inductor-template-gemm", Category.MATMUL, r"^triton_tem_", why="tem = inductor template, a GEMM unless flex"),
@@ -99,12 +148,12 @@ DEVICE_RULES: tuple[Rule, ...] = (
          why="SDPA flash on ROCm ends in Triton attn_fwd (attn_fwd.kd under rocprofiler-sdk)"),
     Rule("sage-attention", Category.FUSED_ATTENTION, r"sage_(?:fwd|bwd|quant)",
          why="SageAttention; its Q/K quantisation kernel is part of the fused implementation"),
-    # -- copies/fills: launcher first (cuBLAS/cuDNN workspaces), then by name, before any elementwise rule.
-    Rule("gemm-launcher-memset", Category.MATMUL, launcher=_GEMM_OPS, kinds=_COPIES,
-         why="cuBLAS workspace Memset launched by aten::addmm/mm is GEMM time (896 in the H100 traces)"),
-    Rule("conv-launcher-memset", Category.OTHER, launcher=_CONV_OPS, kinds=_COPIES,
-         why="cuDNN/MIOpen workspace memsets belong to the convolution"),
-    Rule("memcpy-memset", Category.MEMORY, kinds=_COPIES, why="gpu_memcpy/gpu_memset not owned by a GEMM or conv"),
+    # -- copies/fills: by kind whoever launched them, then by name, before any elementwise rule.
+    Rule("gemm-workspace-memset", Category.MEMORY, launcher=_GEMM_OPS, kinds=_COPIES,
+         why="a cuBLAS workspace Memset under aten::addmm/mm (896 in the H100 traces) is a fill, and fills are memory "
+             "(README, docs/attribution.md; issue 22): named so that it is not mistaken for GEMM time"),
+    Rule("memcpy-memset", Category.MEMORY, kinds=_COPIES,
+         why="gpu_memcpy/gpu_memset are data movement whatever op launched them, a conv's workspace fill included"),
     Rule("copy-kernel", Category.MEMORY, r"direct_copy_kernel|_copy_kernel_cuda|copy_device_to_device",
          why="copy_/contiguous/transpose materialisation and dtype casts; names say 'elementwise_kernel'"),
     Rule("cat-kernel", Category.MEMORY, r"CatArrayBatchedCopy", why="torch.cat (KV-cache concat in eager attention)"),
@@ -117,6 +166,10 @@ DEVICE_RULES: tuple[Rule, ...] = (
          r"index_copy|index_put|index_kernel_impl|indexSelect|gather_kernel|scatter_gather",
          why="gather/scatter/index_select move data (embedding, rotary cos/sin lookups)"),
     # -- launcher-owned compute.
+    Rule("ssm-launcher", Category.OTHER, launcher=_SSM_OPS, kinds=frozenset({"kernel"}),
+         why="a kernel launched by a linear-attention/SSM op (vllm::gdn_attention_core, "
+             "DaoAILab::_causal_conv1d_fwd_cpp, MambaSplitConv1dScanCombinedFn) is that mixer's, whatever its name: "
+             "never fused attention"),
     Rule("fused-attention-launcher", Category.FUSED_ATTENTION, launcher=_FUSED_ATTN_OPS, kinds=frozenset({"kernel"}),
          why="a non-copy kernel launched by a fused attention op is that op's compute, whatever its name"),
     Rule("conv-kernel", Category.OTHER,
@@ -167,6 +220,10 @@ HOST_RULES: tuple[Rule, ...] = (
          why="loss, not attention"),
     Rule("host-sdpa-math", Category.OTHER, _H(r"_scaled_dot_product_attention_math\w*"),
          why="the un-fused math path; its bmm/softmax children carry the work"),
+    Rule("host-linear-attention-ssm", Category.OTHER, _SSM_OPS,
+         why="linear attention (gated delta net, KDA, lightning) and SSM mixers (Mamba selective scan, SSD, "
+             "causal-conv1d): no softmax over keys, so never fused attention; before host-fused-attention, whose "
+             "vllm::*attention* pattern would take vllm::gdn_attention_core"),
     Rule("host-fused-attention", Category.FUSED_ATTENTION, _FUSED_ATTN_OPS,
          why="the ops that open fused-op blocks: SDPA and its backends (incl. _for_cpu), flash_attn, FlexAttention,"
              " vLLM/sglang/aiter attention ops"),
@@ -193,6 +250,16 @@ HOST_RULES: tuple[Rule, ...] = (
 )
 
 
+HOST_CHILD_RULES: tuple[ChildRule, ...] = (
+    ChildRule("host-sdpa-math-dispatch", Category.OTHER, r"^aten::scaled_dot_product_attention$",
+              r"^aten::_scaled_dot_product_attention_math\w*$",
+              why="on the math path no fused kernel runs: the public op's own time is backend selection and "
+                  "argument checks, dispatch overhead like its _scaled_dot_product_attention_math child's (other); "
+                  "the bmm/softmax below carry the attention. Under a fused backend (_flash_attention_for_cpu, "
+                  "_efficient, _cudnn) it stays fused_attention (host-fused-attention)"),
+)
+
+
 def _compile(pattern: str | None) -> re.Pattern[str] | None:
     return re.compile(pattern) if pattern is not None else None
 
@@ -200,17 +267,20 @@ def _compile(pattern: str | None) -> re.Pattern[str] | None:
 class Classifier:
     """Compiles the rules once and caches one answer per distinct (name, kind, launcher)."""
 
-    __slots__ = ("_device", "_host", "_dcache", "_hcache")
+    __slots__ = ("_device", "_host", "_child", "_dcache", "_hcache", "_pcache")
 
-    def __init__(self, device_rules: Sequence[Rule] = DEVICE_RULES, host_rules: Sequence[Rule] = HOST_RULES) -> None:
-        for rules in (device_rules, host_rules):
+    def __init__(self, device_rules: Sequence[Rule] = DEVICE_RULES, host_rules: Sequence[Rule] = HOST_RULES,
+                 child_rules: Sequence[ChildRule] = HOST_CHILD_RULES) -> None:
+        for rules in (device_rules, host_rules, child_rules):
             names = [r.name for r in rules]
             if len(names) != len(set(names)):
                 raise ValueError(f"duplicate rule names: {sorted({n for n in names if names.count(n) > 1})}")
         self._device = tuple((r, _compile(r.kernel), _compile(r.launcher)) for r in device_rules)
         self._host = tuple((r, _compile(r.kernel)) for r in host_rules)
+        self._child = tuple((r, re.compile(r.op), re.compile(r.child)) for r in child_rules)
         self._dcache: dict[tuple[str, str, str | None], Rule | None] = {}
         self._hcache: dict[str, Category] = {}
+        self._pcache: dict[str, bool] = {}
 
     def device_rule(self, name: str, kind: str, launcher: str | None) -> Rule | None:
         """The first rule matching this device event, or None (category 'other')."""
@@ -254,3 +324,18 @@ class Classifier:
             rule = self.host_rule(op_name)
             cat = self._hcache[op_name] = rule.category if rule is not None else Category.OTHER
             return cat
+
+    def has_child_rules(self, op_name: str) -> bool:
+        """True when some HOST_CHILD_RULES entry may decide this op's category (its children must be looked at)."""
+        try:
+            return self._pcache[op_name]
+        except KeyError:
+            hit = self._pcache[op_name] = any(op.search(op_name) is not None for _, op, _ in self._child)
+            return hit
+
+    def host_child_rule(self, op_name: str, child_name: str) -> ChildRule | None:
+        """The first child rule for this op that this child op fires, or None (HOST_RULES decide)."""
+        for rule, op, child in self._child:
+            if op.search(op_name) is not None and child.search(child_name) is not None:
+                return rule
+        return None

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from itertools import groupby
 
-from ..model import ANNOTATION, MODULE, OP, DeviceEvent, Trace
+import orjson
+
+from ..model import ANNOTATION, MODULE, OP, DeviceEvent, HostEvent, Trace
+from ..results.attribution import Evidence
 from ..vocab import (
-    EAGER_MATMUL_OPS, EAGER_SOFTMAX_OPS, Category, FoundBy, Phase, anchored, compact_kernel_name, kernel_label,
+    EAGER_MATMUL_OPS, EAGER_SOFTMAX_OPS, FUSED_ATTENTION_OPS, GROUPED_GEMM_OPS, LINEAR_OPS, LOW_PRECISION_GEMM_OPS,
+    QUANTIZED_LINEAR_OPS, Category, CoreKind, FoundBy, OpPattern, Phase, anchored, compact_kernel_name, kernel_label,
     opens_fused_block,
 )
 from .link import NONE, Links
@@ -29,9 +33,54 @@ MATMUL_OPS = re.compile(anchored(EAGER_MATMUL_OPS))
 SOFTMAX_OPS = re.compile(anchored(EAGER_SOFTMAX_OPS))
 
 
+@dataclass(frozen=True, slots=True)
+class DiscoveryRule:
+    """One way a block is found, in the order the finder applies them; ``why`` is the fact behind it."""
+
+    name: str
+    found_by: FoundBy
+    why: str
+
+
+DISCOVERY_RULES: tuple[DiscoveryRule, ...] = (
+    DiscoveryRule("innermost-scope", FoundBy.MODULE,
+                  "a record_function range or nn.Module slice matching the scope, the innermost one around an "
+                  "attention core: hybrids name whole layers after their mixer (JambaAttentionDecoderLayer, "
+                  "Zamba2AttentionDecoderLayer, MllamaCrossAttentionDecoderLayer), and the layer also holds the "
+                  "norms and the MoE FFN; a scope holding no core is no block"),
+    DiscoveryRule("fused-op", FoundBy.FUSED_OP,
+                  "a fused attention op outside any scope block (SDPA and its backends, flash_attn, vLLM, aiter)"),
+    DiscoveryRule("eager-ops", FoundBy.INFERRED,
+                  "a score product, a softmax of its output and a context product consuming it, siblings under "
+                  "one parent with no layer boundary between (EAGER_BREAKERS) and, where shapes were recorded, "
+                  "[..., Lq, Lk] on all three (a MoE router's [tokens, experts] softmax fails it)"),
+    DiscoveryRule("fused-kernels", FoundBy.FUSED_KERNEL,
+                  "a run of fused attention kernels on one stream that no host block owns (CUDA/HIP graph "
+                  "replays, compiled code), with the other kernels of the same call (KERNEL_GROUPS)"),
+    DiscoveryRule("eager-kernels", FoundBy.INFERRED,
+                  "GEMM → softmax → GEMM kernels that no host block owns (inductor launches them from one call)"),
+)
+RULE = {r.name: r for r in DISCOVERY_RULES}
+
+# Ops that end a score → softmax → context search: none of them sits inside one eager attention call.
+EAGER_BREAKERS: tuple[OpPattern, ...] = (
+    OpPattern("linear-gemm", "|".join(p.pattern for p in (LINEAR_OPS, LOW_PRECISION_GEMM_OPS, GROUPED_GEMM_OPS,
+                                                          QUANTIZED_LINEAR_OPS)),
+              "a projection or an expert GEMM: a MoE router's gate is a linear before its softmax"),
+    *FUSED_ATTENTION_OPS,  # (reason: a fused attention call between two products means they are two other calls)
+    OpPattern("norm", r"aten::(?:layer_norm|native_layer_norm|rms_norm|_fused_rms_norm|group_norm|native_group_norm"
+                      r"|batch_norm|native_batch_norm|_batch_norm_impl_index)",
+              "a norm between two products is a layer boundary (pre-norm blocks start with one)"),
+)
+_BREAKER = re.compile(anchored(*EAGER_BREAKERS))
+MAX_EAGER_GAP = 48  # sibling ops allowed between a product and the softmax: scale, softcap, mask, casts, views, and
+# T5's first layer computing its relative position bias (about 30 ops); the breakers, not the gap, end a layer
+_LEFT_OPERANDS = {"aten::baddbmm": 1, "aten::addbmm": 1}  # where the first matrix operand sits (else 0)
+
+
 @dataclass(slots=True)
 class Block:
-    """One attention call: its host roots (siblings for inferred blocks) and how it was found."""
+    """One attention call: its host roots (siblings for inferred blocks), how it was found and why."""
 
     name: str
     found_by: FoundBy
@@ -40,10 +89,21 @@ class Block:
     phase: Phase = Phase.FORWARD
     ts: int = 0  # first host (or device) start, for ordering
     forward: int | None = None  # a backward block: index of the forward block it is the backward of
+    evidence: Evidence | None = None
+
+
+@dataclass(slots=True)
+class _Eager:
+    """A score → softmax → context triple of sibling ops (host indices) and the siblings it spans."""
+
+    score: int
+    softmax: int
+    context: int
+    roots: list[int]
 
 
 class BlockFinder:
-    """Marks host events with the block that owns them."""
+    """Marks host events with the block that owns them (rules innermost-scope, fused-op, eager-ops)."""
 
     def __init__(self, scope: str | None = None) -> None:
         self.scope = re.compile(scope or DEFAULT_SCOPE, re.IGNORECASE)
@@ -57,68 +117,346 @@ class BlockFinder:
             return name
         return None
 
-    def find(self, tr: Trace, links: Links) -> tuple[list[Block], list[int]]:
-        """Returns the blocks and, per host event, the owning block index or NONE."""
-        host = tr.host
+    def find(self, tr: Trace, links: Links, cats: Sequence[Category] | None = None) -> tuple[list[Block], list[int]]:
+        """Returns the blocks and, per host event, the owning block index or NONE.
+
+        ``cats``, the device events' categories, lets a fused attention kernel count as a scope's core.
+        """
+        cores = _Cores(tr, links, self, cats)
+        blocks = cores.blocks()
+        owner = [NONE] * len(tr.host)
+        for b, blk in enumerate(blocks):
+            for r in blk.roots:
+                owner[r] = b
         parent = links.parent
-        owner = [NONE] * len(host)
-        blocks: list[Block] = []
-        for i in links.order:  # parents come before children
+        for i in links.order:  # parents first: the innermost block root around an event owns it
             p = parent[i]
-            if p != NONE and owner[p] != NONE:
+            if owner[i] == NONE and p != NONE:
                 owner[i] = owner[p]
-                continue
-            h = host[i]
-            name = self.scope_name(h.kind, h.name)
-            found = FoundBy.MODULE if h.kind == MODULE else FoundBy.ANNOTATION
-            if name is None and h.kind == OP and opens_fused_block(h.name):  # never a …_backward op
-                name, found = h.name, FoundBy.FUSED_OP
-            if name is not None:
-                owner[i] = len(blocks)
-                blocks.append(Block(name, found, [i], ts=h.ts))
-        self._infer(tr, links, owner, blocks)
         _assign_steps(links, blocks)
         return blocks, owner
 
-    def _infer(self, tr: Trace, links: Links, owner: list[int], blocks: list[Block]) -> None:
-        """matmul-family op, then softmax, then matmul-family op, siblings under one parent."""
-        names = tr.names
-        if names is not None and not any(SOFTMAX_OPS.match(n) for n in names):
-            return  # no softmax op in the file (fused attention models): no such run; the walk is skipped
+
+class _Cores:
+    """The attention cores of a trace (fused ops, eager triples, fused kernels' launch sites) and the blocks
+    they make: each core is claimed by the innermost scope around it, else it is a block of its own kind."""
+
+    def __init__(self, tr: Trace, links: Links, finder: BlockFinder, cats: Sequence[Category] | None) -> None:
+        self.tr, self.links, self.finder = tr, links, finder
+        self._key_of: dict[int, int] = {}  # non-op host event -> its sibling key (sibling_key)
+        names = tr.names if tr.names is not None else frozenset(h.name for h in tr.host)
+        fused_names = {n for n in names if opens_fused_block(n)}
         host = tr.host
-        children: dict[int, list[int]] = {}
-        for i in links.order:
-            if owner[i] == NONE and host[i].kind == OP:
-                p = links.op_parent[i]
-                if p == NONE or owner[p] == NONE:
-                    children.setdefault(p, []).append(i)
-        new_roots: list[list[int]] = []
-        for p, kids in children.items():
-            if p == NONE:
-                kids = [k for k in kids if links.op_parent[k] == NONE]
-            last_mm = None
-            saw_softmax = False
-            for pos, k in enumerate(kids):
-                nm = host[k].name
-                if MATMUL_OPS.match(nm):
-                    if saw_softmax and last_mm is not None:
-                        new_roots.append(kids[last_mm: pos + 1])
-                        last_mm, saw_softmax = None, False
-                    else:
-                        last_mm = pos
-                elif SOFTMAX_OPS.match(nm) and last_mm is not None:
-                    saw_softmax = True
-        if not new_roots:
-            return
-        for roots in new_roots:
-            b = len(blocks)
-            blocks.append(Block("inferred attention", FoundBy.INFERRED, roots, ts=host[roots[0]].ts))
-            for r in roots:
-                owner[r] = b
-        for i in links.order:  # hand the new roots' descendants to their block
-            p = links.parent[i]
-            if owner[i] == NONE and p != NONE and owner[p] != NONE:
-                owner[i] = owner[p]
+        self.fused_ops = [i for i, h in enumerate(host) if h.name in fused_names and h.kind == OP] if fused_names else []
+        self.is_fused = set(self.fused_ops)
+        self.eager = _eager_triples(tr, links, names, self.sibling_key)
+        self.kernels: dict[int, list[int]] = defaultdict(list)  # launch-site host event -> fused kernels
+        if cats is not None:
+            leaf, fa = links.device_leaf, Category.FUSED_ATTENTION
+            for j, c in enumerate(cats):
+                if c == fa and leaf[j] != NONE:
+                    self.kernels[leaf[j]].append(j)
+        self._scope_of: dict[int, int] = {}
+        self.cats = cats
+
+    def scope_around(self, i: int) -> int:
+        """The innermost scope-opening host event around ``i`` (itself included), or NONE."""
+        host, parent, memo = self.tr.host, self.links.parent, self._scope_of
+        path = []
+        found = NONE
+        k = i
+        while k != NONE:
+            got = memo.get(k)
+            if got is not None:
+                found = got
+                break
+            path.append(k)
+            h = host[k]
+            if h.kind != OP and self.finder.scope_name(h.kind, h.name) is not None:
+                found = k
+                break
+            k = parent[k]
+        for k in path:
+            memo[k] = found
+        return found
+
+    def sibling_key(self, i: int) -> int:
+        """The event whose ops count as ``i``'s siblings for rule eager-ops: the nearest op, scope or
+        ProfilerStep around it. Other ranges and modules are transparent: the H200 sweep wraps each of
+        QKᵀ, softmax and PV in a range of its own (qk_matmul, softmax, pv_matmul) under one scope."""
+        host, parent, memo = self.tr.host, self.links.parent, self._key_of
+        path = []
+        k = parent[i]
+        key = NONE
+        while k != NONE:
+            h = host[k]
+            if h.kind == OP:
+                key = k
+                break
+            got = memo.get(k)
+            if got is not None:
+                key = got
+                break
+            if h.name.startswith("ProfilerStep#") or self.finder.scope_name(h.kind, h.name) is not None:
+                key = k
+                break
+            path.append(k)
+            k = parent[k]
+        for k in path:
+            memo[k] = key
+        return key
+
+    def outermost_fused(self, i: int) -> int:
+        """The outermost fused attention op around ``i`` (itself included), or NONE."""
+        parent, fused = self.links.parent, self.is_fused
+        top = NONE
+        k = i
+        while k != NONE:
+            if k in fused:
+                top = k
+            k = parent[k]
+        return top
+
+    def blocks(self) -> list[Block]:
+        tr, host = self.tr, self.tr.host
+        dev = tr.device
+        claimed: dict[int, _Claim] = {}  # scope event -> what it holds
+        fused_blocks: dict[int, _Claim] = {}  # outermost fused op outside scopes -> what it holds
+        for i in self.fused_ops:
+            s = self.scope_around(i)
+            c = claimed.setdefault(s, _Claim()) if s != NONE else fused_blocks.setdefault(self.outermost_fused(i),
+                                                                                          _Claim())
+            c.add_name(host[i].name)
+        for leaf, js in self.kernels.items():
+            s = self.scope_around(leaf)
+            if s != NONE:
+                for j in js:
+                    claimed.setdefault(s, _Claim()).add_kernel(short_kernel_name(dev[j].name))
+        free_eager: list[_Eager] = []
+        for e in self.eager:
+            s = self.scope_around(e.softmax)
+            if s != NONE:
+                claimed.setdefault(s, _Claim()).add_eager(self, e)
+            elif self.outermost_fused(e.softmax) == NONE:
+                free_eager.append(e)
+        _claim_kernel_triples(self, claimed)
+        _claim_products(self, claimed)
+        out: list[Block] = []
+        for s, c in claimed.items():
+            h = host[s]
+            name = self.finder.scope_name(h.kind, h.name) or h.name
+            out.append(Block(name, FoundBy.MODULE if h.kind == MODULE else FoundBy.ANNOTATION, [s], ts=h.ts,
+                             evidence=c.evidence("innermost-scope")))
+        for f, c in fused_blocks.items():
+            out.append(Block(host[f].name, FoundBy.FUSED_OP, [f], ts=host[f].ts, evidence=c.evidence("fused-op")))
+        for e in free_eager:
+            c = _Claim()
+            c.add_eager(self, e)
+            out.append(Block("inferred attention", FoundBy.INFERRED, e.roots, ts=host[e.roots[0]].ts,
+                             evidence=c.evidence("eager-ops")))
+        out.sort(key=lambda b: (b.ts, b.roots[0]))
+        return out
+
+
+def _around(parent: Sequence[int], claimed: dict[int, _Claim]) -> set[int]:
+    """The host events around a claimed scope: layer containers, never blocks of their own."""
+    around: set[int] = set()
+    for c in claimed:
+        k = parent[c]
+        while k != NONE and k not in around:
+            around.add(k)
+            k = parent[k]
+    return around
+
+
+def _claim_kernel_triples(self: _Cores, claimed: dict[int, _Claim]) -> None:
+    """Rule innermost-scope, kernels only: a scope with no core among its ops whose kernels run GEMM → softmax
+    → GEMM (a range linked to its kernels by ``gpu_user_annotation`` alone, or ops the vocabulary does not
+    know) holds an eager core. Only scopes around an unclaimed softmax kernel are looked at."""
+    cats = self.cats
+    if cats is None:
+        return
+    leaf, softmax, matmul = self.links.device_leaf, Category.SOFTMAX, Category.MATMUL
+    open_scopes: dict[int, list[int]] = {}
+    for j, c in enumerate(cats):
+        if c == softmax and leaf[j] != NONE:
+            sc = self.scope_around(leaf[j])
+            if sc != NONE and sc not in claimed:
+                open_scopes[sc] = []
+    if not open_scopes:
+        return
+    containers = _around(self.links.parent, claimed)
+    host, launcher = self.tr.host, self.links.launcher
+    for j, c in enumerate(cats):
+        if (c == matmul or c == softmax) and leaf[j] != NONE:
+            sc = self.scope_around(leaf[j])
+            if sc in open_scopes and sc not in containers:
+                la = launcher[leaf[j]]
+                if c == matmul and la != NONE and _BREAKER.match(host[la].name):
+                    continue  # a projection's or an expert's GEMM (a router's gate) is no score or context product
+                open_scopes[sc].append(j)
+    dev = self.tr.device
+    for sc, js in open_scopes.items():
+        js.sort(key=lambda j: dev[j].ts)
+        kc = [cats[j] for j in js]
+        for k, c in enumerate(kc):
+            run = _gemm_softmax_gemm(kc, k) if c == softmax else None
+            if run is not None:
+                cl = claimed[sc] = _Claim()
+                cl.kernels = [short_kernel_name(dev[js[i]].name) for i in (run[0], k, run[1])]
+                cl.kernel_triple = True
+                break
+
+
+def _claim_products(self: _Cores, claimed: dict[int, _Claim]) -> None:
+    """Rule innermost-scope, linear attention: a scope with no core and no block inside it whose own products
+    (matrix products not inside another op) number two or more holds a softmax-free attention core. A layer
+    container (its attention module a block of its own) never qualifies, so MoE expert bmms make no block."""
+    host, parent = self.tr.host, self.links.parent
+    names = {h.name for h in host} if self.tr.names is None else self.tr.names
+    product_names = {n for n in names if MATMUL_OPS.match(n)}
+    if not product_names:
+        return
+    around = _around(parent, claimed)
+    own: dict[int, list[int]] = defaultdict(list)
+    for i, h in enumerate(host):
+        if h.name in product_names and h.kind == OP:
+            p = parent[i]
+            if p == NONE or host[p].kind != OP:
+                s = self.scope_around(i)
+                if s != NONE and s not in claimed and s not in around:
+                    own[s].append(i)
+    for s, ops in own.items():
+        if len(ops) >= 2:
+            c = claimed[s] = _Claim()
+            c.products = [host[i].name for i in ops[:4]]
+
+
+@dataclass(slots=True)
+class _Claim:
+    """What one block's core is made of, gathered while the cores are claimed."""
+
+    fused: list[str] = field(default_factory=list)
+    kernels: list[str] = field(default_factory=list)
+    eager: list[tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
+    products: list[str] = field(default_factory=list)
+    kernel_triple: bool = False  # ``kernels`` are a GEMM → softmax → GEMM run, not fused attention kernels
+
+    def add_name(self, name: str) -> None:
+        if name not in self.fused:
+            self.fused.append(name)
+
+    def add_kernel(self, name: str) -> None:
+        if name not in self.kernels:
+            self.kernels.append(name)
+
+    def add_eager(self, cores: _Cores, e: _Eager) -> None:
+        tr = cores.tr
+        names = tuple(tr.host[i].name for i in (e.score, e.softmax, e.context))
+        shapes = tuple(_dims_text(tr, i) for i in (e.score, e.softmax, e.context))
+        self.eager.append((names, shapes if all(shapes) else ()))
+
+    def evidence(self, rule: str) -> Evidence:
+        """Fused ops first (they name the call), then fused kernels, then the first eager triple."""
+        if self.fused:
+            return Evidence(rule=rule, core=CoreKind.FUSED_OP, names=tuple(self.fused[:4]))
+        if self.kernels:
+            core = CoreKind.EAGER_KERNELS if self.kernel_triple else CoreKind.FUSED_KERNEL
+            return Evidence(rule=rule, core=core, names=tuple(self.kernels[:4]))
+        if self.eager:
+            names, shapes = self.eager[0]
+            return Evidence(rule=rule, core=CoreKind.EAGER_OPS, names=names, shapes=shapes)
+        return Evidence(rule=rule, core=CoreKind.PRODUCTS, names=tuple(self.products))
+
+
+def _dims_text(tr: Trace, i: int) -> str:
+    rec = tr.op_inputs.get(i)
+    return rec.dims.decode("utf-8", "replace") if rec is not None and rec.dims else ""
+
+
+def _dims(tr: Trace, i: int) -> list | None:
+    rec = tr.op_inputs.get(i)
+    if rec is None or not rec.dims:
+        return None
+    try:
+        dims = orjson.loads(rec.dims)
+    except orjson.JSONDecodeError:
+        return None
+    return dims if isinstance(dims, list) else None
+
+
+def _matrix(dims: list, k: int) -> list[int] | None:
+    if k >= len(dims) or not isinstance(dims[k], list) or len(dims[k]) < 2:
+        return None
+    m = dims[k]
+    return m if all(isinstance(x, int) for x in m) else None
+
+
+def _shapes_agree(tr: Trace, score: int, softmax: int, context: int) -> bool:
+    """The softmax input is [..., Lq, Lk]: the score product makes it (its operands [..., Lq, d] and [..., d, Lk])
+    and the context product consumes it as its first matrix. True where a shape was not recorded (or for einsum,
+    whose equation decides its operands)."""
+    host = tr.host
+    ds, da, dc = _dims(tr, softmax), _dims(tr, score), _dims(tr, context)
+    if ds is None:
+        return True
+    s = _matrix(ds, 0)
+    if s is None:
+        return False
+    if da is not None and host[score].name != "aten::einsum":
+        k = _LEFT_OPERANDS.get(host[score].name, 0)
+        a, b = _matrix(da, k), _matrix(da, k + 1)
+        if a is None or b is None or a[-2] != s[-2] or b[-1] != s[-1]:
+            return False
+    if dc is not None and host[context].name != "aten::einsum":
+        p = _matrix(dc, _LEFT_OPERANDS.get(host[context].name, 0))
+        if p is None or p[-2:] != s[-2:]:
+            return False
+    return True
+
+
+def _eager_triples(tr: Trace, links: Links, names: frozenset[str],
+                   key: Callable[[int], int]) -> list[_Eager]:
+    """Every score → softmax → context triple of sibling ops (rule eager-ops), scope or not."""
+    soft_names = {n for n in names if SOFTMAX_OPS.match(n)}
+    if not soft_names:
+        return []  # no softmax op in the file (fused attention models): the walk is skipped
+    host, op_kind = tr.host, OP
+    softmaxes = [i for i, h in enumerate(host) if h.name in soft_names and h.kind == op_kind]
+    parents = {key(i) for i in softmaxes}
+    kids: dict[int, list[int]] = defaultdict(list)
+    for i in links.order:
+        if host[i].kind == op_kind:
+            p = key(i)
+            if p in parents:
+                kids[p].append(i)
+    out: list[_Eager] = []
+    for sibs in kids.values():
+        used = -1  # the last sibling position a triple took: products are not shared between calls
+        for pos, i in enumerate(sibs):
+            if pos <= used or host[i].name not in soft_names:
+                continue
+            lo = _product_near(host, sibs, pos, -1, used)
+            hi = _product_near(host, sibs, pos, 1, len(sibs))
+            if lo is None or hi is None or not _shapes_agree(tr, sibs[lo], i, sibs[hi]):
+                continue
+            out.append(_Eager(sibs[lo], i, sibs[hi], sibs[lo: hi + 1]))
+            used = hi
+    return out
+
+
+def _product_near(host: Sequence[HostEvent], sibs: list[int], pos: int, step: int, stop: int) -> int | None:
+    """The nearest product op from ``pos`` in direction ``step`` within MAX_EAGER_GAP siblings, before any
+    breaker or other softmax, not reaching ``stop``; None if there is none."""
+    k = pos + step
+    while k != stop and 0 <= k < len(sibs) and abs(k - pos) <= MAX_EAGER_GAP + 1:
+        nm = host[sibs[k]].name
+        if MATMUL_OPS.match(nm):
+            return k
+        if _BREAKER.match(nm) or SOFTMAX_OPS.match(nm):
+            return None
+        k += step
+    return None
 
 
 def _assign_steps(links: Links, blocks: list[Block]) -> None:
@@ -160,45 +498,168 @@ def _by_stream(dev: Sequence[DeviceEvent], events: list[int]) -> list[list[int]]
     return [list(g) for _, g in groupby(order, key=streams.__getitem__)]
 
 
+@dataclass(frozen=True, slots=True)
+class KernelGroup:
+    """The kernels one attention call launches besides its attention kernel: ``before`` run ahead of it (quantise,
+    plan, KV-cache write), ``after`` behind it (split-KV combine, merge). ``core`` limits the attention kernels the
+    group belongs to (any fused attention kernel when empty). Patterns are ``re.search`` over kernel names."""
+
+    name: str
+    before: str
+    after: str
+    core: str
+    why: str
+
+
+KERNEL_GROUPS: tuple[KernelGroup, ...] = (
+    KernelGroup("sage-attention", r"sage\w*quant|quant_per_(?:block|warp|thread)\w*|quant_query\w*|sub_mean\w*kernel",
+                "", r"sage|qk_int8_sv|_attn_fwd",
+                "SageAttention quantises Q/K to int8 (and V to fp8) in kernels of its own, with small kernels between"),
+    KernelGroup("fp8-attention", r"scaled_fp8_quant|fp8_quant\w*kernel|quant_fp8|segmented_max_reduction"
+                                 r"|compute_\w*scale\w*kernel", "", "",
+                "FP8 attention computes its Q/K/V scales and casts before the attention kernel"),
+    KernelGroup("kv-cache-write", r"reshape_and_cache|concat_and_cache|store_kvcache", "", "",
+                "vLLM/SGLang write the new K/V into the paged cache just before attending (reshape_and_cache_flash, "
+                "store_kvcache in the shared graph replays)"),
+    KernelGroup("flashinfer", r"[Pp]lan\w*[Kk]ernel", r"MergeStates?\w*|merge_state\w*",
+                r"(?:Batch|Single)(?:Prefill|Decode)With|BatchMLAPageAttention|BatchPOD",
+                "FlashInfer plans on the device for some wrappers and merges cascade/split states after the run"),
+    KernelGroup("split-kv", "", r"splitkv_combine|paged_attention\w*reduce|_fwd_kernel_stage2|merge_attn_states",
+                "", "split-KV decode reduces its partial outputs in a second kernel (FA2 combine, vLLM ROCm "
+                "paged_attention_ll4mi_reduce, SGLang Triton decode stage 2)"),
+)
+_MEMBERS = [(g, re.compile(g.before) if g.before else None, re.compile(g.after) if g.after else None,
+             re.compile(g.core) if g.core else None) for g in KERNEL_GROUPS]
+
+
+def _member_of(name: str, memo: dict[str, tuple[str, str] | None]) -> tuple[str, str] | None:
+    """("before" | "after", group name) when a kernel is another kernel of an attention call, else None."""
+    if name in memo:
+        return memo[name]
+    got = None
+    for g, before, after, _core in _MEMBERS:
+        if before is not None and before.search(name):
+            got = ("before", g.name)
+            break
+        if after is not None and after.search(name):
+            got = ("after", g.name)
+            break
+    memo[name] = got
+    return got
+
+
+def _core_of(group: str, name: str) -> bool:
+    for g, _b, _a, core in _MEMBERS:
+        if g.name == group:
+            return core is None or core.search(name) is not None
+    return False
+
+
+class _KernelRun:
+    """One stream's walk for rule fused-kernels: open runs of an attention call's kernels, close them into blocks."""
+
+    def __init__(self, tr: Trace, links: Links, blocks: list[Block], cats: Sequence[Category],
+                 dev_owner: list[int]) -> None:
+        self.tr, self.links, self.blocks, self.cats, self.dev_owner = tr, links, blocks, cats, dev_owner
+        self.memo: dict[str, tuple[str, str] | None] = {}
+        self.new: list[int] = []
+        names = tr.names if tr.names is not None else frozenset(d.name for d in tr.device)
+        self.any_members = any(_member_of(n, self.memo) is not None for n in names)
+        self.reset()
+
+    def reset(self) -> None:
+        self.members: list[int] = []  # the run's kernels so far (attention and group members)
+        self.between: list[int] = []  # kernels since the last member, joined if another member follows
+        self.core = False  # an attention kernel is in the run
+        self.group: str | None = None
+        self.last_core = NONE
+
+    def close(self) -> None:
+        """A run with an attention kernel becomes a block (or joins the host block of its kernel); else nothing."""
+        if self.core and self.members:
+            b = len(self.blocks)
+            dev, links = self.tr.device, self.links
+            first = self.members[0]
+            lf = links.device_leaf[first]
+            cores = [j for j in self.members if self.cats[j] == Category.FUSED_ATTENTION]
+            longest = max(cores, key=lambda j: dev[j].dur)
+            lab = kernel_label(dev[longest].name)
+            name = lab.name if lab is not None and lab.name is not None else short_kernel_name(dev[longest].name)
+            names: list[str] = []
+            for j in cores:
+                n = short_kernel_name(dev[j].name)
+                if n not in names:
+                    names.append(n)
+            ev = Evidence(rule="fused-kernels", core=CoreKind.FUSED_KERNEL, names=tuple(names[:4]), group=self.group)
+            self.blocks.append(Block(name, FoundBy.FUSED_KERNEL, [], links.step[lf] if lf != NONE else None,
+                                     lab.phase if lab is not None else Phase.FORWARD, dev[first].ts, evidence=ev))
+            for j in self.members:
+                self.dev_owner[j] = b
+            self.new.append(b)
+        self.reset()
+
+    def walk(self, g: list[int]) -> None:
+        dev, cats, owner, linked = self.tr.device, self.cats, self.dev_owner, self.links.device_linked
+        fused, memory = Category.FUSED_ATTENTION, Category.MEMORY
+        members = self.any_members
+        for j in g:
+            free = owner[j] == NONE and linked[j]
+            if not free and not self.members:
+                continue  # the common case: a kernel a host block owns, no run open
+            role = _member_of(dev[j].name, self.memo) if free and members else None
+            if role is not None and role[0] == "before":
+                if self.core:
+                    self.close()
+                self._join(j, role[1])
+            elif free and cats[j] == fused and (self.group is None or self.core or _core_of(self.group, dev[j].name)):
+                self._join(j, self.group)
+                self.core = True
+            elif role is not None and self.core and len(self.between) <= MAX_BETWEEN:
+                self._join(j, role[1])
+            elif not free and self.members and not self.core and cats[j] == fused and owner[j] != NONE \
+                    and self.group is not None and _core_of(self.group, dev[j].name):
+                self._give(owner[j])  # a call's first kernels before the attention kernel a host block owns
+            elif free and self.members and cats[j] not in _ENDS_RUN \
+                    and (cats[j] == memory or (self.group is not None and len(self.between) < MAX_BETWEEN)):
+                self.between.append(j)
+            elif self.members:
+                self.close()
+        self.close()
+
+    def _join(self, j: int, group: str | None) -> None:
+        self.members.extend(self.between)
+        self.between.clear()
+        self.members.append(j)
+        if group is not None and self.group is None:
+            self.group = group
+
+    def _give(self, b: int) -> None:
+        """Hand the open run's kernels to host block ``b`` and say so in its evidence."""
+        for j in (*self.members, *self.between):
+            self.dev_owner[j] = b
+        blk = self.blocks[b]
+        if blk.evidence is not None and self.group is not None:
+            blk.evidence = replace(blk.evidence, group=self.group)
+        self.reset()
+
+
+_ENDS_RUN = frozenset({Category.MATMUL, Category.SOFTMAX})  # a GEMM or softmax between two kernels: two calls
+
+
 def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: Sequence[Category],
                          dev_owner: list[int]) -> list[int]:
-    """Runs of fused-attention kernels on one stream that no host block owns (graphs, compiled code).
+    """Rule fused-kernels: runs of one call's kernels on one stream that no host block owns (graphs, compiled code).
 
-    Only linked events count: an orphan launched before the window is reported as unlinked,
-    never guessed into a block. Memory kernels *between* two fused kernels of a run (SageAttention
-    zero-fills its outputs between quantising and attending) join the run. Returns the new blocks.
+    Only linked events count: an orphan launched before the window is reported as unlinked, never guessed
+    into a block. A run holds fused attention kernels, memory kernels between them (SageAttention zero-fills
+    its outputs between quantising and attending) and its KERNEL_GROUPS members with up to MAX_BETWEEN other
+    kernels between (never a GEMM or a softmax). A run with no attention kernel is no block; one whose
+    attention kernel a host block owns joins that block. Returns the new blocks.
     """
-    dev = tr.device
-    linked = links.device_linked
-    longest: dict[int, int] = {}  # block -> its longest fused kernel, which names it
-    fused, memory = Category.FUSED_ATTENTION, Category.MEMORY  # hoisted: this loop sees every device event
-    for g in _by_stream(dev, list(range(len(dev)))):
-        current = NONE
-        between: list[int] = []
-        for j in g:
-            free = dev_owner[j] == NONE and linked[j]
-            if free and cats[j] == fused:
-                if current == NONE:
-                    lf = links.device_leaf[j]
-                    current = len(blocks)
-                    blocks.append(Block(short_kernel_name(dev[j].name), FoundBy.FUSED_KERNEL, [],
-                                        links.step[lf] if lf != NONE else None, Phase.FORWARD, dev[j].ts))
-                for k in between:
-                    dev_owner[k] = current
-                between.clear()
-                dev_owner[j] = current
-                if current not in longest or dev[j].dur > dev[longest[current]].dur:
-                    longest[current] = j
-            elif free and current != NONE and cats[j] == memory:
-                between.append(j)
-            else:
-                current = NONE
-                between.clear()
-    for b, j in longest.items():  # named after the op its longest kernel computes (vocab.KERNEL_LABELS)
-        lab = kernel_label(dev[j].name)
-        blocks[b].name = lab.name if lab is not None and lab.name is not None else short_kernel_name(dev[j].name)
-        blocks[b].phase = lab.phase if lab is not None else Phase.FORWARD
-    return list(longest)
+    run = _KernelRun(tr, links, blocks, cats, dev_owner)
+    for g in _by_stream(tr.device, list(range(len(tr.device)))):
+        run.walk(g)
+    return run.new
 
 
 def _inferred_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: Sequence[Category],
@@ -217,7 +678,7 @@ def _inferred_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: 
     new: list[int] = []
     for g in _by_stream(dev, [j for j in range(len(dev)) if dev[j].stream in streams]):
         free = [j for j in g if dev_owner[j] == NONE and linked[j] and dev[j].kind == "kernel"]
-        free_cats = [cats[j] for j in free]
+        free_cats = [_pattern_category(tr, links, cats, j) for j in free]
         k = 0
         while k < len(free):
             run = _gemm_softmax_gemm(free_cats, k) if free_cats[k] == Category.SOFTMAX else None
@@ -229,12 +690,31 @@ def _inferred_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: 
             lf = links.device_leaf[first]
             phase = Phase.BACKWARD if "backward" in dev[free[k]].name.lower() else Phase.FORWARD
             new.append(len(blocks))
+            names = tuple(short_kernel_name(dev[free[i]].name) for i in (lo, k, hi))
             blocks.append(Block("inferred attention", FoundBy.INFERRED, [], links.step[lf] if lf != NONE else None,
-                                phase, dev[first].ts))
+                                phase, dev[first].ts,
+                                evidence=Evidence(rule="eager-kernels", core=CoreKind.EAGER_KERNELS, names=names)))
             for j in free[lo: hi + 1]:
                 dev_owner[j] = new[-1]
             k = hi + 1
     return new
+
+
+def _pattern_category(tr: Trace, links: Links, cats: Sequence[Category], j: int) -> Category:
+    """A kernel's category as rule eager-kernels reads it: a GEMM launched by a breaker op (a linear layer, a
+    router's gate, MoE experts) and a softmax launched by a host softmax op (which rule eager-ops already
+    judged, and turned down) are no member of a kernel pattern: the eager MoE router is no attention."""
+    c = cats[j]
+    if c != Category.MATMUL and c != Category.SOFTMAX:
+        return c
+    lf = links.device_leaf[j]
+    la = links.launcher[lf] if lf != NONE else NONE
+    if la == NONE:
+        return c
+    name = tr.host[la].name
+    if (_BREAKER.match(name) if c == Category.MATMUL else SOFTMAX_OPS.match(name)) is not None:
+        return Category.OTHER
+    return c
 
 
 def _gemm_softmax_gemm(cats: Sequence[Category], k: int) -> tuple[int, int] | None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from ..results.efficiency import efficiency_dict
-from ..results.attribution import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, RankRow, RankView
+from ..results.attribution import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Evidence, RankRow, RankView
 from .base import Renderer
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> di
         "busy_us": round(b.total_us, 3), "launch_bound": b.launch_bound,
         "efficiency": efficiency_dict(b.efficiency),
         "efficiency_by_category": {k: efficiency_dict(e) for k, e in b.efficiency_by_category.items()},
+        "evidence": evidence_dict(b.evidence),
     } for b in result.blocks]
     t = result.totals
     out: dict = {
@@ -67,7 +68,11 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> di
         cv = result.coverage
         out["coverage"] = {"device_us": round(cv.device_us, 3), "linked_us": round(cv.linked_us, 3),
                            "in_blocks_us": round(cv.in_blocks_us, 3), "unlinked_us": round(cv.unlinked_us, 3),
-                           "device_events": cv.device_events, "linked_events": cv.linked_events}
+                           "device_events": cv.device_events, "linked_events": cv.linked_events,
+                           "unlinked_by_reason": {k: round(v, 3) for k, v in cv.unlinked_by_reason.items()},
+                           "attention_outside_blocks": {"kernels": cv.attention_outside_kernels,
+                                                        "busy_us": round(cv.attention_outside_us, 3),
+                                                        "names": dict(cv.attention_outside_names)}}
     view = ranks or result.ranks
     if view is not None:
         out["ranks"] = ranks_dict(view)
@@ -102,6 +107,13 @@ def _role_deltas(before: dict[str, float] | None, after: dict[str, float] | None
         return {}
     return {"matmul_roles": {k: {"before_us": _r(before[k]), "after_us": _r(after[k]),
                                  "delta_us": _r(after[k] - before[k])} for k in before}}
+
+
+def evidence_dict(e: Evidence | None) -> dict | None:
+    """Why the block is attention: the discovery rule, the core's kind, its op/kernel names and shapes."""
+    if e is None:
+        return None
+    return {"rule": e.rule, "core": e.core, "names": list(e.names), "shapes": list(e.shapes), "group": e.group}
 
 
 def _r(x: float | None, nd: int = 3) -> float | None:

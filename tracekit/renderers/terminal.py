@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..results.efficiency import Efficiency
-from ..results.attribution import CATEGORIES, Attribution
-from ..vocab import Phase
+from ..results.attribution import CATEGORIES, Attribution, Coverage
+from ..vocab import Phase, UnlinkedReason
 from .base import (
     HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, noise_line, pair_rows,
     pct, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, roles_line, share_line, share_text, spread_line,
@@ -263,6 +263,44 @@ def _event_lines(rows: list[tuple[float, str, str, str]], width: int, sign: bool
     return [x if len(x) <= width else x[:width - 1] + ELLIPSIS for x in out]
 
 
+# How the terminal names each unlinked reason (the JSON keys are the vocab.UnlinkedReason values).
+UNLINKED_LABELS: dict[str, str] = {
+    UnlinkedReason.BEFORE_TRACE: "before the trace",
+    UnlinkedReason.GRAPH_REPLAY: "graph replay",
+    UnlinkedReason.NO_CORRELATION: "no correlation id",
+    UnlinkedReason.OTHER_PROCESS: "another process or stream",
+    UnlinkedReason.OTHER: "other",
+}
+_OUTSIDE_NAMES_SHOWN = 3  # kernel names on the "attention outside blocks" line
+_OUTSIDE_NAME_WIDTH = 48
+
+
+def _printable(name: str) -> str:
+    """A name from a trace, safe on one terminal line: control and other unprintable characters as escapes."""
+    return name if name.isprintable() else "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in name)
+
+
+def _coverage_detail(cv: Coverage) -> list[str]:
+    """Under the coverage line: the unlinked time by reason (the reasons that have any) and the fused attention
+    kernels no block owns, with the most frequent names."""
+    lines: list[str] = []
+    if cv.unlinked_us > 0:
+        parts = [f"{UNLINKED_LABELS.get(k, k)} {pct(us, cv.device_us):.1f}%"
+                 for k, us in cv.unlinked_by_reason.items() if us > 0]
+        if parts:
+            lines.append("unlinked by reason: " + " · ".join(parts))
+    n = cv.attention_outside_kernels
+    if n:
+        names = [f"{short_name(_printable(name), _OUTSIDE_NAME_WIDTH)} ×{k}"
+                 for name, k in list(cv.attention_outside_names.items())[:_OUTSIDE_NAMES_SHOWN]]
+        more = len(cv.attention_outside_names) - _OUTSIDE_NAMES_SHOWN
+        if more > 0:
+            names.append(f"+{more} more")
+        lines.append(f"attention outside blocks: {n:,} kernel{'s' if n != 1 else ''}, "
+                     f"{fmt_time(cv.attention_outside_us)} ({', '.join(names)})")
+    return lines
+
+
 class TerminalRenderer(Renderer):
     """Plain-text tables that fit ``width`` columns (default: :func:`terminal_width` at render time)."""
 
@@ -287,6 +325,7 @@ class TerminalRenderer(Renderer):
             lines.append(f"device time linked to host ops: {pct(cv.linked_us, cv.device_us):.1f}% · "
                          f"in attention blocks: {pct(cv.in_blocks_us, cv.device_us):.1f}% · "
                          f"unlinked: {pct(cv.unlinked_us, cv.device_us):.1f}% ({fmt_time(cv.unlinked_us)})")
+            lines += _coverage_detail(cv)
         lines = _wrap_all(lines, w)
         lines.append("")
         if not result.blocks:

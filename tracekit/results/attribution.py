@@ -8,7 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..vocab import CATEGORIES, MATMUL_ROLES, Category, FoundBy, Phase, RankFrom, TimeBase, launch_bound_holds
+from ..vocab import (
+    CATEGORIES, MATMUL_ROLES, UNLINKED_REASONS, Category, CoreKind, FoundBy, Phase, RankFrom, TimeBase,
+    launch_bound_holds,
+)
 from .invariants import EPS_US, REL, InvariantError, check_roles, close, expect, near, zero_categories
 from .views import show
 
@@ -17,11 +20,35 @@ if TYPE_CHECKING:
     from .hints import Hint, HintFacts
 
 __all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "EPS_US", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage",
-           "InvariantError", "RankRow", "RankSpread", "RankView", "RunResult", "Totals", "TraceSummary", "close", "near",
+           "Evidence", "InvariantError", "RankRow", "RankSpread", "RankView", "RunResult", "Totals", "TraceSummary", "close", "near",
            "zero_categories"]
 
 SCHEMA_VERSION = 1
 DIFF_SCHEMA_VERSION = 1  # the diff's JSON (tracekit.results.diff), versioned on its own
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evidence:
+    """Why a block is attention: the core found inside it and the discovery rule that chose its extent.
+
+    ``names`` are the core's op or kernel names (trace data: hostile in every output); ``shapes`` the
+    recorded input dims of an eager core's three ops, when the trace has them. ``group`` names the
+    multi-kernel group (tracekit.analysis.scopes.KERNEL_GROUPS) whose kernels joined the block, if any.
+    """
+
+    rule: str
+    core: CoreKind
+    names: tuple[str, ...]
+    shapes: tuple[str, ...] = ()
+    group: str | None = None
+
+    def check(self, where: str = "block") -> None:
+        expect(bool(self.rule), f"{where}: evidence without a rule")
+        expect(isinstance(self.core, CoreKind), f"{where}: evidence core {self.core!r} is not a CoreKind")
+        expect(len(self.names) > 0, f"{where}: evidence names no core")
+        if self.core == CoreKind.EAGER_OPS:
+            expect(len(self.names) == 3, f"{where}: an eager core is a score, a softmax and a context op")
+            expect(len(self.shapes) in (0, 3), f"{where}: eager core shapes are all three or none")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -53,6 +80,8 @@ class BlockResult:
     # FLOPs/bytes of the block's counted kernels and the rate they reached (tracekit.analysis.flops); per category and role.
     efficiency: Efficiency | None = None
     efficiency_by_category: dict[str, Efficiency] = field(default_factory=dict)
+    # Why this is attention (the core and the discovery rule); None only on hand-built or pre-evidence results.
+    evidence: Evidence | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -72,7 +101,7 @@ class Totals:
 
 @dataclass(slots=True, kw_only=True)
 class Coverage:
-    """How much device time could be tied to host ops and to blocks."""
+    """How much device time could be tied to host ops and to blocks, and what the rest is."""
 
     device_us: float
     linked_us: float
@@ -80,6 +109,13 @@ class Coverage:
     unlinked_us: float
     device_events: int
     linked_events: int
+    # ``unlinked_us`` by why (keys UNLINKED_REASONS, all present, summing to it): busy µs of the unlinked events.
+    unlinked_by_reason: dict[str, float]
+    # Fused attention kernels that no block owns (linked or not): their number, busy µs (the same first-starter
+    # shares as ``in_blocks_us``) and short names -> counts, the most frequent first. Names are trace data.
+    attention_outside_kernels: int
+    attention_outside_us: float
+    attention_outside_names: dict[str, int]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -262,6 +298,21 @@ class Attribution:
         expect(cv.in_blocks_us <= cv.device_us or close(cv.in_blocks_us, cv.device_us, n),
                "more time in blocks than on the device")
         expect(sum(b.kernels for b in self.blocks) == self.device_events_owned, "block kernel counts != events owned")
+        parts = max(1, len(self.traces))  # each trace's figures are rounded on their own before a merge sums them
+        by_reason = cv.unlinked_by_reason
+        expect(list(by_reason) == list(UNLINKED_REASONS), f"unlinked reason keys {list(by_reason)}")
+        expect(all(v >= -EPS_US for v in by_reason.values()), "negative unlinked time for a reason")
+        expect(close(sum(by_reason.values()), cv.unlinked_us, (len(UNLINKED_REASONS) + 2) * parts, cv.device_us),
+               f"unlinked by reason sums to {sum(by_reason.values())}, not unlinked {cv.unlinked_us}")
+        expect(cv.attention_outside_kernels >= 0 and cv.attention_outside_us >= -EPS_US,
+               "negative attention outside blocks")
+        expect(sum(cv.attention_outside_names.values()) == cv.attention_outside_kernels,
+               "attention outside blocks: name counts != kernels")
+        expect(cv.attention_outside_kernels <= cv.device_events - self.device_events_owned,
+               "more attention kernels outside blocks than device events outside blocks")
+        expect(cv.attention_outside_us <= cv.device_us - cv.in_blocks_us
+               or close(cv.attention_outside_us, cv.device_us - cv.in_blocks_us, 3 * parts, cv.device_us),
+               "more attention time outside blocks than device time outside blocks")
 
     def _check_parts(self) -> None:
         """The runs and ranks this result merges hold its blocks and time, no more and no less."""
@@ -292,6 +343,8 @@ def _check_block(b: BlockResult, time_base: TimeBase) -> None:
     expect(all(v >= -EPS_US for v in b.categories.values()), f"block {b.name}: negative category")
     if b.matmul_roles is not None:
         check_roles(b.matmul_roles, b.categories[Category.MATMUL], f"block {b.name}")
+    if b.evidence is not None:
+        b.evidence.check(f"block {b.name}")
     if b.launch_bound is None:
         expect(time_base != TimeBase.DEVICE, f"block {b.name}: device block without launch_bound")
         expect(b.idle_us == 0.0, f"block {b.name}: idle time on a CPU-only block")

@@ -42,7 +42,10 @@ def attribution_rows(result: Attribution, by: str) -> list[dict[str, Any]]:
         return [{"trace": b.source, "step": b.step, "ordinal": b.ordinal, "block": b.name, "kind": b.kind,
                  "phase": str(b.phase), "found_by": str(b.found_by), "kernels": b.kernels, "total_us": b.total_us,
                  "span_us": b.span_us, "idle_us": b.idle_us, **{f"{c}_us": b.categories[c] for c in CATEGORIES},
-                 "launch_bound": b.launch_bound, "alloc_bytes": b.alloc_bytes} for b in result.blocks]
+                 "launch_bound": b.launch_bound, "alloc_bytes": b.alloc_bytes,
+                 "evidence_rule": b.evidence.rule if b.evidence else None,
+                 "evidence_core": str(b.evidence.core) if b.evidence else None,
+                 "evidence": " → ".join(b.evidence.names) if b.evidence else None} for b in result.blocks]
     return [{by: g.label, "phase": str(g.phase), "blocks": g.blocks, "kernels": g.kernels, "total_us": g.total_us,
              "span_us": g.span_us, "idle_us": g.idle_us, **{f"{c}_us": g.categories[c] for c in CATEGORIES},
              **{f"{c}_share": (g.categories[c] / g.total_us if g.total_us > 0 else None) for c in CATEGORIES}}

@@ -1,0 +1,238 @@
+"""Block discovery (issue 22): each rule of tracekit.analysis.scopes on a hand-built trace where it must fire and
+one where it must not. The expected blocks follow from how each trace is built, not from tracekit's output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builders import TraceBuilder
+from tracekit import analyze
+from tracekit.analysis.scopes import DISCOVERY_RULES, EAGER_BREAKERS, KERNEL_GROUPS
+from tracekit.vocab import CoreKind
+
+FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)"
+GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
+SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)"
+ELEMENTWISE = ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, "
+               "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, float)")
+
+
+def _run(tmp_path: Path, b: TraceBuilder, **kw):
+    return analyze(b.write(tmp_path / "t.json"), **kw).check()
+
+
+def _blocks(res) -> list[tuple[str, str]]:
+    return [(x.name, str(x.found_by)) for x in res.blocks]
+
+
+def _dims(ev: dict, *dims) -> dict:
+    ev["args"]["Input Dims"] = [list(d) for d in dims]
+    ev["args"]["Input type"] = ["float"] * len(dims)
+    return ev
+
+
+def test_rules_are_named_ordered_data_with_reasons() -> None:
+    names = [r.name for r in DISCOVERY_RULES]
+    assert len(set(names)) == len(names) and all(r.why for r in DISCOVERY_RULES)
+    assert names.index("innermost-scope") < names.index("fused-op") < names.index("eager-ops")
+    assert all(p.why for p in EAGER_BREAKERS) and all(g.why for g in KERNEL_GROUPS)
+
+
+# -- class 1: a MoE router's softmax between matmul-family ops ------------------------------------------------
+
+def _moe_layer(b: TraceBuilder, t: float, shapes: bool) -> None:
+    """SDPA (QKᵀ and PV inside it), o_proj, norm, router gate → softmax → top-k, then bmm experts."""
+    b.op("aten::scaled_dot_product_attention", t, 10)
+    b.op("aten::linear", t + 11, 2)
+    b.op("aten::layer_norm", t + 14, 2)
+    b.op("aten::linear", t + 17, 2)  # the router's gate
+    sm = b.op("aten::softmax", t + 20, 2)
+    b.op("aten::topk", t + 23, 2)
+    up = b.op("aten::bmm", t + 26, 3)
+    b.op("aten::silu", t + 30, 1)
+    down = b.op("aten::bmm", t + 32, 3)
+    if shapes:
+        _dims(sm, (16, 8), ())
+        _dims(up, (8, 16, 64), (8, 64, 128))
+        _dims(down, (8, 16, 128), (8, 128, 64))
+
+
+@pytest.mark.parametrize("shapes", [False, True])
+def test_a_moe_router_softmax_between_expert_bmms_is_no_attention(tmp_path: Path, shapes: bool) -> None:
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 200)
+    _moe_layer(b, 1, shapes)
+    _moe_layer(b, 60, shapes)
+    res = _run(tmp_path, b)
+    assert _blocks(res) == [("aten::scaled_dot_product_attention", "fused-op")] * 2
+
+
+def test_shapes_reject_a_softmax_the_products_neither_make_nor_consume(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 200)
+    _dims(b.op("aten::bmm", 1, 3), (8, 16, 64), (8, 64, 128))  # expert-like: [E, T, F] out
+    _dims(b.op("aten::softmax", 5, 2), (16, 8), ())  # [T, E]
+    _dims(b.op("aten::bmm", 8, 3), (8, 16, 128), (8, 128, 64))
+    res = _run(tmp_path, b)
+    assert res.blocks == []
+
+
+def test_shapes_accept_and_record_an_eager_core(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 200)
+    _dims(b.op("aten::matmul", 1, 3), (1, 4, 32, 16), (1, 4, 16, 48))  # QKᵀ: [.., Lq=32, Lk=48]
+    b.op("aten::div", 5, 1)
+    _dims(b.op("aten::softmax", 7, 2), (1, 4, 32, 48), ())
+    _dims(b.op("aten::matmul", 10, 3), (1, 4, 32, 48), (1, 4, 48, 16))  # PV
+    res = _run(tmp_path, b)
+    [blk] = res.blocks
+    assert blk.found_by == "inferred" and blk.evidence.rule == "eager-ops"
+    assert blk.evidence.core == CoreKind.EAGER_OPS
+    assert blk.evidence.names == ("aten::matmul", "aten::softmax", "aten::matmul")
+    assert blk.evidence.shapes[1] == "[[1, 4, 32, 48], []]"
+
+
+@pytest.mark.parametrize("breaker", ["aten::linear", "aten::rms_norm", "aten::_scaled_dot_product_flash_attention"])
+def test_a_breaker_between_the_products_ends_the_pattern(tmp_path: Path, breaker: str) -> None:
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 200)
+    b.op("aten::bmm", 1, 3)
+    b.op(breaker, 5, 2)
+    b.op("aten::softmax", 8, 2)
+    b.op("aten::bmm", 11, 3)
+    res = _run(tmp_path, b)
+    assert all(x.found_by != "inferred" for x in res.blocks)
+
+
+# -- class 2: a layer named like attention --------------------------------------------------------------------
+
+def _hybrid_layer(b: TraceBuilder, t: float, k: int) -> None:
+    b.module(f"JambaAttentionDecoderLayer_{k}", t, 100)
+    b.op("aten::rms_norm", t + 1, 2)
+    b.module(f"JambaAttention_{k}", t + 5, 40)
+    b.op("aten::linear", t + 6, 3)
+    b.op("aten::scaled_dot_product_attention", t + 10, 20)
+    b.op("aten::_scaled_dot_product_flash_attention", t + 11, 18)
+    b.launch(FLASH, t + 12, 2, 1000 + 10 * t, 30)
+    b.op("aten::linear", t + 32, 3)
+    b.op("aten::rms_norm", t + 50, 2)
+    b.module(f"JambaSparseMoeBlock_{k}", t + 55, 40)
+    b.op("aten::linear", t + 56, 2)
+    b.launch(GEMM, t + 57, 1, 1000 + 10 * t + 40, 5)
+    b.op("aten::softmax", t + 60, 2)
+    b.launch(SOFTMAX, t + 61, 1, 1000 + 10 * t + 50, 4)
+    b.op("aten::_grouped_mm", t + 65, 10)
+    b.launch(GEMM, t + 66, 1, 1000 + 10 * t + 60, 20)
+
+
+def test_the_innermost_scope_around_the_core_is_the_block_not_its_layer(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 400)
+    _hybrid_layer(b, 1, 0)
+    _hybrid_layer(b, 150, 1)
+    res = _run(tmp_path, b)
+    assert _blocks(res) == [("JambaAttention_0", "module"), ("JambaAttention_1", "module")]
+    for blk in res.blocks:
+        assert blk.categories["fused_attention"] == pytest.approx(30)
+        assert blk.categories["softmax"] == 0 and blk.total_us == pytest.approx(30)  # the router is outside
+        assert blk.evidence.core == CoreKind.FUSED_OP and blk.evidence.rule == "innermost-scope"
+
+
+def test_a_scope_without_an_attention_core_is_no_block(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 400)
+    b.annotation("attn_norm", 1, 20)
+    b.op("aten::layer_norm", 2, 10)
+    b.module("AttentionPooler_0", 30, 20)  # a softmax over one product is pooling, not attention
+    b.op("aten::linear", 31, 3)
+    b.op("aten::softmax", 35, 3)
+    res = _run(tmp_path, b)
+    assert res.blocks == []
+
+
+def test_linear_attention_is_a_scope_of_products_without_a_softmax(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 400)
+    b.annotation("layer0.attention", 1, 50)
+    b.op("aten::linear", 2, 3)
+    b.annotation("kv_state", 6, 10)
+    b.op("aten::matmul", 7, 8)
+    b.annotation("intra_chunk", 17, 10)
+    b.op("aten::matmul", 18, 8)
+    b.op("aten::linear", 30, 3)
+    res = _run(tmp_path, b)
+    [blk] = res.blocks
+    assert blk.name == "layer0.attention" and blk.evidence.core == CoreKind.PRODUCTS
+
+
+def test_the_eager_pattern_sees_through_ranges_that_wrap_each_op(tmp_path: Path) -> None:
+    b = TraceBuilder()  # the H200 sweep's eager path: qk_matmul / softmax / pv_matmul ranges in one scope
+    b.annotation("ProfilerStep#1", 0, 400)
+    b.annotation("layer0.attention", 1, 50)
+    for name, op, t in (("qk_matmul", "aten::matmul", 5), ("softmax", "aten::softmax", 15),
+                        ("pv_matmul", "aten::matmul", 25)):
+        b.annotation(name, t, 8)
+        b.op(op, t + 1, 6)
+    res = _run(tmp_path, b)
+    [blk] = res.blocks
+    assert blk.name == "layer0.attention" and blk.evidence.core == CoreKind.EAGER_OPS
+
+
+# -- class 3: one call, several kernels ------------------------------------------------------------------------
+
+def _replay(b: TraceBuilder, kernels: list[tuple[str, float]], t0: float = 1000) -> None:
+    """One cudaGraphLaunch replaying ``kernels`` back to back: no host op of their own."""
+    b.op("model_runner_forward", 1, 50)
+    first, t = True, t0
+    for name, dur in kernels:
+        if first:
+            b.launch(name, 2, 5, t, dur, launch_name="cudaGraphLaunch", corr=77)
+            first = False
+        else:
+            b.device_only(name, t, dur, corr=77)
+        t += dur + 1
+
+
+def test_a_kv_cache_write_and_split_kv_combine_are_one_call_with_the_attention_kernel(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    _replay(b, [(GEMM, 10), ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>(int)", 3),
+                ("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128>>(Params)", 20),
+                ("void flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128>>(Params)", 2), (GEMM, 10)])
+    res = _run(tmp_path, b)
+    [blk] = res.blocks
+    assert blk.found_by == "fused-kernel" and blk.kernels == 3
+    assert blk.categories["memory"] == pytest.approx(3) and blk.categories["fused_attention"] == pytest.approx(22)
+    assert blk.evidence.group == "kv-cache-write"
+
+
+def test_sage_quantisation_with_kernels_between_is_one_call(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    _replay(b, [("sage_quant_kernel", 4), (ELEMENTWISE, 2), (ELEMENTWISE, 2), ("sage_fwd", 30), (GEMM, 10),
+                ("sage_quant_kernel", 4), (ELEMENTWISE, 2), ("sage_fwd", 30)])
+    res = _run(tmp_path, b)
+    assert [x.kernels for x in res.blocks] == [4, 3]
+    assert all(x.evidence.group == "sage-attention" for x in res.blocks)
+    assert [x.total_us for x in res.blocks] == pytest.approx([38, 36])
+
+
+def test_a_cache_write_before_a_gemm_is_not_part_of_the_next_attention(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    _replay(b, [("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>(int)", 3), (GEMM, 10),
+                ("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128>>(Params)", 20)])
+    res = _run(tmp_path, b)
+    [blk] = res.blocks
+    assert blk.kernels == 1 and blk.categories["memory"] == 0 and blk.evidence.group is None
+
+
+def test_a_free_cache_write_joins_the_host_block_of_its_attention_kernel(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.op("_C_cache_ops::reshape_and_cache_flash", 1, 3)
+    b.launch("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>(int)", 2, 1, 100, 3)
+    b.op("vllm::unified_attention_with_output", 5, 10)
+    b.launch("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128>>(Params)", 6, 1, 104, 20)
+    res = _run(tmp_path, b)
+    [blk] = res.blocks
+    assert blk.found_by == "fused-op" and blk.kernels == 2 and blk.categories["memory"] == pytest.approx(3)
+    assert blk.evidence.group == "kv-cache-write"
