@@ -109,3 +109,17 @@ def read_pieces(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     if request.param is not None:
         monkeypatch.setattr(read, "PIECE", request.param)
         monkeypatch.setattr(read, "_TAIL_WINDOW", 2 << 10)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Each session starts with tracekit's memo caches empty (``functools`` caches of op costs, rules, names).
+
+    mutmut forks each mutant's run from a process whose earlier session filled them: a cached answer would
+    hide the mutated function, and its mutants would survive untested (issue 21).
+    """
+    for name, mod in list(sys.modules.items()):
+        if name == "tracekit" or name.startswith("tracekit."):
+            for obj in list(vars(mod).values()):
+                clear = getattr(obj, "cache_clear", None)
+                if callable(clear):
+                    clear()
