@@ -236,3 +236,23 @@ def test_a_free_cache_write_joins_the_host_block_of_its_attention_kernel(tmp_pat
     [blk] = res.blocks
     assert blk.found_by == "fused-op" and blk.kernels == 2 and blk.categories["memory"] == pytest.approx(3)
     assert blk.evidence.group == "kv-cache-write"
+
+
+def test_a_backward_block_carries_its_forward_calls_core(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 50)
+    b.op("aten::bmm", 1, 5)
+    b.op("aten::_softmax", 10, 5)
+    b.op("aten::bmm", 20, 5)
+    b.launch(GEMM, 21, 1, 100, 10)
+    b.flow(1, True, 1)
+    b.op("autograd::engine::evaluate_function: BmmBackward0", 500, 20, tid=2)
+    b.op("aten::bmm", 501, 5, tid=2)
+    b.launch(GEMM, 502, 1, 600, 20, tid=2)
+    b.flow(1, False, 500, tid=2)
+    res = _run(tmp_path, b)
+    fwd, bwd = res.blocks
+    assert (fwd.phase, bwd.phase) == ("forward", "backward")
+    assert bwd.evidence.rule == "autograd backward of innermost-scope"
+    assert (bwd.evidence.core, bwd.evidence.names) == (fwd.evidence.core, fwd.evidence.names)
+    assert fwd.evidence.names == ("aten::bmm", "aten::_softmax", "aten::bmm")
