@@ -60,7 +60,6 @@ DISCOVERY_RULES: tuple[DiscoveryRule, ...] = (
     DiscoveryRule("eager-kernels", FoundBy.INFERRED,
                   "GEMM → softmax → GEMM kernels that no host block owns (inductor launches them from one call)"),
 )
-RULE = {r.name: r for r in DISCOVERY_RULES}
 
 # Ops that end a score → softmax → context search: none of them sits inside one eager attention call.
 EAGER_BREAKERS: tuple[OpPattern, ...] = (
