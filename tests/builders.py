@@ -107,3 +107,58 @@ def host_core(b: TraceBuilder, t: float) -> None:
     make its attention core (issue 22: a range without one is no block), adding no device time."""
     b.op("aten::_softmax", t, 0.4)
     b.op("aten::bmm", t + 0.5, 0.4)
+
+
+# -- CUDA/HIP graphs (issue 23) ------------------------------------------------------------------------------------
+GEMM_K = "Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN_K1"  # a hipBLASLt GEMM (matmul)
+SOFTMAX_K = "void (anonymous namespace)::softmax_warp_forward<c10::Half, c10::Half, float, 8, false, false>(c10::Half*)"
+GEMM2_K = "Cijk_Alik_Bljk_HHS_BH_MT64x64x64_MI32x32x8x1_SN_K1"
+FILL_K = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<c10::Half>>(int)"
+
+
+def captured_attention(b: TraceBuilder, t0: float, kernels=(GEMM_K, SOFTMAX_K, GEMM2_K), name="Attention",
+                       launch_name="hipLaunchKernel", named=True, dims=None) -> None:
+    """One attention module captured into a graph: bmm → softmax → bmm ops, each launching one kernel that is
+    recorded, not run (a runtime call naming its kernel, as HIP's do, and no device event). 30 µs of host time."""
+    b.module(name, t0, 30)
+    for k, (op, kernel) in enumerate(zip(("aten::bmm", "aten::_softmax", "aten::bmm"), kernels)):
+        ev = b.op(op, t0 + 1 + 9 * k, 8)
+        if dims is not None:
+            ev["args"]["Input Dims"] = dims[k]
+        b._corr += 1
+        args = {"correlation": b._corr, "External id": b._ext}
+        if named:
+            args["kernel"] = kernel
+        b._x("cuda_runtime", launch_name, t0 + 2 + 9 * k, 2, CPU_PID, TID, **args)
+
+
+def capture(b: TraceBuilder, t0: float, layers: int, dur: float | None = None, **kw) -> float:
+    """A stream capture of ``layers`` attention modules from ``t0``; returns its end."""
+    b._x("cuda_runtime", "hipStreamBeginCapture", t0, 1, CPU_PID, TID, correlation=0)
+    for i in range(layers):
+        captured_attention(b, t0 + 2 + 40 * i, name=f"Attention_{i}", **kw)
+    end = t0 + 2 + 40 * layers + 1 if dur is None else t0 + dur
+    b._x("cuda_runtime", "hipStreamEndCapture", end, 1, CPU_PID, TID, correlation=0)
+    b._x("cuda_runtime", "hipGraphInstantiateWithFlags", end + 2, 5, CPU_PID, TID, correlation=0)
+    return end + 8
+
+
+def graph_launch(b: TraceBuilder, ts: float, kernels, launch_name="hipGraphLaunch") -> None:
+    """One graph launch at ``ts`` and the device events it ran: ``kernels`` is (name, start, dur[, kind])."""
+    b._corr += 1
+    b._x("cuda_runtime", launch_name, ts, 5, CPU_PID, TID, correlation=b._corr)
+    for k in kernels:
+        name, start, dur = k[:3]
+        kind = k[3] if len(k) > 3 else "kernel"
+        b._x(kind, name, start, dur, GPU_PID, STREAM, correlation=b._corr, device=0, stream=STREAM)
+
+
+def replay_kernels(t0: float, layers: int, kernels=(GEMM_K, SOFTMAX_K, GEMM2_K), durs=(10, 5, 8), gap=1.0):
+    """The device events of ``layers`` replayed attention calls from ``t0``: each call's kernels back to back with
+    ``gap`` µs between kernels. Returns (events, end)."""
+    out, t = [], t0
+    for _ in range(layers):
+        for name, d in zip(kernels, durs):
+            out.append((name, t, d))
+            t += d + gap
+    return out, t

@@ -117,9 +117,12 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.option("--decode-workers", type=click.IntRange(min=1), default=None, help=_DECODE_HELP)
 @click.option("--no-hints", "no_hints", is_flag=True, help="Do not compute or show hints (what to do next).")
 @click.option("--dask", metavar="ADDRESS", default=None, help=_DASK_HELP)
+@click.option("--capture", "captures", multiple=True, type=click.Path(readable=False), metavar="CAPTURE",
+              help="Trace (or folder) of the CUDA/HIP graph capture that PATH replays: replayed kernels are "
+                   "mapped to the ops that captured them (default: capture_traces/ beside PATH). Repeatable.")
 @_gc_paused
 def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None,
-              decode_workers: int | None, no_hints: bool, dask: str | None) -> None:
+              decode_workers: int | None, no_hints: bool, dask: str | None, captures: tuple[str, ...]) -> None:
     """Attribute attention time in PATH (a .json/.json.gz trace or a TensorBoard run folder)."""
     try:
         fmt, gz = output_format(fmt, output)
@@ -140,7 +143,7 @@ def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None
                                       hints=not no_hints)
             else:
                 result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode_workers or jobs,
-                                 progress=progress.update, hints=not no_hints, dask=dask)
+                                 progress=progress.update, hints=not no_hints, dask=dask, captures=captures)
         result.check()
         _warn(result)
         renderer = _attribution_renderer(fmt, by)

@@ -42,6 +42,9 @@ class RuntimeEvent(msgspec.Struct, gc=False):
     dur: int
     correlation: int
     ext_id: int
+    # The launched kernel's name, where the call names it (HIP launches do, CUDA ones do not): the only record
+    # of what a launch during a graph capture put into the graph, since nothing ran. "" when not named.
+    kernel: str = ""
 
 
 class DeviceEvent(msgspec.Struct, gc=False):
@@ -108,6 +111,39 @@ class OpInputs(NamedTuple):
     concrete: bytes  # ``Concrete Inputs`` of the ops in vocab.keeps_scalars (is_causal, cat's dim…); else b""
 
 
+@dataclass(slots=True, kw_only=True)
+class CaptureRegion:
+    """One stream capture on one host thread, from its BeginCapture call to its EndCapture call (the trace's
+    end where that is missing). Each launch in it recorded a graph node and ran nothing."""
+
+    thread: int
+    begin: int  # ns
+    end: int
+    launches: list[int]  # indices into Trace.runtime of the work launches inside, in time order
+    closed: bool  # both ends are in the trace
+
+
+@dataclass(slots=True, kw_only=True)
+class GraphLaunch:
+    """One ``cudaGraphLaunch``/``hipGraphLaunch`` call and the device events it ran (its correlation id)."""
+
+    runtime: int  # index into Trace.runtime
+    device: list[int]  # indices into Trace.device, in start order
+
+
+@dataclass(slots=True, kw_only=True)
+class GraphFacts:
+    """What a trace says about CUDA/HIP graphs (tracekit.io.graphs): its captures and its graph launches."""
+
+    captures: list[CaptureRegion] = field(default_factory=list)
+    launches: list[GraphLaunch] = field(default_factory=list)
+    instantiations: int = 0  # cudaGraphInstantiate/hipGraphInstantiate calls
+
+    @property
+    def any(self) -> bool:
+        return bool(self.captures or self.launches)
+
+
 @dataclass(slots=True)
 class Trace:
     """One trace file, parsed."""
@@ -132,3 +168,6 @@ class Trace:
     names: frozenset[str] | None = None
     # Recorded inputs of the ops in vocab.SHAPED_OPS, by index into ``host`` (record_shapes traces only).
     op_inputs: dict[int, OpInputs] = field(default_factory=dict)
+    # CUDA/HIP graph captures and replays (tracekit.io.graphs), found once the events are in; None when the trace
+    # was built by other means (the analysis then finds them itself).
+    graphs: "GraphFacts | None" = None

@@ -104,6 +104,16 @@ class UnlinkedReason(StrEnum):
 UNLINKED_REASONS: tuple[str, ...] = tuple(r.value for r in UnlinkedReason)
 
 
+class GraphMode(StrEnum):
+    """What a trace shows of CUDA/HIP graphs (tracekit.analysis.graphs; docs/attribution.md, "Graphs")."""
+
+    EAGER = "eager"  # no capture, no graph launch
+    CAPTURE_ONLY = "capture-only"  # graphs were recorded, none replayed: the captured launches ran nothing
+    REPLAY = "replay"  # graphs replayed, attention among their kernels or none launched outside them
+    CAPTURE_REPLAY = "capture+replay"  # a capture and graph launches in one file
+    MIXED = "mixed"  # graphs replayed and attention launched eagerly beside them (piecewise graphs)
+
+
 class Compared(StrEnum):
     """What the CI gate compared: busy time, or the profiled span when either side is launch-bound."""
 

@@ -21,6 +21,8 @@ from ..results.hints import merge_facts
 from .hints import collect_facts, evaluate as evaluate_hints
 from ..results.efficiency import HOST_ONLY, Efficiency, merge_device, sum_efficiency, sum_efficiency_maps
 from .flops import block_efficiency, device_info
+from .graphs import ReplayMap, graph_warnings, replay_threads, record_captured, replay_with_captures, summarize
+from ..io.graphs import find_graphs
 from .link import NONE, Links, link
 from ..memory import gc_paused
 from ..model import ANNOTATION, MODULE, OP, DeviceEvent, HostEvent, Trace
@@ -38,8 +40,11 @@ _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=blo
 
 
 def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier | None = None,
-                    hints: bool = True) -> Attribution:
+                    hints: bool = True, captures: Sequence[Trace] = ()) -> Attribution:
     """Link, find blocks and attribute their time (docs/attribution.md).
+
+    ``captures``: traces of the graph captures that ``tr`` replays (``--capture``); a capture in ``tr`` itself
+    is found without them. Replayed kernels are mapped to the captured ops first (tracekit.analysis.graphs).
 
     The cyclic GC is paused throughout: the stages build many small lists and dicts over a model of
     millions of objects, and each full collection would scan all of it (about 15% of the time on a
@@ -47,14 +52,22 @@ def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier 
     """
     with gc_paused():
         clf = classifier or Classifier()
+        facts = tr.graphs if tr.graphs is not None else find_graphs(tr)
+        tr, replays = replay_with_captures(tr, captures) if facts.any else (tr, ReplayMap())
         links = link(tr)
         cats = _device_categories(tr, links, clf) if tr.device else None
         blocks, owner = BlockFinder(scope).find(tr, links, cats)
         _attach_backward(tr, links, blocks, owner)
+        if facts.captures:
+            record_captured(tr, links, facts, blocks, owner)
         if tr.device and cats is not None:
-            result = _device_attribution(tr, links, blocks, owner, cats, hints=hints)
+            result = _device_attribution(tr, links, blocks, owner, cats, hints=hints, replayed=replays.replayed)
         else:
             result = _host_attribution(tr, links, blocks, owner, clf)
+        graphs = result.traces[0].graphs = summarize(tr, facts, replays, cats)
+        result.traces[0].warnings.extend(graph_warnings(graphs))
+        for g in (result.hint_facts or {}).values():
+            g.graph_modes = [str(graphs.mode)]
         # Last, so that rules reading figures other stages add to the blocks (efficiency) see them.
         result.hints = evaluate_hints(result.hint_facts, result.blocks)
         return result
@@ -320,7 +333,7 @@ def _summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) 
 
 
 def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], cats: list[Category],
-                        hints: bool = True) -> Attribution:
+                        hints: bool = True, replayed: Sequence[int] = ()) -> Attribution:
     """Device busy time: each block's events (each instant once) split by category and matmul role."""
     dev = tr.device
     leaf = links.device_leaf
@@ -344,6 +357,10 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
     if hints:
         keys = [(r.kind, str(r.phase)) for r in results]  # results are in block order until _sorted
         facts = collect_facts(tr, links, keys, dev_owner, cats, walk.dev_share)
+        for j in replayed:  # (the hints tell a graph's blocks from eager ones by this)
+            g = facts.get(keys[dev_owner[j]]) if dev_owner[j] != NONE else None
+            if g is not None:
+                g.replayed_us += walk.dev_share[j] / 1000
     top = walk.top
     return Attribution(
         source=tr.info.source, time_base=TimeBase.DEVICE, traces=[_summary(tr, links, TimeBase.DEVICE, total_busy)],
@@ -404,6 +421,7 @@ class _DeviceBlocks:
 
     def __init__(self, tr: Trace, links: Links, cats: list[Category], free_at: list[int]) -> None:
         self.tr, self.links, self.cats, self.free_at = tr, links, cats, free_at
+        self.replay_threads = replay_threads(tr) if tr.graphs is not None and tr.graphs.launches else frozenset()
         self.roles = RoleFinder(tr, links)
         self.dev_share = [0] * len(tr.device)
         self.top: dict[tuple[str, str, int | None], list] = {}  # (compact kernel name, category, step) -> [count, ns]
@@ -414,14 +432,18 @@ class _DeviceBlocks:
         busy, bshare = _busy(evs)
         c, mr = self._split(js, bshare, blk.step)
         first = min(js, key=lambda j: (dev[j].ts, j)) if js else NONE
-        span = _span(evs, [host[r] for r in blk.roots], self.free_at[first] if js else -1)
-        host_ns = sum(host[r].dur for r in blk.roots) if blk.roots else None
+        # (a replay's copied ops have the capture's times: they measure nothing, the device's times do)
+        roots = [host[r] for r in blk.roots if host[r].thread not in self.replay_threads]
+        # (no device work, as in a graph capture: no span the device could idle in, so never launch-bound)
+        span = _span(evs, roots, self.free_at[first]) if js else 0
+        host_ns = sum(h.dur for h in roots) if roots else None
         return BlockResult(
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
             ordinal=ordinal, phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
             idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
             host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc, source=tr.info.source,
-            matmul_roles=_role_us(mr), launch_bound=is_launch_bound(span - busy, span), evidence=blk.evidence)
+            matmul_roles=_role_us(mr), launch_bound=is_launch_bound(span - busy, span), evidence=blk.evidence,
+            recorded=blk.recorded)
 
     def _split(self, js: list[int], bshare: list[int], step: int | None) -> tuple[dict[str, int], dict[str, int]]:
         """The block's busy ns by category and its matmul ns by role; its kernels into the table."""
@@ -535,7 +557,7 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
             ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=_span((), [host[r] for r in blk.roots]) / 1000,
             idle_us=0.0, categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=hspan / 1000,
             alloc_bytes=alloc[b], source=tr.info.source, matmul_roles=_role_us(mr[b]),
-            efficiency=Efficiency(reason=HOST_ONLY), evidence=blk.evidence))  # no device to wait: launch_bound None
+            efficiency=Efficiency(reason=HOST_ONLY), evidence=blk.evidence, recorded=blk.recorded))  # no device to wait: launch_bound None
     in_blocks = sum(sum(x.values()) for x in c)
     return Attribution(
         source=tr.info.source, time_base=TimeBase.HOST, traces=[_summary(tr, links, TimeBase.HOST, base)],

@@ -38,7 +38,9 @@ from ..results.diff import (
     EAGER_TO_FUSED_ALLOC, AllocDelta, BlockPair, CategoryDelta, CategoryNoise, DiffResult, Figures, KernelChange,
     KernelTotal, Noise, RankPair, Spread, shares_defined, totals_figures,
 )
-from ..vocab import CATEGORIES, MATMUL_ROLES, TIME_BASE_LABELS, Basis, Category, FoundBy, PairedBy, TimeBase, is_launch_bound
+from ..vocab import (
+    CATEGORIES, MATMUL_ROLES, TIME_BASE_LABELS, Basis, Category, FoundBy, GraphMode, PairedBy, TimeBase, is_launch_bound,
+)
 from .roles import zero_roles
 
 BASIS_MEDIAN, BASIS_TOTAL = Basis.MEDIAN_STEP, Basis.TOTAL
@@ -70,7 +72,7 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
                       f"within noise when |Δ| <= (range before + range after) / 2")
     cats = _category_deltas(fig_b, fig_a)
     pairs, ub, ua = pair_blocks(before, after)
-    no_claim = _block_warnings(before, after, bool(pairs), _launch_note(fig_b, fig_a), warnings)
+    no_claim = _block_warnings(before, after, bool(pairs), _launch_note(fig_b, fig_a, _replays(before), _replays(after)), warnings)
     names_b, names_a = {k.name for k in kb}, {k.name for k in ka}
     changed, changed_note = kernels_changed(before, after, kb, ka, noise is not None)
     unit_b, unit_a = _unit(before), _unit(after)
@@ -149,15 +151,26 @@ def _moves(before_us: float, after_us: float) -> str:
     return "is unchanged"
 
 
-def _launch_note(fig_b: Figures, fig_a: Figures) -> str:
+def _launch_note(fig_b: Figures, fig_a: Figures, replay_b: bool = False, replay_a: bool = False) -> str:
     """The headline's words when either side is launch-bound (docs/attribution.md, Diff): busy time then
-    measures the kernels, not what the user waits for, so no speedup is claimed from it."""
+    measures the kernels, not what the user waits for, so no speedup is claimed from it. A side that replays
+    CUDA/HIP graphs has the replay's own span (the device's times: no launch gaps), which is what to compare."""
     if not (fig_b.launch_bound or fig_a.launch_bound):
         return ""
     idle = " / ".join(f"{100 * f.idle_us / f.span_us:.0f}%" if f.span_us > 0 else "n/a" for f in (fig_b, fig_a))
+    sides = [name for name, r in (("before", replay_b), ("after", replay_a)) if r]
+    advice = (f"{' and '.join(sides)} replay{'s' if len(sides) == 1 else ''} CUDA/HIP graphs, so compare the "
+              f"spans: a replay's span is its kernels' own, without launch gaps" if sides else
+              "measure latency outside the profiler or capture CUDA graphs")
     return (f"launch-bound: the GPU is idle {idle} of the attention blocks; busy time "
             f"{_moves(fig_b.total_us, fig_a.total_us)}, profiled span {_moves(fig_b.span_us, fig_a.span_us)}; "
-            f"measure latency outside the profiler or capture CUDA graphs")
+            f"{advice}")
+
+
+def _replays(side: Attribution) -> bool:
+    """Whether the side's attention ran from graph replays (a trace in a replay mode with replayed kernels)."""
+    return any(t.graphs is not None and t.graphs.replayed_kernels > 0 and t.graphs.mode != GraphMode.CAPTURE_ONLY
+               for t in side.traces)
 
 
 def _conclusions(cats: dict[str, CategoryDelta], alloc: AllocDelta | None) -> list[str]:

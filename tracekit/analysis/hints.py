@@ -20,7 +20,7 @@ import orjson
 
 from ..results.efficiency import Efficiency, efficiency_dict
 from ..results.hints import GroupFacts, Hint, HintFacts
-from ..vocab import (LAUNCH_BOUND_IDLE_SHARE, SHAPED_GEMM_OPS, Category, StrEnum, anchored, compact_kernel_name,
+from ..vocab import (LAUNCH_BOUND_IDLE_SHARE, SHAPED_GEMM_OPS, Category, GraphMode, StrEnum, anchored, compact_kernel_name,
                      is_fused_attention_op, is_launch_bound)
 
 if TYPE_CHECKING:
@@ -490,14 +490,36 @@ def _launch_bound(g: Group, rule: HintRule) -> Hint | None:
         return None
     kernels = sum(b.kernels for b in g.blocks)
     return _hint(rule, g, f"{g.label}: launch-bound, the GPU is idle {100 * g.idle_us / g.span_us:.0f}% of the "
-                          f"blocks' span ({_t(g.idle_us)} of {_t(g.span_us)}); capture CUDA graphs "
-                          f"(torch.compile mode='reduce-overhead') or fuse kernels (torch.compile), and judge "
+                          f"blocks' span ({_t(g.idle_us)} of {_t(g.span_us)}); {_launch_advice(g)}, and judge "
                           f"speedups by wall time, not busy time",
                  {"span_us": _r(g.span_us), "idle_us": _r(g.idle_us), "busy_us": _r(g.busy_us),
                   "idle_pct": round(100 * g.idle_us / g.span_us, 1), "kernels": kernels,
-                  "mean_kernel_us": _r(g.busy_us / kernels) if kernels else None},
+                  "mean_kernel_us": _r(g.busy_us / kernels) if kernels else None, **_graph_evidence(g)},
                  g.idle_us, "upper bound: the device idle time inside the blocks (percent of their span)",
                  denominator_us=g.span_us)
+
+
+def _graph_evidence(g: Group) -> dict[str, Any]:
+    """The graph facts the advice read; none for blocks of eager traces only (their evidence stays as it was)."""
+    modes = [m for m in g.facts.graph_modes if m != GraphMode.EAGER]
+    if not modes and not g.facts.replayed_us:
+        return {}
+    return {"replayed_pct": round(100 * g.share(g.facts.replayed_us), 1), "graph_modes": modes}
+
+
+# What removes launch gaps depends on whether the blocks already run from a CUDA/HIP graph (GroupFacts.replayed_us):
+# advising graphs to a replay, or to a trace that is a capture, would be advice the trace itself refutes.
+def _launch_advice(g: Group) -> str:
+    modes = set(g.facts.graph_modes) - {str(GraphMode.EAGER)}
+    if g.share(g.facts.replayed_us) > 0.5:
+        return ("the blocks already run from a CUDA/HIP graph, so the gaps are not launch overhead: they are "
+                "dependencies inside the graph (event waits, host callbacks, kernels in series); fuse kernels "
+                "(torch.compile) or overlap independent work on another stream")
+    if modes:
+        return ("the trace replays CUDA/HIP graphs but these blocks run eagerly outside them (as attention does "
+                "between the pieces of a piecewise graph), where each kernel pays its launch; capture attention in "
+                "the graph too (vLLM: a FULL cudagraph mode for decode) or fuse its kernels")
+    return "capture CUDA graphs (torch.compile mode='reduce-overhead') or fuse kernels (torch.compile)"
 
 
 def _tagged_over(g: Group, rule: HintRule, tag: HintTag) -> tuple[list[tuple[str, str, str, str, int, float]], float]:

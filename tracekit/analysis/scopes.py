@@ -89,6 +89,7 @@ class Block:
     ts: int = 0  # first host (or device) start, for ordering
     forward: int | None = None  # a backward block: index of the forward block it is the backward of
     evidence: Evidence | None = None
+    recorded: dict[str, int] | None = None  # in a graph capture: the kernels its launches recorded, by name
 
 
 @dataclass(slots=True)

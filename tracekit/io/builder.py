@@ -400,7 +400,12 @@ class TraceBuilder:
                 return
         pid, tid = e.pid, e.tid
         t = self.raw_threads.get((pid, tid))
-        self.rt_append(RuntimeEvent(name, t if t is not None else self._thread(pid, tid), ts, dur, corr, ext))
+        k = args.kernel if args is not None else None
+        if k is None:
+            self.rt_append(RuntimeEvent(name, t if t is not None else self._thread(pid, tid), ts, dur, corr, ext))
+        else:  # (a launch that names its kernel: HIP's; names are interned like event names)
+            k = self.names.setdefault(k, k) if type(k) is str else ""
+            self.rt_append(RuntimeEvent(name, t if t is not None else self._thread(pid, tid), ts, dur, corr, ext, k))
 
     def _device(self, e: Event, kind: str, name: str, ts: int, dur: int, ext: int) -> None:
         """Kernels, memcpys and memsets on a GPU stream."""

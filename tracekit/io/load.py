@@ -13,6 +13,7 @@ from ..errors import TraceFormatError
 from ..memory import gc_paused
 from ..model import Trace, TraceInfo
 from .builder import TraceBuilder
+from .graphs import find_graphs
 from .paths import check_trace_file
 from .read import EventStream
 
@@ -33,6 +34,7 @@ def load_trace(path: str | os.PathLike, progress: Callable[[int, int], None] | N
             tr, read = load_parallel(TraceBuilder(info), p, progress, jobs)
         else:
             tr, read = TraceBuilder(info).build(EventStream(p, progress=progress).batches())
+    tr.graphs = find_graphs(tr)
     _header(read.header, info)
     info.warnings[:0] = read.warnings
     info.damaged = info.damaged or read.damaged

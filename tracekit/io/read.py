@@ -81,6 +81,7 @@ class Args(msgspec.Struct, gc=False):
     concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")  # scalars (is_causal…)
     seq: _Int | float | str | None = msgspec.field(default=None, name="Sequence number")  # autograd: fwd <-> bwd
     fwd_tid: _Int | float | str | None = msgspec.field(default=None, name="Fwd thread id")
+    kernel: _Int | float | str | None = None  # a runtime launch's kernel name (HIP writes it; a str is kept)
 
 
 class Event(msgspec.Struct, gc=False):
@@ -116,7 +117,7 @@ _DECODER = msgspec.json.Decoder(list[Event])
 _ONE = msgspec.json.Decoder(Event)
 _ARG_KEYS = {"correlation": "correlation", "External id": "ext_id", "external id": "ext_id_2021",
              "device": "device", "Bytes": "nbytes", "Device Type": "device_type",
-             "Sequence number": "seq", "Fwd thread id": "fwd_tid"}
+             "Sequence number": "seq", "Fwd thread id": "fwd_tid", "kernel": "kernel"}
 _SCALAR = (int, float, str)
 NOT_OBJECT = "not an object"
 OUT_OF_RANGE = "number out of range"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Union
 
-from ..results.attribution import CATEGORIES, Attribution, BlockResult, RankView
+from ..results.attribution import CATEGORIES, Attribution, BlockResult, GraphSummary, RankView
 from ..results.diff import DiffResult, RankPair, Verdict
 from ..results.format import (  # noqa: F401  (the renderers' shared wording, imported from here)
     basis_label, fmt_bytes, fmt_time, headline, pct, ratio_text, share_text, signed, time_base_label,
@@ -18,7 +18,8 @@ from ..results.format import (  # noqa: F401  (the renderers' shared wording, im
 from ..results.rows import (  # noqa: F401
     TABLE_GROUPINGS, PairRow, Row, check_grouping, group_rows, pair_rows, rank_view_of,
 )
-from ..vocab import Compared, Phase, PairedBy
+from ..vocab import Compared, GraphMode, Phase, PairedBy
+from .names import short_name
 
 Result = Union[Attribution, DiffResult]
 GROUPINGS = TABLE_GROUPINGS  # the groupings of a table (--by): tracekit.results.rows
@@ -90,7 +91,36 @@ def header_lines(result: Attribution) -> list[str]:
             parts.append("no ProfilerStep")
         parts.append(f"time base: {time_base_label(t.time_base)}")
         lines.append(f"{t.source}: {t.events:,} events · " + " · ".join(parts))
+        if t.graphs is not None and t.graphs.mode != GraphMode.EAGER:
+            lines.append(graph_line(t.graphs))
     return lines
+
+
+def graph_line(g: GraphSummary) -> str:
+    """``graphs: replay · 1 graph launch ran 544 kernels (9.66 ms) · mapped to captured ops: 100.0% (from
+    bs_32_rank0.json.gz)``: the trace's graph mode and what its replays could be tied to."""
+    parts = [f"graphs: {g.mode}"]
+    if g.captures:
+        parts.append(f"{g.captures:,} capture{'s' if g.captures != 1 else ''} recorded {g.captured_launches:,} "
+                     f"launch{'es' if g.captured_launches != 1 else ''} ({g.captured_named:,} naming their kernel)")
+    if g.graph_launches:
+        parts.append(f"{g.graph_launches:,} graph launch{'es' if g.graph_launches != 1 else ''} ran "
+                     f"{g.replayed_kernels:,} kernels ({fmt_time(g.replayed_us)})")
+    share = g.mapped_share
+    if share is not None:
+        src = f" (from {', '.join(printable(x) for x in g.capture_sources[:2])})" if g.capture_sources else ""
+        parts.append(f"mapped to captured ops: {100 * share:.1f}%{src}")
+        if g.unmapped:
+            parts.append("unmapped: " + ", ".join(f"{short_name(printable(n), 40)} ×{k}"
+                                                   for n, k in list(g.unmapped.items())[:3]))
+    if g.eager_attention_kernels and g.graph_launches:
+        parts.append(f"{g.eager_attention_kernels:,} attention kernels launched outside graphs")
+    return " · ".join(parts)
+
+
+def printable(name: str) -> str:
+    """A name from a trace, safe on one line of text: unprintable characters as escapes."""
+    return name if name.isprintable() else "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in name)
 
 
 def share_line(result: Attribution) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from ..results.efficiency import efficiency_dict
-from ..results.attribution import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Evidence, RankRow, RankView
+from ..results.attribution import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Evidence, GraphSummary, RankRow, RankView
 from .base import Renderer
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> di
         "efficiency": efficiency_dict(b.efficiency),
         "efficiency_by_category": {k: efficiency_dict(e) for k, e in b.efficiency_by_category.items()},
         "evidence": evidence_dict(b.evidence),
+        **({} if b.recorded is None else {"recorded": dict(b.recorded)}),
     } for b in result.blocks]
     t = result.totals
     out: dict = {
@@ -43,7 +44,7 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> di
             "source": s.source, "gpus": s.gpus, "pytorch": s.pytorch, "runtime": s.runtime,
             "time_base": s.time_base, "steps": s.steps, "events": s.events, "base_us": round(s.base_us, 3),
             "external_ids_trusted": s.external_ids_trusted, "damaged": s.damaged, "warnings": s.warnings,
-            "shapes": s.shapes,
+            "shapes": s.shapes, "graphs": graphs_dict(s.graphs),
         } for s in result.traces],
         "blocks": blocks,
         "totals": {"total_us": round(t.total_us, 3), "categories": {k: round(v, 3) for k, v in t.categories.items()},
@@ -77,6 +78,21 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> di
     if view is not None:
         out["ranks"] = ranks_dict(view)
     return out
+
+
+def graphs_dict(g: GraphSummary | None) -> dict | None:
+    """A trace's CUDA/HIP graphs (docs/attribution.md, "Graphs"): its mode, captures and replays, and the share of
+    replayed kernel time mapped to captured ops (None without replayed time)."""
+    if g is None:
+        return None
+    share = g.mapped_share
+    return {"mode": g.mode, "captures": g.captures, "captured_launches": g.captured_launches,
+            "captured_named": g.captured_named, "instantiations": g.instantiations,
+            "graph_launches": g.graph_launches, "replayed_kernels": g.replayed_kernels,
+            "replayed_us": _r(g.replayed_us), "mapped_kernels": g.mapped_kernels, "mapped_us": _r(g.mapped_us),
+            "mapped_share": None if share is None else round(share, 6), "mapped_by_order": g.mapped_by_order,
+            "unmapped": dict(g.unmapped), "capture_sources": list(g.capture_sources),
+            "eager_attention_kernels": g.eager_attention_kernels}
 
 
 def _rank_row(r: RankRow) -> dict:

@@ -44,7 +44,7 @@ class MarkdownRenderer(Renderer):
         what = _md(self.title or result.source)  # the path as passed on the command line, else the trace's name
         lines = [(f"**{what}** — {t.blocks} attention blocks, {t.total_us:,.1f} µs ({share} of "
                   f"{time_base_label(result.time_base)})"), ""]
-        lines += [f"- {h}" for h in header_lines(result)]
+        lines += [f"- {_md(h)}" for h in header_lines(result)]
         lines.append("")
         lines += _rank_lines(result) if self.by == "rank" else self._group_lines(result)
         if result.hints:
@@ -75,8 +75,8 @@ class MarkdownRenderer(Renderer):
 
     def render_diff(self, r: DiffResult) -> str:
         lines = [f"**{_md(r.labels[0])} → {_md(r.labels[1])}** — {headline(r)}", ""]
-        lines += [f"- before: {h}" for h in header_lines(r.before)]
-        lines += [f"- after: {h}" for h in header_lines(r.after)]
+        lines += [f"- before: {_md(h)}" for h in header_lines(r.before)]
+        lines += [f"- after: {_md(h)}" for h in header_lines(r.after)]
         lines += [f"- **warning:** {w}" for w in r.warnings]
         lines += [f"- figures: {r.basis_note}", f"- {noise_line(r)}", f"- {blocks_line(r)}"]
         a = alloc_line(r)

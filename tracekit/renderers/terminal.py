@@ -15,7 +15,7 @@ from ..results.attribution import CATEGORIES, Attribution, Coverage
 from ..vocab import Phase, UnlinkedReason
 from .base import (
     HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, noise_line, pair_rows,
-    pct, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, roles_line, share_line, share_text, spread_line,
+    pct, printable, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, roles_line, share_line, share_text, spread_line,
     unmatched_rows,
 )
 from .names import ELLIPSIS, short_name
@@ -275,11 +275,6 @@ _OUTSIDE_NAMES_SHOWN = 3  # kernel names on the "attention outside blocks" line
 _OUTSIDE_NAME_WIDTH = 48
 
 
-def _printable(name: str) -> str:
-    """A name from a trace, safe on one terminal line: control and other unprintable characters as escapes."""
-    return name if name.isprintable() else "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in name)
-
-
 def _coverage_detail(cv: Coverage) -> list[str]:
     """Under the coverage line: the unlinked time by reason (the reasons that have any) and the fused attention
     kernels no block owns, with the most frequent names."""
@@ -291,13 +286,35 @@ def _coverage_detail(cv: Coverage) -> list[str]:
             lines.append("unlinked by reason: " + " · ".join(parts))
     n = cv.attention_outside_kernels
     if n:
-        names = [f"{short_name(_printable(name), _OUTSIDE_NAME_WIDTH)} ×{k}"
+        names = [f"{short_name(printable(name), _OUTSIDE_NAME_WIDTH)} ×{k}"
                  for name, k in list(cv.attention_outside_names.items())[:_OUTSIDE_NAMES_SHOWN]]
         more = len(cv.attention_outside_names) - _OUTSIDE_NAMES_SHOWN
         if more > 0:
             names.append(f"+{more} more")
         lines.append(f"attention outside blocks: {n:,} kernel{'s' if n != 1 else ''}, "
                      f"{fmt_time(cv.attention_outside_us)} ({', '.join(names)})")
+    return lines
+
+
+_RECORDED_KINDS, _RECORDED_NAMES = 4, 4  # block kinds, and kernel names of each, listed from a capture
+
+
+def _recorded_lines(result: Attribution, w: int) -> list[str]:
+    """In a graph capture: what each block kind's launches recorded into the graph (the calls ran nothing)."""
+    by_kind: dict[str, dict[str, int]] = {}
+    for b in result.blocks:
+        if b.recorded:
+            acc = by_kind.setdefault(b.kind, {})
+            for name, k in b.recorded.items():
+                acc[name] = acc.get(name, 0) + k
+    if not by_kind:
+        return []
+    lines = ["", "recorded into graphs by the blocks' launches (captured, not run):"]
+    for kind, names in list(by_kind.items())[:_RECORDED_KINDS]:
+        top = sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = ", ".join(f"{short_name(printable(n), 48)} ×{k}" for n, k in top[:_RECORDED_NAMES])
+        more = f", +{len(top) - _RECORDED_NAMES} more" if len(top) > _RECORDED_NAMES else ""
+        lines += wrap(f"  {short_name(printable(kind), 40)}: {shown}{more}", w)
     return lines
 
 
@@ -378,7 +395,7 @@ class TerminalRenderer(Renderer):
 
     def _tail_lines(self, result: Attribution, w: int) -> list[str]:
         """Efficiency, hints and the top kernels: the same under every grouping."""
-        lines = _efficiency_lines(result, w)
+        lines = _recorded_lines(result, w) + _efficiency_lines(result, w)
         if result.hints:
             lines.append("")
             lines.append("hints:")

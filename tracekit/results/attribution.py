@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..vocab import (
-    CATEGORIES, MATMUL_ROLES, UNLINKED_REASONS, Category, CoreKind, FoundBy, Phase, RankFrom, TimeBase,
+    CATEGORIES, MATMUL_ROLES, UNLINKED_REASONS, Category, CoreKind, FoundBy, GraphMode, Phase, RankFrom, TimeBase,
     launch_bound_holds,
 )
 from .invariants import EPS_US, REL, InvariantError, check_roles, close, expect, near, zero_categories
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .hints import Hint, HintFacts
 
 __all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "EPS_US", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage",
-           "Evidence", "InvariantError", "RankRow", "RankSpread", "RankView", "RunResult", "Totals", "TraceSummary", "close", "near",
+           "Evidence", "GraphSummary", "InvariantError", "RankRow", "RankSpread", "RankView", "RunResult", "Totals", "TraceSummary", "close", "near",
            "zero_categories"]
 
 SCHEMA_VERSION = 1
@@ -49,6 +49,52 @@ class Evidence:
         if self.core == CoreKind.EAGER_OPS:
             expect(len(self.names) == 3, f"{where}: an eager core is a score, a softmax and a context op")
             expect(len(self.shapes) in (0, 3), f"{where}: eager core shapes are all three or none")
+
+
+@dataclass(slots=True, kw_only=True)
+class GraphSummary:
+    """What one trace shows of CUDA/HIP graphs, and how much of what its graphs replayed was tied to the ops
+    that captured them (tracekit.analysis.graphs; docs/attribution.md, "Graphs"). Times are device µs."""
+
+    mode: GraphMode
+    captures: int  # stream captures in this trace
+    captured_launches: int  # launches inside them: each recorded a node and ran nothing
+    captured_named: int  # of those, launches that name their kernel (HIP's)
+    instantiations: int
+    graph_launches: int
+    replayed_kernels: int  # device events the graph launches ran
+    replayed_us: float  # their summed durations
+    mapped_kernels: int  # of those, tied to a captured launch (and so to its op, module and shapes)
+    mapped_us: float
+    mapped_by_order: int  # of the mapped, tied by position alone (the capture named no kernel there)
+    unmapped: dict[str, int]  # short names of replayed kernels left unmapped -> count, the most frequent first
+    capture_sources: list[str]  # the traces whose captures mapped something (this one's own name, or others)
+    eager_attention_kernels: int  # attention kernels launched outside any graph (piecewise graphs run them so)
+
+    @property
+    def mapped_share(self) -> float | None:
+        """Share of replayed kernel time mapped to captured ops; None without replayed time."""
+        return self.mapped_us / self.replayed_us if self.replayed_us > 0 else None
+
+    def check(self, where: str = "graphs") -> None:
+        expect(isinstance(self.mode, GraphMode), f"{where}: mode {self.mode!r} is not a GraphMode")
+        counts = (self.captures, self.captured_launches, self.captured_named, self.instantiations,
+                  self.graph_launches, self.replayed_kernels, self.mapped_kernels, self.mapped_by_order,
+                  self.eager_attention_kernels)
+        expect(all(n >= 0 for n in counts), f"{where}: a negative count")
+        expect(self.captured_named <= self.captured_launches, f"{where}: more named launches than launches")
+        expect(self.mapped_by_order <= self.mapped_kernels <= self.replayed_kernels,
+               f"{where}: mapped {self.mapped_kernels} of {self.replayed_kernels} replayed kernels")
+        expect(-EPS_US <= self.mapped_us <= self.replayed_us + EPS_US, f"{where}: mapped time beyond replayed time")
+        expect(sum(self.unmapped.values()) <= self.replayed_kernels - self.mapped_kernels,
+               f"{where}: more unmapped names than unmapped kernels")
+        expect((self.mode == GraphMode.EAGER) == (self.captures == 0 and self.graph_launches == 0),
+               f"{where}: mode {self.mode} with {self.captures} captures and {self.graph_launches} graph launches")
+        expect((self.mode in (GraphMode.CAPTURE_ONLY, GraphMode.CAPTURE_REPLAY)) == (self.captures > 0),
+               f"{where}: mode {self.mode} with {self.captures} captures")
+        expect(self.mode != GraphMode.MIXED or self.eager_attention_kernels > 0,
+               f"{where}: mixed mode without attention launched outside graphs")
+        expect(self.mapped_kernels == 0 or bool(self.capture_sources), f"{where}: mapped kernels without a capture")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -82,6 +128,9 @@ class BlockResult:
     efficiency_by_category: dict[str, Efficiency] = field(default_factory=dict)
     # Why this is attention (the core and the discovery rule); None only on hand-built or pre-evidence results.
     evidence: Evidence | None = None
+    # In a graph capture: the kernels the block's launches recorded into the graph (short names -> count), the
+    # captured structure of a call that ran nothing; None outside captures.
+    recorded: dict[str, int] | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -135,6 +184,7 @@ class TraceSummary:
     external_ids_trusted: bool
     shapes: list[str] = field(default_factory=list)
     rank: int | None = None  # ``distributedInfo.rank`` from the trace's header, when recorded
+    graphs: GraphSummary | None = None  # CUDA/HIP graphs; None only on hand-built results
 
 
 @dataclass(slots=True, kw_only=True)
@@ -271,6 +321,9 @@ class Attribution:
                 e.check()
         if self.device is not None:
             self.device.check()
+        for t in self.traces:
+            if t.graphs is not None:
+                t.graphs.check(f"{t.source}: graphs")
         for g in (self.hint_facts or {}).values():
             g.check()
         for h in self.hints:  # a saving is part of the blocks' time (an upper bound or less), never more

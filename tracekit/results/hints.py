@@ -34,12 +34,15 @@ class GroupFacts:
     sdpa_masked: int = 0  # ... of which were passed an attn_mask tensor with is_causal=False
     gemm_16bit: int = 0  # kernels launched by GEMM ops with bf16/fp16 inputs
     gemm_fp32: int = 0  # kernels launched by GEMM ops with fp32 inputs
+    replayed_us: float = 0.0  # busy µs of the blocks' kernels that CUDA/HIP graph launches ran
+    graph_modes: list[str] = field(default_factory=list)  # the graph modes (vocab.GraphMode) of the blocks' traces
 
     def check(self) -> GroupFacts:
         """Raise InvariantError unless the counts can be true: a broken row would skew every share a rule computes.
         Returns self."""
         for name in ("sdpa_calls", "sdpa_masked", "gemm_16bit", "gemm_fp32"):
             expect(getattr(self, name) >= 0, f"GroupFacts.{name} is negative: {getattr(self, name)}")
+        expect(self.replayed_us >= 0, f"GroupFacts.replayed_us is negative: {self.replayed_us}")
         expect(self.sdpa_masked <= self.sdpa_calls,
                f"GroupFacts: {self.sdpa_masked} masked SDPA calls of {self.sdpa_calls}")
         for row, v in self.kernels.items():
@@ -71,4 +74,6 @@ def merge_facts(parts: Iterable[HintFacts | None]) -> HintFacts | None:
             m.sdpa_masked += g.sdpa_masked
             m.gemm_16bit += g.gemm_16bit
             m.gemm_fp32 += g.gemm_fp32
+            m.replayed_us += g.replayed_us
+            m.graph_modes = sorted(set(m.graph_modes) | set(g.graph_modes))
     return out if seen else None

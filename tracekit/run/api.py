@@ -22,7 +22,8 @@ from .runs import Run, attribute_runs, find_runs
 
 def analyze(path: str | os.PathLike | Inputs, scope: str | None = None, classifier: Classifier | None = None,
             jobs: int | None = None, progress: ProgressFn | None = None, hints: bool = True,
-            dask: str | None = None, by: str | None = None, *, decode_workers: int | None = None) -> Attribution:
+            dask: str | None = None, by: str | None = None, *, decode_workers: int | None = None,
+            captures: tuple[str | os.PathLike, ...] = ()) -> Attribution:
     """Attribute one trace file, or every trace in a run folder (results are merged in file order).
 
     ``jobs`` files are analysed at once (a folder's files, one per rank/worker: a process pool; default one
@@ -33,13 +34,17 @@ def analyze(path: str | os.PathLike | Inputs, scope: str | None = None, classifi
     ``local:N``; N defaults to ``jobs``) analyses each file as a task on a Dask cluster (``tracekit[dask]``).
     ``by`` ("kind", "block", "layer", "step" or "kernel") changes no figure: it is the grouping of the
     result's ``to_dataframe()`` and notebook table (``--by`` of the CLI); a name outside those raises
-    ValueError before any file is read.
+    ValueError before any file is read. ``captures`` (files or folders, ``--capture``) are the traces of the
+    CUDA/HIP graph captures that the traces replay; without them, a ``capture_traces/`` folder beside a
+    replay is read (README, "Graph traces").
     """
     if by is not None and by not in FRAME_GROUPINGS:
         raise ValueError(f"unknown grouping by={by!r}; choose from {', '.join(FRAME_GROUPINGS)}")
     found = path if isinstance(path, Inputs) else discover(path)
+    for c in captures:  # (a missing capture fails before any trace is read)
+        discover(c)
     how = plan(scope=scope, classifier=classifier, hints=hints, jobs=jobs, decode_workers=decode_workers,
-               progress=progress)
+               progress=progress, captures=tuple(str(c) for c in captures))
     result = attribute_inputs(found, how, dask=dask)
     if by is not None:
         result.default_by = by

@@ -144,13 +144,13 @@ class _Connection:
 
 def attribute_on_dask(files: list[str], sizes: list[int], scope: str | None, classifier: Classifier, hints: bool,
                       address: str, progress: Callable[[str, int, int], None] | None,
-                      default_workers: int) -> tuple[list[Attribution | None], list[str]]:
+                      default_workers: int, captures: tuple[str, ...] = ()) -> tuple[list[Attribution | None], list[str]]:
     """Every file as one task; (results in file order, None for a failed file; one error line per failure)."""
     conn = _Connection(address, default_workers)
     distributed = _import_distributed()
     try:
         futures = conn.client.map(dask_task, files, scope=scope, classifier=classifier, hints=hints,
-                                  retries=RETRIES, pure=False)
+                                  captures=captures, retries=RETRIES, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         results: list[Attribution | None] = [None] * len(files)
         errors: dict[int, str] = {}

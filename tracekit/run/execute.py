@@ -55,16 +55,19 @@ class Plan:
     jobs: int  # files at once
     decode_workers: int  # processes decoding a single file
     progress: ProgressFn | None = None
+    captures: tuple[str, ...] = ()  # graph capture traces (files or folders) for the replays among the files
 
 
 def plan(scope: str | None = None, classifier: Classifier | None = None, hints: bool = True,
-         jobs: int | None = None, decode_workers: int | None = None, progress: ProgressFn | None = None) -> Plan:
+         jobs: int | None = None, decode_workers: int | None = None, progress: ProgressFn | None = None,
+         captures: tuple[str, ...] = ()) -> Plan:
     """The plan with every default filled in (the same for the CLI and the library)."""
     for name, n in (("jobs", jobs), ("decode_workers", decode_workers)):
         if n is not None and n < 1:
             raise ValueError(f"{name}={n}: needs at least 1")
     return Plan(scope=scope, classifier=classifier or Classifier(), hints=hints, jobs=jobs or default_jobs(),
-                decode_workers=decode_workers or default_decode_workers(), progress=progress)
+                decode_workers=decode_workers or default_decode_workers(), progress=progress,
+                captures=tuple(str(c) for c in captures))
 
 
 def attribute_inputs(found: Inputs, how: Plan, dask: str | None = None) -> Attribution:
@@ -101,7 +104,7 @@ def _here(files: list[Path], urls: list[str], how: Plan) -> list[Attribution]:
         from .pool import attribute_in_pool
 
         return attribute_in_pool(files, sizes, how.scope, how.classifier, min(how.jobs, len(files)), how.progress,
-                                 how.hints)
+                                 how.hints, how.captures)
     return _serial(files, sizes, how)
 
 
@@ -118,7 +121,7 @@ def _serial(files: list[Path], sizes: list[int], how: Plan) -> list[Attribution]
             def report(done: int, _total: int, _name: str = f.name, _before: int = before,
                        _progress: ProgressFn = how.progress) -> None:
                 _progress(_name, _before + done, total)
-        parts.append(attribute_file(f, how.scope, how.classifier, report, how.hints, decode))
+        parts.append(attribute_file(f, how.scope, how.classifier, report, how.hints, decode, how.captures))
         before += size
     return parts
 
@@ -145,7 +148,8 @@ def _on_dask(found: Inputs, how: Plan, dask: str) -> tuple[list[Attribution], li
     files = found.files
     sizes = [1] * len(files) if found.urls else [_size(f) for f in files]  # URLs: progress counts files
     names = found.urls or [str(f) for f in files]
-    got, failed = attribute_on_dask(names, sizes, how.scope, how.classifier, how.hints, dask, how.progress, how.jobs)
+    got, failed = attribute_on_dask(names, sizes, how.scope, how.classifier, how.hints, dask, how.progress, how.jobs,
+                                    how.captures)
     if not any(r is not None for r in got):
         raise TracekitError(failed[0] if len(failed) == 1 else
                             f"{found.path}: none of its {len(files)} trace files could be analysed ({failed[0]})")

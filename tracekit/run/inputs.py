@@ -7,6 +7,7 @@ silently: every entry it leaves out is named in ``Inputs.warnings`` (README, "Ex
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -90,7 +91,7 @@ def _discover_folder(root: Path) -> Inputs:
         try:
             with os.scandir(root) as it:
                 candidates = sorted(root / e.name for e in it if e.name.endswith(PLAIN_SUFFIXES)
-                                    and not _is_dir(e))
+                                    and e.name != EXECUTION_DETAILS and not _is_dir(e))
         except OSError as exc:
             raise access_error(root, exc) from None
     found.files = _usable(candidates, found)
@@ -105,6 +106,40 @@ def _expect_files(root: str, candidates: int, found: Inputs) -> None:
         if candidates:
             raise TraceReadError(f"{root}: none of its {candidates} trace files can be read{why}")
         raise TraceNotFoundError(f"{root}: folder holds no *.pt.trace.json[.gz] files{why}")
+
+
+# The layout TraceLens's inference workflow writes: a replay trace, and beside it ``capture_traces/`` with the
+# traces of the graph captures it replays and ``execution_details.json`` naming them (file, batch size, mode).
+CAPTURE_FOLDER, EXECUTION_DETAILS = "capture_traces", "execution_details.json"
+_MAX_DETAILS = 1 << 20  # bytes: a list of a few files, never more
+
+
+def is_capture_folder(folder: Path) -> bool:
+    return folder.name == CAPTURE_FOLDER and (folder / EXECUTION_DETAILS).is_file()
+
+
+def captures_beside(trace: Path) -> tuple[list[Path], list[str]]:
+    """The capture traces a replay's ``capture_traces/execution_details.json`` names (plain file names inside
+    that folder only), and warnings; every trace in the folder when the file lists none it can use."""
+    folder = trace.parent / CAPTURE_FOLDER
+    details = folder / EXECUTION_DETAILS
+    if not details.is_file():
+        return [], []
+    try:
+        raw = details.read_bytes()[:_MAX_DETAILS + 1]
+        listed = json.loads(raw) if len(raw) <= _MAX_DETAILS else None
+    except (OSError, ValueError, RecursionError) as exc:
+        listed, why = None, f"{type(exc).__name__}"
+    else:
+        why = "no usable entry" if listed is not None else "too big"
+    names = [e.get("file") for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
+    files = [folder / n for n in names if isinstance(n, str) and n and Path(n).name == n and n not in (".", "..")
+             and (folder / n).is_file()]
+    if files:
+        return sorted(set(files)), []
+    rest = sorted(p for p in folder.iterdir() if p.name.endswith(PLAIN_SUFFIXES) and p.name != EXECUTION_DETAILS
+                  and p.is_file())
+    return rest, [f"{details}: {why}; read every trace in {folder.name}/ as a capture"] if rest else []
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
@@ -130,6 +165,10 @@ def _walk(folder: Path, out: list[Path], found: Inputs) -> None:
     for e in entries:
         path = folder / e.name
         if e.is_dir(follow_symlinks=False):
+            if is_capture_folder(path):  # graph captures: read with the replays beside them, not as runs
+                found.warnings.append(f"{path}: graph capture traces, read with the replay beside them "
+                                      f"(tracekit attribute REPLAY); not attributed on their own")
+                continue
             _walk(path, out, found)
         elif e.name.endswith(TRACE_SUFFIXES):
             out.append(path)

@@ -14,7 +14,8 @@ from .tasks import pool_task
 
 
 def attribute_in_pool(files: list[Path], sizes: list[int], scope: str | None, clf: Classifier, workers: int,
-                      progress: ProgressFn | None, hints: bool = True) -> list[Attribution]:
+                      progress: ProgressFn | None, hints: bool = True,
+                      captures: tuple[str, ...] = ()) -> list[Attribution]:
     """Files in a process pool; progress advances as each file finishes; results in file order.
 
     On a failure, files not yet started are cancelled and the error of the earliest file in
@@ -22,7 +23,7 @@ def attribute_in_pool(files: list[Path], sizes: list[int], scope: str | None, cl
     """
     total = sum(sizes)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures: list[Future[Attribution]] = [pool.submit(pool_task, f, scope, clf, hints) for f in files]
+        futures: list[Future[Attribution]] = [pool.submit(pool_task, f, scope, clf, hints, captures) for f in files]
         index = {fut: i for i, fut in enumerate(futures)}
         pending = set(futures)
         done_bytes = 0

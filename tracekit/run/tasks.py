@@ -9,34 +9,68 @@ from __future__ import annotations
 import gc
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..analysis.attribute import attribute_trace
 from ..analysis.classify import Classifier
 from ..errors import TracekitError, TraceReadError
 from ..io.load import load_trace
+from ..model import Trace
 from ..memory import collect_between_files
 from ..results.attribution import Attribution
-from .inputs import fsspec_module
+from .inputs import captures_beside, discover, fsspec_module
 
 
 def attribute_file(path: Path, scope: str | None, classifier: Classifier,
                    progress: Callable[[int, int], None] | None = None, hints: bool = True,
-                   decode_workers: int = 1) -> Attribution:
+                   decode_workers: int = 1, captures: Sequence[str] = ()) -> Attribution:
     """One file, in this process. ``decode_workers > 1``: a big file's batches are decoded in that many
-    processes (tracekit.io.pload)."""
-    return attribute_trace(load_trace(path, progress=progress, jobs=decode_workers), scope=scope,
-                           classifier=classifier, hints=hints)
+    processes (tracekit.io.pload). A trace that replays CUDA/HIP graphs reads the traces of their captures:
+    ``captures`` (files or folders, ``--capture``), else those that ``capture_traces/`` beside it names."""
+    tr = load_trace(path, progress=progress, jobs=decode_workers)
+    caps, notes = _captures_for(path, tr, captures, decode_workers)
+    result = attribute_trace(tr, scope=scope, classifier=classifier, hints=hints, captures=caps)
+    result.traces[0].warnings.extend(notes)
+    return result
 
 
-def pool_task(path: Path, scope: str | None, classifier: Classifier, hints: bool) -> Attribution:
+def _captures_for(path: Path, tr: Trace, given: Sequence[str], decode_workers: int) -> tuple[list[Trace], list[str]]:
+    """The capture traces for a replay, loaded; and what the reader should know about them. A trace that runs no
+    graph needs none (a capture folder beside it is not even read). Given captures that fail are errors; the
+    ones found beside the trace that fail are named in a warning and left out."""
+    replays = tr.graphs is not None and any(g.device for g in tr.graphs.launches)
+    if not replays:
+        return [], ["--capture: this trace replays no CUDA/HIP graph; the capture was not read"] if given else []
+    if given:
+        files = [f for g in given for f in discover(g).files]
+        return [load_trace(f, jobs=decode_workers) for f in files if not _same(f, path)], []
+    files, notes = captures_beside(path)
+    loaded = []
+    for f in files:
+        try:
+            loaded.append(load_trace(f, jobs=decode_workers))
+        except TracekitError as exc:
+            notes.append(f"capture {f.name} not used: {exc}")
+    return loaded, notes
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def pool_task(path: Path, scope: str | None, classifier: Classifier, hints: bool,
+              captures: Sequence[str] = ()) -> Attribution:
     """:func:`attribute_file` in a pool worker, after collecting the previous file's garbage."""
     collect_between_files(freeze=True)
-    return attribute_file(path, scope, classifier, None, hints)
+    return attribute_file(path, scope, classifier, None, hints, captures=captures)
 
 
-def dask_task(path: str, scope: str | None, classifier: Classifier, hints: bool) -> Attribution | str:
+def dask_task(path: str, scope: str | None, classifier: Classifier, hints: bool,
+              captures: Sequence[str] = ()) -> Attribution | str:
     """One Dask task: a file's Attribution, or its one-line error (a bad file is not retried: it would fail again)."""
     collect_between_files(freeze=True)  # a forked worker inherits the CLI's paused GC: free the previous model first
     was = gc.isenabled()
@@ -44,7 +78,7 @@ def dask_task(path: str, scope: str | None, classifier: Classifier, hints: bool)
     try:
         if "://" in path:
             return attribute_url(path, scope, classifier, hints)
-        return attribute_file(Path(path), scope, classifier, None, hints)
+        return attribute_file(Path(path), scope, classifier, None, hints, captures=captures)
     except TracekitError as exc:
         return str(exc)
     finally:
