@@ -65,6 +65,29 @@ class HintTag(StrEnum):
     SOFTMAX_UNKNOWN = "softmax?"  # a launcher's only (a softmax op without recorded input types); never a row's
 
 
+class OpKind(StrEnum):
+    """What a host op is to the rules, by its name alone (:func:`_op_kind`)."""
+
+    NONE = ""
+    MATH = "math"  # SDPA's math path (_scaled_dot_product_attention_math)
+    FUSED = "fused"  # a fused attention op
+    GEMM = "gemm"  # a GEMM whose input types are recorded
+    MASK = "mask"
+    CAT = "cat"
+    REPEAT = "repeat"  # repeat_interleave
+    SOFTMAX = "softmax"
+    RESHAPE = "reshape"  # reshape/clone/expand/copy: HF repeat_kv's steps
+
+
+class SdpaContext(StrEnum):
+    """Where an op runs relative to an SDPA call (:meth:`_FactCollector.context`)."""
+
+    NONE = ""
+    MATH = "math"  # inside SDPA's math path
+    SDPA = "sdpa"  # inside SDPA with no backend op between
+    FUSED = "fused"  # inside a fused backend op under SDPA
+
+
 # The tags the per-event path returns, bound as globals: on Python 3.11 ``HintTag.X`` takes the slow attribute path
 # (EnumType defines __getattr__), ~10x a global look-up, and that path runs once per device event.
 _UNTAGGED, _SDPA_MATH, _MASK, _REPEAT_KV = HintTag.UNTAGGED, HintTag.SDPA_MATH, HintTag.MASK, HintTag.REPEAT_KV
@@ -235,26 +258,26 @@ class _FactCollector:
 
     def launcher_tag(self, la: int, g: GroupFacts, b: int) -> HintTag:
         """The tag launcher op ``la`` gives its kernels in block ``b``; the SDPA call above it is counted on the way."""
-        ctx, sdpa = ("", NONE) if self._no_sdpa else self.context(la)
+        ctx, sdpa = (SdpaContext.NONE, NONE) if self._no_sdpa else self.context(la)
         if sdpa != NONE and (b, sdpa) not in self._seen_ops:  # one call per (block, op), however many kernels
             self._seen_ops.add((b, sdpa))
             g.sdpa_calls += 1
             g.sdpa_masked += _sdpa_masked(self._inp, sdpa)
-        if ctx in ("math", "sdpa"):
+        if ctx == SdpaContext.MATH or ctx == SdpaContext.SDPA:
             return _SDPA_MATH
         kind = _op_kind(self._host[la].name)
-        if kind == "gemm":
+        if kind == OpKind.GEMM:
             self._count_gemm(la, g)
             return _UNTAGGED
-        if kind == "mask":
+        if kind == OpKind.MASK:
             return _MASK
-        if kind == "cat":
+        if kind == OpKind.CAT:
             return _cat_tag(self._inp, la)
-        if kind == "repeat":
+        if kind == OpKind.REPEAT:
             return _REPEAT_KV
-        if kind == "softmax":
+        if kind == OpKind.SOFTMAX:
             return self._softmax_tag(la)
-        if kind == "reshape":
+        if kind == OpKind.RESHAPE:
             return self._repeat_kv_tag(la)
         return _UNTAGGED
 
@@ -273,31 +296,31 @@ class _FactCollector:
             return HintTag.SOFTMAX_UNKNOWN
         return HintTag.SOFTMAX_FP32 if types[0] == "float" else HintTag.UNTAGGED
 
-    def context(self, la: int) -> tuple[str, int]:
-        """'math' (an SDPA math path), 'sdpa' (SDPA with no backend op between), 'fused' or '' for an op.
+    def context(self, la: int) -> tuple[SdpaContext, int]:
+        """The op's SdpaContext and the SDPA call above it (NONE without one).
 
         Memoised per host op and filled along the walked path, so each op is visited once per trace.
         """
         host, op_parent, up = self._host, self._op_parent, self._up
         path: list[int] = []
         p = la
-        res: tuple[str, int] = ("", NONE)
+        res: tuple[SdpaContext, int] = (SdpaContext.NONE, NONE)
         while p != NONE:
             hit = up.get(p)
             if hit is not None:
                 res = hit
                 break
             if host[p].name == _SDPA_OP:
-                res = up[p] = ("sdpa", p)
+                res = up[p] = (SdpaContext.SDPA, p)
                 break
             path.append(p)
             p = op_parent[p]
         for q in reversed(path):  # from the top down: each op's context from its parent's
             kind = _op_kind(host[q].name)
-            if kind == "math":
-                res = ("math", res[1])
-            elif kind == "fused" and res[0] == "sdpa":
-                res = ("fused", res[1])
+            if kind == OpKind.MATH:
+                res = (SdpaContext.MATH, res[1])
+            elif kind == OpKind.FUSED and res[0] == SdpaContext.SDPA:
+                res = (SdpaContext.FUSED, res[1])
             up[q] = res
         return res
 
@@ -354,25 +377,25 @@ def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]]
 
 
 @lru_cache(maxsize=4096)
-def _op_kind(name: str) -> str:
+def _op_kind(name: str) -> OpKind:
     """What a host op is to the rules, by its name alone."""
     if _MATH_OP.match(name):
-        return "math"
+        return OpKind.MATH
     if is_fused_attention_op(name):
-        return "fused"
+        return OpKind.FUSED
     if _GEMM_OP.match(name):
-        return "gemm"
+        return OpKind.GEMM
     if _MASK_OP.match(name):
-        return "mask"
+        return OpKind.MASK
     if name == "aten::cat":
-        return "cat"
+        return OpKind.CAT
     if name == "aten::repeat_interleave":
-        return "repeat"
+        return OpKind.REPEAT
     if _SOFTMAX_OP.match(name):
-        return "softmax"
+        return OpKind.SOFTMAX
     if name in _RESHAPE_OPS:
-        return "reshape"
-    return ""
+        return OpKind.RESHAPE
+    return OpKind.NONE
 
 
 def _kernel_tag(name: str, cat: str, tag: HintTag) -> HintTag:
@@ -676,7 +699,7 @@ def _comm(g: Group, rule: HintRule) -> Hint | None:
                  us, "upper bound: the collective kernels' time, if fully overlapped")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HintRule:
     """One hint rule: ``check`` returns a Hint for a block kind, or None. ``reads`` and ``why`` document it."""
 
@@ -688,28 +711,41 @@ class HintRule:
 
 
 HINT_RULES: tuple[HintRule, ...] = (
-    HintRule("eager-softmax", EAGER_SOFTMAX_SHARE, "softmax + elementwise share of busy time, no fused/SDPA kernels",
-             _eager_softmax, why="the unfused softmax/mask/scale round trips through HBM are what fused SDPA removes"),
-    HintRule("sdpa-math-fallback", 0.0, "softmax kernels launched under aten::scaled_dot_product_attention "
-             "(or _scaled_dot_product_attention_math) with no fused backend op", _sdpa_math,
+    HintRule(name="eager-softmax", threshold=EAGER_SOFTMAX_SHARE, check=_eager_softmax,
+             reads="softmax + elementwise share of busy time, no fused/SDPA kernels",
+             why="the unfused softmax/mask/scale round trips through HBM are what fused SDPA removes"),
+    HintRule(name="sdpa-math-fallback", threshold=0.0, check=_sdpa_math,
+             reads="softmax kernels launched under aten::scaled_dot_product_attention "
+                   "(or _scaled_dot_product_attention_math) with no fused backend op",
              why="SDPA silently falls back to the math path (fp32 upcast, materialised scores)"),
-    HintRule("launch-bound", LAUNCH_BOUND_IDLE, "idle_us / span_us of the blocks", _launch_bound,
+    HintRule(name="launch-bound", threshold=LAUNCH_BOUND_IDLE, check=_launch_bound,
+             reads="idle_us / span_us of the blocks",
              why="busy time is not what the user pays when the GPU waits for launches"),
-    HintRule("kv-cache-cat", KV_CAT_SHARE, "kernels of aten::cat([past, new], dim=-2) on 4-D K/V (Input Dims)",
-             _kv_cat, why="a growing cache re-copies all past tokens every step"),
-    HintRule("materialised-mask", MASK_SHARE, "masked_fill kernels; SDPA calls with an attn_mask and is_causal=False",
-             _causal_mask, why="a causal mask tensor costs a kernel and keeps SDPA off the flash backend"),
-    HintRule("fp32-softmax", FP32_SOFTMAX_SHARE, "softmax op Input type float (or kernel templated on float) while "
-             "GEMM ops take bf16/fp16", _fp32_softmax, why="upcasting scores doubles the softmax's bytes and adds casts"),
-    HintRule("gqa-repeat-kv", REPEAT_KV_SHARE, "copies launched by repeat_interleave or a 5-D expand+reshape",
-             _repeat_kv, why="repeat_kv materialises K/V n_rep times"),
-    HintRule("layout-copies", LAYOUT_COPY_SHARE, "direct copy/transpose kernels (memory) not covered by another rule",
-             _layout_copies, why="contiguous()/transpose copies move the whole tensor for no math"),
-    HintRule("low-tflops", LOW_ROOF_PCT, "BlockResult.efficiency_by_category['fused_attention'] (flops, bound, "
-             "roof_pct)", _low_tflops, why="a compute-bound kernel far below the roof leaves the most on the table"),
-    HintRule("rotary-cat", ROTARY_SHARE, "cat of two equal halves along the last dim + neg kernels", _rotary_cat,
+    HintRule(name="kv-cache-cat", threshold=KV_CAT_SHARE, check=_kv_cat,
+             reads="kernels of aten::cat([past, new], dim=-2) on 4-D K/V (Input Dims)",
+             why="a growing cache re-copies all past tokens every step"),
+    HintRule(name="materialised-mask", threshold=MASK_SHARE, check=_causal_mask,
+             reads="masked_fill kernels; SDPA calls with an attn_mask and is_causal=False",
+             why="a causal mask tensor costs a kernel and keeps SDPA off the flash backend"),
+    HintRule(name="fp32-softmax", threshold=FP32_SOFTMAX_SHARE, check=_fp32_softmax,
+             reads="softmax op Input type float (or kernel templated on float) while "
+                   "GEMM ops take bf16/fp16",
+             why="upcasting scores doubles the softmax's bytes and adds casts"),
+    HintRule(name="gqa-repeat-kv", threshold=REPEAT_KV_SHARE, check=_repeat_kv,
+             reads="copies launched by repeat_interleave or a 5-D expand+reshape",
+             why="repeat_kv materialises K/V n_rep times"),
+    HintRule(name="layout-copies", threshold=LAYOUT_COPY_SHARE, check=_layout_copies,
+             reads="direct copy/transpose kernels (memory) not covered by another rule",
+             why="contiguous()/transpose copies move the whole tensor for no math"),
+    HintRule(name="low-tflops", threshold=LOW_ROOF_PCT, check=_low_tflops,
+             reads="BlockResult.efficiency_by_category['fused_attention'] (flops, bound, "
+                   "roof_pct)",
+             why="a compute-bound kernel far below the roof leaves the most on the table"),
+    HintRule(name="rotary-cat", threshold=ROTARY_SHARE, check=_rotary_cat,
+             reads="cat of two equal halves along the last dim + neg kernels",
              why="HF rotate_half materialises two extra copies of q and k"),
-    HintRule("collective-in-block", COMM_SHARE, "all-reduce/all-gather kernels in the block", _comm,
+    HintRule(name="collective-in-block", threshold=COMM_SHARE, check=_comm,
+             reads="all-reduce/all-gather kernels in the block",
              why="a tensor-parallel collective serialises with attention unless overlapped"),
 )
 
