@@ -213,7 +213,7 @@ class _FactCollector:
         self._links = links
         self._op_parent = links.op_parent
         self._inp = _Inputs(tr)
-        self._up: dict[int, tuple[str, int]] = {}  # host op -> (nearest SDPA context above it, the SDPA op or NONE)
+        self._up: dict[int, tuple[SdpaContext, int]] = {}  # host op -> (nearest SDPA context above it, the SDPA op or NONE)
         self._seen_ops: set[tuple[int, int]] = set()  # (block, SDPA op) counted once
         self._five_d_clones: bool | None = None  # whether any aten::clone copies a 5-D tensor; None until asked
         # No SDPA op and no math-path op anywhere in the file: every op's context is empty, and the walk is skipped.
