@@ -406,3 +406,18 @@ def test_identical_pieces_map_in_capture_order(tmp_path: Path) -> None:
         graph_launch(b, 990 + 100 * r, ks)
     res = _run(b.write(tmp_path / "pw.json"))
     assert sorted(blk.name for blk in res.blocks) == ["Attention_0", "Attention_1", "Attention_2"]
+
+
+def test_capture_warm_up_gets_no_launch_bound_hint(tmp_path: Path) -> None:
+    """A capture trace runs each call once eagerly first (warm-up), with launch gaps: still no advice to act on."""
+    b = TraceBuilder()
+    b.module("Attention_w", 0, 200)
+    for i, (op, k) in enumerate((("aten::bmm", GEMM_K), ("aten::_softmax", SOFTMAX_K), ("aten::bmm", GEMM2_K))):
+        b.op(op, 1 + 10 * i, 8)
+        b.launch(k, 2 + 10 * i, 1, 20 + 60 * i, 2)  # idle 120 of 126 µs
+    capture(b, 300, 1)
+    res = _run(b.write(tmp_path / "cw.json"))
+    assert _graphs(res).mode == GraphMode.CAPTURE_ONLY
+    warm = [blk for blk in res.blocks if blk.kernels]
+    assert len(warm) == 1 and warm[0].launch_bound  # the figure stays as measured
+    assert not _launch_hints(res)

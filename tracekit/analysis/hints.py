@@ -508,9 +508,14 @@ def _sdpa_math(g: Group, rule: HintRule) -> Hint | None:
                          "does the matmul work")
 
 
+_CAPTURES = frozenset({GraphMode.CAPTURE_ONLY, GraphMode.CAPTURE_REPLAY})
+
+
 def _launch_bound(g: Group, rule: HintRule) -> Hint | None:
     if g.span_us <= 0 or not is_launch_bound(g.idle_us, g.span_us):
         return None
+    if _CAPTURES.intersection(g.facts.graph_modes) and g.share(g.facts.replayed_us) <= 0.5:
+        return None  # the eager calls of a capture trace are its warm-up: their gaps are the capture's, not a cost
     kernels = sum(b.kernels for b in g.blocks)
     return _hint(rule, g, f"{g.label}: launch-bound, the GPU is idle {100 * g.idle_us / g.span_us:.0f}% of the "
                           f"blocks' span ({_t(g.idle_us)} of {_t(g.span_us)}); {_launch_advice(g)}, and judge "
