@@ -421,3 +421,21 @@ def test_capture_warm_up_gets_no_launch_bound_hint(tmp_path: Path) -> None:
     warm = [blk for blk in res.blocks if blk.kernels]
     assert len(warm) == 1 and warm[0].launch_bound  # the figure stays as measured
     assert not _launch_hints(res)
+
+
+def test_a_damaged_capture_is_said_and_exits_3(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    replay, cap, _ = _pair(tmp_path)
+    raw = cap.read_bytes()
+    cut = raw.rindex(b'{"ph"')  # cut inside the last event: the reader salvages the rest
+    damaged = tmp_path / "damaged.json"
+    damaged.write_bytes(raw[:cut + 20])
+    out = CliRunner().invoke(cli, ["attribute", str(replay), "--capture", str(damaged), "--format", "json"])
+    assert out.exit_code == 3, out.output
+    doc = json.loads(out.stdout)
+    assert any("damaged" in w for w in doc["traces"][0]["warnings"])
+    missing = CliRunner().invoke(cli, ["attribute", str(replay), "--capture", str(tmp_path / "nope.json")])
+    assert missing.exit_code == 1 and "nope.json" in missing.output and "Traceback" not in missing.output

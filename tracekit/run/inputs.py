@@ -126,7 +126,8 @@ def captures_beside(trace: Path) -> tuple[list[Path], list[str]]:
     if not details.is_file():
         return [], []
     try:
-        raw = details.read_bytes()[:_MAX_DETAILS + 1]
+        with open(details, "rb") as f:
+            raw = f.read(_MAX_DETAILS + 1)
         listed = json.loads(raw) if len(raw) <= _MAX_DETAILS else None
     except (OSError, ValueError, RecursionError) as exc:
         listed, why = None, f"{type(exc).__name__}"

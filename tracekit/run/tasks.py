@@ -31,6 +31,11 @@ def attribute_file(path: Path, scope: str | None, classifier: Classifier,
     tr = load_trace(path, progress=progress, jobs=decode_workers)
     caps, notes = _captures_for(path, tr, captures, decode_workers)
     result = attribute_trace(tr, scope=scope, classifier=classifier, hints=hints, captures=caps)
+    for c in caps:  # a damaged capture maps what it kept: the result is then from damaged input (exit 3)
+        if c.info.damaged:
+            notes.append(f"capture {c.info.source} is damaged ({'; '.join(c.info.warnings) or 'salvaged'}): "
+                         f"replayed kernels it lost stay unmapped")
+            result.incomplete = True
     result.traces[0].warnings.extend(notes)
     return result
 
