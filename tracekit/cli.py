@@ -28,6 +28,7 @@ from . import __version__
 from .errors import OutputError, TracekitError, UsageError
 from .memory import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, gc_paused, mallopt
 from .progress import Progress
+from .text import printable
 from .results.rows import TABLE_GROUPINGS
 
 if TYPE_CHECKING:
@@ -285,9 +286,9 @@ def redact(path: Path, output: Path) -> None:
         for st in done:
             if st.replaced:
                 what = ", ".join(f"{n} {k}" for k, n in sorted(st.replaced.items()))
-                click.echo(f"{st.path}: replaced {what}", err=True)
+                click.echo(f"{printable(str(st.path))}: replaced {what}", err=True)
         clean = sum(1 for st in done if not st.replaced)
-        click.echo(f"wrote {output}" + (f" ({len(done)} traces, {clean} with nothing to redact)" if len(done) > 1
+        click.echo(f"wrote {printable(str(output))}" + (f" ({len(done)} traces, {clean} with nothing to redact)" if len(done) > 1
                                          else "" if done[0].replaced else " (nothing to redact)"), err=True)
     except TracekitError as exc:
         raise _fail(exc) from None
@@ -314,15 +315,16 @@ def _warn_diff(result: Any) -> None:
     _warn(result.before)
     _warn(result.after)
     for w in result.warnings:
-        click.echo(f"Warning: {w}", err=True)
+        click.echo(f"Warning: {printable(w)}", err=True)
 
 
 def _warn(result: Any) -> None:
+    """Each warning on one line of stderr, its names made printable (no control character reaches a terminal)."""
     for w in getattr(result, "warnings", ()):
-        click.echo(f"Warning: {w}", err=True)
+        click.echo(f"Warning: {printable(w)}", err=True)
     for t in result.traces:
         for w in t.warnings:
-            click.echo(f"Warning: {t.source}: {w}", err=True)
+            click.echo(f"Warning: {printable(t.source)}: {printable(w)}", err=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,7 +394,7 @@ def emit(renderer: Any, result: Any, output: Path | None, gz: bool = False) -> N
         _to_stdout(chunks)
         return
     _to_file(chunks, output, gz)
-    click.echo(f"wrote {output}", err=True)
+    click.echo(f"wrote {printable(str(output))}", err=True)
 
 
 def _chunks(renderer: Any, result: Any) -> Iterator[str]:
@@ -519,7 +521,7 @@ class _Fail(click.ClickException):
 
 
 def _fail(exc: TracekitError) -> click.ClickException:
-    return _Fail(str(exc), exc.exit_code)
+    return _Fail(printable(str(exc)), exc.exit_code)
 
 
 def main() -> None:

@@ -6,6 +6,8 @@ use sees only data on stdout and real messages on stderr.
 
 from __future__ import annotations
 
+from .text import printable
+
 import sys
 import time
 from typing import IO, Any
@@ -33,7 +35,7 @@ class Progress:
         self.last = now
         pct = 100.0 * done / total if total else 0.0
         bar = "#" * int(pct / 5)
-        self.stream.write(f"\rreading {name[:40]} [{bar:<20}] {pct:5.1f}%  {done / 1e6:,.0f}/{total / 1e6:,.0f} MB ")
+        self.stream.write(f"\rreading {printable(name[:40])} [{bar:<20}] {pct:5.1f}%  {done / 1e6:,.0f}/{total / 1e6:,.0f} MB ")
         self.stream.flush()
         self.drawn = True
 

@@ -7,13 +7,13 @@ One module per format; each renders both an :class:`~tracekit.results.Attributio
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Union
 
 from ..results.attribution import CATEGORIES, Attribution, BlockResult, GraphSummary, RankView
 from ..results.diff import DiffResult, RankPair, Verdict
 from ..results.format import (  # noqa: F401  (the renderers' shared wording, imported from here)
-    basis_label, fmt_bytes, fmt_time, headline, pct, ratio_text, share_text, signed, time_base_label,
+    basis_label, fmt_bytes, fmt_time, headline, pct, printable, ratio_text, share_text, signed, time_base_label,
 )
 from ..results.rows import (  # noqa: F401
     TABLE_GROUPINGS, PairRow, Row, check_grouping, group_rows, pair_rows, rank_view_of,
@@ -118,9 +118,10 @@ def graph_line(g: GraphSummary) -> str:
     return " · ".join(parts)
 
 
-def printable(name: str) -> str:
-    """A name from a trace, safe on one line of text: unprintable characters as escapes."""
-    return name if name.isprintable() else "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in name)
+def text_lines(lines: Iterable[str]) -> str:
+    """Lines of a text output joined, each made printable (results.format.printable): the one place where every
+    name a line holds, from any table cell, header or warning, loses its control characters."""
+    return "".join(printable(line) + "\n" for line in lines)
 
 
 def share_line(result: Attribution) -> str:

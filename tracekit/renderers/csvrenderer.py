@@ -12,6 +12,7 @@ column). With ``--by rank`` an attribution is instead one row per rank × catego
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,10 @@ RANK_COLUMNS = ("rank", "trace", "rank_from", "blocks", "category", "time_us", "
                 "idle_us", "attention_share")
 
 CHUNK_CHARS = 1 << 20  # flush the row buffer past this size
+# A text cell starting with one of these is a formula to Excel, LibreOffice and Sheets; numbers (which may start with
+# + or -) are written as they are, so scripts still read them as numbers.
+_FORMULA_STARTS = frozenset("=+-@\t\r")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|nan)", re.ASCII)
 
 
 def _field(x: object) -> str:
@@ -38,6 +43,8 @@ def _field(x: object) -> str:
     if x is None:
         return ""
     s = x if type(x) is str else str(x)
+    if s and s[0] in _FORMULA_STARTS and not _NUMBER.fullmatch(s):
+        s = "'" + s  # a name a spreadsheet would run as a formula (OWASP CSV injection): shown as text instead
     if "," in s or '"' in s or "\n" in s or "\r" in s:
         return '"' + s.replace('"', '""') + '"'
     return s

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ..results.attribution import CATEGORIES, Attribution
 from .base import (
     Renderer, alloc_line, blocks_line, group_rows, header_lines, headline, largest_change, noise_line, pair_rows,
-    pct, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, share_text, spread_line, time_base_label,
+    pct, printable, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, share_text, spread_line, time_base_label,
     unmatched_rows,
 )
 
@@ -17,9 +17,16 @@ if TYPE_CHECKING:
 _KERNELS_SHOWN = 20
 
 
+# Characters that change what markdown means: a backslash (so that no escape below can be undone), the cell
+# separator, a code span, a link's brackets, raw HTML and entities. Each gets a backslash or an entity.
+_MD_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "[": "\\[", "]": "\\]", "*": "\\*",
+                             "<": "&lt;", ">": "&gt;", "&": "&amp;"})
+
+
 def _md(s: str) -> str:
-    """Text safe inside a table cell."""
-    return s.replace("|", "\\|")
+    """Text from a trace safe anywhere in a markdown line or table cell: markdown's own characters escaped, and
+    every unprintable character (a newline would end the table or start a fake heading) as its escape."""
+    return printable(s).translate(_MD_ESCAPES)
 
 
 def _rank_lines(result: Attribution) -> list[str]:
@@ -77,7 +84,7 @@ class MarkdownRenderer(Renderer):
         lines = [f"**{_md(r.labels[0])} → {_md(r.labels[1])}** — {headline(r)}", ""]
         lines += [f"- before: {_md(h)}" for h in header_lines(r.before)]
         lines += [f"- after: {_md(h)}" for h in header_lines(r.after)]
-        lines += [f"- **warning:** {w}" for w in r.warnings]
+        lines += [f"- **warning:** {_md(w)}" for w in r.warnings]
         lines += [f"- figures: {r.basis_note}", f"- {noise_line(r)}", f"- {blocks_line(r)}"]
         a = alloc_line(r)
         lines += [f"- {a}"] if a else [f"- {c}" for c in r.conclusions]
@@ -104,13 +111,13 @@ class MarkdownRenderer(Renderer):
         for tag, ks, sign in (("before", r.only_before, -1), ("after", r.only_after, 1)):
             if ks:
                 lines += ["", f"{'Gone' if tag == 'before' else 'New'} ({r.kernel_unit}s only {tag}, all steps):", ""]
-                lines += [f"- `{_md(k.name[:120])}` ×{k.count}, {sign * k.total_us:+,.1f} µs ({k.category})"
+                lines += [f"- {_md(k.name[:120])} ×{k.count}, {sign * k.total_us:+,.1f} µs ({k.category})"
                           for k in ks[:_KERNELS_SHOWN]]
                 if len(ks) > _KERNELS_SHOWN:
                     lines.append(f"- … {len(ks) - _KERNELS_SHOWN} more")
         if r.kernels_changed:
             lines += ["", f"Changed ({r.kernel_unit}s on both sides, all steps; {_md(r.kernels_changed_note)}):", ""]
-            lines += [f"- `{_md(k.name[:120])}` ×{k.before.count} → ×{k.after.count}, {k.delta_us:+,.1f} µs ({k.category})"
+            lines += [f"- {_md(k.name[:120])} ×{k.before.count} → ×{k.after.count}, {k.delta_us:+,.1f} µs ({k.category})"
                       for k in r.kernels_changed[:_KERNELS_SHOWN]]
             if len(r.kernels_changed) > _KERNELS_SHOWN:
                 lines.append(f"- … {len(r.kernels_changed) - _KERNELS_SHOWN} more")

@@ -15,7 +15,7 @@ from ..results.attribution import CATEGORIES, Attribution, Coverage
 from ..vocab import Phase, UnlinkedReason
 from .base import (
     HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, noise_line, pair_rows,
-    pct, printable, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, roles_line, share_line, share_text, spread_line,
+    pct, printable, rank_from_line, text_lines, rank_pair_cells, rank_view_of, ratio_text, roles_line, share_line, share_text, spread_line,
     unmatched_rows,
 )
 from .names import ELLIPSIS, short_name
@@ -347,13 +347,13 @@ class TerminalRenderer(Renderer):
         lines.append("")
         if not result.blocks:
             lines += wrap("no attention blocks found (try --scope REGEX to name your attention modules or ranges)", w)
-            return "\n".join(lines) + "\n"
+            return text_lines(lines)
         if self.by == "rank":
             lines += _rank_lines(result, w)
         else:
             lines += self._group_lines(result, w)
         lines += self._tail_lines(result, w)
-        return "\n".join(lines) + "\n"
+        return text_lines(lines)
 
     def _group_lines(self, result: Attribution, w: int) -> list[str]:
         """The grouped table (kind, block, layer, step, run), the launch-bound note and matmul roles by group."""
@@ -420,7 +420,7 @@ class TerminalRenderer(Renderer):
         lines = self._diff_header(r, w)
         for section in _DIFF_SECTIONS:
             lines += section(r, w)
-        return "\n".join(lines) + "\n"
+        return text_lines(lines)
 
     def _diff_header(self, r: DiffResult, w: int) -> list[str]:
         """Title, both sides' headers, warnings, the headline and how it was computed; a blank line closes it."""

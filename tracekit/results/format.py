@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..text import printable  # noqa: F401  (the renderers import it from here)
 from ..vocab import TIME_BASE_LABELS, Basis
 
 if TYPE_CHECKING:

@@ -26,9 +26,17 @@ def rank_from_path(rel: str) -> int | None:
     """``rank3``, ``rank_3``, ``rank-3`` anywhere in the path (the last one wins); else ``_3.`` in the file name."""
     hits = _RANK_IN_PATH.findall(rel)
     if hits:
-        return int(hits[-1])
+        return _bounded(hits[-1])
     m = _NUMBER_SUFFIX.search(Path(rel).name)
-    return int(m.group(1)) if m else None
+    return _bounded(m.group(1)) if m else None
+
+
+MAX_RANK = (1 << 31) - 1  # as for distributedInfo.rank: beyond it a number in a name is no rank (and no JSON int64)
+
+
+def _bounded(digits: str) -> int | None:
+    """The rank a name's digits spell, or None beyond MAX_RANK (the ranks then follow the file order, with a note)."""
+    return int(digits) if len(digits) <= 10 and int(digits) <= MAX_RANK else None
 
 
 def _distinct(numbers: list[int | None]) -> bool:
