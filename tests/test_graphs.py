@@ -51,6 +51,15 @@ def _graphs(res, i: int = 0):
     return g
 
 
+def test_a_sampler_softmax_beside_a_full_graph_is_not_mixed(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    flash = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)"
+    graph_launch(b, 0, [(flash, 10, 20), (GEMM_K, 31, 5)])
+    b.op("aten::softmax", 100, 5)
+    b.launch(SOFTMAX_K, 101, 1, 120, 3)  # sampling over the logits, eagerly
+    assert _graphs(_run(b.write(tmp_path / "s.json"))).mode == GraphMode.REPLAY
+
+
 def _launch_hints(res) -> list[str]:
     return [h.message for h in res.hints if h.rule == "launch-bound"]
 
@@ -298,12 +307,14 @@ def test_launch_bound_replay_gets_no_graph_advice(tmp_path: Path) -> None:
 def test_eager_attention_beside_graphs_is_piecewise_advice(tmp_path: Path) -> None:
     b = TraceBuilder()
     b.annotation("layer0.attention", 0, 60)
-    for i, (op, k) in enumerate((("aten::bmm", GEMM_K), ("aten::_softmax", SOFTMAX_K), ("aten::bmm", GEMM2_K))):
+    flash = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)"
+    for i, (op, k) in enumerate((("aten::mm", GEMM_K), ("aten::_flash_attention_forward", flash),
+                                 ("aten::mm", GEMM2_K))):
         b.op(op, 1 + 10 * i, 8)
         b.launch(k, 2 + 10 * i, 1, 200 + 40 * i, 2)  # the device waits for each launch: idle 80 of 86 µs
-    graph_launch(b, 70, [("triton_poi_fused_0", 400, 30)])
+    graph_launch(b, 70, [("triton_poi_fused_0", 400, 30), (SOFTMAX_K, 440, 5)])
     res = _run(b.write(tmp_path / "pw.json"))
-    assert _graphs(res).mode == GraphMode.MIXED
+    assert _graphs(res).mode == GraphMode.MIXED and _graphs(res).eager_attention_kernels == 1
     msgs = _launch_hints(res)
     assert len(msgs) == 1 and "eagerly outside them" in msgs[0]
     assert "torch.compile mode='reduce-overhead'" not in msgs[0]

@@ -45,7 +45,9 @@ _DEVICE_TOKEN = {MEMCPY: COPY, MEMSET: FILL}
 # A graph launch maps to a capture when at least this share of its device events aligns to the capture's launches:
 # below it the sequences are different graphs, and a partial match would name kernels after the wrong ops.
 MIN_ALIGNED_SHARE = 0.5
-_EAGER_ATTENTION = (Category.FUSED_ATTENTION, Category.SOFTMAX)
+# What makes a replay trace "mixed": fused attention kernels launched outside any graph (piecewise graphs run attention
+# so). Not softmax: a serving engine's sampler runs a softmax over the logits eagerly beside a FULL graph.
+_EAGER_ATTENTION = (Category.FUSED_ATTENTION,)
 
 
 @dataclass(slots=True)

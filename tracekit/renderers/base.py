@@ -114,7 +114,7 @@ def graph_line(g: GraphSummary) -> str:
             parts.append("unmapped: " + ", ".join(f"{short_name(printable(n), 40)} ×{k}"
                                                    for n, k in list(g.unmapped.items())[:3]))
     if g.eager_attention_kernels and g.graph_launches:
-        parts.append(f"{g.eager_attention_kernels:,} attention kernels launched outside graphs")
+        parts.append(f"{g.eager_attention_kernels:,} fused attention kernels launched outside graphs")
     return " · ".join(parts)
 
 
