@@ -16,6 +16,7 @@ one slot each of a ring of shared memory.
 from __future__ import annotations
 
 import mmap
+import os
 import time
 from array import array
 from collections import Counter, deque
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..workers import worker_init
 from ..model import DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo
 from .builder import TraceBuilder
 from .read import Event, EventStream, Fallback, ReadSummary, decode_events, decode_pieces
@@ -206,7 +208,7 @@ def load_parallel(b: TraceBuilder, path: Path, progress: Callable[[int, int], No
     # Address space only: pages are used as windows touch them (a plain file's windows stay below two chunks).
     _RING[:] = [mmap.mmap(-1, _RING_CHUNKS * chunk) for _ in range(inflight)]
     try:
-        pool = multiprocessing.get_context("fork").Pool(jobs)
+        pool = multiprocessing.get_context("fork").Pool(jobs, initializer=worker_init, initargs=(os.getpid(),))
     except BaseException:
         _close_ring()
         raise

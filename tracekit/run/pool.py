@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -10,6 +11,7 @@ from ..analysis.classify import Classifier
 from ..errors import TracekitError
 from ..results.attribution import Attribution
 from .inputs import ProgressFn
+from ..workers import worker_init
 from .tasks import pool_task
 
 
@@ -22,7 +24,7 @@ def attribute_in_pool(files: list[Path], sizes: list[int], scope: str | None, cl
     reading order is raised, as a serial run would have raised it.
     """
     total = sum(sizes)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(max_workers=workers, initializer=worker_init, initargs=(os.getpid(),)) as pool:
         futures: list[Future[Attribution]] = [pool.submit(pool_task, f, scope, clf, hints, captures) for f in files]
         index = {fut: i for i, fut in enumerate(futures)}
         pending = set(futures)

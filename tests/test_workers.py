@@ -1,0 +1,116 @@
+"""Workers end with their parent (issue 26, rows 13-14): a parent killed by SIGKILL leaves no pool worker behind, and
+Ctrl-C is the parent's alone (workers ignore SIGINT, so they print no traceback)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from builders import TraceBuilder, attention_block
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+
+_POOL = textwrap.dedent("""
+    import multiprocessing, os, sys, time
+    from tracekit.workers import worker_init
+    init = sys.argv[1] == "init"
+    pool = multiprocessing.get_context("fork").Pool(
+        1, initializer=worker_init if init else None, initargs=(os.getpid(),) if init else ())
+    pid = pool.apply(os.getpid)
+    pool.apply_async(time.sleep, (120,))
+    time.sleep(1)  # (the worker is asleep in its task, not waiting on the pool's pipe)
+    print(pid, flush=True)
+    time.sleep(120)
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead: it only waits for its parent to reap it
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _orphan_after_parent_killed(init: bool) -> tuple[int, bool]:
+    parent = subprocess.Popen([sys.executable, "-c", _POOL, "init" if init else "bare"], stdout=subprocess.PIPE,
+                              text=True)
+    worker = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return worker, _alive(worker)
+
+
+def test_a_worker_dies_with_its_killed_parent() -> None:
+    worker, alive = _orphan_after_parent_killed(init=True)
+    assert not alive
+
+
+def test_without_the_initializer_the_worker_is_orphaned() -> None:
+    """The control: the same pool without worker_init leaves its worker running (so the test above can fail)."""
+    worker, alive = _orphan_after_parent_killed(init=False)
+    try:
+        assert alive
+    finally:
+        if _alive(worker):
+            os.kill(worker, signal.SIGKILL)
+
+
+def test_workers_ignore_ctrl_c() -> None:
+    import multiprocessing
+
+    from tracekit.workers import worker_init
+
+    with multiprocessing.get_context("fork").Pool(1, initializer=worker_init, initargs=(os.getpid(),)) as pool:
+        assert pool.apply(signal.getsignal, (signal.SIGINT,)) == signal.SIG_IGN
+
+
+def _children(pid: int) -> set[int]:
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out |= {int(x) for x in (task / "children").read_text().split()}
+        except OSError:
+            pass
+    return out
+
+
+def test_attribute_jobs_2_leaves_no_worker_when_killed(tmp_path: Path) -> None:
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for r in range(2):
+        b = TraceBuilder()
+        for k in range(3000):  # big enough that the workers are still busy when the parent is killed
+            attention_block(b, 200.0 * k, name=f"layer{k % 24}.attention")
+        b.write(folder / f"rank{r}.pt.trace.json")
+    cli = subprocess.Popen([sys.executable, "-m", "tracekit", "attribute", str(folder), "-j", "2"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    workers: set[int] = set()
+    while len(workers) < 2 and cli.poll() is None and time.monotonic() < deadline:
+        workers = _children(cli.pid)
+        time.sleep(0.05)
+    if cli.poll() is not None:
+        pytest.skip("the run ended before its workers could be seen")
+    cli.kill()
+    cli.wait()
+    deadline = time.monotonic() + 15
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [w for w in workers if _alive(w)]
+    for w in left:
+        os.kill(w, signal.SIGKILL)
+    assert workers and not left
