@@ -88,16 +88,21 @@ def _children(pid: int) -> set[int]:
     return out
 
 
-def test_attribute_jobs_2_leaves_no_worker_when_killed(tmp_path: Path) -> None:
+def _ranks(tmp_path: Path) -> Path:
     folder = tmp_path / "ranks"
     folder.mkdir()
     for r in range(2):
         b = TraceBuilder()
-        for k in range(3000):  # big enough that the workers are still busy when the parent is killed
+        for k in range(3000):  # big enough that the workers are still busy when the parent is stopped
             attention_block(b, 200.0 * k, name=f"layer{k % 24}.attention")
         b.write(folder / f"rank{r}.pt.trace.json")
+    return folder
+
+
+def _started(folder: Path, stderr=subprocess.DEVNULL) -> tuple[subprocess.Popen, set[int]]:
+    """``tracekit attribute FOLDER -j 2``, once both its workers are running."""
     cli = subprocess.Popen([sys.executable, "-m", "tracekit", "attribute", str(folder), "-j", "2"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, stderr=stderr, text=True)
     deadline = time.monotonic() + 60
     workers: set[int] = set()
     while len(workers) < 2 and cli.poll() is None and time.monotonic() < deadline:
@@ -105,6 +110,21 @@ def test_attribute_jobs_2_leaves_no_worker_when_killed(tmp_path: Path) -> None:
         time.sleep(0.05)
     if cli.poll() is not None:
         pytest.skip("the run ended before its workers could be seen")
+    return cli, workers
+
+
+def test_ctrl_c_ends_a_pool_run_quietly_with_130(tmp_path: Path) -> None:
+    cli, workers = _started(_ranks(tmp_path), stderr=subprocess.PIPE)
+    t0 = time.monotonic()
+    cli.send_signal(signal.SIGINT)
+    _, err = cli.communicate(timeout=30)
+    assert cli.returncode == 130 and time.monotonic() - t0 < 10
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "Interrupted"
+    assert not [w for w in workers if _alive(w)]
+
+
+def test_attribute_jobs_2_leaves_no_worker_when_killed(tmp_path: Path) -> None:
+    cli, workers = _started(_ranks(tmp_path))
     cli.kill()
     cli.wait()
     deadline = time.monotonic() + 15

@@ -15,6 +15,7 @@ import functools
 import errno
 import os
 import re
+import signal
 import stat
 import sys
 import threading
@@ -533,10 +534,13 @@ def main() -> None:
     down): their clean-up runs at a normal exit.
     """
     code: str | int | None = 0
+    signal.signal(signal.SIGINT, _interrupted)
     try:
         cli(prog_name="tracekit")
     except SystemExit as exc:
         code = exc.code
+        if isinstance(exc, Interrupted):
+            _quiet_echo("Interrupted")
     if not isinstance(code, int) or _threads_alive() or _children_alive():
         sys.exit(code)  # (a message, or something left to clean up: Python's own exit)
     try:
@@ -545,6 +549,26 @@ def main() -> None:
     except (BrokenPipeError, ValueError):  # a reader gone, or a stream closed: nothing more can be said
         pass
     os._exit(code)
+
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+
+
+class Interrupted(SystemExit):
+    """Ctrl-C: raised where the run is, so that its clean-up (pools terminated, temp files removed) runs, and
+    not a KeyboardInterrupt, which click would turn into "Aborted!" and exit 1."""
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second Ctrl-C during the clean-up ends the process at once
+    raise Interrupted(EXIT_INTERRUPTED)
+
+
+def _quiet_echo(text: str) -> None:
+    try:
+        click.echo(text, err=True)
+    except (BrokenPipeError, ValueError, OSError):
+        pass
 
 
 def _threads_alive() -> bool:

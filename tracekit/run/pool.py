@@ -25,26 +25,47 @@ def attribute_in_pool(files: list[Path], sizes: list[int], scope: str | None, cl
     """
     total = sum(sizes)
     with ProcessPoolExecutor(max_workers=workers, initializer=worker_init, initargs=(os.getpid(),)) as pool:
-        futures: list[Future[Attribution]] = [pool.submit(pool_task, f, scope, clf, hints, captures) for f in files]
-        index = {fut: i for i, fut in enumerate(futures)}
-        pending = set(futures)
-        done_bytes = 0
-        failed = False
-        while pending and not failed:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in sorted(done, key=index.__getitem__):
-                if fut.exception() is not None:
-                    failed = True
-                    continue
-                done_bytes += sizes[index[fut]]
-                if progress is not None:
-                    progress(files[index[fut]].name, done_bytes, total)
-        if failed:
-            for fut in pending:
-                fut.cancel()
-            wait(pending)
-            _raise_first(files, futures)
-        return [fut.result() for fut in futures]
+        try:
+            return _run(pool, files, sizes, total, scope, clf, progress, hints, captures)
+        except BaseException:  # Ctrl-C (or any error): end the workers now, not when their files are done
+            _stop(pool)
+            raise
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and terminate the workers (the executor's shutdown would wait for them)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(5)
+
+
+def _run(pool: ProcessPoolExecutor, files: list[Path], sizes: list[int], total: int, scope: str | None,
+         clf: Classifier, progress: ProgressFn | None, hints: bool, captures: tuple[str, ...]) -> list[Attribution]:
+    """Submit every file, follow them as they finish, and raise the first failure in reading order."""
+    futures: list[Future[Attribution]] = [pool.submit(pool_task, f, scope, clf, hints, captures) for f in files]
+    index = {fut: i for i, fut in enumerate(futures)}
+    pending = set(futures)
+    done_bytes = 0
+    failed = False
+    while pending and not failed:
+        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        for fut in sorted(done, key=index.__getitem__):
+            if fut.exception() is not None:
+                failed = True
+                continue
+            done_bytes += sizes[index[fut]]
+            if progress is not None:
+                progress(files[index[fut]].name, done_bytes, total)
+    if failed:
+        for fut in pending:
+            fut.cancel()
+        wait(pending)
+        _raise_first(files, futures)
+    return [fut.result() for fut in futures]
 
 
 def _raise_first(files: list[Path], futures: list[Future[Attribution]]) -> None:
