@@ -156,3 +156,71 @@ def test_the_cli_never_writes_over_its_input(tmp_path):
     assert proc.returncode == 1 and proc.stderr.startswith("Error: ")
     proc = run_cli("redact", src, "-o", tmp_path / "ok.json")
     assert proc.returncode == 0 and "replaced" in proc.stderr and HF not in (tmp_path / "ok.json").read_text()
+
+
+# -- issue 26, rows 3-7 ------------------------------------------------------------------------------------------
+
+def test_skipped_files_are_named_and_exit_3(tmp_path):
+    run = tmp_path / "run"
+    _hostile_trace(run / "a.pt.trace.json")
+    (run / "gone.pt.trace.json").symlink_to(tmp_path / "nowhere.json")
+    os.mkfifo(run / "fifo.pt.trace.json")
+    r = run_cli("redact", str(run), "-o", str(tmp_path / "out"))
+    assert r.returncode == 3, r.stderr
+    warnings = [x for x in r.stderr.splitlines() if x.startswith("Warning:")]
+    assert any("gone.pt.trace.json" in x for x in warnings) and any("fifo.pt.trace.json" in x for x in warnings)
+    assert (tmp_path / "out" / "a.pt.trace.json").exists()
+
+
+def test_a_link_out_of_the_output_folder_is_refused(tmp_path):
+    run = tmp_path / "run"
+    _hostile_trace(run / "sub" / "a.pt.trace.json")
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "sub").symlink_to(elsewhere)
+    r = run_cli("redact", str(run), "-o", str(out))
+    assert r.returncode == 2 and "leaves the output folder" in r.stderr and "Traceback" not in r.stderr
+    assert not list(elsewhere.iterdir())
+
+
+def test_an_output_under_a_file_is_one_error_line(tmp_path):
+    src = _hostile_trace(tmp_path / "plain.json")
+    r = run_cli("redact", str(src), "-o", str(src / "sub" / "x.json"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert [x for x in r.stderr.splitlines() if x.startswith("Error:")] and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_one_long_keyword_string_is_linear():
+    import time
+
+    from tracekit.redact import redact_bytes
+
+    def cost(n: int) -> float:
+        data = b'{"name": "' + b"key" * n + b'"}'
+        t = time.perf_counter()
+        assert redact_bytes(data) == data
+        return time.perf_counter() - t
+
+    small, big = cost(20_000), cost(160_000)  # 8x the text: a quadratic scan would take about 64x
+    assert big < 20 * small + 0.05
+
+
+def test_keywords_inside_a_name_still_reach_the_secret_word():
+    from tracekit.redact import redact_bytes
+
+    out = redact_bytes(b'"basic_token=abcdef123", "keykey_password": "hunter2xyz"')
+    assert b"abcdef123" not in out and b"hunter2xyz" not in out
+
+
+def test_a_truncated_gz_is_salvaged_with_exit_3(tmp_path):
+    src = _hostile_trace(tmp_path / "t.json.gz")
+    raw = src.read_bytes()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(raw[: len(raw) * 2 // 3])
+    r = run_cli("redact", str(cut), "-o", str(tmp_path / "red.json.gz"))
+    assert r.returncode == 3 and "ends early" in r.stderr and "Traceback" not in r.stderr
+    copy = _text(tmp_path / "red.json.gz")
+    assert copy and not leaks(copy)
+    got = run_cli("attribute", str(tmp_path / "red.json.gz"), "--format", "json")
+    assert got.returncode == 3  # the copy is as damaged as its input: attribute salvages it the same way

@@ -283,16 +283,23 @@ def redact(path: Path, output: Path) -> None:
     try:
         from .redact import redact_path
 
-        done = redact_path(path, output)
+        notes: list[str] = []
+        done = redact_path(path, output, notes)
         for st in done:
             if st.replaced:
                 what = ", ".join(f"{n} {k}" for k, n in sorted(st.replaced.items()))
                 click.echo(f"{printable(str(st.path))}: replaced {what}", err=True)
+            if st.damaged:
+                notes.append(f"{st.path}: {st.damaged}; the copy ends where the input does")
+        for note in notes:
+            click.echo(f"Warning: {printable(note)}", err=True)
         clean = sum(1 for st in done if not st.replaced)
         click.echo(f"wrote {printable(str(output))}" + (f" ({len(done)} traces, {clean} with nothing to redact)" if len(done) > 1
                                          else "" if done[0].replaced else " (nothing to redact)"), err=True)
     except TracekitError as exc:
         raise _fail(exc) from None
+    if notes:  # a file skipped or cut short: the copy is incomplete
+        sys.exit(EXIT_DAMAGED)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import os
 import re
 import stat
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,9 @@ class RedactRule:
     name: str
     pattern: re.Pattern[bytes]
     repl: bytes | Callable[[re.Match[bytes]], bytes]
+    # The pattern starts with a name run (keyword + _NAME_REST): where it failed at one keyword of a run, it fails
+    # at every later keyword of the same run (the run and what follows it are the same), so those are skipped.
+    name_run: bool = False
 
 
 _SEP = rb"(?:/|\\/)"  # a slash, or JSON's escaped one
@@ -76,12 +80,15 @@ KEYWORD_RULES: tuple[RedactRule, ...] = (
     # NAME=value in a command line or an environment dump: HF_TOKEN=…, AWS_SECRET_ACCESS_KEY=…
     RedactRule(name="secret-assignment",
                pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"\s*=\s*)(?!<redacted)[^\s\"\\,;&]+"),
-               repl=rb"\1<redacted>"),
+               repl=rb"\1<redacted>", name_run=True),
     # "HF_TOKEN": "value" in a JSON object (an environment dumped as metadata)
     RedactRule(name="secret-member",
                pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"\"\s*:\s*\")(?!<redacted)(?:[^\"\\]|\\.)+(?=\")"),
-               repl=rb"\1<redacted>"),
+               repl=rb"\1<redacted>", name_run=True),
 )
+
+_NAME_RUN = re.compile(rb"[A-Za-z0-9_.-]*")
+_NAME_START = re.compile(rb"(?i)" + _NAME_WORD)
 
 # Text that must not survive redaction, for the tests and ``tracekit redact --check``.
 LEAK_PATTERNS: tuple[re.Pattern[bytes], ...] = tuple(r.pattern for r in REDACT_RULES[:5]) + (
@@ -100,6 +107,7 @@ class RedactStats:
     replaced: dict[str, int] = field(default_factory=dict)
     bytes_in: int = 0
     peak_buffer: int = 0  # the largest piece held at once: the memory bound
+    damaged: str = ""  # why the input ended early (a truncated .gz): the copy ends where it does
 
 
 def redact_bytes(data: bytes, stats: RedactStats | None = None) -> bytes:
@@ -124,10 +132,14 @@ def _at_keywords(data: bytes, stats: RedactStats | None) -> bytes:
         return data
     out: list[bytes] = []
     last = 0
+    run_end = -1  # end of the name run where the name rules last failed: they fail again at any keyword inside it
     for i in sorted(hits):
         if i < last:
             continue
+        inside = i < run_end
         for rule in KEYWORD_RULES:
+            if inside and rule.name_run:
+                continue
             m = rule.pattern.match(data, i)
             if m is not None:
                 out += [data[last:m.start()], m.expand(rule.repl)]  # type: ignore[arg-type]
@@ -135,6 +147,10 @@ def _at_keywords(data: bytes, stats: RedactStats | None) -> bytes:
                 if stats is not None:
                     stats.replaced[rule.name] = stats.replaced.get(rule.name, 0) + 1
                 break
+        else:  # (only where a name rule's own keyword starts: "basic_token=" must still reach "token")
+            if not inside and _NAME_START.match(data, i):
+                run = _NAME_RUN.match(data, i)
+                run_end = run.end() if run is not None else i
     out.append(data[last:])
     return b"".join(out)
 
@@ -142,19 +158,54 @@ def _at_keywords(data: bytes, stats: RedactStats | None) -> bytes:
 def _pieces(f: IO[bytes], stats: RedactStats, chunk: int = CHUNK) -> Iterator[bytes]:
     """The file's bytes in pieces that each end outside any string, after a comma (the last piece: at the end)."""
     buf = b""
-    while True:
-        more = f.read(chunk)
+    for more in _blocks(f, stats, chunk):
         stats.bytes_in += len(more)
         buf += more
         stats.peak_buffer = max(stats.peak_buffer, len(buf))
-        if not more:
-            if buf:
-                yield buf
-            return
         cut = _safe_cut(buf)
         if cut:
             yield buf[:cut]
             buf = buf[cut:]
+    if buf:
+        yield buf
+
+
+def _blocks(f: IO[bytes], stats: RedactStats, chunk: int) -> Iterator[bytes]:
+    """The decompressed bytes of ``f`` (gzip members one after another, or plain) in blocks. Compressed input is
+    read a sixteenth of ``chunk`` at a time, so that a block stays about a chunk. A stream cut off mid-write gives
+    what it holds, and ``stats.damaged`` says so (attribute salvages the same way)."""
+    head = f.read(2)
+    if head != b"\x1f\x8b":
+        block = head + f.read(chunk)
+        while block:
+            yield block
+            block = f.read(chunk)
+        return
+    step = max(4096, chunk // 16)
+    d, fed, pending = zlib.decompressobj(wbits=31), False, head
+    try:
+        while True:
+            data = pending + f.read(step)
+            pending = b""
+            if not data:
+                break
+            out = d.decompress(data)
+            fed = True
+            if out:
+                yield out
+            while d.eof:  # the next member, if any
+                rest, d, fed = d.unused_data, zlib.decompressobj(wbits=31), False
+                if not rest.strip(b"\0"):  # (nothing, or the zero padding some writers add)
+                    break
+                out = d.decompress(rest)
+                fed = True
+                if out:
+                    yield out
+    except zlib.error as exc:
+        stats.damaged = f"the compressed stream is damaged ({exc})"
+        return
+    if fed and not d.eof:
+        stats.damaged = "the compressed stream ends early"
 
 
 _FLAG_ITEM = re.compile(rb'"--[A-Za-z0-9_-]{0,200}"\s*,$')
@@ -196,18 +247,15 @@ def _last_comma(buf: bytes) -> int:
 
 
 def _open_in(path: Path) -> IO[bytes]:
-    with open(path, "rb") as probe:
-        magic = probe.read(2)
-    f = gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
-    return cast("IO[bytes]", f)
+    return open(path, "rb")  # (decompressed, if gzip, by _blocks: a cut-off member still gives its bytes)
 
 
 def redact_file(src: Path, dst: Path, chunk: int = CHUNK) -> RedactStats:
     """Write ``dst`` (gzip when its name ends in .gz): ``src`` redacted. Atomic: a temp file, then a rename."""
     stats = RedactStats(path=src)
     gz = dst.name.lower().endswith(".gz")
-    dst.parent.mkdir(parents=True, exist_ok=True)
     try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
     except OSError as exc:
         raise OutputError(f"{dst}: cannot write ({exc.strerror or exc})") from None
@@ -242,12 +290,17 @@ def _umask() -> int:
     return mask
 
 
-def redact_path(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> list[RedactStats]:
+def redact_path(src: str | os.PathLike[str], dst: str | os.PathLike[str],
+                notes: list[str] | None = None) -> list[RedactStats]:
     """A trace file to a file, or a run folder to a folder of the same layout. Never writes over an input:
-    ``dst`` naming an input (by any path or link), or a folder inside the input folder, is refused."""
+    ``dst`` naming an input (by any path or link), or a folder inside the input folder, is refused, and so is a
+    link inside the output folder that leads out of it. ``notes`` gets one line per file the folder scan skipped
+    (the copy then lacks it: the CLI exits 3)."""
     from .run.inputs import discover
 
     found = discover(src)
+    if notes is not None:
+        notes.extend(found.warnings)
     out = Path(dst)
     src_is_dir = os.path.isdir(src)
     if src_is_dir:
@@ -258,12 +311,22 @@ def redact_path(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> lis
         if out.exists() and not out.is_dir():
             raise UsageError(f"{dst}: the input is a folder, so the output must be a folder")
         pairs = [(f, out / Path(os.path.relpath(f, src))) for f in found.files]
+        _refuse_escapes(out, [d for _, d in pairs])
     else:
         if out.is_dir():
             raise UsageError(f"{dst}: is a folder; name the output file")
         pairs = [(found.files[0], out)]
     _refuse_inputs([d for _, d in pairs], found.files)
     return [redact_file(s, d) for s, d in pairs]
+
+
+def _refuse_escapes(out: Path, outputs: list[Path]) -> None:
+    """No copy lands outside the output folder through a link already in it (``run/sub -> ../../elsewhere``)."""
+    root = os.path.realpath(out)
+    for o in outputs:
+        where = os.path.realpath(o.parent)
+        if where != root and not where.startswith(root + os.sep):
+            raise UsageError(f"{o}: refusing to write through a link that leaves the output folder {out} ({where})")
 
 
 def _refuse_inputs(outputs: list[Path], inputs: list[Path]) -> None:
