@@ -281,13 +281,13 @@ def redact(path: Path, output: Path) -> None:
     Streamed: memory stays about 1 MiB plus the longest string of the trace.
     """
     try:
-        from .redact import redact_path
+        from .redact import RULE_WORDS, redact_path
 
         notes: list[str] = []
         done = redact_path(path, output, notes)
         for st in done:
             if st.replaced:
-                what = ", ".join(f"{n} {k}" for k, n in sorted(st.replaced.items()))
+                what = ", ".join(f"{n} {RULE_WORDS.get(k, k)}" for k, n in sorted(st.replaced.items()))
                 click.echo(f"{printable(str(st.path))}: replaced {what}", err=True)
             if st.damaged:
                 notes.append(f"{st.path}: {st.damaged}; the copy ends where the input does")

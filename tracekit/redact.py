@@ -40,6 +40,7 @@ class RedactRule:
     # The pattern starts with a name run (keyword + _NAME_REST): where it failed at one keyword of a run, it fails
     # at every later keyword of the same run (the run and what follows it are the same), so those are skipped.
     name_run: bool = False
+    says: str = ""  # what it replaces, in plain words (the CLI's summary)
 
 
 _SEP = rb"(?:/|\\/)"  # a slash, or JSON's escaped one
@@ -48,27 +49,45 @@ _USER = rb"[^/\\\"\s:*?<>|]+"
 _NAME_WORD = rb"(?:token|secret|passw(?:or)?d|key|credentials?|auth)"  # in a variable or member name
 _NAME_REST = rb"[A-Za-z0-9_.-]*"
 
+# Values that are settings, not secrets: TOKENIZERS_PARALLELISM=false, "KEY_SIZE": "256".
+_NOT_SECRET = rb"(?:true|false|none|null|\d{1,6})"
+
 # Token shapes, found wherever they are. Each starts with a literal, which the regex engine searches fast.
 REDACT_RULES: tuple[RedactRule, ...] = (
-    RedactRule(name="hf-token", pattern=re.compile(rb"hf_[A-Za-z0-9]{20,}"), repl=b"hf_<redacted>"),
+    RedactRule(name="hf-token", pattern=re.compile(rb"hf_[A-Za-z0-9]{20,}"), repl=b"hf_<redacted>",
+               says="Hugging Face tokens (hf_...)"),
     RedactRule(name="aws-access-key-id", pattern=re.compile(rb"(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}(?![A-Z0-9])"),
-               repl=b"<redacted-aws-key-id>"),
+               repl=b"<redacted-aws-key-id>", says="AWS access key ids (AKIA...)"),
     RedactRule(name="github-token", pattern=re.compile(rb"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"),
-               repl=b"<redacted-github-token>"),
-    RedactRule(name="openai-key", pattern=re.compile(rb"sk-(?:proj-)?[A-Za-z0-9_-]{20,}"), repl=b"sk-<redacted>"),
-    RedactRule(name="slack-token", pattern=re.compile(rb"xox[abposr]-[A-Za-z0-9-]{10,}"), repl=b"<redacted-slack-token>"),
-    RedactRule(name="url-credentials", pattern=re.compile(rb"(://)[^/\s\"@:]+:[^/\s\"@]+@"), repl=rb"\1<redacted>@"),
+               repl=b"<redacted-github-token>", says="GitHub tokens (ghp_..., github_pat_...)"),
+    RedactRule(name="openai-key", pattern=re.compile(rb"sk-(?:proj-)?[A-Za-z0-9_-]{20,}"), repl=b"sk-<redacted>",
+               says="OpenAI-style API keys (sk-...)"),
+    RedactRule(name="slack-token", pattern=re.compile(rb"xox[abposre]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}"),
+               repl=b"<redacted-slack-token>", says="Slack tokens (xoxb-..., xapp-...)"),
+    RedactRule(name="google-api-key", pattern=re.compile(rb"AIza[0-9A-Za-z_-]{35}"), repl=b"<redacted-google-key>",
+               says="Google API keys (AIza...)"),
+    RedactRule(name="stripe-key", pattern=re.compile(rb"(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,}"),
+               repl=b"<redacted-stripe-key>", says="Stripe keys (sk_live_...)"),
+    RedactRule(name="jwt", pattern=re.compile(rb"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+               repl=b"<redacted-jwt>", says="JSON web tokens (eyJ...)"),
+    # The whole key, to its END line or, cut off, to the end of its string (its newlines are \n in JSON).
+    RedactRule(name="private-key",
+               pattern=re.compile(rb"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----(?:(?!-----END)(?:[^\"\\]|\\.))*"
+                                  rb"(?:-----END [A-Z ]{0,40}PRIVATE KEY-----)?"),
+               repl=b"<redacted-private-key>", says="PEM and OpenSSH private keys"),
+    RedactRule(name="url-credentials", pattern=re.compile(rb"(://)[^/\s\"@:]+:[^\s\"@]+@"), repl=rb"\1<redacted>@",
+               says="user:password in URLs"),
     # --token VALUE, --api-key=VALUE, and the same as two items of an argv list ("--token", "VALUE")
     RedactRule(name="secret-flag",
                pattern=re.compile(rb"(?i)(--(?:[a-z0-9]+-)*(?:token|secret|password|api-key|access-key|key)"
                                   rb"(?:\s+|=|\"\s*,\s*\"))(?!<redacted)[^\s\"\\,;&-][^\s\"\\,;&]*"),
-               repl=rb"\1<redacted>"),
+               repl=rb"\1<redacted>", says="values of secret command-line flags (--token VALUE)"),
     RedactRule(name="home-posix", pattern=re.compile(_SEP + rb"(?:home|Users)" + _SEP + rb"(?!<)" + _USER
-                                                     + rb"(?=" + _SEP + rb"|\"|\s)"),
-               repl=b"<home>"),
+                                                     + rb"(?=" + _SEP + rb"|\"|\s|:|,|;|\\)"),
+               repl=b"<home>", says="user names in home paths (/home/<user>)"),
     RedactRule(name="home-windows", pattern=re.compile(rb"(?i):" + _BSL + rb"(?:Users|Documents and Settings)" + _BSL
-                                                       + rb"(?!<)" + _USER + rb"(?=\\|\"|\s)"),
-               repl=b":<home>"),
+                                                       + rb"(?!<)" + _USER + rb"(?=\\|\"|\s|;)"),
+               repl=b":<home>", says="user names in Windows home paths"),
 )
 
 # Secrets known by the name beside them. These match from a keyword (found by bytes.find on a lower-cased
@@ -76,26 +95,40 @@ REDACT_RULES: tuple[RedactRule, ...] = (
 KEYWORDS = (b"bearer", b"basic", b"token", b"secret", b"passw", b"key", b"credential", b"auth")
 KEYWORD_RULES: tuple[RedactRule, ...] = (
     RedactRule(name="bearer", pattern=re.compile(rb"(?i)((?:bearer|basic|token)\s+)(?!<redacted)[A-Za-z0-9._~+/=-]{12,}"),
-               repl=rb"\1<redacted>"),
-    # NAME=value in a command line or an environment dump: HF_TOKEN=…, AWS_SECRET_ACCESS_KEY=…
+               repl=rb"\1<redacted>", says="Bearer/Basic credentials"),
+    # aws_secret_access_key VALUE (an AWS config or credentials file, dumped with spaces)
+    RedactRule(name="aws-secret-key", pattern=re.compile(rb"(?i)(secret_access_key\"?\s*[=:]?\s*\"?)(?!<redacted)"
+                                                         rb"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])"),
+               repl=rb"\1<redacted>", says="AWS secret access keys"),
+    # NAME=value in a command line or an environment dump: HF_TOKEN=…, AWS_SECRET_ACCESS_KEY=… (not a pin: x==1.0)
     RedactRule(name="secret-assignment",
-               pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"\s*=\s*)(?!<redacted)[^\s\"\\,;&]+"),
-               repl=rb"\1<redacted>", name_run=True),
+               pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"\s*=\s*)(?!=)(?!<redacted)(?!" + _NOT_SECRET
+                                  + rb"(?:[\s\"\\,;&]|$))[^\s\"\\,;&]+"),
+               repl=rb"\1<redacted>", name_run=True, says="values assigned to secret-looking names (NAME=value)"),
     # "HF_TOKEN": "value" in a JSON object (an environment dumped as metadata)
     RedactRule(name="secret-member",
-               pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"\"\s*:\s*\")(?!<redacted)(?:[^\"\\]|\\.)+(?=\")"),
-               repl=rb"\1<redacted>", name_run=True),
+               pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"\"\s*:\s*\")(?!<redacted)(?!" + _NOT_SECRET
+                                  + rb"\")(?:[^\"\\]|\\.)+(?=\")"),
+               repl=rb"\1<redacted>", name_run=True, says="values of secret-looking JSON members (\"NAME\": value)"),
+    # The same inside a string: json.dumps(config) (\"hf_token\": \"…\") or str(config) ('hf_token': '…')
+    RedactRule(name="secret-member-quoted",
+               pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"(?:\\\"|')\s*:\s*(?:\\\"|'))(?!<redacted)(?!"
+                                  + _NOT_SECRET + rb"(?:\\\"|'))[^\s\"\\',]+"),
+               repl=rb"\1<redacted>", name_run=True,
+               says="values of secret-looking members inside dumped configs ('NAME': value)"),
 )
+RULE_WORDS: dict[str, str] = {r.name: r.says for r in REDACT_RULES + KEYWORD_RULES}
 
 _NAME_RUN = re.compile(rb"[A-Za-z0-9_.-]*")
 _NAME_START = re.compile(rb"(?i)" + _NAME_WORD)
 
-# Text that must not survive redaction, for the tests and ``tracekit redact --check``.
-LEAK_PATTERNS: tuple[re.Pattern[bytes], ...] = tuple(r.pattern for r in REDACT_RULES[:5]) + (
+# Text that must not survive redaction (the tests read it).
+LEAK_PATTERNS: tuple[re.Pattern[bytes], ...] = tuple(r.pattern for r in REDACT_RULES[:9]) + (
     re.compile(rb"(?i)\bBearer\s+(?!<redacted>)[A-Za-z0-9._~+/=-]{12,}"),
     re.compile(_SEP + rb"(?:home|Users)" + _SEP + rb"(?!<)" + _USER + _SEP),
     re.compile(rb"(?i)[A-Z]:" + _BSL + rb"Users" + _BSL + rb"(?!<)" + _USER),
-    re.compile(rb"(?i)[A-Za-z0-9_]*(?:TOKEN|SECRET|PASSWORD)[A-Za-z0-9_]*=(?!<redacted>)[^\s\"\\,;&]+"),
+    re.compile(rb"(?i)[A-Za-z0-9_]*(?:TOKEN|SECRET|PASSWORD)[A-Za-z0-9_]*=(?!=)(?!<redacted>)(?!" + _NOT_SECRET
+               + rb"(?:[\s\"\\,;&]|$))[^\s\"\\,;&]+"),
 )
 
 
@@ -110,8 +143,32 @@ class RedactStats:
     damaged: str = ""  # why the input ended early (a truncated .gz): the copy ends where it does
 
 
+_ESCAPE = re.compile(rb"\\(?:u([0-9a-fA-F]{4})|(.))", re.DOTALL)
+
+
+def _decoded(m: re.Match[bytes]) -> bytes:
+    """One JSON escape as the character it stands for, where that keeps the JSON valid and equal: ``\\/`` and
+    ``\\uXXXX`` of any character but a quote, a backslash, a control character or a surrogate; others stay."""
+    hexa, other = m.group(1), m.group(2)
+    if hexa is None:
+        return b"/" if other == b"/" else m.group()
+    c = int(hexa, 16)
+    if c < 0x20 or c in (0x22, 0x5C) or 0xD800 <= c <= 0xDFFF or 0x7F <= c <= 0x9F:
+        return m.group()
+    return chr(c).encode()
+
+
+def unescape(data: bytes) -> bytes:
+    """JSON text with its harmless escapes decoded (``_decoded``), so that no escape can hide a token from the
+    rules: ``gh\\u0070_…``, ``https:\\/\\/u:p@``, ``/ho\\u006de/alice`` and an escaped key name all read as
+    what they decode to. The JSON means the same: the copy still attributes exactly like the original."""
+    return _ESCAPE.sub(_decoded, data) if b"\\" in data else data
+
+
 def redact_bytes(data: bytes, stats: RedactStats | None = None) -> bytes:
-    """``data`` (a piece of JSON text that splits no string) with every rule applied in order."""
+    """``data`` (a piece of JSON text that splits no string) with its escapes decoded, then every rule applied
+    in order."""
+    data = unescape(data)
     for rule in REDACT_RULES:
         data, n = rule.pattern.subn(rule.repl, data)
         if n and stats is not None:
