@@ -89,3 +89,21 @@ def test_by_run_on_one_run(sweep):
     data = json.loads(invoke("attribute", sweep / "eager_128", "--by", "run", "--format", "json"))
     assert [r["name"] for r in data["runs"]] == ["eager_128"]
     assert data["totals"]["blocks"] == 2
+
+
+def test_a_file_beside_a_folder_of_the_same_name_is_its_own_run(tmp_path):
+    """Issue 26, row 12: eager/ and eager.pt.trace.json are two runs, and a warning says how they were named."""
+    from builders import TraceBuilder, attention_block
+    from tracekit.run.runs import find_runs
+
+    for path, blocks in ((tmp_path / "eager" / "r0.pt.trace.json", 1), (tmp_path / "eager.pt.trace.json", 2),
+                         (tmp_path / "sdpa" / "r0.pt.trace.json", 1)):
+        b = TraceBuilder()
+        for k in range(blocks):
+            attention_block(b, 1000.0 * k, name=f"layer{k}.attention")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        b.write(path)
+    found, runs = find_runs(tmp_path)
+    assert sorted(r.name for r in runs) == ["eager", "eager (file)", "sdpa"]
+    assert {r.name: len(r.files) for r in runs} == {"eager": 1, "eager (file)": 1, "sdpa": 1}
+    assert any("eager (file)" in w for w in found.warnings)

@@ -53,10 +53,22 @@ def find_runs(path: str | os.PathLike[str]) -> tuple[Inputs, list[Run]]:
     if all(f.parent == root for f in found.files):  # a run folder itself (one trace per rank or worker)
         return found, [Run(root.resolve().name or str(root), list(found.files))]
     runs: dict[str, Run] = {}
+    folders = {run_name(f, root) for f in found.files if f.parent != root}
     for f in found.files:
         name = run_name(f, root)
+        if f.parent == root and name in folders:  # a file beside a folder of the same name: two runs, not one
+            name = _distinct(f"{name} (file)", folders | set(runs))
+            found.warnings.append(f"{f}: named like the folder {run_name(f, root)}/ beside it; "
+                                  f"read as the run {name!r}")
         runs.setdefault(name, Run(name, [])).files.append(f)
     return found, [runs[k] for k in sorted(runs, key=_natural)]
+
+
+def _distinct(name: str, taken: set[str]) -> str:
+    k, out = 2, name
+    while out in taken:
+        out, k = f"{name} {k}", k + 1
+    return out
 
 
 def _natural(name: str) -> tuple:
