@@ -1,7 +1,7 @@
 """The plugin: list the runs that hold profiler traces, serve the report of one run, of all, or of two as a diff.
 
 Why it is built on the HTML report: the page is self-contained and offline already, so the tab is a run
-picker around an ``<iframe>`` of it. Analyses are cached by each file's (path, mtime, size): reopening the
+picker around an ``<iframe>`` of it. Analyses are cached by each file's (path, inode, mtime, ctime, size): reopening the
 tab, or switching between runs of a 32-run logdir, analyses nothing twice.
 """
 
@@ -30,15 +30,16 @@ from ..run.runs import Run, combine_runs, find_runs
 PLUGIN_NAME = "tracekit"
 TOOL = f"tracekit {__version__}"
 
-Signature = tuple[tuple[str, int, int], ...]
+Signature = tuple[tuple[str, int, int, int, int, int], ...]
 
 
 def _signature(files: list[Path]) -> Signature:
-    """What a cached analysis is valid for: each file's path, mtime and size."""
+    """What a cached analysis is valid for: each file's path, identity (device, inode), mtime, ctime and size. A
+    file replaced by other content of the same size and mtime is a new inode, or (rewritten in place) a new ctime."""
     out = []
     for f in files:
         st = os.stat(f)
-        out.append((str(f), st.st_mtime_ns, st.st_size))
+        out.append((str(f), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
     return tuple(out)
 
 
@@ -49,6 +50,7 @@ class AnalysisCache:
         self.root = root
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[Signature, Any]] = {}
+        self._inflight: dict[str, threading.Lock] = {}  # run name -> held while its analysis runs
         self.analysed = 0  # how many analyses ran (tests read it to see the cache work)
 
     def runs(self) -> list[Run]:
@@ -64,18 +66,31 @@ class AnalysisCache:
         raise KeyError(name)
 
     def attribution(self, run: Run) -> Any:
+        """The run's analysis: from the cache while its files are unchanged. One analysis per run is in flight at a
+        time: concurrent first requests wait for it and share its result (24 at once cost one, not 24)."""
+        hit = self._cached(run)
+        if hit is not None:
+            return hit
+        with self._lock:
+            gate = self._inflight.setdefault(run.name, threading.Lock())
+        with gate:
+            hit = self._cached(run)  # (it may have been filled while this one waited)
+            if hit is not None:
+                return hit
+            sig = _signature(run.files)
+            result = analyze(Inputs(path=self.root / run.name, files=list(run.files)), jobs=1, decode_workers=1)
+            result.source = run.name
+            result.check()
+            with self._lock:
+                self._cache[run.name] = (sig, result)
+                self.analysed += 1
+        return result
+
+    def _cached(self, run: Run) -> Any:
         sig = _signature(run.files)
         with self._lock:
             hit = self._cache.get(run.name)
-            if hit is not None and hit[0] == sig:
-                return hit[1]
-        result = analyze(Inputs(path=self.root / run.name, files=list(run.files)), jobs=1, decode_workers=1)
-        result.source = run.name
-        result.check()
-        with self._lock:
-            self._cache[run.name] = (sig, result)
-            self.analysed += 1
-        return result
+        return hit[1] if hit is not None and hit[0] == sig else None
 
 
 def _script_sha256() -> str:
