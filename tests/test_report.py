@@ -83,6 +83,21 @@ def test_page_is_self_contained(tmp_path):
     assert "innerHTML" not in html and "insertAdjacentHTML" not in html and "document.write" not in html
 
 
+def test_the_csp_runs_the_page_script_only(tmp_path):
+    """Issue 26: no 'unsafe-inline' for scripts; the one script is allowed by its hash, computed here from the page."""
+    import base64
+    import hashlib
+
+    report(eager_trace(tmp_path / "t.pt.trace.json", 2), "-o", tmp_path / "r.html")
+    html = (tmp_path / "r.html").read_text()
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1)
+    scripts = re.findall(r"<script>(.*?)</script>", html, re.S)  # the executable ones (no type attribute)
+    assert len(scripts) == 1
+    digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
+    script_src = next(d for d in csp.split(";") if d.strip().startswith("script-src")).split()[1:]
+    assert script_src == [f"'sha256-{digest}'"]
+
+
 def test_hostile_names_stay_data(tmp_path):
     report(hostile_trace(tmp_path / "x.pt.trace.json"), "-o", tmp_path / "x.html")
     html = (tmp_path / "x.html").read_text()

@@ -7,8 +7,6 @@ tab, or switching between runs of a 32-run logdir, analyses nothing twice.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import threading
 from importlib import resources
@@ -94,9 +92,10 @@ class AnalysisCache:
 
 
 def _script_sha256() -> str:
-    """TensorBoard's CSP allows inline scripts only by hash: the report's one script."""
-    code = resources.files("tracekit.renderers").joinpath("report.js").read_text(encoding="utf-8")
-    return base64.b64encode(hashlib.sha256(code.encode("utf-8")).digest()).decode("ascii")
+    """TensorBoard's CSP allows inline scripts only by hash: the report's one script (the page's own CSP too)."""
+    from ..renderers.html import script_sha256
+
+    return script_sha256()
 
 
 class TracekitPlugin(base_plugin.TBPlugin):
