@@ -166,6 +166,21 @@ NAMES = ["ProfilerStep#1", "ProfilerStep#²", "ProfilerStep#18446744073709551616
          "vllm::mla_attention", "aten::softmax", "aten::bmm", "cudaLaunchKernel", "hipGraphLaunch",
          "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4> >(Flash_fwd_params)",
          "attn_fwd", "[memory]", "Memset (Device)", "Memcpy DtoD (Device -> Device)"]
+# Names that attack the text outputs (issue 26): terminal control sequences (OSC 52, CR + erase, C1 CSI, BEL),
+# spreadsheet formula prefixes, markdown structure (a newline and a heading, a cell separator, a code span, a link)
+# and raw HTML, each around an attention word so that it names a block.
+HOSTILE_PARTS = ["\x1b]52;c;aGk=\x07", "\r\x1b[2K", "\x9b31m", "\x07", "\x00", "\u2028", "\n# h\n", "|", "`",
+                 "[x](javascript:alert(1))", "<script>alert(1)</script>", "\\u0041", "\\"]
+FORMULA_STARTS = ["=", "+", "-", "@", "\t", "\r"]
+
+
+def hostile_names() -> st.SearchStrategy[str]:
+    """A formula prefix (or none), then attention words and hostile parts in any order."""
+    word = st.sampled_from(["layer0.attention", "SelfAttention", "flash_fwd_kernel", "aten::softmax"])
+    return st.builds(lambda pre, parts: pre + "".join(parts), st.sampled_from([""] + FORMULA_STARTS),
+                     st.lists(st.one_of(word, st.sampled_from(HOSTILE_PARTS)), min_size=1, max_size=5))
+
+
 CATS = ["Kernel ", "KERNEL", "kernel ", " kernel", "Kernel", "kernel", "cuda_runtime ", "CPU_OP", "cpu_op",
         "user_annotation", "gpu_user_annotation", "python_function", "gpu_memcpy", "Runtime", "", "ac2g"]
 TOP_KEYS = ["ts", "dur", "cat", "ph", "name", "pid", "tid", "args", "id", "s", "bp"]
@@ -280,7 +295,7 @@ def mutate_structure(draw: st.DrawFn, seed: tuple[str, dict]) -> tuple[dict, lis
             ev["cat"] = draw(st.sampled_from(CATS))
             ops.append(f"event {i}: cat = {ev['cat']!r}")
         elif op == "name":
-            ev["name"] = draw(st.sampled_from(NAMES))
+            ev["name"] = draw(st.one_of(st.sampled_from(NAMES), hostile_names()))
             ops.append(f"event {i}: name = {ev['name']!r}")
         elif op == "duplicate":
             n = draw(st.integers(min_value=1, max_value=3))
@@ -390,6 +405,10 @@ def invoke(*args: str) -> tuple[int, str, str]:
     return res.exit_code, res.stdout, res.stderr
 
 
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # every control character but the newline
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|nan)")
+
+
 def no_nan(c: str) -> None:
     raise ValueError(f"{c} is not JSON")
 
@@ -407,6 +426,11 @@ def check_cli_output(code: int, out: str, err: str, fmt: str, what: str, gate: b
     if code == 3:
         assert any(ln.startswith("Warning:") for ln in lines), f"exit 3 without a Warning: line ({what})\n{err[-2000:]}"
     assert not any(ln.startswith("Error:") for ln in lines), f"exit {code} with an Error: line ({what})\n{err[-2000:]}"
+    assert not _CONTROL.search(err), f"a control character on stderr ({what})\n{err[-500:]!r}"
+    if fmt in ("table", "markdown"):
+        assert not _CONTROL.search(out), f"a control character in the {fmt} output ({what})"
+    if fmt == "markdown":
+        assert "<script" not in out and not re.search(r"^#", out, re.M), f"markdown structure injected ({what})"
     if fmt == "json":
         try:
             json.loads(out, parse_constant=no_nan)
@@ -415,6 +439,10 @@ def check_cli_output(code: int, out: str, err: str, fmt: str, what: str, gate: b
     elif fmt == "csv":
         rows = list(csv.reader(io.StringIO(out)))
         assert rows and rows[0], f"--format csv gave no header ({what})"
+        for row in rows[1:]:
+            for cell in row:
+                assert not cell or cell[0] not in "=+-@\t\r" or _NUMBER.fullmatch(cell), \
+                    f"a CSV cell a spreadsheet would run: {cell[:60]!r} ({what})"
     else:
         assert out.strip(), f"exit {code} with empty output ({what})"
 
