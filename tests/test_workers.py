@@ -134,3 +134,29 @@ def test_attribute_jobs_2_leaves_no_worker_when_killed(tmp_path: Path) -> None:
     for w in left:
         os.kill(w, signal.SIGKILL)
     assert workers and not left
+
+
+_STUCK = textwrap.dedent("""
+    import multiprocessing, os, signal, sys, time
+    from tracekit.io import pload
+    pload._TERMINATE_S = 2.0
+    from tracekit.workers import worker_init
+    pool = multiprocessing.get_context("fork").Pool(1, initializer=worker_init, initargs=(os.getpid(),))
+    worker = pool.apply(os.getpid)
+    time.sleep(0.5)  # idle: the worker holds the task queue's lock while it waits for a task
+    os.kill(worker, signal.SIGKILL)  # ... and dies holding it
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    (pool.terminate if sys.argv[1] == "plain" else lambda: pload.terminate(pool))()
+    print(round(time.monotonic() - t0, 1), flush=True)
+""")
+
+
+def test_terminate_ends_although_a_worker_died_holding_the_queue_lock() -> None:
+    """Issue 26, row 17: the hang behind test_parallel_decode's rare stall, made certain; the control shows that the
+    plain Pool.terminate() waits forever in it."""
+    out = subprocess.run([sys.executable, "-c", _STUCK, "bounded"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) < 10
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run([sys.executable, "-c", _STUCK, "plain"], capture_output=True, text=True, timeout=8)

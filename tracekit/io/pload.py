@@ -223,6 +223,34 @@ def load_parallel(b: TraceBuilder, path: Path, progress: Callable[[int, int], No
     return b.finish(merge.n, read)
 
 
+_TERMINATE_S = 10.0  # how long Pool.terminate() may take before its workers are killed and its queue locks freed
+
+
+def terminate(pool: Pool) -> None:
+    """``pool.terminate()``, bounded in time. Why: it first takes the task queue's lock, and a worker that died
+    holding that lock (killed while it waited for a task, or while it sent a result: python/cpython#96995) never
+    gives it back, so terminate() waits forever with its workers dead. Past ``_TERMINATE_S`` the workers are killed
+    and the queues' locks released, and terminate() finishes."""
+    import threading
+
+    t = threading.Thread(target=pool.terminate, name="tracekit-pool-terminate", daemon=True)
+    t.start()
+    t.join(_TERMINATE_S)
+    if not t.is_alive():
+        return
+    for p in list(getattr(pool, "_pool", ())):
+        if p.exitcode is None:
+            p.kill()
+    for q, lock in (("_inqueue", "_rlock"), ("_outqueue", "_wlock")):
+        held = getattr(getattr(pool, q, None), lock, None)
+        if held is not None:
+            try:
+                held.release()  # (a multiprocessing Lock may be released by another process than its holder's)
+            except ValueError:  # it was not held
+                pass
+    t.join(_TERMINATE_S)
+
+
 # How long a pool that is done with may take to finish the windows still in flight before it is terminated
 # anyway (a window takes well under a second; this bounds the wait if a worker died and its result never comes).
 _SETTLE_S = 30.0
@@ -260,7 +288,7 @@ class _InOrder:
             self._settle()
         finally:
             gen.close()
-            self.pool.terminate()  # (before the ring goes: no worker reads it any more)
+            terminate(self.pool)  # (before the ring goes: no worker reads it any more)
             _close_ring()
         return read
 
