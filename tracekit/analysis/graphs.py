@@ -326,7 +326,9 @@ def summarize(tr: Trace, facts: GraphFacts, rm: ReplayMap, cats: Sequence[Catego
 
     unmapped = Counter(short_kernel_name(dev[j].name) for j in rm.replayed if j not in rm.mapped)
     launches = [r for c in facts.captures for r in c.launches]
-    eager_att = [j for j, c in enumerate(cats or ()) if c in _EAGER_ATTENTION and j not in replayed]
+    # (only beside graph launches: an eager trace's attention is all eager, and a walk of every event costs)
+    eager_att = [j for j, c in enumerate(cats or ()) if c in _EAGER_ATTENTION and j not in replayed] \
+        if facts.launches else []
     return GraphSummary(
         mode=graph_mode(facts, replayed, cats), captures=len(facts.captures), captured_launches=len(launches),
         captured_named=sum(1 for r in launches if tr.runtime[r].kernel) if launches else 0,

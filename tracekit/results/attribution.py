@@ -69,7 +69,7 @@ class GraphSummary:
     mapped_by_order: int  # of the mapped, tied by position alone (the capture named no kernel there)
     unmapped: dict[str, int]  # short names of replayed kernels left unmapped -> count, the most frequent first
     capture_sources: list[str]  # the traces whose captures mapped something (this one's own name, or others)
-    eager_attention_kernels: int  # fused attention kernels launched outside any graph (piecewise graphs run them so)
+    eager_attention_kernels: int  # fused attention kernels launched outside graphs, in a trace with graph launches
 
     @property
     def mapped_share(self) -> float | None:
