@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from ..results.efficiency import efficiency_dict
-from ..results.attribution import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Evidence, GraphSummary, RankRow, RankView
+from ..results.attribution import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Coverage, Evidence, GraphSummary, RankRow, RankView
 from .base import Renderer
 
 if TYPE_CHECKING:
@@ -66,18 +66,21 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> di
         out["runs"] = [{"name": r.name, **{k: v for k, v in to_dict(r.attribution, tool).items()
                                             if k not in ("schema_version", "tool")}} for r in result.runs]
     if result.coverage is not None:
-        cv = result.coverage
-        out["coverage"] = {"device_us": round(cv.device_us, 3), "linked_us": round(cv.linked_us, 3),
-                           "in_blocks_us": round(cv.in_blocks_us, 3), "unlinked_us": round(cv.unlinked_us, 3),
-                           "device_events": cv.device_events, "linked_events": cv.linked_events,
-                           "unlinked_by_reason": {k: round(v, 3) for k, v in cv.unlinked_by_reason.items()},
-                           "attention_outside_blocks": {"kernels": cv.attention_outside_kernels,
-                                                        "busy_us": round(cv.attention_outside_us, 3),
-                                                        "names": dict(cv.attention_outside_names)}}
+        out["coverage"] = _coverage(result.coverage)
     view = ranks or result.ranks
     if view is not None:
         out["ranks"] = ranks_dict(view)
     return out
+
+
+def _coverage(cv: Coverage) -> dict:
+    return {"device_us": round(cv.device_us, 3), "linked_us": round(cv.linked_us, 3),
+            "in_blocks_us": round(cv.in_blocks_us, 3), "unlinked_us": round(cv.unlinked_us, 3),
+            "device_events": cv.device_events, "linked_events": cv.linked_events,
+            "unlinked_by_reason": {k: round(v, 3) for k, v in cv.unlinked_by_reason.items()},
+            "attention_outside_blocks": {"kernels": cv.attention_outside_kernels,
+                                         "busy_us": round(cv.attention_outside_us, 3),
+                                         "names": dict(cv.attention_outside_names)}}
 
 
 def graphs_dict(g: GraphSummary | None) -> dict | None:
