@@ -18,8 +18,9 @@ _KERNELS_SHOWN = 20
 
 
 # Characters that change what markdown means: a backslash (so that no escape below can be undone), the cell
-# separator, a code span, a link's brackets, raw HTML and entities. Each gets a backslash or an entity.
-_MD_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "[": "\\[", "]": "\\]", "*": "\\*",
+# separator, a code span, a link's brackets, raw HTML and entities. Each gets a backslash or an entity. (Emphasis
+# marks stay: they change no structure, and the layer grouping's labels are written with a * wildcard.)
+_MD_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "[": "\\[", "]": "\\]",
                              "<": "&lt;", ">": "&gt;", "&": "&amp;"})
 
 
