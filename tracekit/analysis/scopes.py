@@ -723,10 +723,10 @@ def _gemm_softmax_gemm(cats: Sequence[Category], k: int) -> tuple[int, int] | No
     matmul, softmax = Category.MATMUL, Category.SOFTMAX
     n = len(cats)
     lo = k - 1  # the GEMM run before: at most MAX_BETWEEN kernels back
-    while lo >= 0 and k - lo <= MAX_BETWEEN + 1 and cats[lo] != matmul and cats[lo] != softmax:
+    while lo >= 0 and k - lo <= MAX_BETWEEN and cats[lo] != matmul and cats[lo] != softmax:
         lo -= 1
     hi = k + 1
-    while hi < n and hi - k <= MAX_BETWEEN + 1 and cats[hi] != matmul and cats[hi] != softmax:
+    while hi < n and hi - k <= MAX_BETWEEN and cats[hi] != matmul and cats[hi] != softmax:
         hi += 1
     if lo < 0 or hi >= n or cats[lo] != matmul or cats[hi] != matmul:
         return None

@@ -1,0 +1,646 @@
+"""tracekit.analysis.compare on hand-built pairs (tests/test_mutants_support.py) whose answers are known by
+construction: the kernels-changed rule on both sides of its boundaries, the headline's notes, pairing across
+traces, steps and the fused-kernel fallback, the header and block warnings, the launch-bound note's words, the
+conclusions, memory and rank pairs. Every diff is check()ed (test_mutants_support.diff)."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import pytest
+from builders import TraceBuilder
+from test_mutants_support import (
+    ADD,
+    ADD_C,
+    FLASH_C,
+    GEMM,
+    GEMM_C,
+    H100,
+    SOFTMAX_C,
+    busy,
+    cpu_trace,
+    diff,
+    eager,
+    fused,
+    no_steps,
+    plain,
+    steps_of,
+    write,
+)
+
+from tracekit import analyze
+from tracekit.analysis.compare import attention_sizes, diff_attributions, within_noise
+from tracekit.results.attribution import EPS_US
+from tracekit.results.diff import EAGER_TO_FUSED_ALLOC
+from tracekit.vocab import Basis, Category
+
+PER_STEP_NOTE = ("beyond noise: the kernel's per-step count changed, or its median-step time moved by more than "
+                 "(its per-step range before + after) / 2")
+TOTAL_NOTE = ("no per-step noise estimate: a kernel changed when its count changed, or its time by more than 5% and "
+              "1 µs (all steps)")
+
+
+def with_adds(b: TraceBuilder, t0: float, adds=(), conv=(), gemm: float = 10, softmax: float = 5, extra=()) -> None:
+    """An eager block (gemm, softmax) plus ADD kernels after it: ``adds`` launched by aten::add (elementwise),
+    ``conv`` by aten::conv2d (other: a conv's kernels are conv time), ``extra`` (name, µs) by aten::mul."""
+    eager(b, t0, gemm=gemm, softmax=softmax)
+    k = t0 + 100 + 2 * gemm + softmax + 3
+    t = t0 + 50
+    for op, name, dur in ([("aten::add", ADD, x) for x in adds] + [("aten::conv2d", ADD, x) for x in conv]
+                          + [("aten::mul", n, x) for n, x in extra]):
+        b.op(op, t, 1.5)
+        b.launch(name, t + 0.2, 1, k, dur)
+        k += dur + 1
+        t += 2
+
+
+def _changed(r) -> list[tuple]:
+    return [(k.name, k.category, k.before.category, k.before.count, k.before.total_us, k.after.category,
+             k.after.count, k.after.total_us) for k in r.kernels_changed]
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels_changed with per-step noise (two steps or more on both sides)
+# An eager block of gemm g: GEMM 2 kernels, 2·g µs per step; SOFTMAX one 5-µs kernel per step.
+
+
+def test_kernel_time_beyond_its_per_step_noise(tmp_path):
+    # GEMM per step: before 20, 24 (median 22, range 4); after 26, 30 (median 28, range 4): |Δ| 6 > 4.
+    r = diff(write(tmp_path / "a.json", steps_of(eager, "gemm", [10, 12])),
+             write(tmp_path / "b.json", steps_of(eager, "gemm", [13, 15])))
+    assert r.noise is not None and r.kernels_changed_note == PER_STEP_NOTE
+    assert _changed(r) == [(GEMM_C, "matmul", "matmul", 4, 44, "matmul", 4, 56)]  # SOFTMAX: same on both sides
+    assert r.kernels_changed[0].delta_us == pytest.approx(12)
+
+
+def test_kernel_time_within_its_per_step_noise(tmp_path):
+    # GEMM per step after: 23.5, 27.5 (median 25.5): |Δ| 3.5 <= (4 + 4) / 2. Over all steps 44 → 51 µs, which the
+    # rule without noise (5 % and 1 µs) would call a change.
+    r = diff(write(tmp_path / "a.json", steps_of(eager, "gemm", [10, 12])),
+             write(tmp_path / "b.json", steps_of(eager, "gemm", [11.75, 13.75])))
+    assert r.noise is not None
+    assert r.kernels_changed == []
+
+
+def test_kernel_count_moved_with_time_within_noise(tmp_path):
+    # ADD: before one 4-µs kernel per step, after two 2-µs kernels: the same time, twice the count.
+    r = diff(write(tmp_path / "a.json", [[partial(with_adds, adds=[4])]] * 2),
+             write(tmp_path / "b.json", [[partial(with_adds, adds=[2, 2])]] * 2))
+    assert _changed(r) == [(ADD_C, "elementwise", "elementwise", 2, 8, "elementwise", 4, 8)]
+
+
+def test_counts_moved_and_changes_sorted_by_size(tmp_path):
+    # After: two blocks per step: GEMM 4 → 8 kernels (44 → 88 µs), SOFTMAX 2 → 4 (10 → 20 µs).
+    two = [[partial(eager, name="layer0.attention", gemm=g), partial(eager, name="layer1.attention", gemm=g)]
+           for g in (10, 12)]
+    r = diff(write(tmp_path / "a.json", steps_of(eager, "gemm", [10, 12])), write(tmp_path / "b.json", two))
+    assert _changed(r) == [(GEMM_C, "matmul", "matmul", 4, 44, "matmul", 8, 88),
+                           (SOFTMAX_C, "softmax", "softmax", 2, 10, "softmax", 4, 20)]
+
+
+@pytest.mark.parametrize("x,changed", [(7.5, False), (8.5, True)])
+def test_a_step_without_the_kernel_counts_zero(tmp_path, x, changed):
+    # ADD before: 4 µs in each of three steps (median 4, range 0). After: x µs in two steps, none in the third:
+    # median x, range x (the missing step counts 0); counts 1, 1, 1 → 1, 1, 0 (median 1 both). |Δ| = x - 4 against
+    # x / 2: 3.5 <= 3.75 at x = 7.5, 4.5 > 4.25 at x = 8.5.
+    before = write(tmp_path / "a.json", [[partial(with_adds, adds=[4])]] * 3)
+    after = write(tmp_path / "b.json", [[partial(with_adds, adds=[x])]] * 2 + [[with_adds]])
+    r = diff(before, after)
+    want = [(ADD_C, "elementwise", "elementwise", 3, 12, "elementwise", 2, 2 * x)] if changed else []
+    assert _changed(r) == want
+    back = diff(after, before)
+    assert _changed(back) == ([(ADD_C, "elementwise", "elementwise", 2, 2 * x, "elementwise", 3, 12)]
+                              if changed else [])
+
+
+@pytest.mark.parametrize("forward", [True, False])
+def test_median_count_over_an_even_number_of_steps(tmp_path, forward):
+    # ADD before: one 5-µs kernel in each of two steps (median count 1, time 5, range 0). Other side: two 5.25-µs
+    # kernels in the first step, none in the second: median count (2 + 0) / 2 = 1, median time 5.25, range 10.5.
+    # Counts did not move and |Δ| 0.25 <= 5.25: no change, though the totals differ (10 vs 10.5 µs).
+    a = write(tmp_path / "a.json", [[partial(with_adds, adds=[5])]] * 2)
+    b = write(tmp_path / "b.json", [[partial(with_adds, adds=[5.25, 5.25])], [with_adds]])
+    r = diff(a, b) if forward else diff(b, a)
+    assert r.noise is not None and r.kernels_changed == []
+
+
+def test_one_kernel_filed_under_two_categories_per_step(tmp_path):
+    # ADD before per step: 3 + 3 µs (step 1), 4 + 4 (step 2), one kernel by aten::add, one by aten::conv2d: two
+    # rows per step, 2 kernels, median 7, range 2. After: both by aten::add, 3 + 3.5 and 4 + 4: median 7.25, range
+    # 1.5. Counts 2 and 2, |Δ| 0.25 <= 1.75: no change.
+    r = diff(write(tmp_path / "a.json", [[partial(with_adds, adds=[3], conv=[3])], [partial(with_adds, adds=[4], conv=[4])]]),
+             write(tmp_path / "b.json", [[partial(with_adds, adds=[3, 3.5])], [partial(with_adds, adds=[4, 4])]]))
+    assert r.kernels_changed == []
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels_changed without per-step noise (one step each): count changed, or |Δ| > max(5 % of before, 1 µs)
+
+
+def _one_step(tmp_path, before, after):
+    r = diff(write(tmp_path / "a.json", [[before]]), write(tmp_path / "b.json", [[after]]))
+    assert r.noise is None and r.kernels_changed_note == TOTAL_NOTE
+    return r
+
+
+@pytest.mark.parametrize("gemm_after,changed", [(52.5, False), (52.75, True)])
+def test_time_threshold_is_five_percent(tmp_path, gemm_after, changed):
+    # GEMM 2 · 50 = 100 µs before; after 105 (|Δ| 5, not more than 5 % of 100) or 105.5.
+    r = _one_step(tmp_path, partial(eager, gemm=50), partial(eager, gemm=gemm_after))
+    want = [(GEMM_C, "matmul", "matmul", 2, 100, "matmul", 2, 2 * gemm_after)] if changed else []
+    assert _changed(r) == want
+
+
+@pytest.mark.parametrize("softmax_after,changed", [(5.9, False), (6.5, True)])
+def test_time_threshold_has_a_one_microsecond_floor(tmp_path, softmax_after, changed):
+    # SOFTMAX 5 µs: 5 % is 0.25 µs, so the 1-µs floor decides: 0.9 µs is no change, 1.5 µs is.
+    r = _one_step(tmp_path, partial(eager, softmax=5), partial(eager, softmax=softmax_after))
+    want = [(SOFTMAX_C, "softmax", "softmax", 1, 5, "softmax", 1, softmax_after)] if changed else []
+    assert _changed(r) == want
+
+
+def test_count_change_with_equal_time_and_a_gone_kernel_first(tmp_path):
+    # ADD: two 2-µs kernels before, one 4-µs after (same time, other count). MUL (200 µs, the costliest kernel)
+    # is only before: not a change, and the kernels after it in the table are still looked at.
+    mul = "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float> >(int)"
+    r = _one_step(tmp_path, partial(with_adds, adds=[2, 2], extra=[(mul, 200)]), partial(with_adds, adds=[4]))
+    assert _changed(r) == [(ADD_C, "elementwise", "elementwise", 2, 4, "elementwise", 1, 4)]
+
+
+def test_kernel_rows_of_two_categories_are_summed(tmp_path):
+    # Before: ADD by aten::conv2d 3 µs (other, the costlier row) and by aten::add 2 µs (elementwise): 2 kernels,
+    # 5 µs, filed under its costliest row, other. After: three by aten::add, 9 µs: elementwise.
+    r = _one_step(tmp_path, partial(with_adds, adds=[2], conv=[3]), partial(with_adds, adds=[3, 3, 3]))
+    assert _changed(r) == [(ADD_C, "elementwise", "other", 2, 5, "elementwise", 3, 9)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The noise rule and the medians
+
+
+def test_within_noise_bound_is_inclusive():
+    edge = 1.0 + EPS_US
+    assert within_noise(edge, 1.0) is True and within_noise(-edge, 1.0) is True
+    assert within_noise(edge + 1e-6, 1.0) is False
+
+
+def test_spread_medians_of_two_and_three_steps(tmp_path):
+    # Steps of eager blocks: 2·g + 5 µs each.
+    r = diff(write(tmp_path / "a.json", steps_of(eager, "gemm", [10, 14])),  # 25, 33: median 29
+             write(tmp_path / "b.json", steps_of(eager, "gemm", [20, 10, 11])))  # 45, 25, 27: median 27
+    assert (r.noise.before.min_us, r.noise.before.median_us, r.noise.before.max_us) == (25, 29, 33)
+    assert (r.noise.after.min_us, r.noise.after.median_us, r.noise.after.max_us) == (25, 27, 45)
+    assert r.noise.before.totals_us == [25, 33] and r.noise.after.totals_us == [45, 25, 27]
+    assert (r.before_figures.total_us, r.after_figures.total_us) == (29, 27)
+    assert r.noise_note == ("per-step spread: before 2 steps, after 3 steps; within noise when |Δ| <= (range before "
+                            "+ range after) / 2")
+    assert r.basis_note == ("per-step median: the median step by attention time (before 2 steps, after 3); an even "
+                            "count averages the middle two")
+
+
+def test_equal_step_totals_pick_a_median(tmp_path):
+    p = write(tmp_path / "a.json", steps_of(eager, "gemm", [10, 10, 10]))
+    r = diff(p, p)
+    assert r.before_figures.total_us == 25 and r.noise.within_noise is True and r.kernels_changed == []
+    assert r.categories["matmul"].share_of_delta is None  # no delta: no shares
+    assert r.categories["matmul"].ratio == 1
+
+
+def test_steps_with_equal_totals_and_different_splits(tmp_path):
+    # Step 5: gemm 10, softmax 5 (25 µs); step 6: gemm 9, softmax 7 (25 µs). The median of two is their mean.
+    steps = [[partial(eager, gemm=10, softmax=5)], [partial(eager, gemm=9, softmax=7)]]
+    p = write(tmp_path / "a.json", steps)
+    r = diff(p, p)
+    assert r.before_figures.total_us == 25
+    assert r.before_figures.categories["matmul"] == 19 and r.before_figures.categories["softmax"] == 6
+
+
+def test_steps_listed_only_on_the_per_step_basis(tmp_path):
+    r = diff(write(tmp_path / "a.json", [[eager]]), write(tmp_path / "b.json", [[fused]]))
+    assert r.basis == Basis.TOTAL and r.steps_before == [] and r.steps_after == []
+    assert r.basis_note == "whole-trace totals (one step each)"
+    assert r.noise_note == "no noise estimate possible: before has one step; after has one step"
+
+
+# ---------------------------------------------------------------------------------------------
+# Basis notes, step warnings
+
+
+def test_no_steps_on_either_side(tmp_path):
+    r = diff(no_steps(tmp_path / "a.json", eager), no_steps(tmp_path / "b.json", fused))
+    assert r.basis == Basis.TOTAL and r.basis_note == "whole-trace totals"
+    assert r.noise_note == "no noise estimate possible: before has no ProfilerStep; after has no ProfilerStep"
+    assert not any("whole-trace totals may cover" in w for w in r.warnings)
+
+
+def test_one_step_against_none(tmp_path):
+    r = diff(write(tmp_path / "a.json", [[eager]]), no_steps(tmp_path / "b.json", fused))
+    assert r.basis_note == "whole-trace totals"
+    assert r.noise_note == "no noise estimate possible: before has one step; after has no ProfilerStep"
+    assert "before has 1 step and after no ProfilerStep: whole-trace totals may cover different amounts of work" \
+        in r.warnings
+    r2 = diff(no_steps(tmp_path / "c.json", eager), write(tmp_path / "d.json", [[fused], [fused]]))
+    assert r2.basis_note == "whole-trace totals"
+    assert "before has no ProfilerStep and after 2 steps: whole-trace totals may cover different amounts of work" \
+        in r2.warnings
+
+
+@pytest.mark.parametrize("outside", [1, 2])
+def test_blocks_outside_every_step(tmp_path, outside):
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": H100}])
+    b.annotation("ProfilerStep#1", 990, 1020)
+    eager(b, 1000)
+    b.annotation("ProfilerStep#2", 1990, 1020)
+    eager(b, 2000)
+    for i in range(outside):  # after the last step
+        eager(b, 4000 + 1000 * i, name=f"layer{i + 1}.attention")
+    before = b.write(tmp_path / "a.json")
+    r = diff(before, write(tmp_path / "b.json", [[eager], [eager]]))
+    assert r.basis == Basis.TOTAL and r.steps_before == [] and r.noise is None
+    plural = "s" if outside != 1 else ""
+    assert r.noise_note == f"no noise estimate possible: {outside} block{plural} of before lie outside any ProfilerStep"
+
+
+# ---------------------------------------------------------------------------------------------
+# Category deltas
+
+
+def test_share_of_an_unchanged_category_is_positive_zero(tmp_path):
+    # Softmax 5 → 5 while the total falls 25 → 21 (gemm 10 → 8): its share is 0.0, not -0.0.
+    r = diff(write(tmp_path / "a.json", [[eager]]), write(tmp_path / "b.json", [[partial(eager, gemm=8)]]))
+    sm = r.categories["softmax"]
+    assert sm.share_of_delta == 0 and math.copysign(1, sm.share_of_delta) == 1
+    assert r.categories["matmul"].share_of_delta == pytest.approx(1)
+    assert r.categories["matmul"].ratio == pytest.approx(16 / 20)
+
+
+def test_ratio_of_a_category_under_one_microsecond(tmp_path):
+    r = diff(write(tmp_path / "a.json", [[partial(eager, softmax=0.5)]]),
+             write(tmp_path / "b.json", [[partial(eager, softmax=1.5)]]))
+    assert r.categories["softmax"].ratio == pytest.approx(3)
+    assert r.categories["fused_attention"].ratio is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Pairing
+
+
+def test_blocks_pair_within_their_own_trace_of_a_folder(tmp_path):
+    # Before: trace a with 2 blocks, trace b with 1; after: a with 1, b with 2. Blocks pair within a trace.
+    before, after = tmp_path / "before", tmp_path / "after"
+    before.mkdir()
+    after.mkdir()
+    no_steps(before / "a.json", partial(eager, gemm=1), partial(eager, gemm=2))
+    no_steps(before / "b.json", partial(eager, gemm=3))
+    no_steps(after / "a.json", partial(eager, gemm=4))
+    no_steps(after / "b.json", partial(eager, gemm=5), partial(eager, gemm=6))
+    r = diff(before, after)
+    busy_of = {1: 7, 2: 9, 3: 11, 4: 13, 5: 15, 6: 17}  # 2·g + 5
+    assert sorted((p.before.total_us, p.after.total_us) for p in r.pairs) == [(busy_of[1], busy_of[4]),
+                                                                              (busy_of[3], busy_of[5])]
+    assert [b.total_us for b in r.unmatched_before] == [busy_of[2]]
+    assert [b.total_us for b in r.unmatched_after] == [busy_of[6]]
+
+
+def test_blocks_pair_within_their_step(tmp_path):
+    # Before: step 1 has two blocks, step 2 one; after: step 1 one, step 2 two.
+    two = [partial(eager, name="layer0.attention"), partial(eager, name="layer1.attention")]
+    r = diff(write(tmp_path / "a.json", [two, [eager]]), write(tmp_path / "b.json", [[eager], two]))
+    assert [(p.before.step, p.after.step, p.before.name) for p in r.pairs] == [
+        (5, 5, "layer0.attention"), (6, 6, "layer0.attention")]
+    assert [(b.step, b.name) for b in r.unmatched_before] == [(5, "layer1.attention")]
+    assert [(b.step, b.name) for b in r.unmatched_after] == [(6, "layer1.attention")]
+
+
+AITER = "aiter::fmha_fwd_hd128_bf16_rtz"
+
+
+def _replays(path, kernels, annotated_first=False):
+    """Graph replays (no attention op on the host): one fused-kernel block per kernel name, 30 µs each, each run
+    ended by a non-attention add kernel; optionally an annotated eager block before them."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "AMD Instinct MI300X"}])
+    b.annotation("ProfilerStep#3", 0, 9000)
+    t = 100
+    if annotated_first:
+        eager(b, t)
+        t += 1000
+    for name in kernels:
+        b.op("xdit::denoise_step", t, 50)
+        b.launch(name, t + 1, 2, t + 1000, 30)
+        b.launch(ADD, t + 7, 2, t + 1040, 4)
+        t += 200
+    return b.write(path)
+
+
+@pytest.mark.parametrize("forward", [True, False])
+def test_fused_kernel_fallback_skips_blocks_paired_by_kind(tmp_path, forward):
+    # aiter, aiter against aiter, sage: the first aiters pair by kind, the second aiter with sage by position.
+    a, s = _replays(tmp_path / "a.json", [AITER, AITER]), _replays(tmp_path / "s.json", [AITER, "sage_fwd"])
+    r = diff(a, s) if forward else diff(s, a)
+    got = sorted((p.before.name, p.after.name, p.paired_by) for p in r.pairs)
+    if forward:
+        assert got == [(AITER, AITER, "kind"), (AITER, "sage_fwd", "fused-kernel")]
+    else:
+        assert got == [(AITER, AITER, "kind"), ("sage_fwd", AITER, "fused-kernel")]
+    assert r.unmatched_before == r.unmatched_after == []
+
+
+def test_fused_kernel_fallback_after_an_annotated_block(tmp_path):
+    r = diff(_replays(tmp_path / "a.json", [AITER], annotated_first=True),
+             _replays(tmp_path / "s.json", ["sage_fwd"], annotated_first=True))
+    assert sorted((p.before.name, p.after.name, p.paired_by) for p in r.pairs) == [
+        (AITER, "sage_fwd", "fused-kernel"), ("layer0.attention", "layer0.attention", "kind")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Block warnings
+
+
+def test_sides_found_differently_but_paired(tmp_path):
+    # Before: an annotated block and an inferred one (mixer0); after: the annotated block only. One pair.
+    a = write(tmp_path / "a.json", [[eager, partial(eager, name="mixer0")]])
+    b = write(tmp_path / "b.json", [[eager]])
+    r = diff(a, b)
+    assert len(r.pairs) == 1
+    assert ("the sides found blocks differently: before by annotation, inferred, after by annotation (e.g. a trace "
+            "with module stacks against one without); blocks pair only within one mode") in r.warnings
+    assert r.no_claim.startswith("launch-bound") and "no block pairs" not in r.no_claim
+    back = diff(b, a)
+    assert ("the sides found blocks differently: before by annotation, after by annotation, inferred (e.g. a trace "
+            "with module stacks against one without); blocks pair only within one mode") in back.warnings
+
+
+def test_sides_found_differently_and_nothing_paired(tmp_path):
+    # Before: annotated + inferred; after: a fused-op block (mixer0 around SDPA). No kind is on both sides.
+    a = write(tmp_path / "a.json", [[eager, partial(eager, name="mixer0")]])
+    b = write(tmp_path / "b.json", [[partial(fused, name="mixer0")]])
+    r = diff(a, b)
+    assert r.pairs == []
+    assert r.no_claim.endswith("capture CUDA graphs; no block pairs: before found blocks by annotation, inferred, after "
+                               "by fused-op, so the totals may cover different code; profile both the same way")
+    back = diff(b, a)
+    assert back.no_claim.endswith("no block pairs: before found blocks by fused-op, after by annotation, inferred, so "
+                                  "the totals may cover different code; profile both the same way")
+
+
+def test_same_finding_mode_gives_no_mode_warning(tmp_path):
+    r = diff(write(tmp_path / "a.json", [[eager]]), write(tmp_path / "b.json", [[fused]]))
+    assert r.warnings == [] and len(r.pairs) == 1
+
+
+def test_no_blocks_on_one_side_or_both(tmp_path):
+    empty = write(tmp_path / "e.json", [[plain]])
+    full = write(tmp_path / "f.json", [[eager]])
+
+    def blocks_said(r):
+        return [w for w in r.warnings if "attention blocks" in w]
+
+    r = diff(empty, full)
+    assert blocks_said(r) == [f"no attention blocks in before ({r.before.source})"]
+    r = diff(full, empty)
+    assert blocks_said(r) == [f"no attention blocks in after ({r.after.source})"]
+    assert r.before.source != r.after.source
+    r = diff(empty, empty)
+    assert r.warnings == ["no attention blocks on either side (try --scope REGEX to name your attention modules)"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The launch-bound note: idle shares and how busy time and span moved
+# Eager (launch-bound): span 102 + busy, idle 102. busy(fused 0.5): busy 0.5, span 0.5, idle 0 (not launch-bound).
+
+
+def _note(tmp_path, before, after):
+    r = diff(write(tmp_path / "a.json", [[before]]), write(tmp_path / "b.json", [[after]]))
+    assert r.launch_bound
+    return r.no_claim
+
+
+TAIL = "; measure latency outside the profiler or capture CUDA graphs"
+
+
+def test_launch_note_falls(tmp_path):
+    # Busy 25 → 6 (gemm 0.5): 4.17×; span 127 → 108: 1.18×; idle 102/127 = 80 %, 102/108 = 94 %.
+    assert _note(tmp_path, eager, partial(eager, gemm=0.5)) == (
+        "launch-bound: the GPU is idle 80% / 94% of the attention blocks; busy time falls 4.17×, profiled span "
+        "falls 1.18×" + TAIL)
+
+
+def test_launch_note_rises_ten_times(tmp_path):
+    # Busy 2.5 (gemm 0.5, softmax 1.5) → 25: exactly 10×, one decimal; span 104.5 → 127: 1.22×.
+    assert _note(tmp_path, partial(eager, gemm=0.5, softmax=1.5), eager) == (
+        "launch-bound: the GPU is idle 98% / 80% of the attention blocks; busy time rises 10.0×, profiled span "
+        "rises 1.22×" + TAIL)
+
+
+def test_launch_note_unchanged(tmp_path):
+    assert _note(tmp_path, eager, eager) == (
+        "launch-bound: the GPU is idle 80% / 80% of the attention blocks; busy time is unchanged, profiled span "
+        "is unchanged" + TAIL)
+
+
+def test_launch_note_with_a_side_under_one_microsecond(tmp_path):
+    # Before: busy(fused 0.5) (not launch-bound): busy 0.5, span 0.5, idle 0 %. After: eager gemm 0.5: busy 6 (12×),
+    # span 108 (216×).
+    half = busy(partial(fused, flash=0.5))
+    assert _note(tmp_path, half, partial(eager, gemm=0.5)) == (
+        "launch-bound: the GPU is idle 0% / 94% of the attention blocks; busy time rises 12.0×, profiled span "
+        "rises 216.0×" + TAIL)
+    assert _note(tmp_path, partial(eager, gemm=0.5), half) == (
+        "launch-bound: the GPU is idle 94% / 0% of the attention blocks; busy time falls 12.0×, profiled span "
+        "falls 216.0×" + TAIL)
+
+
+def test_launch_note_with_no_blocks_on_a_side(tmp_path):
+    lb = write(tmp_path / "lb.json", [[partial(eager, gemm=0.5)]])
+    none = write(tmp_path / "none.json", [[plain]])
+    assert diff(none, lb).no_claim == (
+        "launch-bound: the GPU is idle n/a / 94% of the attention blocks; busy time goes 0.0 µs → 6.0 µs, profiled "
+        "span goes 0.0 µs → 108.0 µs" + TAIL)
+    assert diff(lb, none).no_claim == (
+        "launch-bound: the GPU is idle 94% / n/a of the attention blocks; busy time goes 6.0 µs → 0.0 µs, profiled "
+        "span goes 108.0 µs → 0.0 µs" + TAIL)
+
+
+# ---------------------------------------------------------------------------------------------
+# Conclusions and memory
+
+MIB = 1 << 20
+
+
+def _conclusions(tmp_path, before, after):
+    r = diff(write(tmp_path / "a.json", [[before]]), write(tmp_path / "b.json", [[after]]))
+    return r, r.conclusions == [EAGER_TO_FUSED_ALLOC]
+
+
+def test_eager_to_fused_with_less_memory_is_concluded(tmp_path):
+    r, said = _conclusions(tmp_path, partial(eager, alloc=4 * MIB), partial(fused, alloc=MIB))
+    assert said
+    assert (r.alloc.before_bytes, r.alloc.after_bytes, r.alloc.before_blocks, r.alloc.after_blocks) == (
+        4 * MIB, MIB, 1, 1)
+
+
+def test_conclusion_needs_memory_on_both_sides(tmp_path):
+    r, said = _conclusions(tmp_path, eager, fused)
+    assert r.alloc is None and not said
+
+
+def test_conclusion_needs_less_memory(tmp_path):
+    assert not _conclusions(tmp_path, partial(eager, alloc=MIB), partial(fused, alloc=MIB))[1]
+
+
+def test_conclusion_needs_softmax_before(tmp_path):
+    assert not _conclusions(tmp_path, partial(fused, alloc=4 * MIB), partial(fused, alloc=MIB))[1]
+
+
+def test_conclusion_with_a_short_softmax_and_a_short_flash(tmp_path):
+    assert _conclusions(tmp_path, partial(eager, softmax=0.5, alloc=4 * MIB), partial(fused, flash=0.5, alloc=MIB))[1]
+
+
+def test_conclusion_needs_fused_attention_after(tmp_path):
+    def gemms_only(b, t0):  # the QKᵀ and PV products with host-only softmax: an attention block with no softmax time
+        b.annotation("layer0.attention", t0, 60)
+        b.op("aten::bmm", t0 + 1, 8)
+        b.launch(GEMM, t0 + 2, 1, t0 + 100, 10)
+        b.op("aten::_softmax", t0 + 20, 0.4)
+        b.op("aten::bmm", t0 + 40, 8)
+        b.launch(GEMM, t0 + 41, 2, t0 + 111, 10)
+        b.memory(t0 + 22, MIB)
+
+    r, said = _conclusions(tmp_path, partial(eager, alloc=4 * MIB), gemms_only)
+    assert r.categories["softmax"].after_us == 0 and r.categories["fused_attention"].after_us == 0
+    assert r.after.blocks and not said
+
+
+def test_memory_blocks_are_counted_per_side(tmp_path):
+    a = write(tmp_path / "a.json", [[partial(eager, name="layer0.attention", alloc=MIB),
+                                     partial(eager, name="layer1.attention", alloc=2 * MIB)]])
+    b = write(tmp_path / "b.json", [[partial(fused, alloc=MIB)]])
+    r = diff(a, b)
+    assert (r.alloc.before_bytes, r.alloc.before_blocks, r.alloc.after_bytes, r.alloc.after_blocks) == (
+        3 * MIB, 2, MIB, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Headers: devices, time bases, shapes
+
+
+def test_devices_differ_with_none_listed_and_two_listed(tmp_path):
+    two = TraceBuilder(deviceProperties=[{"id": 0, "name": H100}, {"id": 1, "name": "NVIDIA A100-SXM4-80GB"}])
+    eager(two, 1000)
+    none = TraceBuilder()
+    eager(none, 1000)
+    a, b = two.write(tmp_path / "two.json"), none.write(tmp_path / "none.json")
+    assert ("devices differ: before NVIDIA A100-SXM4-80GB, NVIDIA H100 80GB HBM3, after no GPU listed (the change "
+            "includes the hardware)") in diff(a, b).warnings
+    assert ("devices differ: before no GPU listed, after NVIDIA A100-SXM4-80GB, NVIDIA H100 80GB HBM3 (the change "
+            "includes the hardware)") in diff(b, a).warnings
+
+
+def test_kernel_unit_by_time_base(tmp_path):
+    cpu = cpu_trace(tmp_path / "cpu.json")
+    assert diff(cpu, cpu).kernel_unit == "op"
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    write(folder / "gpu.json", [[eager]])
+    cpu_trace(folder / "cpu.json")
+    assert diff(folder, folder).kernel_unit == "mixed"
+
+
+def _unshaped(b, t0):
+    """An SDPA block without recorded input dims: no shapes at all."""
+    b.annotation("layer0.attention", t0, 60)
+    b.op("aten::scaled_dot_product_attention", t0 + 1, 20)
+    b.op("aten::_scaled_dot_product_flash_attention", t0 + 2, 18)
+    b.launch("void pytorch_flash::flash_fwd_kernel<Params>(Params)", t0 + 3, 2, t0 + 100, 12)
+
+
+def test_shapes_differ_when_one_side_records_none(tmp_path):
+    a = write(tmp_path / "a.json", [[partial(eager, n=256)]])
+    b = write(tmp_path / "b.json", [[_unshaped]])
+    want = "attention op input shapes differ: before aten::_softmax[[1, 2, 256, 256], [], []]; after none recorded"
+    assert diff(a, b).warnings == [want]
+    assert diff(b, a).warnings == [
+        "attention op input shapes differ: before none recorded; after aten::_softmax[[1, 2, 256, 256], [], []]"]
+
+
+def test_shapes_list_the_first_and_count_the_rest(tmp_path):
+    a = write(tmp_path / "a.json", [[partial(eager, name="layer0.attention", n=256),
+                                     partial(eager, name="layer1.attention", n=128)]])
+    b = write(tmp_path / "b.json", [[_unshaped]])
+    assert diff(a, b).warnings == [("attention op input shapes differ: before aten::_softmax[[1, 2, 128, 128], [], []] "
+                                    "(+1 more); after none recorded")]
+
+
+def test_sizes_listed_sorted(tmp_path):
+    a = write(tmp_path / "a.json", [[partial(eager, name="layer0.attention", n=256),
+                                     partial(eager, name="layer1.attention", n=128)]])
+    b = write(tmp_path / "b.json", [[partial(fused, n=256)]])
+    assert diff(a, b).warnings == [("attention sizes differ (batch·heads, query length, key length): before "
+                                    "(2, 128, 128), (2, 256, 256), after (2, 256, 256)")]
+
+
+def test_attention_sizes_per_layout():
+    # SDPA [..., L, d] with 3-D inputs; key length from the second input.
+    assert attention_sizes(["aten::scaled_dot_product_attention[[8, 128, 64], [8, 512, 64]]"]) == {(8, 128, 512)}
+    assert attention_sizes(["aten::scaled_dot_product_attention[[2, 3, 128, 64], [2, 3, 512, 64]]"]) == {(6, 128, 512)}
+    # Only q recorded: no key length, no size.
+    assert attention_sizes(["aten::scaled_dot_product_attention[[2, 3, 128, 64]]"]) == set()
+    # [B, N, H, d] for the mem-efficient forward too.
+    assert attention_sizes(["aten::_efficient_attention_forward[[2, 100, 4, 64], [2, 300, 4, 64]]"]) == {(8, 100, 300)}
+    # Softmax over [..., Lq, Lk], 3-D and rectangular.
+    assert attention_sizes(["aten::softmax[[8, 128, 256]]"]) == {(8, 128, 256)}
+    assert attention_sizes(["aten::_softmax[[2, 3, 128, 256], [], []]"]) == {(6, 128, 256)}
+    # bmm is ambiguous even with 4-D inputs.
+    assert attention_sizes(["aten::bmm[[1, 2, 3, 4], [1, 2, 4, 3]]"]) == set()
+
+
+def test_attention_sizes_skip_what_they_cannot_read():
+    good = "aten::softmax[[1, 2, 4, 4]]"
+    for bad in ("garbage", "aten::softmax[oops", "aten::softmax[[1, 2, 4, 4], 5]", "aten::softmax[]", "[[1, 2, 4, 4]]",
+                "x[[1, 2, 4, 4]]"):
+        assert attention_sizes([bad, good]) == {(2, 4, 4)}, bad
+        assert attention_sizes([bad]) == set(), bad
+
+
+# ---------------------------------------------------------------------------------------------
+# diff_attributions on two results directly, and rank pairs
+
+
+def test_diff_of_two_attributions_keeps_their_sources_and_notes(tmp_path):
+    a = analyze(write(tmp_path / "a.json", steps_of(eager, "gemm", [10, 12]))).check()
+    b = analyze(write(tmp_path / "b.json", steps_of(eager, "gemm", [13, 15]))).check()
+    r = diff_attributions(a, b).check()
+    assert r.labels == (a.source, b.source) and a.source != b.source
+    assert r.kernels_changed_note == PER_STEP_NOTE and len(r.kernels_changed) == 1
+    assert r.ranks == []
+
+
+def _rank_folder(path, ranks):
+    path.mkdir()
+    for rank, blocks in ranks.items():
+        b = TraceBuilder(distributedInfo={"backend": "nccl", "rank": rank, "world_size": 4})
+        for i in range(blocks):
+            eager(b, 1000.0 * (i + 1), name=f"layer{i}.attention")
+        b.write(path / f"worker_rank{rank}.pt.trace.json")
+    return path
+
+
+def test_ranks_pair_by_number(tmp_path):
+    before = _rank_folder(tmp_path / "before", {0: 1, 1: 2})
+    after = _rank_folder(tmp_path / "after", {1: 1, 2: 3})
+    r = diff(before, after)
+    got = [(p.rank, p.before and p.before.blocks, p.after and p.after.blocks) for p in r.ranks]
+    assert got == [(0, 1, None), (1, 2, 1), (2, None, 3)]
+    assert r.ranks[1].delta_us == pytest.approx(-25)  # one eager block of 25 µs fewer
+
+
+def test_no_rank_pairs_against_a_single_file(tmp_path):
+    before = _rank_folder(tmp_path / "before", {0: 1, 1: 2})
+    single = write(tmp_path / "one.json", [[eager]])
+    assert diff(before, single).ranks == [] and diff(single, before).ranks == []
+
+
+def test_fused_names_compact(tmp_path):
+    r = diff(write(tmp_path / "a.json", [[eager]]), write(tmp_path / "b.json", [[fused]]))
+    assert [k.name for k in r.only_after] == [FLASH_C] and {k.category for k in r.only_after} == {Category.FUSED_ATTENTION}

@@ -1,0 +1,163 @@
+"""The CI gate (tracekit.analysis.gate) on hand-built diffs whose figures are known by construction
+(tests/test_mutants_support.py): every field of the verdict, the boundaries of its rules, its refusals."""
+
+from __future__ import annotations
+
+import pytest
+from test_mutants_support import (
+    busy,
+    cpu_trace,
+    diff,
+    eager,
+    fused,
+    plain,
+    steps_of,
+    write,
+)
+
+from tracekit.analysis.gate import gate, parse_percent
+from tracekit.errors import IncomparableError
+from tracekit.vocab import Basis, Compared
+
+
+def test_bad_percentage_message_names_the_text():
+    with pytest.raises(ValueError, match=r"^'abc' is not a percentage \(digits, an optional decimal part and %"):
+        parse_percent("abc")
+
+
+# -- refusals: different or mixed time bases
+
+
+def test_device_against_host_is_refused_with_both_labels(tmp_path):
+    gpu = write(tmp_path / "gpu.json", [[eager]])
+    cpu = cpu_trace(tmp_path / "cpu.json")
+    r = diff(gpu, cpu)
+    with pytest.raises(IncomparableError) as e:
+        gate(r, 5)
+    assert str(e.value) == ("--fail-if-slower: cannot gate device busy time against host self time; "
+                            "compare traces timed the same way (both GPU or both CPU-only)")
+    with pytest.raises(IncomparableError, match="cannot gate host self time against device busy time"):
+        gate(diff(cpu, gpu), 5)
+
+
+def test_mixed_against_mixed_is_refused(tmp_path):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    write(folder / "gpu.json", [[eager]])
+    cpu_trace(folder / "cpu.json")
+    r = diff(folder, folder)
+    assert str(r.before.time_base) == str(r.after.time_base) == "mixed"
+    with pytest.raises(IncomparableError, match="cannot gate mixed time bases against mixed time bases"):
+        gate(r, 5)
+
+
+def test_host_against_host_is_gated(tmp_path):
+    a, b = cpu_trace(tmp_path / "a.json", 40), cpu_trace(tmp_path / "b.json", 40)
+    v = gate(diff(a, b), 0)
+    assert v.ok is True and v.change_pct == pytest.approx(0)
+
+
+# -- busy time: the threshold boundary
+
+
+def test_threshold_is_inclusive_and_exactly_a_percentage(tmp_path):
+    # Not launch-bound; one step each: before 2·10 + 5 = 25 µs, after 2·22.5 + 5 = 50 µs: exactly +100 %.
+    before = write(tmp_path / "a.json", [[busy(eager)]])
+    after = write(tmp_path / "b.json", [[busy(lambda b, t0: eager(b, t0, gemm=22.5))]])
+    r = diff(before, after)
+    assert not r.launch_bound and r.basis == Basis.TOTAL
+    v = gate(r, 100)
+    assert (v.ok, v.before_us, v.after_us, v.threshold_pct) == (True, 25, 50, 100)
+    assert v.change_pct == pytest.approx(100) and v.basis == Basis.TOTAL
+    assert v.compared == Compared.BUSY and v.within_noise is None
+    assert gate(r, 99.9).ok is False
+    same = gate(diff(before, before), 0)  # equal is no regression, even at 0 %
+    assert same.ok is True and same.change_pct == 0
+
+
+def test_before_under_one_microsecond_still_gives_a_percentage(tmp_path):
+    # 0.5 µs of flash on each side (not launch-bound): a 0 % change, not "no attention before".
+    p = write(tmp_path / "a.json", [[busy(lambda b, t0: fused(b, t0, flash=0.5))]])
+    v = gate(diff(p, p), 0)
+    assert v.before_us == pytest.approx(0.5) and v.ok is True and v.change_pct == pytest.approx(0)
+
+
+# -- no attention before
+
+
+def test_no_attention_before_with_per_step_noise(tmp_path):
+    # Before: two steps of non-attention kernels (0 µs of attention each); after: two steps of 0.5 µs flash.
+    before = write(tmp_path / "a.json", [[plain], [plain]])
+    after = write(tmp_path / "b.json", steps_of(busy(fused), "flash", [0.5, 0.5]))
+    r = diff(before, after)
+    assert r.basis == Basis.MEDIAN_STEP and r.noise is not None
+    v = gate(r, 5)
+    # 0.5 µs from nothing: a regression, with no percentage; beyond noise (both ranges 0).
+    assert (v.ok, v.threshold_pct, v.before_us, v.after_us, v.change_pct) == (False, 5, 0, 0.5, None)
+    assert v.basis == Basis.MEDIAN_STEP and v.within_noise is False and v.compared == Compared.BUSY
+
+
+def test_no_attention_on_either_side_passes(tmp_path):
+    before = write(tmp_path / "a.json", [[plain], [plain]])
+    v = gate(diff(before, before), 0)
+    assert (v.ok, v.before_us, v.after_us, v.change_pct) == (True, 0, 0, None)
+    assert v.within_noise is True and v.compared == Compared.BUSY
+
+
+def test_no_attention_before_and_launch_bound_after_compares_span(tmp_path):
+    # After: launch-bound eager blocks, gemm 0.5: busy 6 µs, span 102 + 6 = 108 µs per step.
+    before = write(tmp_path / "a.json", [[plain], [plain]])
+    after = write(tmp_path / "b.json", steps_of(eager, "gemm", [0.5, 0.5]))
+    r = diff(before, after)
+    assert r.launch_bound
+    v = gate(r, 5)
+    assert (v.ok, v.before_us, v.after_us, v.change_pct) == (False, 0, 108, None)
+    assert v.compared == Compared.SPAN and v.basis == Basis.MEDIAN_STEP
+    assert v.within_noise is False  # 108 µs from 0, both span ranges 0
+
+
+# -- launch-bound: the span and its noise
+# Eager blocks with gemm g: span 102 + 2·g + 5 µs. Before gemm 10 and 12: spans 127 and 131 (median 129, range 4).
+
+
+def _span_diff(tmp_path, after_gemms, before_gemms=(10, 12)):
+    before = write(tmp_path / "a.json", steps_of(eager, "gemm", list(before_gemms)))
+    after = write(tmp_path / "b.json", steps_of(eager, "gemm", list(after_gemms)))
+    r = diff(before, after)
+    assert r.launch_bound and r.basis == Basis.MEDIAN_STEP
+    return r
+
+
+def test_launch_bound_same_spans_are_within_noise(tmp_path):
+    v = gate(_span_diff(tmp_path, [10, 12]), 0)
+    assert v.compared == Compared.SPAN and (v.before_us, v.after_us) == (129, 129)
+    assert v.within_noise is True and v.ok is True and v.change_pct == 0
+
+
+def test_launch_bound_span_change_beyond_noise(tmp_path):
+    # After gemm 13 and 15: spans 133 and 137 (median 135, range 4). |Δ| = 6 > (4 + 4) / 2 = 4.
+    r = _span_diff(tmp_path, [13, 15])
+    v = gate(r, 5)
+    assert (v.before_us, v.after_us) == (129, 135) and v.change_pct == pytest.approx(100 * 6 / 129)
+    assert v.within_noise is False
+    assert v.ok is True  # 135 <= 129 · 1.05
+    assert gate(r, 4).ok is False  # 135 > 129 · 1.04
+
+
+def test_launch_bound_span_change_within_noise(tmp_path):
+    # After gemm 11.5 and 13.5: spans 130 and 134 (median 132, range 4). |Δ| = 3 <= 4.
+    v = gate(_span_diff(tmp_path, [11.5, 13.5]), 1)
+    assert (v.before_us, v.after_us) == (129, 132)
+    assert v.within_noise is True and v.ok is False
+
+
+def test_launch_bound_with_one_step_before_has_no_span_noise(tmp_path):
+    before = write(tmp_path / "a.json", [[eager]])
+    after = write(tmp_path / "b.json", steps_of(eager, "gemm", [10, 12]))
+    r = diff(before, after)
+    assert r.launch_bound and r.basis == Basis.MEDIAN_STEP
+    v = gate(r, 5)
+    assert v.compared == Compared.SPAN and v.within_noise is None
+    assert (v.before_us, v.after_us) == (127, 129)
+    r2 = diff(after, before)
+    assert gate(r2, 5).within_noise is None
