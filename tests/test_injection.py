@@ -9,9 +9,9 @@ import json
 import re
 from pathlib import Path
 
+from builders import TraceBuilder, attention_block
 from click.testing import CliRunner
 
-from builders import TraceBuilder, attention_block
 from tracekit.cli import cli
 from tracekit.vocab import RankFrom
 

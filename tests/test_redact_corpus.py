@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from builders import TraceBuilder, attention_block
 from conftest import run_cli
+
 from tracekit.redact import redact_bytes
 from tracekit.renderers import JSONRenderer
 from tracekit.run.api import analyze

@@ -8,11 +8,10 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from builders import TraceBuilder, attention_block
 
 pytest.importorskip("tensorboard")
-from tracekit.tbplugin.plugin import AnalysisCache  # noqa: E402
+from tracekit.tbplugin.plugin import AnalysisCache
 
 
 def _write(path: Path, name: str) -> Path:

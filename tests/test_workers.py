@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from builders import TraceBuilder, attention_block
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
