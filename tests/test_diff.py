@@ -42,8 +42,8 @@ FLASH_C = "pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_trait
 
 
 def eager(b: TraceBuilder, t0: float, name: str = "layer0.attention", gemm: float = 10, softmax: float = 5,
-          n: int = 256, alloc: int | None = None) -> None:
-    """bmm → softmax → bmm on one stream: busy = 2·gemm + softmax (matmul 2·gemm, softmax ``softmax``)."""
+          n: int = 256, alloc: int | None = None, gemm2: float | None = None) -> None:
+    """bmm → softmax → bmm on one stream: busy = gemm + softmax + gemm2 (gemm2 defaults to gemm)."""
     b.annotation(name, t0, 60)
     k = t0 + 100
     b.op("aten::bmm", t0 + 1, 8)
@@ -54,7 +54,7 @@ def eager(b: TraceBuilder, t0: float, name: str = "layer0.attention", gemm: floa
     if alloc is not None:
         b.memory(t0 + 22, alloc)
     b.op("aten::bmm", t0 + 40, 8)
-    b.launch(GEMM, t0 + 41, 2, k + gemm + softmax + 2, gemm)
+    b.launch(GEMM, t0 + 41, 2, k + gemm + softmax + 2, gemm if gemm2 is None else gemm2)
 
 
 def fused(b: TraceBuilder, t0: float, name: str = "layer0.attention", flash: float = 12, n: int = 256,

@@ -16,45 +16,11 @@ from builders import TraceBuilder
 
 from tracekit.run.api import diff_paths
 
-H100 = "NVIDIA H100 80GB HBM3"
-GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
-SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)"
-FLASH = "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4> >(Params)"
+from test_diff import FLASH, FLASH_C, GEMM, GEMM_C, H100, SOFTMAX, SOFTMAX_C, eager, fused  # noqa: F401  (shared)
+
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"
-# The names as kernel tables show them ("void " and "(anonymous namespace)::" dropped).
-GEMM_C = "cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
-SOFTMAX_C = "softmax_warp_forward<float, float, float, 8, false, false>(float*)"
-FLASH_C = "pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4> >(Params)"
+# The name as kernel tables show it ("void " dropped).
 ADD_C = "vectorized_elementwise_kernel<4, CUDAFunctor_add<float> >(int)"
-
-
-def eager(b: TraceBuilder, t0: float, name: str = "layer0.attention", gemm: float = 10, softmax: float = 5,
-          n: int = 256, alloc: int | None = None, gemm2: float | None = None) -> None:
-    """bmm → softmax → bmm: busy ``gemm + softmax + gemm2`` (gemm2 defaults to gemm)."""
-    g2 = gemm if gemm2 is None else gemm2
-    b.annotation(name, t0, 60)
-    k = t0 + 100
-    b.op("aten::bmm", t0 + 1, 8)
-    b.launch(GEMM, t0 + 2, 1, k, gemm)
-    sm = b.op("aten::_softmax", t0 + 20, 6)
-    sm["args"]["Input Dims"] = [[1, 2, n, n], [], []]
-    b.launch(SOFTMAX, t0 + 21, 2, k + gemm + 1, softmax)
-    if alloc is not None:
-        b.memory(t0 + 22, alloc)
-    b.op("aten::bmm", t0 + 40, 8)
-    b.launch(GEMM, t0 + 41, 2, k + gemm + softmax + 2, g2)
-
-
-def fused(b: TraceBuilder, t0: float, name: str = "layer0.attention", flash: float = 12, n: int = 256,
-          alloc: int | None = None) -> None:
-    """SDPA → one flash kernel: busy ``flash``, all fused_attention."""
-    b.annotation(name, t0, 60)
-    sdpa = b.op("aten::scaled_dot_product_attention", t0 + 1, 20)
-    sdpa["args"]["Input Dims"] = [[1, 2, n, 32], [1, 2, n, 32], [1, 2, n, 32], [], [], [], [], []]
-    b.op("aten::_scaled_dot_product_flash_attention", t0 + 2, 18)
-    b.launch(FLASH, t0 + 3, 2, t0 + 100, flash)
-    if alloc is not None:
-        b.memory(t0 + 4, alloc)
 
 
 def plain(b: TraceBuilder, t0: float, add: float = 3) -> None:

@@ -10,6 +10,7 @@ trace is never changed; the copy is a new :class:`Trace` (docs/attribution.md, "
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
@@ -298,7 +299,6 @@ def _drop_host(tr: Trace, drop: set[int]) -> None:
     tr.host = kept
     tr.op_inputs = {new_at[i]: v for i, v in tr.op_inputs.items() if new_at[i] >= 0}
     if len(tr.seq_host):
-        from array import array
         rows = [(new_at[i], n, f) for i, n, f in zip(tr.seq_host, tr.seq_nr, tr.seq_fwd) if new_at[i] >= 0]
         tr.seq_host = array("q", [r[0] for r in rows])
         tr.seq_nr = array("q", [r[1] for r in rows])
