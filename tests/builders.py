@@ -52,9 +52,13 @@ class TraceBuilder:
     def gpu_annotation(self, name, ts, dur, ext, stream=STREAM):
         return self._x("gpu_user_annotation", name, ts, dur, GPU_PID, stream, **{"External id": ext})
 
-    def memory(self, ts, nbytes, device_type=1, tid=TID):
+    def memory(self, ts, nbytes, device_type=1, tid=TID, total=None):
+        """An allocator event; ``total`` is its ``Total Allocated`` (bytes after it), left out when None."""
+        args = {"Bytes": nbytes, "Device Type": device_type}
+        if total is not None:
+            args["Total Allocated"] = total
         self.events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": CPU_PID,
-                            "tid": tid, "ts": ts, "args": {"Bytes": nbytes, "Device Type": device_type}})
+                            "tid": tid, "ts": ts, "args": args})
 
     def flow(self, fid, start, ts, tid=TID):
         ev = {"ph": "s" if start else "f", "cat": "fwdbwd", "name": "fwdbwd", "id": fid, "pid": CPU_PID,

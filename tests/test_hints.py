@@ -327,7 +327,8 @@ def test_no_hints_switch_and_outputs() -> None:
     out = run_cli("attribute", path, "--format", "json", check=True).stdout
     hints = json.loads(out)["hints"]
     assert {h["rule"] for h in hints} >= {"eager-softmax", "launch-bound"}
-    assert set(hints[0]) == {"rule", "message", "blocks", "evidence", "saving_us", "saving_pct", "saving_basis"}
+    assert set(hints[0]) == {"rule", "message", "blocks", "evidence", "saving_us", "saving_pct", "saving_basis",
+                             "saving_kernels", "overlap"}  # issue 24: what each saving counts, and its overlaps
     assert json.loads(run_cli("attribute", path, "--format", "json", "--no-hints", check=True).stdout)["hints"] == []
     table = run_cli("attribute", path, check=True).stdout
     assert "hints:" in table and "[launch-bound]" in table

@@ -61,33 +61,45 @@ def _changed(r) -> list[tuple]:
 
 
 # ---------------------------------------------------------------------------------------------
-# kernels_changed with per-step noise (two steps or more on both sides)
+# kernels_changed with per-step noise (three steps or more on both sides: issue 24)
 # An eager block of gemm g: GEMM 2 kernels, 2·g µs per step; SOFTMAX one 5-µs kernel per step.
 
 
 def test_kernel_time_beyond_its_per_step_noise(tmp_path):
-    # GEMM per step: before 20, 24 (median 22, range 4); after 26, 30 (median 28, range 4): |Δ| 6 > 4.
-    r = diff(write(tmp_path / "a.json", steps_of(eager, "gemm", [10, 12])),
-             write(tmp_path / "b.json", steps_of(eager, "gemm", [13, 15])))
+    # GEMM per step: before 20, 24, 22 (median 22, range 4); after 26, 30, 28 (median 28, range 4): |Δ| 6 > 4.
+    r = diff(write(tmp_path / "a.json", steps_of(eager, "gemm", [10, 12, 11])),
+             write(tmp_path / "b.json", steps_of(eager, "gemm", [13, 15, 14])))
     assert r.noise is not None and r.kernels_changed_note == PER_STEP_NOTE
-    assert _changed(r) == [(GEMM_C, "matmul", "matmul", 4, 44, "matmul", 4, 56)]  # SOFTMAX: same on both sides
-    assert r.kernels_changed[0].delta_us == pytest.approx(12)
+    assert _changed(r) == [(GEMM_C, "matmul", "matmul", 6, 66, "matmul", 6, 84)]  # SOFTMAX: same on both sides
+    assert r.kernels_changed[0].delta_us == pytest.approx(18)
 
 
 def test_kernel_time_within_its_per_step_noise(tmp_path):
-    # GEMM per step after: 23.5, 27.5 (median 25.5): |Δ| 3.5 <= (4 + 4) / 2. Over all steps 44 → 51 µs, which the
-    # rule without noise (5 % and 1 µs) would call a change.
+    # GEMM per step after: 23.5, 27.5, 25.5 (median 25.5): |Δ| 3.5 <= (4 + 4) / 2. Over all steps 66 → 76.5 µs,
+    # which the rule without noise (5 % and 1 µs) would call a change.
+    r = diff(write(tmp_path / "a.json", steps_of(eager, "gemm", [10, 12, 11])),
+             write(tmp_path / "b.json", steps_of(eager, "gemm", [11.75, 13.75, 12.75])))
+    assert r.noise is not None and r.kernels_changed_note == PER_STEP_NOTE
+    assert r.kernels_changed == []
+
+
+def test_two_steps_a_side_use_the_rule_without_noise(tmp_path):
+    # Issue 24: two steps give no noise estimate, so the 5 % / 1 µs rule decides, and the note says why. GEMM over
+    # all steps 44 → 51 µs (2 steps of 2 kernels): beyond 5 % and 1 µs, though within the per-step ranges.
     r = diff(write(tmp_path / "a.json", steps_of(eager, "gemm", [10, 12])),
              write(tmp_path / "b.json", steps_of(eager, "gemm", [11.75, 13.75])))
-    assert r.noise is not None
-    assert r.kernels_changed == []
+    assert r.noise is not None and r.noise.within_noise is None
+    assert r.kernels_changed_note == ("noise unknown (fewer than 3 steps on a side): a kernel changed when its count "
+                                      "changed, or its time by more than 5% and 1 µs (all steps)")
+    assert _changed(r) == [(GEMM_C, "matmul", "matmul", 4, 44, "matmul", 4, 51)]
 
 
 def test_kernel_count_moved_with_time_within_noise(tmp_path):
     # ADD: before one 4-µs kernel per step, after two 2-µs kernels: the same time, twice the count.
-    r = diff(write(tmp_path / "a.json", [[partial(with_adds, adds=[4])]] * 2),
-             write(tmp_path / "b.json", [[partial(with_adds, adds=[2, 2])]] * 2))
-    assert _changed(r) == [(ADD_C, "elementwise", "elementwise", 2, 8, "elementwise", 4, 8)]
+    r = diff(write(tmp_path / "a.json", [[partial(with_adds, adds=[4])]] * 3),
+             write(tmp_path / "b.json", [[partial(with_adds, adds=[2, 2])]] * 3))
+    assert r.noise is not None and r.noise.known
+    assert _changed(r) == [(ADD_C, "elementwise", "elementwise", 3, 12, "elementwise", 6, 12)]
 
 
 def test_counts_moved_and_changes_sorted_by_size(tmp_path):
@@ -116,22 +128,25 @@ def test_a_step_without_the_kernel_counts_zero(tmp_path, x, changed):
 
 @pytest.mark.parametrize("forward", [True, False])
 def test_median_count_over_an_even_number_of_steps(tmp_path, forward):
-    # ADD before: one 5-µs kernel in each of two steps (median count 1, time 5, range 0). Other side: two 5.25-µs
-    # kernels in the first step, none in the second: median count (2 + 0) / 2 = 1, median time 5.25, range 10.5.
-    # Counts did not move and |Δ| 0.25 <= 5.25: no change, though the totals differ (10 vs 10.5 µs).
-    a = write(tmp_path / "a.json", [[partial(with_adds, adds=[5])]] * 2)
-    b = write(tmp_path / "b.json", [[partial(with_adds, adds=[5.25, 5.25])], [with_adds]])
+    # ADD before: one 5-µs kernel in each of four steps (median count 1, time 5, range 0). Other side: two 5.5-µs
+    # kernels in each of the first two steps, none in the last two: median count (2 + 0) / 2 = 1, median time
+    # (11 + 0) / 2 = 5.5, range 11. Counts did not move and |Δ| 0.5 <= 5.5: no change, though the totals differ
+    # (20 vs 22 µs: more than 5 % and 1 µs, which the rule without noise would call a change).
+    a = write(tmp_path / "a.json", [[partial(with_adds, adds=[5])]] * 4)
+    b = write(tmp_path / "b.json", [[partial(with_adds, adds=[5.5, 5.5])]] * 2 + [[with_adds]] * 2)
     r = diff(a, b) if forward else diff(b, a)
-    assert r.noise is not None and r.kernels_changed == []
+    assert r.noise is not None and r.noise.known and r.kernels_changed == []
 
 
 def test_one_kernel_filed_under_two_categories_per_step(tmp_path):
-    # ADD before per step: 3 + 3 µs (step 1), 4 + 4 (step 2), one kernel by aten::add, one by aten::conv2d: two
-    # rows per step, 2 kernels, median 7, range 2. After: both by aten::add, 3 + 3.5 and 4 + 4: median 7.25, range
-    # 1.5. Counts 2 and 2, |Δ| 0.25 <= 1.75: no change.
-    r = diff(write(tmp_path / "a.json", [[partial(with_adds, adds=[3], conv=[3])], [partial(with_adds, adds=[4], conv=[4])]]),
-             write(tmp_path / "b.json", [[partial(with_adds, adds=[3, 3.5])], [partial(with_adds, adds=[4, 4])]]))
-    assert r.kernels_changed == []
+    # ADD before per step: 3 + 3 µs, 4 + 4, 3.5 + 3.5, one kernel by aten::add, one by aten::conv2d: two rows per
+    # step, 2 kernels, median 7, range 2. After: both by aten::add, 3 + 3.5, 4 + 4, 3.5 + 4.5: median 8, range
+    # 1.5. Counts 2 and 2, |Δ| 1 <= 1.75: no change (over all steps 21 → 22.5 µs, which the rule without noise,
+    # 5 % and 1 µs, would call one).
+    steps = [partial(with_adds, adds=[x], conv=[x]) for x in (3, 4, 3.5)]
+    r = diff(write(tmp_path / "a.json", [[f] for f in steps]),
+             write(tmp_path / "b.json", [[partial(with_adds, adds=xs)] for xs in ([3, 3.5], [4, 4], [3.5, 4.5])]))
+    assert r.noise is not None and r.noise.known and r.kernels_changed == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,8 +208,9 @@ def test_spread_medians_of_two_and_three_steps(tmp_path):
     assert (r.noise.after.min_us, r.noise.after.median_us, r.noise.after.max_us) == (25, 27, 45)
     assert r.noise.before.totals_us == [25, 33] and r.noise.after.totals_us == [45, 25, 27]
     assert (r.before_figures.total_us, r.after_figures.total_us) == (29, 27)
-    assert r.noise_note == ("per-step spread: before 2 steps, after 3 steps; within noise when |Δ| <= (range before "
-                            "+ range after) / 2")
+    assert r.noise_note == ("noise unknown: before 2 steps, after 3 steps; a per-step spread needs at least 3 "
+                            "steps on each side")  # issue 24: two steps before are too few
+    assert r.noise.within_noise is None
     assert r.basis_note == ("per-step median: the median step by attention time (before 2 steps, after 3); an even "
                             "count averages the middle two")
 
@@ -608,8 +624,8 @@ def test_attention_sizes_skip_what_they_cannot_read():
 
 
 def test_diff_of_two_attributions_keeps_their_sources_and_notes(tmp_path):
-    a = analyze(write(tmp_path / "a.json", steps_of(eager, "gemm", [10, 12]))).check()
-    b = analyze(write(tmp_path / "b.json", steps_of(eager, "gemm", [13, 15]))).check()
+    a = analyze(write(tmp_path / "a.json", steps_of(eager, "gemm", [10, 12, 11]))).check()
+    b = analyze(write(tmp_path / "b.json", steps_of(eager, "gemm", [13, 15, 14]))).check()
     r = diff_attributions(a, b).check()
     assert r.labels == (a.source, b.source) and a.source != b.source
     assert r.kernels_changed_note == PER_STEP_NOTE and len(r.kernels_changed) == 1

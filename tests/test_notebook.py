@@ -129,7 +129,7 @@ def test_diff_frames_hold_the_diff_json_sums(sweep):
 
 def test_an_unknown_grouping_is_a_clear_error(hand):
     _, res = hand
-    with pytest.raises(ValueError, match="choose from kind, block, layer, step, kernel"):
+    with pytest.raises(ValueError, match="choose from kind, block, layer, step, run, kernel"):
         res.to_dataframe(by="bogus")
 
 

@@ -126,6 +126,26 @@ def test_summary_uses_tracekit_percentages(cpu_sweep):
     assert rows["eager"]["Blocks"] == str(LAYERS * ACTIVE)
 
 
+def test_each_run_gets_its_measured_latency_beside_its_traces(cpu_sweep):
+    """measured.json holds the summary's own Time and spread (issue 24); tracekit reads it as the run's latency,
+    and a sweep of the output folder divides those latencies for its speedups."""
+    out, _, ran = cpu_sweep
+    with open(out / "summary.csv", newline="") as f:
+        rows = {r["Method"]: r for r in csv.DictReader(f)}
+    for impl in ran:
+        doc = json.loads((out / f"{impl}_{SEQ}" / "measured.json").read_text())
+        assert doc["schema"] == "tracekit.measured/1"
+        assert f"{doc['median_ms']:.3f}" == rows[impl]["Time (ms)"]
+        assert f"{doc['low_ms']:.3f}" == rows[impl]["Min (ms)"] and f"{doc['high_ms']:.3f}" == rows[impl]["Max (ms)"]
+        m = analyze(out / f"{impl}_{SEQ}").check().measured
+        assert m is not None and m.median_ms == doc["median_ms"]
+    sweep = analyze(out, by="run").check()
+    df = sweep.to_dataframe().set_index("run")
+    sdpa = df.loc[f"sdpa_{SEQ}"]
+    assert sdpa["speedup_basis"] == "measured"
+    assert f"{sdpa['speedup']:.2f}x" == rows["sdpa"]["Speedup vs eager"]
+
+
 @pytest.mark.parametrize("args", [
     ["--impl", "bogus"], ["--seq", "0"], ["--seq=-8"], ["--seq", "abc"],
     ["--layers", "0"], ["--d-model", "30", "--heads", "4"], ["--dtype", "int8"],

@@ -275,17 +275,50 @@ def test_sweep_report_rows_and_charts(browser, tmp_path):
     open_page(browser, tmp_path / "s.html")
     assert shot(browser, "test_sweep") > 8
     rows = js(browser, """return Array.from(document.querySelectorAll('tr[data-run]')).map(r =>
-        [r.dataset.run, +r.cells[1].dataset.v, +r.cells[2].dataset.v])""")
+        [r.dataset.run, +r.cells[1].dataset.v, +r.cells[4].dataset.v])""")
     assert sorted(r[0] for r in rows) == sorted(f"{i}_{s}" for i, s in layers)
     for name, blocks, busy in rows:
         impl, seq = name.split("_")
         assert blocks == layers[(impl, int(seq))] and busy == pytest.approx(31 * blocks)
     charts = js(browser, "return Array.from(document.querySelectorAll('[data-chart]')).map(c => "
                          "[c.dataset.chart, c.querySelectorAll('circle').length])")
-    assert len(charts) == 3 and all(n == 4 for _, n in charts)
+    assert len(charts) == 4 and all(n == 4 for _, n in charts), charts
+    titles = [t for t, _ in charts]
+    # no measured.json: the latency chart is the profiled span, labelled so, and log axes say so
+    assert titles[0] == "attention span per step (profiled) (log scale)" and "profiled span" in titles[1]
+    assert titles[2] == "idle share of the attention span"
     # A click on a run draws that run's own report below the table.
     js(browser, "document.querySelector('tr[data-run=\"slow_128\"]').click()")
     assert js(browser, "return +document.querySelector('.detail .summary').dataset.blocks") == 4
+
+
+@pytest.mark.slow
+def test_sweep_report_shows_measured_latency(browser, tmp_path):
+    """With a measured.json per run, the latency chart and column are the measured medians (issue 24) and the
+    speedup divides them; the profiled busy and span stay in the table, labelled."""
+    root = tmp_path / "sweep"
+    latency = {("eager", 64): 4.0, ("eager", 128): 8.0, ("fast", 64): 5.0, ("fast", 128): 2.0}
+    for (impl, seq), ms in latency.items():
+        (root / f"{impl}_{seq}").mkdir(parents=True)
+        eager_trace(root / f"{impl}_{seq}" / "host.1.pt.trace.json", layers=1, steps=1)
+        (root / f"{impl}_{seq}" / "measured.json").write_text(json.dumps(
+            {"schema": "tracekit.measured/1", "median_ms": ms}))
+    report(root, "-o", tmp_path / "m.html")
+    open_page(browser, tmp_path / "m.html")
+    charts = js(browser, "return Array.from(document.querySelectorAll('[data-chart]')).map(c => [c.dataset.chart, "
+                         "Array.from(c.querySelectorAll('circle')).map(p => [p.dataset.series, +p.dataset.x, "
+                         "+p.dataset.v])])")
+    by_title = dict(charts)
+    lat = by_title["latency (measured) (log scale)"]
+    assert sorted(lat) == sorted([i, q, ms * 1000] for (i, q), ms in latency.items())
+    speed = {(i, q): v for i, q, v in by_title["speedup over eager (measured) (log scale)"]}
+    assert speed[("fast", 64)] == pytest.approx(4 / 5) and speed[("fast", 128)] == pytest.approx(8 / 2)
+    assert speed[("eager", 64)] == 1
+    heads = js(browser, "return Array.from(document.querySelectorAll('th')).map(t => t.textContent)")
+    assert "latency (measured)" in heads and "span (profiled)" in heads and "busy (profiled)" in heads
+    cells = js(browser, "return Array.from(document.querySelectorAll('tr[data-run=\"fast_128\"] td'))"
+                        ".map(t => t.textContent)")
+    assert "4.00\u00d7" in cells and not any("profiled" in c for c in cells)
 
 
 @pytest.mark.slow

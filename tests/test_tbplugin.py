@@ -83,6 +83,7 @@ def logdir(tmp_path_factory):
     for name, layers in (("run_a", 2), ("run_b", 1)):
         (root / name).mkdir()
         eager_trace(root / name / "host.1.pt.trace.json", layers=layers, steps=1)
+    (root / "run_a" / "measured.json").write_text(json.dumps({"schema": "tracekit.measured/1", "median_ms": 3.25}))
     sweep = []
     if SWEEP.is_dir():
         for run in sorted(p for p in SWEEP.iterdir() if p.is_dir()):
@@ -144,6 +145,7 @@ def test_listing_runs_and_reports(server, logdir):
     data = embedded(page)
     assert status == 200 and data["report"] == "single"
     assert data["result"]["totals"]["blocks"] == 2 and data["result"]["totals"]["total_us"] == pytest.approx(62)
+    assert data["result"]["measured"]["median_ms"] == 3.25  # the recorder's latency heads the run's report
 
     status, page = get(server, PREFIX + "/report", before="run_a", after="run_b")
     data = embedded(page)
@@ -155,6 +157,8 @@ def test_listing_runs_and_reports(server, logdir):
     data = embedded(page)
     assert status == 200 and data["report"] == "sweep"
     assert sorted(r["name"] for r in data["result"]["runs"]) == sorted(["run_a", "run_b", *sweep])
+    rows = {r["name"]: r["run_row"] for r in data["result"]["runs"]}
+    assert rows["run_a"]["latency_ms"] == 3.25 and rows["run_b"]["latency_ms"] is None
     # With the entry point installed, `tensorboard` also loads torch-tb-profiler, which parses every trace in
     # background processes at start-up: on a 2-core machine our first analyses share the CPU with it.
     assert opened < (180 if _entry_point() else 60), opened
@@ -174,6 +178,10 @@ def test_listing_runs_and_reports(server, logdir):
     assert json.loads(get(server, PREFIX + "/runs")[1])["analyses"] == analyses + 1
 
     assert get(server, PREFIX + "/report", run="no_such_run")[0] == 404
+
+    # A new measured latency is a changed run: analysed again, and shown.
+    (logdir[0] / "run_a" / "measured.json").write_text(json.dumps({"schema": "tracekit.measured/1", "median_ms": 4.5}))
+    assert embedded(get(server, PREFIX + "/report", run="run_a")[1])["result"]["measured"]["median_ms"] == 4.5
 
 
 def _into_report(d, deadline: float, want: str) -> None:

@@ -78,10 +78,14 @@ def _columns(text: str) -> list[list[list[str]]]:
 
 
 def _event_units(text: str) -> list[set[str]]:
-    """Units of the leading time of each indented list (top kernels, gone/new kernels): one set per list."""
+    """Units of the leading time of each indented list (top kernels, gone/new kernels): one set per list. The
+    kernels-changed list is left out: each of its deltas has its own unit (issue 24), so that a 0.7 µs change
+    beside a 5 ms one reads as itself, not as 0.00 ms."""
     out, cur = [], set()
+    changed = False
     for ln in text.splitlines():
-        m = re.match(r"^ {2,}([-+]?\d+(?:\.\d+)?) (s|ms|µs)  ", ln)
+        changed = (changed or "on both sides that changed" in ln) and bool(ln.strip())
+        m = None if changed else re.match(r"^ {2,}([-+]?\d+(?:\.\d+)?) (s|ms|µs)  ", ln)
         if m:
             cur.add(m.group(2))
         elif cur:

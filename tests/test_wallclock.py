@@ -16,6 +16,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tracekit.vocab import Compared
+
 from builders import TraceBuilder, host_core
 from conftest import REAL, SAMPLES, run_cli
 from tracekit import analyze
@@ -74,7 +76,8 @@ def _independent_block(events: list[dict], name: str, nth: int) -> dict:
     start = d0 if h0 >= d0 else max(h0, min(free, d0) if free is not None else h0)
     span = max(d1, h1) - start
     busy = _union([(e["ts"], e["ts"] + e["dur"]) for e in mine])
-    return {"span": span, "busy": busy, "idle": span - busy, "kernels": len(mine), "host_start": h0, "free": free}
+    return {"span": span, "busy": busy, "idle": span - busy, "kernels": len(mine), "host_start": h0, "free": free,
+            "start": start, "end": max(d1, h1), "intervals": sorted((e["ts"], e["ts"] + e["dur"]) for e in mine)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,12 +240,14 @@ def test_gate_compares_span_when_launch_bound(tmp_path):
     r = diff_paths(before, after).check()
     assert r.before_figures.span_us == pytest.approx(60) and r.after_figures.span_us == pytest.approx(90)
     assert r.speedup == pytest.approx(2)  # busy time alone would say 2× faster
-    v = gate(r, 5)
+    v = gate(r, 5, on=Compared.SPAN)
     assert v.compared == "span" and not v.ok and v.change_pct == pytest.approx(50)
     assert "profiled span" in verdict_line(v)
     assert "faster" not in headline(r) and "launch-bound" in headline(r)
-    proc = run_cli("diff", before, after, "--fail-if-slower", "5")
+    proc = run_cli("diff", before, after, "--fail-if-slower", "5", "--gate-on", "span")
     assert proc.returncode == 4 and "profiled span" in proc.stderr and "REGRESSION" in proc.stderr
+    proc = run_cli("diff", before, after, "--fail-if-slower", "5")  # by default: launch-bound, so no verdict
+    assert proc.returncode == 5 and "inconclusive" in proc.stderr and "REGRESSION" not in proc.stderr
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,7 +38,17 @@ if TYPE_CHECKING:
     from .run.inputs import discover, find_trace_files
 
 
+# Modules reachable as attributes of the package without importing them by hand (``tracekit.runs``, the
+# documented home of folders of runs, and the layers' packages: ``tracekit.run.runs`` works after ``import tracekit``).
+_MODULES = {"runs": ".run.runs", "run": ".run", "io": ".io", "analysis": ".analysis", "results": ".results",
+            "renderers": ".renderers"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        value = importlib.import_module(_MODULES[name], __name__)
+        globals()[name] = value
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tracekit' has no attribute {name!r}")

@@ -2,7 +2,8 @@
 
 Exit codes: 0 ok; 1 input could not be analysed (``Error: …``); 2 usage error;
 3 results were produced from damaged input (truncated trace, dropped events, skipped files);
-4 ``diff --fail-if-slower`` found a regression.
+4 ``diff --fail-if-slower`` found a regression; 5 ``diff --fail-if-slower`` is inconclusive (a side is
+launch-bound and no measured latency was given: README, "CI gate").
 
 Only click and the standard library load at import: the analysis, the renderers and the process
 pool are imported inside the commands, so ``tracekit --help`` starts fast (benchmarks/startup.py).
@@ -37,12 +38,14 @@ if TYPE_CHECKING:
 
 EXIT_DAMAGED = 3
 EXIT_REGRESSION = 4
+EXIT_INCONCLUSIVE = 5
 TOOL = f"tracekit {__version__}"
 
 # The renderers' names, spelled out so that --help need not import the renderers (tests/test_cli_robust.py
 # checks they match the registry); the groupings are the results' one list.
 FORMATS = ("table", "json", "csv", "markdown")
 GROUPINGS = TABLE_GROUPINGS
+GATE_ON = ("busy", "span", "latency")  # tracekit.vocab.Compared, spelled out for --help (tests check they match)
 # -o extension, compared in lower case and before any ".gz" -> format.
 EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 _MAX_WRITE = 1 << 30  # one write() call; Linux moves at most ~2 GiB per call anyway
@@ -122,12 +125,18 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.option("--capture", "captures", multiple=True, type=click.Path(readable=False), metavar="CAPTURE",
               help="Trace (or folder) of the CUDA/HIP graph capture that PATH replays: replayed kernels are "
                    "mapped to the ops that captured them (default: capture_traces/ beside PATH). Repeatable.")
+@click.option("--with-intervals", "with_intervals", is_flag=True,
+              help="JSON only: also write each block's device intervals [start_us, end_us, category, pid, tid], "
+                   "on the trace's clock (much larger output).")
 @_gc_paused
 def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None,
-              decode_workers: int | None, no_hints: bool, dask: str | None, captures: tuple[str, ...]) -> None:
+              decode_workers: int | None, no_hints: bool, dask: str | None, captures: tuple[str, ...],
+              with_intervals: bool = False) -> None:
     """Attribute attention time in PATH (a .json/.json.gz trace or a TensorBoard run folder)."""
     try:
         fmt, gz = output_format(fmt, output)
+        if with_intervals and fmt != "json":
+            raise click.UsageError(f"--with-intervals applies to JSON output, not {fmt}")
         from .run.api import analyze, analyze_runs
         from .run.inputs import discover
         from .run.runs import find_runs
@@ -136,6 +145,7 @@ def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None
             found, runs = find_runs(path)
         else:
             found = discover(path)
+            _suggest_by_run(path, found)
         refuse_clobber(output, [found])
         with Progress() as progress:
             if by == "run":
@@ -150,11 +160,24 @@ def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None
         _warn(result)
         renderer = _attribution_renderer(fmt, by)
         renderer.title = str(path)  # the header names what was passed, not the trace file's hashed name
+        renderer.with_intervals = with_intervals
         emit(renderer, result, output, gz)
     except TracekitError as exc:
         raise _fail(exc) from None
     if result.damaged:
         sys.exit(EXIT_DAMAGED)
+
+
+def _suggest_by_run(path: str, found: Inputs) -> None:
+    """One line on stderr when a folder holds several runs (sub-folders of traces) that this merges into one."""
+    import dataclasses
+
+    from .run.runs import runs_of
+
+    n = len(runs_of(dataclasses.replace(found, warnings=[]))) if found.path.is_dir() and not found.urls else 1
+    if n > 1 and sys.stdout is not None:
+        click.echo(f"note: {printable(path)} holds {n} runs (sub-folders with traces), merged here into one "
+                   "result; --by run gives a row per run", err=True)
 
 
 def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
@@ -177,21 +200,34 @@ def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> f
               help="Write to this file instead of stdout (.json/.csv/.md/.txt, + .gz to compress).")
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges, for both sides.")
 @click.option("--fail-if-slower", "fail_pct", callback=_percent, metavar="PCT",
-              help="Exit 4 when AFTER's attention time exceeds BEFORE's by more than PCT (5% or 5).")
+              help="Exit 4 when AFTER is slower than BEFORE by more than PCT (5% or 5): measured latency where "
+                   "both sides have it, else attention busy time; exit 5 (inconclusive) when a side is "
+                   "launch-bound and no latency was measured.")
+@click.option("--gate-on", "gate_on", type=click.Choice(GATE_ON), default=None,
+              help="What --fail-if-slower compares: busy (device time in the blocks), span (their profiled wall "
+                   "clock) or latency (measured outside the profiler). Default: latency, else busy, else exit 5.")
+@click.option("--latency-before", "latency_before", type=click.FloatRange(min=0, min_open=True), metavar="MS",
+              default=None, help="BEFORE's latency measured outside the profiler, in ms (overrides its measured.json).")
+@click.option("--latency-after", "latency_after", type=click.FloatRange(min=0, min_open=True), metavar="MS",
+              default=None, help="AFTER's latency measured outside the profiler, in ms (overrides its measured.json).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 @click.option("--decode-workers", type=click.IntRange(min=1), default=None, help=_DECODE_HELP)
 @click.option("--dask", metavar="ADDRESS", default=None, help=_DASK_HELP)
 @_gc_paused
 def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: str | None,
-         fail_pct: float | None, jobs: int | None, decode_workers: int | None, dask: str | None) -> None:
+         fail_pct: float | None, gate_on: str | None, latency_before: float | None, latency_after: float | None,
+         jobs: int | None, decode_workers: int | None, dask: str | None) -> None:
     """Compare attention time in BEFORE and AFTER (traces or run folders), by category, block and kernel.
 
-    Exit codes: 0 ok; 1 error (and a gate over a GPU and a CPU-only trace); 2 usage;
-    3 damaged input; 4 regression (--fail-if-slower).
+    Exit codes: 0 ok; 1 error (and a busy/span gate over a GPU and a CPU-only trace); 2 usage;
+    3 damaged input; 4 regression (--fail-if-slower); 5 the gate is inconclusive (a side is launch-bound
+    and no latency was measured: give --latency-before/--latency-after or --gate-on).
     """
+    if fail_pct is None and (gate_on or latency_before or latency_after):
+        raise click.UsageError("--gate-on and --latency-before/--latency-after apply to --fail-if-slower")
     try:
         fmt, gz = output_format(fmt, output)
-        from .run.api import diff_paths, gate
+        from .run.api import diff_paths
         from .run.inputs import discover
 
         found_b, found_a = discover(before), discover(after)
@@ -201,10 +237,13 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
                                 progress=progress.update, dask=dask)
         result.check()
         # Decided before anything is printed: a gate over sides timed differently is refused with
-        # one error line and no report (exit 1).
-        verdict = gate(result, fail_pct) if fail_pct is not None else None
+        # one error line and no report (exit 1). An inconclusive gate still shows the diff (exit 5).
+        verdict, inconclusive = _gate(result, fail_pct, gate_on, (latency_before, latency_after))
         _warn_diff(result)
         emit(_diff_renderer(fmt), result, output, gz)  # headed by the paths as given, shortened (result.labels)
+        if inconclusive:
+            click.echo(inconclusive, err=True)
+            sys.exit(EXIT_INCONCLUSIVE)
         if verdict is not None:
             from .renderers import verdict_line
 
@@ -215,6 +254,24 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
         raise _fail(exc) from None
     if result.damaged:
         sys.exit(EXIT_DAMAGED)
+
+
+def _gate(result: Any, pct: float | None, on: str | None,
+          latency: tuple[float | None, float | None]) -> tuple[Any, str]:
+    """The gate's verdict, or the one line saying why it cannot decide (exit 5)."""
+    if pct is None:
+        return None, ""
+    from .errors import InconclusiveError
+    from .results.measured import Measured
+    from .run.api import gate
+    from .vocab import Compared
+
+    given = tuple(None if ms is None else Measured(median_ms=ms, source=f"--latency-{side}")
+                  for ms, side in zip(latency, ("before", "after")))
+    try:
+        return gate(result, pct, on=None if on is None else Compared(on), latency=(given[0], given[1])), ""
+    except InconclusiveError as exc:
+        return None, printable(str(exc)).replace("--fail-if-slower:", f"fail-if-slower {pct:g}%:", 1)
 
 
 @cli.command()
@@ -299,6 +356,39 @@ def redact(path: Path, output: Path) -> None:
     except TracekitError as exc:
         raise _fail(exc) from None
     if notes:  # a file skipped or cut short: the copy is incomplete
+        sys.exit(EXIT_DAMAGED)
+
+
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path, readable=False))
+@click.option("-o", "--output", required=True, type=click.Path(readable=False, path_type=Path),
+              help="The annotated copy: .json, or .json.gz to compress.")
+@click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges.")
+@_gc_paused
+def annotate(path: Path, output: Path, scope: str | None) -> None:
+    """Write a copy of the trace PATH with tracekit's view added, for Perfetto UI or TensorBoard's trace viewer.
+
+    A process named tracekit holds, per device stream, a span per attention block (named by its category
+    shares, its figures in args) with a span per run of same-category kernels inside, an instant per hint,
+    and arrows from each block to its kernels. The copy attributes exactly like the original (the added
+    events are skipped); it is streamed, and never written over its input.
+    """
+    try:
+        from .annotate import annotate_path
+
+        with Progress() as progress:
+            stats, result = annotate_path(path, output, scope=scope, progress=progress.update)
+        _warn(result)
+        if stats.damaged:
+            click.echo(f"Warning: {printable(str(path))}: {stats.damaged}; the copy ends where the input does",
+                       err=True)
+        arrows = "every kernel" if stats.every_kernel else "the first kernel of each block on each stream"
+        click.echo(f"wrote {printable(str(output))}: {stats.blocks} block spans on {stats.lanes} lanes of pid "
+                   f"{stats.pid}, {stats.runs} category runs, {stats.marks} hint marks, {stats.flows} arrows "
+                   f"(to {arrows})", err=True)
+    except TracekitError as exc:
+        raise _fail(exc) from None
+    if result.damaged or stats.damaged:
         sys.exit(EXIT_DAMAGED)
 
 

@@ -29,6 +29,13 @@ class IncomparableError(TracekitError):
     """``diff --fail-if-slower`` on sides timed differently (device busy time vs host self time)."""
 
 
+class InconclusiveError(TracekitError):
+    """``diff --fail-if-slower`` cannot decide: a side is launch-bound and no measured latency was given, so
+    neither busy time nor the profiled span is what the user waits for. Exit 5."""
+
+    exit_code = 5
+
+
 class UsageError(TracekitError):
     """A command line that must not run as given: ``-o`` naming an input, or an unknown ``-o`` extension.
 

@@ -76,6 +76,7 @@ class MemoryEvent(msgspec.Struct, gc=False):
     ts: int
     nbytes: int
     device_type: int
+    total: int = -1  # the allocator's ``Total Allocated`` after it (bytes); -1 when the event has none
 
 
 class Flow(msgspec.Struct, gc=False):

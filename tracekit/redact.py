@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, Protocol, cast
 
 from .errors import OutputError, TraceReadError, UsageError
 
@@ -143,6 +143,12 @@ class RedactStats:
     damaged: str = ""  # why the input ended early (a truncated .gz): the copy ends where it does
 
 
+class _Damage(Protocol):
+    """What :func:`decompressed_blocks` reports to: why the input ended early ("" while it has not)."""
+
+    damaged: str
+
+
 _ESCAPE = re.compile(rb"\\(?:u([0-9a-fA-F]{4})|(.))", re.DOTALL)
 
 
@@ -215,7 +221,7 @@ def _at_keywords(data: bytes, stats: RedactStats | None) -> bytes:
 def _pieces(f: IO[bytes], stats: RedactStats, chunk: int = CHUNK) -> Iterator[bytes]:
     """The file's bytes in pieces that each end outside any string, after a comma (the last piece: at the end)."""
     buf = b""
-    for more in _blocks(f, stats, chunk):
+    for more in decompressed_blocks(f, stats, chunk):
         stats.bytes_in += len(more)
         buf += more
         stats.peak_buffer = max(stats.peak_buffer, len(buf))
@@ -227,7 +233,7 @@ def _pieces(f: IO[bytes], stats: RedactStats, chunk: int = CHUNK) -> Iterator[by
         yield buf
 
 
-def _blocks(f: IO[bytes], stats: RedactStats, chunk: int) -> Iterator[bytes]:
+def decompressed_blocks(f: IO[bytes], stats: RedactStats | _Damage, chunk: int) -> Iterator[bytes]:
     """The decompressed bytes of ``f`` (gzip members one after another, or plain) in blocks. Compressed input is
     read a sixteenth of ``chunk`` at a time, so that a block stays about a chunk. A stream cut off mid-write gives
     what it holds, and ``stats.damaged`` says so (attribute salvages the same way)."""
@@ -310,6 +316,17 @@ def _open_in(path: Path) -> IO[bytes]:
 def redact_file(src: Path, dst: Path, chunk: int = CHUNK) -> RedactStats:
     """Write ``dst`` (gzip when its name ends in .gz): ``src`` redacted. Atomic: a temp file, then a rename."""
     stats = RedactStats(path=src)
+    with atomic_output(src, dst) as out, _open_in(src) as f:
+        for piece in _pieces(f, stats, chunk):
+            out.write(redact_bytes(piece, stats))
+    return stats
+
+
+@contextlib.contextmanager
+def atomic_output(src: Path, dst: Path) -> Iterator[IO[bytes]]:
+    """A binary stream for a copy of ``src`` at ``dst`` (gzip when its name ends in .gz), renamed into place only
+    when the body ends well: a temp file beside ``dst``, removed on any failure, so a failed copy leaves nothing
+    half written. Errors reading ``src`` become TraceReadError, errors writing OutputError (redact, annotate)."""
     gz = dst.name.lower().endswith(".gz")
     try:
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -322,9 +339,7 @@ def redact_file(src: Path, dst: Path, chunk: int = CHUNK) -> RedactStats:
             out = cast("IO[bytes]", gzip.GzipFile(filename=dst.name[:-3], mode="wb", fileobj=raw, compresslevel=6,
                                                   mtime=0)) if gz else raw
             try:
-                with _open_in(src) as f:
-                    for piece in _pieces(f, stats, chunk):
-                        out.write(redact_bytes(piece, stats))
+                yield out
             finally:
                 if gz:
                     out.close()
@@ -338,7 +353,6 @@ def redact_file(src: Path, dst: Path, chunk: int = CHUNK) -> RedactStats:
         if isinstance(exc, OSError):
             raise OutputError(f"{dst}: cannot write ({exc.strerror or exc})") from None
         raise
-    return stats
 
 
 def _umask() -> int:
@@ -373,7 +387,7 @@ def redact_path(src: str | os.PathLike[str], dst: str | os.PathLike[str],
         if out.is_dir():
             raise UsageError(f"{dst}: is a folder; name the output file")
         pairs = [(found.files[0], out)]
-    _refuse_inputs([d for _, d in pairs], found.files)
+    refuse_inputs([d for _, d in pairs], found.files)
     return [redact_file(s, d) for s, d in pairs]
 
 
@@ -386,7 +400,7 @@ def _refuse_escapes(out: Path, outputs: list[Path]) -> None:
             raise UsageError(f"{o}: refusing to write through a link that leaves the output folder {out} ({where})")
 
 
-def _refuse_inputs(outputs: list[Path], inputs: list[Path]) -> None:
+def refuse_inputs(outputs: list[Path], inputs: list[Path]) -> None:
     """The same check as ``attribute -o``: by resolved path and by file identity (hard links)."""
     ids = {}
     for f in inputs:

@@ -115,10 +115,22 @@ class GraphMode(StrEnum):
 
 
 class Compared(StrEnum):
-    """What the CI gate compared: busy time, or the profiled span when either side is launch-bound."""
+    """What the CI gate compares (``--gate-on``): device busy time, the profiled span, or the latency measured
+    outside the profiler. Without a choice: latency where both sides have it, else busy time, and no verdict
+    (exit 5, inconclusive) when either side is launch-bound (docs/attribution.md, "The CI gate")."""
 
     BUSY = "busy"
     SPAN = "span"
+    LATENCY = "latency"
+
+
+class SpeedupBasis(StrEnum):
+    """What a sweep's speedup over its baseline divides: latency measured outside the profiler (both runs have
+    a measured.json), or the attention blocks' profiled span per step (inflated by the profiler's own launch
+    overhead: labelled "profiled", and marked where either run is launch-bound)."""
+
+    MEASURED = "measured"
+    PROFILED = "profiled span"
 
 
 # The launch-bound rule, the one definition everything imports (blocks, totals, ranks, diff sides, hints, the
@@ -355,3 +367,21 @@ def compact_kernel_name(name: str) -> str:
     """Drop the noise that every CUDA kernel name carries, keep what tells kernels apart."""
     n = name[5:] if name.startswith("void ") else name
     return n.replace("(anonymous namespace)::", "").replace("at::native::", "")
+
+
+class IdleCause(StrEnum):
+    """Why a block's device idled inside its span (docs/attribution.md, "Idle by cause"; tracekit.analysis.idle), in
+    report order. Each idle instant has one: before the launch call of the kernel that ends its gap, sync where the
+    launching thread sat in a blocking call, else launch; from that call on, other."""
+
+    LAUNCH = "launch"  # waiting for the host to issue the launch of the kernel that ended the gap
+    SYNC = "sync"  # waiting so, while the launching thread was held in a sync or a blocking copy
+    OTHER = "other"  # the launch was issued (latency, queueing, a device-side wait), or no launch call explains it
+
+
+# Plain strings in report order, like CATEGORIES: the keys of every ``idle_by_cause`` dict.
+IDLE_CAUSES: tuple[str, ...] = tuple(c.value for c in IdleCause)
+
+# The ``cat`` of the events ``tracekit annotate`` adds to a trace copy (tracekit/annotate.py): the reader skips them
+# (tracekit.io.builder), so the annotated copy attributes exactly like the original.
+ANNOTATE_CAT = "tracekit"

@@ -17,22 +17,24 @@ from itertools import compress, groupby, repeat
 from operator import eq
 
 from .classify import Classifier
+from .clock import block_intervals, relative_us, trace_origin
 from ..results.hints import merge_facts
 from .hints import collect_facts, evaluate as evaluate_hints
 from ..results.efficiency import HOST_ONLY, Efficiency, merge_device, sum_efficiency, sum_efficiency_maps
 from .flops import block_efficiency, device_info
 from .graphs import ReplayMap, graph_warnings, replay_threads, record_captured, replay_with_captures, summarize
+from .idle import IdleSplitter, zero_causes
 from ..io.graphs import find_graphs
 from .link import NONE, Links, link
 from ..memory import gc_paused
-from ..model import ANNOTATION, MODULE, OP, DeviceEvent, HostEvent, Trace
+from ..model import ANNOTATION, MODULE, OP, DeviceEvent, GraphLaunch, HostEvent, Trace
 from ..results.attribution import (
-    CATEGORIES, Attribution, BlockResult, Coverage, Evidence, Totals, TraceSummary, zero_categories,
+    CATEGORIES, Attribution, BlockResult, Coverage, Evidence, StepFigures, Totals, TraceSummary, zero_categories,
 )
 from .roles import GemmRoles, RoleFinder
 from .scopes import Block, BlockFinder, find_kernel_blocks, short_kernel_name
 from ..vocab import (
-    MATMUL_ROLES, is_launch_bound, Category, CoreKind, FoundBy, MatmulRole, Phase, TimeBase, compact_kernel_name, is_backward_op,
+    IDLE_CAUSES, MATMUL_ROLES, is_launch_bound, Category, CoreKind, FoundBy, MatmulRole, Phase, TimeBase, compact_kernel_name, is_backward_op,
     is_fused_attention_op, UNLINKED_REASONS,
 )
 
@@ -53,6 +55,7 @@ def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier 
     with gc_paused():
         clf = classifier or Classifier()
         facts = tr.graphs if tr.graphs is not None else find_graphs(tr)
+        origin = trace_origin(tr)  # (before replays: copies of captured ops carry the capture's clock)
         tr, replays = replay_with_captures(tr, captures) if facts.any else (tr, ReplayMap())
         links = link(tr)
         cats = _device_categories(tr, links, clf) if tr.device else None
@@ -61,9 +64,11 @@ def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier 
         if facts.captures:
             record_captured(tr, links, facts, blocks, owner)
         if tr.device and cats is not None:
-            result = _device_attribution(tr, links, blocks, owner, cats, hints=hints, replayed=replays.replayed)
+            result = _device_attribution(tr, links, blocks, owner, cats, hints=hints, replayed=replays.replayed,
+                                         graph_launches=facts.launches, origin=origin)
         else:
-            result = _host_attribution(tr, links, blocks, owner, clf)
+            result = _host_attribution(tr, links, blocks, owner, clf, origin)
+        result.traces[0].origin_ns = origin
         graphs = result.traces[0].graphs = summarize(tr, facts, replays, cats)
         result.traces[0].warnings.extend(graph_warnings(graphs))
         for g in (result.hint_facts or {}).values():
@@ -281,6 +286,66 @@ def _alloc_bytes(tr: Trace, blocks: list[Block], device_side: bool) -> list[int 
     return out
 
 
+def _alloc_peaks(tr: Trace, blocks: list[Block], device_side: bool) -> list[int | None]:
+    """Per block, the largest ``Total Allocated`` the allocator reported at an allocation inside its host intervals:
+    its peak memory as ``torch.cuda.max_memory_allocated`` reads it (docs/attribution.md, "Diff"). None where no
+    allocation there carries the total (older traces write none): a peak the trace cannot tell."""
+    mem = sorted((m for m in tr.memory if m.nbytes > 0 and m.total >= 0 and (m.device_type != 0) == device_side),
+                 key=lambda m: (m.thread, m.ts))
+    if not mem:
+        return [None] * len(blocks)
+    per_thread: dict[int, tuple[list[int], list[int]]] = {}
+    for t, g in groupby(mem, key=lambda m: m.thread):
+        ms = list(g)
+        per_thread[t] = ([m.ts for m in ms], [m.total for m in ms])
+    out: list[int | None] = []
+    for b in blocks:
+        peaks = []
+        for r in b.roots:
+            h = tr.host[r]
+            ts, totals = per_thread.get(h.thread, ([], []))
+            lo, hi = bisect_left(ts, h.ts), bisect_right(ts, h.ts + h.dur)
+            if hi > lo:
+                peaks.append(max(totals[lo:hi]))
+        out.append(max(peaks) if peaks else None)
+    return out
+
+
+def _whole_steps(tr: Trace, links: Links, blocks: list[Block], dev_owner: list[int],
+                 free_at: list[int], origin: int = 0) -> list[StepFigures]:
+    """Per ProfilerStep#N, all the device work of the step, not only attention's: the events its host ops launched
+    (and those its blocks own), their busy union, and their span by the blocks' rule (:func:`_window`, the
+    ProfilerStep range as the host side). What the user waits for per step, beside the attention figures."""
+    if not tr.info.steps:
+        return []
+    step, leaf, host, dev = links.step, links.device_leaf, tr.host, tr.device
+    roots: dict[int, list[HostEvent]] = defaultdict(list)
+    for i, h in enumerate(host):
+        s = step[i]
+        if s is not None and h.name.startswith("ProfilerStep#") and h.name[13:].isdigit() and int(h.name[13:]) == s:
+            roots[s].append(h)
+    events: dict[int, list[int]] = defaultdict(list)
+    attention: dict[int, list[int]] = defaultdict(list)
+    for j, b in enumerate(dev_owner):
+        s = blocks[b].step if b != NONE else None
+        if s is not None:
+            attention[s].append(j)
+        elif leaf[j] != NONE:
+            s = step[leaf[j]]
+        if s is not None:
+            events[s].append(j)
+    out = []
+    for s in sorted(roots):
+        js = events.get(s, [])
+        evs = [dev[j] for j in js]
+        first = min(js, key=lambda j: (dev[j].ts, j)) if js else NONE
+        start, end = _window(evs, roots[s], free_at[first] if js else -1)
+        out.append(StepFigures(step=s, busy_us=_busy(evs)[0] / 1000, span_us=(end - start) / 1000,
+                               attention_us=_busy([dev[j] for j in attention.get(s, [])])[0] / 1000,
+                               start_us=relative_us(start, origin), end_us=relative_us(end, origin)))
+    return out
+
+
 def _busy(events: Sequence[DeviceEvent], busy_until: list[int] | None = None) -> tuple[int, list[int]]:
     """First-come split of overlapping device time: each event keeps what no earlier starter covered.
 
@@ -305,23 +370,24 @@ def _busy(events: Sequence[DeviceEvent], busy_until: list[int] | None = None) ->
     return sum(share), share
 
 
-def _span(evs: Sequence[DeviceEvent], roots: Sequence[HostEvent], free_at: int = -1) -> int:
-    """First start to last end of a block's host intervals and its device events (ns): the profiled wall
-    clock of the block, which busy time alone hides when the device waits for launches.
+def _window(evs: Sequence[DeviceEvent], roots: Sequence[HostEvent], free_at: int = -1) -> tuple[int, int]:
+    """The block's span as (start, end) in ns: first start to last end of its host intervals and its device
+    events, the profiled wall clock that busy time alone hides when the device waits for launches.
 
     Host time before the block's first device event counts only from ``free_at``, when the device finished
     the work queued before the block: a host that runs ahead of the device waits in the queue, and that
-    wait is the previous work's time, not this block's (docs/attribution.md, Time).
+    wait is the previous work's time, not this block's (docs/attribution.md, Time). The idle causes split
+    this window, and it is the block's ``start_us``/``end_us``.
     """
     if not evs:
-        return max(h.ts + h.dur for h in roots) - min(h.ts for h in roots) if roots else 0
+        return (min(h.ts for h in roots), max(h.ts + h.dur for h in roots)) if roots else (0, 0)
     d0 = min(e.ts for e in evs)
     end = max(e.ts + e.dur for e in evs)
     if not roots:
-        return end - d0
+        return d0, end
     h0 = min(h.ts for h in roots)
     start = d0 if h0 >= d0 else max(h0, min(free_at, d0))
-    return max(end, max(h.ts + h.dur for h in roots)) - start
+    return start, max(end, max(h.ts + h.dur for h in roots))
 
 
 def _summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) -> TraceSummary:
@@ -333,7 +399,8 @@ def _summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) 
 
 
 def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], cats: list[Category],
-                        hints: bool = True, replayed: Sequence[int] = ()) -> Attribution:
+                        hints: bool = True, replayed: Sequence[int] = (),
+                        graph_launches: Sequence[GraphLaunch] = (), origin: int = 0) -> Attribution:
     """Device busy time: each block's events (each instant once) split by category and matmul role."""
     dev = tr.device
     leaf = links.device_leaf
@@ -346,13 +413,15 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
     free_at = [0] * len(dev)
     total_busy, share = _busy(dev, free_at)
     in_blocks_ns = sum(s for s, b in zip(share, dev_owner) if b != NONE)
-    walk = _DeviceBlocks(tr, links, cats, free_at)
+    walk = _DeviceBlocks(tr, links, cats, free_at, IdleSplitter(tr, graph_launches), origin)
     alloc, ordinal = _alloc_bytes(tr, blocks, device_side=True), _ordinals(blocks)
     results = [walk.block(blk, members.get(b, []), ordinal[b], alloc[b]) for b, blk in enumerate(blocks)]
     effs, eff_cats = block_efficiency(tr, links, len(blocks), dev_owner, cats, walk.dev_share,
                                       members.values(), roles=GemmRoles(tr, walk.roles))
     for b, r in enumerate(results):
         r.efficiency, r.efficiency_by_category = effs[b], eff_cats[b]
+    for r, peak in zip(results, _alloc_peaks(tr, blocks, device_side=True)):
+        r.alloc_peak_bytes = peak
     facts = None
     if hints:
         keys = [(r.kind, str(r.phase)) for r in results]  # results are in block order until _sorted
@@ -362,8 +431,10 @@ def _device_attribution(tr: Trace, links: Links, blocks: list[Block], owner: lis
             if g is not None:
                 g.replayed_us += walk.dev_share[j] / 1000
     top = walk.top
+    summary = _summary(tr, links, TimeBase.DEVICE, total_busy)
+    summary.step_figures = _whole_steps(tr, links, blocks, dev_owner, free_at, origin)
     return Attribution(
-        source=tr.info.source, time_base=TimeBase.DEVICE, traces=[_summary(tr, links, TimeBase.DEVICE, total_busy)],
+        source=tr.info.source, time_base=TimeBase.DEVICE, traces=[summary],
         blocks=_sorted(results), totals=_totals(results, in_blocks_ns, total_busy),
         coverage=_coverage(tr, links, share, total_busy, in_blocks_ns, cats, dev_owner),
         kernels=_over_steps(top), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in top.items()},
@@ -419,8 +490,10 @@ class _DeviceBlocks:
     """One device block's figures at a time, and what the later stages read across all of them: each owned
     event's share of its block's busy time (efficiency, hints) and the kernel table by step."""
 
-    def __init__(self, tr: Trace, links: Links, cats: list[Category], free_at: list[int]) -> None:
-        self.tr, self.links, self.cats, self.free_at = tr, links, cats, free_at
+    def __init__(self, tr: Trace, links: Links, cats: list[Category], free_at: list[int], idle: IdleSplitter,
+                 origin: int = 0) -> None:
+        self.tr, self.links, self.cats, self.free_at, self.idle = tr, links, cats, free_at, idle
+        self.origin, self.streams = origin, tuple(tr.streams)  # the trace's clock and stream table (clock.py)
         self.replay_threads = replay_threads(tr) if tr.graphs is not None and tr.graphs.launches else frozenset()
         self.roles = RoleFinder(tr, links)
         self.dev_share = [0] * len(tr.device)
@@ -435,7 +508,9 @@ class _DeviceBlocks:
         # (a replay's copied ops have the capture's times: they measure nothing, the device's times do)
         roots = [host[r] for r in blk.roots if host[r].thread not in self.replay_threads]
         # (no device work, as in a graph capture: no span the device could idle in, so never launch-bound)
-        span = _span(evs, roots, self.free_at[first]) if js else 0
+        start, end = _window(evs, roots, self.free_at[first]) if js else (blk.ts, blk.ts)
+        span = end - start
+        causes = self.idle.split(js, start, end, {h.thread for h in roots}) if span > busy else zero_causes()
         host_ns = sum(h.dur for h in roots) if roots else None
         return BlockResult(
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
@@ -443,7 +518,9 @@ class _DeviceBlocks:
             idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
             host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc, source=tr.info.source,
             matmul_roles=_role_us(mr), launch_bound=is_launch_bound(span - busy, span), evidence=blk.evidence,
-            recorded=blk.recorded)
+            recorded=blk.recorded, idle_by_cause={k: v / 1000 for k, v in causes.items()},
+            start_us=relative_us(start, self.origin), end_us=relative_us(end, self.origin),
+            intervals=block_intervals(evs, map(self.cats.__getitem__, js), self.origin, self.streams))
 
     def _split(self, js: list[int], bshare: list[int], step: int | None) -> tuple[dict[str, int], dict[str, int]]:
         """The block's busy ns by category and its matmul ns by role; its kernels into the table."""
@@ -514,7 +591,8 @@ def _child_categories(tr: Trace, links: Links, clf: Classifier) -> dict[int, Cat
     return out
 
 
-def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier) -> Attribution:
+def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier,
+                      origin: int = 0) -> Attribution:
     host = tr.host
     self_ns = _self_times(tr, links)
     by_child = _child_categories(tr, links, clf)
@@ -552,12 +630,17 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
                 if links.op_parent[r] == NONE:
                     base += gap  # else it is already in the enclosing op's or range's self time
         total = sum(c[b].values())
+        start, end = _window((), [host[r] for r in blk.roots])
         results.append(BlockResult(
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
-            ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=_span((), [host[r] for r in blk.roots]) / 1000,
+            ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=(end - start) / 1000,
+            start_us=relative_us(start, origin), end_us=relative_us(end, origin),
             idle_us=0.0, categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=hspan / 1000,
             alloc_bytes=alloc[b], source=tr.info.source, matmul_roles=_role_us(mr[b]),
-            efficiency=Efficiency(reason=HOST_ONLY), evidence=blk.evidence, recorded=blk.recorded))  # no device to wait: launch_bound None
+            efficiency=Efficiency(reason=HOST_ONLY), evidence=blk.evidence, recorded=blk.recorded,
+            idle_by_cause=dict.fromkeys(IDLE_CAUSES, 0.0)))  # no device to wait: launch_bound None, no idle
+    for res, peak in zip(results, _alloc_peaks(tr, blocks, device_side=False)):
+        res.alloc_peak_bytes = peak
     in_blocks = sum(sum(x.values()) for x in c)
     return Attribution(
         source=tr.info.source, time_base=TimeBase.HOST, traces=[_summary(tr, links, TimeBase.HOST, base)],
@@ -613,11 +696,18 @@ def _totals(results: list[BlockResult], in_blocks_ns: int, base_ns: int) -> Tota
             for k, v in (r.matmul_roles or {}).items():
                 roles[k] += v
     dev = [r for r in results if r.launch_bound is not None]  # device blocks: a CPU-only block has no idle device
+    idle_causes: dict[str, float] | None = None
+    if all(r.idle_by_cause is not None for r in results):
+        idle_causes = dict.fromkeys(IDLE_CAUSES, 0.0)
+        for r in results:
+            for k, v in (r.idle_by_cause or {}).items():
+                idle_causes[k] += v
     dev_span = sum(r.span_us for r in dev)
     return Totals(total_us=sum(r.total_us for r in results), categories=cats, attention_share=share,
                   blocks=len(results), matmul_roles=roles, span_us=sum(r.span_us for r in results),
                   idle_us=sum(r.idle_us for r in results),
                   launch_bound=is_launch_bound(sum(r.idle_us for r in dev), dev_span) if dev else None,
+                  idle_by_cause=idle_causes,
                   efficiency=sum_efficiency([r.efficiency for r in results]),
                   efficiency_by_category=sum_efficiency_maps([r.efficiency_by_category for r in results]))
 

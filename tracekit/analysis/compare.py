@@ -9,9 +9,11 @@ The rules (docs/attribution.md, "Diff"):
   total is the median (the mean of the two middle steps when the count is even). Its own category
   split is used, so category deltas still add up to the total delta exactly (independent
   per-category medians would not). Otherwise the headline is the whole-trace total.
-- **Noise.** Needs at least two steps on *both* sides. Each side's spread is the min–max range of its
-  per-step totals; the change is *within noise* when ``|Δ| <= (range_before + range_after) / 2``,
-  the gap at which the two ranges would just touch if each median sat mid-range.
+- **Noise.** Needs at least NOISE_MIN_STEPS (3) steps on *both* sides: the range of two steps says nothing
+  about a third, so with two the spreads are shown and the verdicts are None (unknown). Each side's spread is
+  the min–max range of its per-step totals; the change is *within noise* when
+  ``|Δ| <= (range_before + range_after) / 2``, the gap at which the two ranges would just touch if each median
+  sat mid-range.
 - **Pairing.** Blocks pair by (trace, step position, phase, kind, rank of that kind in the step);
   then ``fused-kernel`` blocks still unpaired pair by (trace, step position, phase, rank among
   those), since their names are the kernels that changed. Steps pair by position, not number.
@@ -25,6 +27,11 @@ The rules (docs/attribution.md, "Diff"):
 - **Wall clock.** Each side's headline figures carry its blocks' span and idle on the same basis. When
   either side is launch-bound (idle > half the span) the headline claims no speedup from busy time
   (``no_claim``) and the CI gate compares span.
+- **Whole step.** Beside attention, each side's median step as a whole (``step_before``/``step_after``): busy
+  and span of all its device work (``TraceSummary.step_figures``). On the per-step basis it is the headline's
+  median step itself; otherwise the median step by whole-step busy.
+- **Memory.** Bytes allocated inside blocks, summed, and the peak (largest ``Total Allocated`` at an allocation
+  inside any block), each only when both sides carry memory events.
 """
 
 from __future__ import annotations
@@ -33,10 +40,10 @@ import json
 import math
 from collections import defaultdict
 
-from ..results.attribution import EPS_US, Attribution, BlockResult, zero_categories
+from ..results.attribution import EPS_US, Attribution, BlockResult, StepFigures, zero_categories
 from ..results.diff import (
-    EAGER_TO_FUSED_ALLOC, AllocDelta, BlockPair, CategoryDelta, CategoryNoise, DiffResult, Figures, KernelChange,
-    KernelTotal, Noise, RankPair, Spread, shares_defined, totals_figures,
+    EAGER_TO_FUSED_ALLOC, NOISE_MIN_STEPS, AllocDelta, BlockPair, CategoryDelta, CategoryNoise, DiffResult, Figures,
+    KernelChange, KernelTotal, Noise, RankPair, Spread, WholeStep, peak_of, shares_defined, totals_figures, whole_steps,
 )
 from ..vocab import (
     CATEGORIES, MATMUL_ROLES, TIME_BASE_LABELS, Basis, Category, FoundBy, GraphMode, PairedBy, TimeBase, is_launch_bound,
@@ -70,14 +77,19 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
         noise = _noise(per_b, per_a, fig_b, fig_a)
         noise_note = (f"per-step spread: before {len(per_b)} steps, after {len(per_a)} steps; "
                       f"within noise when |Δ| <= (range before + range after) / 2")
+        if not noise.known:
+            noise_note = (f"noise unknown: before {_n_steps(len(per_b))}, after {_n_steps(len(per_a))}; a per-step "
+                          f"spread needs at least {NOISE_MIN_STEPS} steps on each side")
     cats = _category_deltas(fig_b, fig_a)
     pairs, ub, ua = pair_blocks(before, after)
     no_claim = _block_warnings(before, after, bool(pairs), _launch_note(fig_b, fig_a, _replays(before), _replays(after)), warnings)
     names_b, names_a = {k.name for k in kb}, {k.name for k in ka}
-    changed, changed_note = kernels_changed(before, after, kb, ka, noise is not None)
+    changed, changed_note = kernels_changed(before, after, kb, ka, noise is not None and noise.known,
+                                            unknown=noise is not None and not noise.known)
     unit_b, unit_a = _unit(before), _unit(after)
     alloc = _alloc(before, after)
     per_step = basis == Basis.MEDIAN_STEP
+    whole_b, whole_a = whole_steps(before), whole_steps(after)
     return DiffResult(
         before=before, after=after, basis=basis, basis_note=basis_note, before_figures=fig_b, after_figures=fig_a,
         categories=cats, pairs=pairs, unmatched_before=ub, unmatched_after=ua,
@@ -87,7 +99,9 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
         noise=noise, noise_note=noise_note, alloc=alloc, conclusions=_conclusions(cats, alloc),
         warnings=warnings, labels=(before.source, after.source),
         kernels_changed=changed, kernels_changed_note=changed_note, no_claim=no_claim,
-        ranks=pair_ranks(before, after))
+        ranks=pair_ranks(before, after), whole_steps_before=whole_b, whole_steps_after=whole_a,
+        step_before=_whole_step(whole_b, per_b if per_step else []),
+        step_after=_whole_step(whole_a, per_a if per_step else []))
 
 
 def _category_deltas(fig_b: Figures, fig_a: Figures) -> dict[str, CategoryDelta]:
@@ -205,13 +219,13 @@ KERNEL_CHANGE_FLOOR_US = 1.0  # ... and 1 µs (all steps) to count
 
 
 def kernels_changed(before: Attribution, after: Attribution, kb: list[KernelTotal], ka: list[KernelTotal],
-                    per_step: bool) -> tuple[list[KernelChange], str]:
+                    per_step: bool, unknown: bool = False) -> tuple[list[KernelChange], str]:
     """Kernels on both sides whose count or time changed beyond noise, by |Δ| (all steps), and the rule used.
 
-    With per-step noise (``per_step``: at least two steps on both sides) the rule is the headline's, per
-    kernel: its per-step count changed, or its median-step time moved by more than the mean of the two
+    With per-step noise (``per_step``: NOISE_MIN_STEPS steps or more on both sides) the rule is the headline's,
+    per kernel: its per-step count changed, or its median-step time moved by more than the mean of the two
     sides' per-step ranges. Without it: the count changed, or the time by more than KERNEL_CHANGE_PCT % of
-    before and KERNEL_CHANGE_FLOOR_US.
+    before and KERNEL_CHANGE_FLOOR_US; ``unknown`` says why in the note (steps too few for noise, not absent).
     """
     def by_name(rows: list[KernelTotal]) -> dict[str, tuple[int, float, Category]]:
         out: dict[str, tuple[int, float, Category]] = {}
@@ -235,7 +249,8 @@ def kernels_changed(before: Attribution, after: Attribution, kb: list[KernelTota
         note = ("beyond noise: the kernel's per-step count changed, or its median-step time moved by more than "
                 "(its per-step range before + after) / 2")
     else:
-        note = (f"no per-step noise estimate: a kernel changed when its count changed, or its time by more than "
+        why = f"noise unknown (fewer than {NOISE_MIN_STEPS} steps on a side)" if unknown else "no per-step noise estimate"
+        note = (f"{why}: a kernel changed when its count changed, or its time by more than "
                 f"{KERNEL_CHANGE_PCT:g}% and {KERNEL_CHANGE_FLOOR_US:g} µs (all steps)")
     out = []
     for name, (cb, ub, _) in nb.items():
@@ -286,17 +301,35 @@ def step_figures(att: Attribution) -> list[tuple[int, Figures]]:
     return sorted(per.items())
 
 
+def _middle(keyed: list[tuple[float, int]]) -> list[int]:
+    """The step numbers of the median of (figure, step) pairs: the middle one, or the middle two when even."""
+    order = sorted(keyed)
+    n = len(order)
+    return [s for _, s in order[(n - 1) // 2: n // 2 + 1]]
+
+
 def median_step(per_step: list[tuple[int, Figures]]) -> Figures:
     """The step with the median attention total, categories included (mean of the middle two when even)."""
-    order = sorted(per_step, key=lambda sf: (sf[1].total_us, sf[0]))
-    n = len(order)
-    mid = [f for _, f in order[(n - 1) // 2: n // 2 + 1]]
+    by = dict(per_step)
+    mid = [by[s] for s in _middle([(f.total_us, s) for s, f in per_step])]
     cats = {c: sum(f.categories[c] for f in mid) / len(mid) for c in CATEGORIES}
     roles = None
     if all(f.matmul_roles is not None for f in mid):
         roles = {r: sum((f.matmul_roles or {})[r] for f in mid) / len(mid) for r in MATMUL_ROLES}
     return Figures(total_us=sum(f.total_us for f in mid) / len(mid), categories=cats, matmul_roles=roles,
                    span_us=sum(f.span_us for f in mid) / len(mid), idle_us=sum(f.idle_us for f in mid) / len(mid))
+
+
+def _whole_step(whole: list[StepFigures], per_step: list[tuple[int, Figures]]) -> WholeStep | None:
+    """The side's median step as a whole: the headline's median step(s) when ``per_step`` holds the per-step
+    attention figures, else the median by whole-step busy; None without whole steps (or when a median step has none)."""
+    by = {f.step: f for f in whole}
+    mid = _middle([(f.total_us, s) for s, f in per_step] if per_step else [(f.busy_us, f.step) for f in whole])
+    if not mid or any(s not in by for s in mid):
+        return None
+    n = len(mid)
+    return WholeStep(steps=sorted(mid), busy_us=sum(by[s].busy_us for s in mid) / n,
+                     span_us=sum(by[s].span_us for s in mid) / n, attention_us=sum(by[s].attention_us for s in mid) / n)
 
 
 def _basis(before: Attribution, after: Attribution, per_b: list[tuple[int, Figures]],
@@ -334,6 +367,8 @@ def _spread(per: list[tuple[int, Figures]]) -> Spread:
 
 def _noise(per_b: list[tuple[int, Figures]], per_a: list[tuple[int, Figures]], fig_b: Figures,
            fig_a: Figures) -> Noise:
+    """The spreads, and the verdicts by the noise rule: None (unknown) with fewer than NOISE_MIN_STEPS steps a side."""
+    known = min(len(per_b), len(per_a)) >= NOISE_MIN_STEPS
     sb, sa = _spread(per_b), _spread(per_a)
     combined = (sb.range_us + sa.range_us) / 2
     cats = {}
@@ -343,10 +378,10 @@ def _noise(per_b: list[tuple[int, Figures]], per_a: list[tuple[int, Figures]], f
         spread_c = (max(vb) - min(vb) + max(va) - min(va)) / 2
         delta_c = fig_a.categories[c] - fig_b.categories[c]
         cats[c] = CategoryNoise(before_min_us=min(vb), before_max_us=max(vb), after_min_us=min(va),
-                                after_max_us=max(va), within_noise=within_noise(delta_c, spread_c))
+                                after_max_us=max(va), within_noise=within_noise(delta_c, spread_c) if known else None)
     delta = fig_a.total_us - fig_b.total_us
-    return Noise(before=sb, after=sa, combined_spread_us=combined, within_noise=within_noise(delta, combined),
-                 categories=cats)
+    return Noise(before=sb, after=sa, combined_spread_us=combined,
+                 within_noise=within_noise(delta, combined) if known else None, categories=cats)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,7 +458,8 @@ def _alloc(before: Attribution, after: Attribution) -> AllocDelta | None:
     xa = [b.alloc_bytes for b in after.blocks if b.alloc_bytes is not None]
     if not xb or not xa:
         return None
-    return AllocDelta(before_bytes=sum(xb), after_bytes=sum(xa), before_blocks=len(xb), after_blocks=len(xa))
+    return AllocDelta(before_bytes=sum(xb), after_bytes=sum(xa), before_blocks=len(xb), after_blocks=len(xa),
+                      before_peak_bytes=peak_of(before.blocks), after_peak_bytes=peak_of(after.blocks))
 
 
 def compare_headers(before: Attribution, after: Attribution) -> list[str]:

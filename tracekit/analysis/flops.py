@@ -39,7 +39,7 @@ from typing import NamedTuple, Protocol
 
 import orjson
 
-from ..hardware import DevicePeaks, lookup
+from ..hardware import DevicePeaks, compute_peak, lookup
 from ..model import OpInputs, Trace
 from ..results.efficiency import HOST_ONLY, NO_FORMULA, NO_SHAPES, DeviceInfo, Efficiency
 from ..vocab import COMPOSITE_GEMM_OPS, SHAPED_GEMM_OPS, anchored
@@ -412,13 +412,13 @@ def _unit_efficiency(c: OpCost, time_ns: int, peaks: DevicePeaks | None, device:
     if c.flops == 0:
         e.compute_s = 0.0
         return e
-    dtype = c.dtype if c.matrix else "fp32"
-    peak = peaks.tflops(dtype) if dtype else None
+    dtype, peak = compute_peak(peaks, c.dtype, c.matrix)  # the one peak look-up (tracekit.hardware)
     if peak is None:
         e.compute_s = None
         e.reason = f"{peaks.model} has no {dtype or 'peak for this dtype'} figure"
     else:
         e.compute_s = c.flops / (peak * 1e12)
+        e.dtypes = (str(dtype),)
     return e
 
 
@@ -542,6 +542,8 @@ def _sums(groups: dict[_GroupKey, list[int]], peaks: DevicePeaks | None, device:
             e.ops += n
             if e.reason is None:
                 e.reason = ref.reason
+            if ref.dtypes and ref.dtypes[0] not in e.dtypes:  # as Efficiency.add merges them
+                e.dtypes = tuple(sorted({*e.dtypes, *ref.dtypes}))
     return sums
 
 

@@ -1,11 +1,18 @@
-"""The CI gate (``tracekit diff --fail-if-slower PCT``): its threshold's parsing, and its decision on a diff."""
+"""The CI gate (``tracekit diff --fail-if-slower PCT``): its threshold's parsing, and its decision on a diff.
+
+The rule (README, "CI gate"; docs/attribution.md, "The CI gate"): compare the latency measured outside the
+profiler when both sides have it; otherwise busy time, unless a side is launch-bound: then neither busy time
+nor the profiled span is what the user waits for, and the gate refuses to decide (InconclusiveError, exit 5).
+``--gate-on busy|span|latency`` makes the choice explicit.
+"""
 
 from __future__ import annotations
 
 import re
 
-from ..errors import IncomparableError
-from ..results.diff import DiffResult, Verdict
+from ..errors import InconclusiveError, IncomparableError, UsageError
+from ..results.diff import NOISE_MIN_STEPS, DiffResult, Verdict
+from ..results.measured import Measured, within_spread
 from ..vocab import TIME_BASE_LABELS, Compared
 from .compare import within_noise
 
@@ -26,38 +33,72 @@ def parse_percent(text: str) -> float:
     return float(s)
 
 
-def gate(result: DiffResult, pct: float) -> Verdict:
-    """Fail when attention time grew by more than ``pct`` percent. Compares the headline figures (the
-    median step when the basis is per-step). A regression within noise still fails: the gate stays
-    deterministic, and the verdict says the change is within noise.
+def gate(result: DiffResult, pct: float, *, on: Compared | None = None,
+         latency: tuple[Measured | None, Measured | None] = (None, None)) -> Verdict:
+    """Fail when the compared figure grew by more than ``pct`` percent (the median step when the basis is
+    per-step). A regression within noise still fails: the gate stays deterministic, and the verdict says so.
 
-    Raises :class:`IncomparableError` when the sides use different time bases: device busy time
-    against host self time says nothing about a regression.
+    ``on`` is ``--gate-on`` (None: the default rule above). ``latency`` overrides a side's measured latency
+    (``--latency-before``/``--latency-after``); otherwise each side's ``measured.json`` is used.
+    Raises :class:`InconclusiveError` (exit 5) by the default rule on a launch-bound side without measured
+    latency, :class:`UsageError` for ``on=LATENCY`` without it, and :class:`IncomparableError` for busy or span
+    over sides timed differently (device busy time against host self time says nothing about a regression).
     """
+    mb = latency[0] or result.before.measured
+    ma = latency[1] or result.after.measured
+    if on != Compared.LATENCY and not (on is None and mb is not None and ma is not None):
+        _same_time_base(result)
+    compared = on if on is not None else _default(result, mb, ma)
+    if compared == Compared.LATENCY:
+        if mb is None or ma is None:
+            missing = " and ".join(s for s, m in (("before", mb), ("after", ma)) if m is None)
+            raise UsageError(f"--gate-on latency: no measured latency for {missing}; give --latency-before/"
+                             "--latency-after MS, or put the recorder's measured.json beside the traces")
+        return _verdict(pct, result, mb.median_ms * 1000, ma.median_ms * 1000, within_spread(mb, ma), compared,
+                        on is not None, (mb.source, ma.source))
+    if compared == Compared.SPAN:
+        b, a = result.before_figures.span_us, result.after_figures.span_us
+        return _verdict(pct, result, b, a, _span_within_noise(result), compared, on is not None)
+    within = None if result.noise is None else result.noise.within_noise
+    b, a = result.before_figures.total_us, result.after_figures.total_us
+    return _verdict(pct, result, b, a, within, compared, on is not None)
+
+
+def _default(result: DiffResult, mb: Measured | None, ma: Measured | None) -> Compared:
+    """Latency where both sides were measured; busy time where neither side is launch-bound; else no verdict."""
+    if mb is not None and ma is not None:
+        return Compared.LATENCY
+    if not result.launch_bound:
+        return Compared.BUSY
+    sides = " and ".join(s for s, f in (("before", result.before_figures), ("after", result.after_figures))
+                         if f.launch_bound)
+    raise InconclusiveError(
+        f"--fail-if-slower: inconclusive: {sides} {'is' if ' and ' not in sides else 'are'} launch-bound, so "
+        "neither busy time nor the profiled span is the latency; give --latency-before/--latency-after MS "
+        "(or measured.json beside the traces), or choose --gate-on busy|span")
+
+
+def _same_time_base(result: DiffResult) -> None:
     tb, ta = str(result.before.time_base), str(result.after.time_base)
     if tb != ta or "mixed" in (tb, ta):
         raise IncomparableError(
             f"--fail-if-slower: cannot gate {TIME_BASE_LABELS.get(tb, tb)} against {TIME_BASE_LABELS.get(ta, ta)}; "
             "compare traces timed the same way (both GPU or both CPU-only)")
-    compared = Compared.SPAN if result.launch_bound else Compared.BUSY
-    if compared == Compared.SPAN:  # busy time is not what a launch-bound run waits for: gate on the profiled span
-        b, a = result.before_figures.span_us, result.after_figures.span_us
-        within = _span_within_noise(result)
-    else:
-        b, a = result.before_figures.total_us, result.after_figures.total_us
-        within = None if result.noise is None else result.noise.within_noise
-    if b <= 0:
-        return Verdict(ok=a <= 0, threshold_pct=pct, before_us=b, after_us=a, change_pct=None, basis=result.basis,
-                       within_noise=within, compared=compared)
-    return Verdict(ok=a <= b * (1 + pct / 100.0), threshold_pct=pct, before_us=b, after_us=a,
-                   change_pct=100.0 * (a - b) / b, basis=result.basis, within_noise=within, compared=compared)
+
+
+def _verdict(pct: float, result: DiffResult, b: float, a: float, within: bool | None, compared: Compared,
+             chosen: bool, sources: tuple[str, str] = ("", "")) -> Verdict:
+    change = None if b <= 0 else 100.0 * (a - b) / b
+    ok = a <= 0 if b <= 0 else a <= b * (1 + pct / 100.0)
+    return Verdict(ok=ok, threshold_pct=pct, before_us=b, after_us=a, change_pct=change, basis=result.basis,
+                   within_noise=within, compared=compared, chosen=chosen, sources=sources)
 
 
 def _span_within_noise(result: DiffResult) -> bool | None:
-    """The headline's noise rule applied to the per-step spans (None without two steps on each side)."""
+    """The headline's noise rule applied to the per-step spans (None, unknown, under NOISE_MIN_STEPS steps a side)."""
     sb = [f.span_us for _, f in result.steps_before]
     sa = [f.span_us for _, f in result.steps_after]
-    if len(sb) < 2 or len(sa) < 2:
+    if len(sb) < NOISE_MIN_STEPS or len(sa) < NOISE_MIN_STEPS:
         return None
     delta = result.after_figures.span_us - result.before_figures.span_us
     return within_noise(delta, (max(sb) - min(sb) + max(sa) - min(sa)) / 2)

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..results.efficiency import Efficiency, efficiency_dict
-from ..results.hints import GroupFacts, Hint, HintFacts
+from ..hardware import Arch, Platform, Vendor, platform
+from ..results.efficiency import Efficiency, efficiency_dict, sum_efficiency
+from ..results.hints import GroupFacts, Hint, HintFacts, HintOverlap, KernelRow
 from ..vocab import (LAUNCH_BOUND_IDLE_SHARE, SHAPED_GEMM_OPS, Category, GraphMode, StrEnum, anchored, compact_kernel_name,
                      is_fused_attention_op, is_launch_bound)
 
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
     from ..results.attribution import BlockResult
 
 # Hint, GroupFacts, HintFacts and merge_facts live in tracekit.results.hints; they are imported here for use.
-__all__ = ["HINT_RULES", "HintRule", "HintTag", "collect_facts", "evaluate"]
+__all__ = ["ADVICE", "HINT_RULES", "Advice", "AdviceTopic", "HintRule", "HintTag", "advise", "collect_facts",
+           "evaluate"]
 
 NONE = -1  # tracekit.link.NONE, repeated so that importing this module stays light
 
@@ -371,7 +373,10 @@ def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]]
     Work per event is a few dict look-ups; ancestors are walked once per distinct launcher.
     """
     facts = _FactCollector(tr, links).collect(block_keys, dev_owner, cats, busy_ns)
+    info = tr.info
+    platforms = sorted({platform(n, info.runtime) for n in info.gpus} or {platform(None, info.runtime)})
     for g in facts.values():  # once per block kind, not per event
+        g.platforms = list(platforms)
         g.check()
     return facts
 
@@ -443,6 +448,106 @@ class Group:
         return us / self.busy_us if self.busy_us > 0 else 0.0
 
 
+class AdviceTopic(StrEnum):
+    """What a piece of vendor-specific advice is about: the hint rules that name a kernel library ask for one."""
+
+    FUSED_SDPA = "fused-sdpa"  # the fused SDPA backends that replace an eager softmax (eager-softmax)
+    FUSED_ELIGIBLE = "fused-eligible"  # where SDPA's fused backends are switched on (sdpa-math-fallback)
+    FASTER_KERNEL = "faster-kernel"  # a faster fused attention kernel for this GPU (low-tflops)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Advice:
+    """One row of :data:`ADVICE`: ``text`` for a topic on the platforms it fits. ``vendor`` None fits any (a topic's
+    catch-all); ``archs`` empty fits any arch of the vendor; ``ran``/``not_ran`` (regexes over the kernel names
+    that ran) fit only when some kernel matches / none does, so that a trace is not told to use what it runs."""
+
+    name: str
+    topic: AdviceTopic
+    text: str
+    why: str
+    vendor: Vendor | None = None
+    archs: frozenset[Arch] = frozenset()
+    ran: str = ""
+    not_ran: str = ""
+
+    def fits(self, platforms: Sequence[Platform], kernels: Sequence[str]) -> bool:
+        """Every platform of the blocks' traces is this row's (one vendor, arch in ``archs``), and the kernels fit."""
+        if self.vendor is not None and not (platforms and all(p.vendor == self.vendor for p in platforms)):
+            return False
+        if self.archs and not all(p.arch in self.archs for p in platforms):
+            return False
+        if self.ran and not any(re.search(self.ran, k) for k in kernels):
+            return False
+        return not (self.not_ran and any(re.search(self.not_ran, k) for k in kernels))
+
+
+_CUDNN_KERNEL = r"cudnn|fort_native_sdpa"
+_AITER_KERNEL = r"aiter::|fmha_fwd|ck_tile|Fmha"
+_AMD, _NVIDIA = Vendor.AMD, Vendor.NVIDIA
+
+# Ordered, first fit wins; each topic ends in a catch-all (vendor None). ROCm rows name ROCm libraries only and CUDA
+# rows CUDA ones: FA3 and cuDNN do not run on AMD GPUs, nor aiter/CK/AOTriton-for-ROCm on NVIDIA ones.
+ADVICE: tuple[Advice, ...] = (
+    Advice(name="rocm-fused-sdpa", topic=AdviceTopic.FUSED_SDPA, vendor=_AMD,
+           text="fused on ROCm: flash/mem-efficient, AOTriton's kernels; or aiter's flash attention",
+           why="on ROCm, SDPA's fused backends are AOTriton's Triton kernels; cuDNN is CUDA-only"),
+    Advice(name="volta-fused-sdpa", topic=AdviceTopic.FUSED_SDPA, vendor=_NVIDIA, archs=frozenset({Arch.VOLTA}),
+           text="fused: mem-efficient; the flash and cuDNN backends need sm80 or newer",
+           why="PyTorch's flash and cuDNN SDPA backends require compute capability 8.0"),
+    Advice(name="cuda-fused-sdpa", topic=AdviceTopic.FUSED_SDPA, vendor=_NVIDIA,
+           text="fused: flash/mem-efficient/cuDNN",
+           why="the three fused SDPA backends of CUDA builds of PyTorch"),
+    Advice(name="any-fused-sdpa", topic=AdviceTopic.FUSED_SDPA,
+           text="a fused backend: flash or mem-efficient",
+           why="vendor unknown or mixed: only the backends every GPU build has"),
+    Advice(name="rocm-fused-eligible", topic=AdviceTopic.FUSED_ELIGIBLE, vendor=_AMD,
+           text="check sdpa_kernel()/torch.backends settings (on ROCm the fused backends are AOTriton's: set "
+                "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1 on GPUs where they are experimental)",
+           why="ROCm builds gate AOTriton's flash/mem-efficient SDPA on some GPUs behind that variable"),
+    Advice(name="any-fused-eligible", topic=AdviceTopic.FUSED_ELIGIBLE,
+           text="check sdpa_kernel()/torch.backends settings",
+           why="the switches every build has"),
+    Advice(name="rocm-cdna3-faster", topic=AdviceTopic.FASTER_KERNEL, vendor=_AMD, archs=frozenset({Arch.CDNA3}),
+           not_ran=_AITER_KERNEL,
+           text="aiter's flash attention (CK and assembly FMHA kernels tuned for MI300) or the Composable Kernel "
+                "backend of ROCm flash-attention",
+           why="on CDNA3, aiter's CK/assembly kernels outrun SDPA's default AOTriton (Triton) kernels"),
+    Advice(name="rocm-faster", topic=AdviceTopic.FASTER_KERNEL, vendor=_AMD,
+           text="a newer aiter or ROCm flash-attention (Composable Kernel backend), or SDPA's flash backend "
+                "(AOTriton; TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1 where it is experimental)",
+           why="ROCm's fused attention kernels come from aiter/CK and AOTriton"),
+    Advice(name="blackwell-faster", topic=AdviceTopic.FASTER_KERNEL, vendor=_NVIDIA, archs=frozenset({Arch.BLACKWELL}),
+           text="FA4 (flash-attn's CuTe DSL kernels for sm100) or cuDNN SDPA",
+           why="FA3 is built for sm90 only; on sm100, FA4 and cuDNN use the new tensor-core instructions"),
+    Advice(name="hopper-after-cudnn", topic=AdviceTopic.FASTER_KERNEL, vendor=_NVIDIA, archs=frozenset({Arch.HOPPER}),
+           ran=_CUDNN_KERNEL,
+           text="FA3 (flash-attn's hopper/ build for sm90; cuDNN SDPA already ran here)",
+           why="the trace runs cuDNN's sm90 kernel already: the other Hopper kernel is FA3"),
+    Advice(name="hopper-faster", topic=AdviceTopic.FASTER_KERNEL, vendor=_NVIDIA, archs=frozenset({Arch.HOPPER}),
+           text="FA3 (flash-attn's hopper/ build for sm90) or cuDNN SDPA",
+           why="SDPA's flash backend is FA2, which uses no Hopper wgmma/TMA; FA3 and cuDNN's sm90 kernels do"),
+    Advice(name="ampere-ada-faster", topic=AdviceTopic.FASTER_KERNEL, vendor=_NVIDIA,
+           archs=frozenset({Arch.AMPERE, Arch.ADA}),
+           text="FA2 (flash-attn 2, or SDPA's flash backend) or cuDNN SDPA",
+           why="FA3 needs sm90; on sm80/sm89, FA2 and cuDNN are the fast kernels"),
+    Advice(name="volta-faster", topic=AdviceTopic.FASTER_KERNEL, vendor=_NVIDIA, archs=frozenset({Arch.VOLTA}),
+           text="SDPA's mem-efficient backend or xFormers; FA2 and cuDNN SDPA need sm80 or newer",
+           why="flash-attn 2 and cuDNN attention do not build for sm70"),
+    Advice(name="cuda-faster", topic=AdviceTopic.FASTER_KERNEL, vendor=_NVIDIA,
+           text="FA3 on Hopper, FA2 or cuDNN SDPA on Ampere/Ada, FA4 or cuDNN on Blackwell",
+           why="the GPU model is not in tracekit.hardware, so its architecture is unknown"),
+    Advice(name="any-faster", topic=AdviceTopic.FASTER_KERNEL,
+           text="the fastest fused attention kernel the GPU's vendor ships for it",
+           why="vendor unknown, or the traces' GPUs differ: naming one vendor's library could be wrong"),
+)
+
+
+def advise(topic: AdviceTopic, platforms: Sequence[Platform], kernels: Sequence[str] = ()) -> Advice:
+    """The first row of :data:`ADVICE` for ``topic`` that fits the blocks' platforms and kernels."""
+    return next(a for a in ADVICE if a.topic == topic and a.fits(platforms, kernels))
+
+
 def _us(rows: Sequence[tuple[str, str, str, str, int, float]]) -> float:
     return sum(r[5] for r in rows)
 
@@ -467,29 +572,40 @@ def _r(x: float) -> float:
     return round(x, 3)
 
 
+def _full(rows: Sequence[tuple[str, str, str, str, int, float]]) -> dict[KernelRow, float]:
+    """All of these rows' time, as a hint's ``counted``."""
+    out: dict[KernelRow, float] = {}
+    for r in rows:
+        out[r[:4]] = out.get(r[:4], 0.0) + r[5]
+    return out
+
+
 def _hint(rule: HintRule, g: Group, message: str, evidence: dict[str, Any], saving_us: float | None,
-          basis: str, denominator_us: float | None = None) -> Hint:
+          basis: str, denominator_us: float | None = None, counted: dict[KernelRow, float] | None = None) -> Hint:
+    """A Hint; ``counted`` is the kernel time its saving counts, per row (its sum is the saving), for overlaps."""
     den = g.busy_us if denominator_us is None else denominator_us
     pct = 100 * saving_us / den if saving_us is not None and den > 0 else None
     return Hint(rule=rule.name, blocks=[g.label], message=message, evidence=evidence,
                 saving_us=None if saving_us is None else _r(saving_us), saving_pct=None if pct is None else round(pct, 1),
-                saving_basis=basis)
+                saving_basis=basis, counted=dict(counted or {}) if saving_us is not None else {}).check()
 
 
 def _eager_softmax(g: Group, rule: HintRule) -> Hint | None:
-    sm, ew = g.categories.get(Category.SOFTMAX, 0.0), g.categories.get(Category.ELEMENTWISE, 0.0)
+    """The softmax and elementwise rows' time (their kernels, the saving's count; the categories' sums agree)."""
+    rows = g.rows(lambda n, c, la, t: c in (Category.SOFTMAX, Category.ELEMENTWISE))
+    sm, ew = _us([r for r in rows if r[1] == Category.SOFTMAX]), _us([r for r in rows if r[1] != Category.SOFTMAX])
     if sm <= 0 or g.categories.get(Category.FUSED_ATTENTION, 0.0) > 0 or g.tagged(HintTag.SDPA_MATH):
         return None
     share = g.share(sm + ew)
     if share < rule.threshold:
         return None
-    names = _names(g.rows(lambda n, c, la, t: c in (Category.SOFTMAX, Category.ELEMENTWISE)))
+    advice = advise(AdviceTopic.FUSED_SDPA, g.facts.platforms)
     return _hint(rule, g, f"{g.label}: eager softmax + mask/scale kernels are {100 * share:.1f}% of busy time "
-                          f"({_t(sm + ew)}); use F.scaled_dot_product_attention (fused: flash/mem-efficient/cuDNN)",
+                          f"({_t(sm + ew)}); use F.scaled_dot_product_attention ({advice.text})",
                  {"softmax_us": _r(sm), "elementwise_us": _r(ew), "busy_us": _r(g.busy_us),
-                  "share_pct": round(100 * share, 1), "kernels": names},
+                  "share_pct": round(100 * share, 1), "kernels": _names(rows), "advice": advice.name},
                  sm + ew, "upper bound: the time of the eager softmax/mask/scale kernels; the fused kernel does "
-                          "this work too, in time the trace cannot tell")
+                          "this work too, in time the trace cannot tell", counted=_full(rows))
 
 
 def _sdpa_math(g: Group, rule: HintRule) -> Hint | None:
@@ -498,14 +614,16 @@ def _sdpa_math(g: Group, rule: HintRule) -> Hint | None:
     if not soft:
         return None
     total = _us(rows)
-    not_mm = _us([r for r in rows if r[1] != Category.MATMUL])
+    not_mm_rows = [r for r in rows if r[1] != Category.MATMUL]
+    not_mm = _us(not_mm_rows)
+    advice = advise(AdviceTopic.FUSED_ELIGIBLE, g.facts.platforms)
     return _hint(rule, g, f"{g.label}: SDPA ran its math fallback (softmax kernels inside the SDPA op, "
                           f"{_t(total)} of kernels); make a fused backend eligible (bf16/fp16 inputs, is_causal "
-                          f"instead of a mask, supported head_dim) or check sdpa_kernel()/torch.backends settings",
+                          f"instead of a mask, supported head_dim) or {advice.text}",
                  {"math_path_us": _r(total), "softmax_us": _r(_us(soft)), "non_matmul_us": _r(not_mm),
-                  "busy_us": _r(g.busy_us), "kernels": _names(soft)},
+                  "busy_us": _r(g.busy_us), "kernels": _names(soft), "advice": advice.name},
                  not_mm, "upper bound: the math path's softmax/mask/cast/copy kernels; a fused kernel still "
-                         "does the matmul work")
+                         "does the matmul work", counted=_full(not_mm_rows))
 
 
 _CAPTURES = frozenset({GraphMode.CAPTURE_ONLY, GraphMode.CAPTURE_REPLAY})
@@ -566,7 +684,8 @@ def _kv_cat(g: Group, rule: HintRule) -> Hint | None:
                           f"(transformers StaticCache, index_copy_ of the new tokens)",
                  {"cat_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
                   "calls": sum(r[4] for r in rows), "kernels": _names(rows)},
-                 us, "upper bound: the cat kernels' time; a static cache still writes the new tokens")
+                 us, "upper bound: the cat kernels' time; a static cache still writes the new tokens",
+                 counted=_full(rows))
 
 
 def _causal_mask(g: Group, rule: HintRule) -> Hint | None:
@@ -587,7 +706,7 @@ def _causal_mask(g: Group, rule: HintRule) -> Hint | None:
            f"F.scaled_dot_product_attention(..., is_causal=True) instead (no mask tensor, and the flash backend "
            f"becomes eligible)")
     if fills:
-        return _hint(rule, g, msg, ev, us, "upper bound: the masked_fill kernels' time")
+        return _hint(rule, g, msg, ev, us, "upper bound: the masked_fill kernels' time", counted=_full(rows))
     return _hint(rule, g, msg, ev, None, "none: what a fused causal kernel saves over a masked one is not in the trace")
 
 
@@ -599,14 +718,18 @@ def _fp32_softmax(g: Group, rule: HintRule) -> Hint | None:
                                             for r in g.rows(lambda n, c, la, t: c == Category.MATMUL))
     if not sixteen:
         return None
-    casts = _us(g.tagged(HintTag.CAST))
+    cast_rows = g.tagged(HintTag.CAST)
+    casts = _us(cast_rows)
+    counted = {k: v / 2 for k, v in _full(rows).items()}  # the half a bf16 softmax would save, then the casts
+    for k, v in _full(cast_rows).items():
+        counted[k] = counted.get(k, 0.0) + v
     return _hint(rule, g, f"{g.label}: softmax runs in fp32 ({_t(us)}, {100 * g.share(us):.1f}% of busy time) while "
                           f"the matmuls are bf16/fp16; keep the scores in bf16 (softmax accumulates in fp32 inside "
                           f"the kernel) and drop the casts around it ({_t(casts)})",
                  {"fp32_softmax_us": _r(us), "cast_us": _r(casts), "busy_us": _r(g.busy_us),
                   "gemm_ops_16bit": g.facts.gemm_16bit, "kernels": _names(rows)},
                  us / 2 + casts, "estimate: a memory-bound softmax moves half the bytes in bf16 (half its time), "
-                                 "plus the bf16<->fp32 cast kernels")
+                                 "plus the bf16<->fp32 cast kernels", counted=counted)
 
 
 def _repeat_kv(g: Group, rule: HintRule) -> Hint | None:
@@ -618,7 +741,7 @@ def _repeat_kv(g: Group, rule: HintRule) -> Hint | None:
                           f"F.scaled_dot_product_attention or use a GQA-aware kernel",
                  {"copy_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
                   "launchers": sorted({r[2] for r in rows}), "kernels": _names(rows)},
-                 us, "upper bound: the repeat_kv copy kernels' time")
+                 us, "upper bound: the repeat_kv copy kernels' time", counted=_full(rows))
 
 
 def _layout_copies(g: Group, rule: HintRule) -> Hint | None:
@@ -631,52 +754,42 @@ def _layout_copies(g: Group, rule: HintRule) -> Hint | None:
                           f"flash-attn, no .contiguous() before SDPA) or let torch.compile fuse the copies",
                  {"copy_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
                   "launchers": sorted({r[2] for r in rows if r[2]})[:5], "kernels": _names(rows)},
-                 us, "upper bound: the copy kernels' time")
+                 us, "upper bound: the copy kernels' time", counted=_full(rows))
 
 
-def _get(obj: object, name: str) -> Any:
-    """A field of an efficiency record (tracekit.flops.Efficiency, read through its JSON form) or of a dict."""
-    if obj is None:
-        return None
-    if isinstance(obj, Efficiency):
-        obj = efficiency_dict(obj)
-    if isinstance(obj, dict):
-        return obj.get(name)
-    return getattr(obj, name, None)
+def _fused_efficiency(g: Group) -> Efficiency | None:
+    """The fused attention kernels' efficiency over the group's blocks: the sum of the very records the JSON's
+    ``efficiency_by_category["fused_attention"]`` shows per block, so the hint's figures are the table's."""
+    key = Category.FUSED_ATTENTION.value
+    return sum_efficiency([b.efficiency_by_category.get(key) for b in g.blocks])
 
 
 def _low_tflops(g: Group, rule: HintRule) -> Hint | None:
-    """Reads ``BlockResult.efficiency_by_category["fused_attention"]`` (silent when the field is absent)."""
-    flops = 0.0
-    peak = None
-    bounds: list[str] = []
-    for b in g.blocks:
-        e = _get(getattr(b, "efficiency_by_category", None), Category.FUSED_ATTENTION.value)
-        f, rate, roof = _get(e, "flops"), _get(e, "tflops_per_s"), _get(e, "roof_pct")
-        if not f:
-            continue
-        flops += f
-        bounds.append(str(_get(e, "bound") or ""))
-        if peak is None and rate and roof:
-            peak = rate / (roof / 100)
-    us = g.categories.get(Category.FUSED_ATTENTION, 0.0)
-    if flops <= 0 or us <= 0 or peak is None or not bounds:
+    """A compute-bound fused kernel far below its dtype's peak (the one look-up: hardware.compute_peak)."""
+    e = _fused_efficiency(g)
+    peak = e.peak_tflops if e is not None else None
+    if e is None or peak is None or e.bound != "compute" or e.time_ns <= 0 or e.compute_s is None:
         return None
-    compute = sum(1 for x in bounds if x.startswith("compute"))
-    if compute * 2 <= len(bounds):
-        return None
-    rate = flops / us / 1e6
-    roof_pct = 100 * rate / peak
+    d = efficiency_dict(e)  # rates and roof exactly as the JSON's efficiency records round them
+    roof_pct, rate = float(d["roof_pct"]), float(d["tflops_per_s"])  # type: ignore[arg-type]
     if roof_pct >= rule.threshold:
         return None
-    names = _names(g.rows(lambda n, c, la, t: c == Category.FUSED_ATTENTION))
+    rows = g.rows(lambda n, c, la, t: c == Category.FUSED_ATTENTION)
+    us, at_roof_us = e.time_ns / 1000, e.compute_s * 1e6
+    saving = max(0.0, us - at_roof_us)
+    rows_us = _us(rows)
+    counted = {k: v * saving / rows_us for k, v in _full(rows).items()} if rows_us > 0 else {}
+    dtype = "/".join(e.dtypes)
+    advice = advise(AdviceTopic.FASTER_KERNEL, g.facts.platforms, [r[0] for r in rows])
     return _hint(rule, g, f"{g.label}: the fused attention kernel is compute-bound but runs at {rate:.0f} TFLOP/s, "
-                          f"{roof_pct:.0f}% of the device's peak; try a newer kernel for this GPU (FA3 on Hopper, "
-                          f"cuDNN SDPA), larger head_dim/batch per launch, or check the dtype",
-                 {"fused_attention_us": _r(us), "flops": flops, "tflops_per_s": round(rate, 1),
-                  "peak_tflops_per_s": round(peak, 1), "roof_pct": round(roof_pct, 1), "kernels": names},
-                 us * (1 - roof_pct / 100), "upper bound: the fused kernels' time above what the compute roof "
-                                            "allows")
+                          f"{roof_pct:.0f}% of the device's {dtype} peak ({peak:.1f} TFLOP/s); for this GPU try "
+                          f"{advice.text}; or larger head_dim/batch per launch, or check the dtype",
+                 {"fused_attention_us": _r(us), "flops": e.flops, "tflops_per_s": rate,
+                  "peak_tflops_per_s": round(peak, 1), "peak_dtypes": list(e.dtypes), "roof_pct": roof_pct,
+                  "kernels": _names(rows), "advice": advice.name},
+                 saving if counted else None,
+                 "upper bound: the fused kernels' time above what the compute roof allows" if counted else
+                 "none: the fused kernels' rows are not in the facts", counted=counted)
 
 
 def _rotary_cat(g: Group, rule: HintRule) -> Hint | None:
@@ -689,7 +802,8 @@ def _rotary_cat(g: Group, rule: HintRule) -> Hint | None:
                           f"rotary kernel (flash_attn's apply_rotary_emb, Liger, or torch.compile)",
                  {"cat_us": _r(_us(cat)), "neg_us": _r(_us(neg)), "busy_us": _r(g.busy_us),
                   "share_pct": round(100 * g.share(us), 1), "kernels": _names(cat + neg)},
-                 us, "upper bound: the cat and neg kernels' time; a fused kernel still reads and writes q and k")
+                 us, "upper bound: the cat and neg kernels' time; a fused kernel still reads and writes q and k",
+                 counted=_full(cat + neg))
 
 
 def _comm(g: Group, rule: HintRule) -> Hint | None:
@@ -701,7 +815,7 @@ def _comm(g: Group, rule: HintRule) -> Hint | None:
                           f"compute (async TP) or check the TP degree for this size",
                  {"comm_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
                   "kernels": _names(rows)},
-                 us, "upper bound: the collective kernels' time, if fully overlapped")
+                 us, "upper bound: the collective kernels' time, if fully overlapped", counted=_full(rows))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -743,8 +857,8 @@ HINT_RULES: tuple[HintRule, ...] = (
              reads="direct copy/transpose kernels (memory) not covered by another rule",
              why="contiguous()/transpose copies move the whole tensor for no math"),
     HintRule(name="low-tflops", threshold=LOW_ROOF_PCT, check=_low_tflops,
-             reads="BlockResult.efficiency_by_category['fused_attention'] (flops, bound, "
-                   "roof_pct)",
+             reads="BlockResult.efficiency_by_category['fused_attention'] summed over the blocks (flops, "
+                   "bound, roof_pct; the peak of the kernels' dtype)",
              why="a compute-bound kernel far below the roof leaves the most on the table"),
     HintRule(name="rotary-cat", threshold=ROTARY_SHARE, check=_rotary_cat,
              reads="cat of two equal halves along the last dim + neg kernels",
@@ -785,4 +899,55 @@ def evaluate(facts: HintFacts | None, blocks: Sequence[BlockResult],
             h = rule.check(g, rule)
             if h is not None:
                 out.append(h)
+    _mark_overlaps(out, {g.label: g.busy_us for g in groups})
     return out
+
+
+def _mark_overlaps(hints: Sequence[Hint], busy_us: dict[str, float]) -> None:
+    """Hints of one block kind whose savings count some of the same kernel rows, linked (a connected set each):
+    every member gets the set's HintOverlap, so no reader adds up savings that share device time."""
+    by_label: dict[str, list[Hint]] = {}
+    for h in hints:
+        if h.counted:
+            by_label.setdefault(h.blocks[0], []).append(h)
+    for label, hs in by_label.items():
+        for members in _sharing_sets(hs):
+            if len(members) > 1:
+                ov = _overlap(members, label, busy_us[label])
+                for h in members:
+                    h.overlap = ov
+
+
+def _sharing_sets(hs: Sequence[Hint]) -> list[list[Hint]]:
+    """The hints in connected sets, two linked when both count time of one kernel row (in hint order)."""
+    parent = list(range(len(hs)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for i in range(len(hs)):
+        for j in range(i + 1, len(hs)):
+            if any(us > 0 and hs[j].counted.get(k, 0.0) > 0 for k, us in hs[i].counted.items()):
+                parent[root(j)] = root(i)
+    sets: dict[int, list[Hint]] = {}
+    for i, h in enumerate(hs):
+        sets.setdefault(root(i), []).append(h)
+    return list(sets.values())
+
+
+def _overlap(members: Sequence[Hint], label: str, busy_us: float) -> HintOverlap:
+    """The union of the members' counted kernel time: each row once, at the most any member counts of it."""
+    rows = list(dict.fromkeys(k for h in members for k in h.counted))  # hint order: the sums are reproducible
+    most = {k: max(h.counted.get(k, 0.0) for h in members) for k in rows}
+    twice = {k: sum(h.counted.get(k, 0.0) for h in members) - most[k] for k in rows}  # counted beyond the most
+    union, total = sum(most.values()), sum(sum(h.counted.values()) for h in members)
+    names: dict[str, float] = {}
+    for k, us in twice.items():
+        if us > 0:
+            names[k[0]] = names.get(k[0], 0.0) + us
+    return HintOverlap(rules=[h.rule for h in members], blocks=[label], sum_us=_r(total), union_us=_r(union),
+                       double_counted_us=_r(total - union),
+                       shared_kernels=[n[:120] for n, _ in sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))],
+                       busy_us=_r(busy_us), union_pct=round(100 * union / busy_us, 1) if busy_us > 0 else None).check()

@@ -19,7 +19,7 @@ from ..model import (
     ANNOTATION, KERNEL, MEMCPY, MEMSET, MODULE, OP,
     DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, OpInputs, RuntimeEvent, Trace, TraceInfo,
 )
-from ..vocab import keeps_scalars, keeps_shapes
+from ..vocab import ANNOTATE_CAT, keeps_scalars, keeps_shapes
 from .read import Event, ReadSummary
 
 # Categories compared after strip + casefold; 2021 names mapped onto current ones.
@@ -45,6 +45,7 @@ _MAX_DUR_US = 10**12
 _MIN_TS_US = -_MAX_TS_US
 _MIN_EXACT_US, _MAX_DUR_F = -_EXACT_US, float(_MAX_DUR_US)  # float bounds for float values: faster compares
 _MAX_BYTES = 2**48  # one allocation of 256 TiB: far beyond any device
+_MAX_TOTAL = 2**52  # an allocator's ``Total Allocated`` of 4 PiB: beyond any device, so a corrupt figure
 _MAX_STEP = 2**63  # ProfilerStep numbers go to JSON output: keep them within int64
 _HUGE = 2.0**64  # a float beyond this is no id (ids are uint64 at most)
 
@@ -57,6 +58,11 @@ class _Role(NamedTuple):
 
 
 _SKIP = _Role(None)
+# tracekit annotate's own events (``cat`` ANNOTATE_CAT), counted under this key of ``dropped`` while the batches
+# come in (so that both readers carry the count, windows included) and taken out of the event count by finish():
+# they are skipped, not malformed, and the annotated copy must attribute exactly like the original.
+OWN_EVENTS = "tracekit annotate's own events"
+_OWN = _Role(None, OWN_EVENTS)  # skipped like _SKIP, and counted
 
 
 def _num(v: object) -> int | float | None:
@@ -171,7 +177,7 @@ class TraceBuilder:
             self.dropped.update(read.dropped)
             n += sum(read.dropped.values())
         tr, info = self.tr, self.info
-        info.event_count = n
+        info.event_count = n - self.dropped.pop(OWN_EVENTS, 0)
         tr.threads = list(self.threads)
         tr.streams = list(self.streams)
         tr.dropped = self.dropped
@@ -231,6 +237,8 @@ class TraceBuilder:
             role = _Role(self._gpu_annotation)
         elif key == "cuda_profiler_range":
             role = _Role(self._range)
+        elif cat == ANNOTATE_CAT:
+            role = _OWN
         else:  # "Trace", "overhead", "cuda_sync", …: not read, and not malformed
             role = _SKIP
         self.roles[cat] = role
@@ -253,6 +261,8 @@ class TraceBuilder:
                         continue
                 handle, kind = roles.get(cat) or role_of(cat)
                 if handle is None:
+                    if kind is not None:  # (_OWN: before any check, so its names are not interned either)
+                        dropped[OWN_EVENTS] += 1
                     continue
                 ts = e.ts
                 if type(ts) is float and _MIN_EXACT_US < ts < _EXACT_US:
@@ -292,10 +302,17 @@ class TraceBuilder:
             elif ph == "i":
                 if e.name == "[memory]":
                     self._memory(e)
+                elif e.cat == ANNOTATE_CAT:
+                    dropped[OWN_EVENTS] += 1
             elif ph == "s" or ph == "f":
                 cat = e.cat
-                if cat != "ac2g" and cat is not None and cat.lower() == "fwdbwd":  # ac2g: launch flows, not read
-                    self._flow(e, ph == "s")
+                if cat != "ac2g" and cat is not None:  # ac2g: launch flows, not read
+                    if cat.lower() == "fwdbwd":
+                        self._flow(e, ph == "s")
+                    elif cat == ANNOTATE_CAT:
+                        dropped[OWN_EVENTS] += 1
+            elif ph == "M" and e.cat == ANNOTATE_CAT:
+                dropped[OWN_EVENTS] += 1
 
     # -- the rare paths of ts and dur: strings, epoch-sized floats, and values that are dropped ----------
     def _ts_ns(self, ts: int | float | str | None) -> int | None:
@@ -462,7 +479,12 @@ class TraceBuilder:
                 return
         pid, tid = e.pid, e.tid
         t = self.raw_threads.get((pid, tid))
-        self.tr.memory.append(MemoryEvent(t if t is not None else self._thread(pid, tid), ts_ns, nbytes, device_type))
+        raw_total = args.total_allocated  # (a missing, odd or out-of-range total is only unknown: the event stays)
+        total = raw_total if type(raw_total) is int else _int(raw_total) if raw_total is not None else None
+        if total is None or not 0 <= total <= _MAX_TOTAL:
+            total = -1
+        self.tr.memory.append(MemoryEvent(t if t is not None else self._thread(pid, tid), ts_ns, nbytes, device_type,
+                                          total))
 
     def _flow(self, e: Event, start: bool) -> None:
         """One end of a forward→backward link."""

@@ -75,6 +75,7 @@ class Args(msgspec.Struct, gc=False):
     device: _Int | float | str | None = None
     nbytes: _Int | float | str | None = msgspec.field(default=None, name="Bytes")
     device_type: _Int | float | str | None = msgspec.field(default=None, name="Device Type")
+    total_allocated: _Int | float | str | None = msgspec.field(default=None, name="Total Allocated")  # [memory]
     dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     dims_2021: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input dims")
     types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")  # dtypes, with record_shapes
@@ -116,7 +117,7 @@ class ReadSummary:
 _DECODER = msgspec.json.Decoder(list[Event])
 _ONE = msgspec.json.Decoder(Event)
 _ARG_KEYS = {"correlation": "correlation", "External id": "ext_id", "external id": "ext_id_2021",
-             "device": "device", "Bytes": "nbytes", "Device Type": "device_type",
+             "device": "device", "Bytes": "nbytes", "Device Type": "device_type", "Total Allocated": "total_allocated",
              "Sequence number": "seq", "Fwd thread id": "fwd_tid", "kernel": "kernel"}
 _SCALAR = (int, float, str)
 NOT_OBJECT = "not an object"
@@ -164,6 +165,24 @@ def _lenient(obj: object) -> Event | str:
                     pass  # an event, so keep it here too, without the shapes it only shows
         kw["args"] = Args(**akw)
     return Event(**kw)
+
+
+def events_array_at(head: bytes) -> int:
+    """Index just after the '[' that opens the events array, in ``head`` (a file's text from its start, BOM
+    stripped), by the reader's own test (``EventStream._start``): a ``"traceEvents": [`` whose text before it
+    parses as the document's first keys, or the '[' of Chrome's bare array of events; -1 while ``head`` does not
+    reach it. ``tracekit annotate`` inserts its events there."""
+    for m in _START.finditer(head):
+        try:
+            doc = orjson.loads(head[: m.end()] + b"]}")
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(doc, dict):
+            return m.end()
+    rest = head.lstrip(_WS)
+    if rest[:1] == b"[" and rest[1:].lstrip(_WS)[:1] in (b"{", b"]"):
+        return len(head) - len(rest) + 1
+    return -1
 
 
 def decode_events(data: bytes | bytearray | memoryview) -> tuple[list[Event], Counter[str]]:

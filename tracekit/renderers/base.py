@@ -10,15 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Union
 
-from ..results.attribution import CATEGORIES, Attribution, BlockResult, GraphSummary, RankView
+from ..results.attribution import CATEGORIES, Attribution, BlockResult, GraphSummary, RankView, TraceSummary
+from ..results.sweep import RunRow, sweep_key
 from ..results.diff import DiffResult, RankPair, Verdict
 from ..results.format import (  # noqa: F401  (the renderers' shared wording, imported from here)
-    basis_label, fmt_bytes, fmt_time, headline, pct, printable, ratio_text, share_text, signed, time_base_label,
+    basis_label, fmt_bytes, fmt_time, headline, noise_words, pct, printable, ratio_text, share_text, signed,
+    step_line, time_base_label,
 )
 from ..results.rows import (  # noqa: F401
     TABLE_GROUPINGS, PairRow, Row, check_grouping, group_rows, pair_rows, rank_view_of,
 )
-from ..vocab import Compared, GraphMode, Phase, PairedBy
+from ..vocab import Compared, GraphMode, PairedBy, Phase, SpeedupBasis
 from .names import short_name
 
 Result = Union[Attribution, DiffResult]
@@ -80,20 +82,100 @@ def header_lines(result: Attribution) -> list[str]:
     """What each trace is: device, runtime, steps, time base. Never user metadata."""
     lines = []
     for t in result.traces:
-        parts = [", ".join(t.gpus) if t.gpus else ("no GPU listed" if t.time_base == "device" else "CPU only")]
-        if t.runtime:
-            parts.append(t.runtime)
-        parts.append(f"PyTorch {t.pytorch}" if t.pytorch else "PyTorch version not recorded")
-        if t.steps:
-            s = t.steps
-            parts.append(f"{len(s)} step{'s' if len(s) != 1 else ''} (#{s[0]}{f'–#{s[-1]}' if len(s) > 1 else ''})")
-        else:
-            parts.append("no ProfilerStep")
-        parts.append(f"time base: {time_base_label(t.time_base)}")
-        lines.append(f"{t.source}: {t.events:,} events · " + " · ".join(parts))
+        lines.append(f"{t.source}: {t.events:,} events · " + " · ".join(trace_parts(t)))
         if t.graphs is not None and t.graphs.mode != GraphMode.EAGER:
             lines.append(graph_line(t.graphs))
     return lines
+
+
+def trace_parts(t: TraceSummary) -> list[str]:
+    """A trace's device, runtime, PyTorch, steps and time base, the words of its header line."""
+    parts = [", ".join(t.gpus) if t.gpus else ("no GPU listed" if t.time_base == "device" else "CPU only")]
+    if t.runtime:
+        parts.append(t.runtime)
+    parts.append(f"PyTorch {t.pytorch}" if t.pytorch else "PyTorch version not recorded")
+    if t.steps:
+        s = t.steps
+        parts.append(f"{len(s)} step{'s' if len(s) != 1 else ''} (#{s[0]}{f'–#{s[-1]}' if len(s) > 1 else ''})")
+    else:
+        parts.append("no ProfilerStep")
+    parts.append(f"time base: {time_base_label(t.time_base)}")
+    return parts
+
+
+RUNS_HEADER_LINES = 4  # distinct trace descriptions shown above a run table; the rest are counted
+
+
+def runs_header_lines(result: Attribution) -> list[str]:
+    """A folder of runs' header: one line per distinct trace description (with its count), not one per file."""
+    counts: dict[str, int] = {}
+    for t in result.traces:
+        d = " · ".join(trace_parts(t))
+        counts[d] = counts.get(d, 0) + 1
+    n = len(result.traces)
+    lines = [f"{len(result.runs)} runs, {n:,} trace{'s' if n != 1 else ''}"
+             + (f": {next(iter(counts))}" if len(counts) == 1 else "")]
+    if len(counts) > 1:
+        for d, k in list(counts.items())[:RUNS_HEADER_LINES]:
+            lines.append(f"  {k} × {d}")
+        if len(counts) > RUNS_HEADER_LINES:
+            lines.append(f"  and {len(counts) - RUNS_HEADER_LINES} more kinds of trace")
+    graphs = sum(1 for t in result.traces if t.graphs is not None and t.graphs.mode != GraphMode.EAGER)
+    if graphs:
+        lines.append(f"graphs: {graphs} of the traces capture or replay CUDA/HIP graphs (per trace: attribute a run)")
+    return lines
+
+
+def speedup_cell(r: RunRow) -> str:
+    """``0.88×`` (measured), ``2.70× p`` (profiled span), ``2.70× p!`` (profiled, a launch-bound run), or —."""
+    if r.speedup is None:
+        return "—"
+    mark = "" if r.speedup_basis == SpeedupBasis.MEASURED else " p!" if r.speedup_launch_bound else " p"
+    return f"{r.speedup:.2f}×{mark}"
+
+
+def latency_cell(r: RunRow) -> str:
+    """The measured latency of one forward pass, ``2.508 ± 0.031 ms``, or — without a measured.json."""
+    m = r.measured
+    if m is None:
+        return "—"
+    half = m.half_spread_ms
+    return f"{m.median_ms:.3f} ms" if half is None else f"{m.median_ms:.3f} ± {half:.3f} ms"
+
+
+def sweep_notes(rows: list[RunRow]) -> list[str]:
+    """The run table's footnotes: what the speedup divides and what the marks mean (only those shown)."""
+    notes = []
+    base = next((r.baseline for r in rows if r.baseline), None)
+    if base is not None:
+        what = "measured latency where both runs have a measured.json" if any(
+            r.speedup_basis == SpeedupBasis.MEASURED for r in rows) else "no run has a measured latency"
+        notes.append(f"speedup: over {sweep_key_impl(base)} at the same sequence length; {what}")
+    if any(r.speedup_basis == SpeedupBasis.PROFILED for r in rows):
+        notes.append("p: from the attention blocks' profiled span per step, inflated by the profiler's own launch "
+                     "overhead; measure latency outside the profiler (scripts/profile_attention.py writes measured.json)")
+    if any(r.speedup_launch_bound for r in rows):
+        notes.append("!: a run is launch-bound (the device idles over half the blocks' span): the profiled speedup "
+                     "is not the latency's")
+    if any(r.launch_bound for r in rows):
+        notes.append("LB: launch-bound run")
+    return notes
+
+
+def measured_lines(r: DiffResult) -> list[str]:
+    """The latency measured outside the profiler, before → after, where both sides have a measured.json."""
+    mb, ma = r.before.measured, r.after.measured
+    if mb is None or ma is None:
+        return []
+    change = 100.0 * (ma.median_ms - mb.median_ms) / mb.median_ms
+    return [f"measured latency (outside the profiler, {printable(mb.what)}): {mb.median_ms:.3f} ms → "
+            f"{ma.median_ms:.3f} ms ({change:+.1f}%; {mb.median_ms / ma.median_ms:.2f}× "
+            f"{'faster' if ma.median_ms <= mb.median_ms else 'as fast'})"]
+
+
+def sweep_key_impl(name: str) -> str:
+    key = sweep_key(name)
+    return key[0] if key else name
 
 
 def graph_line(g: GraphSummary) -> str:
@@ -166,13 +248,16 @@ def roles_line(label: str, matmul_us: float, roles: dict[str, float] | None) -> 
 
 
 def noise_line(r: DiffResult) -> str:
+    """Each side's per-step range and the verdict; with too few steps, that the noise is unknown, and why."""
     n = r.noise
     if n is None:
         return r.noise_note
+    if n.within_noise is None:
+        return (f"{r.noise_note} (per-step ranges: before {fmt_time(n.before.min_us)}–{fmt_time(n.before.max_us)}, "
+                f"after {fmt_time(n.after.min_us)}–{fmt_time(n.after.max_us)})")
     return (f"noise: before {fmt_time(n.before.min_us)}–{fmt_time(n.before.max_us)} over {len(n.before.steps)} steps, "
             f"after {fmt_time(n.after.min_us)}–{fmt_time(n.after.max_us)} over {len(n.after.steps)} steps; "
-            f"combined spread {fmt_time(n.combined_spread_us)} → the change is "
-            f"{'within' if n.within_noise else 'beyond'} noise")
+            f"combined spread {fmt_time(n.combined_spread_us)} → the change is {noise_words(n.within_noise)}")
 
 
 def blocks_line(r: DiffResult) -> str:
@@ -187,9 +272,20 @@ def alloc_line(r: DiffResult, conclusions: bool = True) -> str | None:
     m = r.alloc
     if m is None:
         return None
-    line = (f"memory allocated inside blocks (all steps): {fmt_bytes(m.before_bytes)} → {fmt_bytes(m.after_bytes)} "
-            f"({'+' if m.delta_bytes > 0 else ''}{fmt_bytes(m.delta_bytes)})")
+    d = m.delta_peak_bytes
+    if d is not None:
+        peak = f"peak {_bytes(m.before_peak_bytes)} → {_bytes(m.after_peak_bytes)} ({'+' if d > 0 else ''}{fmt_bytes(d)})"
+    elif m.before_peak_bytes is None and m.after_peak_bytes is None:
+        peak = "peak unknown (no Total Allocated in the memory events)"
+    else:
+        peak = f"peak {_bytes(m.before_peak_bytes)} → {_bytes(m.after_peak_bytes)}"
+    line = (f"memory in blocks: {peak} · allocated (sum, all steps) {fmt_bytes(m.before_bytes)} → "
+            f"{fmt_bytes(m.after_bytes)} ({'+' if m.delta_bytes > 0 else ''}{fmt_bytes(m.delta_bytes)})")
     return "".join([line, *(f": {c}" for c in r.conclusions)]) if conclusions else line
+
+
+def _bytes(n: int | None) -> str:
+    return "unknown" if n is None else fmt_bytes(n)
 
 
 def largest_change(deltas: dict[str, float]) -> str:
@@ -219,15 +315,24 @@ def rank_pair_cells(p: RankPair) -> tuple[str, str, str, str]:
 def verdict_line(v: Verdict) -> str:
     """The CI gate's one line for stderr: what was compared, and the decision."""
     head = f"fail-if-slower {v.threshold_pct:g}%:"
-    basis = basis_label(v.basis)
+    what = _compared_label(v)
+    basis = "median of repeats" if v.compared == Compared.LATENCY else basis_label(v.basis)
     if v.change_pct is None:
         if v.ok:
             return f"{head} ok: no attention time on either side"
-        what = "profiled span" if v.compared == Compared.SPAN else "attention time"
         return f"{head} REGRESSION: {what} appeared (0 → {fmt_time(v.after_us)}, {basis})"
-    what = "profiled span (launch-bound: busy time is not the wait)" if v.compared == Compared.SPAN else "attention time"
     fig = f"{what} {fmt_time(v.before_us)} → {fmt_time(v.after_us)} ({v.change_pct:+.1f}%, {basis})"
     noise = "; the change is within noise" if v.within_noise else ""
     if v.ok:
         return f"{head} ok: {fig}{noise}"
     return f"{head} REGRESSION: {fig} is more than {v.threshold_pct:g}% slower{noise}"
+
+
+def _compared_label(v: Verdict) -> str:
+    """What the gate compared, and why: asked for (--gate-on), or the default rule."""
+    if v.compared == Compared.LATENCY:
+        src = " / ".join(printable(s) for s in v.sources if s)
+        return f"measured latency{f' ({src})' if src else ''}"
+    if v.compared == Compared.SPAN:
+        return "profiled span" + ("" if v.chosen else " (launch-bound: busy time is not the wait)")
+    return "attention time" + (" (busy, --gate-on busy)" if v.chosen else "")

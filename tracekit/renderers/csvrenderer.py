@@ -5,7 +5,8 @@ An attribution is one row per block × category. A diff is sections in one table
 ``block_only_before``/``block_only_after`` (unpaired block × category), ``kernel_only_before``/
 ``kernel_only_after`` (one row per kernel or op), ``kernel_changed`` (a kernel on both sides whose count or
 time changed beyond noise; ``count`` is the after count), ``span`` (the headline's profiled span, category
-``total``), ``rank`` (two folders of ranks: rank N before and after, category ``total``, in the ``rank``
+``total``), ``step_busy``/``step_span`` (the median step as a whole, all its device work: busy time and span,
+category ``total``; only when both sides have ProfilerSteps on a device), ``rank`` (two folders of ranks: rank N before and after, category ``total``, in the ``rank``
 column). With ``--by rank`` an attribution is instead one row per rank × category (RANK_COLUMNS). Rows stream out in chunks, so a huge trace (or a
 200 MB kernel name) never becomes one giant string.
 """
@@ -153,6 +154,11 @@ class CSVRenderer(Renderer):
         yield row(section="span", category="total", before_us=_num(r.before_figures.span_us),
                   after_us=_num(r.after_figures.span_us), delta_us=_num(r.after_figures.span_us - r.before_figures.span_us),
                   ratio=_ratio(r.before_figures.span_us, r.after_figures.span_us), basis=r.basis)
+        if r.step_before is not None and r.step_after is not None:
+            for name in ("busy", "span"):
+                b, a = getattr(r.step_before, f"{name}_us"), getattr(r.step_after, f"{name}_us")
+                yield row(section=f"step_{name}", category="total", before_us=_num(b), after_us=_num(a),
+                          delta_us=_num(a - b), ratio=_ratio(b, a), basis=r.basis)
         for rp in r.ranks:
             rb = rp.before.total_us if rp.before is not None else None
             ra = rp.after.total_us if rp.after is not None else None

@@ -11,16 +11,24 @@ import orjson
 
 from ..results.efficiency import efficiency_dict
 from ..results.attribution import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Coverage, Evidence, GraphSummary, RankRow, RankView
+from ..results.diff import NOISE_MIN_STEPS
+from ..results.measured import Measured
+from ..results.sweep import RunRow, run_rows
 from .base import Renderer
 
 if TYPE_CHECKING:
-    from ..results.diff import AllocDelta, BlockPair, DiffResult, KernelChange, KernelTotal, Noise, RankPair, Spread
+    from ..results.attribution import StepFigures
+    from ..results.diff import (
+        AllocDelta, BlockPair, DiffResult, KernelChange, KernelTotal, Noise, RankPair, Spread, WholeStep,
+    )
+    from ..results.hints import Hint
 
 
-def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> dict:
+def to_dict(result: Attribution, tool: str, ranks: RankView | None = None, intervals: bool = False) -> dict:
     """The stable schema; extra keys beyond the contract are additive.
 
-    ``ranks`` (docs/attribution.md, "Ranks") is there for a folder of ranks, or when passed (``--by rank``)."""
+    ``ranks`` (docs/attribution.md, "Ranks") is there for a folder of ranks, or when passed (``--by rank``).
+    ``intervals`` adds each block's device intervals (``--with-intervals``: they outweigh the rest of the JSON)."""
     blocks = [{
         "name": b.name, "kind": b.kind, "found_by": b.found_by, "step": b.step, "ordinal": b.ordinal,
         "phase": b.phase, "total_us": round(b.total_us, 3), "span_us": round(b.span_us, 3),
@@ -29,10 +37,13 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> di
         "kernels": b.kernels, "host_us": None if b.host_us is None else round(b.host_us, 3),
         "alloc_bytes": b.alloc_bytes, "trace": b.source,
         "busy_us": round(b.total_us, 3), "launch_bound": b.launch_bound,
+        "idle_by_cause": idle_cause_dict(b.idle_by_cause),
         "efficiency": efficiency_dict(b.efficiency),
         "efficiency_by_category": {k: efficiency_dict(e) for k, e in b.efficiency_by_category.items()},
         "evidence": evidence_dict(b.evidence),
         **({} if b.recorded is None else {"recorded": dict(b.recorded)}),
+        "start_us": _r(b.start_us), "end_us": _r(b.end_us),
+        **({"intervals": intervals_list(b)} if intervals else {}),
     } for b in result.blocks]
     t = result.totals
     out: dict = {
@@ -44,7 +55,9 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> di
             "source": s.source, "gpus": s.gpus, "pytorch": s.pytorch, "runtime": s.runtime,
             "time_base": s.time_base, "steps": s.steps, "events": s.events, "base_us": round(s.base_us, 3),
             "external_ids_trusted": s.external_ids_trusted, "damaged": s.damaged, "warnings": s.warnings,
-            "shapes": s.shapes, "graphs": graphs_dict(s.graphs),
+            "shapes": s.shapes, "graphs": graphs_dict(s.graphs), "origin_us": _us(s.origin_ns),
+            "step_figures": [{**_step_figures(f), "start_us": _r(f.start_us), "end_us": _r(f.end_us)}
+                             for f in s.step_figures],
         } for s in result.traces],
         "blocks": blocks,
         "totals": {"total_us": round(t.total_us, 3), "categories": {k: round(v, 3) for k, v in t.categories.items()},
@@ -52,6 +65,7 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> di
                    "attention_share": None if t.attention_share is None else round(t.attention_share, 6),
                    "blocks": t.blocks, "busy_us": round(t.total_us, 3), "span_us": round(t.span_us, 3),
                    "idle_us": round(t.idle_us, 3), "launch_bound": t.launch_bound,
+                   "idle_by_cause": idle_cause_dict(t.idle_by_cause),
                    "efficiency": efficiency_dict(t.efficiency, None if t.blocks else "no attention blocks"),
                    "efficiency_by_category": {k: efficiency_dict(e) for k, e in t.efficiency_by_category.items()}},
         "top_kernels": [{"name": n, "category": c, "count": k, "total_us": round(us, 3)}
@@ -59,18 +73,72 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None) -> di
     }
     out["device"] = result.device.as_dict() if result.device is not None else {
         "name": None, "model": None, "peaks": None, "reason": "no device recorded"}
-    out["hints"] = [{"rule": h.rule, "message": h.message, "blocks": h.blocks, "evidence": h.evidence,
-                     "saving_us": h.saving_us, "saving_pct": h.saving_pct, "saving_basis": h.saving_basis}
-                    for h in result.hints]
-    if result.runs:  # a folder of runs (--by run): each run's own result, under its name
-        out["runs"] = [{"name": r.name, **{k: v for k, v in to_dict(r.attribution, tool).items()
-                                            if k not in ("schema_version", "tool")}} for r in result.runs]
+    out["hints"] = [hint_dict(h) for h in result.hints]
+    if result.measured is not None:
+        out["measured"] = measured_dict(result.measured)
+    if result.runs:  # a folder of runs (--by run): each run's own result, under its name, and its run row
+        out["pooled_over_runs"] = len(result.runs)  # the top-level figures and hints pool every run
+        rows = {r.name: r for r in run_rows(result)}
+        out["runs"] = [{"name": r.name, **{k: v for k, v in to_dict(r.attribution, tool, intervals=intervals).items()
+                                            if k not in ("schema_version", "tool")},
+                        "run_row": run_row_dict(rows[r.name])} for r in result.runs]
     if result.coverage is not None:
         out["coverage"] = _coverage(result.coverage)
     view = ranks or result.ranks
     if view is not None:
         out["ranks"] = ranks_dict(view)
     return out
+
+
+def intervals_list(b: BlockResult) -> list[list]:
+    """A block's device events as ``[start_us, end_us, category, pid, tid]`` on its trace's clock (µs from the
+    trace's ``origin_us``); [] for a block without device events."""
+    return [] if b.intervals is None else [[round(s, 3), round(e, 3), c, pid, tid]
+                                           for s, e, c, pid, tid in b.intervals.rows()]
+
+
+def _us(ns: int) -> int | float:
+    """Integer ns as µs, exactly: an int where it is a whole number of µs (epoch-sized times stay exact)."""
+    return ns // 1000 if ns % 1000 == 0 else ns / 1000
+
+
+def hint_dict(h: Hint) -> dict:
+    """A hint: its advice and figures, the kernels its saving counts, and the hints it overlaps (or null).
+
+    ``overlap.combined_saving_us`` is the union of the overlapping hints' counted kernel time, the most they save
+    together; ``sum_saving_us`` what adding them up would wrongly claim.
+    """
+    ov = h.overlap
+    return {"rule": h.rule, "message": h.message, "blocks": h.blocks, "evidence": h.evidence,
+            "saving_us": h.saving_us, "saving_pct": h.saving_pct, "saving_basis": h.saving_basis,
+            "saving_kernels": h.saving_kernels,
+            "overlap": None if ov is None else {
+                "rules": ov.rules, "combined_saving_us": ov.union_us, "combined_saving_pct": ov.union_pct,
+                "sum_saving_us": ov.sum_us, "double_counted_us": ov.double_counted_us,
+                "shared_kernels": ov.shared_kernels}}
+
+
+def idle_cause_dict(causes: dict[str, float] | None) -> dict | None:
+    """``idle_us`` by cause (docs/attribution.md, "Idle by cause"): ``{launch_us, sync_us, other_us}``, summing to it."""
+    return None if causes is None else {f"{c}_us": round(v, 3) for c, v in causes.items()}
+
+
+def measured_dict(m: Measured) -> dict:
+    """The latency measured outside the profiler (ms), as read from measured.json."""
+    return {"median_ms": m.median_ms, "low_ms": m.low_ms, "high_ms": m.high_ms, "spread_kind": m.spread_kind,
+            "repeats": m.repeats, "iters": m.iters, "graph_median_ms": m.graph_median_ms,
+            "peak_memory_mb": m.peak_memory_mb, "launch_bound": m.launch_bound, "what": m.what, "source": m.source}
+
+
+def run_row_dict(r: RunRow) -> dict:
+    """A run's line of the sweep table: profiled per-step figures, idle, and the speedup with its basis."""
+    return {"impl": r.impl, "seq": r.seq, "steps": r.steps, "busy_us": round(r.busy_us, 3),
+            "span_us": round(r.span_us, 3), "idle_us": round(r.idle_us, 3),
+            "idle_pct": None if r.idle_pct is None else round(r.idle_pct, 3), "launch_bound": r.launch_bound,
+            "latency_ms": None if r.measured is None else r.measured.median_ms,
+            "speedup": None if r.speedup is None else round(r.speedup, 4),
+            "speedup_basis": r.speedup_basis, "speedup_launch_bound": r.speedup_launch_bound,
+            "baseline": r.baseline}
 
 
 def _coverage(cv: Coverage) -> dict:
@@ -178,6 +246,7 @@ def _pair(p: BlockPair) -> dict:
         "categories": {c: {"before_us": _r(p.before.categories[c]), "after_us": _r(p.after.categories[c]),
                            "delta_us": _r(p.after.categories[c] - p.before.categories[c])} for c in CATEGORIES},
         "alloc_before_bytes": p.before.alloc_bytes, "alloc_after_bytes": p.after.alloc_bytes,
+        "alloc_peak_before_bytes": p.before.alloc_peak_bytes, "alloc_peak_after_bytes": p.after.alloc_peak_bytes,
     }
 
 
@@ -187,11 +256,12 @@ def _spread(s: Spread) -> dict:
 
 
 def _noise(n: Noise | None) -> dict | None:
-    """Per-step spread on each side and whether the change (in total and per category) is within it."""
+    """Per-step spread on each side and whether the change (in total and per category) is within it: null, with
+    ``known`` false, when a side has fewer steps than ``min_steps``."""
     if n is None:
         return None
     return {"before": _spread(n.before), "after": _spread(n.after), "combined_spread_us": _r(n.combined_spread_us),
-            "within_noise": n.within_noise,
+            "within_noise": n.within_noise, "known": n.known, "min_steps": NOISE_MIN_STEPS,
             "categories": {c: {"before_min_us": _r(v.before_min_us), "before_max_us": _r(v.before_max_us),
                                "after_min_us": _r(v.after_min_us), "after_max_us": _r(v.after_max_us),
                                "within_noise": v.within_noise} for c, v in n.categories.items()}}
@@ -201,7 +271,27 @@ def _alloc(a: AllocDelta | None) -> dict | None:
     if a is None:
         return None
     return {"before_bytes": a.before_bytes, "after_bytes": a.after_bytes, "delta_bytes": a.delta_bytes,
-            "before_blocks": a.before_blocks, "after_blocks": a.after_blocks}
+            "before_blocks": a.before_blocks, "after_blocks": a.after_blocks,
+            "before_peak_bytes": a.before_peak_bytes, "after_peak_bytes": a.after_peak_bytes,
+            "delta_peak_bytes": a.delta_peak_bytes}
+
+
+def _step_figures(f: StepFigures) -> dict:
+    return {"step": f.step, "busy_us": _r(f.busy_us), "span_us": _r(f.span_us), "attention_us": _r(f.attention_us)}
+
+
+def _whole_step(w: WholeStep | None) -> dict | None:
+    if w is None:
+        return None
+    return {"steps": list(w.steps), "busy_us": _r(w.busy_us), "span_us": _r(w.span_us),
+            "attention_us": _r(w.attention_us)}
+
+
+def _steps(r: DiffResult) -> dict:
+    """Each side's median step as a whole (all its device work), and every step's figures (ranks summed)."""
+    return {"before": _whole_step(r.step_before), "after": _whole_step(r.step_after),
+            "per_step": {"before": [_step_figures(f) for f in r.whole_steps_before],
+                         "after": [_step_figures(f) for f in r.whole_steps_after]}}
 
 
 def _kernel_change(k: KernelChange) -> dict:
@@ -254,22 +344,33 @@ def diff_to_dict(r: DiffResult, tool: str) -> dict:
         "span": {"before_us": _r(r.before_figures.span_us), "after_us": _r(r.after_figures.span_us),
                  "ratio": _r(r.span_ratio, 4)},
         "launch_bound": {"before": r.before_figures.launch_bound, "after": r.after_figures.launch_bound},
+        "step": _steps(r),
         "kernels_changed": [_kernel_change(k) for k in r.kernels_changed],
         "kernels_changed_note": r.kernels_changed_note,
         **_rank_pairs(r.ranks),
+        **_measured_pair(r),
     }
+
+
+def _measured_pair(r: DiffResult) -> dict:
+    """``measured: {before, after}``: each side's latency measured outside the profiler; absent when neither has."""
+    if r.before.measured is None and r.after.measured is None:
+        return {}
+    return {"measured": {side: None if m is None else measured_dict(m)
+                         for side, m in (("before", r.before.measured), ("after", r.after.measured))}}
 
 
 class JSONRenderer(Renderer):
     name = "json"
     extension = ".json"
+    with_intervals = False  # each block's device intervals too (``--with-intervals``)
 
     def render_attribution(self, result: Attribution) -> str:
         if self.by == "rank":
             from .base import rank_view_of
 
-            return _dumps(to_dict(result, self.tool, rank_view_of(result)))
-        return _dumps(to_dict(result, self.tool))
+            return _dumps(to_dict(result, self.tool, rank_view_of(result), intervals=self.with_intervals))
+        return _dumps(to_dict(result, self.tool, intervals=self.with_intervals))
 
     def render_diff(self, result: DiffResult) -> str:
         return _dumps(diff_to_dict(result, self.tool))

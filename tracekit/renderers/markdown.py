@@ -5,14 +5,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..results.attribution import CATEGORIES, Attribution
+from ..results.sweep import run_rows
 from .base import (
+    latency_cell, runs_header_lines, speedup_cell, sweep_notes,
     Renderer, alloc_line, blocks_line, group_rows, header_lines, headline, largest_change, noise_line, pair_rows,
-    pct, printable, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, share_text, spread_line, time_base_label,
-    unmatched_rows,
+    pct, printable, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, share_text, spread_line, step_line,
+    time_base_label, unmatched_rows,
 )
+from .names import short_name
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
+    from ..results.hints import Hint, HintOverlap
 
 _KERNELS_SHOWN = 20
 
@@ -42,6 +46,55 @@ def _rank_lines(result: Attribution) -> list[str]:
     return lines + ["", f"- {spread_line(view)}", f"- {rank_from_line(view)}"]
 
 
+def _run_lines(result: Attribution) -> list[str]:
+    """``--by run`` on a folder of runs: the run table (measured latency and speedup, profiled busy, span, idle,
+    category shares) and its footnotes."""
+    rows = run_rows(result)
+    cols = ["run", "n", "latency (measured)", "speedup", "busy µs", "span µs", "idle"] + [f"{c} %" for c in CATEGORIES]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(["---"] + ["---:"] * (len(cols) - 1)) + "|"]
+    for r in rows:
+        r.check()
+        idle = "—" if r.idle_pct is None else f"{r.idle_pct:.0f}%" + (" LB" if r.launch_bound else "")
+        cells = [_md(r.name), str(r.blocks), latency_cell(r), speedup_cell(r), f"{r.busy_us:,.1f}", f"{r.span_us:,.1f}",
+                 idle] + [f"{pct(r.categories[c], r.busy_us):.1f}" for c in CATEGORIES]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""] + [f"- {_md(n)}" for n in sweep_notes(rows)]
+
+
+def _run_hint_lines(result: Attribution) -> list[str]:
+    """Hints per run: each rule with the runs it fired on and their savings."""
+    lines: list[str] = []
+    for run in result.runs:
+        for h in run.attribution.hints:
+            saving = "" if h.saving_pct is None else f" (saving {h.saving_pct:.1f}%)"
+            lines.append(f"- {_md(run.name)}: **{h.rule}**{saving}: {_md(h.message)}")
+    return ["", "Hints (per run):", ""] + lines if lines else []
+
+
+def _hint_lines(hints: list[Hint]) -> list[str]:
+    """Each hint with its saving and the kernels it counts; where savings count the same kernels, the hints are
+    marked and what they save together (the union of their kernel time) follows."""
+    lines = ["", "Hints:", ""]
+    together: list[HintOverlap] = []
+    for h in hints:
+        saving = "" if h.saving_us is None else f" Saving: {h.saving_us:,.1f} µs ({h.saving_pct:.1f}%), {h.saving_basis}."
+        if h.saving_kernels:
+            names = ", ".join(short_name(n, 60) for n in h.saving_kernels[:3])
+            saving += f" Counts: {names}{' …' if len(h.saving_kernels) > 3 else ''}."
+        if h.overlap is not None:
+            saving += f" Overlaps {', '.join(r for r in h.overlap.rules if r != h.rule)} (see below)."
+            if all(h.overlap is not t for t in together):
+                together.append(h.overlap)
+        lines.append(f"- **{h.rule}**: {_md(h.message)}.{_md(saving)}")
+    for ov in together:
+        pct_text = "" if ov.union_pct is None else f" ({ov.union_pct:.1f}%)"
+        shared = ", ".join(short_name(n, 60) for n in ov.shared_kernels[:3])
+        lines.append(_md(f"- Together, {' + '.join(ov.rules)} save at most {ov.union_us:,.1f} µs{pct_text}, not "
+                         f"the sum {ov.sum_us:,.1f} µs: these hints overlap ({ov.double_counted_us:,.1f} µs "
+                         f"counted twice, in {shared})."))
+    return lines
+
+
 class MarkdownRenderer(Renderer):
     name = "markdown"
     extension = ".md"
@@ -52,14 +105,19 @@ class MarkdownRenderer(Renderer):
         what = _md(self.title or result.source)  # the path as passed on the command line, else the trace's name
         lines = [(f"**{what}** — {t.blocks} attention blocks, {t.total_us:,.1f} µs ({share} of "
                   f"{time_base_label(result.time_base)})"), ""]
-        lines += [f"- {_md(h)}" for h in header_lines(result)]
+        runs = self.by == "run" and len(result.runs) > 1
+        if runs:
+            lines[0] = lines[0].replace(" — ", f" — pooled over {len(result.runs)} runs: ", 1)
+        lines += [f"- {_md(h)}" for h in (runs_header_lines(result) if runs else header_lines(result))]
         lines.append("")
-        lines += _rank_lines(result) if self.by == "rank" else self._group_lines(result)
-        if result.hints:
-            lines += ["", "Hints:", ""]
-            for h in result.hints:
-                saving = "" if h.saving_us is None else f" Saving: {h.saving_us:,.1f} µs ({h.saving_pct:.1f}%), {h.saving_basis}."
-                lines.append(f"- **{h.rule}**: {_md(h.message)}.{_md(saving)}")
+        if runs:
+            lines += _run_lines(result)
+        else:
+            lines += _rank_lines(result) if self.by == "rank" else self._group_lines(result)
+        if runs:
+            lines += _run_hint_lines(result)
+        elif result.hints:
+            lines += _hint_lines(result.hints)
         return "\n".join(lines) + "\n"
 
     def _group_lines(self, result: Attribution) -> list[str]:
@@ -86,6 +144,8 @@ class MarkdownRenderer(Renderer):
         lines += [f"- before: {_md(h)}" for h in header_lines(r.before)]
         lines += [f"- after: {_md(h)}" for h in header_lines(r.after)]
         lines += [f"- **warning:** {_md(w)}" for w in r.warnings]
+        step = step_line(r)
+        lines += [f"- {step}"] if step else []
         lines += [f"- figures: {r.basis_note}", f"- {noise_line(r)}", f"- {blocks_line(r)}"]
         a = alloc_line(r)
         lines += [f"- {a}"] if a else [f"- {c}" for c in r.conclusions]

@@ -249,9 +249,20 @@
     blockSection(parent, "By layer", groupBlocks(R.blocks, function (b) { return b.name + phaseSuffix(b); }),
                  cats, roleKeys);
     timeline(parent, R);
+    var together = {};  /* hints whose savings count the same kernels: what they save together (the JSON's union) */
     (R.hints || []).forEach(function (h, i) {
       if (!i) add(parent, el("h2", null, "Hints"));
-      add(parent, el("div", {"class": "hint"}, "[" + h.rule + "] " + h.message));
+      var ov = h.overlap;
+      add(parent, el("div", {"class": "hint"}, "[" + h.rule + "] " + h.message + (ov ? " (overlaps " +
+          ov.rules.filter(function (r) { return r !== h.rule; }).join(", ") + ")" : "")));
+      if (ov) together[ov.rules.join(" + ")] = ov;
+    });
+    keys(together).forEach(function (k) {
+      var ov = together[k];
+      add(parent, el("div", {"class": "hint", "data-overlap": k}, "together: " + k + " save at most " +
+          fmt(ov.combined_saving_us) + (ov.combined_saving_pct === null ? "" : " (" + ov.combined_saving_pct + "%)") +
+          ", not the sum " + fmt(ov.sum_saving_us) + ": these hints count " + fmt(ov.double_counted_us) +
+          " of the same kernels twice"));
     });
     kernelTable(parent, R.top_kernels, R.time_base === "host" ? "Top host ops in blocks (self time)"
                                                               : "Top device kernels in blocks");
@@ -294,7 +305,8 @@
                       cell(signed(k.delta_us), k.delta_us)]};
     });
     if (kc.length) {
-      add(parent, el("h2", null, "Kernels on both sides that changed beyond noise"));
+      add(parent, el("h2", null, R.noise && R.noise.known === false ? "Kernels on both sides that changed (noise unknown)"
+                                                                     : "Kernels on both sides that changed beyond noise"));
       table(parent, [{name: "kernel / op"}, {name: "category"}, {name: "count", num: true}, {name: "before", num: true},
                      {name: "after", num: true}, {name: "\u0394", num: true}], kc);
     }
@@ -382,15 +394,21 @@
           }));
   }
 
-  /* A folder of runs: a row per run; when names read <impl>_<seq>, charts against sequence length. */
+  /* A folder of runs: a row per run; when names read <impl>_<seq>, charts against sequence length.
+     Latency is the one measured outside the profiler (measured.json) where a run has it; otherwise the
+     attention blocks' profiled span per step, labelled "profiled"; launch-bound runs are marked everywhere. */
   function renderSweep(parent, R) {
     var runs = R.runs;
+    var measured = runs.some(function (r) { return r.run_row.latency_ms !== null; });
     add(parent, el("h1", null, "sweep: " + R.source + " (" + runs.length + " runs)"));
-    add(parent, el("div", {"class": "sub"}, "latency: the attention blocks' profiled span (wall clock, all steps); " +
-        "busy: device time in the blocks. Click a run for its report."));
+    add(parent, el("div", {"class": "sub"}, (measured
+        ? "latency: measured outside the profiler (one forward pass, measured.json); "
+        : "latency: no run has a measured latency (measured.json), so the charts show the attention blocks' " +
+          "profiled span per step, inflated by the profiler's own launch overhead; ") +
+        "busy: device time in the blocks; idle: the share of their span the device waited. " +
+        "Hollow points and LB: launch-bound runs (busy time and span are not the latency). Click a run for its report."));
     var parsed = runs.map(function (r) {
-      var m = /^(.+?)[_-](\d+)$/.exec(r.name.split("/").pop());
-      return m ? {impl: m[1], seq: +m[2], run: r} : null;
+      return r.run_row.impl !== null ? {impl: r.run_row.impl, seq: r.run_row.seq, run: r} : null;
     });
     var impls = [], seqs = [];
     parsed.forEach(function (p) {
@@ -400,40 +418,58 @@
     });
     seqs.sort(function (a, b) { return a - b; });
     var ok = impls.length > 0;  /* runs named otherwise stay in the table, out of the charts */
-    var baseline = impls.indexOf("eager") >= 0 ? "eager" : impls[0];
+    var baseline = (runs.filter(function (r) { return r.run_row.baseline; })[0] || {run_row: {}}).run_row.baseline;
     var byKey = {};
     parsed.forEach(function (p) { if (p) byKey[p.impl + "\u0000" + p.seq] = p.run; });
-    function speedup(p) {
-      var b = p && byKey[baseline + "\u0000" + p.seq];
-      return b && p.run.totals.span_us > 0 ? b.totals.span_us / p.run.totals.span_us : null;
+    function latency(r) {
+      var w = r.run_row;
+      if (w.latency_ms !== null) return w.latency_ms * 1000;
+      return measured || !w.steps ? null : w.span_us / w.steps;
     }
+    function speedText(w) {
+      if (w.speedup === null) return "\u2014";
+      return w.speedup.toFixed(2) + "\u00d7" + (w.speedup_basis === "measured" ? "" : w.speedup_launch_bound ? " profiled, LB" : " profiled");
+    }
+    function lb(impl, seq) { var r = byKey[impl + "\u0000" + seq]; return !!(r && r.run_row.launch_bound); }
+    var base = baseline ? baseline.replace(/[_-]\d+$/, "") : "\u2014";
     if (ok && seqs.length > 1) {
       var charts = add(parent, el("div", {"class": "charts"}));
       var col = function (impl) { return PALETTE[impls.indexOf(impl) % PALETTE.length]; };
-      lineChart(charts, "latency (attention span)", impls, seqs, function (impl, seq) {
-        var r = byKey[impl + "\u0000" + seq]; return r ? r.totals.span_us : null;
-      }, fmt, col, true);
-      lineChart(charts, "speedup over " + baseline, impls, seqs, function (impl, seq) {
-        var r = byKey[impl + "\u0000" + seq]; return r ? speedup({run: r, seq: seq}) : null;
-      }, function (v) { return v.toFixed(2) + "\u00d7"; }, col, true);
+      lineChart(charts, measured ? "latency (measured)" : "attention span per step (profiled)", impls, seqs,
+                function (impl, seq) { var r = byKey[impl + "\u0000" + seq]; return r ? latency(r) : null; },
+                fmt, col, true, lb);
+      lineChart(charts, "speedup over " + base + (measured ? " (measured)" : " (profiled span)"), impls, seqs,
+                function (impl, seq) {  /* the baseline's own runs sit at 1× */
+                  var r = byKey[impl + "\u0000" + seq];
+                  return !r ? null : r.run_row.speedup !== null ? r.run_row.speedup : (impl === base ? 1 : null);
+                },
+                function (v) { return v.toFixed(2) + "\u00d7"; }, col, true, lb);
+      if (runs.some(function (r) { return r.run_row.idle_pct !== null; })) {  /* device runs: a CPU has no idle device */
+        lineChart(charts, "idle share of the attention span", impls, seqs, function (impl, seq) {
+          var r = byKey[impl + "\u0000" + seq]; return r && r.run_row.idle_pct !== null ? r.run_row.idle_pct / 100 : null;
+        }, pct, col, false, lb);
+      }
       lineChart(charts, "attention share of device busy time", impls, seqs, function (impl, seq) {
         var r = byKey[impl + "\u0000" + seq]; return r ? r.totals.attention_share : null;
-      }, pct, col, false);
+      }, pct, col, false, lb);
       legend(parent, impls, col);
     }
     add(parent, el("h2", null, "Runs"));
     var detail = el("div", {"class": "detail"});
-    table(parent, [{name: "run"}, {name: "blocks", num: true}, {name: "busy", num: true}, {name: "latency (span)", num: true},
-                   {name: "attention share", num: true}, {name: "speedup over " + (ok ? baseline : "\u2014"), num: true},
-                   {name: "largest category"}],
-          runs.map(function (r, i) {
-            var t = r.totals, big = null;
+    table(parent, [{name: "run"}, {name: "blocks", num: true}, {name: "latency (measured)", num: true},
+                   {name: "speedup over " + base, num: true}, {name: "busy (profiled)", num: true},
+                   {name: "span (profiled)", num: true}, {name: "idle", num: true},
+                   {name: "attention share", num: true}, {name: "largest category"}],
+          runs.map(function (r) {
+            var t = r.totals, w = r.run_row, big = null;
             keys(t.categories).forEach(function (c) { if (big === null || t.categories[c] > t.categories[big]) big = c; });
-            var sp = ok ? speedup(parsed[i]) : null;
-            return {run: r, attrs: {"data-run": r.name},
-                    cells: [cell(r.name), cell(String(t.blocks), t.blocks), cell(fmt(t.total_us), t.total_us),
-                            cell(fmt(t.span_us), t.span_us), cell(pct(t.attention_share), t.attention_share),
-                            cell(sp === null ? "\u2014" : sp.toFixed(2) + "\u00d7", sp),
+            var lat = w.latency_ms === null ? null : w.latency_ms * 1000;
+            return {run: r, attrs: {"data-run": r.name, "data-launch-bound": w.launch_bound ? "1" : "0"},
+                    cells: [cell(r.name), cell(String(t.blocks), t.blocks), cell(lat === null ? "\u2014" : fmt(lat), lat),
+                            cell(speedText(w), w.speedup), cell(fmt(t.total_us), t.total_us),
+                            cell(fmt(t.span_us), t.span_us),
+                            cell(w.idle_pct === null ? "\u2014" : pct(w.idle_pct / 100) + (w.launch_bound ? " LB" : ""), w.idle_pct),
+                            cell(pct(t.attention_share), t.attention_share),
                             cell(big && t.total_us > 0 ? big + " " + pct(t.categories[big] / t.total_us) : "\u2014")]};
           }),
           function (row) {
@@ -444,7 +480,8 @@
   }
 
   /* One line per series over a log2 x axis (sequence length); y linear from 0, or log when asked. */
-  function lineChart(parent, title, series, xs, value, fmtY, colour, logY) {
+  function lineChart(parent, title, series, xs, value, fmtY, colour, logY, hollow) {
+    if (logY) title += " (log scale)";
     var W = 370, H = 240, padL = 66, padR = 18, padT = 22, padB = 30;
     var box = add(parent, el("div", {"class": "chart", "data-chart": title}));
     var svg = add(box, sv("svg", {viewBox: "0 0 " + W + " " + H, width: W, height: H}));
@@ -472,8 +509,10 @@
         var v = value(s, x);
         if (v === null || v <= 0) return;
         pts.push(X(i).toFixed(1) + "," + Y(v).toFixed(1));
-        tip(add(svg, sv("circle", {cx: X(i), cy: Y(v), r: 3, fill: colour(s), "data-series": s, "data-x": x, "data-v": v})),
-            s + " @ " + x + ": " + fmtY(v));
+        var open = hollow ? hollow(s, x) : false;  /* a launch-bound run: its figure is not the latency */
+        tip(add(svg, sv("circle", {cx: X(i), cy: Y(v), r: 3, fill: open ? "#fff" : colour(s), stroke: colour(s),
+                                   "data-series": s, "data-x": x, "data-v": v, "data-launch-bound": open ? "1" : "0"})),
+            s + " @ " + x + ": " + fmtY(v) + (open ? " (launch-bound)" : ""));
       });
       if (pts.length > 1) add(svg, sv("polyline", {points: pts.join(" "), fill: "none", stroke: colour(s),
                                                     "stroke-width": 1.6}));

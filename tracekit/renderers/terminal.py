@@ -11,17 +11,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..results.efficiency import Efficiency
-from ..results.attribution import CATEGORIES, Attribution, Coverage
+from ..results.attribution import CATEGORIES, IDLE_CAUSES, Attribution, Coverage
+from ..results.sweep import run_rows
 from ..vocab import Phase, UnlinkedReason
 from .base import (
+    latency_cell, measured_lines, runs_header_lines, speedup_cell, sweep_notes,
     HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, noise_line, pair_rows,
     pct, printable, rank_from_line, text_lines, rank_pair_cells, rank_view_of, ratio_text, roles_line, share_line, share_text, spread_line,
-    unmatched_rows,
+    signed, step_line, unmatched_rows,
 )
 from .names import ELLIPSIS, short_name
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
+    from ..results.hints import Hint, HintOverlap
 
 _TOP_SHOWN = 8  # top kernels of an attribution
 _KERNELS_SHOWN = 8  # gone/new kernels of a diff
@@ -194,12 +197,14 @@ def _efficiency_lines(result: Attribution, width: int) -> list[str]:
     if result.time_base == "host" or not result.blocks:
         return []
     dev = result.device
+    tot = result.totals.efficiency
     if dev is not None and dev.peaks is not None:
-        pk = dev.peaks
-        roof = f"{dev.name} → {pk.model}: bf16 {pk.tflops('bf16') or 'n/a'} TFLOP/s, {pk.mem_gb_per_s:.0f} GB/s (dense peaks)"
+        pk = dev.peaks  # the peaks of the dtypes the figures were counted at (hardware.compute_peak); else bf16's
+        dts = tot.dtypes if tot is not None and tot.dtypes else ("bf16",)
+        tf = ", ".join(f"{d} {pk.tflops(d) or 'n/a'}" for d in dts)
+        roof = f"{dev.name} → {pk.model}: {tf} TFLOP/s, {pk.mem_gb_per_s:.0f} GB/s (dense peaks)"
     else:
         roof = dev.reason if dev is not None and dev.reason else "no device peaks"
-    tot = result.totals.efficiency
     if tot is None or tot.ops == 0:
         why = tot.reason if tot is not None and tot.reason else "no FLOP counts"
         return ["", *wrap(f"efficiency: n/a ({why})", width)]
@@ -247,10 +252,13 @@ def _rank_lines(result: Attribution, width: int) -> list[str]:
             + _wrap_all([spread_line(view), rank_from_line(view)], width))
 
 
-def _event_lines(rows: list[tuple[float, str, str, str]], width: int, sign: bool = False) -> list[str]:
-    """``  31.51 ms  8×  softmax  cunn_SoftMaxForwardReg<…>``: one time unit for the list, names shortened to fit."""
-    unit = time_unit(us for us, _, _, _ in rows)
-    times = [fmt_in(us, unit, sign) for us, _, _, _ in rows]
+def _event_lines(rows: list[tuple[float, str, str, str]], width: int, sign: bool = False,
+                 times: list[str] | None = None) -> list[str]:
+    """``  31.51 ms  8×  softmax  cunn_SoftMaxForwardReg<…>``: one time unit for the list, names shortened to fit.
+    ``times``: the time cells already worded (a diff's), instead of the list's one unit."""
+    if times is None:
+        unit = time_unit(us for us, _, _, _ in rows)
+        times = [fmt_in(us, unit, sign) for us, _, _, _ in rows]
     tw = max(10, *(len(t) for t in times))
     cw = max(6, *(len(c) for _, c, _, _ in rows))
     catw = max([0] + [len(cat) for _, _, cat, _ in rows])
@@ -318,6 +326,102 @@ def _recorded_lines(result: Attribution, w: int) -> list[str]:
     return lines
 
 
+def _pooled(result: Attribution) -> str:
+    return f" (pooled over {len(result.runs)} runs)"
+
+
+def _run_lines(result: Attribution, w: int) -> list[str]:
+    """The sweep's run table: measured latency and speedup first, the profiled busy, span and idle beside them
+    (kept when the table is narrowed: categories compact first, then n goes), and the marks' footnotes."""
+    rows = run_rows(result)
+    for r in rows:
+        r.check()
+    measured = any(r.measured is not None for r in rows)
+    busy_u, span_u = time_unit(r.busy_us for r in rows), time_unit(r.span_us for r in rows)
+    cols = [Col(head="run", cells=[r.name for r in rows], right=False, names=True),
+            Col(head="n", cells=[str(r.blocks) for r in rows], drop=1)]
+    if measured:
+        cols.append(Col(head="latency", cells=[latency_cell(r) for r in rows],
+                        compact=[latency_cell(r).split(" ±")[0].removesuffix(" ms") for r in rows],
+                        compact_head="latency ms"))
+    if any(r.speedup is not None for r in rows):
+        cols.append(Col(head="speedup", cells=[speedup_cell(r) for r in rows]))
+    cols += [Col(head="busy", cells=[fmt_in(r.busy_us, busy_u) for r in rows]),
+             Col(head="span", cells=[fmt_in(r.span_us, span_u) for r in rows])]
+    if any(r.launch_bound is not None for r in rows):
+        cols.append(Col(head="idle", cells=[("—" if r.idle_pct is None else f"{r.idle_pct:.0f}%")
+                                            + (" LB" if r.launch_bound else "") for r in rows]))
+    lines = wrap(f"runs: {'latency measured outside the profiler (one forward pass); ' if measured else ''}"
+                 "profiled busy, span and idle are totals over each run's steps", w)
+    lines += fit_table(cols, w) + _wrap_all(sweep_notes(rows), w)
+    shares = [Col(head="run", cells=[r.name for r in rows], right=False, names=True)]
+    for c in CATEGORIES:
+        shares.append(Col(head=SHORT_HEADS[c], cells=[f"{pct(r.categories[c], r.busy_us):.1f}" for r in rows],
+                          compact=[f"{pct(r.categories[c], r.busy_us):.0f}" for r in rows]))
+    return lines + ["", "share of each run's busy time by category:"] + fit_table(shares, w)
+
+
+def _run_role_lines(result: Attribution, w: int) -> list[str]:
+    """Matmul by role, one line per run."""
+    by_role = [roles_line(short_name(r.name, 40), r.attribution.totals.categories["matmul"],
+                          r.attribution.totals.matmul_roles) for r in result.runs]
+    if not any(by_role):
+        return []
+    return ["", "matmul by role (share of matmul):"] + _wrap_all([x for x in by_role if x], w)
+
+
+def _run_hint_lines(result: Attribution, w: int) -> list[str]:
+    """Hints per run: one entry per rule, naming each run it fired on with that run's saving, and the advice
+    of the run where it saves most."""
+    by_rule: dict[str, list[tuple[str, Hint]]] = {}
+    for run in result.runs:
+        for h in run.attribution.hints:
+            by_rule.setdefault(h.rule, []).append((run.name, h))
+    if not by_rule:
+        return []
+    lines = ["", "hints (per run):"]
+    for rule, fired in by_rule.items():
+        fired.sort(key=lambda rh: -(rh[1].saving_pct or 0))
+        runs = ", ".join(f"{name}" + ("" if h.saving_pct is None else f" {h.saving_pct:.0f}%") for name, h in fired)
+        lines += wrap(f"  - [{rule}] on {len(fired)} run{'s' if len(fired) != 1 else ''} "
+                      f"(saving of each run's attention time): {runs}", w)
+        lines += wrap(f"    {fired[0][0]}: {fired[0][1].message}", w, indent="      ")
+    return lines
+
+
+_SAVING_NAMES = 2  # kernel names a saving line quotes
+
+
+def _hint_lines(hints: list[Hint], w: int) -> list[str]:
+    """Each hint, its saving and the kernels it counts; hints whose savings count the same kernels are marked, and
+    what they save together (the union of their kernel time, not the sum) follows them."""
+    lines = ["", "hints:"]
+    together: list[HintOverlap] = []
+    for h in hints:
+        lines += wrap(f"  - [{h.rule}] {h.message}", w)
+        if h.saving_us is None:
+            lines += wrap(f"    saving: not estimated; {h.saving_basis}", w)
+            continue
+        names = h.saving_kernels
+        counts = ", ".join(short_name(n, 48) for n in names[:_SAVING_NAMES]) + (
+            f" (+{len(names) - _SAVING_NAMES} more)" if len(names) > _SAVING_NAMES else "")
+        how = "up to" if h.saving_basis.startswith("upper bound") else "about"
+        lines += wrap(f"    saving: {how} {fmt_time(h.saving_us)} ({h.saving_pct:.1f}%); {h.saving_basis}"
+                      + (f"; counts {counts}" if counts else ""), w)
+        ov = h.overlap
+        if ov is not None:
+            lines += wrap(f"    overlaps {', '.join(f'[{r}]' for r in ov.rules if r != h.rule)}: the savings count "
+                          f"some of the same kernels; see \"together\" below", w)
+            if all(ov is not t for t in together):
+                together.append(ov)
+    for ov in together:
+        pct_text = "" if ov.union_pct is None else f" ({ov.union_pct:.1f}%)"
+        lines += wrap(f"  together: {' + '.join(ov.rules)} save at most {fmt_time(ov.union_us)}{pct_text}, not the "
+                      f"sum {fmt_time(ov.sum_us)}: these hints overlap ({fmt_time(ov.double_counted_us)} counted "
+                      f"twice, in {', '.join(short_name(n, 48) for n in ov.shared_kernels[:_SAVING_NAMES])})", w)
+    return lines
+
+
 class TerminalRenderer(Renderer):
     """Plain-text tables that fit ``width`` columns (default: :func:`terminal_width` at render time)."""
 
@@ -335,8 +439,9 @@ class TerminalRenderer(Renderer):
     def render_attribution(self, result: Attribution) -> str:
         w = self._width()
         lines = [f"{self.tool} attribute — {self.title or result.source}"]
-        lines += header_lines(result)
-        lines.append(f"attention: {share_line(result)}")
+        runs = self.by == "run" and len(result.runs) > 1  # a sweep: the run table first, pooled lines labelled
+        lines += runs_header_lines(result) if runs else header_lines(result)
+        lines.append(f"attention{_pooled(result) if runs else ''}: {share_line(result)}")
         if result.coverage is not None:
             cv = result.coverage
             lines.append(f"device time linked to host ops: {pct(cv.linked_us, cv.device_us):.1f}% · "
@@ -350,9 +455,12 @@ class TerminalRenderer(Renderer):
             return text_lines(lines)
         if self.by == "rank":
             lines += _rank_lines(result, w)
+        elif runs:
+            lines = lines[:1] + _run_lines(result, w) + [""] + lines[1:-1]
+            lines += _run_role_lines(result, w)
         else:
             lines += self._group_lines(result, w)
-        lines += self._tail_lines(result, w)
+        lines += self._tail_lines(result, w, pooled=_pooled(result) if runs else "")
         return text_lines(lines)
 
     def _group_lines(self, result: Attribution, w: int) -> list[str]:
@@ -385,6 +493,9 @@ class TerminalRenderer(Renderer):
             lines += wrap(f"launch-bound: the device is idle {pct(tot.idle_us, tot.span_us):.0f}% of the blocks' span "
                           f"(busy {fmt_time(tot.total_us)} of {fmt_time(tot.span_us)}); busy time understates what "
                           f"the blocks cost in wall clock", w)
+        cause = idle_cause_line(tot.idle_by_cause, tot.idle_us) if idle else None
+        if cause:  # under the launch-bound note, or apart from the table's rows
+            lines += ([] if tot.launch_bound else [""]) + wrap(cause, w)
         by_role = [roles_line(short_name(g.label, 40) + ("" if g.phase == Phase.FORWARD else f" ({g.phase})"),
                               g.categories["matmul"], g.matmul_roles) for g in groups]
         if any(by_role):
@@ -393,24 +504,19 @@ class TerminalRenderer(Renderer):
             lines += _wrap_all([x for x in by_role if x], w)
         return lines
 
-    def _tail_lines(self, result: Attribution, w: int) -> list[str]:
-        """Efficiency, hints and the top kernels: the same under every grouping."""
+    def _tail_lines(self, result: Attribution, w: int, pooled: str = "") -> list[str]:
+        """Efficiency, hints and the top kernels: the same under every grouping. ``pooled`` labels the lines
+        of a sweep's merge (`` (pooled over 32 runs)``), whose hints are per run instead."""
         lines = _recorded_lines(result, w) + _efficiency_lines(result, w)
-        if result.hints:
-            lines.append("")
-            lines.append("hints:")
-            for h in result.hints:
-                lines += wrap(f"  - [{h.rule}] {h.message}", w)
-                if h.saving_us is None:
-                    lines += wrap(f"    saving: not estimated; {h.saving_basis}", w)
-                else:
-                    lines += wrap(f"    saving: up to {fmt_time(h.saving_us)} ({h.saving_pct:.1f}%); {h.saving_basis}"
-                                  if h.saving_basis.startswith("upper bound") else
-                                  f"    saving: about {fmt_time(h.saving_us)} ({h.saving_pct:.1f}%); {h.saving_basis}", w)
+        if pooled:
+            lines = [x + pooled if x.startswith("efficiency") else x for x in lines]
+            lines += _run_hint_lines(result, w)
+        elif result.hints:
+            lines += _hint_lines(result.hints, w)
         if result.top_kernels:
             lines.append("")
-            lines.append("top device events in blocks:" if result.time_base != "host"
-                         else "top host ops in blocks (self time):")
+            lines.append(f"top device events in blocks{pooled}:" if result.time_base != "host"
+                         else f"top host ops in blocks (self time){pooled}:")
             lines += _event_lines([(us, f"{count}×", cat, name) for name, cat, count, us in result.top_kernels[:_TOP_SHOWN]], w)
         return lines
 
@@ -428,7 +534,8 @@ class TerminalRenderer(Renderer):
         lines += [f"before: {h}" for h in header_lines(r.before)]
         lines += [f"after:  {h}" for h in header_lines(r.after)]
         lines += [f"warning: {x}" for x in r.warnings]
-        lines += [headline(r), f"figures: {r.basis_note}", noise_line(r)]
+        step = step_line(r)
+        lines += [headline(r), *([step] if step else []), *measured_lines(r), f"figures: {r.basis_note}", noise_line(r)]
         return _wrap_all(lines, w) + [""]
 
 
@@ -438,12 +545,32 @@ class TerminalRenderer(Renderer):
 _CategoryRow = tuple[str, float, float, str, str, str]  # label, before, after, share of Δ, ratio, noise
 
 
+_TINY_US = 0.0005  # half a nanosecond: below it a figure is 0 (float rounding of differences), above it never "0.00"
+
+
+def _dcell(us: float, unit: str, sign: bool = False) -> str:
+    """A diff cell in ``unit``; a figure that is not 0 but rounds to 0 there reads ``<0.01 ms`` (a signed one
+    ``+<0.01 ms``/``-<0.01 ms``), never a ``0.00 ms`` that hides a change."""
+    text = fmt_in(us, unit, sign)
+    if abs(us) < _TINY_US or text.split(" ")[0].lstrip("+-").strip("0.") != "":
+        return text
+    dec = next(d for u, _, d in _UNITS if u == unit)
+    return f"{'-' if us < 0 else '+' if sign else ''}<{10 ** -dec:.{dec}f} {unit}"
+
+
+def _delta_text(us: float) -> str:
+    """A signed delta in its own readable unit (``-0.7 µs``, ``+1.23 ms``), ``+<0.1 µs`` for a sliver."""
+    if _TINY_US <= abs(us) < 0.05:
+        return f"{'-' if us < 0 else '+'}<0.1 µs"
+    return signed(us)
+
+
 def _noise_word(r: DiffResult, category: str | None = None) -> str:
-    """``within``/``beyond`` for the total (or one category); blank when there is no noise estimate."""
+    """``within``/``beyond``/``unknown`` for the total (or one category); blank when there is no noise estimate."""
     if not r.noise:
         return ""
     within = r.noise.within_noise if category is None else r.noise.categories[category].within_noise
-    return "within" if within else "beyond"
+    return "unknown" if within is None else "within" if within else "beyond"
 
 
 def _category_rows(r: DiffResult) -> list[_CategoryRow]:
@@ -463,14 +590,13 @@ def _category_rows(r: DiffResult) -> list[_CategoryRow]:
 
 
 def _category_lines(r: DiffResult, w: int) -> list[str]:
-    """The category table; one time unit per column, the noise column only with a noise estimate."""
+    """The category table in one time unit (the largest figure's), the noise column only with a noise estimate."""
     rows = _category_rows(r)
-    bu, au = time_unit(x[1] for x in rows), time_unit(x[2] for x in rows)
-    du = time_unit(x[2] - x[1] for x in rows)
+    u = time_unit([x[1] for x in rows] + [x[2] for x in rows])  # one unit for the table: a row reads in one unit
     cols = [Col(head="category", cells=[x[0] for x in rows], right=False, names=True),
-            Col(head="before", cells=[fmt_in(x[1], bu) for x in rows]),
-            Col(head="after", cells=[fmt_in(x[2], au) for x in rows]),
-            Col(head="Δ", cells=[fmt_in(x[2] - x[1], du, sign=True) for x in rows]),
+            Col(head="before", cells=[_dcell(x[1], u) for x in rows]),
+            Col(head="after", cells=[_dcell(x[2], u) for x in rows]),
+            Col(head="Δ", cells=[_dcell(x[2] - x[1], u, sign=True) for x in rows]),
             Col(head="share of Δ", cells=[x[3] for x in rows], drop=2),
             Col(head="ratio", cells=[x[4] for x in rows], drop=1)]
     if r.noise:
@@ -493,17 +619,16 @@ def _pair_lines(r: DiffResult, w: int) -> list[str]:
     if not r.pairs:
         return lines
     prs = pair_rows(r)
-    pb, pa = time_unit(g.before_us for g in prs), time_unit(g.after_us for g in prs)
+    u = time_unit([g.before_us for g in prs] + [g.after_us for g in prs])  # one unit for the table, as above
     largest = [max(CATEGORIES, key=lambda k, g=g: abs(g.deltas[k])) for g in prs]  # type: ignore[misc]
-    pd = time_unit([g.after_us - g.before_us for g in prs] + [g.deltas[c] for g, c in zip(prs, largest)])
     cols = [Col(head="paired blocks, all steps", cells=[g.label for g in prs], right=False, names=True),
             Col(head="phase", cells=[g.phase for g in prs], right=False),
             Col(head="n", cells=[str(g.n) for g in prs], drop=2),
-            Col(head="before", cells=[fmt_in(g.before_us, pb) for g in prs]),
-            Col(head="after", cells=[fmt_in(g.after_us, pa) for g in prs]),
-            Col(head="Δ", cells=[fmt_in(g.after_us - g.before_us, pd, sign=True) for g in prs]),
+            Col(head="before", cells=[_dcell(g.before_us, u) for g in prs]),
+            Col(head="after", cells=[_dcell(g.after_us, u) for g in prs]),
+            Col(head="Δ", cells=[_dcell(g.after_us - g.before_us, u, sign=True) for g in prs]),
             Col(head="largest change", right=False, drop=1,
-                cells=[f"{c} {fmt_in(g.deltas[c], pd, sign=True)}" if abs(g.deltas[c]) >= 0.05 else "—"
+                cells=[f"{c} {_dcell(g.deltas[c], u, sign=True)}" if abs(g.deltas[c]) >= 0.05 else "—"
                        for g, c in zip(prs, largest)])]
     return lines + fit_table(_drop_forward_phase(cols), w)
 
@@ -514,8 +639,10 @@ def _unmatched_lines(r: DiffResult, w: int) -> list[str]:
     for side, blocks in (("before", r.unmatched_before), ("after", r.unmatched_after)):
         if blocks:
             lines.append(f"blocks only {side} (unpaired), all steps:")
-            lines += _event_lines([(us, f"{n}×", "", kind + ("" if phase == Phase.FORWARD else f" ({phase})"))
-                                   for kind, phase, n, us in unmatched_rows(blocks)], w)
+            ev = [(us, f"{n}×", "", kind + ("" if phase == Phase.FORWARD else f" ({phase})"))
+                  for kind, phase, n, us in unmatched_rows(blocks)]
+            tu = time_unit(us for us, _, _, _ in ev)
+            lines += _event_lines(ev, w, times=[_dcell(us, tu) for us, _, _, _ in ev])
     return lines
 
 
@@ -536,7 +663,9 @@ def _one_side_lines(r: DiffResult, side: str, w: int) -> list[str]:
         rest = ks[_KERNELS_SHOWN:]
         ev.append((sign * sum(k.total_us for k in rest), f"{sum(k.count for k in rest)}×", "",
                    f"{len(rest)} more (see --format json)"))
-    return [f"{unit} only {side} ({word}), all steps:", *_event_lines(ev, w, sign=True)]
+    tu = time_unit(us for us, _, _, _ in ev)
+    times = [_dcell(us, tu, sign=True) for us, _, _, _ in ev]
+    return [f"{unit} only {side} ({word}), all steps:", *_event_lines(ev, w, times=times)]
 
 
 def _gone_new_lines(r: DiffResult, w: int) -> list[str]:
@@ -548,7 +677,9 @@ def _changed_kernel_lines(r: DiffResult, w: int) -> list[str]:
     """Kernels on both sides that moved beyond noise, with their counts before → after."""
     if not r.kernels_changed:
         return []
-    lines = ["", *wrap(f"{_kernel_unit(r)} on both sides that changed beyond noise, all steps:", w),
+    how = "changed beyond noise" if r.noise is not None and r.noise.known else "changed (noise unknown)" \
+        if r.noise is not None else "changed"
+    lines = ["", *wrap(f"{_kernel_unit(r)} on both sides that {how}, all steps:", w),
              *wrap(f"  ({r.kernels_changed_note})", w)]
     ev: list[tuple[float, str, str, str]] = [
         (kc.delta_us, f"{kc.before.count}× → {kc.after.count}×", str(kc.category), kc.name)
@@ -556,7 +687,8 @@ def _changed_kernel_lines(r: DiffResult, w: int) -> list[str]:
     if len(r.kernels_changed) > _KERNELS_SHOWN:
         more = r.kernels_changed[_KERNELS_SHOWN:]
         ev.append((sum(kc.delta_us for kc in more), "", "", f"{len(more)} more (see --format json)"))
-    return lines + _event_lines(ev, w, sign=True)
+    # each delta in its own unit: one small change beside a large one must not read 0.00 ms
+    return lines + _event_lines(ev, w, times=[_delta_text(us) for us, _, _, _ in ev])
 
 
 def _rank_pair_lines(r: DiffResult, w: int) -> list[str]:
@@ -585,3 +717,10 @@ _DIFF_SECTIONS: tuple[Callable[[DiffResult, int], list[str]], ...] = (
     _category_lines, _role_lines, _pair_lines, _unmatched_lines, _gone_new_lines, _changed_kernel_lines,
     _rank_pair_lines, _conclusion_lines,
 )
+
+
+def idle_cause_line(causes: dict[str, float] | None, idle_us: float) -> str | None:
+    """``idle by cause: launch 80% · sync 5% · other 15%`` (shares of the idle time); None without idle time."""
+    if not causes or idle_us <= 0:
+        return None
+    return "idle by cause: " + " · ".join(f"{c} {pct(causes[c], idle_us):.0f}%" for c in IDLE_CAUSES)

@@ -5,11 +5,13 @@ Renderers take these; nothing here formats text. What each figure means: docs/at
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
+from operator import le
 from typing import TYPE_CHECKING, Any
 
 from ..vocab import (
-    CATEGORIES, MATMUL_ROLES, UNLINKED_REASONS, Category, CoreKind, FoundBy, GraphMode, Phase, RankFrom, TimeBase,
+    CATEGORIES, IDLE_CAUSES, MATMUL_ROLES, UNLINKED_REASONS, Category, CoreKind, FoundBy, GraphMode, Phase, RankFrom, TimeBase,
     launch_bound_holds,
 )
 from .invariants import EPS_US, REL, InvariantError, check_roles, close, expect, near, zero_categories
@@ -17,10 +19,12 @@ from .views import show
 
 if TYPE_CHECKING:
     from .efficiency import DeviceInfo, Efficiency
+    from .measured import Measured
     from .hints import Hint, HintFacts
 
-__all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "EPS_US", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage",
-           "Evidence", "GraphSummary", "InvariantError", "RankRow", "RankSpread", "RankView", "RunResult", "Totals", "TraceSummary", "close", "near",
+__all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "EPS_US", "IDLE_CAUSES", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage",
+           "Evidence", "GraphSummary", "Intervals", "InvariantError", "RankRow", "RankSpread", "RankView", "RunResult", "StepFigures", "Totals",
+           "TraceSummary", "close", "near",
            "zero_categories"]
 
 SCHEMA_VERSION = 1
@@ -97,6 +101,44 @@ class GraphSummary:
         expect(self.mapped_kernels == 0 or bool(self.capture_sources), f"{where}: mapped kernels without a capture")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Intervals:
+    """A block's device events on its trace's own clock (docs/attribution.md, "Time in the trace"), stored as
+    flat arrays: a block of a 1 GB trace holds thousands, and one tuple per event would cost more than the
+    attribution itself. Times are the file's ``ts`` in integer ns (absolute); ``origin_ns`` is the trace start
+    (TraceSummary.origin_ns) that ``rows()`` subtracts."""
+
+    origin_ns: int
+    start_ns: array  # 'q', one per device event, in the trace's order
+    end_ns: array  # 'q'
+    category: bytes  # index into CATEGORIES
+    stream: array  # 'q', index into ``streams``
+    streams: tuple[tuple[object, object], ...]  # the trace's device streams as (pid, tid); shared by its blocks
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+    def rows(self) -> list[tuple[float, float, str, object, object]]:
+        """(start_us, end_us, category, pid, tid) per event, µs from the trace start."""
+        o, cats, streams = self.origin_ns, CATEGORIES, self.streams
+        return [((s - o) / 1000, (e - o) / 1000, cats[c], *streams[k])
+                for s, e, c, k in zip(self.start_ns, self.end_ns, self.category, self.stream)]
+
+    def check(self, start_us: float, end_us: float, where: str) -> None:
+        """Every event lies inside the block's window [start_us, end_us] and ends after it starts."""
+        n = len(self.start_ns)
+        expect(len(self.end_ns) == n and len(self.category) == n and len(self.stream) == n,
+               f"{where}: interval arrays of different lengths")
+        if not n:
+            return
+        expect(max(self.category) < len(CATEGORIES) and max(self.stream) < len(self.streams) and min(self.stream) >= 0,
+               f"{where}: an interval's category or stream is out of range")
+        expect(all(map(le, self.start_ns, self.end_ns)), f"{where}: an interval ends before it starts")
+        lo, hi = (min(self.start_ns) - self.origin_ns) / 1000, (max(self.end_ns) - self.origin_ns) / 1000
+        expect(lo >= start_us - near(1, start_us) and hi <= end_us + near(1, end_us),
+               f"{where}: device intervals {lo}..{hi} µs outside the block's window {start_us}..{end_us} µs")
+
+
 @dataclass(slots=True, kw_only=True)
 class BlockResult:
     """One attention block. Time figures in µs; ``total_us`` is device busy time or host time (one name in Python;
@@ -122,6 +164,9 @@ class BlockResult:
     # Device idle for more than half the span (the device waited for launches); None on CPU-only traces,
     # which have no device to wait.
     launch_bound: bool | None = None
+    # ``idle_us`` by why the device idled (tracekit.analysis.idle; keys IDLE_CAUSES), summing to it; all 0 on CPU-only
+    # traces. None where nothing computed it (a hand-built result); attribution always fills it.
+    idle_by_cause: dict[str, float] | None = None
 
     # FLOPs/bytes of the block's counted kernels and the rate they reached (tracekit.analysis.flops); per category and role.
     efficiency: Efficiency | None = None
@@ -131,6 +176,16 @@ class BlockResult:
     # In a graph capture: the kernels the block's launches recorded into the graph (short names -> count), the
     # captured structure of a call that ran nothing; None outside captures.
     recorded: dict[str, int] | None = None
+    # The largest ``Total Allocated`` (bytes) the allocator reported at an allocation inside the block: its peak
+    # memory, where ``alloc_bytes`` is the sum of what it allocated. None where no allocation there carries the total.
+    alloc_peak_bytes: int | None = None
+    # The block's window on its trace's clock, µs from the trace start (TraceSummary.origin_ns): the span's own
+    # start and end, so end - start == span_us. None only on hand-built results.
+    start_us: float | None = None
+    end_us: float | None = None
+    # Its device events' intervals on the same clock (in JSON only with --with-intervals); None on CPU-only
+    # traces (no device events) and hand-built results.
+    intervals: Intervals | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -143,6 +198,7 @@ class Totals:
     span_us: float = 0.0  # sum of the blocks' spans
     idle_us: float = 0.0  # sum of the blocks' device idle time
     launch_bound: bool | None = None  # idle > half the span over the device blocks; None without any
+    idle_by_cause: dict[str, float] | None = None  # the blocks' idle causes summed; None unless every block has them
 
     efficiency: Efficiency | None = None  # the sum over blocks
     efficiency_by_category: dict[str, Efficiency] = field(default_factory=dict)
@@ -168,6 +224,31 @@ class Coverage:
 
 
 @dataclass(slots=True, kw_only=True)
+class StepFigures:
+    """One ``ProfilerStep#N`` of a trace as a whole (tracekit.analysis.attribute._whole_steps), in µs: all the
+    device work of the step (the events its host ops launched, and those its attention blocks own), not only
+    attention's. ``span_us`` follows the blocks' rule, with the ProfilerStep range as the host side."""
+
+    step: int
+    busy_us: float  # the union of the step's device events
+    span_us: float  # first start to last end, host range and device events
+    attention_us: float  # the union of the events the step's attention blocks own: a part of ``busy_us``
+    # The span's window, µs from the trace start (TraceSummary.origin_ns); None only on hand-built results.
+    start_us: float | None = None
+    end_us: float | None = None
+
+    def check(self, where: str) -> None:
+        expect(self.attention_us >= -EPS_US, f"{where}: negative attention time")
+        if self.start_us is not None and self.end_us is not None:
+            expect(close(self.end_us - self.start_us, self.span_us, 2, self.end_us),
+                   f"{where}: end {self.end_us} - start {self.start_us} != span {self.span_us}")
+        expect(self.attention_us <= self.busy_us or close(self.attention_us, self.busy_us, 2, self.busy_us),
+               f"{where}: attention {self.attention_us} µs beyond the step's busy {self.busy_us} µs")
+        expect(self.busy_us <= self.span_us or close(self.busy_us, self.span_us, 2, self.span_us),
+               f"{where}: busy {self.busy_us} µs beyond the step's span {self.span_us} µs")
+
+
+@dataclass(slots=True, kw_only=True)
 class TraceSummary:
     """Per input file: the header facts and its whole-trace denominators."""
 
@@ -185,6 +266,11 @@ class TraceSummary:
     shapes: list[str] = field(default_factory=list)
     rank: int | None = None  # ``distributedInfo.rank`` from the trace's header, when recorded
     graphs: GraphSummary | None = None  # CUDA/HIP graphs; None only on hand-built results
+    # Each ProfilerStep as a whole, by step number ([] on CPU-only traces, and on traces without steps).
+    step_figures: list[StepFigures] = field(default_factory=list)
+    # The trace start: the smallest ``ts`` (integer ns, the file's own clock) of the events tracekit reads from it
+    # (tracekit.analysis.clock.trace_origin); every start_us/end_us of its blocks and steps counts from it.
+    origin_ns: int = 0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -284,6 +370,9 @@ class Attribution:
     ranks: RankView | None = None
     # The grouping that to_dataframe() and the notebook's HTML table use when none is named (analyze(..., by=)).
     default_by: str = field(default="kind", repr=False)
+    # The latency measured outside the profiler, read from measured.json beside the traces (tracekit.run.measured);
+    # None without one. A merge of several runs has none: each run keeps its own.
+    measured: Measured | None = None
 
     def to_dataframe(self, by: str | None = None) -> Any:
         """A pandas DataFrame (``pip install 'tracekit[notebook]'``): one row per ``by`` = "block", "kind",
@@ -321,14 +410,18 @@ class Attribution:
                 e.check()
         if self.device is not None:
             self.device.check()
+        if self.measured is not None:
+            self.measured.check()
         for t in self.traces:
             if t.graphs is not None:
                 t.graphs.check(f"{t.source}: graphs")
+        self._check_steps()
         for g in (self.hint_facts or {}).values():
             g.check()
         for h in self.hints:  # a saving is part of the blocks' time (an upper bound or less), never more
             expect(h.saving_pct is None or -REL <= h.saving_pct <= 100 + 0.05, f"hint {h.rule}: saving {h.saving_pct}%")
             expect(h.saving_us is None or h.saving_us >= 0, f"hint {h.rule}: negative saving")
+            h.check()  # the saving is its counted kernels' time; an overlap's union is at most their sum and busy time
         return self
 
     def _check_kernels(self) -> None:
@@ -344,6 +437,21 @@ class Attribution:
         expect(summed.keys() == self.kernels.keys() and all(
             summed[key][0] == k and close(summed[key][1], us, len(self.blocks) + 1)
             for key, (k, us) in self.kernels.items()), "per-step kernel tables do not add up to the kernel table")
+
+    def _check_steps(self) -> None:
+        """Each trace's whole steps are its own steps, once each; per step number (ranks of a run summed), the
+        attention part of the steps is at most the step's blocks' busy time (a union is at most its parts' sum)."""
+        attention: dict[int, float] = {}
+        for t in self.traces:
+            nums = [f.step for f in t.step_figures]
+            expect(len(nums) == len(set(nums)) and set(nums) <= set(t.steps), f"{t.source}: whole steps {nums}")
+            for f in t.step_figures:
+                f.check(f"{t.source}: step {f.step}")
+                attention[f.step] = attention.get(f.step, 0.0) + f.attention_us
+        for s, us in attention.items():
+            blocks = [b.total_us for b in self.blocks if b.step == s]
+            expect(us <= sum(blocks) or close(us, sum(blocks), 2 * len(blocks) + 2, us),
+                   f"step {s}: attention {us} µs beyond its blocks' busy {sum(blocks)} µs")
 
     def _check_coverage(self, cv: Coverage) -> None:
         n = max(1, len(self.blocks))
@@ -398,15 +506,35 @@ def _check_block(b: BlockResult, time_base: TimeBase) -> None:
         check_roles(b.matmul_roles, b.categories[Category.MATMUL], f"block {b.name}")
     if b.evidence is not None:
         b.evidence.check(f"block {b.name}")
+    if b.idle_by_cause is not None:
+        _check_idle_causes(b.idle_by_cause, b.idle_us, f"block {b.name}", 1)
+    if b.alloc_peak_bytes is not None:  # a peak comes from the same memory events as the allocated sum
+        expect(b.alloc_peak_bytes >= 0 and b.alloc_bytes is not None, f"block {b.name}: peak {b.alloc_peak_bytes}")
+    if b.start_us is not None and b.end_us is not None:
+        _check_window(b)
     if b.launch_bound is None:
         expect(time_base != TimeBase.DEVICE, f"block {b.name}: device block without launch_bound")
         expect(b.idle_us == 0.0, f"block {b.name}: idle time on a CPU-only block")
+        expect(not any((b.idle_by_cause or {}).values()), f"block {b.name}: idle causes on a CPU-only block")
         return
     expect(close(b.total_us + b.idle_us, b.span_us, 2),
            f"block {b.name}: busy {b.total_us} + idle {b.idle_us} != span {b.span_us}")
     expect(b.idle_us >= -EPS_US, f"block {b.name}: negative idle {b.idle_us}")
     expect(launch_bound_holds(b.launch_bound, b.idle_us, b.span_us, near(2, b.span_us)),
            f"block {b.name}: launch_bound {b.launch_bound} but idle {b.idle_us} of span {b.span_us}")
+
+
+def _check_window(b: BlockResult) -> None:
+    """The block's window is its span (end - start == span_us), holds its device intervals, and on the device its
+    busy time fits in it."""
+    assert b.start_us is not None and b.end_us is not None
+    expect(close(b.end_us - b.start_us, b.span_us, 2, b.end_us),
+           f"block {b.name}: end {b.end_us} - start {b.start_us} != span {b.span_us}")
+    if b.launch_bound is not None:
+        expect(b.total_us <= b.span_us + near(2, b.span_us), f"block {b.name}: busy {b.total_us} beyond span {b.span_us}")
+    if b.intervals is not None:
+        expect(len(b.intervals) == b.kernels, f"block {b.name}: {len(b.intervals)} intervals for {b.kernels} kernels")
+        b.intervals.check(b.start_us, b.end_us, f"block {b.name}")
 
 
 def _check_totals(blocks: list[BlockResult], t: Totals) -> None:
@@ -425,6 +553,12 @@ def _check_totals(blocks: list[BlockResult], t: Totals) -> None:
                          t.total_us), f"totals.matmul_roles.{r} is not the sum of blocks")
     expect(close(sum(b.span_us for b in blocks), t.span_us, n, t.span_us), "totals.span_us is not the sum of blocks")
     expect(close(sum(b.idle_us for b in blocks), t.idle_us, n, t.span_us), "totals.idle_us is not the sum of blocks")
+    if t.idle_by_cause is not None:
+        _check_idle_causes(t.idle_by_cause, t.idle_us, "totals", n)
+        expect(all(b.idle_by_cause is not None for b in blocks), "totals have idle causes, a block not")
+        for c in IDLE_CAUSES:
+            expect(close(sum((b.idle_by_cause or {})[c] for b in blocks), t.idle_by_cause[c], n, t.span_us),
+                   f"totals.idle_by_cause.{c} is not the sum of blocks")
     dev = [b for b in blocks if b.launch_bound is not None]
     if dev:
         ds, di = sum(b.span_us for b in dev), sum(b.idle_us for b in dev)
@@ -434,3 +568,11 @@ def _check_totals(blocks: list[BlockResult], t: Totals) -> None:
         expect(t.launch_bound is None, "totals.launch_bound set without device blocks")
     if t.attention_share is not None:
         expect(-REL <= t.attention_share <= 1 + REL, f"attention share {t.attention_share} outside [0, 1]")
+
+
+def _check_idle_causes(causes: dict[str, float], idle_us: float, where: str, blocks: int) -> None:
+    """The idle causes partition ``idle_us``: every cause key, none negative, summing to it (each term rounded)."""
+    expect(list(causes) == list(IDLE_CAUSES), f"{where}: idle cause keys {list(causes)}")
+    expect(all(v >= -EPS_US for v in causes.values()), f"{where}: negative idle cause")
+    expect(close(sum(causes.values()), idle_us, (len(IDLE_CAUSES) + 1) * blocks, idle_us),
+           f"{where}: idle causes sum {sum(causes.values())} != idle {idle_us}")

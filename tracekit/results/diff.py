@@ -10,14 +10,20 @@ from typing import Any
 
 from ..vocab import CATEGORIES, MATMUL_ROLES, Basis, Category, Compared, FoundBy, PairedBy, TimeBase, launch_bound_holds
 from .views import show
-from .attribution import Attribution, BlockResult, RankRow
+from .attribution import Attribution, BlockResult, RankRow, StepFigures
 from .invariants import close, expect, near
 
-__all__ = ["EAGER_TO_FUSED_ALLOC", "AllocDelta", "BlockPair", "CategoryDelta", "CategoryNoise", "DiffResult", "Figures",
-           "KernelChange", "KernelTotal", "Noise", "RankPair", "Spread", "Verdict", "shares_defined", "totals_figures"]
+__all__ = ["EAGER_TO_FUSED_ALLOC", "NOISE_MIN_STEPS", "AllocDelta", "BlockPair", "CategoryDelta", "CategoryNoise",
+           "DiffResult", "Figures", "KernelChange", "KernelTotal", "Noise", "RankPair", "Spread", "Verdict", "WholeStep",
+           "peak_of", "shares_defined", "totals_figures", "whole_steps"]
 
 # Conclusions a diff states in words, in every format (DiffResult.conclusions).
 EAGER_TO_FUSED_ALLOC = "eager → fused, the B·H·N² score matrices are no longer allocated"
+
+# Steps each side needs before its per-step spread says anything about noise: the range of two points is one
+# difference, which says nothing about how far a third step could fall (docs/attribution.md, "Diff"). Below it the
+# noise verdicts are None (unknown), in the headline, the categories, the kernels changed and the CI gate.
+NOISE_MIN_STEPS = 3
 
 
 @dataclass(slots=True, kw_only=True)
@@ -100,30 +106,59 @@ class CategoryNoise:
     before_max_us: float
     after_min_us: float
     after_max_us: float
-    within_noise: bool
+    within_noise: bool | None  # None: unknown, fewer than NOISE_MIN_STEPS steps on a side
 
 
 @dataclass(slots=True, kw_only=True)
 class Noise:
+    """Each side's per-step spread, and whether the change is within it: None (unknown) with fewer than
+    NOISE_MIN_STEPS steps on either side, where the spreads are shown but decide nothing."""
+
     before: Spread
     after: Spread
     combined_spread_us: float  # (range before + range after) / 2
-    within_noise: bool
+    within_noise: bool | None
     categories: dict[str, CategoryNoise]
+
+    @property
+    def known(self) -> bool:
+        return min(len(self.before.steps), len(self.after.steps)) >= NOISE_MIN_STEPS
 
 
 @dataclass(slots=True, kw_only=True)
 class AllocDelta:
-    """Bytes allocated inside blocks (``profile_memory`` traces), over all blocks of each side."""
+    """Memory inside blocks (``profile_memory`` traces), over all blocks of each side: the bytes allocated, summed
+    (each allocation counted, however soon it was freed), and the peak: the largest ``Total Allocated`` the
+    allocator reported at an allocation inside any block, as ``torch.cuda.max_memory_allocated`` reads it (on any
+    one device; None, unknown, where the memory events carry no total)."""
 
     before_bytes: int
     after_bytes: int
     before_blocks: int  # blocks that carry memory data
     after_blocks: int
+    before_peak_bytes: int | None = None
+    after_peak_bytes: int | None = None
 
     @property
     def delta_bytes(self) -> int:
         return self.after_bytes - self.before_bytes
+
+    @property
+    def delta_peak_bytes(self) -> int | None:
+        if self.before_peak_bytes is None or self.after_peak_bytes is None:
+            return None
+        return self.after_peak_bytes - self.before_peak_bytes
+
+
+@dataclass(slots=True, kw_only=True)
+class WholeStep:
+    """One side's median step as a whole (all its device work, not only attention's), in µs: the mean over
+    ``steps`` (the middle two of an even count) of each step's StepFigures, ranks of a run summed per step."""
+
+    steps: list[int]  # the headline's median step(s) on the per-step basis; else the median by whole-step busy
+    busy_us: float
+    span_us: float
+    attention_us: float  # the attention blocks' busy inside it (a union: at most the headline's sum of blocks)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -175,6 +210,12 @@ class DiffResult:
     no_claim: str = ""
     # Ranks paired by number when both sides are folders of ranks; [] otherwise.
     ranks: list[RankPair] = field(default_factory=list)
+    # Each side's ProfilerSteps as a whole, by step number (whole_steps); [] without steps or on CPU-only traces.
+    whole_steps_before: list[StepFigures] = field(default_factory=list)
+    whole_steps_after: list[StepFigures] = field(default_factory=list)
+    # The median step of each, as a whole (the step line beside the attention headline); None without whole steps.
+    step_before: WholeStep | None = None
+    step_after: WholeStep | None = None
 
     def to_dataframe(self, by: str = "category") -> Any:
         """A pandas DataFrame (``pip install 'tracekit[notebook]'``): one row per ``by`` = "category" (with the
@@ -238,7 +279,57 @@ class DiffResult:
         self._check_kernels()
         if self.ranks:
             self._check_ranks()
+        self._check_noise()
+        self._check_alloc()
+        for side in ("before", "after"):
+            self._check_whole_step(side)
         return self
+
+    def _check_noise(self) -> None:
+        """Noise verdicts are None exactly when a side has fewer than NOISE_MIN_STEPS steps."""
+        n = self.noise
+        if n is None:
+            return
+        expect((n.within_noise is None) == (not n.known), f"noise verdict {n.within_noise} over "
+               f"{len(n.before.steps)} and {len(n.after.steps)} steps")
+        expect(all((c.within_noise is None) == (not n.known) for c in n.categories.values()),
+               "category noise verdicts disagree with the step counts")
+
+    def _check_alloc(self) -> None:
+        """The memory figures are the blocks': allocated bytes summed, peaks their maximum (never negative)."""
+        a = self.alloc
+        if a is None:
+            return
+        for side, att, total, peak in (("before", self.before, a.before_bytes, a.before_peak_bytes),
+                                       ("after", self.after, a.after_bytes, a.after_peak_bytes)):
+            expect(total == sum(b.alloc_bytes for b in att.blocks if b.alloc_bytes is not None),
+                   f"{side}: allocated bytes != the blocks' sum")
+            expect(peak == peak_of(att.blocks), f"{side}: peak {peak} is not the blocks' largest")
+            expect(peak is None or peak >= 0, f"{side}: negative peak memory")
+
+    def _check_whole_step(self, side: str) -> None:
+        """The whole-step figures are the side's steps summed per number; its median step is the mean of some of
+        them, busy at least its attention part, span at least its busy; on the per-step basis, the headline's
+        median step itself, so its attention part is at most the headline's attention time."""
+        att, per = (self.before, self.whole_steps_before) if side == "before" else (self.after, self.whole_steps_after)
+        ws = self.step_before if side == "before" else self.step_after
+        expect([(f.step, f.busy_us, f.span_us, f.attention_us) for f in per]
+               == [(f.step, f.busy_us, f.span_us, f.attention_us) for f in whole_steps(att)],
+               f"{side}: whole steps are not the traces' own")
+        if ws is None:
+            return
+        by = {f.step: f for f in per}
+        expect(bool(ws.steps) and all(s in by for s in ws.steps), f"{side}: median step {ws.steps} not among its steps")
+        n = len(ws.steps)
+        for name, v in (("busy", ws.busy_us), ("span", ws.span_us), ("attention", ws.attention_us)):
+            mean = sum(getattr(by[s], f"{name}_us") for s in ws.steps) / n
+            expect(close(v, mean, n, mean), f"{side}: median step {name} {v} != mean of its steps {mean}")
+        expect(ws.attention_us <= ws.busy_us + near(2, ws.busy_us), f"{side}: step busy below its attention busy")
+        expect(ws.busy_us <= ws.span_us + near(2, ws.span_us), f"{side}: step span below its busy")
+        if self.basis == Basis.MEDIAN_STEP:
+            fig = self._figures(side)
+            expect(ws.attention_us <= fig.total_us + near(2 * max(1, len(att.blocks)), fig.total_us),
+                   f"{side}: the median step's attention part beyond the headline's attention time")
 
     def _check_deltas(self, scale: float) -> None:
         """Each category's delta is after - before of the headline figures, and they sum to the total delta."""
@@ -323,6 +414,25 @@ def _check_figures(side: str, fig: Figures, nblocks: int) -> None:
                f"{side}: launch_bound does not follow idle / span")
 
 
+def peak_of(blocks: list[BlockResult]) -> int | None:
+    """The largest peak memory of any block; None when no block knows its peak."""
+    peaks = [b.alloc_peak_bytes for b in blocks if b.alloc_peak_bytes is not None]
+    return max(peaks) if peaks else None
+
+
+def whole_steps(att: Attribution) -> list[StepFigures]:
+    """The side's whole steps by step number, the traces of a run (ranks) summed per number, like its per-step
+    attention figures (tracekit.analysis.compare.step_figures)."""
+    per: dict[int, StepFigures] = {}
+    for t in att.traces:
+        for f in t.step_figures:
+            g = per.setdefault(f.step, StepFigures(step=f.step, busy_us=0.0, span_us=0.0, attention_us=0.0))
+            g.busy_us += f.busy_us
+            g.span_us += f.span_us
+            g.attention_us += f.attention_us
+    return [per[s] for s in sorted(per)]
+
+
 def shares_defined(delta_us: float, scale: float) -> bool:
     """Shares of the delta mean something only when the delta is more than rounding."""
     return not close(delta_us, 0.0, len(CATEGORIES), scale)
@@ -347,4 +457,8 @@ class Verdict:
     change_pct: float | None  # None when before has no attention time
     basis: Basis
     within_noise: bool | None
-    compared: Compared = Compared.BUSY  # SPAN when either side is launch-bound: the profiled span, not busy time
+    compared: Compared = Compared.BUSY  # what was compared (--gate-on; docs/attribution.md, "The CI gate")
+    chosen: bool = False  # ``compared`` was asked for (--gate-on), not chosen by the default rule
+    # Where each side's measured latency came from (a measured.json, or --latency-before/--latency-after), when
+    # ``compared`` is LATENCY; "" otherwise.
+    sources: tuple[str, str] = ("", "")

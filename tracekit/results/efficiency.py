@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..hardware import DevicePeaks, lookup
+from ..hardware import DTYPES, DevicePeaks, lookup
 from .invariants import expect
 
 __all__ = ["HOST_ONLY", "NO_FORMULA", "NO_SHAPES", "DeviceInfo", "Efficiency", "efficiency_dict", "merge_device",
@@ -32,6 +32,7 @@ class Efficiency:
     ``time_ns`` is the device busy time of exactly the kernels those ops launched (each instant once).
     ``compute_s``/``memory_s`` are the seconds the same work would take at the device's peak FLOP/s (for
     each op's dtype) and at its peak bandwidth; None when the device or a dtype's peak is unknown.
+    ``dtypes`` are the dtype classes whose peaks (tracekit.hardware.compute_peak) ``compute_s`` was counted at.
     """
 
     flops: float = 0.0
@@ -41,6 +42,7 @@ class Efficiency:
     memory_s: float | None = 0.0
     ops: int = 0
     reason: str | None = None  # why figures are missing or partial
+    dtypes: tuple[str, ...] = ()  # sorted; the peak classes of the FLOPs counted in compute_s
 
     def add(self, o: Efficiency) -> None:
         """Sum in another part; a reason survives only from parts with the same standing (counted or not)."""
@@ -54,6 +56,8 @@ class Efficiency:
         self.compute_s = None if self.compute_s is None or o.compute_s is None else self.compute_s + o.compute_s
         self.memory_s = None if self.memory_s is None or o.memory_s is None else self.memory_s + o.memory_s
         self.ops += o.ops
+        if o.dtypes and o.dtypes != self.dtypes:
+            self.dtypes = tuple(sorted({*self.dtypes, *o.dtypes}))
 
     def check(self) -> Efficiency:
         """Raise InvariantError unless these are figures a count can sum to; returns self for chaining.
@@ -75,7 +79,18 @@ class Efficiency:
                 "counted ops without a roof (compute_s or memory_s None) carry a reason", self)
         _expect(self.reason is None or (isinstance(self.reason, str) and self.reason != ""),
                 "reason is None or a non-empty str", self)
+        _expect(set(self.dtypes) <= set(DTYPES) and list(self.dtypes) == sorted(set(self.dtypes)),
+                "dtypes are distinct hardware.DTYPES classes, sorted", self)
+        _expect(self.ops > 0 or not self.dtypes, "ops == 0 implies no dtypes", self)
         return self
+
+    @property
+    def peak_tflops(self) -> float | None:
+        """The compute roof of these FLOPs in TFLOP/s: their FLOPs over their seconds at peak. For one dtype class
+        exactly that class's hardware.compute_peak; for several, their FLOP-weighted harmonic mean."""
+        if not self.ops or not self.flops or not self.compute_s:
+            return None
+        return self.flops / self.compute_s / 1e12
 
     @property
     def bound(self) -> str | None:

@@ -38,7 +38,10 @@ def signed(us: float) -> str:
 
 
 def ratio_text(before: float, after: float) -> str:
+    """``0.58×``; ``gone``/``new`` where a side is 0, and ``<0.01×`` for a ratio above 0 that rounds to it."""
     if before > 0:
+        if 0 < after / before < 0.005:
+            return "<0.01×"
         return f"{after / before:.2f}×" if after > 0 else "gone"
     return "new" if after > 0 else "—"
 
@@ -89,5 +92,22 @@ def headline(r: DiffResult) -> str:
     else:
         parts.append(f"{1 / r.speedup:.2f}× slower")
     if r.noise is not None and (b > 0 or a > 0):
-        parts.append("within noise" if r.noise.within_noise else "beyond noise")
+        parts.append(noise_words(r.noise.within_noise))
     return " · ".join(parts)
+
+
+def noise_words(within: bool | None) -> str:
+    """``within noise`` / ``beyond noise`` / ``noise unknown`` (too few steps for a spread to mean anything)."""
+    return "noise unknown" if within is None else "within noise" if within else "beyond noise"
+
+
+def step_line(r: DiffResult) -> str | None:
+    """``step (median): busy 2.61 ms → 1.02 ms, span 6.10 ms → 2.30 ms (attention 31% → 20% of busy)``: the whole
+    step beside the attention headline (all its device work); None unless both sides have whole steps."""
+    sb, sa = r.step_before, r.step_after
+    if sb is None or sa is None:
+        return None
+    label = "step (median)" if max(len(r.whole_steps_before), len(r.whole_steps_after)) > 1 else "step"
+    share = f"{pct(sb.attention_us, sb.busy_us):.0f}% → {pct(sa.attention_us, sa.busy_us):.0f}%"
+    return (f"{label}: busy {fmt_time(sb.busy_us)} → {fmt_time(sa.busy_us)}, span {fmt_time(sb.span_us)} → "
+            f"{fmt_time(sa.span_us)} (attention {share} of busy)")

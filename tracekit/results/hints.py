@@ -6,9 +6,52 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..hardware import Arch, Platform, Vendor
 from .invariants import expect
 
-__all__ = ["GroupFacts", "Hint", "HintFacts", "merge_facts"]
+__all__ = ["GroupFacts", "Hint", "HintFacts", "HintOverlap", "KernelRow", "merge_facts"]
+
+# One kernel row of a block kind's facts: (compact kernel name, category, launcher op, tag). Rows partition the
+# blocks' busy time (each device event sits on one row, at its share of its block's busy time).
+KernelRow = tuple[str, str, str, str]
+
+_US_SLACK = 0.002  # µs: figures are rounded to 3 decimals on their own before a check compares them
+
+
+@dataclass(slots=True, kw_only=True)
+class HintOverlap:
+    """Hints of one block kind whose savings count some of the same kernel time: what they save together.
+
+    ``union_us`` is the device time they count, each kernel row once (where a hint counts part of a row, an
+    estimate, the largest part); it is the combined saving's upper bound, never their sum.
+    """
+
+    rules: list[str]  # the overlapping hints, in hint order
+    blocks: list[str]  # their block kind
+    sum_us: float  # their savings added up: what reading them one at a time suggests
+    union_us: float  # the kernel time they count together
+    double_counted_us: float  # sum_us - union_us: the time their savings count more than once
+    shared_kernels: list[str]  # the kernels two or more count, costliest first
+    busy_us: float  # the blocks' busy time: the denominator of union_pct
+    union_pct: float | None
+
+    def check(self) -> HintOverlap:
+        """Raise InvariantError unless the union can be true: at most the sum and the blocks' time; returns self."""
+        n = max(1, len(self.rules))
+        expect(len(self.rules) >= 2 and len(set(self.rules)) == len(self.rules),
+               f"HintOverlap: {self.rules} are not two or more distinct hints")
+        expect(abs(self.sum_us - self.union_us - self.double_counted_us) <= n * _US_SLACK,
+               f"HintOverlap {self.rules}: double-counted {self.double_counted_us} µs is not sum - union")
+        expect(self.union_us <= self.sum_us + n * _US_SLACK,
+               f"HintOverlap {self.rules}: union {self.union_us} µs exceeds the sum {self.sum_us}")
+        expect(self.union_us <= self.busy_us + n * _US_SLACK,
+               f"HintOverlap {self.rules}: union {self.union_us} µs exceeds the blocks' time {self.busy_us}")
+        expect(self.double_counted_us > 0 and bool(self.shared_kernels),
+               f"HintOverlap {self.rules}: no time counted twice, so no overlap")
+        expect((self.union_pct is None) == (self.busy_us <= 0) and (
+                   self.union_pct is None or abs(self.union_pct - 100 * self.union_us / self.busy_us) <= 0.051),
+               f"HintOverlap {self.rules}: union_pct {self.union_pct} is not union / busy")
+        return self
 
 
 @dataclass(slots=True, kw_only=True)
@@ -22,6 +65,32 @@ class Hint:
     saving_us: float | None  # an upper bound or a labelled estimate; None when the trace cannot tell
     saving_pct: float | None  # of the blocks' busy time (launch-bound: of their span)
     saving_basis: str  # "upper bound: …", "estimate: …" or why there is no figure
+    # The kernel time the saving counts, per kernel row (µs; all of a row, or the part an estimate claims);
+    # empty when the saving is no kernels' time (launch-bound counts idle gaps) or there is no saving.
+    counted: dict[KernelRow, float] = field(default_factory=dict, repr=False)
+    overlap: HintOverlap | None = None  # the hints (this one among them) whose savings count the same kernels
+
+    @property
+    def saving_kernels(self) -> list[str]:
+        """The kernels the saving counts, costliest first (names shortened)."""
+        by: dict[str, float] = {}
+        for row, us in self.counted.items():
+            by[row[0]] = by.get(row[0], 0.0) + us
+        return [n[:120] for n, _ in sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+    def check(self) -> Hint:
+        """Raise InvariantError unless the saving is the counted kernel time it names; returns self."""
+        expect(self.saving_us is None or self.saving_us >= 0, f"hint {self.rule}: negative saving")
+        expect(all(us >= 0 for us in self.counted.values()), f"hint {self.rule}: negative counted time")
+        expect(not self.counted or (self.saving_us is not None and abs(sum(self.counted.values()) - self.saving_us)
+                                    <= _US_SLACK * (1 + len(self.counted))),
+               f"hint {self.rule}: saving {self.saving_us} µs is not the counted kernel time")
+        if self.overlap is not None:
+            expect(self.rule in self.overlap.rules, f"hint {self.rule}: its overlap {self.overlap.rules} omits it")
+            expect(self.saving_us is not None and self.saving_us <= self.overlap.union_us + _US_SLACK,
+                   f"hint {self.rule}: saving {self.saving_us} µs exceeds its overlap's union {self.overlap.union_us}")
+            self.overlap.check()
+        return self
 
 
 @dataclass(slots=True, kw_only=True)
@@ -36,6 +105,7 @@ class GroupFacts:
     gemm_fp32: int = 0  # kernels launched by GEMM ops with fp32 inputs
     replayed_us: float = 0.0  # busy µs of the blocks' kernels that CUDA/HIP graph launches ran
     graph_modes: list[str] = field(default_factory=list)  # the graph modes (vocab.GraphMode) of the blocks' traces
+    platforms: list[Platform] = field(default_factory=list)  # the GPUs of the blocks' traces (hardware.platform)
 
     def check(self) -> GroupFacts:
         """Raise InvariantError unless the counts can be true: a broken row would skew every share a rule computes.
@@ -45,6 +115,9 @@ class GroupFacts:
         expect(self.replayed_us >= 0, f"GroupFacts.replayed_us is negative: {self.replayed_us}")
         expect(self.sdpa_masked <= self.sdpa_calls,
                f"GroupFacts: {self.sdpa_masked} masked SDPA calls of {self.sdpa_calls}")
+        expect(all(isinstance(p, Platform) and isinstance(p.vendor, Vendor) and isinstance(p.arch, Arch)
+                   and p.arch.vendor in (p.vendor, Vendor.UNKNOWN) for p in self.platforms),
+               f"GroupFacts.platforms {self.platforms!r}: not Platforms whose arch is their vendor's")
         for row, v in self.kernels.items():
             expect(len(v) == 2 and v[0] >= 0 and v[1] >= 0,
                    f"GroupFacts.kernels[{row!r}] is {v!r}, not [count >= 0, µs >= 0]")
@@ -76,4 +149,5 @@ def merge_facts(parts: Iterable[HintFacts | None]) -> HintFacts | None:
             m.gemm_fp32 += g.gemm_fp32
             m.replayed_us += g.replayed_us
             m.graph_modes = sorted(set(m.graph_modes) | set(g.graph_modes))
+            m.platforms = sorted(set(m.platforms) | set(g.platforms))
     return out if seen else None

@@ -14,6 +14,7 @@ from .attribution import CATEGORIES, Attribution
 from .format import headline
 from .views import register
 from .rows import DIFF_FRAME_GROUPINGS, FRAME_GROUPINGS, check_grouping, group_rows, pair_rows
+from .sweep import RunRow, run_rows
 
 from .diff import DiffResult
 
@@ -38,6 +39,8 @@ def attribution_rows(result: Attribution, by: str) -> list[dict[str, Any]]:
     if by == "kernel":
         return [{"kernel": name, "category": str(cat), "count": count, "total_us": us}
                 for (name, cat), (count, us) in sorted(result.kernels.items(), key=lambda kv: (-kv[1][1], kv[0]))]
+    if by == "run":
+        return [_run_dict(r) for r in run_rows(result)]
     if by == "block":
         return [{"trace": b.source, "step": b.step, "ordinal": b.ordinal, "block": b.name, "kind": b.kind,
                  "phase": str(b.phase), "found_by": str(b.found_by), "kernels": b.kernels, "total_us": b.total_us,
@@ -50,6 +53,19 @@ def attribution_rows(result: Attribution, by: str) -> list[dict[str, Any]]:
              "span_us": g.span_us, "idle_us": g.idle_us, **{f"{c}_us": g.categories[c] for c in CATEGORIES},
              **{f"{c}_share": (g.categories[c] / g.total_us if g.total_us > 0 else None) for c in CATEGORIES}}
             for g in group_rows(result, by)]
+
+
+def _run_dict(r: RunRow) -> dict[str, Any]:
+    """A run's row: named after its folder; measured latency (ms) beside the profiled figures (µs)."""
+    m = r.measured
+    return {"run": r.name, "impl": r.impl, "seq": r.seq, "blocks": r.blocks, "steps": r.steps,
+            "latency_ms": None if m is None else m.median_ms, "latency_low_ms": None if m is None else m.low_ms,
+            "latency_high_ms": None if m is None else m.high_ms, "speedup": r.speedup,
+            "speedup_basis": None if r.speedup_basis is None else str(r.speedup_basis),
+            "speedup_launch_bound": r.speedup_launch_bound, "baseline": r.baseline, "busy_us": r.busy_us,
+            "span_us": r.span_us, "idle_us": r.idle_us, "idle_pct": r.idle_pct, "launch_bound": r.launch_bound,
+            **{f"{c}_us": r.categories[c] for c in CATEGORIES},
+            **{f"{c}_share": (r.categories[c] / r.busy_us if r.busy_us > 0 else None) for c in CATEGORIES}}
 
 
 def diff_rows(r: DiffResult, by: str) -> list[dict[str, Any]]:

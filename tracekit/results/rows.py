@@ -40,7 +40,7 @@ GROUPINGS: tuple[GroupingRule, ...] = (
     GroupingRule(grouping=Grouping.BLOCK, table=True, frame=True, why="every block, by step and ordinal"),
     GroupingRule(grouping=Grouping.LAYER, table=True, frame=True, why="one row per block name over its steps"),
     GroupingRule(grouping=Grouping.STEP, table=True, frame=True, why="one row per ProfilerStep: the step-to-step spread"),
-    GroupingRule(grouping=Grouping.RUN, table=True, frame=False,
+    GroupingRule(grouping=Grouping.RUN, table=True, frame=True,
                  why="a folder of runs (a sweep): blocks' source is their run (tracekit.run.runs)"),
     GroupingRule(grouping=Grouping.RANK, table=True, frame=False,
                  why="a folder of ranks: one row per rank and their spread, the straggler view"),

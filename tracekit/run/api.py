@@ -17,7 +17,7 @@ from ..results.diff import DiffResult
 from ..results.rows import FRAME_GROUPINGS
 from .execute import attribute_inputs, plan
 from .inputs import Inputs, ProgressFn, discover
-from .runs import Run, attribute_runs, find_runs
+from .runs import Run, attribute_runs, find_runs, runs_of
 
 
 def analyze(path: str | os.PathLike | Inputs, scope: str | None = None, classifier: Classifier | None = None,
@@ -32,14 +32,23 @@ def analyze(path: str | os.PathLike | Inputs, scope: str | None = None, classifi
     total)`` reports bytes read. Files the folder scan skipped are named in ``Attribution.warnings``.
     ``hints=False`` skips the hint rules (``--no-hints``). ``dask`` (a scheduler address, ``local`` or
     ``local:N``; N defaults to ``jobs``) analyses each file as a task on a Dask cluster (``tracekit[dask]``).
-    ``by`` ("kind", "block", "layer", "step" or "kernel") changes no figure: it is the grouping of the
-    result's ``to_dataframe()`` and notebook table (``--by`` of the CLI); a name outside those raises
-    ValueError before any file is read. ``captures`` (files or folders, ``--capture``) are the traces of the
+    ``by`` ("kind", "block", "layer", "step", "run" or "kernel") is the grouping of the result's
+    ``to_dataframe()`` and notebook table (``--by`` of the CLI); a name outside those raises ValueError before
+    any file is read. ``by="run"`` reads a folder of runs (a sweep) as the CLI's ``--by run`` does: each run's
+    own result in ``.runs`` (with its measured latency, when measured.json lies beside its traces), and one
+    DataFrame row per run, named after its folder. ``captures`` (files or folders, ``--capture``) are the traces of the
     CUDA/HIP graph captures that the traces replay; without them, a ``capture_traces/`` folder beside a
     replay is read (README, "Graph traces").
     """
     if by is not None and by not in FRAME_GROUPINGS:
         raise ValueError(f"unknown grouping by={by!r}; choose from {', '.join(FRAME_GROUPINGS)}")
+    if by == "run":  # a folder of runs: each run's own result in .runs (the CLI's --by run)
+        if dask is not None or captures:
+            raise ValueError("by='run' reads the runs here: leave out dask and captures")
+        result = analyze_runs(find_runs(path) if not isinstance(path, Inputs) else (path, runs_of(path)),
+                              scope=scope, classifier=classifier, jobs=jobs, progress=progress, hints=hints)
+        result.default_by = by
+        return result
     found = path if isinstance(path, Inputs) else discover(path)
     for c in captures:  # (a missing capture fails before any trace is read)
         discover(c)

@@ -20,6 +20,7 @@ from ..memory import collect_between_files
 from ..results.attribution import Attribution
 from ..results.ranks import rank_view
 from .inputs import Inputs, ProgressFn
+from .measured import measured_beside
 from .tasks import attribute_file, dask_task
 
 
@@ -87,6 +88,9 @@ def attribute_inputs(found: Inputs, how: Plan, dask: str | None = None) -> Attri
         result.ranks = rank_view(parts, files, found.path)
     result.warnings[:0] = found.warnings + [f"{w}; skipped" for w in failed]
     result.incomplete = result.incomplete or found.incomplete or bool(failed)
+    if not found.urls:
+        result.measured, notes = measured_beside(files)
+        result.warnings += notes
     return result
 
 

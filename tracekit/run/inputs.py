@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from ..errors import TraceNotFoundError, TraceReadError, UsageError
 from ..results.invariants import expect
+from ..results.measured import MEASURED_FILE
 from ..io.paths import PLAIN_SUFFIXES, TRACE_SUFFIXES, access_error, stat_path, trace_file_problem
 
 # (name, bytes done, bytes total): the signature of Progress.update.
@@ -91,7 +92,7 @@ def _discover_folder(root: Path) -> Inputs:
         try:
             with os.scandir(root) as it:
                 candidates = sorted(root / e.name for e in it if e.name.endswith(PLAIN_SUFFIXES)
-                                    and e.name != EXECUTION_DETAILS and not _is_dir(e))
+                                    and e.name not in NOT_TRACES and not _is_dir(e))
         except OSError as exc:
             raise access_error(root, exc) from None
     found.files = _usable(candidates, found)
@@ -111,6 +112,8 @@ def _expect_files(root: str, candidates: int, found: Inputs) -> None:
 # The layout TraceLens's inference workflow writes: a replay trace, and beside it ``capture_traces/`` with the
 # traces of the graph captures it replays and ``execution_details.json`` naming them (file, batch size, mode).
 CAPTURE_FOLDER, EXECUTION_DETAILS = "capture_traces", "execution_details.json"
+# JSON files beside traces that are not traces: a capture folder's index, a recorder's measured latency.
+NOT_TRACES = frozenset({EXECUTION_DETAILS, MEASURED_FILE})
 _MAX_DETAILS = 1 << 20  # bytes: a list of a few files, never more
 
 
@@ -138,7 +141,7 @@ def captures_beside(trace: Path) -> tuple[list[Path], list[str]]:
              and (folder / n).is_file()]
     if files:
         return sorted(set(files)), []
-    rest = sorted(p for p in folder.iterdir() if p.name.endswith(PLAIN_SUFFIXES) and p.name != EXECUTION_DETAILS
+    rest = sorted(p for p in folder.iterdir() if p.name.endswith(PLAIN_SUFFIXES) and p.name not in NOT_TRACES
                   and p.is_file())
     return rest, [f"{details}: {why}; read every trace in {folder.name}/ as a capture"] if rest else []
 
@@ -254,7 +257,8 @@ def discover_url(url: str) -> Inputs:
             return Inputs(path=Path(root), files=[Path(root.rstrip("/").rsplit("/", 1)[-1])], urls=[url])
         listed = sorted(p for p in fs.find(root) if p.endswith(TRACE_SUFFIXES))
         if not listed:
-            listed = sorted(p for p in fs.ls(root, detail=False) if p.endswith(PLAIN_SUFFIXES) and not fs.isdir(p))
+            listed = sorted(p for p in fs.ls(root, detail=False) if p.endswith(PLAIN_SUFFIXES)
+                            and p.rsplit("/", 1)[-1] not in NOT_TRACES and not fs.isdir(p))
     except (OSError, ValueError, ImportError) as exc:
         if isinstance(exc, TraceNotFoundError):
             raise

@@ -18,10 +18,11 @@ from pathlib import Path
 from ..analysis.attribute import merge
 from ..io.paths import TRACE_SUFFIXES
 from ..results.attribution import Attribution, RunResult
+from ..results.sweep import sweep_key  # noqa: F401  (the run-name rule lives with the run rows)
 from .execute import Plan, attribute_files
 from .inputs import Inputs, discover
+from .measured import measured_beside
 
-_SWEEP_NAME = re.compile(r"^(?P<impl>.+?)[_-](?P<seq>\d+)$")
 
 
 @dataclasses.dataclass(slots=True)
@@ -50,8 +51,14 @@ def find_runs(path: str | os.PathLike[str]) -> tuple[Inputs, list[Run]]:
     root = Path(path)
     if not root.is_dir():
         return found, [Run(run_name(root, root.parent), list(found.files))]
+    return found, runs_of(found)
+
+
+def runs_of(found: Inputs) -> list[Run]:
+    """The runs that a folder's discovered files make (warnings for ambiguous names go to ``found``)."""
+    root = found.path
     if all(f.parent == root for f in found.files):  # a run folder itself (one trace per rank or worker)
-        return found, [Run(root.resolve().name or str(root), list(found.files))]
+        return [Run(root.resolve().name or str(root), list(found.files))]
     runs: dict[str, Run] = {}
     folders = {run_name(f, root) for f in found.files if f.parent != root}
     for f in found.files:
@@ -61,7 +68,7 @@ def find_runs(path: str | os.PathLike[str]) -> tuple[Inputs, list[Run]]:
             found.warnings.append(f"{f}: named like the folder {run_name(f, root)}/ beside it; "
                                   f"read as the run {name!r}")
         runs.setdefault(name, Run(name, [])).files.append(f)
-    return found, [runs[k] for k in sorted(runs, key=_natural)]
+    return [runs[k] for k in sorted(runs, key=_natural)]
 
 
 def _distinct(name: str, taken: set[str]) -> str:
@@ -76,17 +83,12 @@ def _natural(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
-def sweep_key(name: str) -> tuple[str, int] | None:
-    """``(impl, sequence length)`` for a run named ``<impl>_<seq>`` (``sdpa-flash_4096``), else None."""
-    m = _SWEEP_NAME.match(name.rsplit("/", 1)[-1])
-    return (m["impl"], int(m["seq"])) if m else None
-
-
 def attribute_runs(found_runs: tuple[Inputs, list[Run]], how: Plan) -> Attribution:
     """One result per run (``.runs``), and their merge with each block's ``source`` set to its run's name.
 
     Files are read in one process pool for all runs (``how.jobs``)."""
     found, runs = found_runs
+    root = found.path
     files = [f for r in runs for f in r.files]
     parts = iter(attribute_files(files, how))
     results: list[RunResult] = []
@@ -94,6 +96,8 @@ def attribute_runs(found_runs: tuple[Inputs, list[Run]], how: Plan) -> Attributi
         mine = [next(parts) for _ in r.files]
         one = mine[0] if len(mine) == 1 else merge(mine, source=r.name)
         one.source = r.name
+        one.measured, notes = measured_beside(r.files, not_in=root if len(runs) > 1 else None)
+        one.warnings += notes
         results.append(RunResult(name=r.name, attribution=one))
     result = combine_runs(found.label, results)
     result.warnings[:0] = found.warnings

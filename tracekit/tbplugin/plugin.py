@@ -23,6 +23,7 @@ from ..errors import TracekitError
 from ..run.api import analyze, diff
 from ..run.inputs import Inputs
 from ..renderers.html import HTMLRenderer
+from ..results.measured import MEASURED_FILE
 from ..run.runs import Run, combine_runs, find_runs
 
 PLUGIN_NAME = "tracekit"
@@ -33,10 +34,18 @@ Signature = tuple[tuple[str, int, int, int, int, int], ...]
 
 def _signature(files: list[Path]) -> Signature:
     """What a cached analysis is valid for: each file's path, identity (device, inode), mtime, ctime and size. A
-    file replaced by other content of the same size and mtime is a new inode, or (rewritten in place) a new ctime."""
+    file replaced by other content of the same size and mtime is a new inode, or (rewritten in place) a new ctime.
+    The run's measured.json counts too (its latency heads the report); a missing one counts as absent."""
     out = []
-    for f in files:
-        st = os.stat(f)
+    folders = {f.parent for f in files}
+    for f in list(files) + sorted(d / MEASURED_FILE for d in folders if len(folders) == 1):
+        try:
+            st = os.stat(f)
+        except FileNotFoundError:
+            if f.name != MEASURED_FILE:
+                raise
+            out.append((str(f), 0, 0, 0, 0, -1))
+            continue
         out.append((str(f), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
     return tuple(out)
 

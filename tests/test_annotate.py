@@ -1,0 +1,422 @@
+"""``tracekit annotate`` (issue 25, part 4): a streamed copy of a trace plus tracekit's tracks, which attributes
+exactly like the original and never overwrites it.
+
+Expected figures come from hand-built traces with known timestamps (tests/builders.py) and, on real traces, from
+the raw JSON of the input and of the copy (read here with orjson); the block figures a span must carry are the
+result's own, which test_clock.py checks against the raw JSON.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import zlib
+from decimal import Decimal
+from pathlib import Path
+
+import orjson
+import pytest
+from builders import CPU_PID, TraceBuilder, attention_block, host_core
+from conftest import REAL, real_trace_files, run_cli
+from fuzzing import HOSTILE_PARTS
+
+from tracekit import analyze
+from tracekit import annotate as annotate_mod
+from tracekit.annotate import annotate_path
+from tracekit.renderers import JSONRenderer
+from tracekit.vocab import ANNOTATE_CAT
+
+H200_FILES = sorted((REAL.parent / "h200" / "sweep").glob("*/*.json.gz"))
+REPRESENTATIVE = [REAL / "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz",  # CUDA, module blocks
+                  REAL / "tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",  # ROCm
+                  REAL.parent / "h200/sweep/eager_4096"]  # eager ops, H200 (a folder: its one trace)
+GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
+SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)"
+DIV = ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+       "at::native::binary_internal::DivFunctor<float> > >(int, float)")
+DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+
+
+def _doc(path: Path) -> object:
+    raw = path.read_bytes()
+    return orjson.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+
+
+def _events(path: Path) -> list[dict]:
+    doc = _doc(path)
+    return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+def _ours(path: Path) -> list[dict]:
+    return [e for e in _events(path) if e.get("cat") == ANNOTATE_CAT]
+
+
+def _attribution(path: Path) -> dict:
+    """The JSON of ``tracekit attribute``, less the file names (the copy has its own)."""
+    out = json.loads(JSONRenderer().render(analyze(path).check()))
+    out.pop("source")
+    for t in out["traces"]:
+        t.pop("source")
+    for b in out["blocks"]:
+        b.pop("trace")
+    return out
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _ns(ts: float) -> int:
+    """A written ts (µs) as exact integer ns (Decimal: epoch-sized floats lose ns in float arithmetic)."""
+    return round(Decimal(repr(ts)) * 1000)
+
+
+def _check_nesting(ours: list[dict]) -> None:
+    """On each tracekit lane, complete events nest: each lies inside the one open around it, or after it."""
+    lanes: dict[tuple, list[tuple[int, int, str]]] = {}
+    for e in ours:
+        if e["ph"] == "X":
+            s = _ns(e["ts"])
+            lanes.setdefault((e["pid"], e["tid"]), []).append((s, s + _ns(e["dur"]), e["name"]))
+    for lane, spans in lanes.items():
+        stack: list[tuple[int, int, str]] = []
+        for s, e, name in sorted(spans, key=lambda x: (x[0], -x[1])):
+            while stack and stack[-1][1] <= s and not (stack[-1][0] == s == stack[-1][1]):
+                stack.pop()
+            assert not stack or e <= stack[-1][1], (lane, name, stack[-1][2])
+            stack.append((s, e, name))
+
+
+def _check_copy(src: Path, out: Path) -> None:
+    """What every annotated copy must be: the same attribution, the spans on the blocks' windows, a pid of its
+    own, nested lanes, and arrows that land on a kernel of the trace."""
+    res = analyze(src).check()
+    events = _events(out)
+    theirs = [e for e in events if e.get("cat") != ANNOTATE_CAT]
+    ours = [e for e in events if e.get("cat") == ANNOTATE_CAT]
+    assert theirs == _events(src)  # the original events, all of them, unchanged
+    assert _attribution(out) == _attribution(src)
+    pids = {e.get("pid") for e in ours if e["ph"] != "f"}  # (an arrow's end sits on its kernel's track)
+    assert len(pids) == 1
+    [pid] = pids
+    assert pid not in {e.get("pid") for e in theirs} and str(pid) not in {str(e.get("pid")) for e in theirs}
+    _check_nesting(ours)
+    origin = res.traces[0].origin_ns
+    spans = [e for e in ours if e["ph"] == "X" and e["args"]["level"] == "block"]
+    for b in res.blocks:
+        mine = [e for e in spans if (e["args"]["block"], e["args"]["phase"], e["args"]["step"], e["args"]["ordinal"])
+                == (b.name, str(b.phase), b.step, b.ordinal)]
+        streams = {k for k in b.intervals.stream} if b.intervals is not None else set()
+        assert len(mine) == max(1, len(streams)), b.name
+        for e in mine:
+            assert _ns(e["ts"]) == origin + round(b.start_us * 1000), b.name
+            assert _ns(e["dur"]) == round(b.end_us * 1000) - round(b.start_us * 1000), b.name
+    kernels: dict[tuple, list[tuple[int, int]]] = {}
+    for e in theirs:
+        if e.get("ph") == "X" and str(e.get("cat", "")).strip().lower() in DEVICE_CATS:
+            kernels.setdefault((e["pid"], e["tid"]), []).append((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])))
+    starts = {e["id"]: e for e in ours if e["ph"] == "s"}
+    ends = [e for e in ours if e["ph"] == "f"]
+    assert len(starts) == len(ends) == sum(b.kernels for b in res.blocks)  # (every real trace is under the cap)
+    for f in ends:
+        assert f["bp"] == "e" and starts[f["id"]]["pid"] == pid and starts[f["id"]]["ts"] == f["ts"]
+        t = _ns(f["ts"])
+        assert any(s <= t <= e for s, e in kernels[(f["pid"], f["tid"])]), f
+
+
+def _annotate(src: Path, tmp: Path, **kw) -> tuple[Path, object]:
+    out = tmp / ("out_" + src.name)
+    stats, _ = annotate_path(src, out, **kw)
+    return out, stats
+
+
+def _one_block(tmp: Path, name: str = "layer0.attention") -> Path:
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 900, 2100)
+    attention_block(b, 1000, name=name)  # host 1000..1060, device 1100..1136 (builders.attention_block)
+    return b.write(tmp / "t.json")
+
+
+# -- hand-built traces: known answers ----------------------------------------------------------------------------
+
+def test_a_block_gets_its_span_runs_arrows_and_hint_marks(tmp_path):
+    src = _one_block(tmp_path)
+    out, stats = _annotate(src, tmp_path)
+    ours = _ours(out)
+    assert stats.pid == CPU_PID + 1  # above the trace's pids (100 and 0)
+    [span] = [e for e in ours if e["ph"] == "X" and e["args"]["level"] == "block"]
+    # busy 31 µs: matmul 20 (65%), softmax 5 (16%), memory 4 (13%), elementwise 2: three named, then "…"
+    assert span["name"] == "layer0.attention · 65% matmul · 16% softmax · 13% memory …"
+    assert (span["ts"], span["dur"], span["pid"]) == (1000, 136, CPU_PID + 1)
+    assert span["args"]["busy_us"] == 31.0 and span["args"]["span_us"] == 136.0 and span["args"]["kernels"] == 6
+    runs = [(e["name"], e["ts"], e["dur"]) for e in ours if e["ph"] == "X" and e["args"]["level"] == "category run"]
+    assert runs == [("memory ×1", 1100, 1), ("matmul ×1", 1102, 10), ("elementwise ×1", 1113, 2),
+                    ("softmax ×1", 1116, 5), ("memory ×1", 1122, 3), ("matmul ×1", 1126, 10)]
+    ends = sorted(e["ts"] for e in ours if e["ph"] == "f")
+    assert ends == [1100.5, 1107, 1114, 1118.5, 1123.5, 1131]  # each kernel's midpoint, on stream (0, 7)
+    assert {(e["pid"], e["tid"]) for e in ours if e["ph"] == "f"} == {(0, 7)}
+    marks = sorted((e["name"], e["ts"]) for e in ours if e["ph"] == "i")
+    assert marks == [("hint: fp32-softmax", 1000), ("hint: launch-bound", 1000)]  # this trace's two hints
+    names = {e["args"]["name"] for e in ours if e["ph"] == "M" and e["name"] in ("process_name", "thread_name")}
+    assert names == {"tracekit", "attention · stream 7 (pid 0)"}
+    _check_copy(src, out)
+
+
+def _two_streams(tmp: Path) -> Path:
+    """One block: on stream 7 two GEMMs back to back, a softmax and a third GEMM; on stream 8 a division."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 30)
+    b.op("aten::bmm", 1, 5)
+    b.launch(GEMM, 2, 1, 40, 10)
+    b.launch(GEMM, 3, 1, 51, 10)
+    b.op("aten::div", 7, 2)
+    b.launch(DIV, 8, 1, 45, 3, stream=8)
+    b.op("aten::_softmax", 10, 5)
+    b.launch(SOFTMAX, 11, 1, 62, 4)
+    b.op("aten::bmm", 20, 5)
+    b.launch(GEMM, 21, 1, 70, 10)
+    return b.write(tmp / "s.json")
+
+
+def test_consecutive_kernels_of_a_category_make_one_run_per_stream_lane(tmp_path):
+    src = _two_streams(tmp_path)
+    out, stats = _annotate(src, tmp_path)
+    ours = _ours(out)
+    lanes = {e["tid"]: e["args"]["name"] for e in ours if e["name"] == "thread_name"}
+    assert sorted(lanes.values()) == ["attention · stream 7 (pid 0)", "attention · stream 8 (pid 0)"]
+    by_lane: dict[str, list] = {name: [] for name in lanes.values()}
+    for e in ours:
+        if e["ph"] == "X":
+            by_lane[lanes[e["tid"]]].append((e["args"]["level"], e["name"].split(" · ")[0], e["ts"], e["dur"]))
+    # the block's window 0..80 on both lanes; on stream 7 the two GEMMs are one run (40..61), then the softmax
+    # and the last GEMM; the division on stream 8 breaks no run of stream 7
+    assert by_lane["attention · stream 7 (pid 0)"] == [("block", "layer0.attention", 0, 80),
+                                                       ("category run", "matmul ×2", 40, 21),
+                                                       ("category run", "softmax ×1", 62, 4),
+                                                       ("category run", "matmul ×1", 70, 10)]
+    assert by_lane["attention · stream 8 (pid 0)"] == [("block", "layer0.attention", 0, 80),
+                                                       ("category run", "elementwise ×1", 45, 3)]
+    assert stats.blocks == 2 and stats.flows == 5
+    _check_copy(src, out)
+
+
+def test_overlapping_blocks_on_one_stream_take_separate_lanes(tmp_path):
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)  # thread 1: window 0..100
+    b.op("aten::bmm", 1, 5)
+    b.launch(GEMM, 2, 1, 50, 10)
+    host_core(b, 10)
+    b.annotation("layer1.attention", 20, 20, tid=2)  # thread 2: its kernel waits for the first's (50..60)
+    b.op("aten::bmm", 21, 5, tid=2)
+    b.launch(GEMM, 22, 1, 70, 10, tid=2)
+    b.op("aten::_softmax", 30, 2, tid=2)
+    b.op("aten::bmm", 33, 2, tid=2)
+    src = b.write(tmp_path / "o.json")
+    res = analyze(src).check()
+    assert sorted((x.start_us, x.end_us) for x in res.blocks) == [(0.0, 100.0), (60.0, 80.0)]  # inside the first
+    out, _stats = _annotate(src, tmp_path)
+    lanes = sorted(e["args"]["name"] for e in _ours(out) if e["name"] == "thread_name")
+    assert lanes == ["attention · stream 7 (pid 0)", "attention · stream 7 (pid 0) · overlap 2"]
+    _check_copy(src, out)
+
+
+def test_past_the_flow_cap_each_block_points_at_its_first_kernel_per_stream(tmp_path, monkeypatch):
+    b = TraceBuilder()
+    attention_block(b, 0, name="layer0.attention")
+    attention_block(b, 400, name="layer1.attention")
+    src = b.write(tmp_path / "two.json")
+    monkeypatch.setattr(annotate_mod, "MAX_FLOWS", 11)  # the blocks own 12 kernels
+    out, stats = _annotate(src, tmp_path)
+    ends = sorted(e["ts"] for e in _ours(out) if e["ph"] == "f")
+    assert not stats.every_kernel and ends == [100.5, 500.5]  # each block's first kernel (its memset)
+    monkeypatch.setattr(annotate_mod, "MAX_FLOWS", 12)
+    out, stats = _annotate(src, tmp_path)
+    assert stats.every_kernel and len([e for e in _ours(out) if e["ph"] == "f"]) == 12
+
+
+def test_a_cpu_only_trace_gets_its_blocks_on_one_lane(tmp_path):
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 20, 500)
+    b.annotation("layer0.attention", 100, 50)
+    b.op("aten::bmm", 101, 10)
+    b.op("aten::_softmax", 112, 5)
+    b.op("aten::bmm", 120, 10)
+    src = b.write(tmp_path / "cpu.json")
+    out, _ = _annotate(src, tmp_path)
+    ours = _ours(out)
+    [span] = [e for e in ours if e["ph"] == "X"]
+    assert (span["ts"], span["dur"]) == (100, 50)  # the host window, absolute
+    assert [e["args"]["name"] for e in ours if e["name"] == "thread_name"] == ["attention · no device events"]
+    _check_copy(src, out)
+
+
+def test_hostile_names_stay_data(tmp_path):
+    name = "layer0.attention" + "".join(HOSTILE_PARTS) + '"}, {"ph": "X'
+    src = _one_block(tmp_path, name=name)
+    out, _ = _annotate(src, tmp_path)
+    [span] = [e for e in _ours(out) if e["ph"] == "X" and e["args"]["level"] == "block"]
+    assert span["name"].startswith(name + " · ") and span["args"]["block"] == name
+    (tmp_path / "plain").mkdir()
+    assert len(_ours(out)) == len(_ours(_annotate(_one_block(tmp_path / "plain"), tmp_path / "plain")[0]))
+    _check_copy(src, out)
+
+
+def test_bare_arrays_gzip_and_empty_traces(tmp_path):
+    b = TraceBuilder()
+    attention_block(b, 0)
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(b.events))  # Chrome's array format: no header keys
+    out, _ = _annotate(bare, tmp_path)
+    assert isinstance(_doc(out), list)
+    _check_copy(bare, out)
+    gz = tmp_path / "z.json.gz"
+    annotate_path(bare, gz)
+    assert gz.read_bytes()[:2] == b"\x1f\x8b" and _events(gz) == _events(out)
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"schemaVersion": 1, "traceEvents": [ ], "traceName": "x"}')
+    proc = run_cli("annotate", empty, "-o", tmp_path / "e.json")
+    assert proc.returncode == 1 and "no profiler events" in proc.stderr and not (tmp_path / "e.json").exists()
+
+
+def test_the_copy_is_the_same_for_any_chunk_size(tmp_path):
+    src = _two_streams(tmp_path)
+    whole, _ = _annotate(src, tmp_path / "whole")
+    for chunk in (1, 7, 64, 4096):
+        piece, _stats = _annotate(src, tmp_path / f"c{chunk}", chunk=chunk)
+        assert piece.read_bytes() == whole.read_bytes(), chunk
+
+
+def test_the_reader_skips_tracekit_events_at_no_cost_to_the_count(tmp_path):
+    src = _one_block(tmp_path)
+    out, _ = _annotate(src, tmp_path)
+    a, b = analyze(src).check(), analyze(out).check()
+    assert b.traces[0].events == a.traces[0].events == len(_events(src))
+    assert not b.traces[0].damaged and not b.traces[0].warnings
+    # an added span that looks like a kernel is still not read
+    doc = _doc(out)
+    doc["traceEvents"].insert(0, {"ph": "X", "cat": ANNOTATE_CAT, "name": GEMM, "pid": 0, "tid": 7, "ts": 1101,
+                                  "dur": 30,
+                                  "args": {"correlation": 1002}})
+    out.write_bytes(orjson.dumps(doc))
+    assert _attribution(out) == _attribution(src)
+
+
+def test_parallel_decoding_skips_them_too(tmp_path, monkeypatch):
+    from tracekit.io import pload, read
+    b = TraceBuilder()
+    for i in range(40):
+        attention_block(b, 500 * i, name=f"layer{i}.attention")
+    src = b.write(tmp_path / "many.json")
+    out, stats = _annotate(src, tmp_path)
+    assert stats.flows == 40 * 6 and len(out.read_bytes()) > 8 * (16 << 10)
+    serial = _attribution(src)
+    monkeypatch.setattr(pload, "MIN_PARALLEL", 0)  # decode windows of 16 KB in worker processes
+    monkeypatch.setattr(pload, "PARALLEL_CHUNK", 16 << 10)
+    monkeypatch.setattr(read, "_TAIL_WINDOW", 4 << 10)
+    res = analyze(out, jobs=2, decode_workers=2).check()
+    got = json.loads(JSONRenderer().render(res))
+    got.pop("source")
+    for t in got["traces"]:
+        t.pop("source")
+    for blk in got["blocks"]:
+        blk.pop("trace")
+    assert got == serial
+
+
+# -- the CLI: refusals and errors --------------------------------------------------------------------------------
+
+def test_cli_writes_the_copy_and_never_over_its_input(tmp_path):
+    src = _one_block(tmp_path)
+    before = _sha(src)
+    out = tmp_path / "a.json.gz"
+    proc = run_cli("annotate", src, "-o", out)
+    assert proc.returncode == 0 and "block spans" in proc.stderr and out.exists()
+    assert _sha(src) == before
+    for alias in (src, tmp_path / "." / "t.json"):
+        proc = run_cli("annotate", src, "-o", alias)
+        assert proc.returncode == 2 and "refusing to overwrite" in proc.stderr
+    link = tmp_path / "link.json"
+    link.symlink_to(src)
+    hard = tmp_path / "hard.json"
+    os.link(src, hard)
+    for alias in (link, hard):
+        proc = run_cli("annotate", src, "-o", alias)
+        assert proc.returncode == 2 and "refusing to overwrite" in proc.stderr
+    assert _sha(src) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp file left
+
+
+@pytest.mark.parametrize("case, code, words", [
+    ("missing", 1, "no such file"), ("not-json", 1, "not valid JSON"), ("folder", 2, "not a folder"),
+    ("extension", 2, ".json or .json.gz"), ("out-folder", 2, "is a folder"),
+])
+def test_cli_bad_input_is_one_line_with_its_exit_code(tmp_path, case, code, words):
+    src = _one_block(tmp_path)
+    out = tmp_path / "out.json"
+    if case == "missing":
+        src = tmp_path / "nope.json"
+    elif case == "not-json":
+        src = tmp_path / "bad.json"
+        src.write_bytes(b"\x00\x01 not a trace")
+    elif case == "folder":
+        src = tmp_path
+    elif case == "extension":
+        out = tmp_path / "out.csv"
+    else:
+        out = tmp_path / "dir.json"
+        out.mkdir()
+    proc = run_cli("annotate", src, "-o", out)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == code and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("Error:") and words in lines[0], proc.stderr
+    assert not out.is_file()
+
+
+def test_a_truncated_trace_is_copied_as_far_as_it_goes_and_exits_3(tmp_path):
+    src = _one_block(tmp_path)
+    raw = gzip.compress(src.read_bytes())
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(raw[: len(raw) * 3 // 4])
+    out = tmp_path / "cut_out.json"
+    proc = run_cli("annotate", cut, "-o", out)
+    assert proc.returncode == 3 and "ends early" in proc.stderr
+    part = zlib.decompressobj(wbits=31).decompress(cut.read_bytes())  # what the cut file still holds
+    at = part.index(b'"traceEvents": [') + len(b'"traceEvents": [')
+    text = out.read_bytes()
+    assert text.startswith(part[:at]) and text.endswith(part[at:]) and len(text) > len(part)
+
+
+# -- real traces -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("src", REPRESENTATIVE, ids=lambda p: p.name)
+def test_representative_traces_annotate_to_an_identical_attribution(src, tmp_path):
+    if not src.exists():
+        pytest.skip(f"{src} not present")
+    if src.is_dir():
+        [src] = sorted(src.glob("*.json.gz"))
+    before = _sha(src)
+    out, _ = _annotate(src, tmp_path)
+    _check_copy(src, out)
+    assert _sha(src) == before
+
+
+ALL = real_trace_files() + H200_FILES
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("src", ALL, ids=[str(p.relative_to(REAL.parent)) for p in ALL])
+def test_every_real_and_h200_trace_annotates_to_an_identical_attribution(src, tmp_path):
+    before = _sha(src)
+    out, _ = _annotate(src, tmp_path)
+    _check_copy(src, out)
+    assert _sha(src) == before
+
+
+@pytest.mark.skipif(not real_trace_files(), reason="no real traces")
+def test_memory_of_the_copy_is_bounded_by_the_chunk_not_the_trace(tmp_path):
+    big = max(real_trace_files(), key=lambda p: p.stat().st_size)
+    _out, stats = _annotate(big, tmp_path, chunk=1 << 16)
+    assert stats.bytes_in > 16 * (1 << 16)
+    assert stats.peak_buffer < 4 * (1 << 16), (stats.peak_buffer, stats.bytes_in)  # pieces, never the whole file

@@ -1,0 +1,45 @@
+"""Time in the results: the trace's own clock, and each block's device intervals on it (docs/attribution.md,
+"Time in the trace").
+
+Why a module of its own: the block walk (tracekit.analysis.attribute) calls these once per block, and the
+intervals are stored as flat arrays built by C loops (``map``, ``array``) from the events the walk already
+holds, so that keeping them costs the 1 GB benchmark next to nothing when they are not written.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Sequence
+from operator import add, attrgetter
+
+from ..model import DeviceEvent, Trace
+from ..results.attribution import Intervals
+from ..vocab import CATEGORIES
+
+_TS, _DUR, _STREAM = attrgetter("ts"), attrgetter("dur"), attrgetter("stream")
+_CATEGORY_INDEX = {c: i for i, c in enumerate(CATEGORIES)}  # (a Category is its string: it looks up the same)
+
+
+def trace_origin(tr: Trace) -> int:
+    """The trace start in ns: the smallest ``ts`` of the events tracekit reads (host ops, ranges and module
+    slices, runtime calls, device events, GPU annotations, allocations, fwdbwd flows); 0 for a trace without any.
+
+    Read before graph replays are mapped: the copies of captured ops carry the capture's times, not this clock."""
+    firsts = [min(map(_TS, events)) for events in (tr.host, tr.runtime, tr.device, tr.gpu_annotations, tr.memory,
+                                                    tr.flows) if events]
+    return min(firsts) if firsts else 0
+
+
+def relative_us(ns: int, origin_ns: int) -> float:
+    """An absolute ns time as µs from the trace start."""
+    return (ns - origin_ns) / 1000
+
+
+def block_intervals(evs: Sequence[DeviceEvent], cats: Iterable[str], origin_ns: int,
+                    streams: tuple[tuple[object, object], ...]) -> Intervals:
+    """A block's device events (``evs``, of categories ``cats``) as flat arrays: absolute start and end (ns),
+    category index and stream index (into ``streams``, the trace's stream table, shared by every block)."""
+    start = array("q", map(_TS, evs))
+    return Intervals(origin_ns=origin_ns, start_ns=start, end_ns=array("q", map(add, start, map(_DUR, evs))),
+                     category=bytes(map(_CATEGORY_INDEX.__getitem__, cats)), stream=array("q", map(_STREAM, evs)),
+                     streams=streams)

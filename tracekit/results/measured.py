@@ -1,0 +1,70 @@
+"""Latency measured outside the profiler, as a recorder wrote it beside a run's traces (``measured.json``).
+
+Why it exists: a profiled span is inflated by the profiler's own launch overhead, and on a launch-bound run
+neither busy time nor that span is what a user waits for. Where the recording script timed the forward pass
+without the profiler (CUDA events, repeats), that figure is the latency, and the profiled ones stay beside it,
+labelled "profiled". The file's format is in docs/attribution.md, "Measured latency".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .invariants import expect
+
+MEASURED_FILE = "measured.json"  # beside a run's traces; never read as a trace
+MEASURED_SCHEMA = "tracekit.measured/1"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measured:
+    """One run's measured latency (ms). ``low_ms``..``high_ms`` is the spread the recorder saw (``spread_kind``:
+    min-max over repeats, or an IQR); ``launch_bound`` is the recorder's own note, None when it gave none."""
+
+    median_ms: float
+    low_ms: float | None = None
+    high_ms: float | None = None
+    spread_kind: str | None = None
+    repeats: int | None = None
+    iters: int | None = None
+    graph_median_ms: float | None = None  # the same forward replayed from a CUDA graph, when recorded
+    peak_memory_mb: float | None = None
+    launch_bound: bool | None = None
+    what: str = "forward pass"  # what one measurement covers (trace data: hostile text)
+    source: str = ""  # where it was read (a file name), or "--latency-before" and the like
+
+    @property
+    def half_spread_ms(self) -> float | None:
+        """Half the spread (the table's ``±``), None without one."""
+        if self.low_ms is None or self.high_ms is None:
+            return None
+        return (self.high_ms - self.low_ms) / 2
+
+    def check(self) -> None:
+        expect(math.isfinite(self.median_ms) and self.median_ms > 0, f"measured: median {self.median_ms} ms")
+        expect((self.low_ms is None) == (self.high_ms is None), "measured: a spread needs both ends")
+        if self.low_ms is not None and self.high_ms is not None:
+            expect(0 <= self.low_ms <= self.median_ms <= self.high_ms,
+                   f"measured: {self.low_ms} <= {self.median_ms} <= {self.high_ms} ms")
+        for name in ("graph_median_ms", "peak_memory_mb"):
+            v = getattr(self, name)
+            expect(v is None or (math.isfinite(v) and v >= 0), f"measured: {name} {v}")
+        for name in ("repeats", "iters"):
+            v = getattr(self, name)
+            expect(v is None or v >= 1, f"measured: {name} {v}")
+
+
+def speedup(base: Measured | None, this: Measured | None) -> float | None:
+    """``base`` latency over ``this`` one: > 1 when ``this`` is faster; None unless both were measured."""
+    if base is None or this is None:
+        return None
+    return base.median_ms / this.median_ms
+
+
+def within_spread(before: Measured, after: Measured) -> bool | None:
+    """The medians differ by no more than the sum of the half-spreads (None when either has no spread)."""
+    hb, ha = before.half_spread_ms, after.half_spread_ms
+    if hb is None or ha is None:
+        return None
+    return abs(after.median_ms - before.median_ms) <= hb + ha
