@@ -168,6 +168,10 @@ def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None
         sys.exit(EXIT_DAMAGED)
 
 
+def _n(k: int, word: str) -> str:
+    return f"{k:,} {word}{'' if k == 1 else 's'}"
+
+
 def _suggest_by_run(path: str, found: Inputs) -> None:
     """One line on stderr when a folder holds several runs (sub-folders of traces) that this merges into one."""
     import dataclasses
@@ -383,9 +387,9 @@ def annotate(path: Path, output: Path, scope: str | None) -> None:
             click.echo(f"Warning: {printable(str(path))}: {stats.damaged}; the copy ends where the input does",
                        err=True)
         arrows = "every kernel" if stats.every_kernel else "the first kernel of each block on each stream"
-        click.echo(f"wrote {printable(str(output))}: {stats.blocks} block spans on {stats.lanes} lanes of pid "
-                   f"{stats.pid}, {stats.runs} category runs, {stats.marks} hint marks, {stats.flows} arrows "
-                   f"(to {arrows})", err=True)
+        click.echo(f"wrote {printable(str(output))}: {_n(stats.blocks, 'block span')} on {_n(stats.lanes, 'lane')} "
+                   f"of pid {stats.pid}, {_n(stats.runs, 'category run')}, {_n(stats.marks, 'hint mark')}, "
+                   f"{_n(stats.flows, 'arrow')} (to {arrows})", err=True)
     except TracekitError as exc:
         raise _fail(exc) from None
     if result.damaged or stats.damaged:
