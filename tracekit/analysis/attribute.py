@@ -320,9 +320,10 @@ def _whole_steps(tr: Trace, links: Links, blocks: list[Block], dev_owner: list[i
         return []
     step, leaf, host, dev = links.step, links.device_leaf, tr.host, tr.device
     roots: dict[int, list[HostEvent]] = defaultdict(list)
+    names = {f"ProfilerStep#{n}": n for n in tr.info.steps}  # (a dict lookup per host event: this loop sees all)
     for i, h in enumerate(host):
         s = step[i]
-        if s is not None and h.name.startswith("ProfilerStep#") and h.name[13:].isdigit() and int(h.name[13:]) == s:
+        if s is not None and names.get(h.name) == s:
             roots[s].append(h)
     events: dict[int, list[int]] = defaultdict(list)
     attention: dict[int, list[int]] = defaultdict(list)

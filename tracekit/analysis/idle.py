@@ -155,18 +155,18 @@ class IdleSplitter:
         block's host threads, whose sync calls count in the span's tail (after its last device work)."""
         out = zero_causes()
         dev = self.tr.device
-        order = sorted((j for j in js if dev[j].dur > 0), key=lambda j: dev[j].ts)  # (empty events end no gap)
-        roots = [self.sync[t] for t in set(threads) if t in self.sync]
-        covered_to, k = start, 0
-        while k < len(order):
-            g1 = dev[order[k]].ts
-            enders = []
-            while k < len(order) and dev[order[k]].ts == g1:
-                enders.append(order[k])
+        evs = sorted((e.ts, e.ts + e.dur, j) for j in js if (e := dev[j]).dur > 0)  # (empty events end no gap)
+        roots = [self.sync[t] for t in set(threads) if t in self.sync] if self.sync else []
+        covered_to, k, n = start, 0, len(evs)
+        while k < n:
+            g1, far, i = evs[k][0], covered_to, k
+            while k < n and evs[k][0] == g1:
+                if evs[k][1] > far:
+                    far = evs[k][1]
                 k += 1
             if g1 > covered_to:
-                self._gap(out, covered_to, g1, enders, roots)
-            covered_to = max(covered_to, max(dev[j].ts + dev[j].dur for j in enders))
+                self._gap(out, covered_to, g1, [evs[x][2] for x in range(i, k)], roots)
+            covered_to = far
         if end > covered_to:
             self._gap(out, covered_to, end, [], roots)
         return out
