@@ -28,6 +28,7 @@ from test_mutants_support import (
     write,
 )
 
+from test_wallclock import _union  # the busy union of intervals, walked by hand
 from tracekit.analysis.gate import gate
 from tracekit.renderers import JSONRenderer, TerminalRenderer
 from tracekit.renderers.markdown import MarkdownRenderer
@@ -336,18 +337,6 @@ def test_whole_step_invariants(tmp_path):
 
 def _ns(x: float) -> int:
     return round(x * 1000)
-
-
-def _union(intervals: list[tuple[int, int]]) -> int:
-    total, end = 0, None
-    for s, e in sorted(intervals):
-        if end is None or s > end:
-            total += e - s
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
 
 
 def _walk(folder: str) -> dict:

@@ -179,7 +179,7 @@ def _suggest_by_run(path: str, found: Inputs) -> None:
     from .run.runs import runs_of
 
     n = len(runs_of(dataclasses.replace(found, warnings=[]))) if found.path.is_dir() and not found.urls else 1
-    if n > 1 and sys.stdout is not None:
+    if n > 1:
         click.echo(f"note: {printable(path)} holds {n} runs (sub-folders with traces), merged here into one "
                    "result; --by run gives a row per run", err=True)
 
