@@ -23,10 +23,19 @@ from .jsonrenderer import diff_to_dict, to_dict
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
 
+# The page's one script, in this order: the timeline (timeline.js defines ``tkTimeline``), then the report that
+# calls it. Two files to read, one ``<script>`` element and one hash to allow.
+_SCRIPTS = ("timeline.js", "report.js")
+
+
+def script() -> str:
+    return "\n".join(_asset(name) for name in _SCRIPTS)
+
+
 def script_sha256() -> str:
     """The base64 SHA-256 of the page's one script: the CSP allows that script and no other, so an injected
     ``<script>`` (or an inline handler) would not run even if an escape failed (the TensorBoard route uses it too)."""
-    return base64.b64encode(hashlib.sha256(_asset("report.js").encode("utf-8")).digest()).decode("ascii")
+    return base64.b64encode(hashlib.sha256(script().encode("utf-8")).digest()).decode("ascii")
 
 
 def csp() -> str:
@@ -83,7 +92,7 @@ def page(data: dict, title: str) -> str:
         "<body><div id=\"app\"><noscript>This report draws its figures with JavaScript; the data is in the page "
         "source as JSON.</noscript></div>\n"
         f"<script type=\"application/json\" id=\"tk-data\">{embed_json(data)}</script>\n"
-        f"<script>{_asset('report.js')}</script>\n</body></html>\n"
+        f"<script>{script()}</script>\n</body></html>\n"
     )
 
 

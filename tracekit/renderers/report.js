@@ -167,51 +167,6 @@
     }
   }
 
-  /* Per step: the attention blocks laid end to end (busy time) against the rest of the step's device time.
-     Blocks carry no start times, so "rest" is the trace's busy time over its steps less the step's blocks. */
-  function timeline(parent, R) {
-    var steps = {}, order = [];
-    R.blocks.forEach(function (b) {
-      if (b.step === null || b.step === undefined) return;
-      var k = b.trace + "\u0000" + b.step;
-      if (!steps[k]) { steps[k] = {trace: b.trace, step: b.step, blocks: []}; order.push(k); }
-      steps[k].blocks.push(b);
-    });
-    if (!order.length) return;
-    var perStep = {};
-    R.traces.forEach(function (t) { if (t.steps.length) perStep[t.source] = t.base_us / t.steps.length; });
-    add(parent, el("h2", null, "Per step: attention blocks against the rest of the step"));
-    add(parent, el("div", {"class": "sub"}, "Each block's busy time, in order; grey: the rest of the step's " +
-        "busy time (the trace's busy time divided by its steps, less the step's blocks)."));
-    var sec = add(parent, el("div", {"class": "bars timeline"}));
-    var rows = order.map(function (k) {
-      var s = steps[k], att = 0;
-      s.blocks.forEach(function (b) { att += b.total_us; });
-      var base = perStep[s.trace];
-      return {s: s, att: att, rest: base !== undefined ? Math.max(0, base - att) : 0};
-    });
-    var max = 0;
-    rows.forEach(function (r) { max = Math.max(max, r.att + r.rest); });
-    var multi = R.traces.length > 1;
-    rows.slice(0, 64).forEach(function (r) {
-      var label = (multi ? r.s.trace + " " : "") + "step " + r.s.step;
-      var row = add(sec, el("div", {"class": "row", "data-us": r.att}));
-      add(row, el("div", {"class": "lab", title: label}, label));
-      var w = 600, h = 14, x = 0;
-      var s = add(row, sv("svg", {viewBox: "0 0 " + w + " " + h, width: "100%", height: h, preserveAspectRatio: "none"}));
-      r.s.blocks.forEach(function (b, i) {
-        var ww = max > 0 ? w * b.total_us / max : 0;
-        tip(add(s, sv("rect", {x: x, y: 0, width: Math.max(ww, 0.5), height: h,
-                                 fill: i % 2 ? "#3b6ea5" : "#5b8fc7", "data-us": b.total_us})),
-            b.name + phaseSuffix(b) + ": " + fmt(b.total_us));
-        x += ww;
-      });
-      if (r.rest > 0) tip(add(s, sv("rect", {x: x, y: 0, width: w * r.rest / max, height: h, fill: "#d9dde3"})),
-                          "rest of the step: " + fmt(r.rest));
-      add(row, el("div", {"class": "tot num"}, fmt(r.att) + " of " + fmt(r.att + r.rest)));
-    });
-  }
-
   function kernelTable(parent, rows, title) {
     if (!rows.length) return;
     add(parent, el("h2", null, title));
@@ -248,7 +203,8 @@
                  cats, roleKeys);
     blockSection(parent, "By layer", groupBlocks(R.blocks, function (b) { return b.name + phaseSuffix(b); }),
                  cats, roleKeys);
-    timeline(parent, R);
+    if (R.timeline) tkTimeline(parent, R.timeline, {el: el, sv: sv, add: add, tip: tip, fmt: fmt, pct: pct,
+                                                   legend: legend, CAT_COL: CAT_COL});
     var together = {};  /* hints whose savings count the same kernels: what they save together (the JSON's union) */
     (R.hints || []).forEach(function (h, i) {
       if (!i) add(parent, el("h2", null, "Hints"));
