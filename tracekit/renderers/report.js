@@ -46,6 +46,7 @@
       add(s, el("i", {style: "background:" + colours(n, i)}));
       s.appendChild(document.createTextNode(n));
     });
+    return d;
   }
 
   /* A table whose header cells sort it; each cell: {text, value (sort key, also data-v), title, cls}. */
@@ -100,33 +101,109 @@
     return cell(short, name, {title: name, cls: "name"});
   }
 
-  /* Stacked horizontal bars: one row per group; each segment one category (or role), width by time. */
+  /* Text printed on a fill: dark on light fills, white on dark ones. */
+  function ink(fill) {
+    var m = /^#([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})$/i.exec(fill || "");
+    if (!m) return "#1d2330";
+    var l = (0.299 * parseInt(m[1], 16) + 0.587 * parseInt(m[2], 16) + 0.114 * parseInt(m[3], 16)) / 255;
+    return l > 0.6 ? "#1d2330" : "#fff";
+  }
+  /* About how wide a label is at a font size (px): one sample measured per size, scaled by length; generous,
+     so that a printed value never spills out of its segment. Measuring each label would lay the page out once
+     per segment. */
+  var CHAR_W = {};
+  function textWidth(svg, text, size) {
+    if (!CHAR_W[size]) {
+      var sample = "88.88 ms idle", t = add(svg, sv("text", {"font-size": size}, sample));
+      var w = t.getComputedTextLength ? t.getComputedTextLength() : 0;
+      svg.removeChild(t);
+      if (w > 0) CHAR_W[size] = w / sample.length; else return size * 0.62 * text.length * 1.15;
+    }
+    return CHAR_W[size] * text.length * 1.15;
+  }
+  /* The idle segments' fill: light grey with a hatch, one pattern for the page. */
+  var HATCH = "tk-idle-hatch";
+  function ensureHatch() {
+    if (document.getElementById(HATCH)) return;
+    var s = document.body.insertBefore(sv("svg", {"class": "defs", width: 0, height: 0, "aria-hidden": "true"}),
+                                       document.body.firstChild);
+    var p = add(add(s, sv("defs")), sv("pattern", {id: HATCH, patternUnits: "userSpaceOnUse", width: 6, height: 6,
+                                                   patternTransform: "rotate(45)"}));
+    add(p, sv("rect", {x: 0, y: 0, width: 6, height: 6, fill: "#eceef2"}));
+    add(p, sv("line", {x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#b3bac6", "stroke-width": 2}));
+  }
+
+  /* One segment of a bar, placed in % of the bar (the page may reflow); its value printed inside when it
+     fits (px: the bar's width in pixels), else only on hover. Idle is a hatched line, not a rect: the rects
+     of a bar are its busy time. */
+  function segment(s, seg) {
+    var x = 100 * seg.from / seg.max, w = 100 * seg.v / seg.max, h = seg.h;
+    var attrs = {"data-key": seg.key, "data-us": seg.v};
+    var node;
+    if (seg.idle) {
+      attrs["class"] = "idle";
+      attrs["data-idle-us"] = seg.v;
+      attrs.x1 = x + "%"; attrs.x2 = (x + w) + "%"; attrs.y1 = attrs.y2 = h / 2;
+      attrs.stroke = "url(#" + HATCH + ")"; attrs["stroke-width"] = h;
+      node = add(s, sv("line", attrs));
+    } else {
+      attrs.x = x + "%"; attrs.y = 0; attrs.width = Math.max(w, 0.08) + "%"; attrs.height = h; attrs.fill = seg.fill;
+      node = add(s, sv("rect", attrs));
+    }
+    tip(node, seg.hover);
+    var size = h >= 16 ? 10.5 : 9;
+    var texts = seg.idle ? ["idle " + fmt(seg.v), "idle"] : [fmt(seg.v)];
+    for (var i = 0; i < texts.length; i++) {
+      if (h >= 11 && seg.px * w / 100 >= textWidth(s, texts[i], size) + 6) {
+        add(s, sv("text", {x: (x + w / 2) + "%", y: h / 2, "text-anchor": "middle", "dominant-baseline": "central",
+                           "font-size": size, fill: seg.idle ? "#1d2330" : ink(seg.fill), "class": "val",
+                           "data-key": seg.key, "data-us": seg.v}, texts[i]));
+        break;
+      }
+    }
+  }
+
+  /* Stacked horizontal bars: one row per group; each segment one category (or role), width by time, then the
+     group's idle (g.idle, when known) hatched. All rows share one scale, opts.max when given (the role bars
+     take their block bars'), else the longest row; returns that scale. */
   function stackedBars(parent, groups, segKeys, colour, opts) {
     opts = opts || {};
     var box = add(parent, el("div", {"class": "bars"}));
-    var max = 0;
-    groups.forEach(function (g) { max = Math.max(max, g.total); });
+    var max = opts.max || 0;
+    if (!max) groups.forEach(function (g) { max = Math.max(max, g.total + (g.idle || 0)); });
+    if (groups.some(function (g) { return g.idle; })) ensureHatch();
+    var px = 0, h = opts.height || 18;
     groups.forEach(function (g) {
-      var row = add(box, el("div", {"class": "row", "data-label": g.label, "data-us": g.total}));
+      var row = add(box, el("div", {"class": "row", "data-label": g.label, "data-us": g.total,
+                                    "data-idle-us": g.idle === null || g.idle === undefined ? null : g.idle}));
       add(row, el("div", {"class": "lab", title: g.label}, g.label));
-      var w = 600, h = opts.height || 16;
-      var s = add(row, sv("svg", {viewBox: "0 0 " + w + " " + h, width: "100%", height: h,
-                                  preserveAspectRatio: "none"}));
+      var s = add(row, sv("svg", {width: "100%", height: h}));
+      if (!px) px = s.getBoundingClientRect().width || 600;  /* one layout per chart: every row is as wide */
       var x = 0;
       segKeys.forEach(function (k, i) {
         var v = g.parts[k] || 0;
         if (v <= 0 || max <= 0) return;
-        var ww = w * v / max;
-        tip(add(s, sv("rect", {x: x, y: 0, width: Math.max(ww, 0.5), height: h, fill: colour(k, i),
-                                 "data-key": k, "data-us": v})),
-            g.label + " \u2014 " + k + ": " + fmt(v) + " (" + pct(g.total > 0 ? v / g.total : 0) + ")");
-        x += ww;
+        segment(s, {from: x, v: v, max: max, h: h, px: px, key: k, fill: colour(k, i),
+                    hover: g.label + " \u2014 " + k + ": " + fmt(v) + " (" + pct(g.total > 0 ? v / g.total : 0) + ")"});
+        x += v;
       });
-      add(row, el("div", {"class": "tot num"}, fmt(g.total) + (g.note ? " \u00b7 " + g.note : "")));
+      if (g.idle > 0 && max > 0) segment(s, {from: x, v: g.idle, max: max, h: h, px: px, key: "idle", idle: true,
+                                             hover: idleHover(g)});
+      var tot = g.idle === null || g.idle === undefined ? fmt(g.total) : "busy " + fmt(g.total) + " + idle " + fmt(g.idle);
+      add(row, el("div", {"class": "tot num", title: g.note || null}, tot + (g.note ? " \u00b7 " + g.note : "")));
     });
-    return box;
+    return max;
+  }
+  function idleHover(g) {
+    var span = g.total + g.idle, causes = keys(g.causes).map(function (c) {
+      return c.replace(/_us$/, "") + " " + fmt(g.causes[c]);
+    });
+    return g.label + " \u2014 idle: " + fmt(g.idle) + " (" + pct(span > 0 ? g.idle / span : 0) + " of the span" +
+           (causes.length ? "; " + causes.join(", ") : "") + ")";
   }
 
+  /* Blocks summed per group: busy by category and role, device idle and its causes (device blocks only: a CPU
+     has no idle device), and the efficiency figures of the blocks whose kernels have FLOP counts. */
   function groupBlocks(blocks, keyOf) {
     var out = [], index = {};
     blocks.forEach(function (b) {
@@ -134,36 +211,48 @@
       var g = index[k];
       if (!g) {
         g = index[k] = {label: k, total: 0, n: 0, parts: {}, roles: b.matmul_roles ? {} : null, flops: 0, bytes: 0,
-                        timed: 0};
+                        timed: 0, counted: 0, roofTime: 0, bounds: {}, idle: null, causes: {}, reason: null};
         out.push(g);
       }
-      g.n += 1;
-      g.total += b.total_us;
-      keys(b.categories).forEach(function (c) { g.parts[c] = (g.parts[c] || 0) + b.categories[c]; });
-      if (g.roles && b.matmul_roles) keys(b.matmul_roles).forEach(function (r) {
-        g.roles[r] = (g.roles[r] || 0) + b.matmul_roles[r];
-      }); else g.roles = null;
-      var e = b.efficiency;
-      if (e && e.flops !== null && e.time_us) { g.flops += e.flops; g.bytes += e.bytes || 0; g.timed += e.time_us; }
+      addBlock(g, b);
     });
     out.forEach(function (g) {
       if (g.timed > 0) g.note = (g.flops / g.timed / 1e6).toFixed(1) + " TFLOP/s, " + (g.bytes / g.timed / 1e3).toFixed(0) + " GB/s";
     });
     return out;
   }
+  function addBlock(g, b) {
+    g.n += 1;
+    g.total += b.total_us;
+    keys(b.categories).forEach(function (c) { g.parts[c] = (g.parts[c] || 0) + b.categories[c]; });
+    if (g.roles && b.matmul_roles) keys(b.matmul_roles).forEach(function (r) {
+      g.roles[r] = (g.roles[r] || 0) + b.matmul_roles[r];
+    }); else g.roles = null;
+    if (b.launch_bound !== null && b.launch_bound !== undefined && b.idle_us !== null && b.idle_us !== undefined) {
+      g.idle = (g.idle || 0) + b.idle_us;
+      keys(b.idle_by_cause).forEach(function (c) { g.causes[c] = (g.causes[c] || 0) + b.idle_by_cause[c]; });
+    }
+    var e = b.efficiency;
+    if (e && e.flops !== null && e.time_us) {
+      g.flops += e.flops; g.bytes += e.bytes || 0; g.timed += e.time_us; g.counted += 1;
+      if (e.roof_pct !== null) g.roofTime += e.roof_pct / 100 * e.time_us;
+      if (e.bound) g.bounds[e.bound] = (g.bounds[e.bound] || 0) + 1;
+    } else if (e && e.reason && !g.reason) g.reason = e.reason;
+  }
   function phaseSuffix(b) { return b.phase && b.phase !== "forward" ? " (" + b.phase + ")" : ""; }
 
   function blockSection(parent, title, groups, cats, roleKeys) {
     add(parent, el("h2", null, title));
     var sec = add(parent, el("div", {"class": "section", "data-section": title}));
-    stackedBars(sec, groups, cats, function (k) { return CAT_COL[k] || "#999"; });
+    var max = stackedBars(sec, groups, cats, function (k) { return CAT_COL[k] || "#999"; });
     var withRoles = groups.filter(function (g) { return g.roles && g.parts.matmul > 0; });
     if (withRoles.length && roleKeys.length) {
-      add(sec, el("div", {"class": "sub"}, "matmul by role"));
+      add(sec, el("div", {"class": "sub"}, "matmul by role (on the scale of the bars above)"));
       legend(sec, roleKeys, function (k, i) { return ROLE_COL[i % ROLE_COL.length]; });
-      stackedBars(sec, withRoles.map(function (g) {
+      var roles = add(sec, el("div", {"class": "roles"}));
+      stackedBars(roles, withRoles.map(function (g) {
         return {label: g.label, total: g.parts.matmul, parts: g.roles};
-      }), roleKeys, function (k, i) { return ROLE_COL[i % ROLE_COL.length]; }, {height: 10});
+      }), roleKeys, function (k, i) { return ROLE_COL[i % ROLE_COL.length]; }, {height: 14, max: max});
     }
   }
 
@@ -175,6 +264,88 @@
             return {cells: [nameCell(k.name), cell(k.category), cell(String(k.count), k.count),
                             cell(fmt(k.total_us), k.total_us)]};
           }));
+  }
+
+  function fmtFlops(x) {
+    var units = [["P", 1e15], ["T", 1e12], ["G", 1e9], ["M", 1e6]];
+    for (var i = 0; i < units.length; i++) if (x >= units[i][1]) return (x / units[i][1]).toFixed(2) + " " + units[i][0];
+    return x.toFixed(0);
+  }
+  /* Per block kind: achieved TFLOP/s and GB/s over the kernels with FLOP counts, their % of the roofline and
+     the bound (tracekit.flops; the terminal's efficiency table). A kind's % of roof is its blocks' roofline time
+     over their measured time (each block's roof_pct × its timed time, summed): the group's own figure whenever
+     its blocks share a bound. Drawn only when some block has FLOPs. */
+  function roofTable(parent, R, groups) {
+    if (R.time_base === "host" || !R.blocks.some(function (b) { return b.efficiency && b.efficiency.flops !== null; })) return;
+    add(parent, el("h2", null, "Roofline by block kind (kernels with recorded shapes)"));
+    var d = R.device, pk = d && d.peaks;
+    add(parent, el("div", {"class": "sub", "data-roof": pk ? pk.model : ""}, pk
+        ? "roof: " + d.name + " \u2192 " + pk.model + ": bf16 " + pk.bf16 + " TFLOP/s, fp32 " + pk.fp32 + " TFLOP/s, " +
+          pk.mem_gb_per_s.toFixed(0) + " GB/s (dense peaks). % of roof: the time the roofline needs for this work " +
+          "(compute or memory, whichever is slower at peak) over the time measured; timed: the share of busy time " +
+          "in kernels whose FLOPs and bytes are counted."
+        : "no device peaks: " + (d && d.reason ? d.reason : "the device is not known")));
+    var rows = groups.map(function (g) { return roofRow(g, {"data-kind": g.label}); });
+    var all = R.totals.efficiency;
+    if (groups.length > 1 && all && all.flops !== null) {
+      rows.push({attrs: {"data-all": "1"}, cells: [cell("all blocks"), cell(String(R.totals.blocks), R.totals.blocks),
+        cell(fmtFlops(all.flops), all.flops), cell(all.tflops_per_s.toFixed(1), all.tflops_per_s),
+        cell(all.gb_per_s.toFixed(0), all.gb_per_s),
+        cell(all.roof_pct === null ? "n/a" : all.roof_pct.toFixed(1) + "%", all.roof_pct), cell(all.bound || "n/a"),
+        cell(pct(R.totals.total_us > 0 ? all.time_us / R.totals.total_us : null), all.time_us / R.totals.total_us)]});
+    }
+    table(parent, [{name: "block kind"}, {name: "n", num: true}, {name: "FLOPs", num: true}, {name: "TFLOP/s", num: true},
+                   {name: "GB/s", num: true}, {name: "% of roof", num: true}, {name: "bound"}, {name: "timed", num: true}],
+          rows);
+  }
+  function roofRow(g, attrs) {
+    if (!g.counted || g.timed <= 0) {
+      return {attrs: attrs, cells: [nameCell(g.label), cell(String(g.n), g.n), cell("n/a", null, {title: g.reason}),
+                                    cell("", null), cell("", null), cell("", null), cell(""), cell("", null)]};
+    }
+    var tf = g.flops / g.timed / 1e6, gb = g.bytes / g.timed / 1e3, roof = 100 * g.roofTime / g.timed;
+    var bounds = keys(g.bounds), bound = bounds.length === 1 ? bounds[0] : bounds.length ? "mixed" : "n/a";
+    var mixed = bounds.length > 1 ? bounds.map(function (b) { return g.bounds[b] + " " + b; }).join(", ") : null;
+    return {attrs: attrs, cells: [nameCell(g.label), cell(String(g.n), g.n), cell(fmtFlops(g.flops), g.flops),
+      cell(tf.toFixed(1), tf), cell(gb.toFixed(0), gb), cell(roof.toFixed(1) + "%", roof), cell(bound, bound, {title: mixed}),
+      cell(pct(g.total > 0 ? g.timed / g.total : null), g.total > 0 ? g.timed / g.total : null)]};
+  }
+
+  /* Each hint, and under it what it saves (the terminal's saving line): an upper bound or a labelled estimate,
+     as a share of the hinted blocks' busy time (launch-bound: of their span); then what overlapping hints save
+     together (the JSON's union, not the sum). */
+  function hintSection(parent, hints) {
+    var together = {};
+    hints.forEach(function (h, i) {
+      if (!i) add(parent, el("h2", null, "Hints"));
+      var ov = h.overlap;
+      var box = add(parent, el("div", {"class": "hint", "data-rule": h.rule}));
+      add(box, el("div", {"class": "msg"}, "[" + h.rule + "] " + h.message + (ov ? " (overlaps " +
+          ov.rules.filter(function (r) { return r !== h.rule; }).join(", ") + ")" : "")));
+      add(box, savingLine(h));
+      if (ov) together[ov.rules.join(" + ")] = ov;
+    });
+    keys(together).forEach(function (k) {
+      var ov = together[k];
+      add(parent, el("div", {"class": "hint", "data-overlap": k}, "together: " + k + " save at most " +
+          fmt(ov.combined_saving_us) + (ov.combined_saving_pct === null ? "" : " (" + ov.combined_saving_pct + "%)") +
+          ", not the sum " + fmt(ov.sum_saving_us) + ": these hints count " + fmt(ov.double_counted_us) +
+          " of the same kernels twice"));
+    });
+  }
+  function savingLine(h) {
+    if (h.saving_us === null || h.saving_us === undefined) {
+      return el("div", {"class": "saving", "data-saving-us": ""}, "saving: not estimated; " + h.saving_basis);
+    }
+    var upper = /^upper bound/.test(h.saving_basis || "");
+    var of = (h.rule === "launch-bound" || /of their span/.test(h.saving_basis || "") ? "the span" : "the busy time") +
+             " of " + h.blocks.join(", ");
+    var line = el("div", {"class": "saving", "data-saving-us": h.saving_us,
+                          "data-saving-pct": h.saving_pct === null ? "" : h.saving_pct, title: h.saving_basis},
+                  (upper ? "saves at most " : "saves about ") + fmt(h.saving_us) +
+                  (h.saving_pct === null ? "" : " (" + h.saving_pct.toFixed(1) + "% of " + of + ")"));
+    add(line, el("span", {"class": "basis"}, " \u00b7 " + h.saving_basis));
+    return line;
   }
 
   function renderAttribution(parent, R, heading) {
@@ -198,28 +369,20 @@
       add(parent, el("p", null, "No attention blocks found (try --scope REGEX to name your attention modules)."));
       return;
     }
-    legend(parent, cats, function (k) { return CAT_COL[k] || "#999"; });
-    blockSection(parent, "By block kind", groupBlocks(R.blocks, function (b) { return b.kind + phaseSuffix(b); }),
-                 cats, roleKeys);
+    var lg = legend(parent, cats, function (k) { return CAT_COL[k] || "#999"; });
+    if (R.blocks.some(function (b) { return b.launch_bound !== null && b.launch_bound !== undefined; })) {
+      var s = add(lg, el("span", {title: "the device idle inside the blocks' span (their span less their busy time)"}));
+      add(s, el("i", {"class": "idle-key"}));
+      s.appendChild(document.createTextNode("idle (device waiting)"));
+    }
+    var kinds = groupBlocks(R.blocks, function (b) { return b.kind + phaseSuffix(b); });
+    blockSection(parent, "By block kind", kinds, cats, roleKeys);
+    roofTable(parent, R, kinds);
     blockSection(parent, "By layer", groupBlocks(R.blocks, function (b) { return b.name + phaseSuffix(b); }),
                  cats, roleKeys);
     if (R.timeline) tkTimeline(parent, R.timeline, {el: el, sv: sv, add: add, tip: tip, fmt: fmt, pct: pct,
                                                    legend: legend, CAT_COL: CAT_COL});
-    var together = {};  /* hints whose savings count the same kernels: what they save together (the JSON's union) */
-    (R.hints || []).forEach(function (h, i) {
-      if (!i) add(parent, el("h2", null, "Hints"));
-      var ov = h.overlap;
-      add(parent, el("div", {"class": "hint"}, "[" + h.rule + "] " + h.message + (ov ? " (overlaps " +
-          ov.rules.filter(function (r) { return r !== h.rule; }).join(", ") + ")" : "")));
-      if (ov) together[ov.rules.join(" + ")] = ov;
-    });
-    keys(together).forEach(function (k) {
-      var ov = together[k];
-      add(parent, el("div", {"class": "hint", "data-overlap": k}, "together: " + k + " save at most " +
-          fmt(ov.combined_saving_us) + (ov.combined_saving_pct === null ? "" : " (" + ov.combined_saving_pct + "%)") +
-          ", not the sum " + fmt(ov.sum_saving_us) + ": these hints count " + fmt(ov.double_counted_us) +
-          " of the same kernels twice"));
-    });
+    hintSection(parent, R.hints || []);
     kernelTable(parent, R.top_kernels, R.time_base === "host" ? "Top host ops in blocks (self time)"
                                                               : "Top device kernels in blocks");
   }
@@ -276,40 +439,110 @@
     return o;
   }
 
-  /* before total, one floating bar per category Δ, after total: the Δs sum to the headline Δ. */
+  /* A value axis for levels in [low, top] (µs): nice ticks (1, 2, 5 × 10^k) in one unit, chosen from the axis's
+     range, every tick printed in it. Starts at 0 unless every level is far above 0; then it starts a little
+     below the lowest (a broken axis), so that a change reads against the span it moves in, not against 0. */
+  function waterAxis(low, top) {
+    if (!(top > 0)) top = 1;
+    if (!(low >= 0)) low = 0;
+    var broken = low > 0.3 * top;
+    var span = broken ? top - low : top;
+    if (span <= top * 1e-3) span = top * 0.1;  /* no change: a tenth of the level */
+    var step = niceStep(span / 4), lo = 0;
+    if (broken) {
+      lo = Math.floor((low - 0.15 * span) / step) * step;
+      if (lo <= 0) { broken = false; lo = 0; step = niceStep(top / 4); }
+    }
+    var hi = Math.ceil(top / step - 1e-9) * step;
+    if (hi <= lo) hi = lo + step;
+    var unit = hi >= 1e6 ? ["s", 1e6] : hi >= 1e3 ? ["ms", 1e3] : ["\u00b5s", 1];
+    var dec = Math.max(0, -Math.floor(Math.log(step / unit[1]) / Math.LN10 + 1e-9));
+    var ticks = [];
+    for (var k = 0; lo + k * step <= hi + step * 1e-6; k++) ticks.push(lo + k * step);
+    return {lo: lo, hi: hi, broken: broken, ticks: ticks,
+            text: function (v) { return (v / unit[1]).toFixed(dec) + " " + unit[0]; }};
+  }
+  function niceStep(raw) {
+    var p = Math.pow(10, Math.floor(Math.log(raw) / Math.LN10)), m = raw / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+  }
+
+  /* before total, one floating bar per category Δ, after total: the Δs sum to the headline Δ. A category's bar
+     keeps its legend colour; its sign is its direction (▲/▼) and its outline. */
   function waterfall(parent, R, cats) {
     var h = R.headline;
     add(parent, el("h2", null, "Where the change comes from (category \u0394s sum to the total \u0394)"));
     var steps = [{label: "before", from: 0, to: h.before_us, total: true}];
-    var level = h.before_us;
+    var level = h.before_us, low = Math.min(h.before_us, h.after_us), top = Math.max(h.before_us, h.after_us);
     cats.forEach(function (c) {
       var d = R.categories[c].delta_us;
       steps.push({label: c, from: level, to: level + d, delta: d});
       level += d;
+      low = Math.min(low, level); top = Math.max(top, level);
     });
     steps.push({label: "after", from: 0, to: h.after_us, total: true});
-    var W = 900, H = 260, padL = 76, padB = 40, padT = 16;
-    var lo = 0, hi = 0;
-    steps.forEach(function (s) { lo = Math.min(lo, s.from, s.to); hi = Math.max(hi, s.from, s.to); });
-    if (hi <= lo) hi = lo + 1;
-    function y(v) { return padT + (H - padT - padB) * (1 - (v - lo) / (hi - lo)); }
-    var svg = add(parent, sv("svg", {"class": "waterfall", viewBox: "0 0 " + W + " " + H, width: W, height: H}));
-    add(svg, sv("line", {x1: padL, x2: W - 10, y1: y(0), y2: y(0), stroke: "#999"}));
-    [lo, (lo + hi) / 2, hi].forEach(function (v) {
-      add(svg, sv("text", {x: padL - 6, y: y(v) + 4, "text-anchor": "end"}, fmt(v)));
+    var ax = waterAxis(low, top);
+    var W = 900, H = 290, padT = 30, padB = 40;
+    var svg = add(parent, sv("svg", {"class": "waterfall", viewBox: "0 0 " + W + " " + H, width: W, height: H,
+                                     "data-axis-lo": ax.lo, "data-axis-hi": ax.hi, "data-broken": ax.broken ? "1" : "0"}));
+    var labels = ax.ticks.map(function (v) { return add(svg, sv("text", {"class": "tick", "text-anchor": "end",
+                                                                          "data-tick": v}, ax.text(v))); });
+    var widest = 0;  /* the left padding fits the widest tick label: the top one is never cut */
+    labels.forEach(function (t) { widest = Math.max(widest, t.getComputedTextLength ? t.getComputedTextLength() : 0); });
+    var padL = Math.max(48, Math.ceil(widest) + 16);
+    function y(v) { return padT + (H - padT - padB) * (1 - (v - ax.lo) / (ax.hi - ax.lo)); }
+    labels.forEach(function (t, i) {
+      var v = ax.ticks[i];
+      t.setAttribute("x", padL - 6); t.setAttribute("y", y(v) + 4);
+      svg.insertBefore(sv("line", {x1: padL, x2: W - 10, y1: y(v), y2: y(v), stroke: "#eef1f5"}), svg.firstChild);
     });
+    add(svg, sv("line", {x1: padL, x2: padL, y1: padT - 4, y2: H - padB, stroke: "#999"}));
+    add(svg, sv("line", {x1: padL, x2: W - 10, y1: H - padB, y2: H - padB, stroke: "#999"}));
+    if (ax.broken) {
+      add(svg, sv("text", {x: 4, y: 14, "class": "axis-note", "data-axis-note": "1"},
+                  "axis starts at " + ax.text(ax.lo) + " (broken), not 0"));
+      zigzag(svg, padL - 5, padL + 5, H - padB - 8);
+    }
     var bw = (W - padL - 10) / steps.length;
-    steps.forEach(function (s, i) {
-      var top = y(Math.max(s.from, s.to)), bot = y(Math.min(s.from, s.to));
-      var fill = s.total ? "#7f8a9c" : (s.delta > 0 ? "#d64545" : "#3c9a5f");
-      var attrs = {x: padL + i * bw + bw * 0.15, y: top, width: bw * 0.7, height: Math.max(bot - top, 1), fill: fill,
-                   "data-label": s.label};
-      if (s.total) attrs["data-us"] = s.to; else attrs["data-delta"] = s.delta;
-      tip(add(svg, sv("rect", attrs)), s.label + ": " + (s.total ? fmt(s.to) : signed(s.delta)));
-      add(svg, sv("text", {x: padL + i * bw + bw / 2, y: H - padB + 14, "text-anchor": "middle"}, s.label));
-      add(svg, sv("text", {x: padL + i * bw + bw / 2, y: H - padB + 28, "text-anchor": "middle"},
-                  s.total ? fmt(s.to) : signed(s.delta)));
-    });
+    steps.forEach(function (s, i) { waterBar(svg, s, padL + i * bw, bw, y, ax, H - padB); });
+    add(parent, el("div", {"class": "sub caption"}, "Each category's bar in its legend colour; \u25b2 with a solid " +
+        "dark-red outline: it grew, \u25bc with a dashed dark-green outline: it shrank; grey: the totals" +
+        (ax.broken ? "; the axis starts at " + ax.text(ax.lo) + ", so the totals' bars are cut (zigzag)." : ".")));
+  }
+  function waterBar(svg, s, x0, bw, y, ax, base) {
+    var top = y(Math.max(s.from, s.to)), bot = s.total ? base : y(Math.min(s.from, s.to));
+    var sign = s.total ? null : Math.abs(s.delta) < 0.05 ? 0 : s.delta > 0 ? 1 : -1;
+    var attrs = {x: x0 + bw * 0.15, y: top, width: bw * 0.7, height: Math.max(bot - top, 1),
+                 fill: s.total ? "#7f8a9c" : CAT_COL[s.label] || "#999", "data-label": s.label};
+    if (s.total) {
+      attrs["data-us"] = s.to;
+      if (ax.broken) attrs["data-broken"] = "1";
+    } else {
+      attrs["data-delta"] = s.delta;
+      attrs["data-sign"] = sign > 0 ? "+" : sign < 0 ? "-" : "0";
+      if (sign) {
+        attrs.stroke = sign > 0 ? "#8b1a1a" : "#1e6b34";
+        attrs["stroke-width"] = 2;
+        if (sign < 0) attrs["stroke-dasharray"] = "5 3";
+      }
+    }
+    var arrow = sign > 0 ? "\u25b2 " : sign < 0 ? "\u25bc " : "";
+    var value = s.total ? fmt(s.to) : arrow + signed(s.delta);
+    tip(add(svg, sv("rect", attrs)), s.label + ": " + value);
+    if (s.total && ax.broken) zigzag(svg, attrs.x - 2, attrs.x + attrs.width + 2, base - 8);
+    add(svg, sv("text", {x: x0 + bw / 2, y: base + 14, "text-anchor": "middle"}, s.label));
+    add(svg, sv("text", {x: x0 + bw / 2, y: base + 28, "text-anchor": "middle", "class": "wf-value",
+                         "data-label": s.label}, value));
+  }
+  /* The cut in a broken bar or axis: a white band with zigzag edges across [x1, x2] at height yc. */
+  function zigzag(svg, x1, x2, yc) {
+    var pts = [], n = Math.max(2, Math.round((x2 - x1) / 6));
+    for (var i = 0; i <= n; i++) pts.push((x1 + (x2 - x1) * i / n).toFixed(1) + "," + (yc + (i % 2 ? -2.5 : 2.5)));
+    add(svg, sv("polyline", {points: pts.join(" "), fill: "none", stroke: "#fff", "stroke-width": 6, "class": "zigzag"}));
+    add(svg, sv("polyline", {points: pts.join(" "), fill: "none", stroke: "#5b6576", "stroke-width": 1,
+                             "class": "zigzag", transform: "translate(0,-3)"}));
+    add(svg, sv("polyline", {points: pts.join(" "), fill: "none", stroke: "#5b6576", "stroke-width": 1,
+                             "class": "zigzag", transform: "translate(0,3)"}));
   }
 
   function pairedBlocks(parent, R) {
