@@ -286,9 +286,11 @@ def _gate(result: Any, pct: float | None, on: str | None,
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 @click.option("--decode-workers", type=click.IntRange(min=1), default=None, help=_DECODE_HELP)
+@click.option("--step", "timeline_step", type=int, default=None, metavar="N",
+              help="The step the timeline draws (ProfilerStep#N); default: the median step.")
 @_gc_paused
 def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs: int | None,
-           decode_workers: int | None) -> None:
+           decode_workers: int | None, timeline_step: int | None) -> None:
     """Write one offline HTML report: PATH (a trace, a run, or a folder of runs), or the diff PATH → AFTER.
 
     A folder whose traces lie in several sub-folders (or side by side) is a sweep: one row per run,
@@ -322,7 +324,9 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
             _warn(result)
         from .renderers.html import HTMLRenderer
 
-        emit(HTMLRenderer(tool=TOOL), result, output)
+        renderer = HTMLRenderer(tool=TOOL)
+        renderer.step = timeline_step
+        emit(renderer, result, output)
     except TracekitError as exc:
         raise _fail(exc) from None
     if result.damaged:

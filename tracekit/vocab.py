@@ -385,3 +385,18 @@ IDLE_CAUSES: tuple[str, ...] = tuple(c.value for c in IdleCause)
 # The ``cat`` of the events ``tracekit annotate`` adds to a trace copy (tracekit/annotate.py): the reader skips them
 # (tracekit.io.builder), so the annotated copy attributes exactly like the original.
 ANNOTATE_CAT = "tracekit"
+
+
+class LaneKind(StrEnum):
+    """A lane of the report's timeline (tracekit.results.timeline)."""
+
+    HOST = "host"  # a host thread that ran a block's host op
+    STREAM = "stream"  # a device stream that ran a block's kernels
+
+
+class StepChoice(StrEnum):
+    """How the report's timeline chose the step it draws."""
+
+    MEDIAN = "median"  # the default: the step of median span among those with attention blocks
+    REQUESTED = "requested"  # the step asked for (``tracekit report --step N``)
+    ALL = "all"  # the trace has no steps: every block

@@ -9,6 +9,7 @@ tree, the same quantity as ``torch.profiler``'s ``self_cpu_time_total``.
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from itertools import compress, groupby, repeat
 from operator import eq
 
 from .classify import Classifier
-from .clock import block_intervals, relative_us, trace_origin
+from .clock import block_intervals, host_spans, relative_us, trace_origin
 from ..results.hints import merge_facts
 from .hints import collect_facts, evaluate as evaluate_hints
 from ..results.efficiency import HOST_ONLY, Efficiency, merge_device, sum_efficiency, sum_efficiency_maps
@@ -29,6 +30,7 @@ from .link import NONE, Links, link
 from ..memory import gc_paused
 from ..model import ANNOTATION, MODULE, OP, DeviceEvent, GraphLaunch, HostEvent, Trace
 from ..results.attribution import (
+    IdleGaps,
     CATEGORIES, Attribution, BlockResult, Coverage, Evidence, StepFigures, Totals, TraceSummary, zero_categories,
 )
 from .roles import GemmRoles, RoleFinder
@@ -511,7 +513,8 @@ class _DeviceBlocks:
         # (no device work, as in a graph capture: no span the device could idle in, so never launch-bound)
         start, end = _window(evs, roots, self.free_at[first]) if js else (blk.ts, blk.ts)
         span = end - start
-        causes = self.idle.split(js, start, end, {h.thread for h in roots}) if span > busy else zero_causes()
+        gaps = array("q") if span > busy else None
+        causes = self.idle.split(js, start, end, {h.thread for h in roots}, gaps) if gaps is not None else zero_causes()
         host_ns = sum(h.dur for h in roots) if roots else None
         return BlockResult(
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
@@ -521,7 +524,9 @@ class _DeviceBlocks:
             matmul_roles=_role_us(mr), launch_bound=is_launch_bound(span - busy, span), evidence=blk.evidence,
             recorded=blk.recorded, idle_by_cause={k: v / 1000 for k, v in causes.items()},
             start_us=relative_us(start, self.origin), end_us=relative_us(end, self.origin),
-            intervals=block_intervals(evs, map(self.cats.__getitem__, js), self.origin, self.streams))
+            intervals=block_intervals(evs, map(self.cats.__getitem__, js), self.origin, self.streams),
+            idle_gaps=IdleGaps(origin_ns=self.origin, flat=gaps) if gaps is not None else None,
+            host_spans=host_spans(roots, self.tr.threads, self.origin))
 
     def _split(self, js: list[int], bshare: list[int], step: int | None) -> tuple[dict[str, int], dict[str, int]]:
         """The block's busy ns by category and its matmul ns by role; its kernels into the table."""
@@ -636,7 +641,7 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
             ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=(end - start) / 1000,
             start_us=relative_us(start, origin), end_us=relative_us(end, origin),
-            idle_us=0.0, categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=hspan / 1000,
+            host_spans=host_spans([host[r] for r in blk.roots], tr.threads, origin), idle_us=0.0, categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=hspan / 1000,
             alloc_bytes=alloc[b], source=tr.info.source, matmul_roles=_role_us(mr[b]),
             efficiency=Efficiency(reason=HOST_ONLY), evidence=blk.evidence, recorded=blk.recorded,
             idle_by_cause=dict.fromkeys(IDLE_CAUSES, 0.0)))  # no device to wait: launch_bound None, no idle

@@ -12,11 +12,11 @@ from array import array
 from collections.abc import Iterable, Sequence
 from operator import add, attrgetter
 
-from ..model import DeviceEvent, Trace
+from ..model import DeviceEvent, HostEvent, Trace
 from ..results.attribution import Intervals
 from ..vocab import CATEGORIES
 
-_TS, _DUR, _STREAM = attrgetter("ts"), attrgetter("dur"), attrgetter("stream")
+_TS, _DUR, _STREAM, _NAME = attrgetter("ts"), attrgetter("dur"), attrgetter("stream"), attrgetter("name")
 _CATEGORY_INDEX = {c: i for i, c in enumerate(CATEGORIES)}  # (a Category is its string: it looks up the same)
 
 
@@ -42,4 +42,11 @@ def block_intervals(evs: Sequence[DeviceEvent], cats: Iterable[str], origin_ns: 
     start = array("q", map(_TS, evs))
     return Intervals(origin_ns=origin_ns, start_ns=start, end_ns=array("q", map(add, start, map(_DUR, evs))),
                      category=bytes(map(_CATEGORY_INDEX.__getitem__, cats)), stream=array("q", map(_STREAM, evs)),
-                     streams=streams)
+                     streams=streams, names=tuple(map(_NAME, evs)))
+
+
+def host_spans(roots: Iterable[HostEvent], threads: Sequence[tuple[object, object]],
+               origin_ns: int) -> tuple[tuple[object, object, float, float], ...]:
+    """A block's host ops as (pid, tid, start_us, end_us) on the trace's clock: the timeline's host lanes."""
+    return tuple((*threads[h.thread], relative_us(h.ts, origin_ns), relative_us(h.ts + h.dur, origin_ns))
+                 for h in roots)

@@ -21,6 +21,7 @@ adds carry the capture's times and measure nothing), so only the wait for the gr
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -143,6 +144,7 @@ class IdleSplitter:
             if holds[r.name] and r.dur > 0:
                 spans.setdefault(r.thread, []).append((r.ts, r.ts + r.dur))
         self.sync = {t: _Intervals(s) for t, s in spans.items()}
+        self._rec: array | None = None  # where split() records its gaps, if asked
 
     def call(self, j: int) -> int | None:
         """The runtime call that launched device event ``j``: its graph launch for a replayed one, else the first
@@ -150,10 +152,13 @@ class IdleSplitter:
         g = self.graph_call.get(j)
         return g if g is not None else self.by_corr.get(self.tr.device[j].correlation)
 
-    def split(self, js: Sequence[int], start: int, end: int, threads: Iterable[int]) -> dict[str, int]:
+    def split(self, js: Sequence[int], start: int, end: int, threads: Iterable[int],
+              gaps: array | None = None) -> dict[str, int]:
         """The idle ns of the window ``[start, end)`` outside the device events ``js``, by cause. ``threads``: the
-        block's host threads, whose sync calls count in the span's tail (after its last device work)."""
+        block's host threads, whose sync calls count in the span's tail (after its last device work). ``gaps``,
+        when given, gets each gap as ``start, end, launch, sync, other`` (ns; IDLE_CAUSES order), for the timeline."""
         out = zero_causes()
+        self._rec = gaps
         dev = self.tr.device
         evs = sorted((e.ts, e.ts + e.dur, j) for j in js if (e := dev[j]).dur > 0)  # (empty events end no gap)
         roots = [self.sync[t] for t in set(threads) if t in self.sync] if self.sync else []
@@ -175,11 +180,13 @@ class IdleSplitter:
         """One idle gap, split at the earliest launch call among the kernels that end it: before the call the
         device waited for the host (sync where the host sat in a blocking call, else launch); after it, other.
         The span's tail (no ender): sync where the block's threads sat in a blocking call, else other."""
-        rt = self.tr.runtime
+        rt, rec = self.tr.runtime, self._rec
         if not enders:
             sync = _covered(roots, g0, g1)
             out[IdleCause.SYNC] += sync
             out[IdleCause.OTHER] += (g1 - g0) - sync
+            if rec is not None:
+                rec.extend((g0, g1, 0, sync, g1 - g0 - sync))
             return
         calls = [c for c in map(self.call, enders) if c is not None]
         first = min(calls, key=lambda c: (rt[c].ts, c)) if calls else None
@@ -189,3 +196,5 @@ class IdleSplitter:
         out[IdleCause.SYNC] += sync
         out[IdleCause.LAUNCH] += (issued - g0) - sync
         out[IdleCause.OTHER] += g1 - issued
+        if rec is not None:
+            rec.extend((g0, g1, issued - g0 - sync, sync, g1 - issued))

@@ -18,7 +18,8 @@ import orjson
 
 from ..results.attribution import Attribution
 from .base import Renderer
-from .jsonrenderer import diff_to_dict, to_dict
+from ..results.timeline import timeline
+from .jsonrenderer import diff_to_dict, timeline_dict, to_dict
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
@@ -62,19 +63,28 @@ def _drawn(d: dict) -> dict:
     return d
 
 
-def report_data(result: Attribution | DiffResult, tool: str) -> dict:
+def _with_timeline(d: dict, result: Attribution, step: int | None) -> dict:
+    t = timeline(result, step)
+    if t is not None:
+        t.check()
+        d["timeline"] = timeline_dict(t)
+    return d
+
+
+def report_data(result: Attribution | DiffResult, tool: str, step: int | None = None) -> dict:
     """What the page embeds: ``{"report": kind, "result": <the JSON renderer's dict>}``.
 
-    The dict is the JSON renderer's, less what the page never draws: per-block efficiency by category, and
-    for a folder of runs the merged ``blocks`` (each run carries its own).
+    The dict is the JSON renderer's, less what the page never draws (per-block efficiency by category, and for
+    a folder of runs the merged ``blocks``: each run carries its own), plus each attribution's ``timeline`` of
+    one step (``step``, else its median step; tracekit.results.timeline).
     """
     if isinstance(result, Attribution):
         d = _drawn(to_dict(result, tool))
         if result.runs:
             d["blocks"] = []
-            d["runs"] = [_drawn(r) for r in d["runs"]]
+            d["runs"] = [_with_timeline(_drawn(r), run.attribution, step) for r, run in zip(d["runs"], result.runs)]
             return {"report": SWEEP, "result": d}
-        return {"report": SINGLE, "result": d}
+        return {"report": SINGLE, "result": _with_timeline(d, result, step)}
     return {"report": DIFF, "result": diff_to_dict(result, tool)}
 
 
@@ -102,8 +112,10 @@ class HTMLRenderer(Renderer):
     name = "html"
     extension = ".html"
 
+    step: int | None = None  # the timeline's step (``tracekit report --step``); None: the median step
+
     def render_attribution(self, result: Attribution) -> str:
-        return page(report_data(result, self.tool), f"tracekit report — {result.source}")
+        return page(report_data(result, self.tool, self.step), f"tracekit report — {result.source}")
 
     def render_diff(self, result: DiffResult) -> str:
         return page(report_data(result, self.tool), f"tracekit diff — {result.labels[0]} → {result.labels[1]}")

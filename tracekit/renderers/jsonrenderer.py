@@ -14,6 +14,8 @@ from ..results.attribution import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSIO
 from ..results.diff import NOISE_MIN_STEPS
 from ..results.measured import Measured
 from ..results.sweep import RunRow, run_rows
+from ..results.timeline import Timeline
+from ..vocab import IDLE_CAUSES
 from .base import Renderer
 
 if TYPE_CHECKING:
@@ -378,3 +380,26 @@ class JSONRenderer(Renderer):
 
 def _dumps(obj: dict) -> str:
     return orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def timeline_dict(t: Timeline) -> dict:
+    """The report's timeline (tracekit.results.timeline) as the page's script reads it: columns of numbers, the
+    lanes' labels, the kernel names once each, and per drawn block its index in the JSON's ``blocks``."""
+    def cols(d: dict[str, list], times: tuple[str, ...]) -> dict[str, list]:
+        return {k: [round(x, 3) for x in v] if k in times else v for k, v in d.items()}
+
+    return {
+        "trace": t.trace, "step": t.step, "chosen": str(t.chosen), "steps": t.steps,
+        "start_us": _r(t.start_us), "end_us": _r(t.end_us), "categories": list(CATEGORIES),
+        "idle_causes": list(IDLE_CAUSES),
+        "lanes": [{"kind": str(x.kind), "label": x.label} for x in t.lanes],
+        "blocks": [{"index": i, "name": b.name, "kind": b.kind, "phase": str(b.phase), "start_us": _r(b.start_us),
+                    "end_us": _r(b.end_us), "busy_us": _r(b.total_us), "idle_us": _r(b.idle_us),
+                    "kernels": b.kernels, "launch_bound": b.launch_bound,
+                    "categories": {k: _r(v) for k, v in b.categories.items()},
+                    "idle_by_cause": idle_cause_dict(b.idle_by_cause)}
+                   for i, b in zip(t.block_index, t.blocks)],
+        "kernels": cols(t.kernels, ("start", "end")), "names": t.names,
+        "gaps": cols(t.gaps, ("start", "end", *IDLE_CAUSES)), "host": cols(t.host, ("start", "end")),
+        "left_out": t.left_out,
+    }

@@ -114,6 +114,7 @@ class Intervals:
     category: bytes  # index into CATEGORIES
     stream: array  # 'q', index into ``streams``
     streams: tuple[tuple[object, object], ...]  # the trace's device streams as (pid, tid); shared by its blocks
+    names: tuple[str, ...] = ()  # each event's kernel name (the timeline's hover); () on hand-built results
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -137,6 +138,45 @@ class Intervals:
         lo, hi = (min(self.start_ns) - self.origin_ns) / 1000, (max(self.end_ns) - self.origin_ns) / 1000
         expect(lo >= start_us - near(1, start_us) and hi <= end_us + near(1, end_us),
                f"{where}: device intervals {lo}..{hi} µs outside the block's window {start_us}..{end_us} µs")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdleGaps:
+    """A block's idle gaps (tracekit.analysis.idle): each stretch of its span where none of its device events ran,
+    with the ns of it that each cause took, so that the timeline can label a gap by why the device waited. One flat
+    'q' array of ``start, end, launch, sync, other`` per gap (ns, absolute; IDLE_CAUSES order)."""
+
+    origin_ns: int
+    flat: array
+
+    def __len__(self) -> int:
+        return len(self.flat) // 5
+
+    def rows(self) -> list[tuple[float, float, float, float, float]]:
+        """(start_us, end_us, launch_us, sync_us, other_us) per gap, times µs from the trace start."""
+        f, o = self.flat, self.origin_ns
+        return [((f[i] - o) / 1000, (f[i + 1] - o) / 1000, f[i + 2] / 1000, f[i + 3] / 1000, f[i + 4] / 1000)
+                for i in range(0, len(f), 5)]
+
+    def check(self, b: BlockResult, where: str) -> None:
+        """Gaps in order, disjoint and inside the window; each gap's causes sum to its length; and the gaps' causes
+        sum to the block's idle by cause (integer ns against µs figures: within rounding)."""
+        f, o = self.flat, self.origin_ns
+        expect(len(f) % 5 == 0, f"{where}: idle gaps array of length {len(f)}")
+        assert b.start_us is not None and b.end_us is not None
+        lo, hi = b.start_us - near(1, b.start_us), b.end_us + near(1, b.end_us)  # (µs: epoch ns overflow a float)
+        sums, prev = [0, 0, 0], None
+        for i in range(0, len(f), 5):
+            g0, g1, *c = f[i:i + 5]
+            expect((prev is None or prev <= g0) and g0 < g1 and lo <= (g0 - o) / 1000 and (g1 - o) / 1000 <= hi,
+                   f"{where}: idle gap {g0}..{g1} ns out of order or outside the window")
+            expect(min(c) >= 0 and sum(c) == g1 - g0, f"{where}: idle gap {g0}..{g1} ns split {c}")
+            sums = [a + x for a, x in zip(sums, c)]
+            prev = g1
+        if b.idle_by_cause is not None and len(f):
+            for cause, ns in zip(IDLE_CAUSES, sums):
+                expect(close(ns / 1000, b.idle_by_cause[cause], 2, b.span_us),
+                       f"{where}: idle gaps give {cause} {ns / 1000} µs, the block {b.idle_by_cause[cause]}")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -186,6 +226,11 @@ class BlockResult:
     # Its device events' intervals on the same clock (in JSON only with --with-intervals); None on CPU-only
     # traces (no device events) and hand-built results.
     intervals: Intervals | None = None
+    # Its idle gaps with their causes (the timeline's labels); None where the span has no idle or nothing split it.
+    idle_gaps: IdleGaps | None = None
+    # Its host ops' intervals as (pid, tid, start_us, end_us), on the same clock: the timeline's host lanes. ()
+    # for a block found from its kernels alone (no host op) and on hand-built results.
+    host_spans: tuple[tuple[object, object, float, float], ...] = ()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -535,6 +580,13 @@ def _check_window(b: BlockResult) -> None:
     if b.intervals is not None:
         expect(len(b.intervals) == b.kernels, f"block {b.name}: {len(b.intervals)} intervals for {b.kernels} kernels")
         b.intervals.check(b.start_us, b.end_us, f"block {b.name}")
+        expect(not b.intervals.names or len(b.intervals.names) == len(b.intervals),
+               f"block {b.name}: {len(b.intervals.names)} kernel names for {len(b.intervals)} intervals")
+    if b.idle_gaps is not None:
+        b.idle_gaps.check(b, f"block {b.name}")
+    for pid, tid, s, e in b.host_spans:
+        # (not inside the window: a host op may run ahead of the device, and a capture's window is an instant)
+        expect(s <= e, f"block {b.name}: host span {s}..{e} µs on {pid}/{tid} ends before it starts")
 
 
 def _check_totals(blocks: list[BlockResult], t: Totals) -> None:
