@@ -12,6 +12,7 @@ steps draws all its blocks. Past ``MAX_KERNELS`` kernels the rest are left out a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..vocab import CATEGORIES, IDLE_CAUSES, LaneKind, StepChoice
@@ -70,12 +71,12 @@ class Timeline:
             blk = self.blocks[b]
             expect(self.lanes[lane].kind == LaneKind.STREAM and c < len(CATEGORIES) and n < len(self.names),
                    f"{where}: a kernel of {blk.name} on lane {lane}")
-            expect(blk.start_us - tol <= s <= e <= blk.end_us + tol,  # type: ignore[operator]
+            expect(blk.start_us - tol <= s <= e <= blk.end_us + tol,
                    f"{where}: a kernel at {s}..{e} µs outside block {blk.name}")
         g = self.gaps
         for s, e, b in zip(g["start"], g["end"], g["block"]):
             blk = self.blocks[b]
-            expect(blk.start_us - tol <= s < e <= blk.end_us + tol,  # type: ignore[operator]
+            expect(blk.start_us - tol <= s < e <= blk.end_us + tol,
                    f"{where}: an idle gap at {s}..{e} µs outside block {blk.name}")
         h = self.host
         for s, e, lane in zip(h["start"], h["end"], h["lane"]):
@@ -135,8 +136,8 @@ def _build(t: TraceSummary, mine: list[tuple[int, BlockResult]], step: int | Non
             for col, v in zip(("start", "end", "lane", "block"), (s, e, lane(LaneKind.HOST, pid, tid), bi)):
                 host[col].append(v)
     kernels, names, left_out = _kernels(blocks, lane)
-    lo = min([b.start_us for b in blocks] + host["start"])  # type: ignore[type-var]
-    hi = max([b.end_us for b in blocks] + host["end"])  # type: ignore[type-var]
+    lo = min([b.start_us for b in blocks] + host["start"])
+    hi = max([b.end_us for b in blocks] + host["end"])
     window = _step_windows(t).get(chosen_step) if chosen_step is not None else None
     if window is not None:
         lo, hi = min(lo, window[0]), max(hi, window[1])
@@ -151,7 +152,7 @@ def _build(t: TraceSummary, mine: list[tuple[int, BlockResult]], step: int | Non
                     host=host, left_out=left_out)
 
 
-def _kernels(blocks: list[BlockResult], lane) -> tuple[dict[str, list], list[str], int]:
+def _kernels(blocks: list[BlockResult], lane: Callable[[LaneKind, object, object], int]) -> tuple[dict[str, list], list[str], int]:
     cols: dict[str, list] = {"start": [], "end": [], "cat": [], "lane": [], "name": [], "block": []}
     names: dict[str, int] = {}
     total = 0
