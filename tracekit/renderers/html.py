@@ -63,11 +63,20 @@ def _drawn(d: dict) -> dict:
     return d
 
 
-def _with_timeline(d: dict, result: Attribution, step: int | None) -> dict:
+def _timeline(result: Attribution, step: int | None) -> dict | None:
     t = timeline(result, step)
+    if t is None:
+        return None
+    t.check()
+    d = timeline_dict(t)
+    d["requested"] = step
+    return d
+
+
+def _with_timeline(d: dict, result: Attribution, step: int | None) -> dict:
+    t = _timeline(result, step)
     if t is not None:
-        t.check()
-        d["timeline"] = timeline_dict(t)
+        d["timeline"] = t
     return d
 
 
@@ -85,7 +94,11 @@ def report_data(result: Attribution | DiffResult, tool: str, step: int | None = 
             d["runs"] = [_with_timeline(_drawn(r), run.attribution, step) for r, run in zip(d["runs"], result.runs)]
             return {"report": SWEEP, "result": d}
         return {"report": SINGLE, "result": _with_timeline(d, result, step)}
-    return {"report": DIFF, "result": diff_to_dict(result, tool)}
+    d = diff_to_dict(result, tool)
+    sides = {"before": _timeline(result.before, step), "after": _timeline(result.after, step)}
+    if all(sides.values()):
+        d["timelines"] = sides
+    return {"report": DIFF, "result": d}
 
 
 def _asset(name: str) -> str:
@@ -118,4 +131,4 @@ class HTMLRenderer(Renderer):
         return page(report_data(result, self.tool, self.step), f"tracekit report — {result.source}")
 
     def render_diff(self, result: DiffResult) -> str:
-        return page(report_data(result, self.tool), f"tracekit diff — {result.labels[0]} → {result.labels[1]}")
+        return page(report_data(result, self.tool, self.step), f"tracekit diff — {result.labels[0]} → {result.labels[1]}")

@@ -380,8 +380,7 @@
     roofTable(parent, R, kinds);
     blockSection(parent, "By layer", groupBlocks(R.blocks, function (b) { return b.name + phaseSuffix(b); }),
                  cats, roleKeys);
-    if (R.timeline) tkTimeline(parent, R.timeline, {el: el, sv: sv, add: add, tip: tip, fmt: fmt, pct: pct,
-                                                   legend: legend, CAT_COL: CAT_COL});
+    if (R.timeline) tkTimeline(parent, R.timeline, KIT);
     hintSection(parent, R.hints || []);
     kernelTable(parent, R.top_kernels, R.time_base === "host" ? "Top host ops in blocks (self time)"
                                                               : "Top device kernels in blocks");
@@ -417,6 +416,7 @@
             }));
     }
     pairedBlocks(parent, R);
+    diffTimelines(parent, R.timelines);
     var kc = R.kernels_changed.map(function (k) {
       return {cells: [nameCell(k.name), cell(k.category), cell(k.before.count + "\u00d7 \u2192 " + k.after.count + "\u00d7",
                                                            k.after.count),
@@ -706,6 +706,19 @@
       if (pts.length > 1) add(svg, sv("polyline", {points: pts.join(" "), fill: "none", stroke: colour(s),
                                                     "stroke-width": 1.6}));
     });
+  }
+
+  /* What timeline.js (tkTimeline) borrows from this page. */
+  var KIT = {el: el, add: add, fmt: fmt, ink: ink, CAT_COL: CAT_COL};
+
+  /* Before and after, one step each, on one time scale (each from its own step's start); zoom and pan move both. */
+  function diffTimelines(parent, TL) {
+    if (!TL || !TL.before || !TL.after) return;
+    var fullUs = Math.max(TL.before.end_us - TL.before.start_us, TL.after.end_us - TL.after.start_us);
+    var views = [];
+    function link(k) { return function (r0, r1) { views.forEach(function (v, j) { if (j !== k) v.setView(r0, r1); }); }; }
+    views.push(tkTimeline(parent, TL.before, KIT, {title: "Timeline: before", fullUs: fullUs, onView: link(0)}));
+    views.push(tkTimeline(parent, TL.after, KIT, {title: "Timeline: after (same time scale)", fullUs: fullUs, onView: link(1)}));
   }
 
   var R = DATA.result;

@@ -1,0 +1,165 @@
+"""The report's timeline data (tracekit.results.timeline, issue 25 part 2): which step is drawn, and that its
+blocks, kernels, idle gaps and host spans sit where the trace put them.
+
+Expectations come from hand-built traces (tests/builders.attention_block: six device events at known times,
+busy 31 µs, idle 105 µs, a 60 µs host annotation) and, on a real H200 trace, from a walk of the raw JSON.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from builders import TraceBuilder, attention_block
+
+import tracekit
+from tracekit.renderers.html import report_data
+from tracekit.results import timeline as tl
+from tracekit.results.invariants import InvariantError
+from tracekit.vocab import LaneKind, StepChoice
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = ROOT.parent / "shared" / "traces" / "h200" / "sweep"
+STEP_LAYERS = {1: 1, 2: 3, 3: 2}  # ProfilerStep#N: its layers; step windows 200, 600, 400 µs long
+# attention_block's device events, from the block's start t0: (offset µs, duration µs); device work starts at +100
+KERNELS = [(100, 1), (102, 10), (113, 2), (116, 5), (122, 3), (126, 10)]
+
+
+def steps_trace(path: Path, step_layers: dict[int, int] = STEP_LAYERS, gap: float = 50) -> tuple[Path, dict]:
+    """Steps of different lengths (200 µs per layer), ``gap`` µs apart; returns the path and each block's t0."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    t, starts = 0.0, {}
+    for step, layers in step_layers.items():
+        b.annotation(f"ProfilerStep#{step}", t, 200 * layers)
+        for i in range(layers):
+            starts[(step, i)] = t + 200 * i + 1
+            attention_block(b, starts[(step, i)], name=f"layer{i}.attention")
+        t += 200 * layers + gap
+    return b.write(path), starts
+
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory):
+    path, starts = steps_trace(tmp_path_factory.mktemp("tl") / "steps.pt.trace.json")
+    return tracekit.analyze(path, jobs=1), starts
+
+
+def test_the_median_step_by_span_is_drawn(steps):
+    """Windows 200 (step 1), 600 (step 2), 400 µs (step 3): by span 1 < 3 < 2, the middle one is step 3."""
+    result, starts = steps
+    t = tl.timeline(result)
+    t.check()
+    assert (t.step, t.chosen, t.steps) == (3, StepChoice.MEDIAN, [1, 2, 3])
+    assert [b.name for b in t.blocks] == ["layer0.attention", "layer1.attention"]
+    assert t.block_index == [i for i, b in enumerate(result.blocks) if b.step == 3]
+
+
+def test_the_lower_middle_of_an_even_count():
+    """Four steps by span 200 < 400 < 600 < 800 µs: the lower middle is the second, the 400 µs step (#4)."""
+    blocks = [type("B", (), {"step": s})() for s in (1, 2, 3, 4)]
+    windows = {1: 200, 2: 800, 3: 600, 4: 400}
+    summary = type("T", (), {"step_figures": [type("F", (), {"step": s, "start_us": 0.0, "end_us": float(w)})()
+                                              for s, w in windows.items()]})()
+    assert tl.choose_step(blocks, summary, None) == (4, StepChoice.MEDIAN)  # type: ignore[arg-type]
+
+
+def test_a_requested_step_is_drawn_and_a_missing_one_falls_back(steps):
+    result, _ = steps
+    t = tl.timeline(result, step=2)
+    t.check()
+    assert (t.step, t.chosen, len(t.blocks)) == (2, StepChoice.REQUESTED, 3)
+    t = tl.timeline(result, step=9)
+    assert (t.step, t.chosen) == (3, StepChoice.MEDIAN)
+
+
+def test_kernels_gaps_and_host_spans_are_where_the_trace_put_them(steps):
+    """Step 3's blocks start at t0 = 901 and 1101 µs (step 3 opens at 200 + 50 + 600 + 50 = 900) (the trace's first event is at 0): each has six device events
+    at t0 + KERNELS, idle gaps filling its window between them (105 µs in all: 100 before the first kernel, five
+    of 1 µs), and a host span, its 60 µs annotation, on the one host thread."""
+    result, starts = steps
+    t = tl.timeline(result)
+    t0s = [starts[(3, 0)], starts[(3, 1)]]
+    assert [(b.start_us, b.end_us) for b in t.blocks] == [(s, s + 136) for s in t0s]
+    want = sorted((s + o, s + o + d, bi) for bi, s in enumerate(t0s) for o, d in KERNELS)
+    k = t.kernels
+    assert sorted(zip(k["start"], k["end"], k["block"])) == pytest.approx(want)
+    assert [t.lanes[x].kind for x in set(k["lane"])] == [LaneKind.STREAM]
+    g = t.gaps
+    for bi, s in enumerate(t0s):
+        mine = [(a, e) for a, e, b in zip(g["start"], g["end"], g["block"]) if b == bi]
+        assert mine == pytest.approx([(s, s + 100), (s + 101, s + 102), (s + 112, s + 113), (s + 115, s + 116),
+                                      (s + 121, s + 122), (s + 125, s + 126)])
+    for i, (a, e) in enumerate(zip(g["start"], g["end"])):
+        assert g["launch"][i] + g["sync"][i] + g["other"][i] == pytest.approx(e - a)
+    assert list(zip(t.host["start"], t.host["end"])) == pytest.approx([(s, s + 60) for s in t0s])
+    assert t.lanes[0].kind == LaneKind.HOST and t.host["lane"] == [0, 0]  # host lanes come first
+    assert (t.start_us, t.end_us) == pytest.approx((900, 900 + 400))  # step 3's ProfilerStep window
+
+
+def test_a_trace_without_steps_draws_every_block(tmp_path):
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    for i in range(3):
+        attention_block(b, 300 * i, name=f"layer{i}.attention")
+    t = tl.timeline(tracekit.analyze(b.write(tmp_path / "nosteps.pt.trace.json"), jobs=1))
+    t.check()
+    assert (t.step, t.chosen, t.steps, len(t.blocks)) == (None, StepChoice.ALL, [], 3)
+    assert (t.start_us, t.end_us) == pytest.approx((0, 600 + 136))
+
+
+def test_kernels_past_the_cap_are_counted_not_drawn(steps, monkeypatch):
+    monkeypatch.setattr(tl, "MAX_KERNELS", 7)
+    t = tl.timeline(steps[0])
+    t.check()
+    assert (len(t.kernels["start"]), t.left_out) == (7, 12 - 7)
+
+
+@pytest.mark.parametrize("column,index,value", [("kernels", "start", -50.0), ("gaps", "end", 1e9),
+                                               ("host", "lane", 1)])
+def test_check_refuses_a_piece_out_of_place(steps, column, index, value):
+    t = tl.timeline(steps[0])
+    getattr(t, column)[index][0] = value
+    with pytest.raises(InvariantError):
+        t.check()
+
+
+def test_every_report_kind_embeds_its_timelines(steps, tmp_path):
+    result, _ = steps
+    single = report_data(result, "t")["result"]
+    assert single["timeline"]["step"] == 3 and len(single["timeline"]["blocks"]) == 2
+    assert [b["index"] for b in single["timeline"]["blocks"]] == [i for i, b in enumerate(single["blocks"])
+                                                                  if b["step"] == 3]
+    other, _ = steps_trace(tmp_path / "other.pt.trace.json", {1: 2, 2: 2})
+    d = report_data(tracekit.diff(result, tracekit.analyze(other, jobs=1)), "t", step=1)["result"]
+    assert (d["timelines"]["before"]["step"], d["timelines"]["after"]["step"]) == (1, 1)
+    assert d["timelines"]["before"]["requested"] == 1
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not (SWEEP / "eager_4096").is_dir(), reason="the H200 sweep is not there")
+def test_h200_kernels_are_the_raw_json_events():
+    """eager_4096: every drawn kernel is a device event of the raw JSON at the same name, time and duration
+    (relative to the earliest ts), and each block draws as many as the JSON's block says it owns."""
+    path = next((SWEEP / "eager_4096").glob("*.json.gz"))
+    result = tracekit.analyze(path, jobs=1)
+    t = tl.timeline(result)
+    t.check()
+    raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    origin = result.traces[0].origin_ns  # integer ns: the file's ts carry three decimals of µs
+    events = {(e["name"], round(e["ts"] * 1000) - origin, round(e["dur"] * 1000)) for e in raw
+              if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")}
+    k = t.kernels
+    drawn = [(t.names[n], round(s * 1000), round(e * 1000) - round(s * 1000))
+             for s, e, n in zip(k["start"], k["end"], k["name"])]
+    assert drawn and all(x in events for x in drawn)
+    assert [k["block"].count(i) for i in range(len(t.blocks))] == [b.kernels for b in t.blocks]
+    # The step: the lower middle by the host ProfilerStep#N span; its blocks: the layer annotations inside it.
+    steps = {int(e["name"].split("#")[1]): e for e in raw
+             if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")}
+    ranked = sorted(steps, key=lambda n: (steps[n]["dur"], n))
+    want = ranked[(len(ranked) - 1) // 2]
+    win = steps[want]
+    layers = sorted(e["name"] for e in raw if e.get("cat") == "user_annotation" and e["name"].endswith(".attention")
+                    and win["ts"] <= e["ts"] <= win["ts"] + win["dur"])
+    assert t.step == want and sorted(b.name for b in t.blocks) == layers and layers
