@@ -85,7 +85,8 @@ def report_data(result: Attribution | DiffResult, tool: str, step: int | None = 
 
     The dict is the JSON renderer's, less what the page never draws (per-block efficiency by category, and for
     a folder of runs the merged ``blocks``: each run carries its own), plus each attribution's ``timeline`` of
-    one step (``step``, else its median step; tracekit.results.timeline).
+    one step (``step``, else its median step; tracekit.results.timeline). A diff carries ``timelines``, one per
+    side (``before``/``after``), that the page draws on one time scale.
     """
     if isinstance(result, Attribution):
         d = _drawn(to_dict(result, tool))

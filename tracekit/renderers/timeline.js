@@ -166,12 +166,18 @@ function tkTimeline(parent, T, kit, opts) {
   function axis(ctx) {
     var span = view.r1 - view.r0, step = Math.pow(10, Math.floor(Math.log(span / 8) / Math.LN10));
     if (span / step > 40) step *= 5; else if (span / step > 16) step *= 2;
+    var room = ctx.measureText(fmt(view.r1 + step)).width + 14, mult = [2, 2.5, 2], m = 0;
+    while (step / span * plotW() < room) step *= mult[m++ % 3];  /* 1-2-5 steps wide enough for their labels */
     ctx.strokeStyle = "#d5dae2"; ctx.fillStyle = "#5b6576";
+    var used = -Infinity;  /* where the last label ended: a label that would overlap it is left out */
     for (var t = Math.ceil(view.r0 / step) * step; t <= view.r1; t += step) {
       var x = X(T.start_us + t);
       ctx.beginPath(); ctx.moveTo(x + 0.5, AXIS_H - 4); ctx.lineTo(x + 0.5, H); ctx.stroke();
       var label = fmt(Math.abs(t) < step / 1e6 ? 0 : t), lw = ctx.measureText(label).width;
-      ctx.fillText(label, x + 3 + lw > W ? x - 3 - lw : x + 3, AXIS_H / 2);  /* the last tick's label stays inside */
+      var at = x + 3 + lw > W ? x - 3 - lw : x + 3;  /* the last tick's label stays inside */
+      if (at < used + 6) continue;
+      ctx.fillText(label, at, AXIS_H / 2);
+      used = at + lw;
     }
   }
   function fitText(ctx, text, x, y, room) {
