@@ -65,9 +65,11 @@ class AnnotateStats:
 
 
 def annotate_path(src: str | Path, dst: str | Path, scope: str | None = None, chunk: int = CHUNK,
-                  progress: Callable[[str, int, int], None] | None = None) -> tuple[AnnotateStats, Attribution]:
+                  progress: Callable[[str, int, int], None] | None = None, *, jobs: int | None = None,
+                  decode_workers: int | None = None) -> tuple[AnnotateStats, Attribution]:
     """Attribute the trace ``src`` and write ``dst`` (.json, or .json.gz to compress): the trace with tracekit's
-    tracks. Refuses (UsageError) a folder or URL, another extension, and ``dst`` naming the input by any path."""
+    tracks. Refuses (UsageError) a folder or URL, another extension, and ``dst`` naming the input by any path.
+    ``jobs`` and ``decode_workers`` are ``analyze``'s (the TensorBoard tab passes 1 and 1: no process pool)."""
     from .run.api import analyze
     from .run.inputs import discover, is_url
 
@@ -82,7 +84,7 @@ def annotate_path(src: str | Path, dst: str | Path, scope: str | None = None, ch
     if out.is_dir():
         raise UsageError(f"{dst}: is a folder; name the output file")
     refuse_inputs([out], found.files)
-    result = analyze(found, scope=scope, progress=progress).check()
+    result = analyze(found, scope=scope, progress=progress, jobs=jobs, decode_workers=decode_workers).check()
     stats = AnnotateStats(path=src, pid=free_pid(trace_pids(src, chunk)))
     events = tracks(result, stats)
     _copy_with(src, out, events, stats, chunk)

@@ -40,12 +40,34 @@ export async function render() {
   options(second, names);
   if (names.length > 1) second.selectedIndex = 1;
   const vs = el("span", {}, "\u2192");
-  bar.append(el("b", {}, "tracekit"), mode, first, vs, second, status);
+  // "open annotated trace": the selected run's trace with tracekit's block tracks, a .json.gz download for
+  // Perfetto UI or chrome://tracing; a run of several trace files (one per rank or worker) picks one first.
+  const traces = el("select", {id: "tk-trace", title: "the run's trace file to annotate"});
+  const link = el("a", {id: "tk-annotated", download: "", title: "a copy of this trace with tracekit's attention " +
+    "blocks above the kernels: open it in ui.perfetto.dev or chrome://tracing"}, "open annotated trace");
+  bar.append(el("b", {}, "tracekit"), mode, first, vs, second, traces, link, status);
+  const filesOf = Object.fromEntries(listing.runs.map((r) => [r.name, r.traces || []]));
+
+  function pickTraces() {
+    traces.replaceChildren();
+    options(traces, filesOf[first.value] || []);
+    traces.style.display = traces.options.length > 1 ? "" : "none";
+    aim();
+  }
+
+  function aim() {
+    const on = mode.value === "run" && traces.value;
+    link.style.display = on ? "" : "none";
+    if (on) link.setAttribute("href", "./annotated?run=" + encodeURIComponent(first.value) +
+                              "&file=" + encodeURIComponent(traces.value));
+  }
 
   function show() {
     const m = mode.value;
     first.style.display = m === "all" ? "none" : "";
     vs.style.display = second.style.display = m === "diff" ? "" : "none";
+    pickTraces();
+    if (m !== "run") traces.style.display = "none";
     let q = "";
     if (m === "run") q = "?run=" + encodeURIComponent(first.value);
     if (m === "diff") q = "?before=" + encodeURIComponent(first.value) + "&after=" + encodeURIComponent(second.value);
@@ -54,6 +76,7 @@ export async function render() {
   }
   frame.addEventListener("load", () => { status.textContent = ""; });
   for (const s of [mode, first, second]) s.addEventListener("change", show);
+  traces.addEventListener("change", aim);
   document.body.appendChild(frame);
   show();
 }

@@ -7,6 +7,7 @@ tab, or switching between runs of a 32-run logdir, analyses nothing twice.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from importlib import resources
@@ -17,6 +18,7 @@ import orjson
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
+from werkzeug.wsgi import wrap_file as wsgi_file
 
 from .. import __version__
 from ..errors import TracekitError
@@ -25,6 +27,7 @@ from ..run.inputs import Inputs
 from ..renderers.html import HTMLRenderer
 from ..results.measured import MEASURED_FILE
 from ..run.runs import Run, combine_runs, find_runs
+from .annotated import AnnotatedCache, Refused, download_name, file_key
 
 PLUGIN_NAME = "tracekit"
 TOOL = f"tracekit {__version__}"
@@ -40,13 +43,11 @@ def _signature(files: list[Path]) -> Signature:
     folders = {f.parent for f in files}
     for f in list(files) + sorted(d / MEASURED_FILE for d in folders if len(folders) == 1):
         try:
-            st = os.stat(f)
+            out.append(file_key(f))
         except FileNotFoundError:
             if f.name != MEASURED_FILE:
                 raise
             out.append((str(f), 0, 0, 0, 0, -1))
-            continue
-        out.append((str(f), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
     return tuple(out)
 
 
@@ -114,11 +115,13 @@ class TracekitPlugin(base_plugin.TBPlugin):
         super().__init__(context)
         self.logdir = Path(context.logdir) if context.logdir else None
         self.cache = AnalysisCache(self.logdir) if self.logdir is not None else None
+        self.annotated = AnnotatedCache(self.logdir) if self.logdir is not None else None
         self._sha = _script_sha256()
 
     def get_plugin_apps(self) -> dict[str, Callable[..., Any]]:
         app = wrappers.Request.application
-        return {"/index.js": app(self._serve_js), "/runs": app(self._serve_runs), "/report": app(self._serve_report)}
+        return {"/index.js": app(self._serve_js), "/runs": app(self._serve_runs), "/report": app(self._serve_report),
+                "/annotated": app(self._serve_annotated)}
 
     def is_active(self) -> bool:
         return self.cache is not None and bool(self.cache.runs())
@@ -133,7 +136,8 @@ class TracekitPlugin(base_plugin.TBPlugin):
     def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
         runs = self.cache.runs() if self.cache is not None else []
         body = {"logdir": str(self.logdir), "analyses": self.cache.analysed if self.cache is not None else 0, "runs": [
-            {"name": r.name, "files": len(r.files), "bytes": sum(_size(f) for f in r.files)} for r in runs]}
+            {"name": r.name, "files": len(r.files), "bytes": sum(_size(f) for f in r.files),
+             "traces": [f.name for f in r.files]} for r in runs]}
         return http_util.Respond(request, orjson.dumps(body).decode(), "application/json")
 
     def _serve_report(self, request: wrappers.Request) -> wrappers.Response:
@@ -163,6 +167,43 @@ class TracekitPlugin(base_plugin.TBPlugin):
             return http_util.Respond(request, f"cannot analyse: {exc}", "text/plain", code=400)
         page = HTMLRenderer(tool=TOOL).render(result)
         return http_util.Respond(request, page, "text/html", csp_scripts_sha256s=[self._sha])
+
+
+    def _serve_annotated(self, request: wrappers.Request) -> wrappers.Response:
+        """``?run=NAME&file=FILE``: the annotated copy of that trace file of the run (its name as ``/runs`` lists it),
+        as a ``.json.gz`` download. Errors answer one line of text: 400, 403, 404, 422 (cannot annotate) or 500."""
+        args = request.args
+        try:
+            if self.cache is None or self.annotated is None:
+                raise Refused(404, "no logdir")
+            if not args.get("run") or not args.get("file"):
+                raise Refused(400, "name the run and the file: ?run=NAME&file=FILE")
+            try:
+                run = self.cache.run(args["run"])
+            except KeyError:
+                raise Refused(404, f"no run named {args['run']!r}") from None
+            src = self.annotated.trace(run, args["file"])
+            copy = self.annotated.copy(src)
+            body = open(copy, "rb")
+        except Refused as exc:
+            return _text(request, exc.code, str(exc))
+        except TracekitError as exc:
+            return _text(request, 422, f"cannot annotate: {exc}")
+        except OSError as exc:
+            return _text(request, 500, f"cannot annotate: {exc.strerror or type(exc).__name__}")
+        except Exception as exc:  # noqa: BLE001 (a bug: one line to the browser, the traceback to the log)
+            logging.getLogger(__name__).exception("tracekit: annotating %r of %r", args.get("file"), args.get("run"))
+            return _text(request, 500, f"cannot annotate: internal error ({type(exc).__name__})")
+        name = download_name(run.name, src)
+        headers = {"Content-Disposition": f'attachment; filename="{name}"', "X-Content-Type-Options": "nosniff",
+                   "Content-Length": str(os.fstat(body.fileno()).st_size), "Cache-Control": "no-store"}
+        return wrappers.Response(wsgi_file(request.environ, body), mimetype="application/gzip", headers=headers,
+                                 direct_passthrough=True)
+
+
+def _text(request: wrappers.Request, code: int, message: str) -> wrappers.Response:
+    """A one-line plain-text answer (the first line of ``message``)."""
+    return http_util.Respond(request, (message.splitlines() or [""])[0], "text/plain", code=code)
 
 
 def _size(f: Path) -> int:
