@@ -163,3 +163,15 @@ def test_h200_kernels_are_the_raw_json_events():
     layers = sorted(e["name"] for e in raw if e.get("cat") == "user_annotation" and e["name"].endswith(".attention")
                     and win["ts"] <= e["ts"] <= win["ts"] + win["dur"])
     assert t.step == want and sorted(b.name for b in t.blocks) == layers and layers
+
+
+def test_a_sweep_shares_the_page_kernel_budget(steps, monkeypatch):
+    """run_cap: the page's budget split between runs, never under the floor nor over one timeline's cap; a
+    timeline drawn at a cap counts the rest (12 kernels in step 3, at a cap of 5: 7 left out)."""
+    monkeypatch.setattr(tl, "PAGE_KERNELS", 100)
+    monkeypatch.setattr(tl, "MIN_RUN_KERNELS", 5)
+    monkeypatch.setattr(tl, "MAX_KERNELS", 40)
+    assert [tl.run_cap(n) for n in (1, 2, 3, 20, 40)] == [40, 40, 33, 5, 5]
+    t = tl.timeline(steps[0], cap=5)
+    t.check()
+    assert (len(t.kernels["start"]), t.left_out, t.cap) == (5, 7, 5)

@@ -18,7 +18,7 @@ import orjson
 
 from ..results.attribution import Attribution
 from .base import Renderer
-from ..results.timeline import timeline
+from ..results.timeline import run_cap, timeline
 from .jsonrenderer import diff_to_dict, timeline_dict, to_dict
 
 if TYPE_CHECKING:
@@ -63,8 +63,8 @@ def _drawn(d: dict) -> dict:
     return d
 
 
-def _timeline(result: Attribution, step: int | None) -> dict | None:
-    t = timeline(result, step)
+def _timeline(result: Attribution, step: int | None, cap: int | None = None) -> dict | None:
+    t = timeline(result, step, cap)
     if t is None:
         return None
     t.check()
@@ -73,8 +73,8 @@ def _timeline(result: Attribution, step: int | None) -> dict | None:
     return d
 
 
-def _with_timeline(d: dict, result: Attribution, step: int | None) -> dict:
-    t = _timeline(result, step)
+def _with_timeline(d: dict, result: Attribution, step: int | None, cap: int | None = None) -> dict:
+    t = _timeline(result, step, cap)
     if t is not None:
         d["timeline"] = t
     return d
@@ -92,7 +92,9 @@ def report_data(result: Attribution | DiffResult, tool: str, step: int | None = 
         d = _drawn(to_dict(result, tool))
         if result.runs:
             d["blocks"] = []
-            d["runs"] = [_with_timeline(_drawn(r), run.attribution, step) for r, run in zip(d["runs"], result.runs)]
+            cap = run_cap(len(result.runs))  # the runs share the page's kernel budget
+            d["runs"] = [_with_timeline(_drawn(r), run.attribution, step, cap)
+                         for r, run in zip(d["runs"], result.runs)]
             return {"report": SWEEP, "result": d}
         return {"report": SINGLE, "result": _with_timeline(d, result, step)}
     d = diff_to_dict(result, tool)

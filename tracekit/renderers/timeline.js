@@ -12,7 +12,7 @@ function tkTimeline(parent, T, kit, opts) {
   var CATS = T.categories, CAUSES = T.idle_causes;
   var CAUSE_COL = {launch: "#d9a400", sync: "#8e6bbf", other: "#9aa3b2"};
   var IDLE_FILL = "#e6e9ee";
-  var ROW_H = 20, BLOCK_H = 32, AXIS_H = 22, LABEL_W = 178, PAD_R = 10, MIN_RANGE_US = 0.05;
+  var ROW_H = 20, BLOCK_H = 32, MAX_BLOCK_ROWS = 6, AXIS_H = 22, LABEL_W = 178, PAD_R = 10, MIN_RANGE_US = 0.05;
   var FONT = "11px system-ui,-apple-system,'Segoe UI',sans-serif";
   var full = Math.max(opts.fullUs || 0, T.end_us - T.start_us, MIN_RANGE_US);  /* µs after the step's start */
   var view = {r0: 0, r1: full};
@@ -31,10 +31,10 @@ function tkTimeline(parent, T, kit, opts) {
   }
   function blockRows() {
     var lastEnd = [], out = [], starts = [], ends = [];
-    T.blocks.forEach(function (b, j) {  /* greedy packing: overlapping blocks take another row */
+    T.blocks.forEach(function (b, j) {  /* greedy packing: overlapping blocks take another row, up to a few */
       var r = 0;
-      while (r < lastEnd.length && lastEnd[r] > b.start_us) r++;
-      lastEnd[r] = b.end_us;
+      while (r < lastEnd.length && lastEnd[r] > b.start_us && r < MAX_BLOCK_ROWS - 1) r++;
+      lastEnd[r] = Math.max(lastEnd[r] === undefined ? -Infinity : lastEnd[r], b.end_us);
       if (!out[r]) out[r] = [];
       out[r].push(j);
     });

@@ -7,7 +7,8 @@ report (file, folder of runs, TensorBoard tab) draws the same figures the JSON g
 
 The step drawn is the median step by default: the steps with attention blocks, ordered by their span (the
 ProfilerStep's window where the trace has it, else the blocks'), and the lower middle one. A trace without
-steps draws all its blocks. Past ``MAX_KERNELS`` kernels the rest are left out and counted, so a page stays light.
+steps draws all its blocks. Past ``MAX_KERNELS`` kernels the rest are left out and counted, so a page stays light
+(a sweep's runs share ``PAGE_KERNELS``: ``run_cap``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from .attribution import Attribution, BlockResult, TraceSummary
 from .invariants import expect, near
 
 MAX_KERNELS = 60_000  # drawn kernels per timeline: eager_4096's step holds a few thousand
+PAGE_KERNELS = 240_000  # drawn kernels per page: a sweep's runs share it (at least MIN_RUN_KERNELS each)
+MIN_RUN_KERNELS = 4_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,7 +56,8 @@ class Timeline:
     names: list[str] = field(default_factory=list)
     gaps: dict[str, list] = field(default_factory=dict)  # start, end, launch, sync, other (µs), block
     host: dict[str, list] = field(default_factory=dict)  # start, end (µs), lane, block
-    left_out: int = 0  # kernels past MAX_KERNELS, not drawn
+    left_out: int = 0  # kernels past ``cap``, not drawn
+    cap: int = MAX_KERNELS  # the most kernels drawn
 
     def check(self) -> None:
         """Columns of one length; every piece on a lane of its kind, inside its block's window (host spans inside
@@ -82,7 +86,7 @@ class Timeline:
         for s, e, lane in zip(h["start"], h["end"], h["lane"]):
             expect(self.lanes[lane].kind == LaneKind.HOST and self.start_us - tol <= s <= e <= self.end_us + tol,
                    f"{where}: a host span at {s}..{e} µs on lane {lane}")
-        expect(self.left_out >= 0 and (self.left_out == 0 or len(k["start"]) == MAX_KERNELS),
+        expect(self.left_out >= 0 and (self.left_out == 0 or len(k["start"]) == self.cap),
                f"{where}: {self.left_out} kernels left out of {len(k['start'])}")
 
 
@@ -110,17 +114,24 @@ def choose_step(blocks: list[BlockResult], t: TraceSummary, step: int | None) ->
     return ranked[(len(ranked) - 1) // 2], StepChoice.MEDIAN
 
 
-def timeline(result: Attribution, step: int | None = None) -> Timeline | None:
-    """The timeline of one step of the attribution's first trace with timed blocks; None when none has any."""
+def run_cap(runs: int) -> int:
+    """The kernels each of ``runs`` timelines on one page may draw: the page's budget shared, so that a sweep of
+    many big runs stays a page a browser opens."""
+    return min(MAX_KERNELS, max(MIN_RUN_KERNELS, PAGE_KERNELS // max(runs, 1)))
+
+
+def timeline(result: Attribution, step: int | None = None, cap: int | None = None) -> Timeline | None:
+    """The timeline of one step of the attribution's first trace with timed blocks (at most ``cap`` kernels,
+    default MAX_KERNELS); None when none has any."""
     for t in result.traces:
         mine = [(i, b) for i, b in enumerate(result.blocks)
                 if b.source == t.source and b.start_us is not None and b.end_us is not None]
         if mine:
-            return _build(t, mine, step)
+            return _build(t, mine, step, MAX_KERNELS if cap is None else cap)
     return None
 
 
-def _build(t: TraceSummary, mine: list[tuple[int, BlockResult]], step: int | None) -> Timeline:
+def _build(t: TraceSummary, mine: list[tuple[int, BlockResult]], step: int | None, cap: int) -> Timeline:
     chosen_step, how = choose_step([b for _, b in mine], t, step)
     drawn = [(i, b) for i, b in mine if chosen_step is None or b.step == chosen_step]
     drawn.sort(key=lambda ib: (ib[1].start_us, ib[0]))
@@ -135,7 +146,7 @@ def _build(t: TraceSummary, mine: list[tuple[int, BlockResult]], step: int | Non
         for pid, tid, s, e in b.host_spans:
             for col, v in zip(("start", "end", "lane", "block"), (s, e, lane(LaneKind.HOST, pid, tid), bi)):
                 host[col].append(v)
-    kernels, names, left_out = _kernels(blocks, lane)
+    kernels, names, left_out = _kernels(blocks, lane, cap)
     lo = min([b.start_us for b in blocks] + host["start"])
     hi = max([b.end_us for b in blocks] + host["end"])
     window = _step_windows(t).get(chosen_step) if chosen_step is not None else None
@@ -149,10 +160,11 @@ def _build(t: TraceSummary, mine: list[tuple[int, BlockResult]], step: int | Non
     return Timeline(trace=t.source, step=chosen_step, chosen=how, steps=steps, start_us=lo, end_us=hi,
                     lanes=[Lane(kind=k[0], pid=k[1], tid=k[2]) for k in order], blocks=blocks,
                     block_index=[i for i, _ in drawn], kernels=kernels, names=names, gaps=_gaps(blocks),
-                    host=host, left_out=left_out)
+                    host=host, left_out=left_out, cap=cap)
 
 
-def _kernels(blocks: list[BlockResult], lane: Callable[[LaneKind, object, object], int]) -> tuple[dict[str, list], list[str], int]:
+def _kernels(blocks: list[BlockResult], lane: Callable[[LaneKind, object, object], int],
+             cap: int) -> tuple[dict[str, list], list[str], int]:
     cols: dict[str, list] = {"start": [], "end": [], "cat": [], "lane": [], "name": [], "block": []}
     names: dict[str, int] = {}
     total = 0
@@ -163,7 +175,7 @@ def _kernels(blocks: list[BlockResult], lane: Callable[[LaneKind, object, object
         total += len(iv)
         o = iv.origin_ns
         for k in range(len(iv)):
-            if len(cols["start"]) >= MAX_KERNELS:
+            if len(cols["start"]) >= cap:
                 break
             pid, tid = iv.streams[iv.stream[k]]
             name = iv.names[k] if iv.names else ""
