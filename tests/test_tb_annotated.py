@@ -15,6 +15,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import urllib.error
@@ -27,8 +28,8 @@ import pytest
 from builders import TraceBuilder, attention_block
 from conftest import REAL, real_trace_files
 
-from tracekit import analyze
 from tracekit.annotate import annotate_path
+from tracekit.results.attribution import Attribution
 from tracekit.errors import TraceFormatError
 from tracekit.vocab import ANNOTATE_CAT
 
@@ -202,3 +203,148 @@ def test_errors_answer_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     body = _one_line(_ask(plugin, run="good", file="g.pt.trace.json"), 500)
     assert body == "cannot annotate: internal error (RuntimeError)"
     assert not [p for p in root.rglob("*") if p.is_file() and p.name not in ("b.pt.trace.json", "g.pt.trace.json")]
+
+
+# -- TensorBoard's profiler plugin, for real ------------------------------------------------------------------------
+def _fetch(url: str) -> tuple[int, dict[str, str], bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=120) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def _profiler(base: str, route: str, **params: str) -> object:
+    status, _, body = _fetch(f"{base}{PROFILER}/{route}?{urllib.parse.urlencode(params)}")
+    assert status == 200, (route, params, status, body[:300])
+    return json.loads(body)
+
+
+def _wait_for_runs(base: str, want: set[str], deadline_s: float) -> None:
+    """Until torch-tb-profiler lists every run of ``want`` and loads nothing more (it parses in the background)."""
+    deadline, last = time.monotonic() + deadline_s, None
+    while time.monotonic() < deadline:
+        last = _profiler(base, "runs")
+        if want <= set(last["runs"]) and not last["loading"]:
+            return
+        time.sleep(1)
+    pytest.fail(f"torch-tb-profiler did not load {sorted(want - set(last['runs'] if last else []))} "
+                f"in {deadline_s:.0f} s; last /runs = {last}")
+
+
+def _served(base: str, run: str) -> list[dict]:
+    """What the trace view loads for the run's one worker: the trace route's body, gzip-encoded JSON."""
+    spans = _profiler(base, "spans", run=run, worker="worker0")
+    assert spans, f"torch-tb-profiler parsed no profile of run {run!r} (its log: tensorboard.log)"
+    [span] = spans
+    status, headers, body = _fetch(f"{base}{PROFILER}/trace?" +
+                                   urllib.parse.urlencode({"run": run, "worker": "worker0", "span": span}))
+    assert status == 200 and headers.get("Content-Encoding") == "gzip", (run, status, body[:300])
+    return orjson.loads(gzip.decompress(body))["traceEvents"]
+
+
+def _check_served(served: list[dict], copy: Path, original: Path, res: Attribution) -> None:
+    """The trace route serves the annotated copy: its events as written (the plugin may append its GPU-metric
+    counters), the original's among them unchanged, the tracekit process, and a span per block and stream at the
+    block's window (origin + start_us .. origin + end_us) of ``res``, the original's attribution (test_annotate.py
+    checks that the copy attributes the same, test_clock.py the block windows against the raw JSON)."""
+    from test_annotate import _ns
+
+    written = _events(copy.read_bytes())
+    assert served[: len(written)] == written
+    assert all(e.get("ph") == "C" for e in served[len(written):])  # (torch-tb-profiler's GPU metrics)
+    ours = [e for e in written if e.get("cat") == ANNOTATE_CAT]
+    assert all(isinstance(e.get("name"), str) for e in ours)  # (its loader reads every name of a trace without
+    # Kineto's "Iteration Start"/"Record Window End" markers)
+    assert [e for e in written if e.get("cat") != ANNOTATE_CAT] == _events(original.read_bytes())
+    [pid] = {e["pid"] for e in ours if e["ph"] == "M" and e["name"] == "process_name"
+             and e["args"]["name"] == "tracekit"}
+    origin = res.traces[0].origin_ns
+    spans = [e for e in ours if e["ph"] == "X" and e["args"]["level"] == "block"]
+    assert all(e["pid"] == pid for e in spans)
+    for b in res.blocks:
+        key = (b.name, str(b.phase), b.step, b.ordinal)
+        mine = [e for e in spans if (e["args"]["block"], e["args"]["phase"], e["args"]["step"],
+                                     e["args"]["ordinal"]) == key]
+        assert len(mine) == max(1, len(set(b.intervals.stream) if b.intervals is not None else ())), key
+        for e in mine:
+            assert _ns(e["ts"]) == origin + round(b.start_us * 1000), key
+            assert _ns(e["ts"]) + _ns(e["dur"]) == origin + round(b.end_us * 1000), key
+    assert len(spans) == sum(max(1, len(set(b.intervals.stream) if b.intervals is not None else ()))
+                             for b in res.blocks)
+
+
+def _trace_file(path: Path) -> Path:
+    """A trace file, or a run folder's one trace file."""
+    return next(path.glob("*.json.gz")) if path.is_dir() else path
+
+
+def _profiler_logdir(root: Path, sources: dict[str, Path],
+                     originals: bool) -> dict[str, tuple[Path, Path, Attribution]]:
+    """``<name>/worker0.pt.trace.json.gz``: the annotated copy of each source (and ``<name>.orig/``, the original,
+    when asked); name -> (copy, original, the original's attribution)."""
+    out = {}
+    for name, src in sources.items():
+        src = _trace_file(src)
+        copy = root / name / "worker0.pt.trace.json.gz"
+        _, res = annotate_path(src, copy, jobs=1, decode_workers=1)
+        if originals:
+            (root / f"{name}.orig").mkdir()
+            shutil.copy(src, root / f"{name}.orig" / "worker0.pt.trace.json.gz")
+        out[name] = (copy, src, res)
+    return out
+
+
+@pytest.mark.skipif(not QWEN.is_file() or not EAGER.is_dir(), reason="the real and H200 traces are not present")
+def test_profiler_plugin_serves_the_tabs_annotated_copy(tmp_path: Path) -> None:
+    """Representative (real Qwen on H100 with its module blocks; an H200 eager sweep run): the copy the tab offers
+    for download is what TensorBoard's trace view loads, which reads it as it reads the original."""
+    pytest.importorskip("torch_tb_profiler")
+    from test_tbplugin import _entry_point, tensorboard
+
+    root = tmp_path / "logs"
+    t0 = time.perf_counter()
+    made = _profiler_logdir(root, {"qwen": QWEN, "eager_4096": EAGER}, originals=True)
+    with tensorboard(root, every_plugin=True, log=tmp_path / "tensorboard.log") as base:
+        if _entry_point():  # the tab's download (from the original's run) is the copy laid out for the profiler
+            status, _, body = _fetch(f"{base}{TRACEKIT}/annotated?run=qwen.orig&file=worker0.pt.trace.json.gz")
+            assert status == 200 and gzip.decompress(body) == gzip.decompress(made["qwen"][0].read_bytes())
+        _wait_for_runs(base, {*made, *(f"{n}.orig" for n in made)}, 200)
+        for name, (copy, original, res) in made.items():
+            served = _served(base, name)
+            _check_served(served, copy, original, res)
+            assert [e for e in served if e.get("cat") != ANNOTATE_CAT] == _served(base, f"{name}.orig")
+            q = {"worker": "worker0", "span": _profiler(base, "spans", run=name, worker="worker0")[0]}
+            assert _profiler(base, "overview", run=name, **q) == _profiler(base, "overview", run=f"{name}.orig", **q)
+    print(f"\ntorch-tb-profiler served 2 annotated traces (and their originals) in {time.perf_counter() - t0:.1f} s")
+
+
+def _every_trace() -> dict[str, Path]:
+    """Every real trace and every H200 trace, by a run name made of its path."""
+    files = real_trace_files() + sorted(H200.glob("*/*/*.json.gz"))
+    return {re.sub(r"[^A-Za-z0-9_.-]+", "_", str(f.relative_to(REAL.parent)).removesuffix(".json.gz")): f
+            for f in files}
+
+
+SHARDS = 3  # one TensorBoard per shard: each loads a third of the bytes, well inside the per-test timeout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL.is_dir(), reason="the real traces are not present")
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_profiler_plugin_serves_every_annotated_trace(tmp_path: Path, shard: int) -> None:
+    pytest.importorskip("torch_tb_profiler")
+    from test_tbplugin import tensorboard
+
+    every = _every_trace()
+    by_size = sorted(every, key=lambda n: (-every[n].stat().st_size, n))
+    mine = {n: every[n] for n in by_size[shard::SHARDS]}
+    t0 = time.perf_counter()
+    made = _profiler_logdir(tmp_path / "logs", mine, originals=False)
+    with tensorboard(tmp_path / "logs", every_plugin=True, log=tmp_path / "tensorboard.log") as base:
+        _wait_for_runs(base, set(made), 220)
+        loaded = time.perf_counter() - t0
+        for name, (copy, original, res) in made.items():
+            _check_served(_served(base, name), copy, original, res)
+    print(f"\nshard {shard}: {len(made)} annotated traces ({sum(f.stat().st_size for f in mine.values()) >> 10} KiB gz) "
+          f"loaded in {loaded:.1f} s, all served and checked in {time.perf_counter() - t0:.1f} s")

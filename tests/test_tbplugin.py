@@ -9,6 +9,7 @@ three-line launcher hands TensorBoard the same loader. The server is always stop
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -21,6 +22,7 @@ import time
 import tomllib
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -92,23 +94,32 @@ def logdir(tmp_path_factory):
     return root, sweep
 
 
-@pytest.fixture(scope="module")
-def server(logdir):
-    pytest.importorskip("tensorboard")
-    root, _ = logdir
+@contextlib.contextmanager
+def tensorboard(root: Path, every_plugin: bool = False, log: Path | None = None) -> Iterator[str]:
+    """A real TensorBoard on 127.0.0.1 serving ``root``, its base URL once it answers; always stopped after.
+    The installed ``tensorboard`` command (every plugin its entry points name, torch-tb-profiler included) where
+    tracekit's entry point is installed or ``every_plugin`` asks; else the launcher (static plugins + tracekit).
+    ``log``: where its output goes (else its stderr is kept for the failure message)."""
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     tb = shutil.which("tensorboard")
-    if _entry_point() and tb:
+    if every_plugin:
+        cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(root), "--host", "127.0.0.1",
+               "--port", str(port), "--load_fast=false"]
+    elif _entry_point() and tb:
         cmd = [tb, "--logdir", str(root), "--host", "127.0.0.1", "--port", str(port)]
     else:
         cmd = [sys.executable, "-c", LAUNCHER, str(root), str(port)]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    out = open(log, "w") if log is not None else None
+    proc = subprocess.Popen(cmd, env=env, stdout=out or subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT if out else subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
         while True:
-            assert proc.poll() is None, f"tensorboard exited {proc.returncode}: {proc.stderr.read()[-2000:]}"
+            if proc.poll() is not None:
+                said = log.read_text() if log is not None else proc.stderr.read()  # type: ignore[union-attr]
+                pytest.fail(f"tensorboard exited {proc.returncode}: {said[-2000:]}")
             try:
                 status, _ = get(base, "/data/plugins_listing")
                 if status == 200:
@@ -125,7 +136,16 @@ def server(logdir):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if out is not None:
+            out.close()
         assert proc.returncode is not None
+
+
+@pytest.fixture(scope="module")
+def server(logdir):
+    pytest.importorskip("tensorboard")
+    with tensorboard(logdir[0]) as base:
+        yield base
 
 
 def test_listing_runs_and_reports(server, logdir):
@@ -245,3 +265,50 @@ def test_tab_draws_offline_in_chromium(server, tmp_path):
         assert not ours, ours
     finally:
         d.quit()
+
+
+def test_tab_links_the_annotated_trace_of_the_selected_run(server):
+    """In "one run" mode the tab's bar holds "open annotated trace", built from /runs' file names; its href is the
+    annotated copy as a download (run_a: two layers, so two block spans); other modes hide it."""
+    import gzip
+
+    from test_report import _browser
+    from selenium.webdriver.common.by import By
+
+    runs = {r["name"]: r["traces"] for r in json.loads(get(server, PREFIX + "/runs")[1])["runs"]}
+    assert runs["run_a"] == ["host.1.pt.trace.json"]
+    d = _browser()
+    try:
+        d.get(server + "/#tracekit")
+        deadline = time.monotonic() + 60
+        while True:
+            assert time.monotonic() < deadline, "the tracekit tab's bar never appeared"
+            d.switch_to.default_content()
+            bars = []
+            for outer in d.find_elements(By.TAG_NAME, "iframe"):
+                d.switch_to.default_content()
+                d.switch_to.frame(outer)
+                bars = d.find_elements(By.ID, "tk-mode")
+                if bars:
+                    break
+            if bars:
+                break
+            time.sleep(0.3)
+        link = d.find_element(By.ID, "tk-annotated")
+        assert not link.is_displayed()  # "all runs": no one trace to annotate
+        d.execute_script("""const set = (id, v) => { const s = document.getElementById(id); s.value = v;
+                                                    s.dispatchEvent(new Event('change')); };
+                            set('tk-mode', 'run'); set('tk-run', 'run_a');""")
+        assert link.is_displayed() and link.text == "open annotated trace"
+        assert link.get_attribute("download") == "" and not d.find_element(By.ID, "tk-trace").is_displayed()
+        href = link.get_attribute("href")
+        assert href.startswith(server + PREFIX + "/annotated?"), href
+        assert urllib.parse.parse_qs(urllib.parse.urlparse(href).query) == {"run": ["run_a"],
+                                                                            "file": ["host.1.pt.trace.json"]}
+    finally:
+        d.quit()
+    with urllib.request.urlopen(href, timeout=120) as resp:
+        assert resp.headers["Content-Disposition"].startswith("attachment; ")
+        events = json.loads(gzip.decompress(resp.read()))["traceEvents"]
+    spans = [e for e in events if e.get("cat") == "tracekit" and e["ph"] == "X" and e["args"]["level"] == "block"]
+    assert sorted(e["args"]["block"] for e in spans) == ["layer0.attention", "layer1.attention"]
