@@ -175,3 +175,46 @@ def test_a_sweep_shares_the_page_kernel_budget(steps, monkeypatch):
     t = tl.timeline(steps[0], cap=5)
     t.check()
     assert (len(t.kernels["start"]), t.left_out, t.cap) == (5, 7, 5)
+
+
+def _gaps_of(block, rows):
+    from array import array
+
+    from tracekit.results.attribution import IdleGaps
+    o = block.idle_gaps.origin_ns
+    return IdleGaps(origin_ns=o, flat=array("q", [v for r in rows for v in r]))
+
+
+@pytest.mark.parametrize("fault", ["order", "overlap", "empty", "before", "outside", "negative", "sum", "total"])
+def test_idle_gaps_check_refuses_a_bad_gap(steps, fault):
+    """A block of attention_block: idle gaps at +0..100 and five of 1 µs (ns below, from its start, absolute via
+    the trace origin); each fault breaks one rule of IdleGaps.check, and the untouched rows pass."""
+    result, _ = steps
+    b = next(x for x in result.blocks if x.idle_gaps is not None and len(x.idle_gaps))
+    rows = [list(r) for r in (b.idle_gaps.flat[i:i + 5] for i in range(0, len(b.idle_gaps.flat), 5))]
+    _gaps_of(b, rows).check(b, "ok")
+    g = [list(r) for r in rows]
+    if fault == "order":
+        g[0], g[1] = g[1], g[0]
+    elif fault == "overlap":
+        g[1][0] = g[0][1] - 1  # starts before the previous gap ends (its causes still sum)
+        g[1][4] += 1
+    elif fault == "empty":  # a zero-length gap where the first ends: in order, its causes (none) sum
+        g.insert(1, [g[0][1], g[0][1], 0, 0, 0])
+    elif fault == "before":  # the first gap moved 1 ms earlier, before the window opens
+        g[0][0] -= 10**6
+        g[0][1] -= 10**6
+    elif fault == "outside":  # the last gap moved 1 ms later, past the window: same length, same causes
+        g[-1][0] += 10**6
+        g[-1][1] += 10**6
+    elif fault == "negative":  # gap 1's launch set to −5 ns and gap 0's raised to match (others balancing each)
+        moved = g[1][2] + 5
+        g[1][2], g[1][4] = -5, g[1][4] + moved
+        g[0][2], g[0][4] = g[0][2] + moved, g[0][4] - moved  # gap 0: 100 µs, its other has room
+    elif fault == "sum":
+        g[0][4] += 1
+    elif fault == "total":  # every gap sound, but 1 µs of other moves to launch: the block's causes disagree
+        g[0][2] += 1000
+        g[0][4] -= 1000
+    with pytest.raises(InvariantError):
+        _gaps_of(b, g).check(b, "bad")
