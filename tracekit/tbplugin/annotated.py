@@ -57,9 +57,7 @@ class AnnotatedCache:
 
     def __init__(self, root: Path, folder: Path | None = None) -> None:
         self.root = root
-        self.folder = folder if folder is not None else Path(tempfile.mkdtemp(prefix="tracekit-annotated-"))
-        if folder is None:
-            weakref.finalize(self, shutil.rmtree, str(self.folder), ignore_errors=True)
+        self._folder = folder  # (a temp folder made on first use unless given, removed at exit)
         self._lock = threading.Lock()
         self._gates: dict[str, threading.Lock] = {}  # input path -> held while its copy is made
         self._made: dict[str, Path] = {}  # input path -> its current copy
@@ -74,6 +72,14 @@ class AnnotatedCache:
         if os.path.commonpath([real, top]) != top:
             raise Refused(403, f"{name!r} lies outside the logdir")
         return hits[0]
+
+    @property
+    def folder(self) -> Path:
+        with self._lock:
+            if self._folder is None:
+                self._folder = Path(tempfile.mkdtemp(prefix="tracekit-annotated-"))
+                weakref.finalize(self, shutil.rmtree, str(self._folder), ignore_errors=True)
+            return self._folder
 
     def copy(self, src: Path) -> Path:
         """The annotated copy of ``src``: the one made before while ``src`` is unchanged, else a new one."""
