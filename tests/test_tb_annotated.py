@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -127,7 +128,7 @@ def test_each_trace_of_a_run_is_served_annotated_as_a_download(logdir: Path, tmp
         annotate_path(logdir / "ranks" / name, ref)  # the route's copy is `tracekit annotate`'s, byte for byte
         assert gzip.decompress(raw) == ref.read_bytes()
     assert _snapshot(logdir) == before  # nothing written into the logdir, no input touched
-    assert not os.path.commonpath([plugin.annotated.folder, logdir]) == str(logdir)
+    assert not plugin.annotated.folder.resolve().is_relative_to(logdir.resolve())
 
 
 def test_a_copy_is_made_once_per_version_of_its_file(logdir: Path) -> None:
@@ -142,6 +143,23 @@ def test_a_copy_is_made_once_per_version_of_its_file(logdir: Path) -> None:
     assert cache.annotated == 2 and _spans(_events(newer)) == [("layer0.attention", 3000, 136)]
     assert len(list(cache.folder.iterdir())) == 1  # the old copy is gone
 
+
+
+def test_concurrent_first_requests_make_one_copy(logdir: Path) -> None:
+    plugin = _plugin(logdir)
+    start = threading.Barrier(8)
+    got: list[bytes] = []
+
+    def ask() -> None:
+        start.wait()
+        got.append(_ask(plugin, run="ranks", file="rank1.pt.trace.json").get_data())
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(got) == 8 and len(set(got)) == 1 and plugin.annotated.annotated == 1
 
 HOSTILE = [
     ({"run": "solo", "file": "../solo/host.pt.trace.json"}, 404),
