@@ -252,6 +252,10 @@ def test_tab_draws_offline_in_chromium(server, tmp_path):
                 break
         _into_report(d, time.monotonic() + 60, "document.querySelector('svg.waterfall')")
         assert d.execute_script("return +document.querySelector('.summary').dataset.deltaUs") == pytest.approx(-31)
+        # The diff's timelines under TensorBoard's CSP: run_a's step of two blocks, run_b's of one, both drawn.
+        drawn = d.execute_script("return Array.from(document.querySelectorAll('.timeline')).map(w => "
+                                 "[w.dataset.timeline, +w.dataset.blocksDrawn, +w.dataset.kernelsDrawn])")
+        assert drawn == [["drawn", 2, 12], ["drawn", 1, 6]]  # 6 device events per block (tests/builders.py)
         d.switch_to.default_content()
         png = d.get_screenshot_as_png()
         if Path("/tmp/h10r").is_dir():
