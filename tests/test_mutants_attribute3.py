@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
+from builders import TraceBuilder
+
+from tracekit import analyze
 from tracekit.analysis.attribute import _backward_evidence
 from tracekit.analysis.scopes import Block
 from tracekit.results.attribution import Evidence
 from tracekit.vocab import CoreKind, FoundBy
+
+MAIN, AUTOGRAD = 1, 2
+FWD_K = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0"
+BWD_K = "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_3_64x128x128_4x1x1_cga1x1x1_kernel0_0"
 
 
 def test_backward_evidence_of_a_forward_block_without_evidence_is_none():
@@ -19,3 +27,33 @@ def test_backward_evidence_names_how_it_was_paired():
     ev = Evidence(rule="innermost-scope", core=CoreKind.FUSED_OP, names=("aten::sdpa",))
     got = _backward_evidence(Block("attn", FoundBy.MODULE, [0], evidence=ev), "autograd")
     assert got == Evidence(rule="autograd backward of innermost-scope", core=CoreKind.FUSED_OP, names=("aten::sdpa",))
+
+
+def _seq(ev: dict, nr: int, fwd_tid: int) -> dict:
+    ev["args"]["Sequence number"] = nr
+    ev["args"]["Fwd thread id"] = fwd_tid
+    return ev
+
+
+def test_a_backward_op_inside_another_layers_backward_op_keeps_its_own_block(tmp_path):
+    """Two layers (annotations, each a 30 µs fused forward kernel under an aten::mul with sequence number 2 / 12).
+    On the autograd thread, layer 1's backward op (seq 12, 1200..1300 µs, a 10 µs bprop kernel) encloses layer 0's
+    (seq 2, 1250..1280 µs, a 20 µs bprop kernel). Each is its own forward's backward root (attribute._attach_backward:
+    an op inside another joined op is a root unless both join the same forward block), and children inherit an
+    owner only when they have none: so layer 0's backward holds its 20 µs, not layer 1's, which holds its own 10 µs."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H200"}])
+    b.annotation("ProfilerStep#5", 0, 1000, tid=MAIN)
+    for layer in range(2):
+        t = 100 + 300 * layer
+        b.annotation(f"layer{layer}.attention", t, 200, tid=MAIN)
+        _seq(b.op("aten::mul", t + 30, 100, tid=MAIN), 10 * layer + 2, 0)
+        b.launch(FWD_K, t + 31, 2, 2000 + 200 * layer, 30, tid=MAIN)
+    _seq(b.op("MulBackward0", 1200, 100, tid=AUTOGRAD), 12, MAIN)  # layer 1's
+    b.launch(BWD_K, 1202, 2, 3000, 10, tid=AUTOGRAD)
+    _seq(b.op("MulBackward0", 1250, 30, tid=AUTOGRAD), 2, MAIN)  # layer 0's, inside it
+    b.launch(BWD_K, 1252, 2, 3100, 20, tid=AUTOGRAD)
+    res = analyze(b.write(tmp_path / "t.json")).check()
+    bwd = {x.name: x for x in res.blocks if x.phase == "backward"}
+    assert sorted(bwd) == ["layer0.attention", "layer1.attention"]
+    assert bwd["layer0.attention"].total_us == pytest.approx(20)
+    assert bwd["layer1.attention"].total_us == pytest.approx(10)
