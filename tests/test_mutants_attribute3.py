@@ -57,3 +57,29 @@ def test_a_backward_op_inside_another_layers_backward_op_keeps_its_own_block(tmp
     assert sorted(bwd) == ["layer0.attention", "layer1.attention"]
     assert bwd["layer0.attention"].total_us == pytest.approx(20)
     assert bwd["layer1.attention"].total_us == pytest.approx(10)
+
+
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel"
+
+
+def test_a_backward_op_inside_another_steps_backward_op_keeps_its_own_step(tmp_path):
+    """ProfilerStep#5 and #6, each: a projection (aten::linear, sequence number 3 / 13, a 5 µs GEMM) and an attention
+    layer (a 30 µs fused kernel). On the autograd thread, outside both steps: step 6's projection backward (seq 13,
+    a 10 µs GEMM) encloses step 5's (seq 3, a 20 µs GEMM). Each backward op takes its own forward op's step, and a
+    child inherits its parent's step only when it has none (attribute._inherit), so the whole-step busy times are
+    step 5: 5 + 30 + 20 = 55 µs and step 6: 5 + 30 + 10 = 45 µs (no kernel overlaps another)."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H200"}])
+    for s in range(2):
+        t = 100 + 300 * s
+        b.annotation(f"ProfilerStep#{5 + s}", t - 50, 290, tid=MAIN)
+        _seq(b.op("aten::linear", t - 40, 20, tid=MAIN), 10 * s + 3, 0)
+        b.launch(GEMM, t - 39, 2, 2000 + 200 * s, 5, tid=MAIN)
+        b.annotation(f"layer{s}.attention", t, 200, tid=MAIN)
+        b.op("aten::mul", t + 30, 100, tid=MAIN)
+        b.launch(FWD_K, t + 31, 2, 2100 + 200 * s, 30, tid=MAIN)
+    _seq(b.op("AddmmBackward0", 1200, 100, tid=AUTOGRAD), 13, MAIN)  # step 6's
+    b.launch(GEMM, 1202, 2, 3000, 10, tid=AUTOGRAD)
+    _seq(b.op("AddmmBackward0", 1250, 30, tid=AUTOGRAD), 3, MAIN)  # step 5's, inside it
+    b.launch(GEMM, 1252, 2, 3100, 20, tid=AUTOGRAD)
+    (tr,) = analyze(b.write(tmp_path / "t.json")).check().traces
+    assert {f.step: f.busy_us for f in tr.step_figures} == pytest.approx({5: 55.0, 6: 45.0})
