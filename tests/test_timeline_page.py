@@ -196,3 +196,17 @@ def test_every_run_of_the_h200_sweep_draws_its_step(browser, tmp_path):
         assert s["kernels"] == sum(b["kernels"] for b in mine), name
         assert len(plot_colours(browser)) > 4, name
     assert slowest < 5, f"a run's report took {slowest:.1f} s to draw"
+
+
+def test_a_step_without_blocks_says_which_step_is_drawn(browser, tmp_path):
+    """--step 9 names no step of the trace: the median (step 3) is drawn and the page says step 9 had no blocks;
+    --step 2 draws step 2 (3 blocks) as asked."""
+    trace, _ = steps_trace(tmp_path / "s.pt.trace.json")
+    report(trace, "-o", tmp_path / "r9.html", "--step", 9)
+    open_page(browser, tmp_path / "r9.html")
+    note = js(browser, f"return {WRAP}[0].querySelector('.sub').textContent")
+    assert state(browser)["step"] == "3" and "step 9 has no attention blocks" in note
+    report(trace, "-o", tmp_path / "r2.html", "--step", 2)
+    open_page(browser, tmp_path / "r2.html")
+    note = js(browser, f"return {WRAP}[0].querySelector('.sub').textContent")
+    assert (state(browser)["step"], state(browser)["blocks"]) == ("2", 3) and "step 2 (as asked" in note
