@@ -3,6 +3,8 @@ None, not an empty value, when a median step has none (results/diff.py: "None if
 
 from __future__ import annotations
 
+from builders import TraceBuilder
+
 from tracekit.analysis.compare import median_step
 from tracekit.results.diff import Figures
 from tracekit.vocab import CATEGORIES, MATMUL_ROLES
@@ -30,3 +32,32 @@ def test_median_of_two_steps_one_without_roles_has_none_and_both_with_roles_aver
     assert m.total_us == 20.0 and m.matmul_roles is None
     both = median_step([(0, _fig(10.0, r1)), (1, _fig(30.0, r2))])
     assert both.matmul_roles is not None and both.matmul_roles[MATMUL_ROLES[0]] == 6.0
+
+
+def test_noise_note_with_three_steps_a_side(tmp_path):
+    """Three steps on each side (NOISE_MIN_STEPS): the noise is known, and the note says which rule applies."""
+    from test_mutants_support import diff, eager, write
+
+    r = diff(write(tmp_path / "a.json", [[eager]] * 3), write(tmp_path / "b.json", [[eager]] * 3))
+    assert r.noise is not None and r.noise.known
+    assert r.noise_note == ("per-step spread: before 3 steps, after 3 steps; within noise when |Δ| <= "
+                            "(range before + range after) / 2")
+
+
+def test_replay_before_eager_names_the_before_side_as_the_replay(tmp_path):
+    """test_graphs' eager-against-replay diff the other way round: the replay (mapped to Attention_0/1 through the
+    capture beside it) is *before*; the eager side is launch-bound (each kernel waits 30 µs), so the note advises
+    comparing spans and names the side that replays: "before replays CUDA/HIP graphs"."""
+    from test_graphs import _eager_layers, _pair
+
+    from tracekit import diff
+
+    eager = TraceBuilder()
+    _eager_layers(eager, 2)
+    replay, cap, _ = _pair(tmp_path)
+    (tmp_path / "capture_traces").mkdir()
+    cap.rename(tmp_path / "capture_traces" / "capture.json")
+    (tmp_path / "capture_traces" / "execution_details.json").write_text('[{"file": "capture.json"}]')
+    r = diff(replay, eager.write(tmp_path / "eager.json"), jobs=1)
+    assert r is not None
+    assert "before replays CUDA/HIP graphs" in r.no_claim and "capture CUDA graphs" not in r.no_claim
