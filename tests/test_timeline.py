@@ -18,7 +18,7 @@ import tracekit
 from tracekit.renderers.html import report_data
 from tracekit.results import timeline as tl
 from tracekit.results.invariants import InvariantError
-from tracekit.vocab import LaneKind, StepChoice
+from tracekit.vocab import CATEGORIES, LaneKind, StepChoice
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT.parent / "shared" / "traces" / "h200" / "sweep"
@@ -218,3 +218,34 @@ def test_idle_gaps_check_refuses_a_bad_gap(steps, fault):
         g[0][4] -= 1000
     with pytest.raises(InvariantError):
         _gaps_of(b, g).check(b, "bad")
+
+
+SAMPLE = ROOT / "sample_traces" / "cpu_eager_256.pt.trace.json.gz"
+
+
+def test_a_cpu_trace_draws_its_ops_on_their_threads():
+    """A CPU-only trace has no kernels: the timeline's kernels are the blocks' host ops with self time, on host
+    lanes, each a raw JSON event of the trace (name, ts, dur in ns from the earliest ts), inside its block."""
+    result = tracekit.analyze(SAMPLE, jobs=1)
+    t = tl.timeline(result)
+    t.check()
+    assert t.kernel_lane == LaneKind.HOST and {t.lanes[x].kind for x in t.kernels["lane"]} == {LaneKind.HOST}
+    raw = json.loads(gzip.decompress(SAMPLE.read_bytes()))["traceEvents"]
+    origin = result.traces[0].origin_ns
+    events = {(e["name"], round(e["ts"] * 1000) - origin, round(e["dur"] * 1000)) for e in raw if e.get("ph") == "X"}
+    k = t.kernels
+    drawn = [(t.names[n], round(s * 1000), round(e * 1000) - round(s * 1000))
+             for s, e, n in zip(k["start"], k["end"], k["name"])]
+    assert len(drawn) > 20 and all(x in events for x in drawn)
+    for s, e, b in zip(k["start"], k["end"], k["block"]):
+        assert t.blocks[b].start_us - 1e-3 <= s <= e <= t.blocks[b].end_us + 1e-3
+    # every category a block counts host time in (but "other", which module time outside ops also fills) has
+    # an op of that category drawn in the block
+    for bi, b in enumerate(t.blocks):
+        drawn_cats = {CATEGORIES[c] for c, x in zip(k["cat"], k["block"]) if x == bi}
+        assert {c for c, us in b.categories.items() if us > 0 and c != "other"} <= drawn_cats
+
+
+def test_a_device_trace_keeps_no_host_ops(steps):
+    assert all(b.host_ops is None for b in steps[0].blocks)
+    assert tl.timeline(steps[0]).kernel_lane == LaneKind.STREAM

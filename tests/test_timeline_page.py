@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from test_report import SWEEP, XSS_END, XSS_IMG, browser, hostile_trace, js, open_page, report  # noqa: F401
@@ -210,3 +211,14 @@ def test_a_step_without_blocks_says_which_step_is_drawn(browser, tmp_path):
     open_page(browser, tmp_path / "r2.html")
     note = js(browser, f"return {WRAP}[0].querySelector('.sub').textContent")
     assert (state(browser)["step"], state(browser)["blocks"]) == ("2", 3) and "step 2 (as asked" in note
+
+
+def test_a_cpu_trace_draws_its_ops(browser, tmp_path):
+    """The shipped CPU sample: under each host thread an "ops" row holds the blocks' ops, all of them in view."""
+    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "cpu_eager_256.pt.trace.json.gz"
+    report(sample, "-o", tmp_path / "cpu.html")
+    open_page(browser, tmp_path / "cpu.html")
+    s, t = state(browser), page_data(browser)["timeline"]
+    assert [r[0] for r in s["rows"]] == ["blocks", "host", "kernels"]
+    assert s["kernels"] == len(t["kernels"]["start"]) > 20 and t["kernel_unit"] == "op"
+    assert len(plot_colours(browser)) > 8

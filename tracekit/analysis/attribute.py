@@ -18,7 +18,7 @@ from itertools import compress, groupby, repeat
 from operator import eq
 
 from .classify import Classifier
-from .clock import block_intervals, host_spans, relative_us, trace_origin
+from .clock import block_intervals, host_intervals, host_spans, relative_us, trace_origin
 from ..results.hints import merge_facts
 from .hints import collect_facts, evaluate as evaluate_hints
 from ..results.efficiency import HOST_ONLY, Efficiency, merge_device, sum_efficiency, sum_efficiency_maps
@@ -606,6 +606,7 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
     mr = [dict.fromkeys(MATMUL_ROLES, 0) for _ in blocks]  # matmul self time by the op's role
     roles = RoleFinder(tr, links)
     covered = [0] * len(blocks)
+    timed: list[list[tuple[HostEvent, str]]] = [[] for _ in blocks]  # each block's ops with self time (timeline)
     ops: dict[tuple[str, str, int | None], list] = {}  # (op name, category, step) -> [count, self ns]
     base = 0  # host time of the outermost ops: the denominator of the attention share
     other = Category.OTHER
@@ -617,6 +618,8 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
         if b != NONE:
             cat = (by_child.get(i) or clf.host(h.name)) if h.kind == OP else other
             c[b][cat] += self_ns[i]
+            if self_ns[i] > 0:
+                timed[b].append((h, cat))
             if cat == Category.MATMUL:
                 mr[b][roles.role(i)] += self_ns[i]
             covered[b] += self_ns[i]
@@ -626,6 +629,7 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
                 v[1] += self_ns[i]
     alloc = _alloc_bytes(tr, blocks, device_side=False)
     ordinal = _ordinals(blocks)
+    threads = tuple(tr.threads)
     results = []
     for b, blk in enumerate(blocks):
         hspan = sum(host[r].dur for r in blk.roots)
@@ -641,7 +645,9 @@ def _host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
             ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=(end - start) / 1000,
             start_us=relative_us(start, origin), end_us=relative_us(end, origin),
-            host_spans=host_spans([host[r] for r in blk.roots], tr.threads, origin), idle_us=0.0, categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=hspan / 1000,
+            host_spans=host_spans([host[r] for r in blk.roots], tr.threads, origin),
+            host_ops=host_intervals(timed[b], origin, start, end, threads),
+            idle_us=0.0, categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=hspan / 1000,
             alloc_bytes=alloc[b], source=tr.info.source, matmul_roles=_role_us(mr[b]),
             efficiency=Efficiency(reason=HOST_ONLY), evidence=blk.evidence, recorded=blk.recorded,
             idle_by_cause=dict.fromkeys(IDLE_CAUSES, 0.0)))  # no device to wait: launch_bound None, no idle

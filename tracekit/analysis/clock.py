@@ -50,3 +50,14 @@ def host_spans(roots: Iterable[HostEvent], threads: Sequence[tuple[object, objec
     """A block's host ops as (pid, tid, start_us, end_us) on the trace's clock: the timeline's host lanes."""
     return tuple((*threads[h.thread], relative_us(h.ts, origin_ns), relative_us(h.ts + h.dur, origin_ns))
                  for h in roots)
+
+
+def host_intervals(ops: Sequence[tuple[HostEvent, str]], origin_ns: int, lo: int, hi: int,
+                   threads: tuple[tuple[object, object], ...]) -> Intervals:
+    """A CPU-only block's host ops with self time (each with its category), those inside its window ``[lo, hi]``
+    (ns), as flat arrays like a device block's kernels: the timeline draws them on their threads."""
+    inside = [(h, c) for h, c in ops if lo <= h.ts and h.ts + h.dur <= hi]
+    start = array("q", (h.ts for h, _ in inside))
+    return Intervals(origin_ns=origin_ns, start_ns=start, end_ns=array("q", (h.ts + h.dur for h, _ in inside)),
+                     category=bytes(_CATEGORY_INDEX[c] for _, c in inside), stream=array("q", (h.thread for h, _ in inside)),
+                     streams=threads, names=tuple(h.name for h, _ in inside))

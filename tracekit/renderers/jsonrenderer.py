@@ -15,7 +15,7 @@ from ..results.diff import NOISE_MIN_STEPS
 from ..results.measured import Measured
 from ..results.sweep import RunRow, run_rows
 from ..results.timeline import Timeline
-from ..vocab import IDLE_CAUSES
+from ..vocab import IDLE_CAUSES, LaneKind
 from .base import Renderer
 
 if TYPE_CHECKING:
@@ -401,5 +401,5 @@ def timeline_dict(t: Timeline) -> dict:
                    for i, b in zip(t.block_index, t.blocks)],
         "kernels": cols(t.kernels, ("start", "end")), "names": t.names,
         "gaps": cols(t.gaps, ("start", "end", *IDLE_CAUSES)), "host": cols(t.host, ("start", "end")),
-        "left_out": t.left_out,
+        "left_out": t.left_out, "kernel_unit": "op" if t.kernel_lane == LaneKind.HOST else "kernel",
     }

@@ -12,7 +12,7 @@ function tkTimeline(parent, T, kit, opts) {
   var CATS = T.categories, CAUSES = T.idle_causes;
   var CAUSE_COL = {launch: "#d9a400", sync: "#8e6bbf", other: "#9aa3b2"};
   var IDLE_FILL = "#e6e9ee";
-  var ROW_H = 20, BLOCK_H = 32, MAX_BLOCK_ROWS = 6, AXIS_H = 22, LABEL_W = 178, PAD_R = 10, MIN_RANGE_US = 0.05;
+  var ROW_H = 20, BLOCK_H = 32, AXIS_H = 22, LABEL_W = 178, PAD_R = 10, MIN_RANGE_US = 0.05;
   var FONT = "11px system-ui,-apple-system,'Segoe UI',sans-serif";
   var full = Math.max(opts.fullUs || 0, T.end_us - T.start_us, MIN_RANGE_US);  /* µs after the step's start */
   var view = {r0: 0, r1: full};
@@ -31,10 +31,10 @@ function tkTimeline(parent, T, kit, opts) {
   }
   function blockRows() {
     var lastEnd = [], out = [], starts = [], ends = [];
-    T.blocks.forEach(function (b, j) {  /* greedy packing: overlapping blocks take another row, up to a few */
+    T.blocks.forEach(function (b, j) {  /* greedy packing: overlapping blocks take another row */
       var r = 0;
-      while (r < lastEnd.length && lastEnd[r] > b.start_us && r < MAX_BLOCK_ROWS - 1) r++;
-      lastEnd[r] = Math.max(lastEnd[r] === undefined ? -Infinity : lastEnd[r], b.end_us);
+      while (r < lastEnd.length && lastEnd[r] > b.start_us) r++;
+      lastEnd[r] = b.end_us;
       if (!out[r]) out[r] = [];
       out[r].push(j);
     });
@@ -63,7 +63,13 @@ function tkTimeline(parent, T, kit, opts) {
     var out = blockRows();
     if (T.gaps.start.length) out.push(sortedRow({kind: "gaps", label: "device idle in blocks"}, T.gaps.start, T.gaps.end));
     T.lanes.forEach(function (l, i) {
-      if (l.kind === "host") out.push(laneRow("host", i, T.host));
+      if (l.kind !== "host") return;
+      out.push(laneRow("host", i, T.host));
+      if (T.kernels.lane.indexOf(i) >= 0) {  /* a CPU-only trace: the blocks' ops on this thread */
+        var ops = laneRow("kernels", i, T.kernels);
+        ops.label = "ops \u00b7 " + l.label;
+        out.push(ops);
+      }
     });
     T.lanes.forEach(function (l, i) {
       if (l.kind === "stream") out.push(laneRow("kernels", i, T.kernels));
@@ -101,11 +107,14 @@ function tkTimeline(parent, T, kit, opts) {
   var tipBox = add(box, el("div", {"class": "tl-tip", hidden: "hidden"}));
   add(wrap, el("div", {"class": "sub"}, "ctrl+wheel or W/S: zoom \u00b7 drag, shift+wheel or A/D: pan \u00b7 " +
       "click a block: zoom to it \u00b7 0: the whole step. Block bars: the block's window, filled by its category " +
-      "split of busy time and its idle share (grey); the stream rows below hold the kernels where they ran."));
+      "split of " + (T.kernel_unit === "op" ? "host time; the ops rows hold the ops that time was counted in (a " +
+      "parent op's self time around its children)." : "busy time and its idle share (grey); the stream rows below " +
+      "hold the kernels where they ran.")));
 
   function stepNote() {
     var where = T.trace + " \u00b7 ";
-    var what = T.blocks.length + " blocks, " + T.kernels.start.length + " kernels, " + T.gaps.start.length +
+    var unit = T.kernel_unit === "op" ? " ops (self time)" : " kernels";
+    var what = T.blocks.length + " blocks, " + T.kernels.start.length + unit + ", " + T.gaps.start.length +
         " idle gaps \u00b7 times from the step's start";
     if (T.chosen === "all") return where + "the trace has no steps: every block \u00b7 " + what;
     var how = T.chosen === "requested" ? "as asked" : T.steps.length === 1 ? "the only step with attention blocks"
@@ -166,18 +175,12 @@ function tkTimeline(parent, T, kit, opts) {
   function axis(ctx) {
     var span = view.r1 - view.r0, step = Math.pow(10, Math.floor(Math.log(span / 8) / Math.LN10));
     if (span / step > 40) step *= 5; else if (span / step > 16) step *= 2;
-    var room = ctx.measureText(fmt(view.r1 + step)).width + 14, mult = [2, 2.5, 2], m = 0;
-    while (step / span * plotW() < room) step *= mult[m++ % 3];  /* 1-2-5 steps wide enough for their labels */
     ctx.strokeStyle = "#d5dae2"; ctx.fillStyle = "#5b6576";
-    var used = -Infinity;  /* where the last label ended: a label that would overlap it is left out */
     for (var t = Math.ceil(view.r0 / step) * step; t <= view.r1; t += step) {
       var x = X(T.start_us + t);
       ctx.beginPath(); ctx.moveTo(x + 0.5, AXIS_H - 4); ctx.lineTo(x + 0.5, H); ctx.stroke();
       var label = fmt(Math.abs(t) < step / 1e6 ? 0 : t), lw = ctx.measureText(label).width;
-      var at = x + 3 + lw > W ? x - 3 - lw : x + 3;  /* the last tick's label stays inside */
-      if (at < used + 6) continue;
-      ctx.fillText(label, at, AXIS_H / 2);
-      used = at + lw;
+      ctx.fillText(label, x + 3 + lw > W ? x - 3 - lw : x + 3, AXIS_H / 2);  /* the last tick's label stays inside */
     }
   }
   function fitText(ctx, text, x, y, room) {

@@ -233,6 +233,10 @@ class BlockResult:
     # Its host ops' intervals as (pid, tid, start_us, end_us), on the same clock: the timeline's host lanes. ()
     # for a block found from its kernels alone (no host op) and on hand-built results.
     host_spans: tuple[tuple[object, object, float, float], ...] = ()
+    # On CPU-only traces (host time base), the host ops whose self time the block counts, as intervals on their
+    # threads (``streams`` are (pid, tid) of threads): the timeline's ops, where a device trace has kernels. Not
+    # in the JSON. None on device traces and hand-built results.
+    host_ops: Intervals | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -586,6 +590,8 @@ def _check_window(b: BlockResult) -> None:
                f"block {b.name}: {len(b.intervals.names)} kernel names for {len(b.intervals)} intervals")
     if b.idle_gaps is not None:
         b.idle_gaps.check(b, f"block {b.name}")
+    if b.host_ops is not None:
+        b.host_ops.check(b.start_us, b.end_us, f"block {b.name} (host ops)")
     for pid, tid, s, e in b.host_spans:
         # (not inside the window: a host op may run ahead of the device, and a capture's window is an instant)
         expect(s <= e, f"block {b.name}: host span {s}..{e} µs on {pid}/{tid} ends before it starts")

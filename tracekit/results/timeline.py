@@ -51,13 +51,19 @@ class Timeline:
     lanes: list[Lane]
     blocks: list[BlockResult]
     block_index: list[int]  # each block's index in the attribution's ``blocks``
-    # kernels: start, end (µs), category index (CATEGORIES), lane, name index (``names``), block (into ``blocks``)
+    # kernels: start, end (µs), category index (CATEGORIES), lane, name index (``names``), block (into ``blocks``);
+    # on a CPU-only trace, the blocks' host ops with self time, on their threads
     kernels: dict[str, list] = field(default_factory=dict)
     names: list[str] = field(default_factory=list)
     gaps: dict[str, list] = field(default_factory=dict)  # start, end, launch, sync, other (µs), block
     host: dict[str, list] = field(default_factory=dict)  # start, end (µs), lane, block
     left_out: int = 0  # kernels past ``cap``, not drawn
     cap: int = MAX_KERNELS  # the most kernels drawn
+
+    @property
+    def kernel_lane(self) -> LaneKind:
+        """Where the kernels lie: on device streams, or for a CPU-only trace (its ops) on host threads."""
+        return LaneKind.HOST if any(b.host_ops is not None for b in self.blocks) else LaneKind.STREAM
 
     def check(self) -> None:
         """Columns of one length; every piece on a lane of its kind, inside its block's window (host spans inside
@@ -73,7 +79,7 @@ class Timeline:
         k = self.kernels
         for s, e, c, lane, n, b in zip(k["start"], k["end"], k["cat"], k["lane"], k["name"], k["block"]):
             blk = self.blocks[b]
-            expect(self.lanes[lane].kind == LaneKind.STREAM and c < len(CATEGORIES) and n < len(self.names),
+            expect(self.lanes[lane].kind == self.kernel_lane and c < len(CATEGORIES) and n < len(self.names),
                    f"{where}: a kernel of {blk.name} on lane {lane}")
             expect(blk.start_us - tol <= s <= e <= blk.end_us + tol,
                    f"{where}: a kernel at {s}..{e} µs outside block {blk.name}")
@@ -169,7 +175,8 @@ def _kernels(blocks: list[BlockResult], lane: Callable[[LaneKind, object, object
     names: dict[str, int] = {}
     total = 0
     for bi, b in enumerate(blocks):
-        iv = b.intervals
+        # a device block's kernels on their streams; a CPU-only block's ops (self time) on their threads
+        iv, kind = (b.intervals, LaneKind.STREAM) if b.host_ops is None else (b.host_ops, LaneKind.HOST)
         if iv is None:
             continue
         total += len(iv)
@@ -180,7 +187,7 @@ def _kernels(blocks: list[BlockResult], lane: Callable[[LaneKind, object, object
             pid, tid = iv.streams[iv.stream[k]]
             name = iv.names[k] if iv.names else ""
             for col, v in zip(cols, ((iv.start_ns[k] - o) / 1000, (iv.end_ns[k] - o) / 1000, iv.category[k],
-                                     lane(LaneKind.STREAM, pid, tid), names.setdefault(name, len(names)), bi)):
+                                     lane(kind, pid, tid), names.setdefault(name, len(names)), bi)):
                 cols[col].append(v)
     return cols, list(names), total - len(cols["start"])
 
