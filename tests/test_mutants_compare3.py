@@ -61,3 +61,38 @@ def test_replay_before_eager_names_the_before_side_as_the_replay(tmp_path):
     r = diff(replay, eager.write(tmp_path / "eager.json"), jobs=1)
     assert r is not None
     assert "before replays CUDA/HIP graphs" in r.no_claim and "capture CUDA graphs" not in r.no_claim
+
+
+# Three steps whose attention order and whole-step busy order differ (eager: 2·gemm + softmax 5 µs of attention;
+# plain: an add kernel no block owns):
+#   step 5: gemm 5 → attention 15 µs, + 60 µs add → busy 75 µs
+#   step 6: gemm 10 → attention 25 µs             → busy 25 µs
+#   step 7: gemm 15 → attention 35 µs, + 100 µs add → busy 135 µs
+# The median by attention is step 6; the median by whole-step busy (25, 75, 135) is step 5.
+def _three_steps(path):
+    from functools import partial
+
+    from test_mutants_support import eager, plain, write
+
+    return write(path, [[partial(eager, gemm=5), partial(plain, add=60)], [eager],
+                        [partial(eager, gemm=15), partial(plain, add=100)]])
+
+
+def test_whole_step_follows_the_attention_median_on_the_median_step_basis(tmp_path):
+    """Both sides per-step (3 steps each): the whole step shown is the headline's median step, step 6 (25 µs)."""
+    from test_mutants_support import diff
+
+    r = diff(_three_steps(tmp_path / "a.json"), _three_steps(tmp_path / "b.json"))
+    assert r.basis == "median_step"
+    assert r.step_before.steps == [6] and r.step_after.steps == [6]
+    assert r.step_after.busy_us == 25.0
+
+
+def test_whole_step_is_the_busy_median_on_the_totals_basis(tmp_path):
+    """The after side has its block outside any ProfilerStep, so the headline is whole-trace totals; the before
+    side's whole step is then its median by whole-step busy: step 5 (75 µs), not the attention median (step 6)."""
+    from test_mutants_support import diff, eager, no_steps
+
+    r = diff(_three_steps(tmp_path / "a.json"), no_steps(tmp_path / "b.json", eager))
+    assert r.basis == "total"
+    assert r.step_before.steps == [5] and r.step_before.busy_us == 75.0

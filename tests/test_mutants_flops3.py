@@ -40,3 +40,12 @@ def test_concat_whose_parts_are_not_shapes_is_not_counted():
     Counting it would give 2·numel(None) = 2·1 element · 2 bytes = 4 bytes."""
     assert cost("aten::cat", [[None], []], ["c10::BFloat16", "Scalar"]) is None
     assert cost("aten::cat", [[""], []], ["c10::BFloat16", "Scalar"]) is None
+
+
+def test_mm_ignores_inputs_past_its_two_operands():
+    """aten::mm [2,3]·[3,4] in bf16 with three more recorded slots (the fifth a 1-D tensor): only _scaled_mm reads a
+    bias from input 4. FLOPs 2·2·3·4 = 48; bytes (2·3 + 3·4 + 2·4 output) · 2 = 52. Reading the fifth input as a
+    bias would add 8 FLOPs (one per output element) and 4·2 bytes."""
+    bf = "c10::BFloat16"
+    got = cost("aten::mm", [[2, 3], [3, 4], [], [], [4]], [bf, bf, "", "", bf])
+    assert (got.flops, got.bytes) == (48.0, 52.0)
