@@ -96,3 +96,6 @@ def test_whole_step_is_the_busy_median_on_the_totals_basis(tmp_path):
     r = diff(_three_steps(tmp_path / "a.json"), no_steps(tmp_path / "b.json", eager))
     assert r.basis == "total"
     assert r.step_before.steps == [5] and r.step_before.busy_us == 75.0
+    r = diff(no_steps(tmp_path / "c.json", eager), _three_steps(tmp_path / "d.json"))  # the other way round
+    assert r.basis == "total"
+    assert r.step_after.steps == [5] and r.step_after.busy_us == 75.0
