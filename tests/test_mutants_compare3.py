@@ -99,3 +99,43 @@ def test_whole_step_is_the_busy_median_on_the_totals_basis(tmp_path):
     r = diff(no_steps(tmp_path / "c.json", eager), _three_steps(tmp_path / "d.json"))  # the other way round
     assert r.basis == "total"
     assert r.step_after.steps == [5] and r.step_after.busy_us == 75.0
+
+
+FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)"
+
+
+def test_a_replay_of_one_kernel_is_a_replay(tmp_path):
+    """A graph launch that ran one 20 µs flash kernel (no capture: the kernel is its own block) against the
+    launch-bound eager layers: one replayed kernel is enough for the before side to be named as replaying."""
+    from test_graphs import _eager_layers
+
+    from builders import graph_launch
+    from tracekit import diff
+
+    one = TraceBuilder()
+    graph_launch(one, 100, [(FLASH, 200, 20)])
+    eager = TraceBuilder()
+    _eager_layers(eager, 2)
+    r = diff(one.write(tmp_path / "one.json"), eager.write(tmp_path / "eager.json"), jobs=1)
+    assert "; before replays CUDA/HIP graphs, so compare the spans" in r.no_claim
+
+
+def test_both_sides_replaying_launch_bound_graphs(tmp_path):
+    """Both sides replay one captured attention call whose kernels (10, 5, 8 µs) sit 50 / 60 µs apart on the
+    device: spans 123 / 143 µs, idle 100 / 120 µs, so both are launch-bound (idle > half the span), and the advice
+    names both sides, plural verb: "before and after replay CUDA/HIP graphs"."""
+    from builders import capture, graph_launch, replay_kernels
+    from tracekit import diff
+
+    def replay(path, gap):
+        b = TraceBuilder()
+        t = capture(b, 0, 1)
+        ks, _ = replay_kernels(t + 200, 1, gap=gap)
+        graph_launch(b, t + 100, ks)
+        return b.write(path)
+
+    r = diff(replay(tmp_path / "a.json", 50), replay(tmp_path / "b.json", 60), jobs=1)
+    assert (r.before_figures.span_us, r.before_figures.idle_us) == (123.0, 100.0)
+    assert (r.after_figures.span_us, r.after_figures.idle_us) == (143.0, 120.0)
+    assert ("; before and after replay CUDA/HIP graphs, so compare the spans: a replay's span is its kernels' own, "
+            "without launch gaps") in r.no_claim
