@@ -222,3 +222,22 @@ def test_a_cpu_trace_draws_its_ops(browser, tmp_path):
     assert [r[0] for r in s["rows"]] == ["blocks", "host", "kernels"]
     assert s["kernels"] == len(t["kernels"]["start"]) > 20 and t["kernel_unit"] == "op"
     assert len(plot_colours(browser)) > 8
+
+
+def test_overlapping_blocks_take_at_most_six_rows(browser, tmp_path):
+    """Eight blocks at once, each from its own host thread: they stack in rows of their own, at most six (the
+    last row holds the rest), and every one is still drawn."""
+    from builders import TraceBuilder, attention_block
+
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    for i in range(8):
+        n = len(b.events)
+        attention_block(b, 1 + 3 * i, name=f"layer{i}.attention")
+        for ev in b.events[n:]:
+            if ev.get("cat") in ("user_annotation", "cpu_op", "cuda_runtime"):
+                ev["tid"] = 100 + i
+    report(b.write(tmp_path / "o.pt.trace.json"), "-o", tmp_path / "o.html")
+    open_page(browser, tmp_path / "o.html")
+    s = state(browser)
+    assert len(page_data(browser)["timeline"]["blocks"]) == s["blocks"] == 8
+    assert [r[0] for r in s["rows"]].count("blocks") == 6

@@ -12,7 +12,7 @@ function tkTimeline(parent, T, kit, opts) {
   var CATS = T.categories, CAUSES = T.idle_causes;
   var CAUSE_COL = {launch: "#d9a400", sync: "#8e6bbf", other: "#9aa3b2"};
   var IDLE_FILL = "#e6e9ee";
-  var ROW_H = 20, BLOCK_H = 32, AXIS_H = 22, LABEL_W = 178, PAD_R = 10, MIN_RANGE_US = 0.05;
+  var ROW_H = 20, BLOCK_H = 32, MAX_BLOCK_ROWS = 6, AXIS_H = 22, LABEL_W = 178, PAD_R = 10, MIN_RANGE_US = 0.05;
   var FONT = "11px system-ui,-apple-system,'Segoe UI',sans-serif";
   var full = Math.max(opts.fullUs || 0, T.end_us - T.start_us, MIN_RANGE_US);  /* µs after the step's start */
   var view = {r0: 0, r1: full};
@@ -20,44 +20,34 @@ function tkTimeline(parent, T, kit, opts) {
   rows.forEach(function (row) { row.y = H; row.h = row.kind === "blocks" ? BLOCK_H : ROW_H; H += row.h; });
 
   /* -- rows: one kind of piece each, its pieces sorted by start with a running maximum of ends (for hover) -- */
-  function sortedRow(row, starts, ends) {
-    var n = starts.length, idx = new Array(n), i;
-    for (i = 0; i < n; i++) idx[i] = i;
+  function sortedRow(row, starts, ends, keep) {  /* keep: the pieces of this row (default all) */
+    var idx = keep, i;
+    if (!idx) { idx = new Array(starts.length); for (i = 0; i < starts.length; i++) idx[i] = i; }
     idx.sort(function (a, b) { return starts[a] - starts[b] || a - b; });
-    row.idx = idx; row.starts = starts; row.ends = ends; row.pmax = new Float64Array(n);
+    row.idx = idx; row.starts = starts; row.ends = ends; row.pmax = new Float64Array(idx.length);
     var m = -Infinity;
-    for (i = 0; i < n; i++) { m = Math.max(m, ends[idx[i]]); row.pmax[i] = m; }
+    for (i = 0; i < idx.length; i++) { m = Math.max(m, ends[idx[i]]); row.pmax[i] = m; }
     return row;
   }
   function blockRows() {
     var lastEnd = [], out = [], starts = [], ends = [];
-    T.blocks.forEach(function (b, j) {  /* greedy packing: overlapping blocks take another row */
+    T.blocks.forEach(function (b, j) {  /* greedy packing: overlapping blocks take another row, up to a few */
       var r = 0;
-      while (r < lastEnd.length && lastEnd[r] > b.start_us) r++;
-      lastEnd[r] = b.end_us;
+      while (r < lastEnd.length && lastEnd[r] > b.start_us && r < MAX_BLOCK_ROWS - 1) r++;
+      lastEnd[r] = Math.max(lastEnd[r] === undefined ? -Infinity : lastEnd[r], b.end_us);
       if (!out[r]) out[r] = [];
       out[r].push(j);
+      starts.push(b.start_us); ends.push(b.end_us);
     });
-    T.blocks.forEach(function (b) { starts.push(b.start_us); ends.push(b.end_us); });
     return out.map(function (members, r) {
-      var row = sortedRow({kind: "blocks", label: r ? "attention blocks (" + (r + 1) + ")" : "attention blocks"},
-                          starts, ends);
-      row.idx = row.idx.filter(function (j) { return members.indexOf(j) >= 0; });
-      var m = -Infinity;
-      row.pmax = row.idx.map(function (j) { m = Math.max(m, ends[j]); return m; });
-      return row;
+      return sortedRow({kind: "blocks", label: r ? "attention blocks (" + (r + 1) + ")" : "attention blocks"},
+                       starts, ends, members);
     });
   }
   function laneRow(kind, lane, cols) {
     var keep = [];
     cols.lane.forEach(function (l, i) { if (l === lane) keep.push(i); });
-    var row = sortedRow({kind: kind, lane: lane, label: T.lanes[lane].label}, cols.start, cols.end);
-    var set = {};
-    keep.forEach(function (i) { set[i] = 1; });
-    row.idx = row.idx.filter(function (i) { return set[i]; });
-    var m = -Infinity;
-    row.pmax = row.idx.map(function (i) { m = Math.max(m, cols.end[i]); return m; });
-    return row;
+    return sortedRow({kind: kind, lane: lane, label: T.lanes[lane].label}, cols.start, cols.end, keep);
   }
   function buildRows() {
     var out = blockRows();
@@ -175,12 +165,18 @@ function tkTimeline(parent, T, kit, opts) {
   function axis(ctx) {
     var span = view.r1 - view.r0, step = Math.pow(10, Math.floor(Math.log(span / 8) / Math.LN10));
     if (span / step > 40) step *= 5; else if (span / step > 16) step *= 2;
+    var room = ctx.measureText(fmt(view.r1 + step)).width + 14, mult = [2, 2.5, 2], m = 0;
+    while (step / span * plotW() < room) step *= mult[m++ % 3];  /* 1-2-5 steps wide enough for their labels */
     ctx.strokeStyle = "#d5dae2"; ctx.fillStyle = "#5b6576";
+    var used = -Infinity;  /* where the last label ended: a label that would overlap it is left out */
     for (var t = Math.ceil(view.r0 / step) * step; t <= view.r1; t += step) {
       var x = X(T.start_us + t);
       ctx.beginPath(); ctx.moveTo(x + 0.5, AXIS_H - 4); ctx.lineTo(x + 0.5, H); ctx.stroke();
       var label = fmt(Math.abs(t) < step / 1e6 ? 0 : t), lw = ctx.measureText(label).width;
-      ctx.fillText(label, x + 3 + lw > W ? x - 3 - lw : x + 3, AXIS_H / 2);  /* the last tick's label stays inside */
+      var at = x + 3 + lw > W ? x - 3 - lw : x + 3;  /* the last tick's label stays inside */
+      if (at < used + 6) continue;
+      ctx.fillText(label, at, AXIS_H / 2);
+      used = at + lw;
     }
   }
   function fitText(ctx, text, x, y, room) {
