@@ -139,3 +139,21 @@ def test_both_sides_replaying_launch_bound_graphs(tmp_path):
     assert (r.after_figures.span_us, r.after_figures.idle_us) == (143.0, 120.0)
     assert ("; before and after replay CUDA/HIP graphs, so compare the spans: a replay's span is its kernels' own, "
             "without launch gaps") in r.no_claim
+
+
+def test_step_figures_have_no_roles_when_a_block_lacks_them(tmp_path):
+    """One step, two eager blocks (each 2·10 µs GEMM + 5 µs softmax, the GEMMs split into score and context).
+    With roles on both, the step's roles sum them (2 · 20 = 40 µs of matmul); with the first block's roles removed
+    (a result without roles: "None if a block lacks roles"), the step has none rather than a partial sum."""
+    from test_mutants_support import eager, write
+
+    from tracekit import analyze
+    from tracekit.analysis.compare import step_figures
+
+    a = analyze(write(tmp_path / "a.json", [[eager, eager]])).check()
+    ((step, f),) = step_figures(a)
+    assert step == 5 and f.total_us == 50.0
+    assert f.matmul_roles is not None and sum(f.matmul_roles.values()) == 40.0
+    a.blocks[0].matmul_roles = None
+    ((_, f),) = step_figures(a)
+    assert f.total_us == 50.0 and f.matmul_roles is None
