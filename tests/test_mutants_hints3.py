@@ -47,3 +47,41 @@ def test_repeat_kv_is_silent_when_the_reshape_is_inside_a_product(tmp_path, wrap
     """The same copies with the reshape's parent a GEMM or an attention op: that op reshaping its own operands,
     not HF's repeat_kv, so no hint (hints._is_matmul_op: a GEMM *or* a fused attention op)."""
     assert _repeat_kv_trace(tmp_path, wrapper) == []
+
+
+# -- hints._cat_tag on recorded inputs (a stub for _Inputs: the cat's dims and concrete inputs) ------------------
+
+class _Stub:
+    def __init__(self, dims, conc):
+        self._d, self._c = dims, conc
+
+    def dims(self, i):
+        return self._d
+
+    def concrete(self, i):
+        return self._c
+
+
+PAST, NEW = [1, 2, 10, 64], [1, 2, 1, 64]  # (B, H, S, D): 10 cached tokens, 1 new
+
+
+@pytest.mark.parametrize("dims,conc,want", [
+    ([[PAST, NEW]], ["", "2"], "kv-cat"),  # along S: a cache append (past 10 >= new 1 > 0)
+    ([[PAST, NEW]], ["", "-2"], "kv-cat"),  # -2 % 4 = 2: the same axis
+    ([[PAST, PAST]], ["", "2"], "kv-cat"),  # equal lengths along S: still an append (>=), not halves
+    ([[NEW, PAST]], ["", "2"], ""),  # the first part shorter than the second: no growing cache
+    ([[PAST, [1, 2, 0, 64]]], ["", "2"], ""),  # nothing new (S = 0)
+    ([[PAST, NEW]], ["", "0"], ""),  # along the batch axis
+    ([[PAST, NEW]], ["", "3"], ""),  # along D with unequal parts
+    ([[[1, 2, 10, 32], [1, 2, 10, 32]]], ["", "-1"], "halves-cat"),  # two equal halves along D: rotate_half
+    ([[PAST, NEW, NEW]], ["", "2"], ""),  # three parts: not [past, new]
+    ([[PAST, [1, 2, 64]]], ["", "2"], ""),  # a 3-D part
+    ([[PAST, None]], ["", "2"], ""),  # a part that is not a shape
+    ([[None, NEW]], ["", "2"], ""),
+    ([{"a": 1, "b": 2}], ["", "2"], ""),  # the tensor list recorded as an object
+    ([[PAST, NEW]], ["x"], ""),  # no dim argument recorded: the default, axis 0
+])
+def test_cat_tag(dims, conc, want):
+    from tracekit.analysis.hints import _cat_tag
+
+    assert _cat_tag(_Stub(dims, conc), 0) == want  # HintTag values; UNTAGGED is ""
