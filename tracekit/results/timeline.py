@@ -76,10 +76,10 @@ class Timeline:
         for b in self.blocks:
             expect(self.start_us - tol <= b.start_us and b.end_us <= self.end_us + tol,  # type: ignore[operator]
                    f"{where}: block {b.name} outside the window")
-        k = self.kernels
+        k, kind = self.kernels, self.kernel_lane  # (once: the property walks the blocks)
         for s, e, c, lane, n, b in zip(k["start"], k["end"], k["cat"], k["lane"], k["name"], k["block"]):
             blk = self.blocks[b]
-            expect(self.lanes[lane].kind == self.kernel_lane and c < len(CATEGORIES) and n < len(self.names),
+            expect(self.lanes[lane].kind == kind and c < len(CATEGORIES) and n < len(self.names),
                    f"{where}: a kernel of {blk.name} on lane {lane}")
             expect(blk.start_us - tol <= s <= e <= blk.end_us + tol,
                    f"{where}: a kernel at {s}..{e} µs outside block {blk.name}")
