@@ -1,0 +1,145 @@
+"""Survivors of the fourth mutmut run (issue 21), on traces built by hand: what each asserts follows from how the
+trace is built (worked out in the docstrings), not from tracekit's output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from builders import TraceBuilder
+
+from tracekit import analyze
+from tracekit.results.efficiency import NO_FORMULA
+
+GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
+FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)"
+SPLITKV = "void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128>>(Params)"
+CACHE_WRITE = "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>(int)"
+BF = "c10::BFloat16"
+
+
+def _run(tmp_path: Path, b: TraceBuilder):
+    return analyze(b.write(tmp_path / "t.json")).check()
+
+
+def _dims(ev: dict, dims: list, types: list) -> dict:
+    ev["args"].update({"Input Dims": dims, "Input type": types})
+    return ev
+
+
+def _replay(b: TraceBuilder, kernels: list[tuple[str, float]], t0: float, host_ts: float = 1) -> None:
+    """One cudaGraphLaunch replaying ``kernels`` back to back from ``t0``: no host op of their own."""
+    b.op("model_runner_forward", host_ts, 50)
+    t = t0
+    for k, (name, dur) in enumerate(kernels):
+        if k == 0:
+            b.launch(name, host_ts + 1, 5, t, dur, launch_name="cudaGraphLaunch", corr=77)
+        else:
+            b.device_only(name, t, dur, corr=77)
+        t += dur + 1
+
+
+# -- flops: efficiency sums over calls, and says why a block has none ------------------------------------------
+
+def test_equal_calls_sum_their_kernel_time(tmp_path: Path) -> None:
+    """Two identical aten::mm [2,3]·[3,4] bf16 calls in one block, their GEMM kernels 20 and 30 µs apart in time:
+    one group of equal figures, so the block's counted time is the busy union 20 + 30 = 50 µs, its FLOPs 2·48."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 200)
+    _dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], [BF, BF])
+    b.launch(GEMM, 11, 1, 1000, 20)
+    _dims(b.op("aten::mm", 30, 8), [[2, 3], [3, 4]], [BF, BF])
+    b.launch(GEMM, 31, 1, 1100, 30)
+    [blk] = _run(tmp_path, b).blocks
+    e = blk.efficiency
+    assert e.ops == 2 and e.flops == 96.0
+    assert e.time_ns == 50_000
+
+
+def test_a_block_without_counted_ops_says_why(tmp_path: Path) -> None:
+    """Two blocks (mm → softmax → mm); only the first's first mm has recorded shapes (counted: 48 FLOPs). Shapes exist in
+    the trace, so the second block's reason is "no formula" (not "no shapes", and never empty)."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    _dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], [BF, BF])
+    b.launch(GEMM, 11, 1, 1000, 20)
+    b.op("aten::_softmax", 30, 2)
+    b.op("aten::mm", 40, 8)
+    b.annotation("layer1.attention", 200, 100)
+    b.op("aten::mm", 210, 8)
+    b.launch(GEMM, 211, 1, 1100, 20)
+    b.op("aten::_softmax", 230, 2)
+    b.op("aten::mm", 240, 8)
+    first, second = _run(tmp_path, b).blocks
+    assert first.efficiency.ops == 1 and first.efficiency.flops == 48.0
+    assert second.efficiency.ops == 0 and second.efficiency.reason == NO_FORMULA
+
+
+# -- attribute: allocation peaks are read on the block's own thread -------------------------------------------
+
+def test_a_block_on_a_thread_without_allocations_has_no_peak(tmp_path: Path) -> None:
+    """CPU-only: a block on thread 1, allocations (with totals) only on thread 2, inside the block's time. The peak is
+    read on the block's thread, where the allocator said nothing: None. The control block on thread 2 reads 4096."""
+    b = TraceBuilder()
+    for tid, t0 in ((1, 0), (2, 300)):
+        b.annotation("layer0.attention", t0, 100, tid=tid)
+        b.op("aten::bmm", t0 + 10, 10, tid=tid)
+        b.op("aten::_softmax", t0 + 30, 10, tid=tid)
+        b.op("aten::bmm", t0 + 50, 10, tid=tid)
+    b.memory(15, 1024, device_type=0, tid=2, total=2048)  # in thread 1's block window, but on thread 2
+    b.memory(315, 2048, device_type=0, tid=2, total=4096)
+    res = _run(tmp_path, b)
+    assert [blk.alloc_peak_bytes for blk in res.blocks] == [None, 4096]  # blocks in time order: thread 1's first
+
+
+# -- scopes: the eager pattern's shapes, and the fused-kernel walk ---------------------------------------------
+
+def _eager(b: TraceBuilder, score: list, softmax: list, context: list) -> None:
+    ev = b.op("aten::matmul", 1, 3)
+    _dims(ev, score, ["float"] * len(score))
+    b.op("aten::div", 5, 1)
+    _dims(b.op("aten::softmax", 7, 2), [softmax, []], ["float", "Scalar"])
+    _dims(b.op("aten::matmul", 10, 3), context, ["float"] * len(context))
+
+
+@pytest.mark.parametrize(("score", "softmax", "context", "found"), [
+    ([[1, 4, 32, 16], [1, 4, 16, 48]], [1, 4, 32, 48], [[1, 4, 32, 48], [1, 4, 48, 16]], True),  # the control
+    ([[1, 4, 24, 16], [1, 4, 16, 48]], [1, 4, 32, 48], [[1, 4, 32, 48], [1, 4, 48, 16]], False),  # score's Lq
+    ([[1, 4, 32, 16], [1, 4, 16, 40]], [1, 4, 32, 48], [[1, 4, 32, 48], [1, 4, 48, 16]], False),  # score's Lk
+    ([[1, 4, 32, 16], [1, 4, 16, 48]], [1, 4, 32, 48], [[1, 4, 32, 40], [1, 4, 40, 16]], False),  # context's Lk
+])
+def test_each_shape_of_the_eager_pattern_must_agree(tmp_path: Path, score, softmax, context, found) -> None:
+    """matmul → softmax → matmul is attention only when the score product makes the softmax input [.., Lq, Lk]
+    (its Lq from the first operand, its Lk from the second) and the context product consumes it: each
+    disagreement on its own rejects the triple."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 200)
+    _eager(b, score, softmax, context)
+    assert len(_run(tmp_path, b).blocks) == (1 if found else 0)
+
+
+def test_a_fused_kernel_block_is_ordered_by_its_first_kernel(tmp_path: Path) -> None:
+    """One step: an SDPA op (its flash kernel at 500 µs) and later a graph replay of a decode kernel (at 1000 µs).
+    Both are forward blocks of step 1, so their ordinals follow time: the SDPA block 0, the replayed block 1."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 2000)
+    b.op("aten::scaled_dot_product_attention", 100, 10)
+    b.launch(FLASH, 101, 1, 500, 20)
+    _replay(b, [(SPLITKV, 20)], 1000, host_ts=200)
+    res = _run(tmp_path, b)
+    assert sorted((blk.found_by, blk.ordinal) for blk in res.blocks) == [("fused-kernel", 1), ("fused-op", 0)]
+
+
+def test_a_cache_write_followed_by_another_blocks_gemm_stays_out_of_it(tmp_path: Path) -> None:
+    """A replayed KV-cache write (free), then on the same stream a GEMM and a flash kernel that an SDPA call's block
+    owns. Only an owned *attention* kernel right after the open run takes it over (the call's first kernels); the
+    GEMM closes the run, so the block keeps its own 2 kernels and the cache write stays outside (3 µs unowned)."""
+    b = TraceBuilder()
+    _replay(b, [(CACHE_WRITE, 3)], 1000)
+    b.annotation("layer0.attention", 100, 100)
+    b.op("aten::mm", 110, 10)
+    b.launch(GEMM, 111, 1, 1010, 10)
+    b.op("aten::scaled_dot_product_attention", 130, 10)
+    b.launch(FLASH, 131, 1, 1030, 20)
+    [blk] = _run(tmp_path, b).blocks
+    assert blk.kernels == 2 and blk.total_us == pytest.approx(30)
