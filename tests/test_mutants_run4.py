@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from builders import TraceBuilder
+from conftest import REAL, requires_real
 
 from tracekit import analyze
 from tracekit.results.efficiency import NO_FORMULA
@@ -118,18 +119,6 @@ def test_each_shape_of_the_eager_pattern_must_agree(tmp_path: Path, score, softm
     assert len(_run(tmp_path, b).blocks) == (1 if found else 0)
 
 
-def test_a_fused_kernel_block_is_ordered_by_its_first_kernel(tmp_path: Path) -> None:
-    """One step: an SDPA op (its flash kernel at 500 µs) and later a graph replay of a decode kernel (at 1000 µs).
-    Both are forward blocks of step 1, so their ordinals follow time: the SDPA block 0, the replayed block 1."""
-    b = TraceBuilder()
-    b.annotation("ProfilerStep#1", 0, 2000)
-    b.op("aten::scaled_dot_product_attention", 100, 10)
-    b.launch(FLASH, 101, 1, 500, 20)
-    _replay(b, [(SPLITKV, 20)], 1000, host_ts=200)
-    res = _run(tmp_path, b)
-    assert sorted((blk.found_by, blk.ordinal) for blk in res.blocks) == [("fused-kernel", 1), ("fused-op", 0)]
-
-
 def test_a_cache_write_followed_by_another_blocks_gemm_stays_out_of_it(tmp_path: Path) -> None:
     """A replayed KV-cache write (free), then on the same stream a GEMM and a flash kernel that an SDPA call's block
     owns. Only an owned *attention* kernel right after the open run takes it over (the call's first kernels); the
@@ -143,3 +132,53 @@ def test_a_cache_write_followed_by_another_blocks_gemm_stays_out_of_it(tmp_path:
     b.launch(FLASH, 131, 1, 1030, 20)
     [blk] = _run(tmp_path, b).blocks
     assert blk.kernels == 2 and blk.total_us == pytest.approx(30)
+
+
+@pytest.mark.parametrize("replay_first", [False, True])
+def test_a_fused_kernel_block_takes_its_place_in_time(tmp_path: Path, replay_first: bool) -> None:
+    """An SDPA call (host op at 100 µs, its flash kernel at 500 µs) and a graph replay whose kernel runs at 50 µs
+    (launched at 21 µs) or at 1000 µs. A block's start is its first host op's, or for a block found from kernels
+    alone its first kernel's (scopes.Block.ts), and ordinals follow it, whichever block tracekit found first:
+    the replay is 0 when its kernel starts before the SDPA op (50 < 100), else 1 (1000 > 100)."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 2000)
+    b.op("aten::scaled_dot_product_attention", 100, 10)
+    b.launch(FLASH, 101, 1, 500, 20)
+    _replay(b, [(SPLITKV, 20)], 50 if replay_first else 1000, host_ts=20 if replay_first else 200)
+    res = _run(tmp_path, b)
+    want = [("fused-kernel", 0), ("fused-op", 1)] if replay_first else [("fused-kernel", 1), ("fused-op", 0)]
+    assert sorted((blk.found_by, blk.ordinal) for blk in res.blocks) == want
+
+
+def test_a_step_holding_attention_ops_directly_is_no_block_under_any_scope(tmp_path: Path) -> None:
+    """tests/builders.attention_block's ops with ProfilerStep#1 itself as their only range, under scope ".": the
+    step is the innermost range around them, yet never a block; the eager pattern finds the call instead."""
+    from builders import attention_block
+    b = TraceBuilder()
+    attention_block(b, 10, name="ProfilerStep#1")
+    res = analyze(b.write(tmp_path / "t.json"), scope=".").check()
+    assert [(x.found_by, x.step) for x in res.blocks] == [("inferred", 1)]
+    assert not any(x.name.startswith("ProfilerStep") for x in res.blocks)
+
+
+# -- hints: a hint's evidence states its share as its message does ---------------------------------------------
+
+@requires_real
+@pytest.mark.parametrize("rel", ["tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+                                 "tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"])
+def test_a_hints_share_in_its_evidence_is_the_share_its_message_prints(rel: str) -> None:
+    """Qwen's rotate_half rotary (cat + neg kernels) fires rotary-cat. Its message prints the share of busy time to
+    one decimal, and the evidence's ``share_pct`` is that same figure (rounded once, to one decimal), for each
+    hint that states a share; the share is also (cat + neg) / busy from the evidence's own µs, within rounding."""
+    import re
+    res = analyze(REAL / rel).check()
+    rotary = [h for h in res.hints if h.rule == "rotary-cat"]
+    assert rotary
+    for h in res.hints:
+        m = re.search(r"\(([0-9.]+)% of busy time", h.message)
+        if m is None or "share_pct" not in h.evidence:
+            continue
+        assert h.evidence["share_pct"] == float(m.group(1)), (h.rule, h.message)
+    for h in rotary:
+        e = h.evidence
+        assert abs(100 * (e["cat_us"] + e["neg_us"]) / e["busy_us"] - e["share_pct"]) <= 0.05 + 1e-3
