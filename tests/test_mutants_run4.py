@@ -11,6 +11,7 @@ from conftest import REAL, requires_real
 
 from tracekit import analyze
 from tracekit.results.efficiency import NO_FORMULA
+from tracekit.vocab import MatmulRole
 
 GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
 FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)"
@@ -182,3 +183,53 @@ def test_a_hints_share_in_its_evidence_is_the_share_its_message_prints(rel: str)
     for h in rotary:
         e = h.evidence
         assert abs(100 * (e["cat_us"] + e["neg_us"]) / e["busy_us"] - e["share_pct"]) <= 0.05 + 1e-3
+
+
+# -- hints facts and matmul roles: counts per kernel, roles for matrix products only -------------------------
+
+def _two_fp32_products(b: TraceBuilder) -> None:
+    """A block (mm → softmax → mm) whose two mm calls have fp32 [2,3]·[3,4] inputs, each launching one GEMM
+    kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax kernel."""
+    b.annotation("layer0.attention", 0, 200)
+    _dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], ["float", "float"])
+    b.launch(GEMM, 11, 1, 1000, 20)
+    _dims(b.op("aten::_softmax", 30, 8), [[2, 4], [], []], ["float", "Scalar", "Scalar"])
+    b.launch("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)",
+             31, 1, 1030, 5)
+    _dims(b.op("aten::mm", 50, 8), [[2, 4], [4, 3]], ["float", "float"])
+    b.launch(GEMM, 51, 1, 1040, 20)
+
+
+def test_fp32_gemm_kernels_are_counted_one_by_one(tmp_path: Path) -> None:
+    """Two GEMM kernels launched by fp32 GEMM ops in the block: the block kind's facts count 2, none 16-bit."""
+    b = TraceBuilder()
+    _two_fp32_products(b)
+    res = _run(tmp_path, b)
+    [facts] = res.hint_facts.values()
+    assert (facts.gemm_fp32, facts.gemm_16bit) == (2, 0)
+
+
+def test_only_matrix_products_have_a_matmul_role(tmp_path: Path) -> None:
+    """The counted ops are the two mm calls and the softmax. Matmul roles split the matmul category only, so the
+    role figures hold the two mm calls (2·2·3·4 + 2·2·4·3 = 96 FLOPs) and never the softmax."""
+    b = TraceBuilder()
+    _two_fp32_products(b)
+    [blk] = _run(tmp_path, b).blocks
+    by = blk.efficiency_by_category
+    roles = {k: e for k, e in by.items() if k in {r.value for r in MatmulRole}}
+    assert roles and sum(e.ops for e in roles.values()) == 2
+    assert sum(e.flops for e in roles.values()) == by["matmul"].flops == 96.0
+    assert by["softmax"].ops == 1
+
+
+def test_a_cpu_block_at_negative_times_keeps_its_host_ops(tmp_path: Path) -> None:
+    """The parser keeps timestamps down to -2⁵³ µs, so a CPU-only trace may sit before its clock's zero. The block's
+    host ops with self time (the timeline's ops row: the range itself has 70 µs of its own) end where the trace
+    says, in absolute ns: the range -500+100, bmm -490+10, softmax -470+10, bmm -450+10 µs."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", -500, 100)
+    for t in (-490, -470, -450):
+        b.op("aten::bmm" if t != -470 else "aten::_softmax", t, 10)
+    [blk] = _run(tmp_path, b).blocks
+    ops = blk.host_ops
+    assert list(ops.end_ns) == [-400_000, -480_000, -460_000, -440_000]
