@@ -233,3 +233,35 @@ def test_a_cpu_block_at_negative_times_keeps_its_host_ops(tmp_path: Path) -> Non
     [blk] = _run(tmp_path, b).blocks
     ops = blk.host_ops
     assert list(ops.end_ns) == [-400_000, -480_000, -460_000, -440_000]
+
+
+# -- compare: two results read by run pair run by run, step by step position ------------------------------------
+
+def _sweep(root: Path, steps: tuple[int, int], blocks: dict[str, int]) -> Path:
+    """A folder of runs, each one trace of two ProfilerSteps numbered ``steps``, run ``x`` holding ``blocks[x]``
+    attention blocks per step (tests/builders.attention_block, 400 µs apart)."""
+    from builders import attention_block
+    for run, n in blocks.items():
+        b = TraceBuilder()
+        for k, s in enumerate(steps):
+            t0 = k * 1000
+            b.annotation(f"ProfilerStep#{s}", t0, 900)
+            for j in range(n):
+                attention_block(b, t0 + 10 + 400 * j)
+        (root / run).mkdir(parents=True)
+        b.write(root / run / "t.pt.trace.json")
+    return root
+
+
+def test_results_read_by_run_pair_run_by_run(tmp_path: Path) -> None:
+    """Before: runs a and b, one block per step, steps 1 and 2; after: the same runs recorded at steps 3 and 4, run
+    a now with two blocks per step. Each block pairs with the same run's block at the same step position (1↔3,
+    2↔4), never with the other run's: run a's second blocks are left over on the after side. (Block sources are
+    the runs' names in a result read by run.)"""
+    from tracekit import diff
+    before = analyze(_sweep(tmp_path / "b", (1, 2), {"a": 1, "b": 1}), by="run").check()
+    after = analyze(_sweep(tmp_path / "a", (3, 4), {"a": 2, "b": 1}), by="run").check()
+    r = diff(before, after).check()
+    got = sorted((p.before.source, p.before.step, p.after.source, p.after.step) for p in r.pairs)
+    assert got == [("a", 1, "a", 3), ("a", 2, "a", 4), ("b", 1, "b", 3), ("b", 2, "b", 4)]
+    assert not r.unmatched_before and sorted((x.source, x.step) for x in r.unmatched_after) == [("a", 3), ("a", 4)]

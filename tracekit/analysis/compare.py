@@ -389,12 +389,21 @@ def _noise(per_b: list[tuple[int, Figures]], per_a: list[tuple[int, Figures]], f
 
 
 def _block_keys(att: Attribution) -> list[tuple]:
-    """(trace position, step position, phase) per block, so runs with different step numbers pair."""
-    trace_ix: dict[str, int] = {}
+    """(trace position, step position, phase) per block, so runs with different step numbers pair.
+
+    In a result read by run (``analyze(..., by="run")``) each block's source is its run's name, not a trace's:
+    there the run's position among the runs stands for the trace's, and the steps of its traces for its steps,
+    so two sweeps pair run by run rather than every run's step N with every other's."""
+    trace_ix: dict[str, int | tuple[str, int]] = {}
     step_ix: dict[str, dict[int, int]] = {}
     for n, t in enumerate(att.traces):
         trace_ix.setdefault(t.source, n)
         step_ix.setdefault(t.source, {s: k for k, s in enumerate(t.steps)})
+    for n, run in enumerate(att.runs):
+        if run.name not in trace_ix:  # (a run that is one file keeps that file's name and its trace's steps)
+            trace_ix[run.name] = ("run", n)
+            steps = sorted({s for t in run.attribution.traces for s in t.steps})
+            step_ix[run.name] = {s: k for k, s in enumerate(steps)}
     out = []
     for b in att.blocks:
         steps = step_ix.get(b.source, {})
