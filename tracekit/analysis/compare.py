@@ -402,8 +402,8 @@ def _block_keys(att: Attribution) -> list[tuple]:
     for n, run in enumerate(att.runs):
         if run.name not in trace_ix:  # (a run that is one file keeps that file's name and its trace's steps)
             trace_ix[run.name] = ("run", n)
-            steps = sorted({s for t in run.attribution.traces for s in t.steps})
-            step_ix[run.name] = {s: k for k, s in enumerate(steps)}
+            nums = sorted({s for t in run.attribution.traces for s in t.steps})
+            step_ix[run.name] = {s: k for k, s in enumerate(nums)}
     out = []
     for b in att.blocks:
         steps = step_ix.get(b.source, {})
