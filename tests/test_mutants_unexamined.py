@@ -107,3 +107,41 @@ def test_a_run_keeps_the_group_that_opened_it(tmp_path: Path) -> None:
     [blk] = res.blocks
     assert blk.kernels == 3 and blk.total_us == pytest.approx(25)
     assert blk.evidence.group == "kv-cache-write"
+
+
+# -- the real gaps among the third run's survivors (docs/mutation-survivors-run3.md) ---------------------------
+
+def test_a_cat_with_a_part_that_is_not_a_shape_is_not_counted():
+    """aten::cat of a [2,3] part and a null part, bf16: the null part's size is unknown, so no count (the same
+    rule as a cat whose only part is null). The control, two [2,3] parts: 2·(6 + 6)·2 = 48 bytes, no FLOPs."""
+    assert _cost("aten::cat", [[[2, 3], None]], [BF]) is None
+    got = _cost("aten::cat", [[[2, 3], [2, 3]]], [BF])
+    assert (got.flops, got.bytes) == (0.0, 48.0)
+
+
+@pytest.mark.parametrize(("a", "b", "want"), [
+    ([4, 2, 3], [4, 3, 5], (250.0, 2 * (10 + 24 + 60 + 10))),  # the control: 4 products summed into one [2,5]
+    ([1, 2, 3], [4, 3, 5], None),  # batch dims differ: PyTorch refuses it, so no count
+    ([2, 3], [3, 5], None),  # 2-D operands: not an addbmm PyTorch runs
+])
+def test_addbmm_counts_only_3d_operands_with_one_batch(a, b, want):
+    """aten::addmm's batched sibling: bias [2,5] + Σ_b A[b]·B[b]. FLOPs 2·4·2·5·3 = 240 + one add per output
+    element (10) = 250; bytes (bias 10 + A 24 + B 60 + out 10 elements)·2. Any other operand shape: no count."""
+    got = _cost("aten::addbmm", [[2, 5], a, b], [BF, BF, BF])
+    assert (got if got is None else (got.flops, got.bytes)) == want
+
+
+def test_a_threshold_too_large_to_be_a_number_is_refused():
+    """400 digits match the percentage pattern, but float() makes them inf, and "grew by more than inf%" could
+    never fail: refused like any other non-percentage. 308 digits are still a (huge, finite) percentage."""
+    from tracekit.analysis.gate import parse_percent
+    with pytest.raises(ValueError, match="not a percentage"):
+        parse_percent("1" * 400)
+    assert parse_percent("9" * 308) == float("9" * 308)
+
+
+def test_an_einsum_has_no_matmul_role_from_its_dims():
+    """The equation decides an einsum's operands; even dims shaped like Q·Kᵀ operands give no role from shapes."""
+    from tracekit.analysis.roles import _operands
+    assert _operands("aten::einsum", [[2, 8, 128, 64], [2, 8, 64, 128]]) is None
+    assert _operands("aten::matmul", [[2, 8, 128, 64], [2, 8, 64, 128]]) == ([2, 8, 128, 64], [2, 8, 64, 128])

@@ -152,7 +152,9 @@ def _gemm(name: str, dims: list, types: list) -> OpCost | None:
             return None
         m, k, n = sa[-2], sa[-1], sb[-1]
         batch = _numel(_broadcast([sa[:-2], sb[:-2]]))
-        if name == "aten::addbmm":
+        if name == "aten::addbmm":  # a sum over one shared batch dim of 3-D operands (what PyTorch accepts)
+            if len(sa) != 3 or len(sb) != 3 or sa[0] != sb[0]:
+                return None
             batch = sa[0]
     flops = 2.0 * batch * m * n * k
     out_elems = batch * m * n if name != "aten::addbmm" else m * n
@@ -262,7 +264,8 @@ def _fill(dims: list, types: list) -> OpCost | None:
 
 
 def _concat(dims: list, types: list) -> OpCost | None:
-    parts = dims[0] if dims and isinstance(dims[0], list) and dims[0] and isinstance(dims[0][0], list) else None
+    parts = dims[0] if dims and isinstance(dims[0], list) and dims[0] and all(isinstance(p, list) for p in dims[0]) \
+        else None  # every part a shape: a part recorded as anything else leaves the size unknown
     ty = types[0] if types else None
     if parts is None or not isinstance(ty, str) or ty not in _DTYPES:
         return None

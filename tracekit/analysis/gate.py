@@ -8,6 +8,8 @@ nor the profiled span is what the user waits for, and the gate refuses to decide
 
 from __future__ import annotations
 
+import math
+
 import re
 
 from ..errors import InconclusiveError, IncomparableError, UsageError
@@ -30,7 +32,10 @@ def parse_percent(text: str) -> float:
         s = s[:-1]
     if not _PERCENT.fullmatch(s):
         raise ValueError(f"{text!r} is not a percentage (digits, an optional decimal part and %: 5% or 2.5)")
-    return float(s)
+    pct = float(s)
+    if not math.isfinite(pct):  # 309 digits or more: float() says inf, and "grew by more than inf%" never fails
+        raise ValueError(f"{text[:20]!r}… is not a percentage: too large to be one")
+    return pct
 
 
 def gate(result: DiffResult, pct: float, *, on: Compared | None = None,
