@@ -188,7 +188,7 @@ def test_a_hints_share_in_its_evidence_is_the_share_its_message_prints(rel: str)
 # -- hints facts and matmul roles: counts per kernel, roles for matrix products only -------------------------
 
 def _two_fp32_products(b: TraceBuilder) -> None:
-    """A block (mm → softmax → mm) whose two mm calls have fp32 [2,3]·[3,4] inputs, each launching one GEMM
+    """A block (mm → softmax → mm) whose two mm calls have fp32 inputs ([2,3]·[3,4], then [2,4]·[4,5]), each launching one GEMM
     kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax kernel."""
     b.annotation("layer0.attention", 0, 200)
     _dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], ["float", "float"])
@@ -196,7 +196,7 @@ def _two_fp32_products(b: TraceBuilder) -> None:
     _dims(b.op("aten::_softmax", 30, 8), [[2, 4], [], []], ["float", "Scalar", "Scalar"])
     b.launch("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)",
              31, 1, 1030, 5)
-    _dims(b.op("aten::mm", 50, 8), [[2, 4], [4, 3]], ["float", "float"])
+    _dims(b.op("aten::mm", 50, 8), [[2, 4], [4, 5]], ["float", "float"])
     b.launch(GEMM, 51, 1, 1040, 20)
 
 
@@ -211,14 +211,14 @@ def test_fp32_gemm_kernels_are_counted_one_by_one(tmp_path: Path) -> None:
 
 def test_only_matrix_products_have_a_matmul_role(tmp_path: Path) -> None:
     """The counted ops are the two mm calls and the softmax. Matmul roles split the matmul category only, so the
-    role figures hold the two mm calls (2·2·3·4 + 2·2·4·3 = 96 FLOPs) and never the softmax."""
+    role figures hold the two mm calls (2·2·3·4 + 2·2·4·5 = 128 FLOPs) and never the softmax."""
     b = TraceBuilder()
     _two_fp32_products(b)
     [blk] = _run(tmp_path, b).blocks
     by = blk.efficiency_by_category
     roles = {k: e for k, e in by.items() if k in {r.value for r in MatmulRole}}
     assert roles and sum(e.ops for e in roles.values()) == 2
-    assert sum(e.flops for e in roles.values()) == by["matmul"].flops == 96.0
+    assert sum(e.flops for e in roles.values()) == by["matmul"].flops == 128.0
     assert by["softmax"].ops == 1
 
 
@@ -265,3 +265,92 @@ def test_results_read_by_run_pair_run_by_run(tmp_path: Path) -> None:
     got = sorted((p.before.source, p.before.step, p.after.source, p.after.step) for p in r.pairs)
     assert got == [("a", 1, "a", 3), ("a", 2, "a", 4), ("b", 1, "b", 3), ("b", 2, "b", 4)]
     assert not r.unmatched_before and sorted((x.source, x.step) for x in r.unmatched_after) == [("a", 3), ("a", 4)]
+
+
+# -- more fourth-run survivors -----------------------------------------------------------------------------
+
+def test_attribute_trace_gives_hints_by_default(tmp_path: Path) -> None:
+    """The public ``attribute_trace(load_trace(path))`` runs the hint rules unless told not to: tests/
+    test_mutants_hints3's repeat_kv trace (reshape → clone of a 5-D expand → copy_) fires gqa-repeat-kv."""
+    from tracekit import attribute_trace, load_trace
+    b = TraceBuilder()
+    _repeat_kv(b, [1, 2, 4, 100, 64])
+    path = b.write(tmp_path / "t.json")
+    assert "gqa-repeat-kv" in [h.rule for h in attribute_trace(load_trace(path)).hints]
+    assert attribute_trace(load_trace(path), hints=False).hints == []
+
+
+def _repeat_kv(b: TraceBuilder, shape: list[int]) -> None:
+    """HF repeat_kv's ops (reshape → clone of an expand of ``shape`` → copy_, one 20 µs copy kernel) beside a
+    bmm → softmax → mm attention pattern inside layer0.attention."""
+    copy = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+            "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const>(int)")
+    b.annotation("layer0.attention", 0, 200)
+    b.op("aten::bmm", 0.2, 0.5)
+    b.op("aten::reshape", 1, 30)
+    b.op("aten::clone", 2, 28)["args"].update({"Input Dims": [shape, []], "Input type": [BF, "Scalar"]})
+    b.op("aten::copy_", 3, 20)["args"].update({"Input Dims": [shape, shape, []]})
+    b.launch(copy, 4, 1, 1000, 20)
+    b.op("aten::_softmax", 36, 2)
+    b.op("aten::mm", 40, 8)
+    b.launch(GEMM, 41, 1, 1020, 20)
+
+
+@pytest.mark.parametrize("shape", [[1, 8, 100, 64], [8, 100, 64]])
+def test_repeat_kv_needs_a_five_d_expand(tmp_path: Path, shape: list[int]) -> None:
+    """The same copies of a 4-D or 3-D tensor whose third dim is > 1: a plain contiguous copy, not repeat_kv's
+    (B, H_kv, n_rep, S, D) expand, so no gqa-repeat-kv hint. (A 5-D clone elsewhere in the file, launching
+    nothing, lets the walk run at all: without one it is skipped.)"""
+    b = TraceBuilder()
+    _repeat_kv(b, shape)
+    b.op("aten::clone", 300, 5)["args"].update({"Input Dims": [[1, 2, 4, 100, 64], []], "Input type": [BF, "Scalar"]})
+    assert [h.rule for h in _run(tmp_path, b).hints if h.rule == "gqa-repeat-kv"] == []
+
+
+def test_a_cpu_blocks_host_time_is_its_range(tmp_path: Path) -> None:
+    """CPU-only: the block's host time is its range's span, 100 µs (its ops inside it are not added again)."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    for t, op in ((10, "aten::bmm"), (30, "aten::_softmax"), (50, "aten::bmm")):
+        b.op(op, t, 10)
+    [blk] = _run(tmp_path, b).blocks
+    assert blk.host_us == pytest.approx(100)
+
+
+def test_efficiency_sums_the_bytes_of_unequal_calls(tmp_path: Path) -> None:
+    """The two fp32 products of different shapes are two groups; their bytes add up in matmul: mm [2,3]·[3,4] reads
+    6 + 12 and writes 8 elements, mm [2,4]·[4,5] reads 8 + 20 and writes 10: (26 + 38) · 4 bytes."""
+    b = TraceBuilder()
+    _two_fp32_products(b)
+    [blk] = _run(tmp_path, b).blocks
+    assert blk.efficiency_by_category["matmul"].bytes == 256.0
+
+
+@pytest.mark.parametrize(("replayed", "graphed"), [(50.0, False), (50.5, True)])
+def test_launch_advice_says_already_graphed_past_half_replayed(replayed: float, graphed: bool) -> None:
+    """The launch-bound hint's advice: when more than half the blocks' busy time ran from graph replays, the gaps
+    are not launch overhead; exactly half is not more than half."""
+    from types import SimpleNamespace
+    from tracekit.analysis.hints import _launch_advice
+    g = SimpleNamespace(facts=SimpleNamespace(graph_modes=["eager"], replayed_us=replayed), share=lambda us: us / 100)
+    assert _launch_advice(g).startswith("the blocks already run from a CUDA/HIP graph") == graphed
+
+
+def test_shared_kernels_with_equal_double_counts_are_listed_by_name() -> None:
+    """Two hints both count kernels "b" and "a" (5 µs each): each is double-counted 5 µs, a tie broken by name."""
+    from types import SimpleNamespace
+    from tracekit.analysis.hints import _overlap
+    counted = {("b", "memory"): 5.0, ("a", "memory"): 5.0}
+    members = [SimpleNamespace(rule="r1", counted=counted), SimpleNamespace(rule="r2", counted=counted)]
+    o = _overlap(members, "layer", 100.0)
+    assert o.shared_kernels == ["a", "b"] and o.double_counted_us == 10.0
+
+
+def test_an_after_member_names_the_group_of_a_run_the_attention_kernel_opened(tmp_path: Path) -> None:
+    """A replayed FlashInfer decode kernel, then its MergeStates (flashinfer, after): the run opened with no group,
+    and the member that joins it names it."""
+    b = TraceBuilder()
+    _replay(b, [("BatchDecodeWithPagedKVCacheKernel<128>", 20), ("void flashinfer::MergeStatesKernel<8>(int)", 2)],
+            1000)
+    [blk] = _run(tmp_path, b).blocks
+    assert blk.kernels == 2 and blk.evidence.group == "flashinfer"
