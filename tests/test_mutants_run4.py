@@ -109,6 +109,7 @@ def _eager(b: TraceBuilder, score: list, softmax: list, context: list) -> None:
     ([[1, 4, 24, 16], [1, 4, 16, 48]], [1, 4, 32, 48], [[1, 4, 32, 48], [1, 4, 48, 16]], False),  # score's Lq
     ([[1, 4, 32, 16], [1, 4, 16, 40]], [1, 4, 32, 48], [[1, 4, 32, 48], [1, 4, 48, 16]], False),  # score's Lk
     ([[1, 4, 32, 16], [1, 4, 16, 48]], [1, 4, 32, 48], [[1, 4, 32, 40], [1, 4, 40, 16]], False),  # context's Lk
+    ([[4, 32, 16], [4, 16, 48]], [4, 32, 48], [[4, 32, 48], [4, 48, 16]], True),  # 3-D (bmm): Lq is dim -2, not 2
 ])
 def test_each_shape_of_the_eager_pattern_must_agree(tmp_path: Path, score, softmax, context, found) -> None:
     """matmul → softmax → matmul is attention only when the score product makes the softmax input [.., Lq, Lk]
@@ -354,3 +355,39 @@ def test_an_after_member_names_the_group_of_a_run_the_attention_kernel_opened(tm
             1000)
     [blk] = _run(tmp_path, b).blocks
     assert blk.kernels == 2 and blk.evidence.group == "flashinfer"
+
+
+def test_a_scope_around_a_fused_kernel_names_the_kernel(tmp_path: Path) -> None:
+    """layer0.attention around a custom op that launches a flash kernel: the block's evidence names the kernel
+    (its short name), as the core it was found by."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    b.op("my_custom_op", 10, 20)
+    b.launch(FLASH, 11, 1, 500, 20)
+    [blk] = _run(tmp_path, b).blocks
+    assert blk.evidence.rule == "innermost-scope" and blk.evidence.names == ("pytorch_flash::flash_fwd_kernel",)
+
+
+def test_a_replayed_blocks_evidence_names_its_rule(tmp_path: Path) -> None:
+    """A graph replay of a split-KV decode kernel is found by rule fused-kernels, and its evidence says so."""
+    b = TraceBuilder()
+    _replay(b, [(SPLITKV, 20)], 1000)
+    [blk] = _run(tmp_path, b).blocks
+    assert (blk.found_by, blk.evidence.rule) == ("fused-kernel", "fused-kernels")
+
+
+def test_the_launch_bound_hint_gives_the_mean_kernel_time_to_the_ns(tmp_path: Path) -> None:
+    """tests/builders.attention_block: 6 device events, 31 µs busy in a 136 µs span (launch-bound). The hint's mean
+    kernel time is 31/6 = 5.1666… µs, given to the ns: 5.167."""
+    from builders import attention_block
+    b = TraceBuilder()
+    attention_block(b, 10)
+    [h] = [h for h in _run(tmp_path, b).hints if h.rule == "launch-bound"]
+    assert h.evidence["mean_kernel_us"] == 5.167
+
+
+def test_duplicate_rule_names_are_named_in_the_error() -> None:
+    """Two device rules with one name: the Classifier refuses them, naming the duplicate."""
+    from tracekit.analysis.classify import DEVICE_RULES, Classifier
+    with pytest.raises(ValueError, match=repr(DEVICE_RULES[0].name)):
+        Classifier(device_rules=(DEVICE_RULES[0], DEVICE_RULES[0]))
