@@ -391,3 +391,19 @@ def test_duplicate_rule_names_are_named_in_the_error() -> None:
     from tracekit.analysis.classify import DEVICE_RULES, Classifier
     with pytest.raises(ValueError, match=repr(DEVICE_RULES[0].name)):
         Classifier(device_rules=(DEVICE_RULES[0], DEVICE_RULES[0]))
+
+
+def test_a_module_name_with_an_index_suffix_gives_its_role(tmp_path: Path) -> None:
+    """The only name that says a role is the module ``nn.Module: Linear_0`` (with_modules names classes and numbers
+    their instances): read as a module (prefix and ``_0`` dropped) it is Linear, a projection, so its mm's 20 µs
+    GEMM is projection time. Read as raw text, the anchored class rule matches nothing, and the walk up the names
+    would be skipped: the 20 µs would be matmul-other."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 200)
+    b.module("Linear_0", 5, 20)
+    b.op("aten::mm", 10, 8)
+    b.launch(GEMM, 11, 1, 1000, 20)
+    b.op("aten::_softmax", 30, 2)
+    b.op("aten::mm", 40, 8)
+    [blk] = _run(tmp_path, b).blocks
+    assert blk.matmul_roles.get("projection") == pytest.approx(20)
