@@ -407,3 +407,14 @@ def test_a_module_name_with_an_index_suffix_gives_its_role(tmp_path: Path) -> No
     b.op("aten::mm", 40, 8)
     [blk] = _run(tmp_path, b).blocks
     assert blk.matmul_roles.get("projection") == pytest.approx(20)
+
+
+def test_kernels_written_out_of_time_order_are_walked_in_time_order(tmp_path: Path) -> None:
+    """A graph replay whose trace lists the decode kernel (at 1004 µs) before the KV-cache write that ran ahead of it
+    (at 1000 µs): the walk goes by time, so the write opens the call and both kernels are one block (23 µs)."""
+    b = TraceBuilder()
+    b.op("model_runner_forward", 1, 50)
+    b.launch(SPLITKV, 2, 5, 1004, 20, launch_name="cudaGraphLaunch", corr=77)
+    b.device_only(CACHE_WRITE, 1000, 3, corr=77)
+    [blk] = _run(tmp_path, b).blocks
+    assert blk.kernels == 2 and blk.total_us == pytest.approx(23) and blk.evidence.group == "kv-cache-write"
