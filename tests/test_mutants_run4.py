@@ -346,6 +346,10 @@ def test_shared_kernels_with_equal_double_counts_are_listed_by_name() -> None:
     members = [SimpleNamespace(rule="r1", counted=counted), SimpleNamespace(rule="r2", counted=counted)]
     o = _overlap(members, "layer", 100.0)
     assert o.shared_kernels == ["a", "b"] and o.double_counted_us == 10.0
+    # unequal: "a" double-counted 5 µs, "c" 8 µs: the most double-counted first
+    more = {("a", "memory"): 5.0, ("c", "memory"): 8.0}
+    o = _overlap([SimpleNamespace(rule="r1", counted=more), SimpleNamespace(rule="r2", counted=more)], "layer", 100.0)
+    assert o.shared_kernels == ["c", "a"]
 
 
 def test_an_after_member_names_the_group_of_a_run_the_attention_kernel_opened(tmp_path: Path) -> None:
@@ -450,3 +454,31 @@ def test_a_scope_whose_kernels_run_gemm_softmax_gemm_is_a_block(tmp_path: Path) 
     [blk] = _run(tmp_path, b).blocks
     assert (blk.found_by, blk.evidence.core) == ("annotation", "gemm-softmax-gemm")
     assert blk.kernels == 3 and blk.total_us == pytest.approx(25)
+
+
+def test_two_products_under_one_named_range_both_take_its_role(tmp_path: Path) -> None:
+    """Two bmm calls (no recorded shapes) inside the range ``qk_matmul`` (a score name), each launching a 10 µs
+    GEMM: both kernels are score time (20 µs), the second found through the range the first already resolved."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 200)
+    b.annotation("qk_matmul", 5, 40)
+    b.op("aten::bmm", 10, 8)
+    b.launch(GEMM, 11, 1, 1000, 10)
+    b.op("aten::bmm", 25, 8)
+    b.launch(GEMM, 26, 1, 1020, 10)
+    b.op("aten::_softmax", 60, 2)
+    b.op("aten::bmm", 70, 8)
+    [blk] = _run(tmp_path, b).blocks
+    assert blk.matmul_roles.get("score") == pytest.approx(20)
+
+
+def test_the_device_lists_every_gpu_name(tmp_path: Path) -> None:
+    """A trace whose deviceProperties name two GPUs (an H100 first, then an A100): the device's names list both,
+    sorted and once each (io.load), and the device is the first of them, whose peaks are the roof."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}, {"id": 1, "name": "NVIDIA A100-SXM4-80GB"}])
+    b.annotation("layer0.attention", 0, 100)
+    b.op("aten::_flash_attention_forward", 10, 20)
+    b.launch(FLASH, 11, 1, 500, 20)
+    res = _run(tmp_path, b)
+    assert res.device.names == ["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"]
+    assert res.device.name == "NVIDIA A100-SXM4-80GB"
