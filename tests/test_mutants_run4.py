@@ -482,3 +482,77 @@ def test_the_device_lists_every_gpu_name(tmp_path: Path) -> None:
     res = _run(tmp_path, b)
     assert res.device.names == ["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"]
     assert res.device.name == "NVIDIA A100-SXM4-80GB"
+
+
+def test_a_device_blocks_host_time_is_its_ranges_span(tmp_path: Path) -> None:
+    """tests/builders.attention_block: the range layer0.attention is 60 µs on the host, so the block's host time is
+    60 µs (its span, host and device, is 136)."""
+    from builders import attention_block
+    b = TraceBuilder()
+    attention_block(b, 10)
+    [blk] = _run(tmp_path, b).blocks
+    assert (blk.host_us, blk.span_us) == (pytest.approx(60), pytest.approx(136))
+
+
+def test_a_device_trace_without_recorded_shapes_says_so(tmp_path: Path) -> None:
+    """No op in the trace has Input Dims (record_shapes off): every block's efficiency has no ops and says why."""
+    from builders import attention_block
+    from tracekit.results.efficiency import NO_SHAPES
+    b = TraceBuilder()
+    attention_block(b, 10)
+    [blk] = _run(tmp_path, b).blocks
+    assert blk.efficiency.ops == 0 and blk.efficiency.reason == NO_SHAPES
+
+
+def test_input_dims_that_are_not_a_list_give_no_role_from_shapes(tmp_path: Path) -> None:
+    """A bmm whose Input Dims is a JSON string (a damaged record): no shapes, so its GEMM's 20 µs are matmul-other,
+    and nothing fails."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 200)
+    b.op("aten::bmm", 10, 8)["args"].update({"Input Dims": "[[4, 32, 16], [4, 16, 32]]", "Input type": [BF, BF]})
+    b.launch(GEMM, 11, 1, 1000, 20)
+    b.op("aten::_softmax", 30, 2)
+    b.op("aten::bmm", 40, 8)
+    [blk] = _run(tmp_path, b).blocks
+    assert blk.matmul_roles.get("matmul-other") == pytest.approx(20)
+
+
+def test_a_scope_whose_kernels_run_gemm_elementwise_gemm_is_no_block(tmp_path: Path) -> None:
+    """The same scope with an elementwise kernel where the softmax was (an MLP's up-projection, activation,
+    down-projection): no softmax kernel, so no attention."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    b.op("CompiledFunction", 10, 50)
+    b.launch(GEMM, 11, 1, 500, 10)
+    b.launch("triton_poi_fused_gelu_0", 13, 1, 511, 5)
+    b.launch(GEMM, 15, 1, 517, 10)
+    assert _run(tmp_path, b).blocks == []
+
+
+@pytest.mark.parametrize(("between", "kernels"), [(4, 6), (5, 1)])
+def test_at_most_four_kernels_between_a_groups_member_and_its_attention_kernel(tmp_path, between, kernels):
+    """A replayed SageAttention call: its quantise kernel, ``between`` elementwise kernels, then its attention kernel.
+    Up to MAX_BETWEEN (4) kernels between join the call: one block of 1 + 4 + 1 = 6 kernels. A fifth ends the
+    quantise kernel's run, and the attention kernel is a block on its own (1 kernel)."""
+    from tracekit.analysis.scopes import MAX_BETWEEN
+    assert MAX_BETWEEN == 4
+    b = TraceBuilder()
+    elementwise = ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, "
+                   "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, float)")
+    _replay(b, [("sage_quant_kernel", 4)] + [(elementwise, 2)] * between + [("sage_fwd", 30)], 1000)
+    [blk] = _run(tmp_path, b).blocks
+    assert blk.kernels == kernels
+
+
+def test_a_kernel_triple_is_centred_on_the_softmax(tmp_path: Path) -> None:
+    """layer0.attention's kernels run GEMM, GEMM, GEMM → softmax → GEMM (projections, then the score product): the
+    triple the evidence names is the one around the softmax (GEMM, softmax, GEMM), not three GEMMs in a row."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    b.op("CompiledFunction", 10, 50)
+    for k, t in enumerate((500, 511, 522)):
+        b.launch(GEMM, 11 + k, 1, t, 10)
+    b.launch("triton_per_fused__softmax_0", 15, 1, 533, 5)
+    b.launch(GEMM, 17, 1, 539, 10)
+    [blk] = _run(tmp_path, b).blocks
+    assert blk.evidence.names == ("cutlass::Kernel2", "triton_per_fused__softmax_0", "cutlass::Kernel2")
