@@ -556,3 +556,15 @@ def test_a_kernel_triple_is_centred_on_the_softmax(tmp_path: Path) -> None:
     b.launch(GEMM, 17, 1, 539, 10)
     [blk] = _run(tmp_path, b).blocks
     assert blk.evidence.names == ("cutlass::Kernel2", "triton_per_fused__softmax_0", "cutlass::Kernel2")
+
+
+def test_input_dims_that_are_not_a_list_are_none_for_the_hints() -> None:
+    """An SDPA op whose Input Dims is the JSON string "abcdef" (a damaged record): no dims, so no attn_mask tensor is
+    seen. Taking the string as the dims list would read its fourth character as a mask and count a masked call."""
+    import orjson
+    from types import SimpleNamespace
+    from tracekit.analysis.hints import _Inputs, _sdpa_masked
+    from tracekit.model import OpInputs
+    rec = OpInputs(dims=orjson.dumps("abcdef"), types=orjson.dumps([BF] * 4), concrete=b"")
+    inp = _Inputs(SimpleNamespace(op_inputs={0: rec}))
+    assert inp.dims(0) is None and _sdpa_masked(inp, 0) is False
