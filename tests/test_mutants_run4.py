@@ -568,3 +568,20 @@ def test_input_dims_that_are_not_a_list_are_none_for_the_hints() -> None:
     rec = OpInputs(dims=orjson.dumps("abcdef"), types=orjson.dumps([BF] * 4), concrete=b"")
     inp = _Inputs(SimpleNamespace(op_inputs={0: rec}))
     assert inp.dims(0) is None and _sdpa_masked(inp, 0) is False
+
+
+def test_a_device_event_of_an_unknown_kind_is_refused_by_name() -> None:
+    """The classifier is public API: a device event kind outside DEVICE_KINDS is a ValueError that names it."""
+    from tracekit.analysis.classify import Classifier
+    with pytest.raises(ValueError, match="got 'bogus'"):
+        Classifier().device_rule("void k()", "bogus", None)
+
+
+def test_a_device_block_at_negative_times_keeps_its_kernels(tmp_path: Path) -> None:
+    """tests/builders.attention_block placed before the clock's zero (t0 = -1000 µs): the parser keeps such times,
+    and the block's kernel intervals start where the trace says, k = t0 + 100 µs onward: -900 µs first."""
+    from builders import attention_block
+    b = TraceBuilder()
+    attention_block(b, -1000)
+    [blk] = _run(tmp_path, b).blocks
+    assert blk.kernels == 6 and min(blk.intervals.start_ns) == -900_000
