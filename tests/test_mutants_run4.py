@@ -399,6 +399,26 @@ def test_duplicate_rule_names_are_named_in_the_error() -> None:
     assert str(e.value) == f"duplicate rule names: {[DEVICE_RULES[0].name]}"  # only the name given twice
 
 
+def _roles(tmp_path: Path, b: TraceBuilder, t: float) -> dict[str, float]:
+    """Close layer0.attention's pattern with a softmax at ``t`` µs and a product after it; the block's matmul roles."""
+    b.op("aten::_softmax", t, 2)
+    b.op("aten::bmm", t + 10, 8)
+    [blk] = _run(tmp_path, b).blocks
+    return blk.matmul_roles
+
+
+def _compiled_scope(tmp_path: Path, kernels: list[tuple[str, float]]):
+    """layer0.attention around one compiled op that launches ``kernels`` back to back from 500 µs: its blocks."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    b.op("CompiledFunction", 10, 50)
+    t = 500.0
+    for k, (name, dur) in enumerate(kernels):
+        b.launch(name, 11 + 2 * k, 1, t, dur)
+        t += dur + 1
+    return _run(tmp_path, b).blocks
+
+
 def test_a_module_name_with_an_index_suffix_gives_its_role(tmp_path: Path) -> None:
     """The only name that says a role is the module ``nn.Module: Linear_0`` (with_modules names classes and numbers
     their instances): read as a module (prefix and ``_0`` dropped) it is Linear, a projection, so its mm's 20 µs
@@ -409,10 +429,7 @@ def test_a_module_name_with_an_index_suffix_gives_its_role(tmp_path: Path) -> No
     b.module("Linear_0", 5, 20)
     b.op("aten::mm", 10, 8)
     b.launch(GEMM, 11, 1, 1000, 20)
-    b.op("aten::_softmax", 30, 2)
-    b.op("aten::mm", 40, 8)
-    [blk] = _run(tmp_path, b).blocks
-    assert blk.matmul_roles.get("projection") == pytest.approx(20)
+    assert _roles(tmp_path, b, 30).get("projection") == pytest.approx(20)
 
 
 def test_kernels_written_out_of_time_order_are_walked_in_time_order(tmp_path: Path) -> None:
@@ -435,23 +452,14 @@ def test_a_kernel_launched_under_a_range_inside_a_product_takes_the_products_rol
     _dims(b.op("aten::bmm", 10, 20), [[4, 32, 16], [4, 16, 32]], [BF, BF])
     b.annotation("inner", 12, 10)
     b.launch(GEMM, 13, 1, 1000, 20)
-    b.op("aten::_softmax", 40, 2)
-    b.op("aten::bmm", 50, 8)
-    [blk] = _run(tmp_path, b).blocks
-    assert blk.matmul_roles.get("score") == pytest.approx(20)
+    assert _roles(tmp_path, b, 40).get("score") == pytest.approx(20)
 
 
 def test_a_scope_whose_kernels_run_gemm_softmax_gemm_is_a_block(tmp_path: Path) -> None:
     """layer0.attention around one compiled op that launches GEMM (10 µs) → a Triton softmax (5 µs) → GEMM (10 µs):
     no attention op inside, but its kernels make the pattern, so the scope is a block of those 3 kernels (25 µs),
     its core the kernel triple."""
-    b = TraceBuilder()
-    b.annotation("layer0.attention", 0, 100)
-    b.op("CompiledFunction", 10, 50)
-    b.launch(GEMM, 11, 1, 500, 10)
-    b.launch("triton_per_fused__softmax_0", 13, 1, 511, 5)
-    b.launch(GEMM, 15, 1, 517, 10)
-    [blk] = _run(tmp_path, b).blocks
+    [blk] = _compiled_scope(tmp_path, [(GEMM, 10), ("triton_per_fused__softmax_0", 5), (GEMM, 10)])
     assert (blk.found_by, blk.evidence.core) == ("annotation", "gemm-softmax-gemm")
     assert blk.kernels == 3 and blk.total_us == pytest.approx(25)
 
@@ -466,10 +474,7 @@ def test_two_products_under_one_named_range_both_take_its_role(tmp_path: Path) -
     b.launch(GEMM, 11, 1, 1000, 10)
     b.op("aten::bmm", 25, 8)
     b.launch(GEMM, 26, 1, 1020, 10)
-    b.op("aten::_softmax", 60, 2)
-    b.op("aten::bmm", 70, 8)
-    [blk] = _run(tmp_path, b).blocks
-    assert blk.matmul_roles.get("score") == pytest.approx(20)
+    assert _roles(tmp_path, b, 60).get("score") == pytest.approx(20)
 
 
 def test_the_device_lists_every_gpu_name(tmp_path: Path) -> None:
@@ -520,13 +525,7 @@ def test_input_dims_that_are_not_a_list_give_no_role_from_shapes(tmp_path: Path)
 def test_a_scope_whose_kernels_run_gemm_elementwise_gemm_is_no_block(tmp_path: Path) -> None:
     """The same scope with an elementwise kernel where the softmax was (an MLP's up-projection, activation,
     down-projection): no softmax kernel, so no attention."""
-    b = TraceBuilder()
-    b.annotation("layer0.attention", 0, 100)
-    b.op("CompiledFunction", 10, 50)
-    b.launch(GEMM, 11, 1, 500, 10)
-    b.launch("triton_poi_fused_gelu_0", 13, 1, 511, 5)
-    b.launch(GEMM, 15, 1, 517, 10)
-    assert _run(tmp_path, b).blocks == []
+    assert _compiled_scope(tmp_path, [(GEMM, 10), ("triton_poi_fused_gelu_0", 5), (GEMM, 10)]) == []
 
 
 @pytest.mark.parametrize(("between", "kernels"), [(4, 6), (5, 1)])
@@ -547,14 +546,7 @@ def test_at_most_four_kernels_between_a_groups_member_and_its_attention_kernel(t
 def test_a_kernel_triple_is_centred_on_the_softmax(tmp_path: Path) -> None:
     """layer0.attention's kernels run GEMM, GEMM, GEMM → softmax → GEMM (projections, then the score product): the
     triple the evidence names is the one around the softmax (GEMM, softmax, GEMM), not three GEMMs in a row."""
-    b = TraceBuilder()
-    b.annotation("layer0.attention", 0, 100)
-    b.op("CompiledFunction", 10, 50)
-    for k, t in enumerate((500, 511, 522)):
-        b.launch(GEMM, 11 + k, 1, t, 10)
-    b.launch("triton_per_fused__softmax_0", 15, 1, 533, 5)
-    b.launch(GEMM, 17, 1, 539, 10)
-    [blk] = _run(tmp_path, b).blocks
+    [blk] = _compiled_scope(tmp_path, [(GEMM, 10)] * 3 + [("triton_per_fused__softmax_0", 5), (GEMM, 10)])
     assert blk.evidence.names == ("cutlass::Kernel2", "triton_per_fused__softmax_0", "cutlass::Kernel2")
 
 
