@@ -1,9 +1,12 @@
 """One self-contained HTML page: the JSON renderer's output, embedded as data, drawn by inline JS/SVG.
 
 Why this shape: the page must open from a USB stick with no network (no CDN, no chart library), and show
-nothing that the JSON does not say (one source of truth). The JSON sits in a ``<script type="application/json">``
-with ``<``, ``>`` and ``&`` escaped, so a kernel named ``</script>`` cannot end it; the script builds the DOM
-with ``textContent`` only, and a Content-Security-Policy forbids every network fetch and every script but ours.
+nothing that the JSON does not say (one source of truth). Its grouped figures (blocks by kind and by layer,
+paired blocks by kind) are Python's rows (tracekit.results.rows), serialised beside the JSON: the script draws
+them and sums or divides nothing, so a group reads the same on the page as in the terminal. The JSON sits in
+a ``<script type="application/json">`` with ``<``, ``>`` and ``&`` escaped, so a kernel named ``</script>``
+cannot end it; the script builds the DOM with ``textContent`` only, and a Content-Security-Policy forbids every
+network fetch and every script but ours.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from ..results.attribution import Attribution
-from .base import Renderer
+from ..results.attribution import Attribution, BlockResult, Totals
+from ..results.efficiency import Efficiency, efficiency_dict
+from ..results.rows import PairRow, Row, group_rows, pair_rows
+from ..results.sweep import run_rows
 from ..results.timeline import run_cap, timeline
-from .jsonrenderer import diff_to_dict, timeline_dict, to_dict
+from .base import Renderer, largest_change, unmatched_rows
+from .jsonrenderer import diff_to_dict, idle_cause_dict, timeline_dict, to_dict
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
@@ -80,24 +86,94 @@ def _with_timeline(d: dict, result: Attribution, step: int | None, cap: int | No
     return d
 
 
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def _share(part: float | None, whole: float) -> float | None:
+    return None if part is None or whole <= 0 else round(part / whole, 6)
+
+
+def _timed_share(e: Efficiency | None, busy_us: float) -> float | None:
+    """The share of busy time in kernels whose FLOPs and bytes are counted (the roofline table's "timed")."""
+    return None if e is None or e.ops == 0 else _share(e.time_ns / 1000, busy_us)
+
+
+def group_dict(g: Row) -> dict:
+    """One group row as the page draws it: its sums (rounded as the JSON rounds), each category's share of its
+    busy time, and its idle only where a block of it ran on a device (``None``: nothing could idle)."""
+    device = g.device_blocks > 0
+    return {"label": g.label, "phase": g.phase, "blocks": g.blocks, "kernels": g.kernels,
+            "total_us": _r(g.total_us), "span_us": _r(g.span_us),
+            "categories": {k: _r(v) for k, v in g.categories.items()},
+            "shares": {k: _share(v, g.total_us) for k, v in g.categories.items()},
+            "matmul_roles": None if g.matmul_roles is None else {k: _r(v) for k, v in g.matmul_roles.items()},
+            "role_shares": None if g.matmul_roles is None else {
+                k: _share(v, g.categories["matmul"]) for k, v in g.matmul_roles.items()},
+            "idle_us": _r(g.idle_us) if device else None,
+            "idle_share": _share(g.idle_us, g.span_us) if device else None,
+            "idle_by_cause": idle_cause_dict(g.idle_by_cause) if device else None,
+            "efficiency": efficiency_dict(g.efficiency), "timed_share": _timed_share(g.efficiency, g.total_us)}
+
+
+def _all_blocks(t: Totals) -> dict:
+    """The roofline table's "all blocks" row: the totals' efficiency and its timed share."""
+    return {"label": "all blocks", "blocks": t.blocks, "efficiency": efficiency_dict(t.efficiency),
+            "timed_share": _timed_share(t.efficiency, t.total_us)}
+
+
+def groups_data(result: Attribution) -> dict:
+    """What the page draws of one attribution beyond the JSON, all computed here: its blocks grouped by kind and
+    by layer (tracekit.results.rows.group_rows), the all-blocks efficiency row, the traces' summed time base and
+    the blocks' idle share of their span."""
+    t = result.totals
+    return {"kind": [group_dict(g) for g in group_rows(result, "kind")],
+            "layer": [group_dict(g) for g in group_rows(result, "layer")],
+            "all": _all_blocks(t), "base_us": _r(sum(s.base_us for s in result.traces)),
+            "idle_share": _share(t.idle_us, t.span_us) if t.launch_bound is not None else None}
+
+
+def _pair_dict(p: PairRow) -> dict:
+    return {"label": p.label, "phase": p.phase, "n": p.n, "before_us": _r(p.before_us), "after_us": _r(p.after_us),
+            "delta_us": _r(p.after_us - p.before_us), "largest_change": largest_change(p.deltas)}
+
+
+def _unpaired(blocks: list[BlockResult]) -> list[dict]:
+    return [{"label": kind, "phase": phase, "n": n, "total_us": _r(us)}
+            for kind, phase, n, us in unmatched_rows(blocks)]
+
+
+def pair_groups_data(result: DiffResult) -> dict:
+    """The diff's paired blocks grouped by kind (tracekit.results.rows.pair_rows) and its unpaired ones by kind."""
+    return {"pairs": [_pair_dict(p) for p in pair_rows(result)],
+            "before": _unpaired(result.unmatched_before), "after": _unpaired(result.unmatched_after)}
+
+
 def report_data(result: Attribution | DiffResult, tool: str, step: int | None = None) -> dict:
     """What the page embeds: ``{"report": kind, "result": <the JSON renderer's dict>}``.
 
     The dict is the JSON renderer's, less what the page never draws (per-block efficiency by category, and for
     a folder of runs the merged ``blocks``: each run carries its own), plus each attribution's ``timeline`` of
-    one step (``step``, else its median step; tracekit.results.timeline). A diff carries ``timelines``, one per
-    side (``before``/``after``), that the page draws on one time scale.
+    one step (``step``, else its median step; tracekit.results.timeline) and its ``groups`` (groups_data). A
+    folder's run rows carry ``span_per_step_us``. A diff carries ``pair_groups`` (pair_groups_data) and
+    ``timelines``, one per side (``before``/``after``), that the page draws on one time scale.
     """
     if isinstance(result, Attribution):
         d = _drawn(to_dict(result, tool))
         if result.runs:
             d["blocks"] = []
             cap = run_cap(len(result.runs))  # the runs share the page's kernel budget
+            per_step = {r.name: _r(r.span_per_step_us) for r in run_rows(result)}
             d["runs"] = [_with_timeline(_drawn(r), run.attribution, step, cap)
                          for r, run in zip(d["runs"], result.runs)]
+            for r, run in zip(d["runs"], result.runs):
+                r["groups"] = groups_data(run.attribution)
+                r["run_row"]["span_per_step_us"] = per_step[r["name"]]
             return {"report": SWEEP, "result": d}
+        d["groups"] = groups_data(result)
         return {"report": SINGLE, "result": _with_timeline(d, result, step)}
     d = diff_to_dict(result, tool)
+    d["pair_groups"] = pair_groups_data(result)
     sides = {"before": _timeline(result.before, step), "after": _timeline(result.after, step)}
     if all(sides.values()):
         d["timelines"] = sides
@@ -134,4 +210,5 @@ class HTMLRenderer(Renderer):
         return page(report_data(result, self.tool, self.step), f"tracekit report — {result.source}")
 
     def render_diff(self, result: DiffResult) -> str:
-        return page(report_data(result, self.tool, self.step), f"tracekit diff — {result.labels[0]} → {result.labels[1]}")
+        return page(report_data(result, self.tool, self.step),
+                    f"tracekit diff — {result.labels[0]} → {result.labels[1]}")

@@ -165,7 +165,9 @@
 
   /* Stacked horizontal bars: one row per group; each segment one category (or role), width by time, then the
      group's idle (g.idle, when known) hatched. All rows share one scale, opts.max when given (the role bars
-     take their block bars'), else the longest row; returns that scale. */
+     take their block bars'), else the longest row; returns that scale. A segment's share of its bar is the
+     group's own (g.shares, Python's); only the diff's before/after bars, which Python does not split in
+     shares, have theirs taken here. */
   function stackedBars(parent, groups, segKeys, colour, opts) {
     opts = opts || {};
     var box = add(parent, el("div", {"class": "bars"}));
@@ -184,7 +186,7 @@
         var v = g.parts[k] || 0;
         if (v <= 0 || max <= 0) return;
         segment(s, {from: x, v: v, max: max, h: h, px: px, key: k, fill: colour(k, i),
-                    hover: g.label + " \u2014 " + k + ": " + fmt(v) + " (" + pct(g.total > 0 ? v / g.total : 0) + ")"});
+                    hover: g.label + " \u2014 " + k + ": " + fmt(v) + " (" + pct(share(g, k, v)) + ")"});
         x += v;
       });
       if (g.idle > 0 && max > 0) segment(s, {from: x, v: g.idle, max: max, h: h, px: px, key: "idle", idle: true,
@@ -194,50 +196,27 @@
     });
     return max;
   }
+  function share(g, k, v) {
+    if (g.shares) return g.shares[k];
+    return g.total > 0 ? v / g.total : 0;
+  }
   function idleHover(g) {
-    var span = g.total + g.idle, causes = keys(g.causes).map(function (c) {
+    var causes = keys(g.causes).map(function (c) {
       return c.replace(/_us$/, "") + " " + fmt(g.causes[c]);
     });
-    return g.label + " \u2014 idle: " + fmt(g.idle) + " (" + pct(span > 0 ? g.idle / span : 0) + " of the span" +
+    return g.label + " \u2014 idle: " + fmt(g.idle) + " (" + pct(g.idleShare) + " of the span" +
            (causes.length ? "; " + causes.join(", ") : "") + ")";
   }
 
-  /* Blocks summed per group: busy by category and role, device idle and its causes (device blocks only: a CPU
-     has no idle device), and the efficiency figures of the blocks whose kernels have FLOP counts. */
-  function groupBlocks(blocks, keyOf) {
-    var out = [], index = {};
-    blocks.forEach(function (b) {
-      var k = keyOf(b);
-      var g = index[k];
-      if (!g) {
-        g = index[k] = {label: k, total: 0, n: 0, parts: {}, roles: b.matmul_roles ? {} : null, flops: 0, bytes: 0,
-                        timed: 0, counted: 0, roofTime: 0, bounds: {}, idle: null, causes: {}, reason: null};
-        out.push(g);
-      }
-      addBlock(g, b);
-    });
-    out.forEach(function (g) {
-      if (g.timed > 0) g.note = (g.flops / g.timed / 1e6).toFixed(1) + " TFLOP/s, " + (g.bytes / g.timed / 1e3).toFixed(0) + " GB/s";
-    });
-    return out;
-  }
-  function addBlock(g, b) {
-    g.n += 1;
-    g.total += b.total_us;
-    keys(b.categories).forEach(function (c) { g.parts[c] = (g.parts[c] || 0) + b.categories[c]; });
-    if (g.roles && b.matmul_roles) keys(b.matmul_roles).forEach(function (r) {
-      g.roles[r] = (g.roles[r] || 0) + b.matmul_roles[r];
-    }); else g.roles = null;
-    if (b.launch_bound !== null && b.launch_bound !== undefined && b.idle_us !== null && b.idle_us !== undefined) {
-      g.idle = (g.idle || 0) + b.idle_us;
-      keys(b.idle_by_cause).forEach(function (c) { g.causes[c] = (g.causes[c] || 0) + b.idle_by_cause[c]; });
-    }
-    var e = b.efficiency;
-    if (e && e.flops !== null && e.time_us) {
-      g.flops += e.flops; g.bytes += e.bytes || 0; g.timed += e.time_us; g.counted += 1;
-      if (e.roof_pct !== null) g.roofTime += e.roof_pct / 100 * e.time_us;
-      if (e.bound) g.bounds[e.bound] = (g.bounds[e.bound] || 0) + 1;
-    } else if (e && e.reason && !g.reason) g.reason = e.reason;
+  /* One of Python's group rows (tracekit.renderers.html.group_dict: tracekit.results.rows.group_rows) as a bar:
+     its sums, shares, idle (null: no device block, nothing could idle) and efficiency, as Python computed them. */
+  function barGroup(row) {
+    var e = row.efficiency;
+    return {label: row.label + phaseSuffix(row), total: row.total_us, parts: row.categories, shares: row.shares,
+            roles: row.matmul_roles, roleShares: row.role_shares, idle: row.idle_us, idleShare: row.idle_share,
+            causes: row.idle_by_cause || {}, row: row,
+            note: e.tflops_per_s === null ? null
+                                          : e.tflops_per_s.toFixed(1) + " TFLOP/s, " + e.gb_per_s.toFixed(0) + " GB/s"};
   }
   function phaseSuffix(b) { return b.phase && b.phase !== "forward" ? " (" + b.phase + ")" : ""; }
 
@@ -251,7 +230,7 @@
       legend(sec, roleKeys, function (k, i) { return ROLE_COL[i % ROLE_COL.length]; });
       var roles = add(sec, el("div", {"class": "roles"}));
       stackedBars(roles, withRoles.map(function (g) {
-        return {label: g.label, total: g.parts.matmul, parts: g.roles};
+        return {label: g.label, total: g.parts.matmul, parts: g.roles, shares: g.roleShares};
       }), roleKeys, function (k, i) { return ROLE_COL[i % ROLE_COL.length]; }, {height: 14, max: max});
     }
   }
@@ -272,11 +251,11 @@
     return x.toFixed(0);
   }
   /* Per block kind: achieved TFLOP/s and GB/s over the kernels with FLOP counts, their % of the roofline and
-     the bound (tracekit.flops; the terminal's efficiency table). A kind's % of roof is its blocks' roofline time
-     over their measured time (each block's roof_pct × its timed time, summed): the group's own figure whenever
-     its blocks share a bound. Drawn only when some block has FLOPs. */
+     the bound (tracekit.flops; the terminal's efficiency table): each kind's efficiency summed by Python
+     (group_rows), then all blocks' (the totals). Drawn only when some block has FLOPs. */
   function roofTable(parent, R, groups) {
-    if (R.time_base === "host" || !R.blocks.some(function (b) { return b.efficiency && b.efficiency.flops !== null; })) return;
+    var all = R.groups.all;
+    if (R.time_base === "host" || all.efficiency.flops === null) return;
     add(parent, el("h2", null, "Roofline by block kind (kernels with recorded shapes)"));
     var d = R.device, pk = d && d.peaks;
     add(parent, el("div", {"class": "sub", "data-roof": pk ? pk.model : ""}, pk
@@ -285,30 +264,22 @@
           "(compute or memory, whichever is slower at peak) over the time measured; timed: the share of busy time " +
           "in kernels whose FLOPs and bytes are counted."
         : "no device peaks: " + (d && d.reason ? d.reason : "the device is not known")));
-    var rows = groups.map(function (g) { return roofRow(g, {"data-kind": g.label}); });
-    var all = R.totals.efficiency;
-    if (groups.length > 1 && all && all.flops !== null) {
-      rows.push({attrs: {"data-all": "1"}, cells: [cell("all blocks"), cell(String(R.totals.blocks), R.totals.blocks),
-        cell(fmtFlops(all.flops), all.flops), cell(all.tflops_per_s.toFixed(1), all.tflops_per_s),
-        cell(all.gb_per_s.toFixed(0), all.gb_per_s),
-        cell(all.roof_pct === null ? "n/a" : all.roof_pct.toFixed(1) + "%", all.roof_pct), cell(all.bound || "n/a"),
-        cell(pct(R.totals.total_us > 0 ? all.time_us / R.totals.total_us : null), all.time_us / R.totals.total_us)]});
-    }
+    var rows = groups.map(function (g) { return roofRow(nameCell(g.label), g.row, {"data-kind": g.label}); });
+    if (groups.length > 1) rows.push(roofRow(cell(all.label), all, {"data-all": "1"}));
     table(parent, [{name: "block kind"}, {name: "n", num: true}, {name: "FLOPs", num: true}, {name: "TFLOP/s", num: true},
                    {name: "GB/s", num: true}, {name: "% of roof", num: true}, {name: "bound"}, {name: "timed", num: true}],
           rows);
   }
-  function roofRow(g, attrs) {
-    if (!g.counted || g.timed <= 0) {
-      return {attrs: attrs, cells: [nameCell(g.label), cell(String(g.n), g.n), cell("n/a", null, {title: g.reason}),
+  function roofRow(name, row, attrs) {
+    var e = row.efficiency, n = cell(String(row.blocks), row.blocks);
+    if (e.flops === null || e.tflops_per_s === null) {
+      return {attrs: attrs, cells: [name, n, cell("n/a", null, {title: e.reason}),
                                     cell("", null), cell("", null), cell("", null), cell(""), cell("", null)]};
     }
-    var tf = g.flops / g.timed / 1e6, gb = g.bytes / g.timed / 1e3, roof = 100 * g.roofTime / g.timed;
-    var bounds = keys(g.bounds), bound = bounds.length === 1 ? bounds[0] : bounds.length ? "mixed" : "n/a";
-    var mixed = bounds.length > 1 ? bounds.map(function (b) { return g.bounds[b] + " " + b; }).join(", ") : null;
-    return {attrs: attrs, cells: [nameCell(g.label), cell(String(g.n), g.n), cell(fmtFlops(g.flops), g.flops),
-      cell(tf.toFixed(1), tf), cell(gb.toFixed(0), gb), cell(roof.toFixed(1) + "%", roof), cell(bound, bound, {title: mixed}),
-      cell(pct(g.total > 0 ? g.timed / g.total : null), g.total > 0 ? g.timed / g.total : null)]};
+    return {attrs: attrs, cells: [name, n, cell(fmtFlops(e.flops), e.flops),
+      cell(e.tflops_per_s.toFixed(1), e.tflops_per_s), cell(e.gb_per_s.toFixed(0), e.gb_per_s),
+      cell(e.roof_pct === null ? "n/a" : e.roof_pct.toFixed(1) + "%", e.roof_pct), cell(e.bound || "n/a"),
+      cell(pct(row.timed_share), row.timed_share)]};
   }
 
   /* Each hint, and under it what it saves (the terminal's saving line): an upper bound or a labelled estimate,
@@ -349,16 +320,14 @@
   }
 
   function renderAttribution(parent, R, heading) {
-    var t = R.totals;
+    var t = R.totals, G = R.groups;
     var cats = keys(t.categories);
     var roleKeys = keys(t.matmul_roles);
     add(parent, el("h1", null, heading));
-    var base = 0;
-    R.traces.forEach(function (x) { base += x.base_us; });
     add(parent, el("div", {"class": "summary", "data-total-us": t.total_us, "data-blocks": t.blocks},
         t.blocks + " attention blocks, " + fmt(t.total_us) + " busy \u00b7 " + pct(t.attention_share) +
-        " of " + (R.time_base === "host" ? "host time" : "device busy time") + " (" + fmt(base) + ")" +
-        (t.launch_bound ? " \u00b7 launch-bound: device idle " + pct(t.span_us > 0 ? t.idle_us / t.span_us : 0) +
+        " of " + (R.time_base === "host" ? "host time" : "device busy time") + " (" + fmt(G.base_us) + ")" +
+        (t.launch_bound ? " \u00b7 launch-bound: device idle " + pct(G.idle_share) +
          " of the blocks' span" : "")));
     R.traces.forEach(function (x) {
       add(parent, el("div", {"class": "sub"}, x.source + ": " + (x.gpus.length ? x.gpus.join(", ") : "no GPU listed") +
@@ -370,16 +339,15 @@
       return;
     }
     var lg = legend(parent, cats, function (k) { return CAT_COL[k] || "#999"; });
-    if (R.blocks.some(function (b) { return b.launch_bound !== null && b.launch_bound !== undefined; })) {
+    if (t.launch_bound !== null && t.launch_bound !== undefined) {  /* some block ran on a device */
       var s = add(lg, el("span", {title: "the device idle inside the blocks' span (their span less their busy time)"}));
       add(s, el("i", {"class": "idle-key"}));
       s.appendChild(document.createTextNode("idle (device waiting)"));
     }
-    var kinds = groupBlocks(R.blocks, function (b) { return b.kind + phaseSuffix(b); });
+    var kinds = G.kind.map(barGroup);
     blockSection(parent, "By block kind", kinds, cats, roleKeys);
     roofTable(parent, R, kinds);
-    blockSection(parent, "By layer", groupBlocks(R.blocks, function (b) { return b.name + phaseSuffix(b); }),
-                 cats, roleKeys);
+    blockSection(parent, "By layer", G.layer.map(barGroup), cats, roleKeys);
     if (R.timeline) tkTimeline(parent, R.timeline, KIT);
     hintSection(parent, R.hints || []);
     kernelTable(parent, R.top_kernels, R.time_base === "host" ? "Top host ops in blocks (self time)"
@@ -545,41 +513,29 @@
                              "class": "zigzag", transform: "translate(0,3)"}));
   }
 
+  /* Paired blocks by kind and unpaired ones by kind: Python's rows (tracekit.renderers.html.pair_groups_data). */
   function pairedBlocks(parent, R) {
     add(parent, el("h2", null, "Paired blocks (" + R.blocks.length + " pairs; " + R.unmatched_before.length +
         " only before, " + R.unmatched_after.length + " only after)"));
-    var groups = [], index = {};
-    R.blocks.forEach(function (p) {
-      var k = p.before.kind === p.after.kind ? p.before.kind : p.before.kind + " \u2192 " + p.after.kind;
-      k += p.phase !== "forward" ? " (" + p.phase + ")" : "";
-      var g = index[k];
-      if (!g) { g = index[k] = {label: k, n: 0, b: 0, a: 0, cats: {}}; groups.push(g); }
-      g.n += 1; g.b += p.before_us; g.a += p.after_us;
-      keys(p.categories).forEach(function (c) { g.cats[c] = (g.cats[c] || 0) + p.categories[c].delta_us; });
-    });
-    [["before", R.unmatched_before], ["after", R.unmatched_after]].forEach(function (side) {
-      if (!side[1].length) return;
-      var kinds = [], at = {};
-      side[1].forEach(function (b) {
-        var k = b.kind + (b.phase !== "forward" ? " (" + b.phase + ")" : "");
-        if (!at[k]) { at[k] = {label: k, n: 0, us: 0}; kinds.push(at[k]); }
-        at[k].n += 1; at[k].us += b.total_us;
-      });
-      add(parent, el("div", {"class": "sub"}, "blocks only " + side[0] + " (unpaired), all steps"));
-      table(parent, [{name: "block kind"}, {name: "n", num: true}, {name: "time", num: true}], kinds.map(function (g) {
-        return {attrs: {"data-unpaired": side[0]}, cells: [nameCell(g.label), cell(String(g.n), g.n), cell(fmt(g.us), g.us)]};
+    var P = R.pair_groups;
+    ["before", "after"].forEach(function (side) {
+      if (!P[side].length) return;
+      add(parent, el("div", {"class": "sub"}, "blocks only " + side + " (unpaired), all steps"));
+      var heads = [{name: "block kind"}, {name: "n", num: true}, {name: "time", num: true}];
+      table(parent, heads, P[side].map(function (g) {
+        return {attrs: {"data-unpaired": side}, cells: [nameCell(g.label + phaseSuffix(g)), cell(String(g.n), g.n),
+                                                        cell(fmt(g.total_us), g.total_us)]};
       }));
     });
-    if (!groups.length) return;
+    if (!P.pairs.length) return;
     table(parent, [{name: "blocks (before \u2192 after kind)"}, {name: "n", num: true}, {name: "before", num: true},
                    {name: "after", num: true}, {name: "\u0394", num: true}, {name: "largest change"}],
-          groups.map(function (g) {
-            var big = null;
-            keys(g.cats).forEach(function (c) { if (big === null || Math.abs(g.cats[c]) > Math.abs(g.cats[big])) big = c; });
-            var d = g.a - g.b;
-            return {cells: [nameCell(g.label), cell(String(g.n), g.n), cell(fmt(g.b), g.b), cell(fmt(g.a), g.a),
+          P.pairs.map(function (g) {
+            var d = g.delta_us;
+            return {cells: [nameCell(g.label + phaseSuffix(g)), cell(String(g.n), g.n),
+                            cell(fmt(g.before_us), g.before_us), cell(fmt(g.after_us), g.after_us),
                             cell(signed(d), d, {cls: "num" + (Math.abs(d) < 0.05 ? "" : d > 0 ? " pos" : " neg")}),
-                            cell(big && Math.abs(g.cats[big]) >= 0.05 ? big + " " + signed(g.cats[big]) : "\u2014")]};
+                            cell(g.largest_change)]};
           }));
   }
 
@@ -613,7 +569,7 @@
     function latency(r) {
       var w = r.run_row;
       if (w.latency_ms !== null) return w.latency_ms * 1000;
-      return measured || !w.steps ? null : w.span_us / w.steps;
+      return measured ? null : w.span_per_step_us;
     }
     function speedText(w) {
       if (w.speedup === null) return "\u2014";

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..vocab import CATEGORIES, MATMUL_ROLES, Phase, StrEnum
+from ..vocab import CATEGORIES, IDLE_CAUSES, MATMUL_ROLES, Phase, StrEnum
 from .attribution import Attribution, BlockResult, RankView, zero_categories
 from .diff import DiffResult
+from .efficiency import Efficiency
 from .ranks import single_rank_view
 
 
@@ -60,7 +61,11 @@ def check_grouping(by: str, allowed: tuple[str, ...]) -> None:
 
 @dataclass(slots=True, kw_only=True)
 class Row:
-    """One table line: a group of blocks and their summed time."""
+    """One table line: a group of blocks and their summed time, idle and efficiency.
+
+    Every output that draws groups draws these sums (the HTML report too: tracekit.renderers.html serialises
+    them), so a group's figures cannot differ between the terminal, the DataFrame and the page.
+    """
 
     label: str
     phase: Phase
@@ -71,6 +76,9 @@ class Row:
     matmul_roles: dict[str, float] | None = None  # summed over the group's blocks; None if one lacks them
     span_us: float = 0.0
     idle_us: float = 0.0
+    device_blocks: int = 0  # blocks with a device that can idle (launch_bound known); 0: idle means nothing
+    idle_by_cause: dict[str, float] | None = None  # summed over the group's blocks; None if one lacks them
+    efficiency: Efficiency | None = None  # the blocks' efficiency summed (sum_efficiency); None if none has any
 
 
 def _key(b: BlockResult, by: str) -> tuple:
@@ -93,12 +101,15 @@ def group_rows(result: Attribution, by: str) -> list[Row]:
         r = rows.get(k)
         if r is None:
             r = rows[k] = Row(label=k[0], phase=b.phase, blocks=0, total_us=0.0, categories=zero_categories(),
-                              kernels=0, matmul_roles=dict.fromkeys(MATMUL_ROLES, 0.0))
-        if b.matmul_roles is None:
-            r.matmul_roles = None
-        elif r.matmul_roles is not None:
-            for role, us in b.matmul_roles.items():
-                r.matmul_roles[role] += us
+                              kernels=0, matmul_roles=dict.fromkeys(MATMUL_ROLES, 0.0),
+                              idle_by_cause=dict.fromkeys(IDLE_CAUSES, 0.0))
+        r.matmul_roles = _add_parts(r.matmul_roles, b.matmul_roles)
+        r.idle_by_cause = _add_parts(r.idle_by_cause, b.idle_by_cause)
+        if b.efficiency is not None:
+            if r.efficiency is None:
+                r.efficiency = Efficiency()
+            r.efficiency.add(b.efficiency)
+        r.device_blocks += b.launch_bound is not None
         r.blocks += 1
         r.total_us += b.total_us
         r.kernels += b.kernels
@@ -106,7 +117,19 @@ def group_rows(result: Attribution, by: str) -> list[Row]:
         r.idle_us += b.idle_us
         for c in CATEGORIES:
             r.categories[c] += b.categories[c]
+    for r in rows.values():
+        if r.efficiency is not None:
+            r.efficiency.check()
     return list(rows.values())
+
+
+def _add_parts(acc: dict[str, float] | None, part: dict[str, float] | None) -> dict[str, float] | None:
+    """``part`` added into ``acc`` key by key; None once any block lacks the split (a partial sum would mislead)."""
+    if acc is None or part is None:
+        return None
+    for k, us in part.items():
+        acc[k] += us
+    return acc
 
 
 def rank_view_of(result: Attribution) -> RankView:
