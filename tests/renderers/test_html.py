@@ -23,6 +23,7 @@ import tracekit
 from tracekit.cli import cli
 from tracekit.results.attribution import Attribution
 from tracekit.results.rows import Row, group_rows, pair_rows
+from tracekit.results.sweep import run_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_CPU = ROOT / "sample_traces" / "cpu_eager_256.pt.trace.json.gz"
@@ -323,8 +324,6 @@ def test_a_sweeps_run_draws_its_own_groups_and_profiled_span_per_step(browser, t
     report(tmp_path / "sweep", "-o", tmp_path / "s.html", "-j", 1)
     result = tracekit.analyze(tmp_path / "sweep", jobs=1, by="run")
     open_page(browser, tmp_path / "s.html")
-    from tracekit.results.sweep import run_rows
-
     points = browser.execute_script(
         "return Array.from(document.querySelectorAll('[data-chart^=\"attention span per step\"] circle')).map("
         "c => [c.dataset.series + '_' + c.dataset.x, +c.dataset.v])")
