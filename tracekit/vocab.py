@@ -244,7 +244,31 @@ COMPOSITE_GEMM_OPS = frozenset({"aten::matmul", "aten::linear", "aten::einsum"})
 # The eager pattern (matmul → softmax → matmul under one parent) that infers a block.
 EAGER_MATMUL_OPS = OpPattern("eager-matmul", f"{PRODUCT_OPS.pattern}|{EINSUM_OPS.pattern}",
                              "the QKᵀ and PV products of eager attention")
-EAGER_SOFTMAX_OPS = OpPattern("eager-softmax", r"aten::(?:softmax|_softmax|_safe_softmax)",
+
+# The one softmax vocabulary (issue 36): every softmax op name tracekit reads, by family. Each user builds its
+# pattern or set from these tuples; where a user takes other families than the attention softmax, the
+# combination is named below with its reason. Names are PyTorch's ``aten`` registrations.
+SOFTMAX_OPS: tuple[str, ...] = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
+"""The attention softmax, forward: ``_safe_softmax`` is the SDPA math path's softmax in newer PyTorch."""
+MASKED_SOFTMAX_OPS: tuple[str, ...] = ("aten::_masked_softmax",)
+"""``nn.MultiheadAttention``'s softmax with its mask folded in: softmax time, but no eager-pattern member."""
+SOFTMAX_BACKWARD_OPS: tuple[str, ...] = ("aten::_softmax_backward_data",)
+"""The softmax's backward: softmax time, but its inputs are gradients (no forward cost formula, no pattern)."""
+LOG_SOFTMAX_OPS: tuple[str, ...] = ("aten::log_softmax", "aten::_log_softmax")
+"""A loss's log_softmax: never attention, but the same kernels and the same per-element cost."""
+LOG_SOFTMAX_BACKWARD_OPS: tuple[str, ...] = ("aten::_log_softmax_backward_data",)
+"""log_softmax's backward: a loss's, never attention."""
+CALLED_SOFTMAX_OPS: tuple[str, ...] = SOFTMAX_OPS[:2]
+"""The softmax ops a model calls itself, for the recorded problem sizes (io's shape list, compare's attention
+sizes): ``_safe_softmax`` runs only inside SDPA's math path, whose SDPA op those lists already record."""
+
+
+def alternation(names: tuple[str, ...]) -> str:
+    """``a|b|…``: op names as one regex alternation (names escaped), to build an OpPattern or a rule from."""
+    return "|".join(re.escape(n) for n in names)
+
+
+EAGER_SOFTMAX_OPS = OpPattern("eager-softmax", alternation(SOFTMAX_OPS),
                               "_safe_softmax is the SDPA math path's softmax in newer PyTorch")
 
 
@@ -327,7 +351,8 @@ SHAPED_OPS: tuple[OpPattern, ...] = (
     OpPattern("gemm", "|".join(p.pattern for p in SHAPED_GEMM_OPS),
               "matrix products: FLOPs and the projection/score/context role"),
     *FUSED_ATTENTION_OPS,
-    OpPattern("softmax", r"aten::(?:softmax|_softmax|_safe_softmax|log_softmax|_log_softmax)\w*", "softmax"),
+    OpPattern("softmax", f"(?:{alternation(SOFTMAX_OPS + LOG_SOFTMAX_OPS)})\\w*",
+              "softmax and log_softmax, with any suffix (their _backward_data too): the FLOP/byte rules read them"),
     OpPattern("elementwise", r"aten::(?:add|sub|mul|div|masked_fill|where|gelu|silu|relu|tanh|exp|neg|rsqrt|"
                              r"dropout|native_dropout|pow|sigmoid|clamp)_?", "pointwise ops: bytes moved"),
     OpPattern("copy", r"aten::(?:copy_|clone|cat|stack|index_copy_?|repeat_interleave|"

@@ -3,9 +3,9 @@
 Order (docs/attribution.md, "Attention blocks"): a scope-matching ``record_function`` or
 ``nn.Module`` slice (outermost wins), then a fused attention op outside any scope,
 then an inferred eager pattern (matmul → softmax → matmul under one parent). Then, once the device
-events are classified (:func:`find_kernel_blocks`, called by tracekit.analysis.attribute): fused attention
+events are classified (:func:`find_kernel_blocks`, in :mod:`.kernels`, a later stage): fused attention
 kernels that no host block owns (CUDA/HIP graphs, compiled regions) become ``fused-kernel`` blocks, and a
-GEMM → softmax → GEMM run of kernels that none owns an ``inferred`` one. All block discovery lives here.
+GEMM → softmax → GEMM run of kernels that none owns an ``inferred`` one. All block discovery lives in this package.
 """
 
 from __future__ import annotations
@@ -13,19 +13,17 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from itertools import groupby
+from dataclasses import dataclass, field
 
 import orjson
 
-from ..model import ANNOTATION, MODULE, OP, DeviceEvent, HostEvent, Trace
-from ..results.attribution import Evidence
-from ..vocab import (
+from ...model import ANNOTATION, MODULE, OP, HostEvent, Trace
+from ...results.attribution import Evidence
+from ...vocab import (
     EAGER_MATMUL_OPS, EAGER_SOFTMAX_OPS, FUSED_ATTENTION_OPS, GROUPED_GEMM_OPS, LINEAR_OPS, LOW_PRECISION_GEMM_OPS,
-    QUANTIZED_LINEAR_OPS, Category, CoreKind, FoundBy, OpPattern, Phase, anchored, compact_kernel_name, kernel_label,
-    opens_fused_block,
+    QUANTIZED_LINEAR_OPS, Category, CoreKind, FoundBy, OpPattern, Phase, anchored, compact_kernel_name, opens_fused_block,
 )
-from .link import NONE, Links
+from ..link import NONE, Links
 
 DEFAULT_SCOPE = r"attention|attn|SelfAttention|MultiheadAttention"
 
@@ -71,10 +69,12 @@ EAGER_BREAKERS: tuple[OpPattern, ...] = (
                       r"|batch_norm|native_batch_norm|_batch_norm_impl_index)",
               "a norm between two products is a layer boundary (pre-norm blocks start with one)"),
 )
-_BREAKER = re.compile(anchored(*EAGER_BREAKERS))
+BREAKER = re.compile(anchored(*EAGER_BREAKERS))
 MAX_EAGER_GAP = 48  # sibling ops allowed between a product and the softmax: scale, softcap, mask, casts, views, and
 # T5's first layer computing its relative position bias (about 30 ops); the breakers, not the gap, end a layer
 _LEFT_OPERANDS = {"aten::baddbmm": 1, "aten::addbmm": 1}  # where the first matrix operand sits (else 0)
+MAX_BETWEEN = 4  # kernels allowed between a GEMM run and the softmax (scale, mask, dropout, layout)
+
 
 
 @dataclass(slots=True)
@@ -292,7 +292,7 @@ def _claim_kernel_triples(self: _Cores, claimed: dict[int, _Claim]) -> None:
             sc = self.scope_around(leaf[j])
             if sc in open_scopes and sc not in containers:
                 la = launcher[leaf[j]]
-                if c == matmul and la != NONE and _BREAKER.match(host[la].name):
+                if c == matmul and la != NONE and BREAKER.match(host[la].name):
                     continue  # a projection's or an expert's GEMM (a router's gate) is no score or context product
                 open_scopes[sc].append(j)
     dev = self.tr.device
@@ -300,7 +300,7 @@ def _claim_kernel_triples(self: _Cores, claimed: dict[int, _Claim]) -> None:
         js.sort(key=lambda j: dev[j].ts)
         kc = [cats[j] for j in js]
         for k, c in enumerate(kc):
-            run = _gemm_softmax_gemm(kc, k) if c == softmax else None
+            run = gemm_softmax_gemm(kc, k) if c == softmax else None
             if run is not None:
                 cl = claimed[sc] = _Claim()
                 cl.kernels = [short_kernel_name(dev[js[i]].name) for i in (run[0], k, run[1])]
@@ -453,7 +453,7 @@ def _product_near(host: Sequence[HostEvent], sibs: list[int], pos: int, step: in
         nm = host[sibs[k]].name
         if MATMUL_OPS.match(nm):
             return k
-        if _BREAKER.match(nm) or SOFTMAX_OPS.match(nm):
+        if BREAKER.match(nm) or SOFTMAX_OPS.match(nm):
             return None
         k += step
     return None
@@ -467,17 +467,6 @@ def _assign_steps(links: Links, blocks: list[Block]) -> None:
 # ---------------------------------------------------------------------------------------------
 # Blocks found from device kernels alone (no host op shows them)
 
-MAX_BETWEEN = 4  # kernels allowed between a GEMM run and the softmax (scale, mask, dropout, layout)
-
-
-def find_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: Sequence[Category],
-                       dev_owner: list[int]) -> None:
-    """Add the blocks that only the classified kernels show; ``dev_owner`` gets their events."""
-    fused = _fused_kernel_blocks(tr, links, blocks, cats, dev_owner)
-    _pair_kernel_blocks(blocks, fused)
-    _pair_kernel_blocks(blocks, _inferred_kernel_blocks(tr, links, blocks, cats, dev_owner))
-
-
 def short_kernel_name(name: str) -> str:
     """``void ns::kernel<…>(…)`` → ``ns::kernel``: a readable block name for fused kernels."""
     n = compact_kernel_name(name)
@@ -488,236 +477,7 @@ def short_kernel_name(name: str) -> str:
             cut = k
     return n[:cut].strip() or name[:60]
 
-
-def _by_stream(dev: Sequence[DeviceEvent], events: list[int]) -> list[list[int]]:
-    """``events`` grouped by stream, each group in start order (ties in index order)."""
-    starts = [d.ts for d in dev]
-    order = sorted(events, key=starts.__getitem__)  # two stable sorts on key lists: no tuple per event
-    streams = [d.stream for d in dev]
-    order.sort(key=streams.__getitem__)
-    return [list(g) for _, g in groupby(order, key=streams.__getitem__)]
-
-
-@dataclass(frozen=True, slots=True)
-class KernelGroup:
-    """The kernels one attention call launches besides its attention kernel: ``before`` run ahead of it (quantise,
-    plan, KV-cache write), ``after`` behind it (split-KV combine, merge). ``core`` limits the attention kernels the
-    group belongs to (any fused attention kernel when empty). Patterns are ``re.search`` over kernel names."""
-
-    name: str
-    before: str
-    after: str
-    core: str
-    why: str
-
-
-KERNEL_GROUPS: tuple[KernelGroup, ...] = (
-    KernelGroup("sage-attention", r"sage\w*quant|quant_per_(?:block|warp|thread)\w*|quant_query\w*|sub_mean\w*kernel",
-                "", r"sage|qk_int8_sv|_attn_fwd",
-                "SageAttention quantises Q/K to int8 (and V to fp8) in kernels of its own, with small kernels between"),
-    KernelGroup("fp8-attention", r"scaled_fp8_quant|fp8_quant\w*kernel|quant_fp8|segmented_max_reduction"
-                                 r"|compute_\w*scale\w*kernel", "", "",
-                "FP8 attention computes its Q/K/V scales and casts before the attention kernel"),
-    KernelGroup("kv-cache-write", r"reshape_and_cache|concat_and_cache|store_kvcache", "", "",
-                "vLLM/SGLang write the new K/V into the paged cache just before attending (reshape_and_cache_flash, "
-                "store_kvcache in the shared graph replays)"),
-    KernelGroup("flashinfer", r"[Pp]lan\w*[Kk]ernel", r"MergeStates?\w*|merge_state\w*",
-                r"(?:Batch|Single)(?:Prefill|Decode)With|BatchMLAPageAttention|BatchPOD",
-                "FlashInfer plans on the device for some wrappers and merges cascade/split states after the run"),
-    KernelGroup("split-kv", "", r"splitkv_combine|paged_attention\w*reduce|_fwd_kernel_stage2|merge_attn_states",
-                "", "split-KV decode reduces its partial outputs in a second kernel (FA2 combine, vLLM ROCm "
-                "paged_attention_ll4mi_reduce, SGLang Triton decode stage 2)"),
-)
-_MEMBERS = [(g, re.compile(g.before) if g.before else None, re.compile(g.after) if g.after else None,
-             re.compile(g.core) if g.core else None) for g in KERNEL_GROUPS]
-
-
-def _member_of(name: str, memo: dict[str, tuple[str, str] | None]) -> tuple[str, str] | None:
-    """("before" | "after", group name) when a kernel is another kernel of an attention call, else None."""
-    if name in memo:
-        return memo[name]
-    got = None
-    for g, before, after, _core in _MEMBERS:
-        if before is not None and before.search(name):
-            got = ("before", g.name)
-            break
-        if after is not None and after.search(name):
-            got = ("after", g.name)
-            break
-    memo[name] = got
-    return got
-
-
-def _core_of(group: str, name: str) -> bool:
-    for g, _b, _a, core in _MEMBERS:
-        if g.name == group:
-            return core is None or core.search(name) is not None
-    return False
-
-
-class _KernelRun:
-    """One stream's walk for rule fused-kernels: open runs of an attention call's kernels, close them into blocks."""
-
-    def __init__(self, tr: Trace, links: Links, blocks: list[Block], cats: Sequence[Category],
-                 dev_owner: list[int]) -> None:
-        self.tr, self.links, self.blocks, self.cats, self.dev_owner = tr, links, blocks, cats, dev_owner
-        self.memo: dict[str, tuple[str, str] | None] = {}
-        self.new: list[int] = []
-        names = tr.names if tr.names is not None else frozenset(d.name for d in tr.device)
-        self.any_members = any(_member_of(n, self.memo) is not None for n in names)
-        self.reset()
-
-    def reset(self) -> None:
-        self.members: list[int] = []  # the run's kernels so far (attention and group members)
-        self.between: list[int] = []  # kernels since the last member, joined if another member follows
-        self.core = False  # an attention kernel is in the run
-        self.group: str | None = None
-        self.last_core = NONE
-
-    def close(self) -> None:
-        """A run with an attention kernel becomes a block (or joins the host block of its kernel); else nothing."""
-        if self.core and self.members:
-            b = len(self.blocks)
-            dev, links = self.tr.device, self.links
-            first = self.members[0]
-            lf = links.device_leaf[first]
-            cores = [j for j in self.members if self.cats[j] == Category.FUSED_ATTENTION]
-            longest = max(cores, key=lambda j: dev[j].dur)
-            lab = kernel_label(dev[longest].name)
-            name = lab.name if lab is not None and lab.name is not None else short_kernel_name(dev[longest].name)
-            names: list[str] = []
-            for j in cores:
-                n = short_kernel_name(dev[j].name)
-                if n not in names:
-                    names.append(n)
-            ev = Evidence(rule="fused-kernels", core=CoreKind.FUSED_KERNEL, names=tuple(names[:4]), group=self.group)
-            self.blocks.append(Block(name, FoundBy.FUSED_KERNEL, [], links.step[lf] if lf != NONE else None,
-                                     lab.phase if lab is not None else Phase.FORWARD, dev[first].ts, evidence=ev))
-            for j in self.members:
-                self.dev_owner[j] = b
-            self.new.append(b)
-        self.reset()
-
-    def walk(self, g: list[int]) -> None:
-        dev, cats, owner, linked = self.tr.device, self.cats, self.dev_owner, self.links.device_linked
-        fused, memory = Category.FUSED_ATTENTION, Category.MEMORY
-        members = self.any_members
-        for j in g:
-            free = owner[j] == NONE and linked[j]
-            if not free and not self.members:
-                continue  # the common case: a kernel a host block owns, no run open
-            role = _member_of(dev[j].name, self.memo) if free and members else None
-            if role is not None and role[0] == "before":
-                if self.core:
-                    self.close()
-                self._join(j, role[1])
-            elif free and cats[j] == fused and (self.group is None or self.core or _core_of(self.group, dev[j].name)):
-                self._join(j, self.group)
-                self.core = True
-            elif role is not None and self.core and len(self.between) <= MAX_BETWEEN:
-                self._join(j, role[1])
-            elif not free and self.members and not self.core and cats[j] == fused and owner[j] != NONE \
-                    and self.group is not None and _core_of(self.group, dev[j].name):
-                self._give(owner[j])  # a call's first kernels before the attention kernel a host block owns
-            elif free and self.members and cats[j] not in _ENDS_RUN \
-                    and (cats[j] == memory or (self.group is not None and len(self.between) < MAX_BETWEEN)):
-                self.between.append(j)
-            elif self.members:
-                self.close()
-        self.close()
-
-    def _join(self, j: int, group: str | None) -> None:
-        self.members.extend(self.between)
-        self.between.clear()
-        self.members.append(j)
-        if group is not None and self.group is None:
-            self.group = group
-
-    def _give(self, b: int) -> None:
-        """Hand the open run's kernels to host block ``b`` and say so in its evidence."""
-        for j in (*self.members, *self.between):
-            self.dev_owner[j] = b
-        blk = self.blocks[b]
-        if blk.evidence is not None and self.group is not None:
-            blk.evidence = replace(blk.evidence, group=self.group)
-        self.reset()
-
-
-_ENDS_RUN = frozenset({Category.MATMUL, Category.SOFTMAX})  # a GEMM or softmax between two kernels: two calls
-
-
-def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: Sequence[Category],
-                         dev_owner: list[int]) -> list[int]:
-    """Rule fused-kernels: runs of one call's kernels on one stream that no host block owns (graphs, compiled code).
-
-    Only linked events count: an orphan launched before the window is reported as unlinked, never guessed
-    into a block. A run holds fused attention kernels, memory kernels between them (SageAttention zero-fills
-    its outputs between quantising and attending) and its KERNEL_GROUPS members with up to MAX_BETWEEN other
-    kernels between (never a GEMM or a softmax). A run with no attention kernel is no block; one whose
-    attention kernel a host block owns joins that block. Returns the new blocks.
-    """
-    run = _KernelRun(tr, links, blocks, cats, dev_owner)
-    for g in _by_stream(tr.device, list(range(len(tr.device)))):
-        run.walk(g)
-    return run.new
-
-
-def _inferred_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: Sequence[Category],
-                            dev_owner: list[int]) -> list[int]:
-    """Eager attention that no host op shows: compiled code (inductor) launches its GEMMs and fused softmax
-    from one graph call. On each stream, a softmax kernel with a run of GEMM kernels shortly before and
-    after it, none owned by a block, is one ``inferred`` block: forward QKᵀ → softmax → PV, backward
-    dV, dP → softmax backward → dQ, dK. Returns the new blocks.
-    """
-    dev = tr.device
-    linked = links.device_linked
-    streams = {dev[j].stream for j, c in enumerate(cats)
-               if c == Category.SOFTMAX and dev_owner[j] == NONE and linked[j]}
-    if not streams:  # no softmax kernel left outside a block: the common case, no sort
-        return []
-    new: list[int] = []
-    for g in _by_stream(dev, [j for j in range(len(dev)) if dev[j].stream in streams]):
-        free = [j for j in g if dev_owner[j] == NONE and linked[j] and dev[j].kind == "kernel"]
-        free_cats = [_pattern_category(tr, links, cats, j) for j in free]
-        k = 0
-        while k < len(free):
-            run = _gemm_softmax_gemm(free_cats, k) if free_cats[k] == Category.SOFTMAX else None
-            if run is None:
-                k += 1
-                continue
-            lo, hi = run
-            first = free[lo]
-            lf = links.device_leaf[first]
-            phase = Phase.BACKWARD if "backward" in dev[free[k]].name.lower() else Phase.FORWARD
-            new.append(len(blocks))
-            names = tuple(short_kernel_name(dev[free[i]].name) for i in (lo, k, hi))
-            blocks.append(Block("inferred attention", FoundBy.INFERRED, [], links.step[lf] if lf != NONE else None,
-                                phase, dev[first].ts,
-                                evidence=Evidence(rule="eager-kernels", core=CoreKind.EAGER_KERNELS, names=names)))
-            for j in free[lo: hi + 1]:
-                dev_owner[j] = new[-1]
-            k = hi + 1
-    return new
-
-
-def _pattern_category(tr: Trace, links: Links, cats: Sequence[Category], j: int) -> Category:
-    """A kernel's category as rule eager-kernels reads it: a GEMM launched by a breaker op (a linear layer, a
-    router's gate, MoE experts) and a softmax launched by a host softmax op (which rule eager-ops already
-    judged, and turned down) are no member of a kernel pattern: the eager MoE router is no attention."""
-    c = cats[j]
-    if c != Category.MATMUL and c != Category.SOFTMAX:
-        return c
-    lf = links.device_leaf[j]
-    la = links.launcher[lf] if lf != NONE else NONE
-    if la == NONE:
-        return c
-    name = tr.host[la].name
-    if (_BREAKER.match(name) if c == Category.MATMUL else SOFTMAX_OPS.match(name)) is not None:
-        return Category.OTHER
-    return c
-
-
-def _gemm_softmax_gemm(cats: Sequence[Category], k: int) -> tuple[int, int] | None:
+def gemm_softmax_gemm(cats: Sequence[Category], k: int) -> tuple[int, int] | None:
     """(first, last) of the GEMM run before the softmax at ``k`` to the GEMM run after it, each within
     MAX_BETWEEN other kernels of it, or None when either run is missing."""
     matmul, softmax = Category.MATMUL, Category.SOFTMAX
@@ -735,19 +495,3 @@ def _gemm_softmax_gemm(cats: Sequence[Category], k: int) -> tuple[int, int] | No
     while hi + 1 < n and cats[hi + 1] == matmul:
         hi += 1
     return lo, hi
-
-
-def _pair_kernel_blocks(blocks: list[Block], found: list[int]) -> None:
-    """Blocks found from kernels alone have no autograd link: in each step, when there are as many backward
-    blocks of a kind as forward ones, they pair last-to-first (autograd runs the layers in reverse)."""
-    groups: dict[tuple[str, int | None, Phase], list[int]] = defaultdict(list)
-    for b in found:
-        blk = blocks[b]
-        groups[(blk.found_by, blk.step, blk.phase)].append(b)
-    for (found_by, step, phase), bwd in groups.items():
-        fwd = groups.get((found_by, step, Phase.FORWARD), [])
-        if phase == Phase.BACKWARD and len(fwd) == len(bwd):
-            fwd.sort(key=lambda b: blocks[b].ts)
-            bwd.sort(key=lambda b: blocks[b].ts)
-            for f, b in zip(reversed(fwd), bwd):
-                blocks[b].forward = f
