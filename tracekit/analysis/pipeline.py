@@ -78,7 +78,7 @@ def record_captured_blocks(ctx: StageContext) -> None:
         record_captured(ctx.tr, ctx.need(ctx.links, "links"), facts, ctx.blocks, ctx.owner)
 
 
-def find_kernel_blocks(ctx: StageContext) -> None:
+def find_device_blocks(ctx: StageContext) -> None:
     """Device traces: each device event's block, and the blocks only the classified kernels show."""
     if ctx.cats is not None:
         ctx.dev_owner = own_device_events(ctx.tr, ctx.need(ctx.links, "links"), ctx.blocks, ctx.owner, ctx.cats)
@@ -166,7 +166,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("find-host-blocks", find_host_blocks, "host blocks first: kernels a host block owns are no kernel block"),
     Stage("attach-backward", attach_backward_blocks, "backward ops join forward blocks before owners reach kernels"),
     Stage("record-captured", record_captured_blocks, "a capture's blocks, with their owners final, record kernels"),
-    Stage("find-kernel-blocks", find_kernel_blocks, "kernel blocks take only the device events no host block owns"),
+    Stage("find-kernel-blocks", find_device_blocks, "kernel blocks take only the device events no host block owns"),
     Stage("measure-busy", measure_busy, "block figures, coverage and step figures share one busy-time split"),
     Stage("account-device", account_device, "needs every block and its events: after all block finders"),
     Stage("add-efficiency", add_block_efficiency, "reads each event's share of its block's busy time"),
