@@ -21,7 +21,8 @@ from ...model import ANNOTATION, MODULE, OP, HostEvent, Trace
 from ...results.attribution import Evidence
 from ...vocab import (
     EAGER_MATMUL_OPS, EAGER_SOFTMAX_OPS, FUSED_ATTENTION_OPS, GROUPED_GEMM_OPS, LINEAR_OPS, LOW_PRECISION_GEMM_OPS,
-    QUANTIZED_LINEAR_OPS, Category, CoreKind, FoundBy, OpPattern, Phase, anchored, compact_kernel_name, opens_fused_block,
+    QUANTIZED_LINEAR_OPS, Category, CoreKind, FoundBy, OpPattern, Phase, anchored, compact_kernel_name,
+    opens_fused_block,
 )
 from ..link import NONE, Links
 
@@ -145,17 +146,10 @@ class _Cores:
         self.tr, self.links, self.finder = tr, links, finder
         self._key_of: dict[int, int] = {}  # non-op host event -> its sibling key (sibling_key)
         names = tr.names if tr.names is not None else frozenset(h.name for h in tr.host)
-        fused_names = {n for n in names if opens_fused_block(n)}
-        host = tr.host
-        self.fused_ops = [i for i, h in enumerate(host) if h.name in fused_names and h.kind == OP] if fused_names else []
+        self.fused_ops = _fused_ops(tr, names)
         self.is_fused = set(self.fused_ops)
         self.eager = _eager_triples(tr, links, names, self.sibling_key)
-        self.kernels: dict[int, list[int]] = defaultdict(list)  # launch-site host event -> fused kernels
-        if cats is not None:
-            leaf, fa = links.device_leaf, Category.FUSED_ATTENTION
-            for j, c in enumerate(cats):
-                if c == fa and leaf[j] != NONE:
-                    self.kernels[leaf[j]].append(j)
+        self.kernels = _kernel_sites(links, cats)  # launch-site host event -> fused kernels
         self._scope_of: dict[int, int] = {}
         self.cats = cats
 
@@ -218,10 +212,19 @@ class _Cores:
         return top
 
     def blocks(self) -> list[Block]:
-        tr, host = self.tr, self.tr.host
-        dev = tr.device
+        """Every core claimed (scopes first), then one block per claiming scope, fused op and free eager triple,
+        in start order."""
         claimed: dict[int, _Claim] = {}  # scope event -> what it holds
         fused_blocks: dict[int, _Claim] = {}  # outermost fused op outside scopes -> what it holds
+        free_eager = self.claim_cores(claimed, fused_blocks)
+        self.claim_kernel_triples(claimed)
+        self.claim_products(claimed)
+        return self.make_blocks(claimed, fused_blocks, free_eager)
+
+    def claim_cores(self, claimed: dict[int, _Claim], fused_blocks: dict[int, _Claim]) -> list[_Eager]:
+        """Rules innermost-scope and fused-op: each fused op, fused kernel and eager triple to the innermost scope
+        around it; a fused op outside scopes to its outermost fused op. Returns the eager triples no one claims."""
+        host, dev = self.tr.host, self.tr.device
         for i in self.fused_ops:
             s = self.scope_around(i)
             c = claimed.setdefault(s, _Claim()) if s != NONE else fused_blocks.setdefault(self.outermost_fused(i),
@@ -239,8 +242,12 @@ class _Cores:
                 claimed.setdefault(s, _Claim()).add_eager(self, e)
             elif self.outermost_fused(e.softmax) == NONE:
                 free_eager.append(e)
-        _claim_kernel_triples(self, claimed)
-        _claim_products(self, claimed)
+        return free_eager
+
+    def make_blocks(self, claimed: dict[int, _Claim], fused_blocks: dict[int, _Claim],
+                    free_eager: list[_Eager]) -> list[Block]:
+        """One block per claiming scope, per fused op outside scopes and per free eager triple, in start order."""
+        host = self.tr.host
         out: list[Block] = []
         for s, c in claimed.items():
             h = host[s]
@@ -257,6 +264,109 @@ class _Cores:
         out.sort(key=lambda b: (b.ts, b.roots[0]))
         return out
 
+    def claim_kernel_triples(self, claimed: dict[int, _Claim]) -> None:
+        """Rule innermost-scope, kernels only: a scope with no core among its ops whose kernels run GEMM → softmax
+        → GEMM (a range linked to its kernels by ``gpu_user_annotation`` alone, or ops the vocabulary does not
+        know) holds an eager core. Only scopes around an unclaimed softmax kernel are looked at."""
+        cats = self.cats
+        if cats is None:
+            return
+        open_scopes = self._open_scopes(cats, claimed)
+        if not open_scopes:
+            return
+        self._scope_kernels(cats, open_scopes, _around(self.links.parent, claimed))
+        dev = self.tr.device
+        for sc, js in open_scopes.items():
+            js.sort(key=lambda j: dev[j].ts)
+            run = _first_triple([cats[j] for j in js])
+            if run is not None:
+                lo, k, hi = run
+                cl = claimed[sc] = _Claim()
+                cl.kernels = [short_kernel_name(dev[js[i]].name) for i in (lo, k, hi)]
+                cl.kernel_triple = True
+
+    def _open_scopes(self, cats: Sequence[Category], claimed: dict[int, _Claim]) -> dict[int, list[int]]:
+        """Unclaimed scopes around a softmax kernel -> [] (their kernels, filled by _scope_kernels)."""
+        leaf, softmax = self.links.device_leaf, Category.SOFTMAX
+        open_scopes: dict[int, list[int]] = {}
+        for j, c in enumerate(cats):
+            if c == softmax and leaf[j] != NONE:
+                sc = self.scope_around(leaf[j])
+                if sc != NONE and sc not in claimed:
+                    open_scopes[sc] = []
+        return open_scopes
+
+    def _scope_kernels(self, cats: Sequence[Category], open_scopes: dict[int, list[int]], containers: set[int]) -> None:
+        """Each open scope's GEMM and softmax kernels; a layer container's are none, nor a breaker op's GEMMs."""
+        host, leaf, launcher = self.tr.host, self.links.device_leaf, self.links.launcher
+        softmax, matmul = Category.SOFTMAX, Category.MATMUL
+        for j, c in enumerate(cats):
+            if (c != matmul and c != softmax) or leaf[j] == NONE:
+                continue
+            sc = self.scope_around(leaf[j])
+            if sc not in open_scopes or sc in containers:
+                continue
+            la = launcher[leaf[j]]
+            if c == matmul and la != NONE and BREAKER.match(host[la].name):
+                continue  # a projection's or an expert's GEMM (a router's gate) is no score or context product
+            open_scopes[sc].append(j)
+
+    def claim_products(self, claimed: dict[int, _Claim]) -> None:
+        """Rule innermost-scope, linear attention: a scope with no core and no block inside it whose own products
+        (matrix products not inside another op) number two or more holds a softmax-free attention core. A layer
+        container (its attention module a block of its own) never qualifies, so MoE expert bmms make no block."""
+        host = self.tr.host
+        names = {h.name for h in host} if self.tr.names is None else self.tr.names
+        product_names = {n for n in names if MATMUL_OPS.match(n)}
+        if not product_names:
+            return
+        for s, ops in self._own_products(product_names, claimed).items():
+            if len(ops) >= 2:
+                c = claimed[s] = _Claim()
+                c.products = [host[i].name for i in ops[:4]]
+
+    def _own_products(self, product_names: set[str], claimed: dict[int, _Claim]) -> dict[int, list[int]]:
+        """Unclaimed scope (no layer container) -> its own product ops: those not inside another op."""
+        host, parent = self.tr.host, self.links.parent
+        around = _around(parent, claimed)
+        own: dict[int, list[int]] = defaultdict(list)
+        for i, h in enumerate(host):
+            if h.name not in product_names or h.kind != OP:
+                continue
+            p = parent[i]
+            s = self.scope_around(i) if p == NONE or host[p].kind != OP else NONE
+            if s != NONE and s not in claimed and s not in around:
+                own[s].append(i)
+        return own
+
+
+def _first_triple(kc: Sequence[Category]) -> tuple[int, int, int] | None:
+    """(first GEMM, softmax, last GEMM) positions of the first GEMM → softmax → GEMM run in ``kc``, or None."""
+    for k, c in enumerate(kc):
+        run = gemm_softmax_gemm(kc, k) if c == Category.SOFTMAX else None
+        if run is not None:
+            return run[0], k, run[1]
+    return None
+
+
+def _fused_ops(tr: Trace, names: frozenset[str]) -> list[int]:
+    """The host ops that open fused-op blocks (none looked for when no such name is in the file)."""
+    fused_names = {n for n in names if opens_fused_block(n)}
+    if not fused_names:
+        return []
+    return [i for i, h in enumerate(tr.host) if h.name in fused_names and h.kind == OP]
+
+
+def _kernel_sites(links: Links, cats: Sequence[Category] | None) -> dict[int, list[int]]:
+    """Launch-site host event -> its fused attention kernels (none on CPU-only traces)."""
+    kernels: dict[int, list[int]] = defaultdict(list)
+    if cats is not None:
+        leaf, fa = links.device_leaf, Category.FUSED_ATTENTION
+        for j, c in enumerate(cats):
+            if c == fa and leaf[j] != NONE:
+                kernels[leaf[j]].append(j)
+    return kernels
+
 
 def _around(parent: Sequence[int], claimed: dict[int, _Claim]) -> set[int]:
     """The host events around a claimed scope: layer containers, never blocks of their own."""
@@ -267,69 +377,6 @@ def _around(parent: Sequence[int], claimed: dict[int, _Claim]) -> set[int]:
             around.add(k)
             k = parent[k]
     return around
-
-
-def _claim_kernel_triples(self: _Cores, claimed: dict[int, _Claim]) -> None:
-    """Rule innermost-scope, kernels only: a scope with no core among its ops whose kernels run GEMM → softmax
-    → GEMM (a range linked to its kernels by ``gpu_user_annotation`` alone, or ops the vocabulary does not
-    know) holds an eager core. Only scopes around an unclaimed softmax kernel are looked at."""
-    cats = self.cats
-    if cats is None:
-        return
-    leaf, softmax, matmul = self.links.device_leaf, Category.SOFTMAX, Category.MATMUL
-    open_scopes: dict[int, list[int]] = {}
-    for j, c in enumerate(cats):
-        if c == softmax and leaf[j] != NONE:
-            sc = self.scope_around(leaf[j])
-            if sc != NONE and sc not in claimed:
-                open_scopes[sc] = []
-    if not open_scopes:
-        return
-    containers = _around(self.links.parent, claimed)
-    host, launcher = self.tr.host, self.links.launcher
-    for j, c in enumerate(cats):
-        if (c == matmul or c == softmax) and leaf[j] != NONE:
-            sc = self.scope_around(leaf[j])
-            if sc in open_scopes and sc not in containers:
-                la = launcher[leaf[j]]
-                if c == matmul and la != NONE and BREAKER.match(host[la].name):
-                    continue  # a projection's or an expert's GEMM (a router's gate) is no score or context product
-                open_scopes[sc].append(j)
-    dev = self.tr.device
-    for sc, js in open_scopes.items():
-        js.sort(key=lambda j: dev[j].ts)
-        kc = [cats[j] for j in js]
-        for k, c in enumerate(kc):
-            run = gemm_softmax_gemm(kc, k) if c == softmax else None
-            if run is not None:
-                cl = claimed[sc] = _Claim()
-                cl.kernels = [short_kernel_name(dev[js[i]].name) for i in (run[0], k, run[1])]
-                cl.kernel_triple = True
-                break
-
-
-def _claim_products(self: _Cores, claimed: dict[int, _Claim]) -> None:
-    """Rule innermost-scope, linear attention: a scope with no core and no block inside it whose own products
-    (matrix products not inside another op) number two or more holds a softmax-free attention core. A layer
-    container (its attention module a block of its own) never qualifies, so MoE expert bmms make no block."""
-    host, parent = self.tr.host, self.links.parent
-    names = {h.name for h in host} if self.tr.names is None else self.tr.names
-    product_names = {n for n in names if MATMUL_OPS.match(n)}
-    if not product_names:
-        return
-    around = _around(parent, claimed)
-    own: dict[int, list[int]] = defaultdict(list)
-    for i, h in enumerate(host):
-        if h.name in product_names and h.kind == OP:
-            p = parent[i]
-            if p == NONE or host[p].kind != OP:
-                s = self.scope_around(i)
-                if s != NONE and s not in claimed and s not in around:
-                    own[s].append(i)
-    for s, ops in own.items():
-        if len(ops) >= 2:
-            c = claimed[s] = _Claim()
-            c.products = [host[i].name for i in ops[:4]]
 
 
 @dataclass(slots=True)
@@ -396,23 +443,32 @@ def _shapes_agree(tr: Trace, score: int, softmax: int, context: int) -> bool:
     """The softmax input is [..., Lq, Lk]: the score product makes it (its operands [..., Lq, d] and [..., d, Lk])
     and the context product consumes it as its first matrix. True where a shape was not recorded (or for einsum,
     whose equation decides its operands)."""
-    host = tr.host
-    ds, da, dc = _dims(tr, softmax), _dims(tr, score), _dims(tr, context)
+    ds = _dims(tr, softmax)
     if ds is None:
         return True
     s = _matrix(ds, 0)
-    if s is None:
-        return False
-    if da is not None and host[score].name != "aten::einsum":
-        k = _LEFT_OPERANDS.get(host[score].name, 0)
-        a, b = _matrix(da, k), _matrix(da, k + 1)
-        if a is None or b is None or a[-2] != s[-2] or b[-1] != s[-1]:
-            return False
-    if dc is not None and host[context].name != "aten::einsum":
-        p = _matrix(dc, _LEFT_OPERANDS.get(host[context].name, 0))
-        if p is None or p[-2:] != s[-2:]:
-            return False
-    return True
+    return s is not None and _score_agrees(tr, score, s) and _context_agrees(tr, context, s)
+
+
+def _score_agrees(tr: Trace, score: int, s: list[int]) -> bool:
+    """The score product's operands are [..., Lq, d] and [..., d, Lk] (True when not recorded, or einsum)."""
+    name = tr.host[score].name
+    da = _dims(tr, score) if name != "aten::einsum" else None
+    if da is None:
+        return True
+    k = _LEFT_OPERANDS.get(name, 0)
+    a, b = _matrix(da, k), _matrix(da, k + 1)
+    return a is not None and b is not None and a[-2] == s[-2] and b[-1] == s[-1]
+
+
+def _context_agrees(tr: Trace, context: int, s: list[int]) -> bool:
+    """The context product's first matrix is the softmax's [..., Lq, Lk] (True when not recorded, or einsum)."""
+    name = tr.host[context].name
+    dc = _dims(tr, context) if name != "aten::einsum" else None
+    if dc is None:
+        return True
+    p = _matrix(dc, _LEFT_OPERANDS.get(name, 0))
+    return p is not None and p[-2:] == s[-2:]
 
 
 def _eager_triples(tr: Trace, links: Links, names: frozenset[str],
@@ -421,27 +477,39 @@ def _eager_triples(tr: Trace, links: Links, names: frozenset[str],
     soft_names = {n for n in names if SOFTMAX_OPS.match(n)}
     if not soft_names:
         return []  # no softmax op in the file (fused attention models): the walk is skipped
+    out: list[_Eager] = []
+    for sibs in _softmax_siblings(tr, links, soft_names, key):
+        out += _triples_among(tr, sibs, soft_names)
+    return out
+
+
+def _softmax_siblings(tr: Trace, links: Links, soft_names: set[str], key: Callable[[int], int]) -> list[list[int]]:
+    """The ops (parents first) under each sibling key that has a softmax op among its ops."""
     host, op_kind = tr.host, OP
-    softmaxes = [i for i, h in enumerate(host) if h.name in soft_names and h.kind == op_kind]
-    parents = {key(i) for i in softmaxes}
+    parents = {key(i) for i, h in enumerate(host) if h.name in soft_names and h.kind == op_kind}
     kids: dict[int, list[int]] = defaultdict(list)
     for i in links.order:
         if host[i].kind == op_kind:
             p = key(i)
             if p in parents:
                 kids[p].append(i)
+    return list(kids.values())
+
+
+def _triples_among(tr: Trace, sibs: list[int], soft_names: set[str]) -> list[_Eager]:
+    """The triples among one key's sibling ops, left to right: products are not shared between calls."""
+    host = tr.host
     out: list[_Eager] = []
-    for sibs in kids.values():
-        used = -1  # the last sibling position a triple took: products are not shared between calls
-        for pos, i in enumerate(sibs):
-            if pos <= used or host[i].name not in soft_names:
-                continue
-            lo = _product_near(host, sibs, pos, -1, used)
-            hi = _product_near(host, sibs, pos, 1, len(sibs))
-            if lo is None or hi is None or not _shapes_agree(tr, sibs[lo], i, sibs[hi]):
-                continue
-            out.append(_Eager(sibs[lo], i, sibs[hi], sibs[lo: hi + 1]))
-            used = hi
+    used = -1  # the last sibling position a triple took
+    for pos, i in enumerate(sibs):
+        if pos <= used or host[i].name not in soft_names:
+            continue
+        lo = _product_near(host, sibs, pos, -1, used)
+        hi = _product_near(host, sibs, pos, 1, len(sibs))
+        if lo is None or hi is None or not _shapes_agree(tr, sibs[lo], i, sibs[hi]):
+            continue
+        out.append(_Eager(sibs[lo], i, sibs[hi], sibs[lo: hi + 1]))
+        used = hi
     return out
 
 
@@ -480,18 +548,25 @@ def short_kernel_name(name: str) -> str:
 def gemm_softmax_gemm(cats: Sequence[Category], k: int) -> tuple[int, int] | None:
     """(first, last) of the GEMM run before the softmax at ``k`` to the GEMM run after it, each within
     MAX_BETWEEN other kernels of it, or None when either run is missing."""
+    lo, hi = _nearest_product(cats, k, -1), _nearest_product(cats, k, 1)
+    if lo is None or hi is None:
+        return None
+    return _run_end(cats, lo, -1), _run_end(cats, hi, 1)
+
+
+def _nearest_product(cats: Sequence[Category], k: int, step: int) -> int | None:
+    """The GEMM nearest to ``k`` in direction ``step``, at most MAX_BETWEEN kernels away with no softmax between."""
     matmul, softmax = Category.MATMUL, Category.SOFTMAX
     n = len(cats)
-    lo = k - 1  # the GEMM run before: at most MAX_BETWEEN kernels back
-    while lo >= 0 and k - lo <= MAX_BETWEEN and cats[lo] != matmul and cats[lo] != softmax:
-        lo -= 1
-    hi = k + 1
-    while hi < n and hi - k <= MAX_BETWEEN and cats[hi] != matmul and cats[hi] != softmax:
-        hi += 1
-    if lo < 0 or hi >= n or cats[lo] != matmul or cats[hi] != matmul:
-        return None
-    while lo > 0 and cats[lo - 1] == matmul:
-        lo -= 1
-    while hi + 1 < n and cats[hi + 1] == matmul:
-        hi += 1
-    return lo, hi
+    i = k + step
+    while 0 <= i < n and abs(i - k) <= MAX_BETWEEN and cats[i] != matmul and cats[i] != softmax:
+        i += step
+    return i if 0 <= i < n and cats[i] == matmul else None
+
+
+def _run_end(cats: Sequence[Category], i: int, step: int) -> int:
+    """The last GEMM of the run of GEMMs at ``i``, walking in direction ``step``."""
+    matmul, n = Category.MATMUL, len(cats)
+    while 0 <= i + step < n and cats[i + step] == matmul:
+        i += step
+    return i

@@ -15,7 +15,7 @@ from itertools import groupby
 
 from ...model import DeviceEvent, Trace
 from ...results.attribution import Evidence
-from ...vocab import Category, CoreKind, FoundBy, Phase, kernel_label
+from ...vocab import Category, CoreKind, FoundBy, KernelLabel, Phase, kernel_label
 from ..link import NONE, Links
 from .discovery import BREAKER, MAX_BETWEEN, SOFTMAX_OPS, Block, gemm_softmax_gemm, short_kernel_name
 
@@ -121,15 +121,9 @@ class _KernelRun:
             first = self.members[0]
             lf = links.device_leaf[first]
             cores = [j for j in self.members if self.cats[j] == Category.FUSED_ATTENTION]
-            longest = max(cores, key=lambda j: dev[j].dur)
-            lab = kernel_label(dev[longest].name)
-            name = lab.name if lab is not None and lab.name is not None else short_kernel_name(dev[longest].name)
-            names: list[str] = []
-            for j in cores:
-                n = short_kernel_name(dev[j].name)
-                if n not in names:
-                    names.append(n)
-            ev = Evidence(rule="fused-kernels", core=CoreKind.FUSED_KERNEL, names=tuple(names[:4]), group=self.group)
+            lab, name = _core_label(dev, cores)
+            names = tuple(dict.fromkeys(short_kernel_name(dev[j].name) for j in cores))[:4]
+            ev = Evidence(rule="fused-kernels", core=CoreKind.FUSED_KERNEL, names=names, group=self.group)
             self.blocks.append(Block(name, FoundBy.FUSED_KERNEL, [], links.step[lf] if lf != NONE else None,
                                      lab.phase if lab is not None else Phase.FORWARD, dev[first].ts, evidence=ev))
             for j in self.members:
@@ -138,32 +132,65 @@ class _KernelRun:
         self.reset()
 
     def walk(self, g: list[int]) -> None:
-        dev, cats, owner, linked = self.tr.device, self.cats, self.dev_owner, self.links.device_linked
-        fused, memory = Category.FUSED_ATTENTION, Category.MEMORY
-        members = self.any_members
+        """One stream's events in start order; only free kernels and those met while a run is open are looked at."""
+        owner, linked, step = self.dev_owner, self.links.device_linked, self._step
         for j in g:
             free = owner[j] == NONE and linked[j]
-            if not free and not self.members:
-                continue  # the common case: a kernel a host block owns, no run open
-            role = _member_of(dev[j].name, self.memo) if free and members else None
-            if role is not None and role[0] == "before":
-                if self.core:
-                    self.close()
-                self._join(j, role[1])
-            elif free and cats[j] == fused and (self.group is None or self.core or _core_of(self.group, dev[j].name)):
-                self._join(j, self.group)
-                self.core = True
-            elif role is not None and self.core and len(self.between) <= MAX_BETWEEN:
-                self._join(j, role[1])
-            elif not free and self.members and not self.core and cats[j] == fused and owner[j] != NONE \
-                    and self.group is not None and _core_of(self.group, dev[j].name):
-                self._give(owner[j])  # a call's first kernels before the attention kernel a host block owns
-            elif free and self.members and cats[j] not in _ENDS_RUN \
-                    and (cats[j] == memory or (self.group is not None and len(self.between) < MAX_BETWEEN)):
-                self.between.append(j)
-            elif self.members:
-                self.close()
+            if free or self.members:  # (else the common case: a kernel a host block owns, no run open)
+                step(j, free)
         self.close()
+
+    def _step(self, j: int, free: bool) -> None:
+        """A kernel that no block owns extends, opens or closes the run; an owned one closes it, or takes it over
+        when it is the attention kernel of the open run's call (:meth:`_owned_core`)."""
+        if free:
+            self._free_kernel(j)
+        elif self._owned_core(j):
+            self._give(self.dev_owner[j])  # a call's first kernels before the attention kernel a host block owns
+        else:
+            self.close()
+
+    def _free_kernel(self, j: int) -> None:
+        name, cat = self.tr.device[j].name, self.cats[j]
+        role = _member_of(name, self.memo) if self.any_members else None
+        if role is not None and role[0] == "before":
+            self._open_with(j, role[1])
+        elif cat == Category.FUSED_ATTENTION and self._core_fits(name):
+            self._join(j, self.group)
+            self.core = True
+        elif role is not None and self._member_fits():
+            self._join(j, role[1])
+        elif self._between_fits(cat):
+            self.between.append(j)
+        elif self.members:
+            self.close()
+
+    def _open_with(self, j: int, group: str) -> None:
+        """A kernel that runs before a call's attention kernel: it closes a run that has one, and joins the next."""
+        if self.core:
+            self.close()
+        self._join(j, group)
+
+    def _core_fits(self, name: str) -> bool:
+        """An attention kernel joins the run unless the run's group names other attention kernels."""
+        return self.group is None or self.core or _core_of(self.group, name)
+
+    def _member_fits(self) -> bool:
+        """A group member after the attention kernel joins within MAX_BETWEEN other kernels of the run."""
+        return self.core and len(self.between) <= MAX_BETWEEN
+
+    def _between_fits(self, cat: Category) -> bool:
+        """A kernel may sit between members of an open run: memory kernels always, others (never a GEMM or a
+        softmax) up to MAX_BETWEEN in a group's run."""
+        if not self.members or cat in _ENDS_RUN:
+            return False
+        return cat == Category.MEMORY or (self.group is not None and len(self.between) < MAX_BETWEEN)
+
+    def _owned_core(self, j: int) -> bool:
+        """An owned attention kernel that the open run's group (before any attention kernel) leads up to."""
+        if not self.members or self.core or self.cats[j] != Category.FUSED_ATTENTION or self.group is None:
+            return False
+        return self.dev_owner[j] != NONE and _core_of(self.group, self.tr.device[j].name)
 
     def _join(self, j: int, group: str | None) -> None:
         self.members.extend(self.between)
@@ -183,6 +210,14 @@ class _KernelRun:
 
 
 _ENDS_RUN = frozenset({Category.MATMUL, Category.SOFTMAX})  # a GEMM or softmax between two kernels: two calls
+
+
+def _core_label(dev: Sequence[DeviceEvent], cores: list[int]) -> tuple[KernelLabel | None, str]:
+    """The label of the run's longest attention kernel (KERNEL_LABELS), and the block's name from it."""
+    longest = max(cores, key=lambda j: dev[j].dur)
+    lab = kernel_label(dev[longest].name)
+    name = lab.name if lab is not None and lab.name is not None else short_kernel_name(dev[longest].name)
+    return lab, name
 
 
 def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: Sequence[Category],
@@ -210,33 +245,53 @@ def _inferred_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: 
     """
     dev = tr.device
     linked = links.device_linked
-    streams = {dev[j].stream for j, c in enumerate(cats)
-               if c == Category.SOFTMAX and dev_owner[j] == NONE and linked[j]}
+    streams = _free_softmax_streams(tr, links, cats, dev_owner)
     if not streams:  # no softmax kernel left outside a block: the common case, no sort
         return []
     new: list[int] = []
     for g in _by_stream(dev, [j for j in range(len(dev)) if dev[j].stream in streams]):
         free = [j for j in g if dev_owner[j] == NONE and linked[j] and dev[j].kind == "kernel"]
-        free_cats = [_pattern_category(tr, links, cats, j) for j in free]
-        k = 0
-        while k < len(free):
-            run = gemm_softmax_gemm(free_cats, k) if free_cats[k] == Category.SOFTMAX else None
-            if run is None:
-                k += 1
-                continue
-            lo, hi = run
-            first = free[lo]
-            lf = links.device_leaf[first]
-            phase = Phase.BACKWARD if "backward" in dev[free[k]].name.lower() else Phase.FORWARD
-            new.append(len(blocks))
-            names = tuple(short_kernel_name(dev[free[i]].name) for i in (lo, k, hi))
-            blocks.append(Block("inferred attention", FoundBy.INFERRED, [], links.step[lf] if lf != NONE else None,
-                                phase, dev[first].ts,
-                                evidence=Evidence(rule="eager-kernels", core=CoreKind.EAGER_KERNELS, names=names)))
-            for j in free[lo: hi + 1]:
-                dev_owner[j] = new[-1]
-            k = hi + 1
+        new += _infer_on_stream(tr, links, blocks, cats, dev_owner, free)
     return new
+
+
+def _free_softmax_streams(tr: Trace, links: Links, cats: Sequence[Category], dev_owner: list[int]) -> set[int]:
+    """The streams with a linked softmax kernel that no block owns."""
+    dev, linked, softmax = tr.device, links.device_linked, Category.SOFTMAX
+    return {dev[j].stream for j, c in enumerate(cats) if c == softmax and dev_owner[j] == NONE and linked[j]}
+
+
+def _infer_on_stream(tr: Trace, links: Links, blocks: list[Block], cats: Sequence[Category], dev_owner: list[int],
+                     free: list[int]) -> list[int]:
+    """The inferred blocks among one stream's free kernels (start order), left to right, none sharing a kernel."""
+    free_cats = [_pattern_category(tr, links, cats, j) for j in free]
+    new: list[int] = []
+    k = 0
+    while k < len(free):
+        run = gemm_softmax_gemm(free_cats, k) if free_cats[k] == Category.SOFTMAX else None
+        if run is None:
+            k += 1
+            continue
+        new.append(_inferred_block(tr, links, blocks, dev_owner, free[run[0]: run[1] + 1], free[k]))
+        k = run[1] + 1
+    return new
+
+
+def _inferred_block(tr: Trace, links: Links, blocks: list[Block], dev_owner: list[int], run: list[int],
+                    softmax: int) -> int:
+    """One ``inferred`` block of the kernels ``run`` (GEMMs, the softmax, GEMMs): added, owning them; its index."""
+    dev = tr.device
+    first = run[0]
+    lf = links.device_leaf[first]
+    phase = Phase.BACKWARD if "backward" in dev[softmax].name.lower() else Phase.FORWARD
+    b = len(blocks)
+    names = tuple(short_kernel_name(dev[j].name) for j in (first, softmax, run[-1]))
+    blocks.append(Block("inferred attention", FoundBy.INFERRED, [], links.step[lf] if lf != NONE else None,
+                        phase, dev[first].ts,
+                        evidence=Evidence(rule="eager-kernels", core=CoreKind.EAGER_KERNELS, names=names)))
+    for j in run:
+        dev_owner[j] = b
+    return b
 
 
 def _pattern_category(tr: Trace, links: Links, cats: Sequence[Category], j: int) -> Category:
