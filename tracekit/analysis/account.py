@@ -15,10 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
-from ..model import ANNOTATION, MODULE, OP, GraphLaunch, HostEvent, Trace
+from ..model import ANNOTATION, MODULE, OP, DeviceEvent, GraphLaunch, HostEvent, Trace
 from ..results.attribution import CATEGORIES, Attribution, BlockResult, IdleGaps
 from ..results.efficiency import HOST_ONLY, Efficiency
-from ..vocab import IDLE_CAUSES, MATMUL_ROLES, Category, FoundBy, MatmulRole, TimeBase, compact_kernel_name, is_launch_bound
+from ..vocab import (
+    IDLE_CAUSES, MATMUL_ROLES, Category, FoundBy, MatmulRole, TimeBase, compact_kernel_name, is_launch_bound,
+)
 from .allocations import alloc_bytes, alloc_peaks
 from .blocks.discovery import Block
 from .blocks.kernels import find_kernel_blocks
@@ -48,7 +50,8 @@ def ordinals(blocks: list[Block]) -> list[int]:
     """Position of each block in its step and phase by start time; a backward block takes its forward
     block's (backward runs layers in reverse, and the pair must read as one call)."""
     ordinal = [0] * len(blocks)
-    idx = sorted(range(len(blocks)), key=lambda b: (blocks[b].step is None, blocks[b].step or 0, blocks[b].phase, blocks[b].ts))
+    idx = sorted(range(len(blocks)),
+                 key=lambda b: (blocks[b].step is None, blocks[b].step or 0, blocks[b].phase, blocks[b].ts))
     for _, g in groupby(idx, key=lambda b: (blocks[b].step, blocks[b].phase)):
         for k, b in enumerate(g):
             ordinal[b] = k
@@ -159,30 +162,44 @@ class DeviceBlocks:
         self.top: dict[tuple[str, str, int | None], list] = {}  # (compact kernel name, category, step) -> [count, ns]
 
     def block(self, blk: Block, js: list[int], ordinal: int, alloc: int | None) -> BlockResult:
+        """Block ``blk``'s figures from its device events ``js``: busy time by category and role, span, idle."""
         tr, host, dev = self.tr, self.tr.host, self.tr.device
         evs = [dev[j] for j in js]
         busy, bshare = busy_time(evs)
         c, mr = self._split(js, bshare, blk.step)
-        first = min(js, key=lambda j: (dev[j].ts, j)) if js else NONE
         # (a replay's copied ops have the capture's times: they measure nothing, the device's times do)
         roots = [host[r] for r in blk.roots if host[r].thread not in self.replay_threads]
-        # (no device work, as in a graph capture: no span the device could idle in, so never launch-bound)
-        start, end = block_window(evs, roots, self.free_at[first]) if js else (blk.ts, blk.ts)
+        start, end = self._window(blk, js, evs, roots)
         span = end - start
-        gaps = array("q") if span > busy else None
-        causes = self.idle.split(js, start, end, {h.thread for h in roots}, gaps) if gaps is not None else zero_causes()
-        host_ns = sum(h.dur for h in roots) if roots else None
+        gaps, causes = self._idle(js, start, end, roots, span > busy)
         return BlockResult(
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
             ordinal=ordinal, phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
             idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
-            host_us=host_ns / 1000 if host_ns is not None else None, alloc_bytes=alloc, source=tr.info.source,
+            host_us=sum(h.dur for h in roots) / 1000 if roots else None, alloc_bytes=alloc, source=tr.info.source,
             matmul_roles=role_us(mr), launch_bound=is_launch_bound(span - busy, span), evidence=blk.evidence,
             recorded=blk.recorded, idle_by_cause={k: v / 1000 for k, v in causes.items()},
             start_us=relative_us(start, self.origin), end_us=relative_us(end, self.origin),
             intervals=block_intervals(evs, map(self.cats.__getitem__, js), self.origin, self.streams),
             idle_gaps=IdleGaps(origin_ns=self.origin, flat=gaps) if gaps is not None else None,
             host_spans=host_spans(roots, self.tr.threads, self.origin))
+
+    def _idle(self, js: list[int], start: int, end: int, roots: list[HostEvent],
+              idles: bool) -> tuple[array | None, dict[str, int]]:
+        """The block's idle gaps and idle time by cause (tracekit.analysis.idle); none when the device never idles."""
+        if not idles:
+            return None, zero_causes()
+        gaps = array("q")
+        return gaps, self.idle.split(js, start, end, {h.thread for h in roots}, gaps)
+
+    def _window(self, blk: Block, js: list[int], evs: list[DeviceEvent], roots: list[HostEvent]) -> tuple[int, int]:
+        """The block's span (busy.block_window); with no device work, as in a graph capture, an empty one at its
+        start: no span the device could idle in, so never launch-bound."""
+        if not js:
+            return blk.ts, blk.ts
+        dev = self.tr.device
+        first = min(js, key=lambda j: (dev[j].ts, j))
+        return block_window(evs, roots, self.free_at[first])
 
     def _split(self, js: list[int], bshare: list[int], step: int | None) -> tuple[dict[str, int], dict[str, int]]:
         """The block's busy ns by category and its matmul ns by role; its kernels into the table."""
@@ -240,7 +257,7 @@ def _child_categories(tr: Trace, links: Links, clf: Classifier) -> dict[int, Cat
     no fused kernel ran. Children are the profiler's tree (``op_parent``), as for self times.
     """
     host, op_parent = tr.host, links.op_parent
-    if not any(clf.has_child_rules(n) for n in {h.name for h in host if h.kind == OP}):
+    if not _any_child_rules(tr, clf):
         return {}  # the common case: no such op in the trace, one pass over the names
     out: dict[int, Category] = {}
     for i, h in enumerate(host):
@@ -253,68 +270,109 @@ def _child_categories(tr: Trace, links: Links, clf: Classifier) -> dict[int, Cat
     return out
 
 
-def host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier,
-                      origin: int = 0) -> Attribution:
+def _any_child_rules(tr: Trace, clf: Classifier) -> bool:
+    """Whether any op in the trace has child rules: looked up once per distinct op name."""
+    return any(clf.has_child_rules(n) for n in {h.name for h in tr.host if h.kind == OP})
+
+
+@dataclass(slots=True, kw_only=True)
+class _HostTime:
+    """Host self time split over the blocks, per block in block order (ns), and the trace's base time."""
+
+    cats: list[dict[str, int]]  # by category
+    roles: list[dict[str, int]]  # matmul self time by the op's role
+    covered: list[int]  # self time of the block's ops and ranges
+    timed: list[list[tuple[HostEvent, str]]]  # the block's ops with self time, and their categories (timeline)
+    ops: dict[tuple[str, str, int | None], list]  # (op name, category, step) -> [count, self ns]
+    base: int = 0  # host time of the outermost ops: the denominator of the attention share
+
+    @classmethod
+    def empty(cls, n: int) -> _HostTime:
+        return cls(cats=[dict.fromkeys(CATEGORIES, 0) for _ in range(n)],
+                   roles=[dict.fromkeys(MATMUL_ROLES, 0) for _ in range(n)],
+                   covered=[0] * n, timed=[[] for _ in range(n)], ops={})
+
+
+def _split_host_time(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier) -> _HostTime:
+    """One pass over the host events: each op's and range's self time to its block's category and role."""
     host = tr.host
     self_ns = self_times(tr, links)
     by_child = _child_categories(tr, links, clf)
-    c = [dict.fromkeys(CATEGORIES, 0) for _ in blocks]
-    mr = [dict.fromkeys(MATMUL_ROLES, 0) for _ in blocks]  # matmul self time by the op's role
+    t = _HostTime.empty(len(blocks))
+    c, mr, covered, timed, ops = t.cats, t.roles, t.covered, t.timed, t.ops  # (locals: this loop sees every event)
     roles = RoleFinder(tr, links)
-    covered = [0] * len(blocks)
-    timed: list[list[tuple[HostEvent, str]]] = [[] for _ in blocks]  # each block's ops with self time (timeline)
-    ops: dict[tuple[str, str, int | None], list] = {}  # (op name, category, step) -> [count, self ns]
-    base = 0  # host time of the outermost ops: the denominator of the attention share
-    other = Category.OTHER
+    other, matmul = Category.OTHER, Category.MATMUL
+    base = 0
     for i, h in enumerate(host):
         if h.kind < ANNOTATION:
             continue
         base += self_ns[i]
         b = owner[i]
-        if b != NONE:
-            cat = (by_child.get(i) or clf.host(h.name)) if h.kind == OP else other
-            c[b][cat] += self_ns[i]
-            if self_ns[i] > 0:
-                timed[b].append((h, cat))
-            if cat == Category.MATMUL:
-                mr[b][roles.role(i)] += self_ns[i]
-            covered[b] += self_ns[i]
-            if h.kind == OP:
-                v = ops.setdefault((h.name, cat, blocks[b].step), [0, 0])
-                v[0] += 1
-                v[1] += self_ns[i]
-    alloc = alloc_bytes(tr, blocks, device_side=False)
-    ordinal = ordinals(blocks)
-    threads = tuple(tr.threads)
-    results = []
+        if b == NONE:
+            continue
+        cat = (by_child.get(i) or clf.host(h.name)) if h.kind == OP else other
+        c[b][cat] += self_ns[i]
+        if self_ns[i] > 0:
+            timed[b].append((h, cat))
+        if cat == matmul:
+            mr[b][roles.role(i)] += self_ns[i]
+        covered[b] += self_ns[i]
+        if h.kind == OP:
+            v = ops.setdefault((h.name, cat, blocks[b].step), [0, 0])
+            v[0] += 1
+            v[1] += self_ns[i]
+    t.base = base
+    return t
+
+
+def _add_module_gaps(tr: Trace, links: Links, blocks: list[Block], t: _HostTime) -> None:
+    """A module block's time outside any op (Python and the module call) is ``other``; the base counts it where
+    no enclosing op's or range's self time already does."""
+    host = tr.host
     for b, blk in enumerate(blocks):
-        hspan = sum(host[r].dur for r in blk.roots)
         for r in blk.roots:
-            if host[r].kind == MODULE:
-                gap = _module_gap(tr, links, r, covered[b])
-                c[b][Category.OTHER] += gap  # module time outside any op: Python and the module call
-                if links.op_parent[r] == NONE:
-                    base += gap  # else it is already in the enclosing op's or range's self time
-        total = sum(c[b].values())
-        start, end = block_window((), [host[r] for r in blk.roots])
-        results.append(BlockResult(
-            name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
-            ordinal=ordinal[b], phase=blk.phase, total_us=total / 1000, span_us=(end - start) / 1000,
-            start_us=relative_us(start, origin), end_us=relative_us(end, origin),
-            host_spans=host_spans([host[r] for r in blk.roots], tr.threads, origin),
-            host_ops=host_intervals(timed[b], origin, start, end, threads),
-            idle_us=0.0, categories={k: v / 1000 for k, v in c[b].items()}, kernels=0, host_us=hspan / 1000,
-            alloc_bytes=alloc[b], source=tr.info.source, matmul_roles=role_us(mr[b]),
-            efficiency=Efficiency(reason=HOST_ONLY), evidence=blk.evidence, recorded=blk.recorded,
-            idle_by_cause=dict.fromkeys(IDLE_CAUSES, 0.0)))  # no device to wait: launch_bound None, no idle
+            if host[r].kind != MODULE:
+                continue
+            gap = _module_gap(tr, links, r, t.covered[b])
+            t.cats[b][Category.OTHER] += gap
+            if links.op_parent[r] == NONE:
+                t.base += gap
+
+
+def host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier,
+                     origin: int = 0) -> Attribution:
+    """CPU-only traces: each block's host self time by category (docs/attribution.md, "Time"), and the result."""
+    t = _split_host_time(tr, links, blocks, owner, clf)
+    _add_module_gaps(tr, links, blocks, t)
+    alloc, ordinal = alloc_bytes(tr, blocks, device_side=False), ordinals(blocks)
+    results = [_host_block(tr, blk, b, t, ordinal[b], alloc[b], origin) for b, blk in enumerate(blocks)]
     for res, peak in zip(results, alloc_peaks(tr, blocks, device_side=False)):
         res.alloc_peak_bytes = peak
-    in_blocks = sum(sum(x.values()) for x in c)
+    in_blocks = sum(sum(x.values()) for x in t.cats)
+    ops = t.ops
     return Attribution(
-        source=tr.info.source, time_base=TimeBase.HOST, traces=[trace_summary(tr, links, TimeBase.HOST, base)],
-        blocks=sorted_results(results), totals=block_totals(results, in_blocks, base), coverage=None,
+        source=tr.info.source, time_base=TimeBase.HOST, traces=[trace_summary(tr, links, TimeBase.HOST, t.base)],
+        blocks=sorted_results(results), totals=block_totals(results, in_blocks, t.base), coverage=None,
         kernels=over_steps(ops), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in ops.items()},
         device=device_info(tr.info.gpus, False))
+
+
+def _host_block(tr: Trace, blk: Block, b: int, t: _HostTime, ordinal: int, alloc: int | None,
+                origin: int) -> BlockResult:
+    """One block's result on a CPU-only trace: no device to wait for, so no idle time and no launch_bound."""
+    roots = [tr.host[r] for r in blk.roots]
+    c = t.cats[b]
+    start, end = block_window((), roots)
+    return BlockResult(
+        name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
+        ordinal=ordinal, phase=blk.phase, total_us=sum(c.values()) / 1000, span_us=(end - start) / 1000,
+        start_us=relative_us(start, origin), end_us=relative_us(end, origin),
+        host_spans=host_spans(roots, tr.threads, origin),
+        host_ops=host_intervals(t.timed[b], origin, start, end, tuple(tr.threads)),
+        idle_us=0.0, categories={k: v / 1000 for k, v in c.items()}, kernels=0,
+        host_us=sum(h.dur for h in roots) / 1000, alloc_bytes=alloc, source=tr.info.source,
+        matmul_roles=role_us(t.roles[b]), efficiency=Efficiency(reason=HOST_ONLY), evidence=blk.evidence,
+        recorded=blk.recorded, idle_by_cause=dict.fromkeys(IDLE_CAUSES, 0.0))
 
 
 def _module_gap(tr: Trace, links: Links, root: int, covered_ns: int) -> int:

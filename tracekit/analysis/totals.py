@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from typing import Any
 from itertools import compress, repeat
 from operator import eq
 
@@ -20,6 +21,7 @@ from .link import NONE, Links
 
 
 def trace_summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) -> TraceSummary:
+    """The trace's own facts (source, GPUs, versions, steps, warnings) and its base time, the share's denominator."""
     i = tr.info
     return TraceSummary(source=i.source, gpus=i.gpus, pytorch=i.pytorch, runtime=i.runtime, time_base=time_base,
                         steps=i.steps, events=i.event_count, base_us=base_ns / 1000, warnings=list(i.warnings),
@@ -28,32 +30,44 @@ def trace_summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: 
 
 
 def block_totals(results: list[BlockResult], in_blocks_ns: int, base_ns: int) -> Totals:
+    """The blocks' figures summed (in result order, so sums are reproducible); the attention share of ``base_ns``."""
+    dev = [r for r in results if r.launch_bound is not None]  # device blocks: a CPU-only block has no idle device
+    return Totals(total_us=total(results, "total_us"), categories=_category_sums(results),
+                  attention_share=in_blocks_ns / base_ns if base_ns > 0 else None,
+                  blocks=len(results), matmul_roles=_sum_maps(_each(results, "matmul_roles"), MATMUL_ROLES),
+                  span_us=total(results, "span_us"), idle_us=total(results, "idle_us"),
+                  launch_bound=is_launch_bound(total(dev, "idle_us"), total(dev, "span_us")) if dev else None,
+                  idle_by_cause=_sum_maps(_each(results, "idle_by_cause"), IDLE_CAUSES),
+                  efficiency=sum_efficiency(_each(results, "efficiency")),
+                  efficiency_by_category=sum_efficiency_maps(_each(results, "efficiency_by_category")))
+
+
+def total(items: Sequence[Any], field: str) -> Any:
+    """``sum`` of one field over ``items``, in their order (float sums stay reproducible)."""
+    return sum(getattr(x, field) for x in items)
+
+
+def _each(items: Sequence[Any], field: str) -> list[Any]:
+    return [getattr(x, field) for x in items]
+
+
+def _category_sums(results: list[BlockResult]) -> dict[str, float]:
     cats = zero_categories()
     for r in results:
         for k, v in r.categories.items():
             cats[k] += v
-    share = in_blocks_ns / base_ns if base_ns > 0 else None
-    roles: dict[str, float] | None = None
-    if all(r.matmul_roles is not None for r in results):
-        roles = dict.fromkeys(MATMUL_ROLES, 0.0)
-        for r in results:
-            for k, v in (r.matmul_roles or {}).items():
-                roles[k] += v
-    dev = [r for r in results if r.launch_bound is not None]  # device blocks: a CPU-only block has no idle device
-    idle_causes: dict[str, float] | None = None
-    if all(r.idle_by_cause is not None for r in results):
-        idle_causes = dict.fromkeys(IDLE_CAUSES, 0.0)
-        for r in results:
-            for k, v in (r.idle_by_cause or {}).items():
-                idle_causes[k] += v
-    dev_span = sum(r.span_us for r in dev)
-    return Totals(total_us=sum(r.total_us for r in results), categories=cats, attention_share=share,
-                  blocks=len(results), matmul_roles=roles, span_us=sum(r.span_us for r in results),
-                  idle_us=sum(r.idle_us for r in results),
-                  launch_bound=is_launch_bound(sum(r.idle_us for r in dev), dev_span) if dev else None,
-                  idle_by_cause=idle_causes,
-                  efficiency=sum_efficiency([r.efficiency for r in results]),
-                  efficiency_by_category=sum_efficiency_maps([r.efficiency_by_category for r in results]))
+    return cats
+
+
+def _sum_maps(maps: Sequence[dict[str, float] | None], keys: Sequence[str]) -> dict[str, float] | None:
+    """Per-block maps summed key by key, or None when a block has none (a figure its trace cannot tell)."""
+    if not all(m is not None for m in maps):
+        return None
+    out = dict.fromkeys(keys, 0.0)
+    for m in maps:
+        for k, v in (m or {}).items():
+            out[k] += v
+    return out
 
 
 def sorted_results(results: list[BlockResult]) -> list[BlockResult]:
@@ -71,7 +85,7 @@ def over_steps(per_step: dict[tuple[str, str, int | None], list]) -> dict[tuple[
 
 
 def device_coverage(tr: Trace, links: Links, share: list[int], total_busy: int, in_blocks_ns: int,
-              cats: Sequence[Category], dev_owner: list[int]) -> Coverage:
+                    cats: Sequence[Category], dev_owner: list[int]) -> Coverage:
     """How much device time is linked to host ops, how much of it lies in blocks, why the rest is unlinked
     (each unlinked event's busy share under the reason the linker gave it), and the fused attention kernels
     that no block owns after every block finder ran (``dev_owner`` NONE), linked or not."""
@@ -97,29 +111,15 @@ def by_count(names: Counter[str]) -> dict[str, int]:
 
 
 def whole_steps(tr: Trace, links: Links, blocks: list[Block], dev_owner: list[int],
-                 free_at: list[int], origin: int = 0) -> list[StepFigures]:
+                free_at: list[int], origin: int = 0) -> list[StepFigures]:
     """Per ProfilerStep#N, all the device work of the step, not only attention's: the events its host ops launched
-    (and those its blocks own), their busy union, and their span by the blocks' rule (:func:`_window`, the
+    (and those its blocks own), their busy union, and their span by the blocks' rule (:func:`block_window`, the
     ProfilerStep range as the host side). What the user waits for per step, beside the attention figures."""
     if not tr.info.steps:
         return []
-    step, leaf, host, dev = links.step, links.device_leaf, tr.host, tr.device
-    roots: dict[int, list[HostEvent]] = defaultdict(list)
-    names = {f"ProfilerStep#{n}": n for n in tr.info.steps}  # (a dict lookup per host event: this loop sees all)
-    for i, h in enumerate(host):
-        s = step[i]
-        if s is not None and names.get(h.name) == s:
-            roots[s].append(h)
-    events: dict[int, list[int]] = defaultdict(list)
-    attention: dict[int, list[int]] = defaultdict(list)
-    for j, b in enumerate(dev_owner):
-        s = blocks[b].step if b != NONE else None
-        if s is not None:
-            attention[s].append(j)
-        elif leaf[j] != NONE:
-            s = step[leaf[j]]
-        if s is not None:
-            events[s].append(j)
+    dev = tr.device
+    roots = _step_roots(tr, links)
+    events, attention = _step_events(links, blocks, dev_owner)
     out = []
     for s in sorted(roots):
         js = events.get(s, [])
@@ -130,3 +130,33 @@ def whole_steps(tr: Trace, links: Links, blocks: list[Block], dev_owner: list[in
                                attention_us=busy_time([dev[j] for j in attention.get(s, [])])[0] / 1000,
                                start_us=relative_us(start, origin), end_us=relative_us(end, origin)))
     return out
+
+
+def _step_roots(tr: Trace, links: Links) -> dict[int, list[HostEvent]]:
+    """Step number -> its ProfilerStep#N host ranges."""
+    step, host = links.step, tr.host
+    roots: dict[int, list[HostEvent]] = defaultdict(list)
+    names = {f"ProfilerStep#{n}": n for n in tr.info.steps}  # (a dict lookup per host event: this loop sees all)
+    for i, h in enumerate(host):
+        s = step[i]
+        if s is not None and names.get(h.name) == s:
+            roots[s].append(h)
+    return roots
+
+
+def _step_events(links: Links, blocks: list[Block],
+                 dev_owner: list[int]) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """Step -> its device events (a block's step for the events blocks own, else the launching op's), and step ->
+    the events its blocks own."""
+    step, leaf = links.step, links.device_leaf
+    events: dict[int, list[int]] = defaultdict(list)
+    attention: dict[int, list[int]] = defaultdict(list)
+    for j, b in enumerate(dev_owner):
+        s = blocks[b].step if b != NONE else None
+        if s is not None:
+            attention[s].append(j)
+        elif leaf[j] != NONE:
+            s = step[leaf[j]]
+        if s is not None:
+            events[s].append(j)
+    return events, attention
