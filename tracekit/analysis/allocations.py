@@ -41,14 +41,9 @@ def alloc_peaks(tr: Trace, blocks: list[Block], device_side: bool) -> list[int |
     """Per block, the largest ``Total Allocated`` the allocator reported at an allocation inside its host intervals:
     its peak memory as ``torch.cuda.max_memory_allocated`` reads it (docs/attribution.md, "Diff"). None where no
     allocation there carries the total (older traces write none): a peak the trace cannot tell."""
-    mem = sorted((m for m in tr.memory if m.nbytes > 0 and m.total >= 0 and (m.device_type != 0) == device_side),
-                 key=lambda m: (m.thread, m.ts))
-    if not mem:
+    per_thread = _totals_by_thread(tr, device_side)
+    if not per_thread:
         return [None] * len(blocks)
-    per_thread: dict[int, tuple[list[int], list[int]]] = {}
-    for t, g in groupby(mem, key=lambda m: m.thread):
-        ms = list(g)
-        per_thread[t] = ([m.ts for m in ms], [m.total for m in ms])
     out: list[int | None] = []
     for b in blocks:
         peaks = []
@@ -60,3 +55,14 @@ def alloc_peaks(tr: Trace, blocks: list[Block], device_side: bool) -> list[int |
                 peaks.append(max(totals[lo:hi]))
         out.append(max(peaks) if peaks else None)
     return out
+
+
+def _totals_by_thread(tr: Trace, device_side: bool) -> dict[int, tuple[list[int], list[int]]]:
+    """Thread -> (times, ``Total Allocated``) of its allocations that report the total, in time order."""
+    mem = sorted((m for m in tr.memory if m.nbytes > 0 and m.total >= 0 and (m.device_type != 0) == device_side),
+                 key=lambda m: (m.thread, m.ts))
+    per_thread: dict[int, tuple[list[int], list[int]]] = {}
+    for t, g in groupby(mem, key=lambda m: m.thread):
+        ms = list(g)
+        per_thread[t] = ([m.ts for m in ms], [m.total for m in ms])
+    return per_thread

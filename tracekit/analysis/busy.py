@@ -45,11 +45,15 @@ def block_window(evs: Sequence[DeviceEvent], roots: Sequence[HostEvent], free_at
     this window, and it is the block's ``start_us``/``end_us``.
     """
     if not evs:
-        return (min(h.ts for h in roots), max(h.ts + h.dur for h in roots)) if roots else (0, 0)
-    d0 = min(e.ts for e in evs)
-    end = max(e.ts + e.dur for e in evs)
+        return _extent(roots) if roots else (0, 0)
+    d0, end = _extent(evs)
     if not roots:
         return d0, end
-    h0 = min(h.ts for h in roots)
+    h0, h_end = _extent(roots)
     start = d0 if h0 >= d0 else max(h0, min(free_at, d0))
-    return start, max(end, max(h.ts + h.dur for h in roots))
+    return start, max(end, h_end)
+
+
+def _extent(events: Sequence[DeviceEvent] | Sequence[HostEvent]) -> tuple[int, int]:
+    """First start and last end of some events (at least one), in ns."""
+    return min(e.ts for e in events), max(e.ts + e.dur for e in events)

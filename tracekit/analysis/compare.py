@@ -46,7 +46,8 @@ from ..results.diff import (
     KernelChange, KernelTotal, Noise, RankPair, Spread, WholeStep, peak_of, shares_defined, totals_figures, whole_steps,
 )
 from ..vocab import (
-    CALLED_SOFTMAX_OPS, CATEGORIES, MATMUL_ROLES, TIME_BASE_LABELS, Basis, Category, FoundBy, GraphMode, PairedBy, TimeBase, is_launch_bound,
+    CALLED_SOFTMAX_OPS,
+    CATEGORIES, MATMUL_ROLES, TIME_BASE_LABELS, Basis, Category, FoundBy, GraphMode, PairedBy, TimeBase, is_launch_bound,
 )
 from .roles import zero_roles
 

@@ -39,10 +39,14 @@ class Advice:
 
     def fits(self, platforms: Sequence[Platform], kernels: Sequence[str]) -> bool:
         """Every platform of the blocks' traces is this row's (one vendor, arch in ``archs``), and the kernels fit."""
+        return self._fits_platforms(platforms) and self._fits_kernels(kernels)
+
+    def _fits_platforms(self, platforms: Sequence[Platform]) -> bool:
         if self.vendor is not None and not (platforms and all(p.vendor == self.vendor for p in platforms)):
             return False
-        if self.archs and not all(p.arch in self.archs for p in platforms):
-            return False
+        return not self.archs or all(p.arch in self.archs for p in platforms)
+
+    def _fits_kernels(self, kernels: Sequence[str]) -> bool:
         if self.ran and not any(re.search(self.ran, k) for k in kernels):
             return False
         return not (self.not_ran and any(re.search(self.not_ran, k) for k in kernels))

@@ -17,7 +17,9 @@ import orjson
 
 from ...hardware import platform
 from ...results.hints import GroupFacts, HintFacts
-from ...vocab import SHAPED_GEMM_OPS, SOFTMAX_OPS, Category, StrEnum, anchored, compact_kernel_name, is_fused_attention_op
+from ...vocab import (
+    SHAPED_GEMM_OPS, SOFTMAX_OPS, Category, StrEnum, anchored, compact_kernel_name, is_fused_attention_op,
+)
 
 if TYPE_CHECKING:
     from ..link import Links
@@ -82,9 +84,14 @@ _CAST_KERNEL = re.compile(r"(?:bfloat16|float16|half|float32|float)(?:to(?:float
                           r"|bfloat16tofloat|float32tobfloat|tofloat32_copy")
 _FP32_SOFTMAX_KERNEL = re.compile(r"[Ss]oft[Mm]ax\w*<(?:\d+, )?float, ")
 _NEG_KERNEL = re.compile(r"neg_kernel")
-_COMM_KERNEL = re.compile(r"all_?reduce|allgather|all_gather|reduce_scatter|ReduceScatter|AllReduce|AllGather|nccl|rccl",
-                          re.IGNORECASE)
+_COMM_KERNEL = re.compile(r"all_?reduce|allgather|all_gather|reduce_scatter|ReduceScatter|AllReduce|AllGather"
+                          r"|nccl|rccl", re.IGNORECASE)
 _SIXTEEN_BIT = ("c10::BFloat16", "c10::Half")
+
+
+# The tag of each launcher kind that its name alone decides; the others' inputs decide (_FactCollector._input_tag).
+_FIXED_TAGS: dict[OpKind, HintTag] = {OpKind.NONE: _UNTAGGED, OpKind.MATH: _UNTAGGED, OpKind.FUSED: _UNTAGGED,
+                                      OpKind.MASK: _MASK, OpKind.REPEAT: _REPEAT_KV}
 
 
 class _Inputs:
@@ -134,6 +141,12 @@ def _first_shape(inp: _Inputs, i: int) -> list[int] | None:
     return _shape(d[0]) if d else None
 
 
+def _copies_expanded_5d(inp: _Inputs, i: int) -> bool:
+    """A clone of a 5-D (B, H_kv, n_rep, S, D) tensor with n_rep > 1: repeat_kv's expanded K/V."""
+    s = _first_shape(inp, i)
+    return s is not None and len(s) == 5 and s[2] > 1
+
+
 def _is_matmul_op(name: str) -> bool:
     """GEMM and attention ops reshape their own operands (e.g. 5-D chunked products): not repeat_kv."""
     return _GEMM_OP.match(name) is not None or is_fused_attention_op(name)
@@ -142,23 +155,37 @@ def _is_matmul_op(name: str) -> bool:
 def _cat_tag(inp: _Inputs, i: int) -> HintTag:
     """A cat of [past, new] along the sequence axis of 4-D (B, H, S, D) tensors is a KV-cache append;
     one of two equal halves along the last axis is rotary's rotate_half."""
-    dims = inp.dims(i)
-    if not dims or not isinstance(dims[0], list) or len(dims[0]) != 2:
+    pair = _four_d_pair(inp, i)
+    axis = _cat_axis(inp, i) if pair is not None else None
+    if pair is None or axis is None:
         return HintTag.UNTAGGED
-    a, b = _shape(dims[0][0]), _shape(dims[0][1])
-    if a is None or b is None or len(a) != 4 or len(b) != 4:
-        return HintTag.UNTAGGED
-    conc = inp.concrete(i) or []
-    dim = conc[1] if len(conc) > 1 else ""
-    try:
-        axis = int(dim) % 4 if dim not in ("", None) else 0
-    except (TypeError, ValueError):
-        return HintTag.UNTAGGED
+    a, b = pair
     if axis == 3 and a == b:
         return HintTag.HALVES_CAT
     if axis == 2 and a[:2] == b[:2] and a[3] == b[3] and a[2] >= b[2] > 0:
         return HintTag.KV_CAT  # past (a) at least as long as the new tokens (b): a cache that grows
     return HintTag.UNTAGGED
+
+
+def _four_d_pair(inp: _Inputs, i: int) -> tuple[list[int], list[int]] | None:
+    """The shapes of a cat of exactly two 4-D tensors, or None."""
+    dims = inp.dims(i)
+    if not dims or not isinstance(dims[0], list) or len(dims[0]) != 2:
+        return None
+    a, b = _shape(dims[0][0]), _shape(dims[0][1])
+    if a is None or b is None or len(a) != 4 or len(b) != 4:
+        return None
+    return a, b
+
+
+def _cat_axis(inp: _Inputs, i: int) -> int | None:
+    """A 4-D cat's axis from its recorded ``dim`` (0 when not recorded), or None when it is not an int."""
+    conc = inp.concrete(i) or []
+    dim = conc[1] if len(conc) > 1 else ""
+    try:
+        return int(dim) % 4 if dim not in ("", None) else 0
+    except (TypeError, ValueError):
+        return None
 
 
 def _sdpa_masked(inp: _Inputs, i: int) -> bool:
@@ -185,7 +212,8 @@ class _FactCollector:
         self._links = links
         self._op_parent = links.op_parent
         self._inp = _Inputs(tr)
-        self._up: dict[int, tuple[SdpaContext, int]] = {}  # host op -> (nearest SDPA context above it, the SDPA op or NONE)
+        # host op -> (nearest SDPA context above it, the SDPA op or NONE)
+        self._up: dict[int, tuple[SdpaContext, int]] = {}
         self._seen_ops: set[tuple[int, int]] = set()  # (block, SDPA op) counted once
         self._five_d_clones: bool | None = None  # whether any aten::clone copies a 5-D tensor; None until asked
         # No SDPA op and no math-path op anywhere in the file: every op's context is empty, and the walk is skipped.
@@ -238,20 +266,19 @@ class _FactCollector:
         if ctx == SdpaContext.MATH or ctx == SdpaContext.SDPA:
             return _SDPA_MATH
         kind = _op_kind(self._host[la].name)
+        tag = _FIXED_TAGS.get(kind)  # (one dict look-up: most launchers' kinds decide the tag alone)
+        return tag if tag is not None else self._input_tag(kind, la, g)
+
+    def _input_tag(self, kind: OpKind, la: int, g: GroupFacts) -> HintTag:
+        """The tag of a launcher whose recorded inputs decide it (and a GEMM's dtype, counted on the way)."""
         if kind == OpKind.GEMM:
             self._count_gemm(la, g)
             return _UNTAGGED
-        if kind == OpKind.MASK:
-            return _MASK
         if kind == OpKind.CAT:
             return _cat_tag(self._inp, la)
-        if kind == OpKind.REPEAT:
-            return _REPEAT_KV
         if kind == OpKind.SOFTMAX:
             return self._softmax_tag(la)
-        if kind == OpKind.RESHAPE:
-            return self._repeat_kv_tag(la)
-        return _UNTAGGED
+        return self._repeat_kv_tag(la)  # OpKind.RESHAPE
 
     def _count_gemm(self, la: int, g: GroupFacts) -> None:
         """A kernel of a GEMM op, counted by the op's input dtype (what fp32-softmax compares against)."""
@@ -297,27 +324,30 @@ class _FactCollector:
         return res
 
     def _repeat_kv_tag(self, la: int) -> HintTag:
-        """HF repeat_kv: reshape of a 5-D expand (B, H_kv, n_rep, S, D) -> clone -> copy_, outside any GEMM."""
+        """HF repeat_kv: reshape of a 5-D expand (B, H_kv, n_rep, S, D) -> clone -> copy_, outside any GEMM.
+
+        The walk up from the launcher crosses only reshape-like ops (_RESHAPE_OPS, none of them a GEMM or
+        attention op), at most 6, and ends at the reshape."""
         if not self._any_five_d_clone():  # without one, no walk can find repeat_kv: skip them all
             return HintTag.UNTAGGED
         host, op_parent = self._host, self._op_parent
         p, depth, five = la, 0, False
         while p != NONE and depth < 6:
             n = host[p].name
-            if _is_matmul_op(n):
+            if n not in _RESHAPE_OPS:
                 return HintTag.UNTAGGED
+            if n == "aten::reshape":
+                return HintTag.REPEAT_KV if five and not self._in_matmul_op(p) else HintTag.UNTAGGED
             if n == "aten::clone":
-                s = _first_shape(self._inp, p)
-                five = s is not None and len(s) == 5 and s[2] > 1
-            elif n == "aten::reshape":
-                up = op_parent[p]
-                inside_op = up != NONE and _is_matmul_op(host[up].name)
-                return HintTag.REPEAT_KV if five and not inside_op else HintTag.UNTAGGED
-            elif n not in _RESHAPE_OPS:
-                return HintTag.UNTAGGED
+                five = _copies_expanded_5d(self._inp, p)
             p = op_parent[p]
             depth += 1
         return HintTag.UNTAGGED
+
+    def _in_matmul_op(self, p: int) -> bool:
+        """Whether op ``p``'s parent is a GEMM or attention op (which reshape their own operands)."""
+        up = self._op_parent[p]
+        return up != NONE and _is_matmul_op(self._host[up].name)
 
     def _any_five_d_clone(self) -> bool:
         """Whether any aten::clone in the file copies a 5-D tensor: looked up once, over distinct recorded dims."""
@@ -380,8 +410,11 @@ def _kernel_tag(name: str, cat: str, tag: HintTag) -> HintTag:
         return HintTag.SOFTMAX_FP32 if fp32 else HintTag.UNTAGGED
     if tag == HintTag.SOFTMAX_FP32:
         return tag if cat == Category.SOFTMAX else HintTag.UNTAGGED
-    if tag:
-        return tag
+    return tag if tag else _name_tag(name, cat)
+
+
+def _name_tag(name: str, cat: str) -> HintTag:
+    """The tag a kernel's name alone gives (collectives, casts, neg), when its launcher gave none."""
     if _COMM_KERNEL.search(name):
         return HintTag.COMM
     if cat == Category.MEMORY and _CAST_KERNEL.search(name):

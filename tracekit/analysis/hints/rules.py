@@ -1,4 +1,5 @@
-"""Hint rules: what to do next, read from an attribution. Rules are ordered data, like :mod:`tracekit.analysis.classify`.
+"""Hint rules: what to do next, read from an attribution. Rules are ordered data, like
+:mod:`tracekit.analysis.classify`.
 
 Each rule reads figures that the attribution already has (per block kind: busy, span and idle time,
 categories) plus the kernel rows of :mod:`.facts`. A rule's saving is only ever an upper bound or a labelled
@@ -101,7 +102,8 @@ def _hint(rule: HintRule, g: Group, message: str, evidence: dict[str, Any], savi
     den = g.busy_us if denominator_us is None else denominator_us
     pct = 100 * saving_us / den if saving_us is not None and den > 0 else None
     return Hint(rule=rule.name, blocks=[g.label], message=message, evidence=evidence,
-                saving_us=None if saving_us is None else _r(saving_us), saving_pct=None if pct is None else round(pct, 1),
+                saving_us=None if saving_us is None else _r(saving_us),
+                saving_pct=None if pct is None else round(pct, 1),
                 saving_basis=basis, counted=dict(counted or {}) if saving_us is not None else {}).check()
 
 
@@ -279,12 +281,20 @@ def _fused_efficiency(g: Group) -> Efficiency | None:
     return sum_efficiency([b.efficiency_by_category.get(key) for b in g.blocks])
 
 
+def _compute_bound_fused(g: Group) -> Efficiency | None:
+    """The fused attention kernels' efficiency when they ran at all, compute-bound, against a known peak."""
+    e = _fused_efficiency(g)
+    if e is None or e.peak_tflops is None or e.bound != "compute" or e.time_ns <= 0:
+        return None
+    return e
+
+
 def _low_tflops(g: Group, rule: HintRule) -> Hint | None:
     """A compute-bound fused kernel far below its dtype's peak (the one look-up: hardware.compute_peak)."""
-    e = _fused_efficiency(g)
-    peak = e.peak_tflops if e is not None else None
-    if e is None or peak is None or e.bound != "compute" or e.time_ns <= 0 or e.compute_s is None:
+    e = _compute_bound_fused(g)
+    if e is None or e.peak_tflops is None or e.compute_s is None:
         return None
+    peak = e.peak_tflops
     d = efficiency_dict(e)  # rates and roof exactly as the JSON's efficiency records round them
     roof_pct, rate = float(d["roof_pct"]), float(d["tflops_per_s"])  # type: ignore[arg-type]
     if roof_pct >= rule.threshold:
@@ -458,11 +468,15 @@ def _overlap(members: Sequence[Hint], label: str, busy_us: float) -> HintOverlap
     most = {k: max(h.counted.get(k, 0.0) for h in members) for k in rows}
     twice = {k: sum(h.counted.get(k, 0.0) for h in members) - most[k] for k in rows}  # counted beyond the most
     union, total = sum(most.values()), sum(sum(h.counted.values()) for h in members)
+    return HintOverlap(rules=[h.rule for h in members], blocks=[label], sum_us=_r(total), union_us=_r(union),
+                       double_counted_us=_r(total - union), shared_kernels=_shared_names(twice),
+                       busy_us=_r(busy_us), union_pct=round(100 * union / busy_us, 1) if busy_us > 0 else None).check()
+
+
+def _shared_names(twice: dict[KernelRow, float]) -> list[str]:
+    """Kernel names of the rows counted more than once, the most double-counted first (ties by name)."""
     names: dict[str, float] = {}
     for k, us in twice.items():
         if us > 0:
             names[k[0]] = names.get(k[0], 0.0) + us
-    return HintOverlap(rules=[h.rule for h in members], blocks=[label], sum_us=_r(total), union_us=_r(union),
-                       double_counted_us=_r(total - union),
-                       shared_kernels=[n[:120] for n, _ in sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))],
-                       busy_us=_r(busy_us), union_pct=round(100 * union / busy_us, 1) if busy_us > 0 else None).check()
+    return [n[:120] for n, _ in sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))]
