@@ -1,6 +1,6 @@
 """tracekit's one vocabulary: the closed sets every stage shares, and the attention op names.
 
-Block finding (:mod:`tracekit.analysis.scopes`) and classification (:mod:`tracekit.analysis.classify`) both read the
+Block finding (:mod:`tracekit.analysis.blocks`) and classification (:mod:`tracekit.analysis.classify`) both read the
 op patterns here, so an op that opens a ``fused-op`` block is always the op whose kernels and host
 time count as ``fused_attention`` (docs/attribution.md, "Attention blocks" and "Categories").
 The closed sets are ``StrEnum``s: members compare and serialise as their plain string values, so
@@ -193,7 +193,8 @@ FUSED_ATTENTION_OPS: tuple[OpPattern, ...] = (
               r"(?:aten::_?flex_attention|higher_order::flex_attention|flex_attention)\w*|FlexAttentionAutogradOp",
               "FlexAttention, eager or compiled, forward and backward; eager PyTorch records FlexAttentionAutogradOp "
               "around its unfused reference (bmm, softmax: their own categories)"),
-    OpPattern("flash-attn", r"flash_attn(?:_\w+)?::\w+", "the flash-attn package (FA2 flash_attn::, FA3 flash_attn_3::)"),
+    OpPattern("flash-attn", r"flash_attn(?:_\w+)?::\w+",
+              "the flash-attn package (FA2 flash_attn::, FA3 flash_attn_3::)"),
     OpPattern("vllm-attention", r"vllm::(?!\w*cache)(?!(?:gdn|kda|linear)_attention)\w*attention\w*",
               "vllm::unified_attention(_with_output), vllm::mla_attention; never the KV-cache writes, nor the linear "
               "attentions vllm::gdn_attention(_core), kda_attention, linear_attention (LINEAR_ATTENTION_SSM_OPS)"),
