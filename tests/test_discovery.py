@@ -9,7 +9,8 @@ import pytest
 
 from builders import TraceBuilder
 from tracekit import analyze
-from tracekit.analysis.scopes import DISCOVERY_RULES, EAGER_BREAKERS, KERNEL_GROUPS
+from tracekit.analysis.blocks.discovery import DISCOVERY_RULES, EAGER_BREAKERS
+from tracekit.analysis.blocks.kernels import KERNEL_GROUPS
 from tracekit.vocab import CoreKind
 
 FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)"

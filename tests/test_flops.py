@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REAL, ROOT, requires_real
-from tracekit.analysis import attribute as attribute_mod
+from tracekit.analysis import account as attribute_mod
 from tracekit.analysis import flops as flops_mod
 from tracekit.run.api import analyze
 from tracekit.results.invariants import InvariantError

@@ -19,7 +19,7 @@ from builders import TraceBuilder
 from conftest import REAL, run_cli
 
 from tracekit import analyze
-from tracekit.analysis.hints import ADVICE, AdviceTopic
+from tracekit.analysis.hints.advice import ADVICE, AdviceTopic
 from tracekit.hardware import Arch, Vendor, platform
 from tracekit.results.attribution import Attribution
 from tracekit.results.hints import Hint, HintOverlap

@@ -16,7 +16,8 @@ from conftest import REAL, run_cli
 
 from tracekit.results.invariants import InvariantError
 from tracekit import analyze
-from tracekit.analysis.hints import HINT_RULES, HintTag
+from tracekit.analysis.hints.rules import HINT_RULES
+from tracekit.analysis.hints.facts import HintTag
 from tracekit.results.attribution import Attribution
 from tracekit.results.hints import GroupFacts, merge_facts
 

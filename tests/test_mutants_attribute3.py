@@ -6,8 +6,8 @@ import pytest
 from builders import TraceBuilder
 
 from tracekit import analyze
-from tracekit.analysis.attribute import _backward_evidence
-from tracekit.analysis.scopes import Block
+from tracekit.analysis.blocks.backward import _backward_evidence
+from tracekit.analysis.blocks.discovery import Block
 from tracekit.results.attribution import Evidence
 from tracekit.vocab import CoreKind, FoundBy
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tracekit.analysis.hints import HINT_RULES, Group, _names, _t, evaluate
+from tracekit.analysis.hints.rules import HINT_RULES, Group, _names, _t, evaluate
 from tracekit.hardware import platform
 from tracekit.results.hints import GroupFacts
 
@@ -550,7 +550,7 @@ MI250 = platform("AMD Instinct MI250X", "HIP 6.4")
     ([], [], "any-faster"),  # none known
 ])
 def test_faster_kernel_advice_rows(platforms, kernels, want):
-    from tracekit.analysis.hints import AdviceTopic, advise
+    from tracekit.analysis.hints.advice import AdviceTopic, advise
 
     assert advise(AdviceTopic.FASTER_KERNEL, platforms, kernels).name == want
 
@@ -562,7 +562,7 @@ def test_faster_kernel_advice_rows(platforms, kernels, want):
     ([MI300, H100], "any-fused-sdpa", "any-fused-eligible"),
 ])
 def test_fused_sdpa_and_eligible_advice_rows(platforms, sdpa, eligible):
-    from tracekit.analysis.hints import AdviceTopic, advise
+    from tracekit.analysis.hints.advice import AdviceTopic, advise
 
     assert advise(AdviceTopic.FUSED_SDPA, platforms).name == sdpa
     assert advise(AdviceTopic.FUSED_ELIGIBLE, platforms).name == eligible

@@ -82,6 +82,6 @@ PAST, NEW = [1, 2, 10, 64], [1, 2, 1, 64]  # (B, H, S, D): 10 cached tokens, 1 n
     ([[PAST, NEW]], ["x"], ""),  # no dim argument recorded: the default, axis 0
 ])
 def test_cat_tag(dims, conc, want):
-    from tracekit.analysis.hints import _cat_tag
+    from tracekit.analysis.hints.facts import _cat_tag
 
     assert _cat_tag(_Stub(dims, conc), 0) == want  # HintTag values; UNTAGGED is ""

@@ -333,7 +333,7 @@ def test_launch_advice_says_already_graphed_past_half_replayed(replayed: float, 
     """The launch-bound hint's advice: when more than half the blocks' busy time ran from graph replays, the gaps
     are not launch overhead; exactly half is not more than half."""
     from types import SimpleNamespace
-    from tracekit.analysis.hints import _launch_advice
+    from tracekit.analysis.hints.rules import _launch_advice
     g = SimpleNamespace(facts=SimpleNamespace(graph_modes=["eager"], replayed_us=replayed), share=lambda us: us / 100)
     assert _launch_advice(g).startswith("the blocks already run from a CUDA/HIP graph") == graphed
 
@@ -341,7 +341,7 @@ def test_launch_advice_says_already_graphed_past_half_replayed(replayed: float, 
 def test_shared_kernels_with_equal_double_counts_are_listed_by_name() -> None:
     """Two hints both count kernels "b" and "a" (5 µs each): each is double-counted 5 µs, a tie broken by name."""
     from types import SimpleNamespace
-    from tracekit.analysis.hints import _overlap
+    from tracekit.analysis.hints.rules import _overlap
     counted = {("b", "memory"): 5.0, ("a", "memory"): 5.0}
     members = [SimpleNamespace(rule="r1", counted=counted), SimpleNamespace(rule="r2", counted=counted)]
     o = _overlap(members, "layer", 100.0)
@@ -533,7 +533,7 @@ def test_at_most_four_kernels_between_a_groups_member_and_its_attention_kernel(t
     """A replayed SageAttention call: its quantise kernel, ``between`` elementwise kernels, then its attention kernel.
     Up to MAX_BETWEEN (4) kernels between join the call: one block of 1 + 4 + 1 = 6 kernels. A fifth ends the
     quantise kernel's run, and the attention kernel is a block on its own (1 kernel)."""
-    from tracekit.analysis.scopes import MAX_BETWEEN
+    from tracekit.analysis.blocks.discovery import MAX_BETWEEN
     assert MAX_BETWEEN == 4
     b = TraceBuilder()
     elementwise = ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, "
@@ -555,7 +555,7 @@ def test_input_dims_that_are_not_a_list_are_none_for_the_hints() -> None:
     seen. Taking the string as the dims list would read its fourth character as a mask and count a masked call."""
     import orjson
     from types import SimpleNamespace
-    from tracekit.analysis.hints import _Inputs, _sdpa_masked
+    from tracekit.analysis.hints.facts import _Inputs, _sdpa_masked
     from tracekit.model import OpInputs
     rec = OpInputs(dims=orjson.dumps("abcdef"), types=orjson.dumps([BF] * 4), concrete=b"")
     inp = _Inputs(SimpleNamespace(op_inputs={0: rec}))

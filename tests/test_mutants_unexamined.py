@@ -13,7 +13,7 @@ from builders import TraceBuilder
 
 from tracekit import analyze
 from tracekit.analysis.flops import op_cost
-from tracekit.analysis.hints import HintTag, _cat_tag, _Inputs
+from tracekit.analysis.hints.facts import HintTag, _cat_tag, _Inputs
 from tracekit.analysis.link import UnlinkedRule, unlinked_reasons
 from tracekit.model import OpInputs
 from tracekit.vocab import UnlinkedReason

@@ -1,6 +1,6 @@
 """tracekit's one vocabulary: the closed sets every stage shares, and the attention op names.
 
-Block finding (:mod:`tracekit.analysis.scopes`) and classification (:mod:`tracekit.analysis.classify`) both read the
+Block finding (:mod:`tracekit.analysis.blocks`) and classification (:mod:`tracekit.analysis.classify`) both read the
 op patterns here, so an op that opens a ``fused-op`` block is always the op whose kernels and host
 time count as ``fused_attention`` (docs/attribution.md, "Attention blocks" and "Categories").
 The closed sets are ``StrEnum``s: members compare and serialise as their plain string values, so
@@ -193,7 +193,8 @@ FUSED_ATTENTION_OPS: tuple[OpPattern, ...] = (
               r"(?:aten::_?flex_attention|higher_order::flex_attention|flex_attention)\w*|FlexAttentionAutogradOp",
               "FlexAttention, eager or compiled, forward and backward; eager PyTorch records FlexAttentionAutogradOp "
               "around its unfused reference (bmm, softmax: their own categories)"),
-    OpPattern("flash-attn", r"flash_attn(?:_\w+)?::\w+", "the flash-attn package (FA2 flash_attn::, FA3 flash_attn_3::)"),
+    OpPattern("flash-attn", r"flash_attn(?:_\w+)?::\w+",
+              "the flash-attn package (FA2 flash_attn::, FA3 flash_attn_3::)"),
     OpPattern("vllm-attention", r"vllm::(?!\w*cache)(?!(?:gdn|kda|linear)_attention)\w*attention\w*",
               "vllm::unified_attention(_with_output), vllm::mla_attention; never the KV-cache writes, nor the linear "
               "attentions vllm::gdn_attention(_core), kda_attention, linear_attention (LINEAR_ATTENTION_SSM_OPS)"),
@@ -244,7 +245,31 @@ COMPOSITE_GEMM_OPS = frozenset({"aten::matmul", "aten::linear", "aten::einsum"})
 # The eager pattern (matmul → softmax → matmul under one parent) that infers a block.
 EAGER_MATMUL_OPS = OpPattern("eager-matmul", f"{PRODUCT_OPS.pattern}|{EINSUM_OPS.pattern}",
                              "the QKᵀ and PV products of eager attention")
-EAGER_SOFTMAX_OPS = OpPattern("eager-softmax", r"aten::(?:softmax|_softmax|_safe_softmax)",
+
+# The one softmax vocabulary (issue 36): every softmax op name tracekit reads, by family. Each user builds its
+# pattern or set from these tuples; where a user takes other families than the attention softmax, the
+# combination is named below with its reason. Names are PyTorch's ``aten`` registrations.
+SOFTMAX_OPS: tuple[str, ...] = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
+"""The attention softmax, forward: ``_safe_softmax`` is the SDPA math path's softmax in newer PyTorch."""
+MASKED_SOFTMAX_OPS: tuple[str, ...] = ("aten::_masked_softmax",)
+"""``nn.MultiheadAttention``'s softmax with its mask folded in: softmax time, but no eager-pattern member."""
+SOFTMAX_BACKWARD_OPS: tuple[str, ...] = ("aten::_softmax_backward_data",)
+"""The softmax's backward: softmax time, but its inputs are gradients (no forward cost formula, no pattern)."""
+LOG_SOFTMAX_OPS: tuple[str, ...] = ("aten::log_softmax", "aten::_log_softmax")
+"""A loss's log_softmax: never attention, but the same kernels and the same per-element cost."""
+LOG_SOFTMAX_BACKWARD_OPS: tuple[str, ...] = ("aten::_log_softmax_backward_data",)
+"""log_softmax's backward: a loss's, never attention."""
+CALLED_SOFTMAX_OPS: tuple[str, ...] = SOFTMAX_OPS[:2]
+"""The softmax ops a model calls itself, for the recorded problem sizes (io's shape list, compare's attention
+sizes): ``_safe_softmax`` runs only inside SDPA's math path, whose SDPA op those lists already record."""
+
+
+def alternation(names: tuple[str, ...]) -> str:
+    """``a|b|…``: op names as one regex alternation (names escaped), to build an OpPattern or a rule from."""
+    return "|".join(re.escape(n) for n in names)
+
+
+EAGER_SOFTMAX_OPS = OpPattern("eager-softmax", alternation(SOFTMAX_OPS),
                               "_safe_softmax is the SDPA math path's softmax in newer PyTorch")
 
 
@@ -327,7 +352,8 @@ SHAPED_OPS: tuple[OpPattern, ...] = (
     OpPattern("gemm", "|".join(p.pattern for p in SHAPED_GEMM_OPS),
               "matrix products: FLOPs and the projection/score/context role"),
     *FUSED_ATTENTION_OPS,
-    OpPattern("softmax", r"aten::(?:softmax|_softmax|_safe_softmax|log_softmax|_log_softmax)\w*", "softmax"),
+    OpPattern("softmax", f"(?:{alternation(SOFTMAX_OPS + LOG_SOFTMAX_OPS)})\\w*",
+              "softmax and log_softmax, with any suffix (their _backward_data too): the FLOP/byte rules read them"),
     OpPattern("elementwise", r"aten::(?:add|sub|mul|div|masked_fill|where|gelu|silu|relu|tanh|exp|neg|rsqrt|"
                              r"dropout|native_dropout|pow|sigmoid|clamp)_?", "pointwise ops: bytes moved"),
     OpPattern("copy", r"aten::(?:copy_|clone|cat|stack|index_copy_?|repeat_interleave|"

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..vocab import (
-    CATEGORIES, FUSED_ATTENTION_OP_RE, GEMM_OPS, LINEAR_ATTENTION_SSM_OPS, Category, OpPattern, anchored,
+    CATEGORIES, FUSED_ATTENTION_OP_RE, GEMM_OPS, LINEAR_ATTENTION_SSM_OPS, LOG_SOFTMAX_BACKWARD_OPS, LOG_SOFTMAX_OPS,
+    MASKED_SOFTMAX_OPS, SOFTMAX_BACKWARD_OPS, SOFTMAX_OPS, Category, OpPattern, alternation, anchored,
 )
 
 __all__ = ["CATEGORIES", "DEVICE_RULES", "HOST_CHILD_RULES", "HOST_RULES", "Category", "ChildRule", "Classifier",
@@ -82,6 +83,7 @@ _CPU_GEMM_OPS = OpPattern("cpu-gemm", r"aten::(?:mkldnn_linear\w*|mkldnn_matmul\
                           "oneDNN/MKL GEMM ops")
 _HOST_GEMM_OPS = "^(?:(?:" + "|".join(p.pattern for p in GEMM_OPS) + ")_?|" + _CPU_GEMM_OPS.pattern + ")$"
 _CONV_OPS = r"^aten::\w*conv"
+_ONE_OF = "^(?:{})$".format  # a rule over whole op names, from one of tracekit.vocab's name families
 _FUSED_ATTN_OPS = FUSED_ATTENTION_OP_RE  # the ops that open fused-op blocks (tracekit.vocab)
 # Linear attention and state-space mixers (tracekit.vocab): recurrent or chunked scans with no softmax over keys.
 # Their kernels and ops are 'other' under names of their own, ahead of every fused-attention and GEMM rule: they
@@ -186,7 +188,8 @@ DEVICE_RULES: tuple[Rule, ...] = (
     # -- softmax and its look-alikes.
     Rule("moe-router-softmax", Category.OTHER, r"[Tt]opk\w*[Ss]oft[Mm]ax|[Gg]ating[Ss]oft[Mm]ax|moe\w*[Ss]oftmax",
          why="MoE routers (topkGatingSoftmax, topk_softmax) are not attention softmax"),
-    Rule("log-softmax-launcher", Category.OTHER, launcher=r"^aten::_?log_softmax(?:_backward_data)?$",
+    Rule("log-softmax-launcher", Category.OTHER,
+         launcher=_ONE_OF(alternation(LOG_SOFTMAX_OPS + LOG_SOFTMAX_BACKWARD_OPS)),
          kinds=frozenset({"kernel"}), why="log_softmax of a loss shares softmax kernels"),
     Rule("log-softmax-kernel", Category.OTHER,
          r"softmax_warp_(?:forward|backward)<(?:[^,<>]+,){4}\s*true\b|LogSoftMax|[Ll]og_?[Ss]oft[Mm]ax",
@@ -214,9 +217,10 @@ HOST_RULES: tuple[Rule, ...] = (
     Rule("host-matmul", Category.MATMUL,
          _HOST_GEMM_OPS,
          why="BLAS/oneDNN GEMM ops; anchored so aten::add never matches aten::addmm"),
-    Rule("host-softmax", Category.SOFTMAX, _H(r"softmax|_softmax|_safe_softmax|_masked_softmax|_softmax_backward_data"),
+    Rule("host-softmax", Category.SOFTMAX,
+         _ONE_OF(alternation(SOFTMAX_OPS + MASKED_SOFTMAX_OPS + SOFTMAX_BACKWARD_OPS)),
          why="_safe_softmax is the SDPA math path's softmax in newer PyTorch; _masked_softmax is MHA's"),
-    Rule("host-log-softmax", Category.OTHER, _H(r"log_softmax|_log_softmax|_log_softmax_backward_data"),
+    Rule("host-log-softmax", Category.OTHER, _ONE_OF(alternation(LOG_SOFTMAX_OPS + LOG_SOFTMAX_BACKWARD_OPS)),
          why="loss, not attention"),
     Rule("host-sdpa-math", Category.OTHER, _H(r"_scaled_dot_product_attention_math\w*"),
          why="the un-fused math path; its bmm/softmax children carry the work"),

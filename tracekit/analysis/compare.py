@@ -46,6 +46,7 @@ from ..results.diff import (
     KernelChange, KernelTotal, Noise, RankPair, Spread, WholeStep, peak_of, shares_defined, totals_figures, whole_steps,
 )
 from ..vocab import (
+    CALLED_SOFTMAX_OPS,
     CATEGORIES, MATMUL_ROLES, TIME_BASE_LABELS, Basis, Category, FoundBy, GraphMode, PairedBy, TimeBase, is_launch_bound,
 )
 from .roles import zero_roles
@@ -527,7 +528,7 @@ def attention_sizes(shapes: list[str]) -> set[tuple[int, int, int]]:
         elif name in ("aten::_flash_attention_forward", "aten::_efficient_attention_forward") \
                 and len(q) == 4 and len(key) == 4:
             out.add((q[0] * q[2], q[1], key[1]))  # [B, N, H, d]
-        elif name in ("aten::softmax", "aten::_softmax") and len(q) >= 3:
+        elif name in CALLED_SOFTMAX_OPS and len(q) >= 3:
             out.add((math.prod(q[:-2]), q[-2], q[-1]))
     return out
 

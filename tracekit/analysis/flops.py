@@ -42,7 +42,7 @@ import orjson
 from ..hardware import DevicePeaks, compute_peak, lookup
 from ..model import OpInputs, Trace
 from ..results.efficiency import HOST_ONLY, NO_FORMULA, NO_SHAPES, DeviceInfo, Efficiency
-from ..vocab import COMPOSITE_GEMM_OPS, SHAPED_GEMM_OPS, anchored
+from ..vocab import COMPOSITE_GEMM_OPS, LOG_SOFTMAX_OPS, SHAPED_GEMM_OPS, SOFTMAX_OPS, alternation, anchored
 from .link import NONE, Links
 
 __all__ = ["VECTOR_RULES", "ByteRule", "OpCost", "block_efficiency", "device_info", "op_cost", "vector_rule"]
@@ -313,7 +313,7 @@ class ByteRule:
 
 # Ordered, first match wins. Each input is read once at its recorded shape and dtype, each output written once.
 VECTOR_RULES: tuple[ByteRule, ...] = (
-    ByteRule("softmax", r"aten::(?:softmax|_softmax|_safe_softmax|log_softmax|_log_softmax)", _softmax,
+    ByteRule("softmax", f"(?:{alternation(SOFTMAX_OPS + LOG_SOFTMAX_OPS)})", _softmax,
              "5 FLOPs per element (max, subtract, exp, sum, divide), fp32 vector work whatever the storage dtype; "
              "the input read and the output written at its element size"),
     ByteRule("copy-into", r"aten::copy_|aten::index_put_?", _copy_into,

@@ -34,7 +34,7 @@ from ..model import (
 from ..results.attribution import GraphSummary
 from ..vocab import Category, GraphMode
 from .link import NONE, Links, runtime_leaves
-from .scopes import Block, short_kernel_name
+from .blocks.discovery import Block, short_kernel_name
 
 # The process of the threads that replays' copies of the captured host tree live on: their times are the capture's,
 # shifted to the graph launch, so they place and nest the ops but measure nothing (spans use the device's times).

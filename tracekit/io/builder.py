@@ -19,7 +19,7 @@ from ..model import (
     ANNOTATION, KERNEL, MEMCPY, MEMSET, MODULE, OP,
     DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, OpInputs, RuntimeEvent, Trace, TraceInfo,
 )
-from ..vocab import ANNOTATE_CAT, keeps_scalars, keeps_shapes
+from ..vocab import ANNOTATE_CAT, CALLED_SOFTMAX_OPS, keeps_scalars, keeps_shapes
 from .read import Event, ReadSummary
 
 # Categories compared after strip + casefold; 2021 names mapped onto current ones.
@@ -31,7 +31,7 @@ _DEVICE_CATS = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_m
 # In priority order: fused attention says the most about the problem size, bmm the least.
 _SHAPE_OPS = {name: rank for rank, name in enumerate((
     "aten::scaled_dot_product_attention", "aten::_flash_attention_forward", "aten::_efficient_attention_forward",
-    "aten::softmax", "aten::_softmax", "aten::bmm", "aten::baddbmm"))}
+    *CALLED_SOFTMAX_OPS, "aten::bmm", "aten::baddbmm"))}
 _MAX_SHAPES = 8
 _new_tuple = tuple.__new__  # builds an OpInputs without NamedTuple.__new__'s keyword handling (3x faster)
 # Below 2**42 µs (51 days of relative time), float µs * 1000 rounds to the exact ns; epoch-sized

@@ -1,0 +1,412 @@
+"""Account each attention block's time to the six categories (docs/attribution.md, "Time").
+
+GPU traces use device busy time: where device events of one block overlap (several
+streams), each instant is given to the event that started first, so categories sum
+exactly to the busy union. CPU-only traces use host self time of the profiler's op
+tree, the same quantity as ``torch.profiler``'s ``self_cpu_time_total``.
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import groupby
+
+from ..model import ANNOTATION, MODULE, OP, DeviceEvent, GraphLaunch, HostEvent, Trace
+from ..results.attribution import CATEGORIES, Attribution, BlockResult, IdleGaps
+from ..results.efficiency import HOST_ONLY, Efficiency
+from ..vocab import (
+    IDLE_CAUSES, MATMUL_ROLES, Category, FoundBy, MatmulRole, TimeBase, compact_kernel_name, is_launch_bound,
+)
+from .allocations import alloc_bytes, alloc_peaks
+from .blocks.discovery import Block
+from .blocks.kernels import find_kernel_blocks
+from .busy import block_window, busy_time
+from .classify import Classifier
+from .clock import block_intervals, host_intervals, host_spans, relative_us
+from .flops import block_efficiency, device_info
+from .graphs import replay_threads
+from .idle import IdleSplitter, zero_causes
+from .link import NONE, Links, link
+from .roles import GemmRoles, RoleFinder
+from .totals import block_totals, device_coverage, over_steps, sorted_results, trace_summary, whole_steps
+
+_INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
+
+
+def block_kind(name: str, found_by: FoundBy) -> str:
+    """Fold instance numbers so that ``layer3.attention`` and ``layer4.attention`` group."""
+    if found_by == FoundBy.MODULE:
+        return re.sub(r"_\d+$", "", name)
+    if found_by == FoundBy.FUSED_KERNEL:
+        return name
+    return _INSTANCE.sub("*", name)
+
+
+def ordinals(blocks: list[Block]) -> list[int]:
+    """Position of each block in its step and phase by start time; a backward block takes its forward
+    block's (backward runs layers in reverse, and the pair must read as one call)."""
+    ordinal = [0] * len(blocks)
+    idx = sorted(range(len(blocks)),
+                 key=lambda b: (blocks[b].step is None, blocks[b].step or 0, blocks[b].phase, blocks[b].ts))
+    for _, g in groupby(idx, key=lambda b: (blocks[b].step, blocks[b].phase)):
+        for k, b in enumerate(g):
+            ordinal[b] = k
+    for b, blk in enumerate(blocks):
+        if blk.forward is not None:
+            ordinal[b] = ordinal[blk.forward]
+    return ordinal
+
+
+def device_categories(tr: Trace, links: Links, clf: Classifier) -> list[Category]:
+    """Each device event's category, by its name, kind and launching op."""
+    host, dev = tr.host, tr.device
+    leaf, launcher = links.device_leaf, links.launcher
+    cats: list[Category] = []
+    memo: dict[tuple[str, str, str | None], Category] = {}  # (the classifier caches so too; this saves its call)
+    for j, d in enumerate(dev):
+        lf = leaf[j]
+        la = launcher[lf] if lf != NONE else NONE
+        key = (d.name, d.kind, host[la].name if la != NONE else None)
+        cat = memo.get(key)
+        if cat is None:
+            cat = memo[key] = clf.device(*key)
+        cats.append(cat)
+    return cats
+
+
+@dataclass(slots=True, kw_only=True)
+class DeviceTime:
+    """The whole device's busy time, measured once: what block figures, coverage and step figures share."""
+
+    members: dict[int, list[int]]  # block -> its device events, in event order
+    free_at: list[int]  # per device event: when the device finished the work queued before it (-1: never busy)
+    share: list[int]  # per device event: its first-come share of the device's busy time, ns
+    total_ns: int  # the device's busy union
+    in_blocks_ns: int  # the part of it that blocks own
+
+
+def own_device_events(tr: Trace, links: Links, blocks: list[Block], owner: list[int],
+                      cats: list[Category]) -> list[int]:
+    """Each device event's block: its launching host event's, then the blocks only the kernels show."""
+    dev_owner = [owner[lf] if lf != NONE else NONE for lf in links.device_leaf]
+    find_kernel_blocks(tr, links, blocks, cats, dev_owner)
+    return dev_owner
+
+
+def measure_device(tr: Trace, dev_owner: list[int]) -> DeviceTime:
+    """Busy time of the whole device (each instant once), and which events each block owns."""
+    members: dict[int, list[int]] = defaultdict(list)
+    for j, b in enumerate(dev_owner):
+        if b != NONE:
+            members[b].append(j)
+    free_at = [0] * len(tr.device)
+    total_busy, share = busy_time(tr.device, free_at)
+    in_blocks_ns = sum(s for s, b in zip(share, dev_owner) if b != NONE)
+    return DeviceTime(members=members, free_at=free_at, share=share, total_ns=total_busy, in_blocks_ns=in_blocks_ns)
+
+
+def account_device_blocks(tr: Trace, links: Links, blocks: list[Block], cats: list[Category], time: DeviceTime,
+                          graph_launches: Sequence[GraphLaunch] = (),
+                          origin: int = 0) -> tuple[list[BlockResult], DeviceBlocks]:
+    """Each block's figures (device busy time split by category and matmul role, span, idle, memory), in block
+    order, and the walk that holds each owned event's share of its block's busy time."""
+    walk = DeviceBlocks(tr, links, cats, time.free_at, IdleSplitter(tr, graph_launches), origin)
+    alloc, ordinal = alloc_bytes(tr, blocks, device_side=True), ordinals(blocks)
+    members = time.members
+    results = [walk.block(blk, members.get(b, []), ordinal[b], alloc[b]) for b, blk in enumerate(blocks)]
+    for r, peak in zip(results, alloc_peaks(tr, blocks, device_side=True)):
+        r.alloc_peak_bytes = peak
+    return results, walk
+
+
+def add_efficiency(tr: Trace, links: Links, cats: list[Category], dev_owner: list[int], time: DeviceTime,
+                   walk: DeviceBlocks, results: list[BlockResult]) -> None:
+    """Each block's FLOP/byte efficiency, overall and by category (tracekit.analysis.flops)."""
+    effs, eff_cats = block_efficiency(tr, links, len(results), dev_owner, cats, walk.dev_share,
+                                      time.members.values(), roles=GemmRoles(tr, walk.roles))
+    for b, r in enumerate(results):
+        r.efficiency, r.efficiency_by_category = effs[b], eff_cats[b]
+
+
+def device_result(tr: Trace, links: Links, cats: list[Category], blocks: list[Block], dev_owner: list[int],
+                  time: DeviceTime, walk: DeviceBlocks, results: list[BlockResult], origin: int = 0) -> Attribution:
+    """The device trace's Attribution: blocks sorted, totals, coverage, the kernel table and the step figures."""
+    top, members = walk.top, time.members.values()
+    summary = trace_summary(tr, links, TimeBase.DEVICE, time.total_ns)
+    summary.step_figures = whole_steps(tr, links, blocks, dev_owner, time.free_at, origin)
+    return Attribution(
+        source=tr.info.source, time_base=TimeBase.DEVICE, traces=[summary],
+        blocks=sorted_results(results), totals=block_totals(results, time.in_blocks_ns, time.total_ns),
+        coverage=device_coverage(tr, links, time.share, time.total_ns, time.in_blocks_ns, cats, dev_owner),
+        kernels=over_steps(top), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in top.items()},
+        device_events_owned=sum(len(v) for v in members),
+        device_events_owned_distinct=len({j for v in members for j in v}),
+        device=device_info(tr.info.gpus, True))
+
+
+class DeviceBlocks:
+    """One device block's figures at a time, and what the later stages read across all of them: each owned
+    event's share of its block's busy time (efficiency, hints) and the kernel table by step."""
+
+    def __init__(self, tr: Trace, links: Links, cats: list[Category], free_at: list[int], idle: IdleSplitter,
+                 origin: int = 0) -> None:
+        self.tr, self.links, self.cats, self.free_at, self.idle = tr, links, cats, free_at, idle
+        self.origin, self.streams = origin, tuple(tr.streams)  # the trace's clock and stream table (clock.py)
+        self.replay_threads = replay_threads(tr) if tr.graphs is not None and tr.graphs.launches else frozenset()
+        self.roles = RoleFinder(tr, links)
+        self.dev_share = [0] * len(tr.device)
+        self.top: dict[tuple[str, str, int | None], list] = {}  # (compact kernel name, category, step) -> [count, ns]
+
+    def block(self, blk: Block, js: list[int], ordinal: int, alloc: int | None) -> BlockResult:
+        """Block ``blk``'s figures from its device events ``js``: busy time by category and role, span, idle."""
+        tr, host, dev = self.tr, self.tr.host, self.tr.device
+        evs = [dev[j] for j in js]
+        busy, bshare = busy_time(evs)
+        c, mr = self._split(js, bshare, blk.step)
+        # (a replay's copied ops have the capture's times: they measure nothing, the device's times do)
+        roots = [host[r] for r in blk.roots if host[r].thread not in self.replay_threads]
+        start, end = self._window(blk, js, evs, roots)
+        span = end - start
+        gaps, causes = self._idle(js, start, end, roots, span > busy)
+        return BlockResult(
+            name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
+            ordinal=ordinal, phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
+            idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
+            host_us=sum(h.dur for h in roots) / 1000 if roots else None, alloc_bytes=alloc, source=tr.info.source,
+            matmul_roles=role_us(mr), launch_bound=is_launch_bound(span - busy, span), evidence=blk.evidence,
+            recorded=blk.recorded, idle_by_cause={k: v / 1000 for k, v in causes.items()},
+            start_us=relative_us(start, self.origin), end_us=relative_us(end, self.origin),
+            intervals=block_intervals(evs, map(self.cats.__getitem__, js), self.origin, self.streams),
+            idle_gaps=IdleGaps(origin_ns=self.origin, flat=gaps) if gaps is not None else None,
+            host_spans=host_spans(roots, self.tr.threads, self.origin))
+
+    def _idle(self, js: list[int], start: int, end: int, roots: list[HostEvent],
+              idles: bool) -> tuple[array | None, dict[str, int]]:
+        """The block's idle gaps and idle time by cause (tracekit.analysis.idle); none when the device never idles."""
+        if not idles:
+            return None, zero_causes()
+        gaps = array("q")
+        return gaps, self.idle.split(js, start, end, {h.thread for h in roots}, gaps)
+
+    def _window(self, blk: Block, js: list[int], evs: list[DeviceEvent], roots: list[HostEvent]) -> tuple[int, int]:
+        """The block's span (busy.block_window); with no device work, as in a graph capture, an empty one at its
+        start: no span the device could idle in, so never launch-bound."""
+        if not js:
+            return blk.ts, blk.ts
+        dev = self.tr.device
+        first = min(js, key=lambda j: (dev[j].ts, j))
+        return block_window(evs, roots, self.free_at[first])
+
+    def _split(self, js: list[int], bshare: list[int], step: int | None) -> tuple[dict[str, int], dict[str, int]]:
+        """The block's busy ns by category and its matmul ns by role; its kernels into the table."""
+        dev, cats, top = self.tr.device, self.cats, self.top
+        leaf, launcher = self.links.device_leaf, self.links.launcher
+        matmul, other_role = Category.MATMUL, str(MatmulRole.OTHER)
+        c = dict.fromkeys(CATEGORIES, 0)
+        mr = dict.fromkeys(MATMUL_ROLES, 0)  # each matmul event's busy share, by its launching op's role
+        for j, s in zip(js, bshare):
+            self.dev_share[j] = s
+            c[cats[j]] += s
+            if cats[j] == matmul:
+                lf = leaf[j]
+                la = launcher[lf] if lf != NONE else NONE
+                mr[self.roles.role(la if la != NONE else lf) if lf != NONE else other_role] += s
+            row = (compact_kernel_name(dev[j].name), cats[j], step)
+            t = top.get(row)
+            if t is None:
+                t = top[row] = [0, 0]
+            t[0] += 1
+            t[1] += dev[j].dur
+        return c, mr
+
+
+def self_times(tr: Trace, links: Links) -> list[int]:
+    """Self time on the op/annotation tree; children are clipped to the parent and to each other."""
+    host = tr.host
+    n = len(host)
+    eff_start = [0] * n
+    eff_end = [0] * n
+    self_ns = [0] * n
+    last_child_end: dict[int, int] = {}
+    for i in links.order:
+        h = host[i]
+        if h.kind < ANNOTATION:
+            continue
+        p = links.op_parent[i]
+        s, e = h.ts, h.ts + h.dur
+        if p != NONE:
+            s = max(s, eff_start[p], last_child_end.get(p, s))
+            e = min(e, eff_end[p])
+            e = max(e, s)
+        eff_start[i], eff_end[i] = s, e
+        self_ns[i] = e - s
+        if p != NONE:
+            self_ns[p] -= e - s
+            last_child_end[p] = e
+    return self_ns
+
+
+def _child_categories(tr: Trace, links: Links, clf: Classifier) -> dict[int, Category]:
+    """Host ops whose self-time category a child op decides (``classify.HOST_CHILD_RULES``): op index -> category.
+
+    The public SDPA op on the math path is ``other``: its child ``_scaled_dot_product_attention_math`` shows that
+    no fused kernel ran. Children are the profiler's tree (``op_parent``), as for self times.
+    """
+    host, op_parent = tr.host, links.op_parent
+    if not _any_child_rules(tr, clf):
+        return {}  # the common case: no such op in the trace, one pass over the names
+    out: dict[int, Category] = {}
+    for i, h in enumerate(host):
+        p = op_parent[i]
+        if h.kind != OP or p == NONE or p in out or host[p].kind != OP or not clf.has_child_rules(host[p].name):
+            continue
+        rule = clf.host_child_rule(host[p].name, h.name)
+        if rule is not None:
+            out[p] = rule.category
+    return out
+
+
+def _any_child_rules(tr: Trace, clf: Classifier) -> bool:
+    """Whether any op in the trace has child rules: looked up once per distinct op name."""
+    return any(clf.has_child_rules(n) for n in {h.name for h in tr.host if h.kind == OP})
+
+
+@dataclass(slots=True, kw_only=True)
+class _HostTime:
+    """Host self time split over the blocks, per block in block order (ns), and the trace's base time."""
+
+    cats: list[dict[str, int]]  # by category
+    roles: list[dict[str, int]]  # matmul self time by the op's role
+    covered: list[int]  # self time of the block's ops and ranges
+    timed: list[list[tuple[HostEvent, str]]]  # the block's ops with self time, and their categories (timeline)
+    ops: dict[tuple[str, str, int | None], list]  # (op name, category, step) -> [count, self ns]
+    base: int = 0  # host time of the outermost ops: the denominator of the attention share
+
+    @classmethod
+    def empty(cls, n: int) -> _HostTime:
+        return cls(cats=[dict.fromkeys(CATEGORIES, 0) for _ in range(n)],
+                   roles=[dict.fromkeys(MATMUL_ROLES, 0) for _ in range(n)],
+                   covered=[0] * n, timed=[[] for _ in range(n)], ops={})
+
+
+def _split_host_time(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier) -> _HostTime:
+    """One pass over the host events: each op's and range's self time to its block's category and role."""
+    host = tr.host
+    self_ns = self_times(tr, links)
+    by_child = _child_categories(tr, links, clf)
+    t = _HostTime.empty(len(blocks))
+    c, mr, covered, timed, ops = t.cats, t.roles, t.covered, t.timed, t.ops  # (locals: this loop sees every event)
+    roles = RoleFinder(tr, links)
+    other, matmul = Category.OTHER, Category.MATMUL
+    base = 0
+    for i, h in enumerate(host):
+        if h.kind < ANNOTATION:
+            continue
+        base += self_ns[i]
+        b = owner[i]
+        if b == NONE:
+            continue
+        cat = (by_child.get(i) or clf.host(h.name)) if h.kind == OP else other
+        c[b][cat] += self_ns[i]
+        if self_ns[i] > 0:
+            timed[b].append((h, cat))
+        if cat == matmul:
+            mr[b][roles.role(i)] += self_ns[i]
+        covered[b] += self_ns[i]
+        if h.kind == OP:
+            v = ops.setdefault((h.name, cat, blocks[b].step), [0, 0])
+            v[0] += 1
+            v[1] += self_ns[i]
+    t.base = base
+    return t
+
+
+def _add_module_gaps(tr: Trace, links: Links, blocks: list[Block], t: _HostTime) -> None:
+    """A module block's time outside any op (Python and the module call) is ``other``; the base counts it where
+    no enclosing op's or range's self time already does."""
+    host = tr.host
+    for b, blk in enumerate(blocks):
+        for r in blk.roots:
+            if host[r].kind != MODULE:
+                continue
+            gap = _module_gap(tr, links, r, t.covered[b])
+            t.cats[b][Category.OTHER] += gap
+            if links.op_parent[r] == NONE:
+                t.base += gap
+
+
+def host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier,
+                     origin: int = 0) -> Attribution:
+    """CPU-only traces: each block's host self time by category (docs/attribution.md, "Time"), and the result."""
+    t = _split_host_time(tr, links, blocks, owner, clf)
+    _add_module_gaps(tr, links, blocks, t)
+    alloc, ordinal = alloc_bytes(tr, blocks, device_side=False), ordinals(blocks)
+    results = [_host_block(tr, blk, b, t, ordinal[b], alloc[b], origin) for b, blk in enumerate(blocks)]
+    for res, peak in zip(results, alloc_peaks(tr, blocks, device_side=False)):
+        res.alloc_peak_bytes = peak
+    in_blocks = sum(sum(x.values()) for x in t.cats)
+    ops = t.ops
+    return Attribution(
+        source=tr.info.source, time_base=TimeBase.HOST, traces=[trace_summary(tr, links, TimeBase.HOST, t.base)],
+        blocks=sorted_results(results), totals=block_totals(results, in_blocks, t.base), coverage=None,
+        kernels=over_steps(ops), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in ops.items()},
+        device=device_info(tr.info.gpus, False))
+
+
+def _host_block(tr: Trace, blk: Block, b: int, t: _HostTime, ordinal: int, alloc: int | None,
+                origin: int) -> BlockResult:
+    """One block's result on a CPU-only trace: no device to wait for, so no idle time and no launch_bound."""
+    roots = [tr.host[r] for r in blk.roots]
+    c = t.cats[b]
+    start, end = block_window((), roots)
+    return BlockResult(
+        name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
+        ordinal=ordinal, phase=blk.phase, total_us=sum(c.values()) / 1000, span_us=(end - start) / 1000,
+        start_us=relative_us(start, origin), end_us=relative_us(end, origin),
+        host_spans=host_spans(roots, tr.threads, origin),
+        host_ops=host_intervals(t.timed[b], origin, start, end, tuple(tr.threads)),
+        idle_us=0.0, categories={k: v / 1000 for k, v in c.items()}, kernels=0,
+        host_us=sum(h.dur for h in roots) / 1000, alloc_bytes=alloc, source=tr.info.source,
+        matmul_roles=role_us(t.roles[b]), efficiency=Efficiency(reason=HOST_ONLY), evidence=blk.evidence,
+        recorded=blk.recorded, idle_by_cause=dict.fromkeys(IDLE_CAUSES, 0.0))
+
+
+def _module_gap(tr: Trace, links: Links, root: int, covered_ns: int) -> int:
+    """Time of an ``nn.Module`` block not covered by its ops, clipped to the op or range around it.
+
+    The clip keeps the gap inside the enclosing self time that the share's denominator already counts;
+    a module with nothing around it adds its gap to the denominator instead, so the share stays <= 100%.
+    """
+    h = tr.host[root]
+    start, end = h.ts, h.ts + h.dur
+    p = links.op_parent[root]
+    if p != NONE:
+        ph = tr.host[p]
+        start, end = max(start, ph.ts), min(end, ph.ts + ph.dur)
+    return max(0, end - start - covered_ns)
+
+
+def role_us(roles_ns: dict[str, int]) -> dict[str, float]:
+    """Roles in µs: integer ns sums of the same shares as ``matmul``, so they partition it (check() asserts it)."""
+    return {k: v / 1000 for k, v in roles_ns.items()}
+
+
+def op_self_times(tr: Trace) -> dict[str, tuple[int, float]]:
+    """Per op/annotation name: (calls, total self µs) over the whole trace.
+
+    The same quantity as ``torch.profiler``'s ``key_averages()`` ``self_cpu_time_total``; the tests
+    use it to cross-check the host attribution against torch's own table.
+    """
+    links = link(tr)
+    self_ns = self_times(tr, links)
+    out: dict[str, list] = {}
+    for i, h in enumerate(tr.host):
+        if h.kind >= ANNOTATION:
+            v = out.setdefault(h.name, [0, 0])
+            v[0] += 1
+            v[1] += self_ns[i]
+    return {k: (n, ns / 1000) for k, (n, ns) in out.items()}

@@ -1,0 +1,572 @@
+"""Find attention blocks: host intervals that each compute one attention call.
+
+Order (docs/attribution.md, "Attention blocks"): a scope-matching ``record_function`` or
+``nn.Module`` slice (outermost wins), then a fused attention op outside any scope,
+then an inferred eager pattern (matmul → softmax → matmul under one parent). Then, once the device
+events are classified (:func:`find_kernel_blocks`, in :mod:`.kernels`, a later stage): fused attention
+kernels that no host block owns (CUDA/HIP graphs, compiled regions) become ``fused-kernel`` blocks, and a
+GEMM → softmax → GEMM run of kernels that none owns an ``inferred`` one. All block discovery lives in this package.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import orjson
+
+from ...model import ANNOTATION, MODULE, OP, HostEvent, Trace
+from ...results.attribution import Evidence
+from ...vocab import (
+    EAGER_MATMUL_OPS, EAGER_SOFTMAX_OPS, FUSED_ATTENTION_OPS, GROUPED_GEMM_OPS, LINEAR_OPS, LOW_PRECISION_GEMM_OPS,
+    QUANTIZED_LINEAR_OPS, Category, CoreKind, FoundBy, OpPattern, Phase, anchored, compact_kernel_name,
+    opens_fused_block,
+)
+from ..link import NONE, Links
+
+DEFAULT_SCOPE = r"attention|attn|SelfAttention|MultiheadAttention"
+
+MATMUL_OPS = re.compile(anchored(EAGER_MATMUL_OPS))
+SOFTMAX_OPS = re.compile(anchored(EAGER_SOFTMAX_OPS))
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveryRule:
+    """One way a block is found, in the order the finder applies them; ``why`` is the fact behind it."""
+
+    name: str
+    found_by: FoundBy
+    why: str
+
+
+DISCOVERY_RULES: tuple[DiscoveryRule, ...] = (
+    DiscoveryRule("innermost-scope", FoundBy.MODULE,
+                  "a record_function range or nn.Module slice matching the scope, the innermost one around an "
+                  "attention core: hybrids name whole layers after their mixer (JambaAttentionDecoderLayer, "
+                  "Zamba2AttentionDecoderLayer, MllamaCrossAttentionDecoderLayer), and the layer also holds the "
+                  "norms and the MoE FFN; a scope holding no core is no block"),
+    DiscoveryRule("fused-op", FoundBy.FUSED_OP,
+                  "a fused attention op outside any scope block (SDPA and its backends, flash_attn, vLLM, aiter)"),
+    DiscoveryRule("eager-ops", FoundBy.INFERRED,
+                  "a score product, a softmax of its output and a context product consuming it, siblings under "
+                  "one parent with no layer boundary between (EAGER_BREAKERS) and, where shapes were recorded, "
+                  "[..., Lq, Lk] on all three (a MoE router's [tokens, experts] softmax fails it)"),
+    DiscoveryRule("fused-kernels", FoundBy.FUSED_KERNEL,
+                  "a run of fused attention kernels on one stream that no host block owns (CUDA/HIP graph "
+                  "replays, compiled code), with the other kernels of the same call (KERNEL_GROUPS)"),
+    DiscoveryRule("eager-kernels", FoundBy.INFERRED,
+                  "GEMM → softmax → GEMM kernels that no host block owns (inductor launches them from one call)"),
+)
+
+# Ops that end a score → softmax → context search: none of them sits inside one eager attention call.
+EAGER_BREAKERS: tuple[OpPattern, ...] = (
+    OpPattern("linear-gemm", "|".join(p.pattern for p in (LINEAR_OPS, LOW_PRECISION_GEMM_OPS, GROUPED_GEMM_OPS,
+                                                          QUANTIZED_LINEAR_OPS)),
+              "a projection or an expert GEMM: a MoE router's gate is a linear before its softmax"),
+    *FUSED_ATTENTION_OPS,  # (reason: a fused attention call between two products means they are two other calls)
+    OpPattern("norm", r"aten::(?:layer_norm|native_layer_norm|rms_norm|_fused_rms_norm|group_norm|native_group_norm"
+                      r"|batch_norm|native_batch_norm|_batch_norm_impl_index)",
+              "a norm between two products is a layer boundary (pre-norm blocks start with one)"),
+)
+BREAKER = re.compile(anchored(*EAGER_BREAKERS))
+MAX_EAGER_GAP = 48  # sibling ops allowed between a product and the softmax: scale, softcap, mask, casts, views, and
+# T5's first layer computing its relative position bias (about 30 ops); the breakers, not the gap, end a layer
+_LEFT_OPERANDS = {"aten::baddbmm": 1, "aten::addbmm": 1}  # where the first matrix operand sits (else 0)
+MAX_BETWEEN = 4  # kernels allowed between a GEMM run and the softmax (scale, mask, dropout, layout)
+
+
+
+@dataclass(slots=True)
+class Block:
+    """One attention call: its host roots (siblings for inferred blocks), how it was found and why."""
+
+    name: str
+    found_by: FoundBy
+    roots: list[int] = field(default_factory=list)
+    step: int | None = None
+    phase: Phase = Phase.FORWARD
+    ts: int = 0  # first host (or device) start, for ordering
+    forward: int | None = None  # a backward block: index of the forward block it is the backward of
+    evidence: Evidence | None = None
+    recorded: dict[str, int] | None = None  # in a graph capture: the kernels its launches recorded, by name
+
+
+@dataclass(slots=True)
+class _Eager:
+    """A score → softmax → context triple of sibling ops (host indices) and the siblings it spans."""
+
+    score: int
+    softmax: int
+    context: int
+    roots: list[int]
+
+
+class BlockFinder:
+    """Marks host events with the block that owns them (rules innermost-scope, fused-op, eager-ops)."""
+
+    def __init__(self, scope: str | None = None) -> None:
+        self.scope = re.compile(scope or DEFAULT_SCOPE, re.IGNORECASE)
+
+    def scope_name(self, kind: int, name: str) -> str | None:
+        """The block name if this host event opens a scope; ProfilerStep never does."""
+        if kind == MODULE:
+            label = name[len("nn.Module: "):]
+            return label if self.scope.search(label) else None
+        if kind == ANNOTATION and not name.startswith("ProfilerStep#") and self.scope.search(name):
+            return name
+        return None
+
+    def find(self, tr: Trace, links: Links, cats: Sequence[Category] | None = None) -> tuple[list[Block], list[int]]:
+        """Returns the blocks and, per host event, the owning block index or NONE.
+
+        ``cats``, the device events' categories, lets a fused attention kernel count as a scope's core.
+        """
+        cores = _Cores(tr, links, self, cats)
+        blocks = cores.blocks()
+        owner = [NONE] * len(tr.host)
+        for b, blk in enumerate(blocks):
+            for r in blk.roots:
+                owner[r] = b
+        parent = links.parent
+        for i in links.order:  # parents first: the innermost block root around an event owns it
+            p = parent[i]
+            if owner[i] == NONE and p != NONE:
+                owner[i] = owner[p]
+        _assign_steps(links, blocks)
+        return blocks, owner
+
+
+class _Cores:
+    """The attention cores of a trace (fused ops, eager triples, fused kernels' launch sites) and the blocks
+    they make: each core is claimed by the innermost scope around it, else it is a block of its own kind."""
+
+    def __init__(self, tr: Trace, links: Links, finder: BlockFinder, cats: Sequence[Category] | None) -> None:
+        self.tr, self.links, self.finder = tr, links, finder
+        self._key_of: dict[int, int] = {}  # non-op host event -> its sibling key (sibling_key)
+        names = tr.names if tr.names is not None else frozenset(h.name for h in tr.host)
+        self.fused_ops = _fused_ops(tr, names)
+        self.is_fused = set(self.fused_ops)
+        self.eager = _eager_triples(tr, links, names, self.sibling_key)
+        self.kernels = _kernel_sites(links, cats)  # launch-site host event -> fused kernels
+        self._scope_of: dict[int, int] = {}
+        self.cats = cats
+
+    def scope_around(self, i: int) -> int:
+        """The innermost scope-opening host event around ``i`` (itself included), or NONE."""
+        host, parent, memo = self.tr.host, self.links.parent, self._scope_of
+        path = []
+        found = NONE
+        k = i
+        while k != NONE:
+            got = memo.get(k)
+            if got is not None:
+                found = got
+                break
+            path.append(k)
+            h = host[k]
+            if h.kind != OP and self.finder.scope_name(h.kind, h.name) is not None:
+                found = k
+                break
+            k = parent[k]
+        for k in path:
+            memo[k] = found
+        return found
+
+    def sibling_key(self, i: int) -> int:
+        """The event whose ops count as ``i``'s siblings for rule eager-ops: the nearest op, scope or
+        ProfilerStep around it. Other ranges and modules are transparent: the H200 sweep wraps each of
+        QKᵀ, softmax and PV in a range of its own (qk_matmul, softmax, pv_matmul) under one scope."""
+        host, parent, memo = self.tr.host, self.links.parent, self._key_of
+        path = []
+        k = parent[i]
+        key = NONE
+        while k != NONE:
+            h = host[k]
+            if h.kind == OP:
+                key = k
+                break
+            got = memo.get(k)
+            if got is not None:
+                key = got
+                break
+            if h.name.startswith("ProfilerStep#") or self.finder.scope_name(h.kind, h.name) is not None:
+                key = k
+                break
+            path.append(k)
+            k = parent[k]
+        for k in path:
+            memo[k] = key
+        return key
+
+    def outermost_fused(self, i: int) -> int:
+        """The outermost fused attention op around ``i`` (itself included), or NONE."""
+        parent, fused = self.links.parent, self.is_fused
+        top = NONE
+        k = i
+        while k != NONE:
+            if k in fused:
+                top = k
+            k = parent[k]
+        return top
+
+    def blocks(self) -> list[Block]:
+        """Every core claimed (scopes first), then one block per claiming scope, fused op and free eager triple,
+        in start order."""
+        claimed: dict[int, _Claim] = {}  # scope event -> what it holds
+        fused_blocks: dict[int, _Claim] = {}  # outermost fused op outside scopes -> what it holds
+        free_eager = self.claim_cores(claimed, fused_blocks)
+        self.claim_kernel_triples(claimed)
+        self.claim_products(claimed)
+        return self.make_blocks(claimed, fused_blocks, free_eager)
+
+    def claim_cores(self, claimed: dict[int, _Claim], fused_blocks: dict[int, _Claim]) -> list[_Eager]:
+        """Rules innermost-scope and fused-op: each fused op, fused kernel and eager triple to the innermost scope
+        around it; a fused op outside scopes to its outermost fused op. Returns the eager triples no one claims."""
+        host, dev = self.tr.host, self.tr.device
+        for i in self.fused_ops:
+            s = self.scope_around(i)
+            c = claimed.setdefault(s, _Claim()) if s != NONE else fused_blocks.setdefault(self.outermost_fused(i),
+                                                                                          _Claim())
+            c.add_name(host[i].name)
+        for leaf, js in self.kernels.items():
+            s = self.scope_around(leaf)
+            if s != NONE:
+                for j in js:
+                    claimed.setdefault(s, _Claim()).add_kernel(short_kernel_name(dev[j].name))
+        free_eager: list[_Eager] = []
+        for e in self.eager:
+            s = self.scope_around(e.softmax)
+            if s != NONE:
+                claimed.setdefault(s, _Claim()).add_eager(self, e)
+            elif self.outermost_fused(e.softmax) == NONE:
+                free_eager.append(e)
+        return free_eager
+
+    def make_blocks(self, claimed: dict[int, _Claim], fused_blocks: dict[int, _Claim],
+                    free_eager: list[_Eager]) -> list[Block]:
+        """One block per claiming scope, per fused op outside scopes and per free eager triple, in start order."""
+        host = self.tr.host
+        out: list[Block] = []
+        for s, c in claimed.items():
+            h = host[s]
+            name = self.finder.scope_name(h.kind, h.name) or h.name
+            out.append(Block(name, FoundBy.MODULE if h.kind == MODULE else FoundBy.ANNOTATION, [s], ts=h.ts,
+                             evidence=c.evidence("innermost-scope")))
+        for f, c in fused_blocks.items():
+            out.append(Block(host[f].name, FoundBy.FUSED_OP, [f], ts=host[f].ts, evidence=c.evidence("fused-op")))
+        for e in free_eager:
+            c = _Claim()
+            c.add_eager(self, e)
+            out.append(Block("inferred attention", FoundBy.INFERRED, e.roots, ts=host[e.roots[0]].ts,
+                             evidence=c.evidence("eager-ops")))
+        out.sort(key=lambda b: (b.ts, b.roots[0]))
+        return out
+
+    def claim_kernel_triples(self, claimed: dict[int, _Claim]) -> None:
+        """Rule innermost-scope, kernels only: a scope with no core among its ops whose kernels run GEMM → softmax
+        → GEMM (a range linked to its kernels by ``gpu_user_annotation`` alone, or ops the vocabulary does not
+        know) holds an eager core. Only scopes around an unclaimed softmax kernel are looked at."""
+        cats = self.cats
+        if cats is None:
+            return
+        open_scopes = self._open_scopes(cats, claimed)
+        if not open_scopes:
+            return
+        self._scope_kernels(cats, open_scopes, _around(self.links.parent, claimed))
+        dev = self.tr.device
+        for sc, js in open_scopes.items():
+            js.sort(key=lambda j: dev[j].ts)
+            run = _first_triple([cats[j] for j in js])
+            if run is not None:
+                lo, k, hi = run
+                cl = claimed[sc] = _Claim()
+                cl.kernels = [short_kernel_name(dev[js[i]].name) for i in (lo, k, hi)]
+                cl.kernel_triple = True
+
+    def _open_scopes(self, cats: Sequence[Category], claimed: dict[int, _Claim]) -> dict[int, list[int]]:
+        """Unclaimed scopes around a softmax kernel -> [] (their kernels, filled by _scope_kernels)."""
+        leaf, softmax = self.links.device_leaf, Category.SOFTMAX
+        open_scopes: dict[int, list[int]] = {}
+        for j, c in enumerate(cats):
+            if c == softmax and leaf[j] != NONE:
+                sc = self.scope_around(leaf[j])
+                if sc != NONE and sc not in claimed:
+                    open_scopes[sc] = []
+        return open_scopes
+
+    def _scope_kernels(self, cats: Sequence[Category], open_scopes: dict[int, list[int]], containers: set[int]) -> None:
+        """Each open scope's GEMM and softmax kernels; a layer container's are none, nor a breaker op's GEMMs."""
+        host, leaf, launcher = self.tr.host, self.links.device_leaf, self.links.launcher
+        softmax, matmul = Category.SOFTMAX, Category.MATMUL
+        for j, c in enumerate(cats):
+            if (c != matmul and c != softmax) or leaf[j] == NONE:
+                continue
+            sc = self.scope_around(leaf[j])
+            if sc not in open_scopes or sc in containers:
+                continue
+            la = launcher[leaf[j]]
+            if c == matmul and la != NONE and BREAKER.match(host[la].name):
+                continue  # a projection's or an expert's GEMM (a router's gate) is no score or context product
+            open_scopes[sc].append(j)
+
+    def claim_products(self, claimed: dict[int, _Claim]) -> None:
+        """Rule innermost-scope, linear attention: a scope with no core and no block inside it whose own products
+        (matrix products not inside another op) number two or more holds a softmax-free attention core. A layer
+        container (its attention module a block of its own) never qualifies, so MoE expert bmms make no block."""
+        host = self.tr.host
+        names = {h.name for h in host} if self.tr.names is None else self.tr.names
+        product_names = {n for n in names if MATMUL_OPS.match(n)}
+        if not product_names:
+            return
+        for s, ops in self._own_products(product_names, claimed).items():
+            if len(ops) >= 2:
+                c = claimed[s] = _Claim()
+                c.products = [host[i].name for i in ops[:4]]
+
+    def _own_products(self, product_names: set[str], claimed: dict[int, _Claim]) -> dict[int, list[int]]:
+        """Unclaimed scope (no layer container) -> its own product ops: those not inside another op."""
+        host, parent = self.tr.host, self.links.parent
+        around = _around(parent, claimed)
+        own: dict[int, list[int]] = defaultdict(list)
+        for i, h in enumerate(host):
+            if h.name not in product_names or h.kind != OP:
+                continue
+            p = parent[i]
+            s = self.scope_around(i) if p == NONE or host[p].kind != OP else NONE
+            if s != NONE and s not in claimed and s not in around:
+                own[s].append(i)
+        return own
+
+
+def _first_triple(kc: Sequence[Category]) -> tuple[int, int, int] | None:
+    """(first GEMM, softmax, last GEMM) positions of the first GEMM → softmax → GEMM run in ``kc``, or None."""
+    for k, c in enumerate(kc):
+        run = gemm_softmax_gemm(kc, k) if c == Category.SOFTMAX else None
+        if run is not None:
+            return run[0], k, run[1]
+    return None
+
+
+def _fused_ops(tr: Trace, names: frozenset[str]) -> list[int]:
+    """The host ops that open fused-op blocks (none looked for when no such name is in the file)."""
+    fused_names = {n for n in names if opens_fused_block(n)}
+    if not fused_names:
+        return []
+    return [i for i, h in enumerate(tr.host) if h.name in fused_names and h.kind == OP]
+
+
+def _kernel_sites(links: Links, cats: Sequence[Category] | None) -> dict[int, list[int]]:
+    """Launch-site host event -> its fused attention kernels (none on CPU-only traces)."""
+    kernels: dict[int, list[int]] = defaultdict(list)
+    if cats is not None:
+        leaf, fa = links.device_leaf, Category.FUSED_ATTENTION
+        for j, c in enumerate(cats):
+            if c == fa and leaf[j] != NONE:
+                kernels[leaf[j]].append(j)
+    return kernels
+
+
+def _around(parent: Sequence[int], claimed: dict[int, _Claim]) -> set[int]:
+    """The host events around a claimed scope: layer containers, never blocks of their own."""
+    around: set[int] = set()
+    for c in claimed:
+        k = parent[c]
+        while k != NONE and k not in around:
+            around.add(k)
+            k = parent[k]
+    return around
+
+
+@dataclass(slots=True)
+class _Claim:
+    """What one block's core is made of, gathered while the cores are claimed."""
+
+    fused: list[str] = field(default_factory=list)
+    kernels: list[str] = field(default_factory=list)
+    eager: list[tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
+    products: list[str] = field(default_factory=list)
+    kernel_triple: bool = False  # ``kernels`` are a GEMM → softmax → GEMM run, not fused attention kernels
+
+    def add_name(self, name: str) -> None:
+        if name not in self.fused:
+            self.fused.append(name)
+
+    def add_kernel(self, name: str) -> None:
+        if name not in self.kernels:
+            self.kernels.append(name)
+
+    def add_eager(self, cores: _Cores, e: _Eager) -> None:
+        tr = cores.tr
+        names = tuple(tr.host[i].name for i in (e.score, e.softmax, e.context))
+        shapes = tuple(_dims_text(tr, i) for i in (e.score, e.softmax, e.context))
+        self.eager.append((names, shapes if all(shapes) else ()))
+
+    def evidence(self, rule: str) -> Evidence:
+        """Fused ops first (they name the call), then fused kernels, then the first eager triple."""
+        if self.fused:
+            return Evidence(rule=rule, core=CoreKind.FUSED_OP, names=tuple(self.fused[:4]))
+        if self.kernels:
+            core = CoreKind.EAGER_KERNELS if self.kernel_triple else CoreKind.FUSED_KERNEL
+            return Evidence(rule=rule, core=core, names=tuple(self.kernels[:4]))
+        if self.eager:
+            names, shapes = self.eager[0]
+            return Evidence(rule=rule, core=CoreKind.EAGER_OPS, names=names, shapes=shapes)
+        return Evidence(rule=rule, core=CoreKind.PRODUCTS, names=tuple(self.products))
+
+
+def _dims_text(tr: Trace, i: int) -> str:
+    rec = tr.op_inputs.get(i)
+    return rec.dims.decode("utf-8", "replace") if rec is not None and rec.dims else ""
+
+
+def _dims(tr: Trace, i: int) -> list | None:
+    rec = tr.op_inputs.get(i)
+    if rec is None or not rec.dims:
+        return None
+    try:
+        dims = orjson.loads(rec.dims)
+    except orjson.JSONDecodeError:
+        return None
+    return dims if isinstance(dims, list) else None
+
+
+def _matrix(dims: list, k: int) -> list[int] | None:
+    if k >= len(dims) or not isinstance(dims[k], list) or len(dims[k]) < 2:
+        return None
+    m = dims[k]
+    return m if all(isinstance(x, int) for x in m) else None
+
+
+def _shapes_agree(tr: Trace, score: int, softmax: int, context: int) -> bool:
+    """The softmax input is [..., Lq, Lk]: the score product makes it (its operands [..., Lq, d] and [..., d, Lk])
+    and the context product consumes it as its first matrix. True where a shape was not recorded (or for einsum,
+    whose equation decides its operands)."""
+    ds = _dims(tr, softmax)
+    if ds is None:
+        return True
+    s = _matrix(ds, 0)
+    return s is not None and _score_agrees(tr, score, s) and _context_agrees(tr, context, s)
+
+
+def _score_agrees(tr: Trace, score: int, s: list[int]) -> bool:
+    """The score product's operands are [..., Lq, d] and [..., d, Lk] (True when not recorded, or einsum)."""
+    name = tr.host[score].name
+    da = _dims(tr, score) if name != "aten::einsum" else None
+    if da is None:
+        return True
+    k = _LEFT_OPERANDS.get(name, 0)
+    a, b = _matrix(da, k), _matrix(da, k + 1)
+    return a is not None and b is not None and a[-2] == s[-2] and b[-1] == s[-1]
+
+
+def _context_agrees(tr: Trace, context: int, s: list[int]) -> bool:
+    """The context product's first matrix is the softmax's [..., Lq, Lk] (True when not recorded, or einsum)."""
+    name = tr.host[context].name
+    dc = _dims(tr, context) if name != "aten::einsum" else None
+    if dc is None:
+        return True
+    p = _matrix(dc, _LEFT_OPERANDS.get(name, 0))
+    return p is not None and p[-2:] == s[-2:]
+
+
+def _eager_triples(tr: Trace, links: Links, names: frozenset[str],
+                   key: Callable[[int], int]) -> list[_Eager]:
+    """Every score → softmax → context triple of sibling ops (rule eager-ops), scope or not."""
+    soft_names = {n for n in names if SOFTMAX_OPS.match(n)}
+    if not soft_names:
+        return []  # no softmax op in the file (fused attention models): the walk is skipped
+    out: list[_Eager] = []
+    for sibs in _softmax_siblings(tr, links, soft_names, key):
+        out += _triples_among(tr, sibs, soft_names)
+    return out
+
+
+def _softmax_siblings(tr: Trace, links: Links, soft_names: set[str], key: Callable[[int], int]) -> list[list[int]]:
+    """The ops (parents first) under each sibling key that has a softmax op among its ops."""
+    host, op_kind = tr.host, OP
+    parents = {key(i) for i, h in enumerate(host) if h.name in soft_names and h.kind == op_kind}
+    kids: dict[int, list[int]] = defaultdict(list)
+    for i in links.order:
+        if host[i].kind == op_kind:
+            p = key(i)
+            if p in parents:
+                kids[p].append(i)
+    return list(kids.values())
+
+
+def _triples_among(tr: Trace, sibs: list[int], soft_names: set[str]) -> list[_Eager]:
+    """The triples among one key's sibling ops, left to right: products are not shared between calls."""
+    host = tr.host
+    out: list[_Eager] = []
+    used = -1  # the last sibling position a triple took
+    for pos, i in enumerate(sibs):
+        if pos <= used or host[i].name not in soft_names:
+            continue
+        lo = _product_near(host, sibs, pos, -1, used)
+        hi = _product_near(host, sibs, pos, 1, len(sibs))
+        if lo is None or hi is None or not _shapes_agree(tr, sibs[lo], i, sibs[hi]):
+            continue
+        out.append(_Eager(sibs[lo], i, sibs[hi], sibs[lo: hi + 1]))
+        used = hi
+    return out
+
+
+def _product_near(host: Sequence[HostEvent], sibs: list[int], pos: int, step: int, stop: int) -> int | None:
+    """The nearest product op from ``pos`` in direction ``step`` within MAX_EAGER_GAP siblings, before any
+    breaker or other softmax, not reaching ``stop``; None if there is none."""
+    k = pos + step
+    while k != stop and 0 <= k < len(sibs) and abs(k - pos) <= MAX_EAGER_GAP + 1:
+        nm = host[sibs[k]].name
+        if MATMUL_OPS.match(nm):
+            return k
+        if BREAKER.match(nm) or SOFTMAX_OPS.match(nm):
+            return None
+        k += step
+    return None
+
+
+def _assign_steps(links: Links, blocks: list[Block]) -> None:
+    for b in blocks:
+        b.step = links.step[b.roots[0]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Blocks found from device kernels alone (no host op shows them)
+
+def short_kernel_name(name: str) -> str:
+    """``void ns::kernel<…>(…)`` → ``ns::kernel``: a readable block name for fused kernels."""
+    n = compact_kernel_name(name)
+    cut = len(n)
+    for ch in "<(":
+        k = n.find(ch)
+        if 0 < k < cut:
+            cut = k
+    return n[:cut].strip() or name[:60]
+
+def gemm_softmax_gemm(cats: Sequence[Category], k: int) -> tuple[int, int] | None:
+    """(first, last) of the GEMM run before the softmax at ``k`` to the GEMM run after it, each within
+    MAX_BETWEEN other kernels of it, or None when either run is missing."""
+    lo, hi = _nearest_product(cats, k, -1), _nearest_product(cats, k, 1)
+    if lo is None or hi is None:
+        return None
+    return _run_end(cats, lo, -1), _run_end(cats, hi, 1)
+
+
+def _nearest_product(cats: Sequence[Category], k: int, step: int) -> int | None:
+    """The GEMM nearest to ``k`` in direction ``step``, at most MAX_BETWEEN kernels away with no softmax between."""
+    matmul, softmax = Category.MATMUL, Category.SOFTMAX
+    n = len(cats)
+    i = k + step
+    while 0 <= i < n and abs(i - k) <= MAX_BETWEEN and cats[i] != matmul and cats[i] != softmax:
+        i += step
+    return i if 0 <= i < n and cats[i] == matmul else None
+
+
+def _run_end(cats: Sequence[Category], i: int, step: int) -> int:
+    """The last GEMM of the run of GEMMs at ``i``, walking in direction ``step``."""
+    matmul, n = Category.MATMUL, len(cats)
+    while 0 <= i + step < n and cats[i + step] == matmul:
+        i += step
+    return i
