@@ -36,10 +36,10 @@ The rules (docs/attribution.md, "Diff"):
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 
+from ..model import Shape, shape_text
 from ..results.attribution import EPS_US, Attribution, BlockResult, StepFigures, zero_categories
 from ..results.diff import (
     EAGER_TO_FUSED_ALLOC, NOISE_MIN_STEPS, AllocDelta, BlockPair, CategoryDelta, CategoryNoise, DiffResult, Figures,
@@ -482,8 +482,7 @@ def compare_headers(before: Attribution, after: Attribution) -> list[str]:
     if before.time_base != after.time_base:
         out.append(f"time bases differ: before {TIME_BASE_LABELS[before.time_base]}, after "
                    f"{TIME_BASE_LABELS[after.time_base]} (the figures measure different things)")
-    shb = sorted({s for t in before.traces for s in t.shapes})
-    sha = sorted({s for t in after.traces for s in t.shapes})
+    shb, sha = _distinct_shapes(before), _distinct_shapes(after)
     zb, za = attention_sizes(shb), attention_sizes(sha)
     if zb and za:
         if zb != za:
@@ -498,26 +497,23 @@ def _sizes(z: set[tuple[int, int, int]]) -> str:
     return ", ".join(f"({bh}, {q}, {k})" for bh, q, k in sorted(z))
 
 
-def _shapes(s: list[str]) -> str:
+def _distinct_shapes(att: Attribution) -> list[Shape]:
+    """Every trace's recorded shapes once, ordered by display form (the order the warning lists them in)."""
+    return sorted({shape_text(s): s for t in att.traces for s in t.shapes}.values(), key=shape_text)
+
+
+def _shapes(s: list[Shape]) -> str:
     if not s:
         return "none recorded"
-    return f"{s[0]}" + (f" (+{len(s) - 1} more)" if len(s) > 1 else "")
+    return shape_text(s[0]) + (f" (+{len(s) - 1} more)" if len(s) > 1 else "")
 
 
-def attention_sizes(shapes: list[str]) -> set[tuple[int, int, int]]:
+def attention_sizes(shapes: list[Shape]) -> set[tuple[int, int, int]]:
     """(batch·heads, query length, key length) from recorded input dims, so an eager run (softmax
     over [B, H, N, N]) and an SDPA run (q, k of [B, H, N, d]) of the same model compare equal.
     ``bmm`` shapes are ambiguous (QKᵀ or PV) and are not used."""
     out = set()
-    for s in shapes:
-        k = s.find("[")
-        if k <= 0:
-            continue
-        name = s[:k]
-        try:
-            dims = json.loads(s[k:])
-        except ValueError:
-            continue
+    for name, dims in shapes:
         if not isinstance(dims, list) or not dims or not all(isinstance(d, list) for d in dims):
             continue
         q = dims[0]

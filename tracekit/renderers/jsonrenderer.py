@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from ..model import shape_text
 from ..results.efficiency import efficiency_dict
 from ..results.attribution import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Coverage, Evidence, GraphSummary, RankRow, RankView
 from ..results.diff import NOISE_MIN_STEPS
@@ -57,7 +58,7 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None, inter
             "source": s.source, "gpus": s.gpus, "pytorch": s.pytorch, "runtime": s.runtime,
             "time_base": s.time_base, "steps": s.steps, "events": s.events, "base_us": round(s.base_us, 3),
             "external_ids_trusted": s.external_ids_trusted, "damaged": s.damaged, "warnings": s.warnings,
-            "shapes": s.shapes, "graphs": graphs_dict(s.graphs), "origin_us": _us(s.origin_ns),
+            "shapes": [shape_text(x) for x in s.shapes], "graphs": graphs_dict(s.graphs), "origin_us": _us(s.origin_ns),
             "step_figures": [{**_step_figures(f), "start_us": _r(f.start_us), "end_us": _r(f.end_us)}
                              for f in s.step_figures],
         } for s in result.traces],

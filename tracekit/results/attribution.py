@@ -18,6 +18,7 @@ from .invariants import EPS_US, REL, InvariantError, check_roles, close, expect,
 from .views import show
 
 if TYPE_CHECKING:
+    from ..model import Shape
     from .efficiency import DeviceInfo, Efficiency
     from .measured import Measured
     from .hints import Hint, HintFacts
@@ -314,7 +315,7 @@ class TraceSummary:
     warnings: list[str]
     damaged: bool
     external_ids_trusted: bool
-    shapes: list[str] = field(default_factory=list)
+    shapes: list[Shape] = field(default_factory=list)  # (op, input dims) of attention-like ops, as recorded
     rank: int | None = None  # ``distributedInfo.rank`` from the trace's header, when recorded
     graphs: GraphSummary | None = None  # CUDA/HIP graphs; None only on hand-built results
     # Each ProfilerStep as a whole, by step number ([] on CPU-only traces, and on traces without steps).
