@@ -108,7 +108,8 @@ class TraceInfo:
     runtime: str | None = None  # e.g. "CUDA 12.4", "HIP 6.4"
     event_count: int = 0
     steps: list[int] = field(default_factory=list)
-    shapes: list[Shape] = field(default_factory=list)  # input dims of attention-like ops: ("aten::bmm", [[16, 64, 64], …])
+    # Input dims of attention-like ops: ("aten::bmm", [[16, 64, 64], …]).
+    shapes: list[Shape] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     damaged: bool = False  # salvaged or dropped events: results are partial
     rank: int | None = None  # ``distributedInfo.rank`` (the process's rank in a distributed job)

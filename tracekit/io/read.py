@@ -222,7 +222,8 @@ def decode_events(data: bytes | bytearray | memoryview) -> tuple[list[Event], Co
 PIECE = 1 << 19
 
 
-def decode_pieces(buf: bytearray | mmap.mmap, close: int) -> Generator[tuple[list[Event], Counter[str], int], None, int]:
+def decode_pieces(buf: bytearray | mmap.mmap,
+                  close: int) -> Generator[tuple[list[Event], Counter[str], int], None, int]:
     """The events of the array ``buf[0:close + 1]`` (its ``[`` and ``]`` written there meanwhile), decoded in
     pieces of about PIECE bytes, in order: (events, their drops, the index just past the piece's last event).
 

@@ -153,7 +153,8 @@ def sweep_notes(rows: list[RunRow]) -> list[str]:
         notes.append(f"speedup: over {sweep_key_impl(base)} at the same sequence length; {what}")
     if any(r.speedup_basis == SpeedupBasis.PROFILED for r in rows):
         notes.append("p: from the attention blocks' profiled span per step, inflated by the profiler's own launch "
-                     "overhead; measure latency outside the profiler (scripts/profile_attention.py writes measured.json)")
+                     "overhead; measure latency outside the profiler "
+                     "(scripts/profile_attention.py writes measured.json)")
     if any(r.speedup_launch_bound for r in rows):
         notes.append("!: a run is launch-bound (the device idles over half the blocks' span): the profiled speedup "
                      "is not the latency's")
@@ -216,7 +217,8 @@ def share_line(result: Attribution) -> str:
 
 
 def spread_line(view: RankView) -> str:
-    """``spread over 4 ranks: min 31.0 µs (rank 0) · median 77.5 µs · max 124 µs (rank 3): rank 3 is +46.5 µs (+60.0%) over the median``."""
+    """``spread over 4 ranks: min 31.0 µs (rank 0) · median 77.5 µs · max 124 µs (rank 3): rank 3 is +46.5 µs
+    (+60.0%) over the median``."""
     sp = view.spread
     n = len(view.rows)
     if n == 1:
@@ -274,7 +276,8 @@ def alloc_line(r: DiffResult, conclusions: bool = True) -> str | None:
         return None
     d = m.delta_peak_bytes
     if d is not None:
-        peak = f"peak {_bytes(m.before_peak_bytes)} → {_bytes(m.after_peak_bytes)} ({'+' if d > 0 else ''}{fmt_bytes(d)})"
+        peak = (f"peak {_bytes(m.before_peak_bytes)} → {_bytes(m.after_peak_bytes)} "
+                f"({'+' if d > 0 else ''}{fmt_bytes(d)})")
     elif m.before_peak_bytes is None and m.after_peak_bytes is None:
         peak = "peak unknown (no Total Allocated in the memory events)"
     else:

@@ -11,7 +11,10 @@ import orjson
 
 from ..model import shape_text
 from ..results.efficiency import efficiency_dict
-from ..results.attribution import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Coverage, Evidence, GraphSummary, RankRow, RankView
+from ..results.attribution import (
+    CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Coverage, Evidence, GraphSummary,
+    RankRow, RankView,
+)
 from ..results.diff import NOISE_MIN_STEPS
 from ..results.measured import Measured
 from ..results.sweep import RunRow, run_rows
@@ -122,7 +125,8 @@ def hint_dict(h: Hint) -> dict:
 
 
 def idle_cause_dict(causes: dict[str, float] | None) -> dict | None:
-    """``idle_us`` by cause (docs/attribution.md, "Idle by cause"): ``{launch_us, sync_us, other_us}``, summing to it."""
+    """``idle_us`` by cause (docs/attribution.md, "Idle by cause"): ``{launch_us, sync_us, other_us}``, summing to
+    it."""
     return None if causes is None else {f"{c}_us": round(v, 3) for c, v in causes.items()}
 
 

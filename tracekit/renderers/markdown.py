@@ -40,7 +40,8 @@ def _rank_lines(result: Attribution) -> list[str]:
     cols = ["rank", "trace", "n", "total µs", "span µs", "idle µs"] + [f"{c} µs (%)" for c in CATEGORIES]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(["---:", "---"] + ["---:"] * (len(cols) - 2)) + "|"]
     for r in view.rows:
-        cells = [str(r.rank), _md(r.source), str(r.blocks), f"{r.total_us:,.1f}", f"{r.span_us:,.1f}", f"{r.idle_us:,.1f}"]
+        cells = [str(r.rank), _md(r.source), str(r.blocks), f"{r.total_us:,.1f}", f"{r.span_us:,.1f}",
+                 f"{r.idle_us:,.1f}"]
         cells += [f"{r.categories[c]:,.1f} ({pct(r.categories[c], r.total_us):.1f}%)" for c in CATEGORIES]
         lines.append("| " + " | ".join(cells) + " |")
     return lines + ["", f"- {spread_line(view)}", f"- {rank_from_line(view)}"]
@@ -77,7 +78,8 @@ def _hint_lines(hints: list[Hint]) -> list[str]:
     lines = ["", "Hints:", ""]
     together: list[HintOverlap] = []
     for h in hints:
-        saving = "" if h.saving_us is None else f" Saving: {h.saving_us:,.1f} µs ({h.saving_pct:.1f}%), {h.saving_basis}."
+        saving = ("" if h.saving_us is None
+                  else f" Saving: {h.saving_us:,.1f} µs ({h.saving_pct:.1f}%), {h.saving_basis}.")
         if h.saving_kernels:
             names = ", ".join(short_name(n, 60) for n in h.saving_kernels[:3])
             saving += f" Counts: {names}{' …' if len(h.saving_kernels) > 3 else ''}."
@@ -149,7 +151,8 @@ class MarkdownRenderer(Renderer):
         lines += [f"- figures: {r.basis_note}", f"- {noise_line(r)}", f"- {blocks_line(r)}"]
         a = alloc_line(r)
         lines += [f"- {a}"] if a else [f"- {c}" for c in r.conclusions]
-        lines += ["", "| category | before µs | after µs | Δ µs | share of Δ | ratio |", "|---|---:|---:|---:|---:|---:|"]
+        lines += ["", "| category | before µs | after µs | Δ µs | share of Δ | ratio |",
+                  "|---|---:|---:|---:|---:|---:|"]
         for c, d in r.categories.items():
             lines.append(f"| {c} | {d.before_us:,.1f} | {d.after_us:,.1f} | {d.delta_us:+,.1f} | "
                          f"{share_text(d.share_of_delta)} | {ratio_text(d.before_us, d.after_us)} |")
@@ -178,7 +181,8 @@ class MarkdownRenderer(Renderer):
                     lines.append(f"- … {len(ks) - _KERNELS_SHOWN} more")
         if r.kernels_changed:
             lines += ["", f"Changed ({r.kernel_unit}s on both sides, all steps; {_md(r.kernels_changed_note)}):", ""]
-            lines += [f"- {_md(k.name[:120])} ×{k.before.count} → ×{k.after.count}, {k.delta_us:+,.1f} µs ({k.category})"
+            lines += [f"- {_md(k.name[:120])} ×{k.before.count} → ×{k.after.count}, {k.delta_us:+,.1f} µs "
+                      f"({k.category})"
                       for k in r.kernels_changed[:_KERNELS_SHOWN]]
             if len(r.kernels_changed) > _KERNELS_SHOWN:
                 lines.append(f"- … {len(r.kernels_changed) - _KERNELS_SHOWN} more")

@@ -17,7 +17,8 @@ from ..vocab import Phase, UnlinkedReason
 from .base import (
     latency_cell, measured_lines, runs_header_lines, speedup_cell, sweep_notes,
     HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, noise_line, pair_rows,
-    pct, printable, rank_from_line, text_lines, rank_pair_cells, rank_view_of, ratio_text, roles_line, share_line, share_text, spread_line,
+    pct, printable, rank_from_line, text_lines, rank_pair_cells, rank_view_of, ratio_text, roles_line, share_line,
+    share_text, spread_line,
     signed, step_line, unmatched_rows,
 )
 from .names import ELLIPSIS, short_name
@@ -236,7 +237,8 @@ def _rank_lines(result: Attribution, width: int) -> list[str]:
     """``--by rank``: one row per rank (attention time, split, span, idle) and the spread: the straggler view."""
     view = rank_view_of(result)
     idle = any(r.launch_bound is not None for r in view.rows)
-    head = ["rank", "trace", "n", "total", "share", "span"] + (["idle"] if idle else []) + [HEADS[c] for c in CATEGORIES]
+    head = (["rank", "trace", "n", "total", "share", "span"] + (["idle"] if idle else [])
+            + [HEADS[c] for c in CATEGORIES])
     tunit = time_unit(r.total_us for r in view.rows)
     sunit = time_unit(r.span_us for r in view.rows)
     cunits = {c: time_unit(r.categories[c] for r in view.rows) for c in CATEGORIES}
@@ -517,7 +519,8 @@ class TerminalRenderer(Renderer):
             lines.append("")
             lines.append(f"top device events in blocks{pooled}:" if result.time_base != "host"
                          else f"top host ops in blocks (self time){pooled}:")
-            lines += _event_lines([(us, f"{count}×", cat, name) for name, cat, count, us in result.top_kernels[:_TOP_SHOWN]], w)
+            lines += _event_lines([(us, f"{count}×", cat, name)
+                                   for name, cat, count, us in result.top_kernels[:_TOP_SHOWN]], w)
         return lines
 
     def render_diff(self, r: DiffResult) -> str:

@@ -11,8 +11,8 @@ from operator import add, le, lt, sub
 from typing import TYPE_CHECKING, Any
 
 from ..vocab import (
-    CATEGORIES, IDLE_CAUSES, MATMUL_ROLES, UNLINKED_REASONS, Category, CoreKind, FoundBy, GraphMode, Phase, RankFrom, TimeBase,
-    launch_bound_holds,
+    CATEGORIES, IDLE_CAUSES, MATMUL_ROLES, UNLINKED_REASONS, Category, CoreKind, FoundBy, GraphMode, Phase, RankFrom,
+    TimeBase, launch_bound_holds,
 )
 from .invariants import EPS_US, REL, InvariantError, check_roles, close, expect, near, zero_categories
 from .views import show
@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from .measured import Measured
     from .hints import Hint, HintFacts
 
-__all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "EPS_US", "IDLE_CAUSES", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage",
-           "Evidence", "GraphSummary", "Intervals", "InvariantError", "RankRow", "RankSpread", "RankView", "RunResult", "StepFigures", "Totals",
-           "TraceSummary", "close", "near",
+__all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "EPS_US", "IDLE_CAUSES", "SCHEMA_VERSION", "Attribution",
+           "BlockResult", "Coverage", "Evidence", "GraphSummary", "Intervals", "InvariantError", "RankRow",
+           "RankSpread", "RankView", "RunResult", "StepFigures", "Totals", "TraceSummary", "close", "near",
            "zero_categories"]
 
 SCHEMA_VERSION = 1
@@ -211,7 +211,8 @@ class BlockResult:
     # traces. None where nothing computed it (a hand-built result); attribution always fills it.
     idle_by_cause: dict[str, float] | None = None
 
-    # FLOPs/bytes of the block's counted kernels and the rate they reached (tracekit.analysis.flops); per category and role.
+    # FLOPs/bytes of the block's counted kernels and the rate they reached (tracekit.analysis.flops); per category
+    # and role.
     efficiency: Efficiency | None = None
     efficiency_by_category: dict[str, Efficiency] = field(default_factory=dict)
     # Why this is attention (the core and the discovery rule); None only on hand-built or pre-evidence results.
@@ -478,7 +479,8 @@ class Attribution:
 
     def _check_kernels(self) -> None:
         """Each device event is owned once; the per-step kernel tables add up to the kernel table."""
-        expect(self.device_events_owned == self.device_events_owned_distinct, "a device event was counted in two blocks")
+        expect(self.device_events_owned == self.device_events_owned_distinct,
+               "a device event was counted in two blocks")
         if not self.kernels_by_step:
             return
         summed: dict[tuple[str, str], list[float]] = {}
@@ -583,7 +585,8 @@ def _check_window(b: BlockResult) -> None:
     expect(close(b.end_us - b.start_us, b.span_us, 2, b.end_us),
            f"block {b.name}: end {b.end_us} - start {b.start_us} != span {b.span_us}")
     if b.launch_bound is not None:
-        expect(b.total_us <= b.span_us + near(2, b.span_us), f"block {b.name}: busy {b.total_us} beyond span {b.span_us}")
+        expect(b.total_us <= b.span_us + near(2, b.span_us),
+               f"block {b.name}: busy {b.total_us} beyond span {b.span_us}")
     if b.intervals is not None:
         expect(len(b.intervals) == b.kernels, f"block {b.name}: {len(b.intervals)} intervals for {b.kernels} kernels")
         b.intervals.check(b.start_us, b.end_us, f"block {b.name}")

@@ -14,8 +14,8 @@ from .attribution import Attribution, BlockResult, RankRow, StepFigures
 from .invariants import close, expect, near
 
 __all__ = ["EAGER_TO_FUSED_ALLOC", "NOISE_MIN_STEPS", "AllocDelta", "BlockPair", "CategoryDelta", "CategoryNoise",
-           "DiffResult", "Figures", "KernelChange", "KernelTotal", "Noise", "RankPair", "Spread", "Verdict", "WholeStep",
-           "peak_of", "shares_defined", "totals_figures", "whole_steps"]
+           "DiffResult", "Figures", "KernelChange", "KernelTotal", "Noise", "RankPair", "Spread", "Verdict",
+           "WholeStep", "peak_of", "shares_defined", "totals_figures", "whole_steps"]
 
 # Conclusions a diff states in words, in every format (DiffResult.conclusions).
 EAGER_TO_FUSED_ALLOC = "eager → fused, the B·H·N² score matrices are no longer allocated"
@@ -358,7 +358,8 @@ class DiffResult:
         expect(close(sum(b.total_us for b in mine + unmatched), att.totals.total_us, n),
                f"{side}: paired + unmatched time != total attention time")
         if self.basis == Basis.TOTAL:
-            expect(self._figures(side) == totals_figures(att), f"{side}: total basis but headline != attribution totals")
+            expect(self._figures(side) == totals_figures(att),
+                   f"{side}: total basis but headline != attribution totals")
         else:
             expect(close(sum(f.total_us for _, f in steps), att.totals.total_us, n),
                    f"{side}: per-step totals do not sum to the trace total")
