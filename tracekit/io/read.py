@@ -643,28 +643,9 @@ class EventStream:
         if comma > 0:
             self._done = self._abs(before_ws(buf, comma))
         if err is None and kind == JUNK:
-            data = bytes(buf[where:])
-            err = (self._abs(where), f"unexpected {data[:1]!r}")
-            try:
-                msgspec.json.decode(data, type=msgspec.Raw)
-            except msgspec.DecodeError as exc:
-                err = self._where(data, where, exc)
-            except RecursionError:
-                pass
+            err = self._junk_error(buf, where)
         if err is None:  # the end came in an element: cut off mid-write, or a syntax error in it?
-            data = bytes(buf[where:]).rstrip(_WS)
-            try:
-                msgspec.json.decode(data, type=msgspec.Raw)
-            except msgspec.DecodeError as exc:
-                at, why = self._where(data, where, exc)
-                if at < self._abs(where + len(data)):
-                    err = (at, why)
-            except RecursionError:  # too deep to tell: take it for the cut
-                pass
-            else:
-                if data:  # complete, only its ',' or the array's ']' is missing: keep it
-                    err = self._decode_element(data, where, events)
-                    self._done = self._abs(where + len(data))
+            err = self._last_element(buf, where, events)
         if err is not None:
             yield from self._bad(f, events, err, bytes(buf[-_TRAILER_WINDOW:]))
             return
@@ -674,6 +655,37 @@ class EventStream:
             f"{self._summary.bytes_read - self._done:,} bytes (events cut off mid-write)")
         if events:
             yield events
+
+    def _junk_error(self, buf: bytearray, where: int) -> tuple[int, str]:
+        """Where and why what follows the last element (not an element, not the array's end) is malformed:
+        msgspec's own words where it finds the fault, else the first unexpected byte."""
+        data = bytes(buf[where:])
+        err = (self._abs(where), f"unexpected {data[:1]!r}")
+        try:
+            msgspec.json.decode(data, type=msgspec.Raw)
+        except msgspec.DecodeError as exc:
+            err = self._where(data, where, exc)
+        except RecursionError:
+            pass
+        return err
+
+    def _last_element(self, buf: bytearray, where: int, events: list[Event]) -> tuple[int, str] | None:
+        """The element the file ends in: None when it was cut off mid-write (the caller reports the truncation),
+        its error when it holds a syntax error before the cut, and kept (into ``events``) when it is complete and
+        only its ',' or the array's ']' is missing."""
+        data = bytes(buf[where:]).rstrip(_WS)
+        try:
+            msgspec.json.decode(data, type=msgspec.Raw)
+        except msgspec.DecodeError as exc:
+            at, why = self._where(data, where, exc)
+            return (at, why) if at < self._abs(where + len(data)) else None
+        except RecursionError:  # too deep to tell: take it for the cut
+            return None
+        if not data:
+            return None
+        err = self._decode_element(data, where, events)
+        self._done = self._abs(where + len(data))
+        return err
 
     def _tail_cut(self, buf: bytearray) -> int:
         """At the end of the file: a candidate cut before the events' closing ']', so that a big last stretch of
