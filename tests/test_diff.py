@@ -341,12 +341,13 @@ def test_shapes_compare_as_attention_sizes(tmp_path):
 
 
 def test_attention_sizes_from_each_op_layout():
-    assert attention_sizes(["aten::softmax[[1, 2, 256, 256], [], []]"]) == {(2, 256, 256)}
-    assert attention_sizes(["aten::scaled_dot_product_attention[[4, 8, 128, 64], [4, 8, 512, 64], [4, 8, 512, 64]]"]) \
-        == {(32, 128, 512)}
-    assert attention_sizes(["aten::_flash_attention_forward[[1, 141, 8, 64], [1, 141, 8, 64], [1, 141, 8, 64]]"]) \
+    assert attention_sizes([("aten::softmax", [[1, 2, 256, 256], [], []])]) == {(2, 256, 256)}
+    sdpa = ("aten::scaled_dot_product_attention", [[4, 8, 128, 64], [4, 8, 512, 64], [4, 8, 512, 64]])
+    assert attention_sizes([sdpa]) == {(32, 128, 512)}
+    assert attention_sizes([("aten::_flash_attention_forward", [[1, 141, 8, 64], [1, 141, 8, 64], [1, 141, 8, 64]])]) \
         == {(8, 141, 141)}
-    assert attention_sizes(["aten::bmm[[2, 256, 32], [2, 32, 256]]", "garbage", "aten::softmax[oops"]) == set()
+    assert attention_sizes([("aten::bmm", [[2, 256, 32], [2, 32, 256]]), ("garbage", []), ("aten::softmax", "oops")]) \
+        == set()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -598,23 +598,25 @@ def test_sizes_listed_sorted(tmp_path):
 
 def test_attention_sizes_per_layout():
     # SDPA [..., L, d] with 3-D inputs; key length from the second input.
-    assert attention_sizes(["aten::scaled_dot_product_attention[[8, 128, 64], [8, 512, 64]]"]) == {(8, 128, 512)}
-    assert attention_sizes(["aten::scaled_dot_product_attention[[2, 3, 128, 64], [2, 3, 512, 64]]"]) == {(6, 128, 512)}
+    assert attention_sizes([("aten::scaled_dot_product_attention", [[8, 128, 64], [8, 512, 64]])]) == {(8, 128, 512)}
+    assert attention_sizes([("aten::scaled_dot_product_attention", [[2, 3, 128, 64], [2, 3, 512, 64]])]) \
+        == {(6, 128, 512)}
     # Only q recorded: no key length, no size.
-    assert attention_sizes(["aten::scaled_dot_product_attention[[2, 3, 128, 64]]"]) == set()
+    assert attention_sizes([("aten::scaled_dot_product_attention", [[2, 3, 128, 64]])]) == set()
     # [B, N, H, d] for the mem-efficient forward too.
-    assert attention_sizes(["aten::_efficient_attention_forward[[2, 100, 4, 64], [2, 300, 4, 64]]"]) == {(8, 100, 300)}
+    assert attention_sizes([("aten::_efficient_attention_forward", [[2, 100, 4, 64], [2, 300, 4, 64]])]) \
+        == {(8, 100, 300)}
     # Softmax over [..., Lq, Lk], 3-D and rectangular.
-    assert attention_sizes(["aten::softmax[[8, 128, 256]]"]) == {(8, 128, 256)}
-    assert attention_sizes(["aten::_softmax[[2, 3, 128, 256], [], []]"]) == {(6, 128, 256)}
+    assert attention_sizes([("aten::softmax", [[8, 128, 256]])]) == {(8, 128, 256)}
+    assert attention_sizes([("aten::_softmax", [[2, 3, 128, 256], [], []])]) == {(6, 128, 256)}
     # bmm is ambiguous even with 4-D inputs.
-    assert attention_sizes(["aten::bmm[[1, 2, 3, 4], [1, 2, 4, 3]]"]) == set()
+    assert attention_sizes([("aten::bmm", [[1, 2, 3, 4], [1, 2, 4, 3]])]) == set()
 
 
 def test_attention_sizes_skip_what_they_cannot_read():
-    good = "aten::softmax[[1, 2, 4, 4]]"
-    for bad in ("garbage", "aten::softmax[oops", "aten::softmax[[1, 2, 4, 4], 5]", "aten::softmax[]", "[[1, 2, 4, 4]]",
-                "x[[1, 2, 4, 4]]"):
+    good = ("aten::softmax", [[1, 2, 4, 4]])
+    for bad in (("garbage", []), ("aten::softmax", "oops"), ("aten::softmax", [[1, 2, 4, 4], 5]), ("aten::softmax", []),
+                ("", [[1, 2, 4, 4]]), ("x", [[1, 2, 4, 4]])):
         assert attention_sizes([bad, good]) == {(2, 4, 4)}, bad
         assert attention_sizes([bad]) == set(), bad
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -20,6 +20,16 @@ MODULE, ANNOTATION, OP = 1, 2, 3
 
 # Device event kinds.
 KERNEL, MEMCPY, MEMSET = "kernel", "memcpy", "memset"
+
+# A recorded shape: an attention-like op's name and its ``Input Dims`` as parsed once by the loader (a JSON list,
+# one entry per input). Kept as data end to end, so that diff reads the sizes without parsing text again.
+Shape = tuple[str, list[Any]]
+
+
+def shape_text(shape: Shape) -> str:
+    """The display form of a recorded shape, e.g. ``aten::bmm[[16, 64, 64], [16, 64, 64]]`` (the JSON output's)."""
+    op, dims = shape
+    return f"{op}{dims}"
 
 
 class HostEvent(msgspec.Struct, gc=False):
@@ -98,7 +108,8 @@ class TraceInfo:
     runtime: str | None = None  # e.g. "CUDA 12.4", "HIP 6.4"
     event_count: int = 0
     steps: list[int] = field(default_factory=list)
-    shapes: list[str] = field(default_factory=list)  # input dims of attention-like ops, e.g. "aten::bmm[[16, 64, 64], …]"
+    # Input dims of attention-like ops: ("aten::bmm", [[16, 64, 64], …]).
+    shapes: list[Shape] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     damaged: bool = False  # salvaged or dropped events: results are partial
     rank: int | None = None  # ``distributedInfo.rank`` (the process's rank in a distributed job)

@@ -35,7 +35,8 @@ class Progress:
         self.last = now
         pct = 100.0 * done / total if total else 0.0
         bar = "#" * int(pct / 5)
-        self.stream.write(f"\rreading {printable(name[:40])} [{bar:<20}] {pct:5.1f}%  {done / 1e6:,.0f}/{total / 1e6:,.0f} MB ")
+        self.stream.write(f"\rreading {printable(name[:40])} [{bar:<20}] {pct:5.1f}%  "
+                          f"{done / 1e6:,.0f}/{total / 1e6:,.0f} MB ")
         self.stream.flush()
         self.drawn = True
 

@@ -133,7 +133,8 @@ DEVICE_RULES: tuple[Rule, ...] = (
     # -- fused attention: before CUTLASS/GEMM and conv ('fprop') rules.
     Rule("fa3-device-kernel", Category.FUSED_ATTENTION, r"cutlass::device_kernel<\s*flash::",
          why="FA3/FA4 kernels are cutlass::device_kernel<flash::...>; must precede the CUTLASS GEMM rule"),
-    Rule("flash-attention", Category.FUSED_ATTENTION, r"flash_fwd|flash_bwd|FlashAttn|FlashAttention|flash::|pytorch_flash",
+    Rule("flash-attention", Category.FUSED_ATTENTION,
+         r"flash_fwd|flash_bwd|FlashAttn|FlashAttention|flash::|pytorch_flash",
          why="FA2 (SDPA flash backend, flash-attn, split-KV + combine helpers)"),
     Rule("fmha", Category.FUSED_ATTENTION, r"[Ff]mha",
          why="xFormers/mem-efficient fmha_cutlassF/B, TRT-LLM fmhaSm100a, aiter::fmha_fwd, mangled ck_tile Fmha"),
@@ -208,7 +209,8 @@ DEVICE_RULES: tuple[Rule, ...] = (
     Rule("reduce-scan", Category.OTHER, r"reduce_kernel|[Rr]educe|\bcub::|rocprim|DeviceScan|RadixSort",
          why="sum/mean/max reductions and scans; reduce_kernel names embed functors, so before elementwise"),
     Rule("dropout", Category.ELEMENTWISE, r"dropout", why="attention dropout (fused_dropout_kernel_vec)"),
-    Rule("elementwise", Category.ELEMENTWISE, r"elementwise|Functor|rotary_embedding|act_and_mul|silu_and_mul|gelu_and_mul",
+    Rule("elementwise", Category.ELEMENTWISE,
+         r"elementwise|Functor|rotary_embedding|act_and_mul|silu_and_mul|gelu_and_mul",
          why="scale (MulFunctor), mask (masked_fill, where, additive add), activations, RoPE"),
 )
 

@@ -59,5 +59,6 @@ def host_intervals(ops: Sequence[tuple[HostEvent, str]], origin_ns: int, lo: int
     inside = [(h, c) for h, c in ops if lo <= h.ts and h.ts + h.dur <= hi]
     start = array("q", (h.ts for h, _ in inside))
     return Intervals(origin_ns=origin_ns, start_ns=start, end_ns=array("q", (h.ts + h.dur for h, _ in inside)),
-                     category=bytes(_CATEGORY_INDEX[c] for _, c in inside), stream=array("q", (h.thread for h, _ in inside)),
+                     category=bytes(_CATEGORY_INDEX[c] for _, c in inside),
+                     stream=array("q", (h.thread for h, _ in inside)),
                      streams=threads, names=tuple(h.name for h, _ in inside))

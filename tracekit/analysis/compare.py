@@ -36,10 +36,10 @@ The rules (docs/attribution.md, "Diff"):
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 
+from ..model import Shape, shape_text
 from ..results.attribution import EPS_US, Attribution, BlockResult, StepFigures, zero_categories
 from ..results.diff import (
     EAGER_TO_FUSED_ALLOC, NOISE_MIN_STEPS, AllocDelta, BlockPair, CategoryDelta, CategoryNoise, DiffResult, Figures,
@@ -47,7 +47,8 @@ from ..results.diff import (
 )
 from ..vocab import (
     CALLED_SOFTMAX_OPS,
-    CATEGORIES, MATMUL_ROLES, TIME_BASE_LABELS, Basis, Category, FoundBy, GraphMode, PairedBy, TimeBase, is_launch_bound,
+    CATEGORIES, MATMUL_ROLES, TIME_BASE_LABELS, Basis, Category, FoundBy, GraphMode, PairedBy, TimeBase,
+    is_launch_bound,
 )
 from .roles import zero_roles
 
@@ -69,40 +70,56 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
         fig_b, fig_a = _bound(median_step(per_b), before), _bound(median_step(per_a), after)
     else:
         fig_b, fig_a = totals_figures(before), totals_figures(after)
-        nb, na = len(_steps(before)), len(_steps(after))
-        if nb != na:
-            warnings.append(f"before has {_n_steps(nb)} and after {_n_steps(na)}: whole-trace totals may cover "
-                            f"different amounts of work")
+        warnings += _step_count_warning(before, after)
     noise = None
     if basis == Basis.MEDIAN_STEP and len(per_b) >= 2 and len(per_a) >= 2:
         noise = _noise(per_b, per_a, fig_b, fig_a)
-        noise_note = (f"per-step spread: before {len(per_b)} steps, after {len(per_a)} steps; "
-                      f"within noise when |Δ| <= (range before + range after) / 2")
-        if not noise.known:
-            noise_note = (f"noise unknown: before {_n_steps(len(per_b))}, after {_n_steps(len(per_a))}; a per-step "
-                          f"spread needs at least {NOISE_MIN_STEPS} steps on each side")
+        noise_note = _noise_note(noise, len(per_b), len(per_a))
     cats = _category_deltas(fig_b, fig_a)
     pairs, ub, ua = pair_blocks(before, after)
-    no_claim = _block_warnings(before, after, bool(pairs), _launch_note(fig_b, fig_a, _replays(before), _replays(after)), warnings)
-    names_b, names_a = {k.name for k in kb}, {k.name for k in ka}
+    launch = _launch_note(fig_b, fig_a, _replays(before), _replays(after))
+    no_claim = _block_warnings(before, after, bool(pairs), launch, warnings)
     changed, changed_note = kernels_changed(before, after, kb, ka, noise is not None and noise.known,
                                             unknown=noise is not None and not noise.known)
     unit_b, unit_a = _unit(before), _unit(after)
     alloc = _alloc(before, after)
-    per_step = basis == Basis.MEDIAN_STEP
+    # The per-step figures are shown (and pick the median whole step) only when the headline compares steps.
+    shown_b, shown_a = (per_b, per_a) if basis == Basis.MEDIAN_STEP else ([], [])
     whole_b, whole_a = whole_steps(before), whole_steps(after)
     return DiffResult(
         before=before, after=after, basis=basis, basis_note=basis_note, before_figures=fig_b, after_figures=fig_a,
         categories=cats, pairs=pairs, unmatched_before=ub, unmatched_after=ua,
         kernel_unit=unit_b if unit_b == unit_a else "mixed", kernels_before=kb, kernels_after=ka,
-        only_before=[k for k in kb if k.name not in names_a], only_after=[k for k in ka if k.name not in names_b],
-        steps_before=per_b if per_step else [], steps_after=per_a if per_step else [],
+        only_before=_only_in(kb, ka), only_after=_only_in(ka, kb), steps_before=shown_b, steps_after=shown_a,
         noise=noise, noise_note=noise_note, alloc=alloc, conclusions=_conclusions(cats, alloc),
         warnings=warnings, labels=(before.source, after.source),
         kernels_changed=changed, kernels_changed_note=changed_note, no_claim=no_claim,
         ranks=pair_ranks(before, after), whole_steps_before=whole_b, whole_steps_after=whole_a,
-        step_before=_whole_step(whole_b, per_b if per_step else []),
-        step_after=_whole_step(whole_a, per_a if per_step else []))
+        step_before=_whole_step(whole_b, shown_b), step_after=_whole_step(whole_a, shown_a))
+
+
+def _only_in(side: list[KernelTotal], other: list[KernelTotal]) -> list[KernelTotal]:
+    """The side's kernel rows whose name the other side never ran."""
+    names = {k.name for k in other}
+    return [k for k in side if k.name not in names]
+
+
+def _step_count_warning(before: Attribution, after: Attribution) -> list[str]:
+    """Whole-trace totals of sides with different step counts may measure different amounts of work."""
+    nb, na = len(_steps(before)), len(_steps(after))
+    if nb == na:
+        return []
+    return [f"before has {_n_steps(nb)} and after {_n_steps(na)}: whole-trace totals may cover different amounts "
+            f"of work"]
+
+
+def _noise_note(noise: Noise, nb: int, na: int) -> str:
+    """The rule the per-step noise applies, or why it is unknown (too few steps on a side)."""
+    if not noise.known:
+        return (f"noise unknown: before {_n_steps(nb)}, after {_n_steps(na)}; a per-step "
+                f"spread needs at least {NOISE_MIN_STEPS} steps on each side")
+    return (f"per-step spread: before {nb} steps, after {na} steps; "
+            f"within noise when |Δ| <= (range before + range after) / 2")
 
 
 def _category_deltas(fig_b: Figures, fig_a: Figures) -> dict[str, CategoryDelta]:
@@ -131,15 +148,26 @@ def _block_warnings(before: Attribution, after: Attribution, paired: bool, no_cl
         warnings.append(f"the sides found blocks differently: before by {', '.join(fb)}, after by {', '.join(fa)} "
                         f"(e.g. a trace with module stacks against one without); blocks pair only within one mode")
         if not paired:
-            no_claim = "; ".join(x for x in (no_claim, (
-                f"no block pairs: before found blocks by {', '.join(fb)}, after by {', '.join(fa)}, so the "
-                f"totals may cover different code; profile both the same way")) if x)
-    if not before.blocks and not after.blocks:
-        warnings.append("no attention blocks on either side (try --scope REGEX to name your attention modules)")
-    elif not before.blocks or not after.blocks:
-        warnings.append(f"no attention blocks in {'before' if not before.blocks else 'after'}"
-                        f" ({(before if not before.blocks else after).source})")
+            no_claim = _joined(no_claim, f"no block pairs: before found blocks by {', '.join(fb)}, after by "
+                                         f"{', '.join(fa)}, so the totals may cover different code; profile both "
+                                         f"the same way")
+    warnings += _empty_sides(before, after)
     return no_claim
+
+
+def _empty_sides(before: Attribution, after: Attribution) -> list[str]:
+    """A warning when one side, or both, found no attention block at all."""
+    if not before.blocks and not after.blocks:
+        return ["no attention blocks on either side (try --scope REGEX to name your attention modules)"]
+    if not before.blocks or not after.blocks:
+        return [f"no attention blocks in {'before' if not before.blocks else 'after'}"
+                f" ({(before if not before.blocks else after).source})"]
+    return []
+
+
+def _joined(*reasons: str) -> str:
+    """Reasons joined by '; ', the empty ones left out."""
+    return "; ".join(x for x in reasons if x)
 
 
 def pair_ranks(before: Attribution, after: Attribution) -> list[RankPair]:
@@ -247,24 +275,13 @@ def kernels_changed(before: Attribution, after: Attribution, kb: list[KernelTota
     if per_step:
         sb, sa = _steps(before), _steps(after)
         pb, pa = steps_of(before), steps_of(after)
-        note = ("beyond noise: the kernel's per-step count changed, or its median-step time moved by more than "
-                "(its per-step range before + after) / 2")
-    else:
-        why = f"noise unknown (fewer than {NOISE_MIN_STEPS} steps on a side)" if unknown else "no per-step noise estimate"
-        note = (f"{why}: a kernel changed when its count changed, or its time by more than "
-                f"{KERNEL_CHANGE_PCT:g}% and {KERNEL_CHANGE_FLOOR_US:g} µs (all steps)")
     out = []
     for name, (cb, ub, _) in nb.items():
         if name not in na:
             continue
         ca, ua, cat = na[name]
         if per_step:
-            cnt_b, tim_b = pb.get(name, ({}, {}))
-            cnt_a, tim_a = pa.get(name, ({}, {}))
-            med_b, rng_b = _step_noise(tim_b, sb)
-            med_a, rng_a = _step_noise(tim_a, sa)
-            counts_moved = _median([float(cnt_b.get(s, 0)) for s in sb]) != _median([float(cnt_a.get(s, 0)) for s in sa])
-            beyond = counts_moved or not within_noise(med_a - med_b, (rng_b + rng_a) / 2)
+            beyond = _moved_per_step(pb.get(name, ({}, {})), pa.get(name, ({}, {})), sb, sa)
         else:
             beyond = cb != ca or abs(ua - ub) > max(KERNEL_CHANGE_PCT / 100 * ub, KERNEL_CHANGE_FLOOR_US)
         if beyond and (cb != ca or ub != ua):
@@ -272,7 +289,30 @@ def kernels_changed(before: Attribution, after: Attribution, kb: list[KernelTota
                                     before=KernelTotal(name=name, category=nb[name][2], count=cb, total_us=ub),
                                     after=KernelTotal(name=name, category=cat, count=ca, total_us=ua)))
     out.sort(key=lambda k: (-abs(k.delta_us), k.name))
-    return out, note
+    return out, _kernel_rule(per_step, unknown)
+
+
+_StepCounts = tuple[dict[int | None, int], dict[int | None, float]]  # one kernel's count and time by step
+
+
+def _moved_per_step(before: _StepCounts, after: _StepCounts, sb: list[int], sa: list[int]) -> bool:
+    """The per-step rule for one kernel: its median per-step count changed, or its median-step time moved by
+    more than the mean of the two sides' per-step ranges."""
+    (cnt_b, tim_b), (cnt_a, tim_a) = before, after
+    med_b, rng_b = _step_noise(tim_b, sb)
+    med_a, rng_a = _step_noise(tim_a, sa)
+    counts_moved = _median([float(cnt_b.get(s, 0)) for s in sb]) != _median([float(cnt_a.get(s, 0)) for s in sa])
+    return counts_moved or not within_noise(med_a - med_b, (rng_b + rng_a) / 2)
+
+
+def _kernel_rule(per_step: bool, unknown: bool) -> str:
+    """The note that says which rule kernels_changed applied, and, without per-step noise, why not."""
+    if per_step:
+        return ("beyond noise: the kernel's per-step count changed, or its median-step time moved by more than "
+                "(its per-step range before + after) / 2")
+    why = f"noise unknown (fewer than {NOISE_MIN_STEPS} steps on a side)" if unknown else "no per-step noise estimate"
+    return (f"{why}: a kernel changed when its count changed, or its time by more than "
+            f"{KERNEL_CHANGE_PCT:g}% and {KERNEL_CHANGE_FLOOR_US:g} µs (all steps)")
 
 
 def step_figures(att: Attribution) -> list[tuple[int, Figures]]:
@@ -290,16 +330,25 @@ def step_figures(att: Attribution) -> list[tuple[int, Figures]]:
     per = {s: zero() for s in steps}
     for b in att.blocks:
         assert b.step is not None  # checked above
-        f = per.setdefault(b.step, zero())
-        f.total_us += b.total_us
-        f.span_us += b.span_us
-        f.idle_us += b.idle_us
-        for c in CATEGORIES:
-            f.categories[c] += b.categories[c]
-        if f.matmul_roles is not None and b.matmul_roles is not None:
-            for r, us in b.matmul_roles.items():
-                f.matmul_roles[r] += us
+        _add_block(per.setdefault(b.step, zero()), b)
     return sorted(per.items())
+
+
+def _add_block(f: Figures, b: BlockResult) -> None:
+    """Add one block's time, span, idle, categories and (where both have them) matmul roles to a step's figures."""
+    f.total_us += b.total_us
+    f.span_us += b.span_us
+    f.idle_us += b.idle_us
+    for c in CATEGORIES:
+        f.categories[c] += b.categories[c]
+    if f.matmul_roles is not None and b.matmul_roles is not None:
+        for r, us in b.matmul_roles.items():
+            f.matmul_roles[r] += us
+
+
+def _step_totals(per_step: list[tuple[int, Figures]]) -> list[tuple[float, int]]:
+    """(attention total, step) pairs, the key by which the median step is chosen."""
+    return [(f.total_us, s) for s, f in per_step]
 
 
 def _middle(keyed: list[tuple[float, int]]) -> list[int]:
@@ -312,20 +361,24 @@ def _middle(keyed: list[tuple[float, int]]) -> list[int]:
 def median_step(per_step: list[tuple[int, Figures]]) -> Figures:
     """The step with the median attention total, categories included (mean of the middle two when even)."""
     by = dict(per_step)
-    mid = [by[s] for s in _middle([(f.total_us, s) for s, f in per_step])]
+    mid = [by[s] for s in _middle(_step_totals(per_step))]
     cats = {c: sum(f.categories[c] for f in mid) / len(mid) for c in CATEGORIES}
-    roles = None
-    if all(f.matmul_roles is not None for f in mid):
-        roles = {r: sum((f.matmul_roles or {})[r] for f in mid) / len(mid) for r in MATMUL_ROLES}
-    return Figures(total_us=sum(f.total_us for f in mid) / len(mid), categories=cats, matmul_roles=roles,
+    return Figures(total_us=sum(f.total_us for f in mid) / len(mid), categories=cats, matmul_roles=_mean_roles(mid),
                    span_us=sum(f.span_us for f in mid) / len(mid), idle_us=sum(f.idle_us for f in mid) / len(mid))
+
+
+def _mean_roles(mid: list[Figures]) -> dict[str, float] | None:
+    """The mean matmul roles of the median step(s); None when one of them has no roles."""
+    if not all(f.matmul_roles is not None for f in mid):
+        return None
+    return {r: sum((f.matmul_roles or {})[r] for f in mid) / len(mid) for r in MATMUL_ROLES}
 
 
 def _whole_step(whole: list[StepFigures], per_step: list[tuple[int, Figures]]) -> WholeStep | None:
     """The side's median step as a whole: the headline's median step(s) when ``per_step`` holds the per-step
     attention figures, else the median by whole-step busy; None without whole steps (or when a median step has none)."""
     by = {f.step: f for f in whole}
-    mid = _middle([(f.total_us, s) for s, f in per_step] if per_step else [(f.busy_us, f.step) for f in whole])
+    mid = _middle(_step_totals(per_step) if per_step else [(f.busy_us, f.step) for f in whole])
     if not mid or any(s not in by for s in mid):
         return None
     n = len(mid)
@@ -336,22 +389,26 @@ def _whole_step(whole: list[StepFigures], per_step: list[tuple[int, Figures]]) -
 def _basis(before: Attribution, after: Attribution, per_b: list[tuple[int, Figures]],
            per_a: list[tuple[int, Figures]]) -> tuple[Basis, str, str]:
     """Which figures the headline compares, why, and (when there is no noise estimate) why not."""
-    why_not = []
-    for side, att, per in (("before", before, per_b), ("after", after, per_a)):
-        n_steps = len(_steps(att))
-        outside = sum(1 for b in att.blocks if b.step is None)
-        if n_steps == 0:
-            why_not.append(f"{side} has no ProfilerStep")
-        elif outside:
-            why_not.append(f"{outside} block{'s' if outside != 1 else ''} of {side} lie outside any ProfilerStep")
-        elif n_steps == 1:
-            why_not.append(f"{side} has one step")
+    why_not = [why for why in (_no_noise("before", before), _no_noise("after", after)) if why]
     if per_b and per_a and max(len(per_b), len(per_a)) >= 2:
         note = (f"per-step median: the median step by attention time (before {len(per_b)} steps, after "
                 f"{len(per_a)}); an even count averages the middle two")
         return Basis.MEDIAN_STEP, note, "no noise estimate possible: " + "; ".join(why_not) if why_not else ""
     note = "whole-trace totals" + (" (one step each)" if len(per_b) == len(per_a) == 1 else "")
     return Basis.TOTAL, note, "no noise estimate possible: " + "; ".join(why_not)
+
+
+def _no_noise(side: str, att: Attribution) -> str | None:
+    """Why one side gives no per-step noise estimate (no steps, blocks outside them, one step), or None."""
+    n_steps = len(_steps(att))
+    outside = sum(1 for b in att.blocks if b.step is None)
+    if n_steps == 0:
+        return f"{side} has no ProfilerStep"
+    if outside:
+        return f"{outside} block{'s' if outside != 1 else ''} of {side} lie outside any ProfilerStep"
+    if n_steps == 1:
+        return f"{side} has one step"
+    return None
 
 
 def _median(xs: list[float]) -> float:
@@ -433,19 +490,28 @@ def pair_blocks(before: Attribution, after: Attribution
     kb, ka = _block_keys(before), _block_keys(after)
     rb = _ranked(kb, [b.kind for b in bb])
     ra = _ranked(ka, [b.kind for b in ab])
-    pairs: list[tuple[int, int, PairedBy]] = [(i, ra[k], PairedBy.KIND) for k, i in rb.items() if k in ra]
-    used_b = {i for i, _, _ in pairs}
-    used_a = {j for _, j, _ in pairs}
-    fb = _ranked(kb, [b.found_by if b.found_by == FoundBy.FUSED_KERNEL and i not in used_b else None
-                      for i, b in enumerate(bb)])
-    fa = _ranked(ka, [b.found_by if b.found_by == FoundBy.FUSED_KERNEL and j not in used_a else None
-                      for j, b in enumerate(ab)])
-    pairs += [(i, fa[k], PairedBy.FUSED_KERNEL) for k, i in fb.items() if k in fa]
+    pairs = _matched(rb, ra, PairedBy.KIND)
+    fb = _ranked(kb, _fused_left(bb, {i for i, _, _ in pairs}))
+    fa = _ranked(ka, _fused_left(ab, {j for _, j, _ in pairs}))
+    pairs += _matched(fb, fa, PairedBy.FUSED_KERNEL)
     pairs.sort()
-    used_b = {i for i, _, _ in pairs}
-    used_a = {j for _, j, _ in pairs}
     return ([BlockPair(before=bb[i], after=ab[j], paired_by=how) for i, j, how in pairs],
-            [b for i, b in enumerate(bb) if i not in used_b], [b for j, b in enumerate(ab) if j not in used_a])
+            _left(bb, {i for i, _, _ in pairs}), _left(ab, {j for _, j, _ in pairs}))
+
+
+def _matched(rb: dict[tuple, int], ra: dict[tuple, int], how: PairedBy) -> list[tuple[int, int, PairedBy]]:
+    """(before index, after index, how) for every key both sides hold."""
+    return [(i, ra[k], how) for k, i in rb.items() if k in ra]
+
+
+def _fused_left(blocks: list[BlockResult], used: set[int]) -> list[str | None]:
+    """The second pass's kinds: fused-kernel blocks the first pass left unpaired, None for every other block."""
+    return [b.found_by if b.found_by == FoundBy.FUSED_KERNEL and i not in used else None for i, b in enumerate(blocks)]
+
+
+def _left(blocks: list[BlockResult], used: set[int]) -> list[BlockResult]:
+    """The blocks of one side that no pair took, in their order."""
+    return [b for i, b in enumerate(blocks) if i not in used]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -475,62 +541,75 @@ def _alloc(before: Attribution, after: Attribution) -> AllocDelta | None:
 def compare_headers(before: Attribution, after: Attribution) -> list[str]:
     """Warnings when the two traces differ in device, time base or attention problem size."""
     out = []
-    gb = sorted({g for t in before.traces for g in t.gpus})
-    ga = sorted({g for t in after.traces for g in t.gpus})
+    gb, ga = _gpus(before), _gpus(after)
     if gb != ga:
-        out.append(f"devices differ: before {', '.join(gb) or 'no GPU listed'}, after {', '.join(ga) or 'no GPU listed'}"
+        out.append(f"devices differ: before {gb or 'no GPU listed'}, after {ga or 'no GPU listed'}"
                    f" (the change includes the hardware)")
     if before.time_base != after.time_base:
         out.append(f"time bases differ: before {TIME_BASE_LABELS[before.time_base]}, after "
                    f"{TIME_BASE_LABELS[after.time_base]} (the figures measure different things)")
-    shb = sorted({s for t in before.traces for s in t.shapes})
-    sha = sorted({s for t in after.traces for s in t.shapes})
+    size = _size_warning(_distinct_shapes(before), _distinct_shapes(after))
+    return out + [size] if size else out
+
+
+def _gpus(att: Attribution) -> str:
+    """The side's distinct GPUs over all its traces, sorted and joined ('' when none is listed)."""
+    return ", ".join(sorted({g for t in att.traces for g in t.gpus}))
+
+
+def _size_warning(shb: list[Shape], sha: list[Shape]) -> str | None:
+    """Attention sizes compared where both sides give them (so eager and SDPA runs of one model agree), else
+    the recorded shapes themselves; None when they agree."""
     zb, za = attention_sizes(shb), attention_sizes(sha)
     if zb and za:
-        if zb != za:
-            out.append(f"attention sizes differ (batch·heads, query length, key length): before {_sizes(zb)}, "
-                       f"after {_sizes(za)}")
-    elif shb != sha:
-        out.append(f"attention op input shapes differ: before {_shapes(shb)}; after {_shapes(sha)}")
-    return out
+        if zb == za:
+            return None
+        return (f"attention sizes differ (batch·heads, query length, key length): before {_sizes(zb)}, "
+                f"after {_sizes(za)}")
+    if shb != sha:
+        return f"attention op input shapes differ: before {_shapes(shb)}; after {_shapes(sha)}"
+    return None
 
 
 def _sizes(z: set[tuple[int, int, int]]) -> str:
     return ", ".join(f"({bh}, {q}, {k})" for bh, q, k in sorted(z))
 
 
-def _shapes(s: list[str]) -> str:
+def _distinct_shapes(att: Attribution) -> list[Shape]:
+    """Every trace's recorded shapes once, ordered by display form (the order the warning lists them in)."""
+    return sorted({shape_text(s): s for t in att.traces for s in t.shapes}.values(), key=shape_text)
+
+
+def _shapes(s: list[Shape]) -> str:
     if not s:
         return "none recorded"
-    return f"{s[0]}" + (f" (+{len(s) - 1} more)" if len(s) > 1 else "")
+    return shape_text(s[0]) + (f" (+{len(s) - 1} more)" if len(s) > 1 else "")
 
 
-def attention_sizes(shapes: list[str]) -> set[tuple[int, int, int]]:
+def attention_sizes(shapes: list[Shape]) -> set[tuple[int, int, int]]:
     """(batch·heads, query length, key length) from recorded input dims, so an eager run (softmax
     over [B, H, N, N]) and an SDPA run (q, k of [B, H, N, d]) of the same model compare equal.
     ``bmm`` shapes are ambiguous (QKᵀ or PV) and are not used."""
     out = set()
-    for s in shapes:
-        k = s.find("[")
-        if k <= 0:
-            continue
-        name = s[:k]
-        try:
-            dims = json.loads(s[k:])
-        except ValueError:
-            continue
+    for name, dims in shapes:
         if not isinstance(dims, list) or not dims or not all(isinstance(d, list) for d in dims):
             continue
-        q = dims[0]
-        key = dims[1] if len(dims) > 1 else []
-        if name == "aten::scaled_dot_product_attention" and len(q) >= 3 and len(key) >= 3:
-            out.add((math.prod(q[:-2]), q[-2], key[-2]))
-        elif name in ("aten::_flash_attention_forward", "aten::_efficient_attention_forward") \
-                and len(q) == 4 and len(key) == 4:
-            out.add((q[0] * q[2], q[1], key[1]))  # [B, N, H, d]
-        elif name in CALLED_SOFTMAX_OPS and len(q) >= 3:
-            out.add((math.prod(q[:-2]), q[-2], q[-1]))
+        size = _attention_size(name, dims[0], dims[1] if len(dims) > 1 else [])
+        if size is not None:
+            out.add(size)
     return out
+
+
+def _attention_size(name: str, q: list[int], key: list[int]) -> tuple[int, int, int] | None:
+    """One op's (batch·heads, query length, key length) from its first two inputs' dims, each op by its layout."""
+    if name == "aten::scaled_dot_product_attention" and len(q) >= 3 and len(key) >= 3:
+        return (math.prod(q[:-2]), q[-2], key[-2])
+    if name in ("aten::_flash_attention_forward", "aten::_efficient_attention_forward") \
+            and len(q) == 4 and len(key) == 4:
+        return (q[0] * q[2], q[1], key[1])  # [B, N, H, d]
+    if name in CALLED_SOFTMAX_OPS and len(q) >= 3:
+        return (math.prod(q[:-2]), q[-2], q[-1])
+    return None
 
 
 def _bound(fig: Figures, att: Attribution) -> Figures:

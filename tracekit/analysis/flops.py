@@ -123,42 +123,60 @@ def _broadcast(shapes: list[list[int]]) -> list[int]:
     return out
 
 
+# The GEMMs whose first input is the bias (added to the product), and the element size of the outputs whose dtype
+# is not the inputs' (_scaled_mm writes bf16 from fp8, _int_mm int32 from int8).
+_BIAS_FIRST = ("aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation")
+_GEMM_OUT_SIZE = {"aten::_scaled_mm": 2, "aten::_int_mm": 4}
+
+
+def _gemm_operands(name: str, dims: list, types: list) -> tuple[_Tensor | None, _Tensor | None, _Tensor | None]:
+    """The two factors and the bias (None without one), by where each op records them."""
+    if name in _BIAS_FIRST:
+        return _tensor(dims, types, 1), _tensor(dims, types, 2), _tensor(dims, types, 0)
+    a, b = _tensor(dims, types, 0), _tensor(dims, types, 1)
+    if name == "aten::linear":
+        bias = _tensor(dims, types, 2)
+        return a, b, bias if bias is not None and bias[0] else None  # an empty slot: no bias
+    if name == "aten::_scaled_mm" and len(dims) > 4:
+        return a, b, _tensor(dims, types, 4)
+    return a, b, None
+
+
+def _linear_bmkn(sa: list[int], sb: list[int]) -> tuple[int, int, int, int] | None:
+    """(batch, M, K, N) of ``linear``: x[..., K] · W[N, K]ᵀ; None when the shapes do not fit."""
+    if len(sb) != 2 or sa[-1] != sb[1]:
+        return None
+    return 1, _numel(sa[:-1]), sa[-1], sb[0]
+
+
+def _matmul_bmkn(name: str, sa: list[int], sb: list[int]) -> tuple[int, int, int, int] | None:
+    """(batch, M, K, N) of a (batched) product with matmul's rules: 1-D operands promoted, batch dims broadcast;
+    addbmm sums over one shared batch dim of 3-D operands (what PyTorch accepts). None when the shapes do not fit."""
+    if len(sa) == 1:
+        sa = [1, sa[0]]
+    if len(sb) == 1:
+        sb = [sb[0], 1]
+    if sa[-1] != sb[-2]:
+        return None
+    if name != "aten::addbmm":
+        return _numel(_broadcast([sa[:-2], sb[:-2]])), sa[-2], sa[-1], sb[-1]
+    if len(sa) != 3 or len(sb) != 3 or sa[0] != sb[0]:
+        return None
+    return sa[0], sa[-2], sa[-1], sb[-1]
+
+
 def _gemm(name: str, dims: list, types: list) -> OpCost | None:
     """mm/addmm/bmm/baddbmm/addbmm/matmul/linear/_scaled_mm/_int_mm: 2·M·N·K per product, + M·N for a bias."""
-    bias: _Tensor | None = None
-    if name in ("aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation"):
-        bias, a, b = _tensor(dims, types, 0), _tensor(dims, types, 1), _tensor(dims, types, 2)
-    else:
-        a, b = _tensor(dims, types, 0), _tensor(dims, types, 1)
-        if name == "aten::linear":
-            bias = _tensor(dims, types, 2)
-            if bias is not None and not bias[0]:
-                bias = None  # an empty slot: no bias
-        elif name == "aten::_scaled_mm" and len(dims) > 4:
-            bias = _tensor(dims, types, 4)
+    a, b, bias = _gemm_operands(name, dims, types)
     if a is None or b is None or not a[0] or not b[0]:
         return None
-    sa, sb = a[0], b[0]
-    if name == "aten::linear":  # x[..., K] · W[N, K]ᵀ
-        if len(sb) != 2 or sa[-1] != sb[1]:
-            return None
-        batch, m, k, n = 1, _numel(sa[:-1]), sa[-1], sb[0]
-    else:
-        if len(sa) == 1:
-            sa = [1, sa[0]]
-        if len(sb) == 1:
-            sb = [sb[0], 1]
-        if sa[-1] != sb[-2]:
-            return None
-        m, k, n = sa[-2], sa[-1], sb[-1]
-        batch = _numel(_broadcast([sa[:-2], sb[:-2]]))
-        if name == "aten::addbmm":  # a sum over one shared batch dim of 3-D operands (what PyTorch accepts)
-            if len(sa) != 3 or len(sb) != 3 or sa[0] != sb[0]:
-                return None
-            batch = sa[0]
+    bmkn = _linear_bmkn(a[0], b[0]) if name == "aten::linear" else _matmul_bmkn(name, a[0], b[0])
+    if bmkn is None:
+        return None
+    batch, m, k, n = bmkn
     flops = 2.0 * batch * m * n * k
     out_elems = batch * m * n if name != "aten::addbmm" else m * n
-    out_size = a[1] if name not in ("aten::_scaled_mm", "aten::_int_mm") else 2 if name == "aten::_scaled_mm" else 4
+    out_size = _GEMM_OUT_SIZE.get(name, a[1])
     nbytes = _numel(a[0]) * a[1] + _numel(b[0]) * b[1] + out_elems * out_size
     if bias is not None:
         flops += out_elems
@@ -168,21 +186,15 @@ def _gemm(name: str, dims: list, types: list) -> OpCost | None:
 
 def _einsum(dims: list, types: list, concrete: list) -> OpCost | None:
     """Two or more operands: 2 FLOPs per term of the full index space (sizes of every letter multiplied)."""
-    eq = concrete[0] if concrete and isinstance(concrete[0], str) else ""
-    ops = dims[1] if len(dims) > 1 and isinstance(dims[1], list) else []
+    parsed = _einsum_operands(dims, concrete)
+    if parsed is None:
+        return None
+    eq, ops = parsed
     tys = types[1] if len(types) > 1 else None
-    if "->" not in eq or not ops or not all(isinstance(s, list) for s in ops):
-        return None
     ins, out = eq.replace(" ", "").split("->")
-    terms = ins.split(",")
-    if len(terms) != len(ops) or "." in eq:
+    size = _letter_sizes(ins.split(","), ops)
+    if size is None or "." in eq:
         return None
-    size: dict[str, int] = {}
-    for t, s in zip(terms, ops):
-        if len(t) != len(s):
-            return None
-        for c, x in zip(t, s):
-            size[c] = max(size.get(c, 1), x)
     elt = _DTYPES.get(tys, (2, None)) if isinstance(tys, str) else (2, None)
     space = prod(size.values())
     flops = 2.0 * space if len(ops) > 1 else float(space)
@@ -190,11 +202,44 @@ def _einsum(dims: list, types: list, concrete: list) -> OpCost | None:
     return OpCost(flops, float(nbytes), elt[1], True)
 
 
+def _einsum_operands(dims: list, concrete: list) -> tuple[str, list[list[int]]] | None:
+    """The equation (concrete input 0) and the operands' shapes (Input Dims[1], a list of shapes), when both are
+    recorded and the equation has an output."""
+    eq = concrete[0] if concrete and isinstance(concrete[0], str) else ""
+    ops = dims[1] if len(dims) > 1 and isinstance(dims[1], list) else []
+    if "->" not in eq or not ops or not all(isinstance(s, list) for s in ops):
+        return None
+    return eq, ops
+
+
+def _letter_sizes(terms: list[str], ops: list[list[int]]) -> dict[str, int] | None:
+    """Each index letter's size (the largest an operand gives it: size-1 dims broadcast); None when the terms and
+    the operands do not match one for one, letter for dim."""
+    if len(terms) != len(ops):
+        return None
+    size: dict[str, int] = {}
+    for t, s in zip(terms, ops):
+        if len(t) != len(s):
+            return None
+        for c, x in zip(t, s):
+            size[c] = max(size.get(c, 1), x)
+    return size
+
+
 def _causal(name: str, concrete: list, pos: int, kind: str) -> bool:
     v = concrete[pos] if pos < len(concrete) else ""
     if kind == "mask":  # custom_mask_type: 0 none, 1 causal from top-left, 2 from bottom-right
         return isinstance(v, str) and v.strip() not in ("", "0")
     return v == "True"
+
+
+def _causal_fraction(lq: int, lk: int) -> float:
+    """The share of the score matrix a causal mask keeps (top-left aligned: row i sees i + 1 keys)."""
+    if lq == lk:
+        return _CAUSAL_FRACTION_EQUAL
+    if lq < lk:
+        return lq / (2 * lk)
+    return 1 - lk / (2 * lq)
 
 
 def _attention(name: str, dims: list, types: list, concrete: list) -> OpCost | None:
@@ -206,14 +251,7 @@ def _attention(name: str, dims: list, types: list, concrete: list) -> OpCost | N
         (b, hq, lq, dqk), (_, hk, lk, _), (_, hv, _, dv) = q[0], k[0], v[0]
     else:
         (b, lq, hq, dqk), (_, lk, hk, _), (_, _, hv, dv) = q[0], k[0], v[0]
-    frac = 1.0
-    if _causal(name, concrete, cpos, ckind):
-        if lq == lk:
-            frac = _CAUSAL_FRACTION_EQUAL
-        elif lq < lk:
-            frac = lq / (2 * lk)  # top-left: row i sees i + 1 keys
-        else:
-            frac = 1 - lk / (2 * lq)
+    frac = _causal_fraction(lq, lk) if _causal(name, concrete, cpos, ckind) else 1.0
     flops = 2.0 * b * hq * lq * lk * (dqk + dv) * frac
     elem = q[1]
     io = b * hq * lq * dqk + b * hk * lk * dqk + b * hv * lk * dv + b * hq * lq * dv  # Q, K, V read; O written
@@ -263,9 +301,13 @@ def _fill(dims: list, types: list) -> OpCost | None:
     return None if x is None else OpCost(0.0, float(_numel(x[0]) * x[1]), None, False)
 
 
+def _shape_list(x: object) -> list[list[int]] | None:
+    """A non-empty list of shapes, or None: a part recorded as anything else leaves the size unknown."""
+    return x if isinstance(x, list) and x and all(isinstance(p, list) for p in x) else None
+
+
 def _concat(dims: list, types: list) -> OpCost | None:
-    parts = dims[0] if dims and isinstance(dims[0], list) and dims[0] and all(isinstance(p, list) for p in dims[0]) \
-        else None  # every part a shape: a part recorded as anything else leaves the size unknown
+    parts = _shape_list(dims[0]) if dims else None
     ty = types[0] if types else None
     if parts is None or not isinstance(ty, str) or ty not in _DTYPES:
         return None
@@ -353,16 +395,20 @@ def _vector(name: str, dims: list, types: list) -> OpCost | None:
     return None if rule is None else rule.cost(dims, types)
 
 
+def _lists(raw: bytes) -> list | None:
+    """A recorded input list parsed (empty when not recorded); None when it is not JSON or not a list."""
+    try:
+        x = orjson.loads(raw) if raw else []
+    except orjson.JSONDecodeError:
+        return None
+    return x if isinstance(x, list) else None
+
+
 @lru_cache(maxsize=8192)
 def op_cost(name: str, dims_raw: bytes, types_raw: bytes, concrete_raw: bytes) -> OpCost | None:
     """FLOPs and bytes of one op call from its recorded inputs; None when no formula applies."""
-    try:
-        dims = orjson.loads(dims_raw) if dims_raw else []
-        types = orjson.loads(types_raw) if types_raw else []
-        concrete = orjson.loads(concrete_raw) if concrete_raw else []
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(dims, list) or not isinstance(types, list) or not isinstance(concrete, list):
+    dims, types, concrete = _lists(dims_raw), _lists(types_raw), _lists(concrete_raw)
+    if dims is None or types is None or concrete is None:
         return None
     try:
         if name in _ATTENTION:

@@ -51,22 +51,35 @@ def gate(result: DiffResult, pct: float, *, on: Compared | None = None,
     """
     mb = latency[0] or result.before.measured
     ma = latency[1] or result.after.measured
-    if on != Compared.LATENCY and not (on is None and mb is not None and ma is not None):
+    if _compares_timed_figures(on, mb, ma):
         _same_time_base(result)
     compared = on if on is not None else _default(result, mb, ma)
     if compared == Compared.LATENCY:
-        if mb is None or ma is None:
-            missing = " and ".join(s for s, m in (("before", mb), ("after", ma)) if m is None)
-            raise UsageError(f"--gate-on latency: no measured latency for {missing}; give --latency-before/"
-                             "--latency-after MS, or put the recorder's measured.json beside the traces")
-        return _verdict(pct, result, mb.median_ms * 1000, ma.median_ms * 1000, within_spread(mb, ma), compared,
-                        on is not None, (mb.source, ma.source))
+        return _latency_verdict(pct, result, mb, ma, on is not None)
     if compared == Compared.SPAN:
         b, a = result.before_figures.span_us, result.after_figures.span_us
         return _verdict(pct, result, b, a, _span_within_noise(result), compared, on is not None)
     within = None if result.noise is None else result.noise.within_noise
     b, a = result.before_figures.total_us, result.after_figures.total_us
     return _verdict(pct, result, b, a, within, compared, on is not None)
+
+
+def _compares_timed_figures(on: Compared | None, mb: Measured | None, ma: Measured | None) -> bool:
+    """Whether the gate may compare busy time or span (which need both sides timed the same way): not when
+    latency is asked for, nor by default when both sides were measured (latency is then the default)."""
+    return on != Compared.LATENCY and not (on is None and mb is not None and ma is not None)
+
+
+def _latency_verdict(pct: float, result: DiffResult, mb: Measured | None, ma: Measured | None,
+                     chosen: bool) -> Verdict:
+    """The verdict on measured latency (µs), within noise by the two measurements' spreads; a usage error when a
+    side has no measurement."""
+    if mb is None or ma is None:
+        missing = " and ".join(s for s, m in (("before", mb), ("after", ma)) if m is None)
+        raise UsageError(f"--gate-on latency: no measured latency for {missing}; give --latency-before/"
+                         "--latency-after MS, or put the recorder's measured.json beside the traces")
+    return _verdict(pct, result, mb.median_ms * 1000, ma.median_ms * 1000, within_spread(mb, ma), Compared.LATENCY,
+                    chosen, (mb.source, ma.source))
 
 
 def _default(result: DiffResult, mb: Measured | None, ma: Measured | None) -> Compared:

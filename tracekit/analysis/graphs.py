@@ -26,6 +26,7 @@ from ..model import (
     MEMSET,
     CaptureRegion,
     GraphFacts,
+    GraphLaunch,
     HostEvent,
     OpInputs,
     RuntimeEvent,
@@ -91,11 +92,7 @@ def templates(tr: Trace, source: str, facts: GraphFacts | None = None) -> list[T
     facts = facts if facts is not None else (tr.graphs if tr.graphs is not None else find_graphs(tr))
     if not facts.captures:
         return []
-    by_thread: dict[int, list[int]] = {}
-    for i, h in enumerate(tr.host):
-        by_thread.setdefault(h.thread, []).append(i)
-    for idx in by_thread.values():
-        idx.sort(key=lambda i: (tr.host[i].ts, -tr.host[i].dur, tr.host[i].kind, i))
+    by_thread = _host_by_thread(tr)
     starts = {t: [tr.host[i].ts for i in idx] for t, idx in by_thread.items()}
     out = []
     for n, cap in enumerate(facts.captures):
@@ -104,6 +101,16 @@ def templates(tr: Trace, source: str, facts: GraphFacts | None = None) -> list[T
         inside = [i for i in idx[lo:hi] if tr.host[i].ts + tr.host[i].dur <= cap.end]
         out.append(_template(tr, source, n, cap, inside))
     return out
+
+
+def _host_by_thread(tr: Trace) -> dict[int, list[int]]:
+    """Each thread's host events in start order (the longer first at one start), for a bisect per capture."""
+    by_thread: dict[int, list[int]] = {}
+    for i, h in enumerate(tr.host):
+        by_thread.setdefault(h.thread, []).append(i)
+    for idx in by_thread.values():
+        idx.sort(key=lambda i: (tr.host[i].ts, -tr.host[i].dur, tr.host[i].kind, i))
+    return by_thread
 
 
 def _template(tr: Trace, source: str, n: int, cap: CaptureRegion, inside: list[int]) -> Template:
@@ -177,9 +184,18 @@ class _Chooser:
         exact = self.groups.get(tokens)
         if exact is not None and UNNAMED_KERNEL not in tokens:  # the common case: the graph as it was captured
             return exact, [(k, k) for k in range(len(tokens))], 0
+        best = self._best_aligned(tokens)
+        if best is None or len(best[2]) < MIN_ALIGNED_SHARE * len(tokens):
+            return None
+        return best[1], best[2], best[3]
+
+    def _best_aligned(self, tokens: tuple[str, ...]
+                      ) -> tuple[tuple[int, int, int], list[int], list[tuple[int, int]], int] | None:
+        """(score, capture group, pairs, pairs by order alone) of the capture whose tokens align best.
+
+        Candidates by how many tokens they could match at most (the multisets' overlap), best first: an alignment
+        (quadratic on repeated layers) runs only while a candidate could still beat the best found."""
         want = Counter(tokens)
-        # Candidates by how many tokens they could match at most (the multisets' overlap), best first: an alignment
-        # (quadratic on repeated layers) runs only while a candidate could still beat the best found.
         bounds = sorted(((sum((Counter(cap) & want).values()), cap) for cap in self.groups), key=lambda x: -x[0])
         best = None
         for bound, cap_tokens in bounds:
@@ -189,9 +205,7 @@ class _Chooser:
             score = (len(pairs) - by_order, len(pairs), -abs(len(cap_tokens) - len(tokens)))
             if best is None or score > best[0]:
                 best = (score, self.groups[cap_tokens], pairs, by_order)
-        if best is None or len(best[2]) < MIN_ALIGNED_SHARE * len(tokens):
-            return None
-        return best[1], best[2], best[3]
+        return best
 
 
 def device_token(tr: Trace, j: int) -> str:
@@ -207,32 +221,43 @@ def replay_with_captures(tr: Trace, captures: Sequence[Trace] = ()) -> tuple[Tra
     if not rm.replayed:
         return tr, rm
     own = templates(tr, tr.info.source, facts)
-    temps = own + [t for c in captures for t in templates(c, c.info.source)]
+    temps = own + _capture_templates(captures)
     if not temps:
         return tr, rm
     out = _copy(tr)
     synth = _Synth(out)
     chooser = _Chooser(temps)
     for g in facts.launches:
-        if not g.device:
-            continue
-        hit = chooser.choose(tuple(device_token(tr, j) for j in g.device))
-        if hit is None:
-            continue
-        t, pairs, by_order = hit
-        tp = temps[t]
-        synth.replay(tp, [(i, g.device[k]) for i, k in pairs], tr.runtime[g.runtime].ts)
-        rm.mapped.update(g.device[k] for _, k in pairs)
-        rm.by_order += by_order
-        rm.used.add((tp.source, tp.index))
-        if tp.source not in rm.sources:
-            rm.sources.append(tp.source)
-    # The file's own captures: once it replays graphs, their 0 µs calls are what the replays ran (mapped or not),
-    # so they are templates only, never blocks beside the replayed ones.
+        hit = chooser.choose(tuple(device_token(tr, j) for j in g.device)) if g.device else None
+        if hit is not None:
+            _replay(tr, g, temps[hit[0]], hit[1], hit[2], synth, rm)
+    _drop_own_captures(out, own)
+    return out, rm
+
+
+def _capture_templates(captures: Sequence[Trace]) -> list[Template]:
+    """The templates of the capture traces passed beside the replay trace (``--capture``)."""
+    return [t for c in captures for t in templates(c, c.info.source)]
+
+
+def _drop_own_captures(out: Trace, own: list[Template]) -> None:
+    """The file's own captures: once it replays graphs, their 0 µs calls are what the replays ran (mapped or not),
+    so they are templates only, never blocks beside the replayed ones."""
     drop = {i for tp in own for i in tp.host_index}
     if drop:
         _drop_host(out, drop)
-    return out, rm
+
+
+def _replay(tr: Trace, g: GraphLaunch, tp: Template, pairs: list[tuple[int, int]], by_order: int, synth: _Synth,
+            rm: ReplayMap) -> None:
+    """One graph launch replayed from its chosen template: the copy of the captured host tree, and the map's
+    record of what it tied."""
+    synth.replay(tp, [(i, g.device[k]) for i, k in pairs], tr.runtime[g.runtime].ts)
+    rm.mapped.update(g.device[k] for _, k in pairs)
+    rm.by_order += by_order
+    rm.used.add((tp.source, tp.index))
+    if tp.source not in rm.sources:
+        rm.sources.append(tp.source)
 
 
 def _copy(tr: Trace) -> Trace:
@@ -257,11 +282,7 @@ class _Synth:
 
     def replay(self, tp: Template, pairs: list[tuple[int, int]], launch_ts: int) -> None:
         tr = self.tr
-        key = (tp.source, tp.index)
-        thread = self.threads.get(key)
-        if thread is None:
-            thread = self.threads[key] = len(tr.threads)
-            tr.threads.append((REPLAY_PROCESS, f"{tp.source} capture {tp.index}"))
+        thread = self._thread(tp)
         keep = sorted({k for i, _ in pairs for k in tp.around[i]})
         first = min((tp.host[k].ts for k in keep), default=tp.begin)
         off = max(launch_ts - tp.begin, self.free_at.get(thread, first) - first)
@@ -282,6 +303,15 @@ class _Synth:
         if tr.names is not None and not tp.names <= tr.names:
             tr.names = tr.names | tp.names
 
+    def _thread(self, tp: Template) -> int:
+        """The replay thread of a capture: one per (source, capture), made on its first replay."""
+        key = (tp.source, tp.index)
+        thread = self.threads.get(key)
+        if thread is None:
+            thread = self.threads[key] = len(self.tr.threads)
+            self.tr.threads.append((REPLAY_PROCESS, f"{tp.source} capture {tp.index}"))
+        return thread
+
 
 def replay_threads(tr: Trace) -> frozenset[int]:
     """The threads that hold copies of captured host trees (:data:`REPLAY_PROCESS`)."""
@@ -299,10 +329,15 @@ def _drop_host(tr: Trace, drop: set[int]) -> None:
     tr.host = kept
     tr.op_inputs = {new_at[i]: v for i, v in tr.op_inputs.items() if new_at[i] >= 0}
     if len(tr.seq_host):
-        rows = [(new_at[i], n, f) for i, n, f in zip(tr.seq_host, tr.seq_nr, tr.seq_fwd) if new_at[i] >= 0]
-        tr.seq_host = array("q", [r[0] for r in rows])
-        tr.seq_nr = array("q", [r[1] for r in rows])
-        tr.seq_fwd = array("q", [r[2] for r in rows])
+        _renumber_sequences(tr, new_at)
+
+
+def _renumber_sequences(tr: Trace, new_at: list[int]) -> None:
+    """The autograd sequence table (host index, sequence nr, forward thread) after host events were dropped."""
+    rows = [(new_at[i], n, f) for i, n, f in zip(tr.seq_host, tr.seq_nr, tr.seq_fwd) if new_at[i] >= 0]
+    tr.seq_host = array("q", [r[0] for r in rows])
+    tr.seq_nr = array("q", [r[1] for r in rows])
+    tr.seq_fwd = array("q", [r[2] for r in rows])
 
 
 def graph_mode(facts: GraphFacts, replayed: set[int], cats: Sequence[Category] | None) -> GraphMode:
@@ -327,15 +362,19 @@ def summarize(tr: Trace, facts: GraphFacts, rm: ReplayMap, cats: Sequence[Catego
     unmapped = Counter(short_kernel_name(dev[j].name) for j in rm.replayed if j not in rm.mapped)
     launches = [r for c in facts.captures for r in c.launches]
     # (only beside graph launches: an eager trace's attention is all eager, and a walk of every event costs)
-    eager_att = [j for j, c in enumerate(cats or ()) if c in _EAGER_ATTENTION and j not in replayed] \
-        if facts.launches else []
+    eager_att = _eager_attention(cats, replayed) if facts.launches else 0
     return GraphSummary(
         mode=graph_mode(facts, replayed, cats), captures=len(facts.captures), captured_launches=len(launches),
         captured_named=sum(1 for r in launches if tr.runtime[r].kernel) if launches else 0,
         instantiations=facts.instantiations, graph_launches=len(facts.launches), replayed_kernels=len(replayed),
         replayed_us=busy(replayed) / 1000, mapped_kernels=len(rm.mapped), mapped_us=busy(rm.mapped) / 1000,
         mapped_by_order=rm.by_order, unmapped=dict(unmapped.most_common(10)), capture_sources=list(rm.sources),
-        eager_attention_kernels=len(eager_att))
+        eager_attention_kernels=eager_att)
+
+
+def _eager_attention(cats: Sequence[Category] | None, replayed: set[int]) -> int:
+    """How many attention kernels ran outside graph replays."""
+    return sum(1 for j, c in enumerate(cats or ()) if c in _EAGER_ATTENTION and j not in replayed)
 
 
 def record_captured(tr: Trace, links: Links, facts: GraphFacts, blocks: list[Block], owner: list[int]) -> None:

@@ -26,7 +26,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..model import GraphLaunch, Trace
+from ..model import GraphLaunch, RuntimeEvent, Trace
 from ..vocab import IDLE_CAUSES, IdleCause
 
 
@@ -127,6 +127,16 @@ def _covered(lists: Sequence[_Intervals], a: int, b: int) -> int:
     return total
 
 
+def _blocking_spans(rt: Sequence[RuntimeEvent]) -> dict[int, list[tuple[int, int]]]:
+    """Per host thread, the (start, end) ns of its calls that hold the host (synchronize, blocking copies)."""
+    holds = {n: holds_host(n) for n in {r.name for r in rt}}
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for r in rt if any(holds.values()) else ():  # (most traces have no holding call: no pass over the calls)
+        if holds[r.name] and r.dur > 0:
+            spans.setdefault(r.thread, []).append((r.ts, r.ts + r.dur))
+    return spans
+
+
 class IdleSplitter:
     """Per trace: each device event's launch call, and each host thread's blocking calls; then per block, its idle
     time by cause (:meth:`split`)."""
@@ -138,12 +148,7 @@ class IdleSplitter:
         self.by_corr = dict(zip(corrs, range(len(rt) - 1, -1, -1)))
         self.by_corr.pop(0, None)
         self.graph_call = {j: g.runtime for g in graph_launches for j in g.device}
-        holds = {n: holds_host(n) for n in {r.name for r in rt}}
-        spans: dict[int, list[tuple[int, int]]] = {}
-        for r in rt if any(holds.values()) else ():  # (most traces have no holding call: no pass over the calls)
-            if holds[r.name] and r.dur > 0:
-                spans.setdefault(r.thread, []).append((r.ts, r.ts + r.dur))
-        self.sync = {t: _Intervals(s) for t, s in spans.items()}
+        self.sync = {t: _Intervals(s) for t, s in _blocking_spans(rt).items()}
         self._rec: array | None = None  # where split() records its gaps, if asked
 
     def call(self, j: int) -> int | None:
@@ -161,7 +166,7 @@ class IdleSplitter:
         self._rec = gaps
         dev = self.tr.device
         evs = sorted((e.ts, e.ts + e.dur, j) for j in js if (e := dev[j]).dur > 0)  # (empty events end no gap)
-        roots = [self.sync[t] for t in set(threads) if t in self.sync] if self.sync else []
+        roots = self._blocking(threads)
         covered_to, k, n = start, 0, len(evs)
         while k < n:
             g1, far, i = evs[k][0], covered_to, k
@@ -175,6 +180,10 @@ class IdleSplitter:
         if end > covered_to:
             self._gap(out, covered_to, end, [], roots)
         return out
+
+    def _blocking(self, threads: Iterable[int]) -> list[_Intervals]:
+        """The blocking-call intervals of the block's host threads that made any."""
+        return [self.sync[t] for t in set(threads) if t in self.sync] if self.sync else []
 
     def _gap(self, out: dict[str, int], g0: int, g1: int, enders: list[int], roots: list[_Intervals]) -> None:
         """One idle gap, split at the earliest launch call among the kernels that end it: before the call the

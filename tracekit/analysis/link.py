@@ -217,25 +217,37 @@ def link(tr: Trace) -> Links:
     launch = list(map(by_corr.get, [d.correlation for d in tr.device]))  # (C loops: one entry per kernel)
     leaf = [rleaf[r] if r is not None else NONE for r in launch]
     linked = [r is not None for r in launch]
-    pending: list[int] = []
-    if not all(linked):
-        dev = tr.device
-        unlinked = [j for j, r in enumerate(launch) if r is None]
-        by_ext = _first_by_ext(tr.host, {dev[j].ext_id for j in unlinked}) if trusted else {}
-        for j in unlinked:
-            ext = dev[j].ext_id
-            op = by_ext.get(ext) if ext else None
-            if op is not None:
-                leaf[j], linked[j] = op, True
-            else:
-                pending.append(j)
+    pending = [] if all(linked) else _link_by_ext(tr, launch, leaf, linked, trusted)
     if pending and tr.gpu_annotations:
         _link_by_annotation(tr, pending, leaf, linked)
     links = Links(order, parent, op_parent, launcher, leaf, linked, trusted, step)
     if pending:
-        links.unlinked = sorted(j for j in pending if not linked[j])
-        links.unlinked_reason = unlinked_reasons([tr.device[j].correlation for j in links.unlinked], rt_corrs)
+        _record_unlinked(links, tr, pending, rt_corrs)
     return links
+
+
+def _record_unlinked(links: Links, tr: Trace, pending: list[int], rt_corrs: list[int]) -> None:
+    """The device events left unlinked, in order, and the reason of each."""
+    links.unlinked = sorted(j for j in pending if not links.device_linked[j])
+    links.unlinked_reason = unlinked_reasons([tr.device[j].correlation for j in links.unlinked], rt_corrs)
+
+
+def _link_by_ext(tr: Trace, launch: list[int | None], leaf: list[int], linked: list[bool], trusted: bool
+                 ) -> list[int]:
+    """The device events no launch call claims, tied by External id to the first op that carries it (when the
+    trace's ids are trusted); returns those still unlinked. Once per trace, its loop only over the unlinked."""
+    dev = tr.device
+    unlinked = [j for j, r in enumerate(launch) if r is None]
+    by_ext = _first_by_ext(tr.host, {dev[j].ext_id for j in unlinked}) if trusted else {}
+    pending: list[int] = []
+    for j in unlinked:
+        ext = dev[j].ext_id
+        op = by_ext.get(ext) if ext else None
+        if op is not None:
+            leaf[j], linked[j] = op, True
+        else:
+            pending.append(j)
+    return pending
 
 
 def _unlinked_facts(corrs: list[int], runtime_corrs: list[int]) -> dict[str, Callable[[], bool | list[bool]]]:
@@ -291,14 +303,19 @@ def _first_by_ext(host: list[HostEvent], wanted: set[int]) -> dict[int, int]:
     return by_ext
 
 
-def _link_by_annotation(tr: Trace, pending: list[int], leaf: list[int], linked: list[bool]) -> None:
-    """Innermost gpu_user_annotation on the same stream that overlaps the event's start."""
-    host = tr.host
+def _annotations_by_ext(host: list[HostEvent]) -> dict[int, int]:
+    """External id -> the first annotation (record_function range) that carries it."""
     ann_host: dict[int, int] = {}
     for i in compress(range(len(host)), map(eq, map(_KIND, host), repeat(ANNOTATION))):  # (C loops over all events)
         ext = host[i].ext_id
         if ext:
             ann_host.setdefault(ext, i)
+    return ann_host
+
+
+def _link_by_annotation(tr: Trace, pending: list[int], leaf: list[int], linked: list[bool]) -> None:
+    """Innermost gpu_user_annotation on the same stream that overlaps the event's start."""
+    ann_host = _annotations_by_ext(tr.host)
     anns = sorted(tr.gpu_annotations, key=lambda a: (a.stream, a.ts, -a.dur))
     by_stream = {s: list(g) for s, g in groupby(anns, key=lambda a: a.stream)}
     dev = tr.device

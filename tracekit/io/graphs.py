@@ -70,8 +70,7 @@ def find_graphs(tr: Trace) -> GraphFacts:
 
     An eager trace costs one look at its distinct names (``Trace.names``) when the loader recorded them.
     """
-    names = tr.names if tr.names is not None else {rt.name for rt in tr.runtime}
-    if not any(_HINT.search(n) for n in names if "Graph" in n or "Capture" in n):
+    if not _mentions_graphs(tr):
         return GraphFacts()
     role = {n: graph_call(n) for n in {rt.name for rt in tr.runtime}}
     facts = GraphFacts()
@@ -107,14 +106,25 @@ def find_graphs(tr: Trace) -> GraphFacts:
         elif call is GraphCall.INSTANTIATE:
             facts.instantiations += 1
     if launch_of:
-        for j, d in enumerate(tr.device):
-            g = launch_of.get(d.correlation)
-            if g is not None:
-                g.device.append(j)
-        for g in facts.launches:
-            g.device.sort(key=lambda j: (tr.device[j].ts, tr.device[j].stream))
+        _attach_device(tr, launch_of, facts.launches)
     facts.captures.sort(key=lambda c: (c.begin, c.thread))
     return facts
+
+
+def _mentions_graphs(tr: Trace) -> bool:
+    """Whether any runtime call names a graph or capture API: the cheap test that lets an eager trace skip the walk."""
+    names = tr.names if tr.names is not None else {rt.name for rt in tr.runtime}
+    return any(_HINT.search(n) for n in names if "Graph" in n or "Capture" in n)
+
+
+def _attach_device(tr: Trace, launch_of: dict[int, GraphLaunch], launches: list[GraphLaunch]) -> None:
+    """Each device event to the graph launch whose correlation id it carries, in device time order."""
+    for j, d in enumerate(tr.device):
+        g = launch_of.get(d.correlation)
+        if g is not None:
+            g.device.append(j)
+    for g in launches:
+        g.device.sort(key=lambda j: (tr.device[j].ts, tr.device[j].stream))
 
 
 def _unopened(tr: Trace, order: list[int], end_r: int) -> CaptureRegion:

@@ -145,13 +145,17 @@ def last_boundary(buf: bytearray, end: int | None = None) -> int:
         j = buf.rfind(b"{", 0, j)
         if j <= 0:
             return -1
-        k = j - 1
-        while k >= 0 and buf[k] in WS:
-            k -= 1
+        k = _ws_left(buf, j - 1)
         if k >= 0 and buf[k] == 44:  # ','
-            k -= 1
-            while k >= 0 and buf[k] in WS:
-                k -= 1
+            k = _ws_left(buf, k - 1)
             if k >= 0 and buf[k] == 125:  # '}'
                 return k
     return -1
+
+
+def _ws_left(buf: bytearray, k: int) -> int:
+    """``k`` moved left over whitespace (-1 when only whitespace is left). Once or twice per candidate '{' of
+    last_boundary (one per chunk in practice), never per event."""
+    while k >= 0 and buf[k] in WS:
+        k -= 1
+    return k

@@ -222,7 +222,8 @@ def decode_events(data: bytes | bytearray | memoryview) -> tuple[list[Event], Co
 PIECE = 1 << 19
 
 
-def decode_pieces(buf: bytearray | mmap.mmap, close: int) -> Generator[tuple[list[Event], Counter[str], int], None, int]:
+def decode_pieces(buf: bytearray | mmap.mmap,
+                  close: int) -> Generator[tuple[list[Event], Counter[str], int], None, int]:
     """The events of the array ``buf[0:close + 1]`` (its ``[`` and ``]`` written there meanwhile), decoded in
     pieces of about PIECE bytes, in order: (events, their drops, the index just past the piece's last event).
 
@@ -368,14 +369,7 @@ class EventStream:
         if self._eof:
             return b""
         try:
-            size = max(n, self.chunk)
-            if reuse and isinstance(f, io.BufferedReader):
-                if self._scratch is None or len(self._scratch) < size:
-                    self._scratch = bytearray(size)
-                view = memoryview(self._scratch)
-                data: bytes | memoryview = view[: f.readinto(view[:size])]
-            else:
-                data = f.read(size)
+            data = self._read_chunk(f, max(n, self.chunk), reuse)
         except _GzipTruncated as exc:
             data = exc.tail
             self._summary.damaged = True
@@ -392,6 +386,15 @@ class EventStream:
         if self.progress is not None and self._raw is not None:
             self.progress(self._raw.tell(), self._size)
         return data
+
+    def _read_chunk(self, f: _Source, size: int, reuse: bool) -> bytes | memoryview:
+        """``size`` bytes; from a plain file into the one scratch buffer when ``reuse`` (see ``_read_view``)."""
+        if reuse and isinstance(f, io.BufferedReader):
+            if self._scratch is None or len(self._scratch) < size:
+                self._scratch = bytearray(size)
+            view = memoryview(self._scratch)
+            return view[: f.readinto(view[:size])]
+        return f.read(size)
 
     def _drain(self, f: _Source, tail: bytes) -> bytes:
         """Read to the end, keeping only the last bytes (enough to judge how the document ends)."""
@@ -631,39 +634,13 @@ class EventStream:
             return
         kind, where, comma = jsonscan.scan(buf, 1, len(buf), fresh)
         if kind == END:
-            events, err = self._decode(buf, where)
-            if err is not None:
-                yield from self._bad(f, events, err, bytes(buf[-_TRAILER_WINDOW:]))
-                return
-            self._parse_trailer(buf, where + 1)
-            yield events
+            yield from self._last_complete(f, buf, where)
             return
-        events, err = self._decode(buf, comma) if comma > 0 else ([], None)
-        if comma > 0:
-            self._done = self._abs(before_ws(buf, comma))
+        events, err = self._decode_to_comma(buf, comma)
         if err is None and kind == JUNK:
-            data = bytes(buf[where:])
-            err = (self._abs(where), f"unexpected {data[:1]!r}")
-            try:
-                msgspec.json.decode(data, type=msgspec.Raw)
-            except msgspec.DecodeError as exc:
-                err = self._where(data, where, exc)
-            except RecursionError:
-                pass
+            err = self._junk_error(buf, where)
         if err is None:  # the end came in an element: cut off mid-write, or a syntax error in it?
-            data = bytes(buf[where:]).rstrip(_WS)
-            try:
-                msgspec.json.decode(data, type=msgspec.Raw)
-            except msgspec.DecodeError as exc:
-                at, why = self._where(data, where, exc)
-                if at < self._abs(where + len(data)):
-                    err = (at, why)
-            except RecursionError:  # too deep to tell: take it for the cut
-                pass
-            else:
-                if data:  # complete, only its ',' or the array's ']' is missing: keep it
-                    err = self._decode_element(data, where, events)
-                    self._done = self._abs(where + len(data))
+            err = self._last_element(buf, where, events)
         if err is not None:
             yield from self._bad(f, events, err, bytes(buf[-_TRAILER_WINDOW:]))
             return
@@ -673,6 +650,54 @@ class EventStream:
             f"{self._summary.bytes_read - self._done:,} bytes (events cut off mid-write)")
         if events:
             yield events
+
+    def _decode_to_comma(self, buf: bytearray, comma: int) -> tuple[list[Event], tuple[int, str] | None]:
+        """The elements before the last comma (none when ``comma`` is 0), which are then done."""
+        if comma <= 0:
+            return [], None
+        out = self._decode(buf, comma)
+        self._done = self._abs(before_ws(buf, comma))
+        return out
+
+    def _last_complete(self, f: _Source, buf: bytearray, end: int) -> Iterator[list[Event]]:
+        """The array ends at ``end`` in the last read: its last events, then the trailing header keys."""
+        events, err = self._decode(buf, end)
+        if err is not None:
+            yield from self._bad(f, events, err, bytes(buf[-_TRAILER_WINDOW:]))
+            return
+        self._parse_trailer(buf, end + 1)
+        yield events
+
+    def _junk_error(self, buf: bytearray, where: int) -> tuple[int, str]:
+        """Where and why what follows the last element (not an element, not the array's end) is malformed:
+        msgspec's own words where it finds the fault, else the first unexpected byte."""
+        data = bytes(buf[where:])
+        err = (self._abs(where), f"unexpected {data[:1]!r}")
+        try:
+            msgspec.json.decode(data, type=msgspec.Raw)
+        except msgspec.DecodeError as exc:
+            err = self._where(data, where, exc)
+        except RecursionError:
+            pass
+        return err
+
+    def _last_element(self, buf: bytearray, where: int, events: list[Event]) -> tuple[int, str] | None:
+        """The element the file ends in: None when it was cut off mid-write (the caller reports the truncation),
+        its error when it holds a syntax error before the cut, and kept (into ``events``) when it is complete and
+        only its ',' or the array's ']' is missing."""
+        data = bytes(buf[where:]).rstrip(_WS)
+        try:
+            msgspec.json.decode(data, type=msgspec.Raw)
+        except msgspec.DecodeError as exc:
+            at, why = self._where(data, where, exc)
+            return (at, why) if at < self._abs(where + len(data)) else None
+        except RecursionError:  # too deep to tell: take it for the cut
+            return None
+        if not data:
+            return None
+        err = self._decode_element(data, where, events)
+        self._done = self._abs(where + len(data))
+        return err
 
     def _tail_cut(self, buf: bytearray) -> int:
         """At the end of the file: a candidate cut before the events' closing ']', so that a big last stretch of
@@ -771,27 +796,39 @@ class EventStream:
         while True:
             head = buf.lstrip(_WS)[:1]
             if head and head not in (b"{", b"["):
-                if head not in _SCALAR_STARTS:  # not JSON: no need to read a binary file through
-                    at = self._base + len(buf) - len(buf.lstrip(_WS))
-                    raise TraceFormatError(f"{self.path}: not valid JSON at byte {at:,} "
-                                           f"(no JSON text starts with {head!r})")
-                self._whole_document(buf + self._drain_all(f))  # a JSON scalar, or not JSON at all
+                self._not_an_object(f, buf, head)
             for m in _START.finditer(buf):
                 if self._parse_prefix(buf[: m.end()]):
                     self._base += m.end()
                     return buf[m.end():]
             if head == b"[":  # Chrome's bare-array format: an array of event objects
-                i = buf.index(b"[")
-                first = buf[i + 1:].lstrip(_WS)[:1]
-                if first in (b"{", b"]"):
-                    self._bare = True
-                    self._base += i + 1
-                    return buf[i + 1:]
-                if first or self._eof:
-                    raise TraceFormatError(f"{self.path}: JSON is not a PyTorch profiler trace (no 'traceEvents' list)")
+                rest = self._bare_array(buf)
+                if rest is not None:
+                    return rest
             if self._eof:
                 self._whole_document(buf)
             buf += self._read(f)
+
+    def _not_an_object(self, f: _Source, buf: bytes, head: bytes) -> NoReturn:
+        """The document starts with neither '{' nor '[': a JSON scalar, or not JSON at all (then no need to read a
+        binary file through)."""
+        if head not in _SCALAR_STARTS:
+            at = self._base + len(buf) - len(buf.lstrip(_WS))
+            raise TraceFormatError(f"{self.path}: not valid JSON at byte {at:,} (no JSON text starts with {head!r})")
+        self._whole_document(buf + self._drain_all(f))
+
+    def _bare_array(self, buf: bytes) -> bytes | None:
+        """What follows the '[' of a bare array of events (Chrome's format); None while the read text does not
+        yet show its first element. An array of anything but objects is not a trace."""
+        i = buf.index(b"[")
+        first = buf[i + 1:].lstrip(_WS)[:1]
+        if first in (b"{", b"]"):
+            self._bare = True
+            self._base += i + 1
+            return buf[i + 1:]
+        if first or self._eof:
+            raise TraceFormatError(f"{self.path}: JSON is not a PyTorch profiler trace (no 'traceEvents' list)")
+        return None
 
     def _drain_all(self, f: _Source) -> bytes:
         out: list[bytes] = []

@@ -1,4 +1,11 @@
-"""Renderers by format; each renders both an attribution and a diff. Pick one by name or by output file extension."""
+"""Renderers by format; each renders both an attribution and a diff. Pick one by name or by output file extension.
+
+What this room holds: one renderer per output format (terminal table, JSON, CSV, Markdown, the HTML report with
+its ``report.js``/``timeline.js``/``report.css``) and the lines they share (``base``, ``names``). A renderer
+words and lays out figures the results already hold; it computes none. What it may import (.importlinter's
+layers): ``results`` and the bottom modules (``vocab``, ``model``, ``hardware``, ``text`` ...); never ``run`` or
+the CLI, which sit above it, and no analysis is re-run here. Its tests live in ``tests/renderers/``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,8 @@ from .jsonrenderer import JSONRenderer
 from .markdown import MarkdownRenderer
 from .terminal import TerminalRenderer
 
-RENDERERS: dict[str, type[Renderer]] = {r.name: r for r in (TerminalRenderer, JSONRenderer, CSVRenderer, MarkdownRenderer)}
+RENDERERS: dict[str, type[Renderer]] = {
+    r.name: r for r in (TerminalRenderer, JSONRenderer, CSVRenderer, MarkdownRenderer)}
 DIFF_RENDERERS = RENDERERS  # the same classes render a DiffResult
 
 

@@ -7,7 +7,7 @@ One module per format; each renders both an :class:`~tracekit.results.Attributio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Union
 
 from ..results.attribution import CATEGORIES, Attribution, BlockResult, GraphSummary, RankView, TraceSummary
@@ -116,13 +116,18 @@ def runs_header_lines(result: Attribution) -> list[str]:
     lines = [f"{len(result.runs)} runs, {n:,} trace{'s' if n != 1 else ''}"
              + (f": {next(iter(counts))}" if len(counts) == 1 else "")]
     if len(counts) > 1:
-        for d, k in list(counts.items())[:RUNS_HEADER_LINES]:
-            lines.append(f"  {k} × {d}")
-        if len(counts) > RUNS_HEADER_LINES:
-            lines.append(f"  and {len(counts) - RUNS_HEADER_LINES} more kinds of trace")
+        lines += _trace_kind_lines(counts)
     graphs = sum(1 for t in result.traces if t.graphs is not None and t.graphs.mode != GraphMode.EAGER)
     if graphs:
         lines.append(f"graphs: {graphs} of the traces capture or replay CUDA/HIP graphs (per trace: attribute a run)")
+    return lines
+
+
+def _trace_kind_lines(counts: dict[str, int]) -> list[str]:
+    """The first RUNS_HEADER_LINES trace descriptions with their counts, then how many more kinds there are."""
+    lines = [f"  {k} × {d}" for d, k in list(counts.items())[:RUNS_HEADER_LINES]]
+    if len(counts) > RUNS_HEADER_LINES:
+        lines.append(f"  and {len(counts) - RUNS_HEADER_LINES} more kinds of trace")
     return lines
 
 
@@ -151,15 +156,19 @@ def sweep_notes(rows: list[RunRow]) -> list[str]:
         what = "measured latency where both runs have a measured.json" if any(
             r.speedup_basis == SpeedupBasis.MEASURED for r in rows) else "no run has a measured latency"
         notes.append(f"speedup: over {sweep_key_impl(base)} at the same sequence length; {what}")
-    if any(r.speedup_basis == SpeedupBasis.PROFILED for r in rows):
-        notes.append("p: from the attention blocks' profiled span per step, inflated by the profiler's own launch "
-                     "overhead; measure latency outside the profiler (scripts/profile_attention.py writes measured.json)")
-    if any(r.speedup_launch_bound for r in rows):
-        notes.append("!: a run is launch-bound (the device idles over half the blocks' span): the profiled speedup "
-                     "is not the latency's")
-    if any(r.launch_bound for r in rows):
-        notes.append("LB: launch-bound run")
-    return notes
+    return notes + [text for shown, text in _SWEEP_MARKS if any(shown(r) for r in rows)]
+
+
+# The run table's marks, in footnote order: each footnote is printed when some row carries its mark.
+_SWEEP_MARKS: tuple[tuple[Callable[[RunRow], object], str], ...] = (
+    (lambda r: r.speedup_basis == SpeedupBasis.PROFILED,
+     "p: from the attention blocks' profiled span per step, inflated by the profiler's own launch overhead; "
+     "measure latency outside the profiler (scripts/profile_attention.py writes measured.json)"),
+    (lambda r: r.speedup_launch_bound,
+     "!: a run is launch-bound (the device idles over half the blocks' span): the profiled speedup is not the "
+     "latency's"),
+    (lambda r: r.launch_bound, "LB: launch-bound run"),
+)
 
 
 def measured_lines(r: DiffResult) -> list[str]:
@@ -188,16 +197,24 @@ def graph_line(g: GraphSummary) -> str:
     if g.graph_launches:
         parts.append(f"{g.graph_launches:,} graph launch{'es' if g.graph_launches != 1 else ''} ran "
                      f"{g.replayed_kernels:,} kernels ({fmt_time(g.replayed_us)})")
-    share = g.mapped_share
-    if share is not None:
-        src = f" (from {', '.join(printable(x) for x in g.capture_sources[:2])})" if g.capture_sources else ""
-        parts.append(f"mapped to captured ops: {100 * share:.1f}%{src}")
-        if g.unmapped:
-            parts.append("unmapped: " + ", ".join(f"{short_name(printable(n), 40)} ×{k}"
-                                                   for n, k in list(g.unmapped.items())[:3]))
+    parts += _mapped_parts(g)
     if g.eager_attention_kernels and g.graph_launches:
         parts.append(f"{g.eager_attention_kernels:,} fused attention kernels launched outside graphs")
     return " · ".join(parts)
+
+
+def _mapped_parts(g: GraphSummary) -> list[str]:
+    """How much of the replayed time was tied to captured ops (and from which captures), and the first kernels
+    that were not; nothing when no graph was replayed."""
+    share = g.mapped_share
+    if share is None:
+        return []
+    src = f" (from {', '.join(printable(x) for x in g.capture_sources[:2])})" if g.capture_sources else ""
+    parts = [f"mapped to captured ops: {100 * share:.1f}%{src}"]
+    if g.unmapped:
+        parts.append("unmapped: " + ", ".join(f"{short_name(printable(n), 40)} ×{k}"
+                                               for n, k in list(g.unmapped.items())[:3]))
+    return parts
 
 
 def text_lines(lines: Iterable[str]) -> str:
@@ -216,7 +233,8 @@ def share_line(result: Attribution) -> str:
 
 
 def spread_line(view: RankView) -> str:
-    """``spread over 4 ranks: min 31.0 µs (rank 0) · median 77.5 µs · max 124 µs (rank 3): rank 3 is +46.5 µs (+60.0%) over the median``."""
+    """``spread over 4 ranks: min 31.0 µs (rank 0) · median 77.5 µs · max 124 µs (rank 3): rank 3 is +46.5 µs
+    (+60.0%) over the median``."""
     sp = view.spread
     n = len(view.rows)
     if n == 1:
@@ -274,7 +292,8 @@ def alloc_line(r: DiffResult, conclusions: bool = True) -> str | None:
         return None
     d = m.delta_peak_bytes
     if d is not None:
-        peak = f"peak {_bytes(m.before_peak_bytes)} → {_bytes(m.after_peak_bytes)} ({'+' if d > 0 else ''}{fmt_bytes(d)})"
+        peak = (f"peak {_bytes(m.before_peak_bytes)} → {_bytes(m.after_peak_bytes)} "
+                f"({'+' if d > 0 else ''}{fmt_bytes(d)})")
     elif m.before_peak_bytes is None and m.after_peak_bytes is None:
         peak = "peak unknown (no Total Allocated in the memory events)"
     else:

@@ -6,9 +6,10 @@ An attribution is one row per block × category. A diff is sections in one table
 ``kernel_only_after`` (one row per kernel or op), ``kernel_changed`` (a kernel on both sides whose count or
 time changed beyond noise; ``count`` is the after count), ``span`` (the headline's profiled span, category
 ``total``), ``step_busy``/``step_span`` (the median step as a whole, all its device work: busy time and span,
-category ``total``; only when both sides have ProfilerSteps on a device), ``rank`` (two folders of ranks: rank N before and after, category ``total``, in the ``rank``
-column). With ``--by rank`` an attribution is instead one row per rank × category (RANK_COLUMNS). Rows stream out in chunks, so a huge trace (or a
-200 MB kernel name) never becomes one giant string.
+category ``total``; only when both sides have ProfilerSteps on a device), ``rank`` (two folders of ranks: rank N
+before and after, category ``total``, in the ``rank`` column). With ``--by rank`` an attribution is instead one row
+per rank × category (RANK_COLUMNS). Rows stream out in chunks, so a huge trace (or a 200 MB kernel name) never
+becomes one giant string.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ COLUMNS = ("trace", "step", "phase", "ordinal", "block", "kind", "found_by", "ca
 DIFF_COLUMNS = ("section", "category", "before_us", "after_us", "delta_us", "ratio", "basis", "paired_by", "phase",
                 "kind_before", "kind_after", "block_before", "block_after", "step_before", "step_after",
                 "ordinal_before", "ordinal_after", "trace_before", "trace_after", "kernel", "count", "rank")
-RANK_COLUMNS = ("rank", "trace", "rank_from", "blocks", "category", "time_us", "pct_of_rank", "rank_total_us", "span_us",
-                "idle_us", "attention_share")
+RANK_COLUMNS = ("rank", "trace", "rank_from", "blocks", "category", "time_us", "pct_of_rank", "rank_total_us",
+                "span_us", "idle_us", "attention_share")
 
 CHUNK_CHARS = 1 << 20  # flush the row buffer past this size
 # A text cell starting with one of these is a formula to Excel, LibreOffice and Sheets; numbers (which may start with
@@ -123,55 +124,88 @@ class CSVRenderer(Renderer):
 
     @staticmethod
     def diff_rows(r: DiffResult) -> Iterator[list]:
-        blank = dict.fromkeys(DIFF_COLUMNS, "")
+        """The diff's rows, section by section, in DIFF_COLUMNS order (see the module docstring)."""
+        for section in (_category_rows, _block_rows, _unmatched_rows, _span_rows, _rank_rows, _kernel_rows):
+            yield from section(r)
 
-        def row(**kw: object) -> list:
-            return [{**blank, **kw}[c] for c in DIFF_COLUMNS]
 
-        def side(b: BlockResult, tag: str) -> dict:
-            return {f"kind_{tag}": b.kind, f"block_{tag}": b.name, f"step_{tag}": "" if b.step is None else b.step,
-                    f"ordinal_{tag}": b.ordinal, f"trace_{tag}": b.source}
+_BLANK = dict.fromkeys(DIFF_COLUMNS, "")
 
-        for c, d in r.categories.items():
-            yield row(section="category", category=c, before_us=_num(d.before_us), after_us=_num(d.after_us),
-                      delta_us=_num(d.delta_us), ratio=_ratio(d.before_us, d.after_us), basis=r.basis)
-        yield row(section="category", category="total", before_us=_num(r.before_figures.total_us),
-                  after_us=_num(r.after_figures.total_us), delta_us=_num(r.delta_us),
-                  ratio=_ratio(r.before_figures.total_us, r.after_figures.total_us), basis=r.basis)
-        for p in r.pairs:
+
+def _row(**kw: object) -> list:
+    """One diff row: the given columns, every other one empty."""
+    return [{**_BLANK, **kw}[c] for c in DIFF_COLUMNS]
+
+
+def _side(b: BlockResult, tag: str) -> dict:
+    """The columns naming one side's block (``tag`` is before or after)."""
+    return {f"kind_{tag}": b.kind, f"block_{tag}": b.name, f"step_{tag}": "" if b.step is None else b.step,
+            f"ordinal_{tag}": b.ordinal, f"trace_{tag}": b.source}
+
+
+def _category_rows(r: DiffResult) -> Iterator[list]:
+    """The headline: each category, then the total."""
+    for c, d in r.categories.items():
+        yield _row(section="category", category=c, before_us=_num(d.before_us), after_us=_num(d.after_us),
+                   delta_us=_num(d.delta_us), ratio=_ratio(d.before_us, d.after_us), basis=r.basis)
+    yield _row(section="category", category="total", before_us=_num(r.before_figures.total_us),
+               after_us=_num(r.after_figures.total_us), delta_us=_num(r.delta_us),
+               ratio=_ratio(r.before_figures.total_us, r.after_figures.total_us), basis=r.basis)
+
+
+def _block_rows(r: DiffResult) -> Iterator[list]:
+    """Each block pair × category."""
+    for p in r.pairs:
+        for c in CATEGORIES:
+            bu, au = p.before.categories[c], p.after.categories[c]
+            yield _row(section="block", category=c, before_us=_num(bu), after_us=_num(au), delta_us=_num(au - bu),
+                       ratio=_ratio(bu, au), paired_by=p.paired_by, phase=p.before.phase,
+                       **_side(p.before, "before"), **_side(p.after, "after"))
+
+
+def _unmatched_rows(r: DiffResult) -> Iterator[list]:
+    """Each unpaired block × category, its time on its own side and 0 on the other."""
+    for tag, blocks in (("before", r.unmatched_before), ("after", r.unmatched_after)):
+        for b in blocks:
             for c in CATEGORIES:
-                bu, au = p.before.categories[c], p.after.categories[c]
-                yield row(section="block", category=c, before_us=_num(bu), after_us=_num(au), delta_us=_num(au - bu),
-                          ratio=_ratio(bu, au), paired_by=p.paired_by, phase=p.before.phase,
-                          **side(p.before, "before"), **side(p.after, "after"))
-        for tag, blocks in (("before", r.unmatched_before), ("after", r.unmatched_after)):
-            for b in blocks:
-                for c in CATEGORIES:
-                    v = b.categories[c]
-                    yield row(section=f"block_only_{tag}", category=c, phase=b.phase, **side(b, tag),
-                              before_us=_num(v if tag == "before" else 0.0), after_us=_num(v if tag == "after" else 0.0),
-                              delta_us=_num(-v if tag == "before" else v))
-        yield row(section="span", category="total", before_us=_num(r.before_figures.span_us),
-                  after_us=_num(r.after_figures.span_us), delta_us=_num(r.after_figures.span_us - r.before_figures.span_us),
-                  ratio=_ratio(r.before_figures.span_us, r.after_figures.span_us), basis=r.basis)
-        if r.step_before is not None and r.step_after is not None:
-            for name in ("busy", "span"):
-                b, a = getattr(r.step_before, f"{name}_us"), getattr(r.step_after, f"{name}_us")
-                yield row(section=f"step_{name}", category="total", before_us=_num(b), after_us=_num(a),
-                          delta_us=_num(a - b), ratio=_ratio(b, a), basis=r.basis)
-        for rp in r.ranks:
-            rb = rp.before.total_us if rp.before is not None else None
-            ra = rp.after.total_us if rp.after is not None else None
-            yield row(section="rank", category="total", rank=rp.rank, before_us=_num(rb), after_us=_num(ra),
-                      delta_us=_num(rp.delta_us), ratio=_ratio(rb, ra) if rb is not None and ra is not None else "",
-                      trace_before=rp.before.source if rp.before else "", trace_after=rp.after.source if rp.after else "")
-        for kc in r.kernels_changed:
-            yield row(section="kernel_changed", category=kc.category, kernel=kc.name, count=kc.after.count,
-                      before_us=_num(kc.before.total_us), after_us=_num(kc.after.total_us), delta_us=_num(kc.delta_us),
-                      ratio=_ratio(kc.before.total_us, kc.after.total_us))
-        for tag, ks in (("before", r.only_before), ("after", r.only_after)):
-            for k in ks:
-                yield row(section=f"kernel_only_{tag}", category=k.category, kernel=k.name, count=k.count,
-                          before_us=_num(k.total_us if tag == "before" else 0.0),
-                          after_us=_num(k.total_us if tag == "after" else 0.0),
-                          delta_us=_num(-k.total_us if tag == "before" else k.total_us))
+                v = b.categories[c]
+                yield _row(section=f"block_only_{tag}", category=c, phase=b.phase, **_side(b, tag),
+                           before_us=_num(v if tag == "before" else 0.0),
+                           after_us=_num(v if tag == "after" else 0.0), delta_us=_num(-v if tag == "before" else v))
+
+
+def _span_rows(r: DiffResult) -> Iterator[list]:
+    """The headline's profiled span, then the median step's busy time and span (when both sides have one)."""
+    fb, fa = r.before_figures, r.after_figures
+    yield _row(section="span", category="total", before_us=_num(fb.span_us), after_us=_num(fa.span_us),
+               delta_us=_num(fa.span_us - fb.span_us), ratio=_ratio(fb.span_us, fa.span_us), basis=r.basis)
+    if r.step_before is not None and r.step_after is not None:
+        for name in ("busy", "span"):
+            b, a = getattr(r.step_before, f"{name}_us"), getattr(r.step_after, f"{name}_us")
+            yield _row(section=f"step_{name}", category="total", before_us=_num(b), after_us=_num(a),
+                       delta_us=_num(a - b), ratio=_ratio(b, a), basis=r.basis)
+
+
+def _rank_rows(r: DiffResult) -> Iterator[list]:
+    """Rank N before and after (two folders of ranks); a side without that rank leaves its cells empty."""
+    for rp in r.ranks:
+        rb = rp.before.total_us if rp.before is not None else None
+        ra = rp.after.total_us if rp.after is not None else None
+        yield _row(section="rank", category="total", rank=rp.rank, before_us=_num(rb), after_us=_num(ra),
+                   delta_us=_num(rp.delta_us), ratio=_ratio(rb, ra) if rb is not None and ra is not None else "",
+                   trace_before=rp.before.source if rp.before else "",
+                   trace_after=rp.after.source if rp.after else "")
+
+
+def _kernel_rows(r: DiffResult) -> Iterator[list]:
+    """Kernels changed beyond noise, then the kernels only one side ran."""
+    for kc in r.kernels_changed:
+        yield _row(section="kernel_changed", category=kc.category, kernel=kc.name, count=kc.after.count,
+                   before_us=_num(kc.before.total_us), after_us=_num(kc.after.total_us), delta_us=_num(kc.delta_us),
+                   ratio=_ratio(kc.before.total_us, kc.after.total_us))
+    for tag, ks in (("before", r.only_before), ("after", r.only_after)):
+        for k in ks:
+            yield _row(section=f"kernel_only_{tag}", category=k.category, kernel=k.name, count=k.count,
+                       before_us=_num(k.total_us if tag == "before" else 0.0),
+                       after_us=_num(k.total_us if tag == "after" else 0.0),
+                       delta_us=_num(-k.total_us if tag == "before" else k.total_us))

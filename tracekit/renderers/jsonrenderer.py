@@ -9,8 +9,12 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from ..model import shape_text
 from ..results.efficiency import efficiency_dict
-from ..results.attribution import CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Coverage, Evidence, GraphSummary, RankRow, RankView
+from ..results.attribution import (
+    CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Coverage, Evidence, GraphSummary,
+    RankRow, RankView,
+)
 from ..results.diff import NOISE_MIN_STEPS
 from ..results.measured import Measured
 from ..results.sweep import RunRow, run_rows
@@ -19,7 +23,7 @@ from ..vocab import IDLE_CAUSES, LaneKind
 from .base import Renderer
 
 if TYPE_CHECKING:
-    from ..results.attribution import StepFigures
+    from ..results.attribution import StepFigures, Totals, TraceSummary
     from ..results.diff import (
         AllocDelta, BlockPair, DiffResult, KernelChange, KernelTotal, Noise, RankPair, Spread, WholeStep,
     )
@@ -31,7 +35,43 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None, inter
 
     ``ranks`` (docs/attribution.md, "Ranks") is there for a folder of ranks, or when passed (``--by rank``).
     ``intervals`` adds each block's device intervals (``--with-intervals``: they outweigh the rest of the JSON)."""
-    blocks = [{
+    t = result.totals
+    out: dict = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": tool,
+        "source": result.source,
+        "time_base": result.time_base,
+        "traces": [_trace_dict(s) for s in result.traces],
+        "blocks": [_block_dict(b, intervals) for b in result.blocks],
+        "totals": _totals_dict(t),
+        "top_kernels": [{"name": n, "category": c, "count": k, "total_us": round(us, 3)}
+                        for n, c, k, us in result.top_kernels],
+    }
+    out["device"] = _device_dict(result)
+    out["hints"] = [hint_dict(h) for h in result.hints]
+    if result.measured is not None:
+        out["measured"] = measured_dict(result.measured)
+    if result.runs:  # a folder of runs (--by run): each run's own result, under its name, and its run row
+        out["pooled_over_runs"] = len(result.runs)  # the top-level figures and hints pool every run
+        out["runs"] = _runs_list(result, tool, intervals)
+    if result.coverage is not None:
+        out["coverage"] = _coverage(result.coverage)
+    view = ranks or result.ranks
+    if view is not None:
+        out["ranks"] = ranks_dict(view)
+    return out
+
+
+def _device_dict(result: Attribution) -> dict:
+    """The device and its peaks, or the same keys empty with the reason."""
+    if result.device is None:
+        return {"name": None, "model": None, "peaks": None, "reason": "no device recorded"}
+    return result.device.as_dict()
+
+
+def _block_dict(b: BlockResult, intervals: bool) -> dict:
+    """One block: its identity, figures, efficiency and evidence (and device intervals when asked for)."""
+    return {
         "name": b.name, "kind": b.kind, "found_by": b.found_by, "step": b.step, "ordinal": b.ordinal,
         "phase": b.phase, "total_us": round(b.total_us, 3), "span_us": round(b.span_us, 3),
         "idle_us": round(b.idle_us, 3), "categories": {k: round(v, 3) for k, v in b.categories.items()},
@@ -46,50 +86,39 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None, inter
         **({} if b.recorded is None else {"recorded": dict(b.recorded)}),
         "start_us": _r(b.start_us), "end_us": _r(b.end_us),
         **({"intervals": intervals_list(b)} if intervals else {}),
-    } for b in result.blocks]
-    t = result.totals
-    out: dict = {
-        "schema_version": SCHEMA_VERSION,
-        "tool": tool,
-        "source": result.source,
-        "time_base": result.time_base,
-        "traces": [{
-            "source": s.source, "gpus": s.gpus, "pytorch": s.pytorch, "runtime": s.runtime,
-            "time_base": s.time_base, "steps": s.steps, "events": s.events, "base_us": round(s.base_us, 3),
-            "external_ids_trusted": s.external_ids_trusted, "damaged": s.damaged, "warnings": s.warnings,
-            "shapes": s.shapes, "graphs": graphs_dict(s.graphs), "origin_us": _us(s.origin_ns),
-            "step_figures": [{**_step_figures(f), "start_us": _r(f.start_us), "end_us": _r(f.end_us)}
-                             for f in s.step_figures],
-        } for s in result.traces],
-        "blocks": blocks,
-        "totals": {"total_us": round(t.total_us, 3), "categories": {k: round(v, 3) for k, v in t.categories.items()},
-                   **_roles(t.matmul_roles),
-                   "attention_share": None if t.attention_share is None else round(t.attention_share, 6),
-                   "blocks": t.blocks, "busy_us": round(t.total_us, 3), "span_us": round(t.span_us, 3),
-                   "idle_us": round(t.idle_us, 3), "launch_bound": t.launch_bound,
-                   "idle_by_cause": idle_cause_dict(t.idle_by_cause),
-                   "efficiency": efficiency_dict(t.efficiency, None if t.blocks else "no attention blocks"),
-                   "efficiency_by_category": {k: efficiency_dict(e) for k, e in t.efficiency_by_category.items()}},
-        "top_kernels": [{"name": n, "category": c, "count": k, "total_us": round(us, 3)}
-                        for n, c, k, us in result.top_kernels],
     }
-    out["device"] = result.device.as_dict() if result.device is not None else {
-        "name": None, "model": None, "peaks": None, "reason": "no device recorded"}
-    out["hints"] = [hint_dict(h) for h in result.hints]
-    if result.measured is not None:
-        out["measured"] = measured_dict(result.measured)
-    if result.runs:  # a folder of runs (--by run): each run's own result, under its name, and its run row
-        out["pooled_over_runs"] = len(result.runs)  # the top-level figures and hints pool every run
-        rows = {r.name: r for r in run_rows(result)}
-        out["runs"] = [{"name": r.name, **{k: v for k, v in to_dict(r.attribution, tool, intervals=intervals).items()
-                                            if k not in ("schema_version", "tool")},
-                        "run_row": run_row_dict(rows[r.name])} for r in result.runs]
-    if result.coverage is not None:
-        out["coverage"] = _coverage(result.coverage)
-    view = ranks or result.ranks
-    if view is not None:
-        out["ranks"] = ranks_dict(view)
-    return out
+
+
+def _trace_dict(s: TraceSummary) -> dict:
+    """One input file: its header facts, denominators, shapes, graphs and per-step figures."""
+    return {
+        "source": s.source, "gpus": s.gpus, "pytorch": s.pytorch, "runtime": s.runtime,
+        "time_base": s.time_base, "steps": s.steps, "events": s.events, "base_us": round(s.base_us, 3),
+        "external_ids_trusted": s.external_ids_trusted, "damaged": s.damaged, "warnings": s.warnings,
+        "shapes": [shape_text(x) for x in s.shapes], "graphs": graphs_dict(s.graphs), "origin_us": _us(s.origin_ns),
+        "step_figures": [{**_step_figures(f), "start_us": _r(f.start_us), "end_us": _r(f.end_us)}
+                         for f in s.step_figures],
+    }
+
+
+def _totals_dict(t: Totals) -> dict:
+    """The totals over every block."""
+    return {"total_us": round(t.total_us, 3), "categories": {k: round(v, 3) for k, v in t.categories.items()},
+            **_roles(t.matmul_roles),
+            "attention_share": None if t.attention_share is None else round(t.attention_share, 6),
+            "blocks": t.blocks, "busy_us": round(t.total_us, 3), "span_us": round(t.span_us, 3),
+            "idle_us": round(t.idle_us, 3), "launch_bound": t.launch_bound,
+            "idle_by_cause": idle_cause_dict(t.idle_by_cause),
+            "efficiency": efficiency_dict(t.efficiency, None if t.blocks else "no attention blocks"),
+            "efficiency_by_category": {k: efficiency_dict(e) for k, e in t.efficiency_by_category.items()}}
+
+
+def _runs_list(result: Attribution, tool: str, intervals: bool) -> list[dict]:
+    """A folder of runs: each run's own result (without the schema keys the top level holds) and its run row."""
+    rows = {r.name: r for r in run_rows(result)}
+    return [{"name": r.name, **{k: v for k, v in to_dict(r.attribution, tool, intervals=intervals).items()
+                                if k not in ("schema_version", "tool")},
+             "run_row": run_row_dict(rows[r.name])} for r in result.runs]
 
 
 def intervals_list(b: BlockResult) -> list[list]:
@@ -121,7 +150,8 @@ def hint_dict(h: Hint) -> dict:
 
 
 def idle_cause_dict(causes: dict[str, float] | None) -> dict | None:
-    """``idle_us`` by cause (docs/attribution.md, "Idle by cause"): ``{launch_us, sync_us, other_us}``, summing to it."""
+    """``idle_us`` by cause (docs/attribution.md, "Idle by cause"): ``{launch_us, sync_us, other_us}``, summing to
+    it."""
     return None if causes is None else {f"{c}_us": round(v, 3) for c, v in causes.items()}
 
 

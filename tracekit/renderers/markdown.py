@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..results.attribution import CATEGORIES, Attribution
@@ -40,7 +41,8 @@ def _rank_lines(result: Attribution) -> list[str]:
     cols = ["rank", "trace", "n", "total µs", "span µs", "idle µs"] + [f"{c} µs (%)" for c in CATEGORIES]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(["---:", "---"] + ["---:"] * (len(cols) - 2)) + "|"]
     for r in view.rows:
-        cells = [str(r.rank), _md(r.source), str(r.blocks), f"{r.total_us:,.1f}", f"{r.span_us:,.1f}", f"{r.idle_us:,.1f}"]
+        cells = [str(r.rank), _md(r.source), str(r.blocks), f"{r.total_us:,.1f}", f"{r.span_us:,.1f}",
+                 f"{r.idle_us:,.1f}"]
         cells += [f"{r.categories[c]:,.1f} ({pct(r.categories[c], r.total_us):.1f}%)" for c in CATEGORIES]
         lines.append("| " + " | ".join(cells) + " |")
     return lines + ["", f"- {spread_line(view)}", f"- {rank_from_line(view)}"]
@@ -77,22 +79,32 @@ def _hint_lines(hints: list[Hint]) -> list[str]:
     lines = ["", "Hints:", ""]
     together: list[HintOverlap] = []
     for h in hints:
-        saving = "" if h.saving_us is None else f" Saving: {h.saving_us:,.1f} µs ({h.saving_pct:.1f}%), {h.saving_basis}."
-        if h.saving_kernels:
-            names = ", ".join(short_name(n, 60) for n in h.saving_kernels[:3])
-            saving += f" Counts: {names}{' …' if len(h.saving_kernels) > 3 else ''}."
+        saving = _saving_text(h)
         if h.overlap is not None:
             saving += f" Overlaps {', '.join(r for r in h.overlap.rules if r != h.rule)} (see below)."
             if all(h.overlap is not t for t in together):
                 together.append(h.overlap)
         lines.append(f"- **{h.rule}**: {_md(h.message)}.{_md(saving)}")
-    for ov in together:
-        pct_text = "" if ov.union_pct is None else f" ({ov.union_pct:.1f}%)"
-        shared = ", ".join(short_name(n, 60) for n in ov.shared_kernels[:3])
-        lines.append(_md(f"- Together, {' + '.join(ov.rules)} save at most {ov.union_us:,.1f} µs{pct_text}, not "
-                         f"the sum {ov.sum_us:,.1f} µs: these hints overlap ({ov.double_counted_us:,.1f} µs "
-                         f"counted twice, in {shared})."))
-    return lines
+    return lines + [_together_text(ov) for ov in together]
+
+
+def _saving_text(h: Hint) -> str:
+    """What a hint saves (when estimated), on what basis, and the first kernels it counts."""
+    saving = ("" if h.saving_us is None
+              else f" Saving: {h.saving_us:,.1f} µs ({h.saving_pct:.1f}%), {h.saving_basis}.")
+    if h.saving_kernels:
+        names = ", ".join(short_name(n, 60) for n in h.saving_kernels[:3])
+        saving += f" Counts: {names}{' …' if len(h.saving_kernels) > 3 else ''}."
+    return saving
+
+
+def _together_text(ov: HintOverlap) -> str:
+    """What overlapping hints save together: the union of their kernel time, not the sum."""
+    pct_text = "" if ov.union_pct is None else f" ({ov.union_pct:.1f}%)"
+    shared = ", ".join(short_name(n, 60) for n in ov.shared_kernels[:3])
+    return _md(f"- Together, {' + '.join(ov.rules)} save at most {ov.union_us:,.1f} µs{pct_text}, not "
+               f"the sum {ov.sum_us:,.1f} µs: these hints overlap ({ov.double_counted_us:,.1f} µs "
+               f"counted twice, in {shared}).")
 
 
 class MarkdownRenderer(Renderer):
@@ -111,13 +123,10 @@ class MarkdownRenderer(Renderer):
         lines += [f"- {_md(h)}" for h in (runs_header_lines(result) if runs else header_lines(result))]
         lines.append("")
         if runs:
-            lines += _run_lines(result)
+            lines += _run_lines(result) + _run_hint_lines(result)
         else:
             lines += _rank_lines(result) if self.by == "rank" else self._group_lines(result)
-        if runs:
-            lines += _run_hint_lines(result)
-        elif result.hints:
-            lines += _hint_lines(result.hints)
+            lines += _hint_lines(result.hints) if result.hints else []
         return "\n".join(lines) + "\n"
 
     def _group_lines(self, result: Attribution) -> list[str]:
@@ -140,46 +149,95 @@ class MarkdownRenderer(Renderer):
         return lines
 
     def render_diff(self, r: DiffResult) -> str:
-        lines = [f"**{_md(r.labels[0])} → {_md(r.labels[1])}** — {headline(r)}", ""]
-        lines += [f"- before: {_md(h)}" for h in header_lines(r.before)]
-        lines += [f"- after: {_md(h)}" for h in header_lines(r.after)]
-        lines += [f"- **warning:** {_md(w)}" for w in r.warnings]
-        step = step_line(r)
-        lines += [f"- {step}"] if step else []
-        lines += [f"- figures: {r.basis_note}", f"- {noise_line(r)}", f"- {blocks_line(r)}"]
-        a = alloc_line(r)
-        lines += [f"- {a}"] if a else [f"- {c}" for c in r.conclusions]
-        lines += ["", "| category | before µs | after µs | Δ µs | share of Δ | ratio |", "|---|---:|---:|---:|---:|---:|"]
-        for c, d in r.categories.items():
-            lines.append(f"| {c} | {d.before_us:,.1f} | {d.after_us:,.1f} | {d.delta_us:+,.1f} | "
-                         f"{share_text(d.share_of_delta)} | {ratio_text(d.before_us, d.after_us)} |")
-        lines.append(f"| **total** | {r.before_figures.total_us:,.1f} | {r.after_figures.total_us:,.1f} | "
-                     f"{r.delta_us:+,.1f} | | {ratio_text(r.before_figures.total_us, r.after_figures.total_us)} |")
-        if r.pairs:
-            lines += ["", "| paired blocks (all steps) | phase | n | before µs | after µs | Δ µs | largest change |",
-                      "|---|---|---:|---:|---:|---:|---|"]
-            for g in pair_rows(r):
-                lines.append(f"| {_md(g.label)} | {g.phase} | {g.n} | {g.before_us:,.1f} | {g.after_us:,.1f} | "
-                             f"{g.after_us - g.before_us:+,.1f} | {largest_change(g.deltas)} |")
-        if r.ranks:
-            lines += ["", "| rank | before | after | Δ | ratio |", "|---:|---:|---:|---:|---:|"]
-            lines += [f"| {p.rank} | " + " | ".join(rank_pair_cells(p)) + " |" for p in r.ranks]
-            lines += [f"- {side} {spread_line(v)}" for side, v in (("before", r.before.ranks), ("after", r.after.ranks))
-                      if v is not None]
-        for tag, blocks in (("before", r.unmatched_before), ("after", r.unmatched_after)):
-            for kind, phase, n, us in unmatched_rows(blocks):
-                lines.append(f"- block only {tag}: {_md(kind)} ({phase}) ×{n}, {us:,.1f} µs")
-        for tag, ks, sign in (("before", r.only_before, -1), ("after", r.only_after, 1)):
-            if ks:
-                lines += ["", f"{'Gone' if tag == 'before' else 'New'} ({r.kernel_unit}s only {tag}, all steps):", ""]
-                lines += [f"- {_md(k.name[:120])} ×{k.count}, {sign * k.total_us:+,.1f} µs ({k.category})"
-                          for k in ks[:_KERNELS_SHOWN]]
-                if len(ks) > _KERNELS_SHOWN:
-                    lines.append(f"- … {len(ks) - _KERNELS_SHOWN} more")
-        if r.kernels_changed:
-            lines += ["", f"Changed ({r.kernel_unit}s on both sides, all steps; {_md(r.kernels_changed_note)}):", ""]
-            lines += [f"- {_md(k.name[:120])} ×{k.before.count} → ×{k.after.count}, {k.delta_us:+,.1f} µs ({k.category})"
-                      for k in r.kernels_changed[:_KERNELS_SHOWN]]
-            if len(r.kernels_changed) > _KERNELS_SHOWN:
-                lines.append(f"- … {len(r.kernels_changed) - _KERNELS_SHOWN} more")
+        """The headline and how it was computed, then each section of the report (see :data:`_DIFF_SECTIONS`)."""
+        lines = _diff_header(r)
+        for section in _DIFF_SECTIONS:
+            lines += section(r)
         return "\n".join(lines) + "\n"
+
+
+def _diff_header(r: DiffResult) -> list[str]:
+    """The headline, both sides' headers, warnings, the basis, noise, blocks and memory."""
+    lines = [f"**{_md(r.labels[0])} → {_md(r.labels[1])}** — {headline(r)}", ""]
+    lines += [f"- before: {_md(h)}" for h in header_lines(r.before)]
+    lines += [f"- after: {_md(h)}" for h in header_lines(r.after)]
+    lines += [f"- **warning:** {_md(w)}" for w in r.warnings]
+    step = step_line(r)
+    lines += [f"- {step}"] if step else []
+    lines += [f"- figures: {r.basis_note}", f"- {noise_line(r)}", f"- {blocks_line(r)}"]
+    a = alloc_line(r)
+    return lines + ([f"- {a}"] if a else [f"- {c}" for c in r.conclusions])
+
+
+def _diff_category_lines(r: DiffResult) -> list[str]:
+    """The category table and its total."""
+    lines = ["", "| category | before µs | after µs | Δ µs | share of Δ | ratio |", "|---|---:|---:|---:|---:|---:|"]
+    for c, d in r.categories.items():
+        lines.append(f"| {c} | {d.before_us:,.1f} | {d.after_us:,.1f} | {d.delta_us:+,.1f} | "
+                     f"{share_text(d.share_of_delta)} | {ratio_text(d.before_us, d.after_us)} |")
+    lines.append(f"| **total** | {r.before_figures.total_us:,.1f} | {r.after_figures.total_us:,.1f} | "
+                 f"{r.delta_us:+,.1f} | | {ratio_text(r.before_figures.total_us, r.after_figures.total_us)} |")
+    return lines
+
+
+def _diff_pair_lines(r: DiffResult) -> list[str]:
+    """The paired blocks, grouped, with each group's largest category change."""
+    if not r.pairs:
+        return []
+    lines = ["", "| paired blocks (all steps) | phase | n | before µs | after µs | Δ µs | largest change |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for g in pair_rows(r):
+        lines.append(f"| {_md(g.label)} | {g.phase} | {g.n} | {g.before_us:,.1f} | {g.after_us:,.1f} | "
+                     f"{g.after_us - g.before_us:+,.1f} | {largest_change(g.deltas)} |")
+    return lines
+
+
+def _diff_rank_lines(r: DiffResult) -> list[str]:
+    """Rank N before and after, then each side's spread over its ranks."""
+    if not r.ranks:
+        return []
+    lines = ["", "| rank | before | after | Δ | ratio |", "|---:|---:|---:|---:|---:|"]
+    lines += [f"| {p.rank} | " + " | ".join(rank_pair_cells(p)) + " |" for p in r.ranks]
+    return lines + [f"- {side} {spread_line(v)}" for side, v in (("before", r.before.ranks), ("after", r.after.ranks))
+                    if v is not None]
+
+
+def _diff_unmatched_lines(r: DiffResult) -> list[str]:
+    """Blocks that found no partner, per side."""
+    return [f"- block only {tag}: {_md(kind)} ({phase}) ×{n}, {us:,.1f} µs"
+            for tag, blocks in (("before", r.unmatched_before), ("after", r.unmatched_after))
+            for kind, phase, n, us in unmatched_rows(blocks)]
+
+
+def _diff_gone_new_lines(r: DiffResult) -> list[str]:
+    """Kernels only before (gone), then only after (new), signed; the first few, then a count of the rest."""
+    lines: list[str] = []
+    for tag, ks, sign in (("before", r.only_before, -1), ("after", r.only_after, 1)):
+        if ks:
+            lines += ["", f"{'Gone' if tag == 'before' else 'New'} ({r.kernel_unit}s only {tag}, all steps):", ""]
+            lines += [f"- {_md(k.name[:120])} ×{k.count}, {sign * k.total_us:+,.1f} µs ({k.category})"
+                      for k in ks[:_KERNELS_SHOWN]]
+            lines += _more(len(ks))
+    return lines
+
+
+def _diff_changed_lines(r: DiffResult) -> list[str]:
+    """Kernels on both sides that changed beyond noise, with the rule applied."""
+    if not r.kernels_changed:
+        return []
+    lines = ["", f"Changed ({r.kernel_unit}s on both sides, all steps; {_md(r.kernels_changed_note)}):", ""]
+    lines += [f"- {_md(k.name[:120])} ×{k.before.count} → ×{k.after.count}, {k.delta_us:+,.1f} µs ({k.category})"
+              for k in r.kernels_changed[:_KERNELS_SHOWN]]
+    return lines + _more(len(r.kernels_changed))
+
+
+def _more(n: int) -> list[str]:
+    """The "… N more" line of a list cut at _KERNELS_SHOWN entries (none when it was not cut)."""
+    return [f"- … {n - _KERNELS_SHOWN} more"] if n > _KERNELS_SHOWN else []
+
+
+# The sections of a diff report, in reading order.
+_DIFF_SECTIONS: tuple[Callable[[DiffResult], list[str]], ...] = (
+    _diff_category_lines, _diff_pair_lines, _diff_rank_lines, _diff_unmatched_lines, _diff_gone_new_lines,
+    _diff_changed_lines,
+)

@@ -110,7 +110,8 @@ def _focus(pick: Callable[[list[str]], str | None]) -> Callable[[str, int], str]
 
 
 def _functor(idents: list[str]) -> str | None:
-    """The innermost functor that is not a wrapper: ``MulFunctor``, ``CUDAFunctor_add``, ``FillFunctor``, ``sum_functor``."""
+    """The innermost functor that is not a wrapper: ``MulFunctor``, ``CUDAFunctor_add``, ``FillFunctor``,
+    ``sum_functor``."""
     found = [x for x in idents if re.search(r"Functor|_functor$", x) and not _GENERIC.match(x)]
     return found[-1] if found else None
 
@@ -127,7 +128,8 @@ def _op(idents: list[str]) -> str | None:
 
 
 def _flatten_templates(s: str) -> str:
-    """Brackets nested two deep become ``<…>``, keeping a leading run of numbers (a tile shape: ``<64, 128, 128, 4, …>``)."""
+    """Brackets nested two deep become ``<…>``, keeping a leading run of numbers (a tile shape:
+    ``<64, 128, 128, 4, …>``)."""
     out: list[str] = []
     depth = 0
     i = 0
@@ -219,7 +221,8 @@ def _flag_args(s: str) -> str:
 
 
 def _numeric_templates(s: str) -> str:
-    """``kernel<Traits<64, 128, 128, 4, …>, …>`` → ``kernel<64, 128, 128, 4, …>``: the tile sizes without the traits name."""
+    """``kernel<Traits<64, 128, 128, 4, …>, …>`` → ``kernel<64, 128, 128, 4, …>``: the tile sizes without the
+    traits name."""
     t = _NUMERIC_TEMPLATE.sub(lambda m: m.group(1), s)
     while f", {ELLIPSIS}, {ELLIPSIS}" in t:
         t = t.replace(f", {ELLIPSIS}, {ELLIPSIS}", f", {ELLIPSIS}")
@@ -238,7 +241,8 @@ def _focus_args(s: str) -> str:
 # Ordered: each runs only while the name is still wider than its column.
 NAME_RULES: tuple[NameRule, ...] = (
     NameRule(name="void-prefix", keeps="everything", apply=lambda s, w: s[5:] if s.startswith("void ") else s),
-    NameRule(name="call-signature", keeps="the kernel and its template arguments", apply=lambda s, w: _drop_call_signature(s)),
+    NameRule(name="call-signature", keeps="the kernel and its template arguments",
+             apply=lambda s, w: _drop_call_signature(s)),
     NameRule(name="lambda-scopes", keeps="the function that holds the lambda",
              apply=_repeat(_LAMBDA, "")),
     NameRule(name="noise-namespaces", keeps="every name, without at::native::, c10::, std::, (anonymous namespace)::",

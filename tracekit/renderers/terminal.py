@@ -17,14 +17,17 @@ from ..vocab import Phase, UnlinkedReason
 from .base import (
     latency_cell, measured_lines, runs_header_lines, speedup_cell, sweep_notes,
     HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, noise_line, pair_rows,
-    pct, printable, rank_from_line, text_lines, rank_pair_cells, rank_view_of, ratio_text, roles_line, share_line, share_text, spread_line,
+    pct, printable, rank_from_line, text_lines, rank_pair_cells, rank_view_of, ratio_text, roles_line, share_line,
+    share_text, spread_line,
     signed, step_line, unmatched_rows,
 )
 from .names import ELLIPSIS, short_name
 
 if TYPE_CHECKING:
+    from ..results.attribution import RankRow, Totals
     from ..results.diff import DiffResult
     from ..results.hints import Hint, HintOverlap
+    from ..results.sweep import RunRow
 
 _TOP_SHOWN = 8  # top kernels of an attribution
 _KERNELS_SHOWN = 8  # gone/new kernels of a diff
@@ -96,64 +99,90 @@ class Col:
     drop: int | None = None
 
 
+_Shown = tuple[str, list[str], bool]  # a column as laid out: head, cells, right-aligned
+
+
+def _shown(c: Col, label_w: int | None) -> _Shown:
+    """A column as laid out: a names column's head and cells shortened to ``label_w`` (when given)."""
+    if not c.names or label_w is None:
+        return c.head, c.cells, c.right
+    return short_name(c.head, label_w), [short_name(x, label_w) for x in c.cells], c.right
+
+
+def _row_text(cells: list[str], widths: list[int], shown: list[_Shown]) -> str:
+    """One line of the table: each cell padded to its column's width, on its column's side."""
+    return "  ".join(x.rjust(w) if right else x.ljust(w) for x, w, (_, _, right) in zip(cells, widths, shown)).rstrip()
+
+
 def _layout(cols: list[Col], label_w: int | None) -> list[str]:
-    shown = []
-    for c in cols:
-        cells = [short_name(x, label_w) for x in c.cells] if c.names and label_w is not None else c.cells
-        shown.append((c.head if not c.names or label_w is None else short_name(c.head, label_w), cells, c.right))
+    """The heading, a rule under it and the rows, each column as wide as its widest cell."""
+    shown = [_shown(c, label_w) for c in cols]
     widths = [max([len(h)] + [len(x) for x in cells]) for h, cells, _ in shown]
     rows = [[h for h, _, _ in shown]] + [list(r) for r in zip(*(cells for _, cells, _ in shown))]
-    out = []
-    for n, r in enumerate(rows):
-        out.append("  ".join(x.rjust(w) if right else x.ljust(w)
-                             for x, w, (_, _, right) in zip(r, widths, shown)).rstrip())
-        if n == 0:
-            out.append("  ".join("-" * w for w in widths))
+    out = [_row_text(r, widths, shown) for r in rows]
+    out.insert(1, "  ".join("-" * w for w in widths))
     return out
+
+
+def _wide(lines: list[str], width: int) -> bool:
+    return max(len(x) for x in lines) > width
+
+
+def _label_room(cols: list[Col], width: int, limit: int) -> int | None:
+    """The width left for names beside the other columns, at least ``limit``; None without a names column."""
+    if not any(c.names for c in cols):
+        return None
+    others = _layout([c for c in cols if not c.names], None)
+    rest = len(others[1]) + 2 if others and others[0] else 0
+    return max(limit, width - rest)
+
+
+def _cut(lines: list[str], width: int) -> list[str]:
+    """Lines longer than ``width`` cut, with "…" as their last character."""
+    return [x if len(x) <= width else x[:width - 1] + ELLIPSIS for x in lines]
+
+
+def _drop_until_fits(cols: list[Col], width: int) -> tuple[list[Col], list[str]]:
+    """Droppable columns go, lowest rank first, until the table (names at the soft limit) fits."""
+    lines = _layout(cols, _label_room(cols, width, _LABEL_SOFT))
+    for c in sorted((c for c in cols if c.drop is not None), key=lambda c: c.drop or 0):
+        if not _wide(lines, width):
+            break
+        cols = [x for x in cols if x is not c]
+        lines = _layout(cols, _label_room(cols, width, _LABEL_SOFT))
+    return cols, lines
 
 
 def fit_table(cols: list[Col], width: int) -> list[str]:
     """The table in at most ``width`` columns. In order, while it is too wide (docs/attribution.md, "Terminal width"):
     names are shortened to 24 characters, cells switch to their compact form, droppable columns go (lowest
     rank first), names are shortened to 10 characters, and last, lines are cut with "…"."""
-    def wide(lines: list[str]) -> bool:
-        return max(len(x) for x in lines) > width
-
-    def label_room(limit: int) -> int | None:
-        names = [c for c in cols if c.names]
-        if not names:
-            return None
-        others = _layout([c for c in cols if not c.names], None)
-        rest = len(others[1]) + 2 if others and others[0] else 0
-        return max(limit, width - rest)
-
     lines = _layout(cols, None)
-    if not wide(lines):
+    if not _wide(lines, width):
         return lines
-    lines = _layout(cols, label_room(_LABEL_SOFT))
-    if not wide(lines):
+    lines = _layout(cols, _label_room(cols, width, _LABEL_SOFT))
+    if not _wide(lines, width):
         return lines
     for c in cols:
         if c.compact is not None:
             c.cells, c.head = c.compact, c.compact_head or c.head
-    lines = _layout(cols, label_room(_LABEL_SOFT))
-    for c in sorted((c for c in cols if c.drop is not None), key=lambda c: c.drop or 0):
-        if not wide(lines):
-            return lines
-        cols = [x for x in cols if x is not c]
-        lines = _layout(cols, label_room(_LABEL_SOFT))
-    if wide(lines):
-        lines = _layout(cols, label_room(_LABEL_HARD))
-    return [x if len(x) <= width else x[:width - 1] + ELLIPSIS for x in lines]
+    cols, lines = _drop_until_fits(cols, width)
+    if not _wide(lines, width):
+        return lines
+    return _cut(_layout(cols, _label_room(cols, width, _LABEL_HARD)), width)
 
 
 def _table(rows: list[list[str]], right: set[int], width: int, names: int | None = 0,
            drop: dict[int, int] | None = None) -> list[str]:
     """A table from rows (the first is the heading), column ``names`` holding names."""
-    drop = drop or {}
-    cols = [Col(head=rows[0][i], cells=[r[i] for r in rows[1:]], right=i in right, names=i == names,
+    return fit_table(_cols(rows, right, names, drop or {}), width)
+
+
+def _cols(rows: list[list[str]], right: set[int], names: int | None, drop: dict[int, int]) -> list[Col]:
+    """Rows (the first is the heading) as columns: ``right`` aligned right, ``names`` the names column, ``drop``
+    each droppable column's rank."""
+    return [Col(head=rows[0][i], cells=[r[i] for r in rows[1:]], right=i in right, names=i == names,
                 drop=drop.get(i)) for i in range(len(rows[0]))]
-    return fit_table(cols, width)
 
 
 def _drop_forward_phase(cols: list[Col]) -> list[Col]:
@@ -196,60 +225,76 @@ def _efficiency_lines(result: Attribution, width: int) -> list[str]:
     """Per block kind: FLOPs, achieved TFLOP/s and GB/s, % of the roofline and the bound (tracekit.flops)."""
     if result.time_base == "host" or not result.blocks:
         return []
-    dev = result.device
     tot = result.totals.efficiency
-    if dev is not None and dev.peaks is not None:
-        pk = dev.peaks  # the peaks of the dtypes the figures were counted at (hardware.compute_peak); else bf16's
-        dts = tot.dtypes if tot is not None and tot.dtypes else ("bf16",)
-        tf = ", ".join(f"{d} {pk.tflops(d) or 'n/a'}" for d in dts)
-        roof = f"{dev.name} → {pk.model}: {tf} TFLOP/s, {pk.mem_gb_per_s:.0f} GB/s (dense peaks)"
-    else:
-        roof = dev.reason if dev is not None and dev.reason else "no device peaks"
     if tot is None or tot.ops == 0:
         why = tot.reason if tot is not None and tot.reason else "no FLOP counts"
         return ["", *wrap(f"efficiency: n/a ({why})", width)]
+    groups = _efficiency_groups(result)
+    extra = [(("all blocks", ""), (tot, [result.totals.total_us]))] if len(groups) > 1 else []
+    rows = [["block kind", "phase", "FLOPs", "TFLOP/s", "GB/s", "of roof", "bound", "timed"]]
+    rows += [_efficiency_row(kind, phase, e, busy[0]) for (kind, phase), (e, busy) in list(groups.items()) + extra]
+    cols = _cols(rows, right={2, 3, 4, 5, 7}, names=0, drop={4: 2, 7: 1, 2: 3})
+    return (["", *wrap(f"efficiency of kernels with recorded shapes — roof: {_roof(result)}", width)]
+            + fit_table(_drop_forward_phase(cols), width)
+            + wrap("(timed: share of the blocks' busy time in kernels whose FLOPs/bytes are counted)", width))
+
+
+def _roof(result: Attribution) -> str:
+    """The roofline the efficiency is measured against: the device's dense peaks at the dtypes the figures were
+    counted at (hardware.compute_peak; else bf16's), or why there is none."""
+    dev, tot = result.device, result.totals.efficiency
+    if dev is None or dev.peaks is None:
+        return dev.reason if dev is not None and dev.reason else "no device peaks"
+    pk = dev.peaks
+    dts = tot.dtypes if tot is not None and tot.dtypes else ("bf16",)
+    tf = ", ".join(f"{d} {pk.tflops(d) or 'n/a'}" for d in dts)
+    return f"{dev.name} → {pk.model}: {tf} TFLOP/s, {pk.mem_gb_per_s:.0f} GB/s (dense peaks)"
+
+
+def _efficiency_groups(result: Attribution) -> dict[tuple[str, str], tuple[Efficiency, list[float]]]:
+    """(kind, phase) -> the merged efficiency of its blocks with FLOP counts, and their busy time."""
     groups: dict[tuple[str, str], tuple[Efficiency, list[float]]] = {}
     for b in result.blocks:
         if b.efficiency is not None:
             e, busy = groups.setdefault((b.kind, b.phase), (Efficiency(), [0.0]))
             e.add(b.efficiency)
             busy[0] += b.total_us
-    rows = [["block kind", "phase", "FLOPs", "TFLOP/s", "GB/s", "of roof", "bound", "timed"]]
-    extra = [(("all blocks", ""), (tot, [result.totals.total_us]))] if len(groups) > 1 else []
-    for (kind, phase), (e, busy) in list(groups.items()) + extra:
-        if e.ops == 0:
-            rows.append([kind, phase, "n/a", "", "", "", "", ""])
-            continue
-        t = e.time_ns
-        roof_pct = e.roof_pct
-        rows.append([kind, phase, _fmt_flops(e.flops), f"{e.flops / t / 1e3:.1f}" if t else "n/a",
-                     f"{e.bytes / t:.0f}" if t else "n/a", "n/a" if roof_pct is None else f"{roof_pct:.1f}%",
-                     e.bound or "n/a", f"{pct(t / 1000, busy[0]):.0f}%"])
-    cols = [Col(head=rows[0][i], cells=[r[i] for r in rows[1:]], right=i in {2, 3, 4, 5, 7}, names=i == 0,
-                drop={4: 2, 7: 1, 2: 3}.get(i)) for i in range(len(rows[0]))]
-    return (["", *wrap(f"efficiency of kernels with recorded shapes — roof: {roof}", width)]
-            + fit_table(_drop_forward_phase(cols), width)
-            + wrap("(timed: share of the blocks' busy time in kernels whose FLOPs/bytes are counted)", width))
+    return groups
+
+
+def _efficiency_row(kind: str, phase: str, e: Efficiency, busy_us: float) -> list[str]:
+    """One row of the efficiency table: FLOPs, rates, share of the roof, the bound and the share of busy time timed."""
+    if e.ops == 0:
+        return [kind, phase, "n/a", "", "", "", "", ""]
+    t = e.time_ns
+    roof_pct = e.roof_pct
+    return [kind, phase, _fmt_flops(e.flops), f"{e.flops / t / 1e3:.1f}" if t else "n/a",
+            f"{e.bytes / t:.0f}" if t else "n/a", "n/a" if roof_pct is None else f"{roof_pct:.1f}%",
+            e.bound or "n/a", f"{pct(t / 1000, busy_us):.0f}%"]
 
 
 def _rank_lines(result: Attribution, width: int) -> list[str]:
     """``--by rank``: one row per rank (attention time, split, span, idle) and the spread: the straggler view."""
     view = rank_view_of(result)
     idle = any(r.launch_bound is not None for r in view.rows)
-    head = ["rank", "trace", "n", "total", "share", "span"] + (["idle"] if idle else []) + [HEADS[c] for c in CATEGORIES]
+    head = (["rank", "trace", "n", "total", "share", "span"] + (["idle"] if idle else [])
+            + [HEADS[c] for c in CATEGORIES])
     tunit = time_unit(r.total_us for r in view.rows)
     sunit = time_unit(r.span_us for r in view.rows)
     cunits = {c: time_unit(r.categories[c] for r in view.rows) for c in CATEGORIES}
-    rows = [head]
-    for r in view.rows:
-        cells = [str(r.rank), r.source, str(r.blocks), fmt_in(r.total_us, tunit), share_text(r.attention_share),
-                 fmt_in(r.span_us, sunit)]
-        cells += [f"{pct(r.idle_us, r.span_us):.0f}%"] if idle else []
-        cells += [f"{fmt_in(r.categories[c], cunits[c])} {pct(r.categories[c], r.total_us):4.1f}%" for c in CATEGORIES]
-        rows.append(cells)
+    rows = [head] + [_rank_cells(r, idle, tunit, sunit, cunits) for r in view.rows]
     drop = {1: 1, 2: 3, 5: 2}
     return (_table(rows, right={0} | set(range(2, len(head))), width=width, names=1, drop=drop)
             + _wrap_all([spread_line(view), rank_from_line(view)], width))
+
+
+def _rank_cells(r: RankRow, idle: bool, tunit: str, sunit: str, cunits: dict[str, str]) -> list[str]:
+    """One rank's row: its time, share, span, idle (on device ranks) and each category's time and share."""
+    cells = [str(r.rank), r.source, str(r.blocks), fmt_in(r.total_us, tunit), share_text(r.attention_share),
+             fmt_in(r.span_us, sunit)]
+    cells += [f"{pct(r.idle_us, r.span_us):.0f}%"] if idle else []
+    cells += [f"{fmt_in(r.categories[c], cunits[c])} {pct(r.categories[c], r.total_us):4.1f}%" for c in CATEGORIES]
+    return cells
 
 
 def _event_lines(rows: list[tuple[float, str, str, str]], width: int, sign: bool = False,
@@ -264,11 +309,14 @@ def _event_lines(rows: list[tuple[float, str, str, str]], width: int, sign: bool
     catw = max([0] + [len(cat) for _, _, cat, _ in rows])
     out = []
     for t, (_, count, cat, name) in zip(times, rows):
-        prefix = f"  {t:>{tw}}  {count:>{cw}}  " + (f"{cat:<{catw}} " if catw else "")
-        if width - len(prefix) < 16 and catw:  # too narrow for a useful name: the category goes first
-            prefix = f"  {t:>{tw}}  {count:>{cw}}  "
+        prefix = _event_prefix(f"  {t:>{tw}}  {count:>{cw}}  ", f"{cat:<{catw}} " if catw else "", width)
         out.append(prefix + short_name(name, max(1, width - len(prefix))))
-    return [x if len(x) <= width else x[:width - 1] + ELLIPSIS for x in out]
+    return _cut(out, width)
+
+
+def _event_prefix(lead: str, cat: str, width: int) -> str:
+    """The time and count, then the category unless that leaves too little room for a useful name."""
+    return lead if cat and width - len(lead + cat) < 16 else lead + cat
 
 
 # How the terminal names each unlinked reason (the JSON keys are the vocab.UnlinkedReason values).
@@ -337,28 +385,51 @@ def _run_lines(result: Attribution, w: int) -> list[str]:
     for r in rows:
         r.check()
     measured = any(r.measured is not None for r in rows)
-    busy_u, span_u = time_unit(r.busy_us for r in rows), time_unit(r.span_us for r in rows)
+    lines = wrap(f"runs: {'latency measured outside the profiler (one forward pass); ' if measured else ''}"
+                 "profiled busy, span and idle are totals over each run's steps", w)
+    lines += fit_table(_run_cols(rows, measured), w) + _wrap_all(sweep_notes(rows), w)
+    return lines + ["", "share of each run's busy time by category:"] + fit_table(_run_share_cols(rows), w)
+
+
+def _run_cols(rows: list[RunRow], measured: bool) -> list[Col]:
+    """The run table's columns: name, blocks, latency and speedup (when measured), busy, span, idle."""
     cols = [Col(head="run", cells=[r.name for r in rows], right=False, names=True),
             Col(head="n", cells=[str(r.blocks) for r in rows], drop=1)]
     if measured:
-        cols.append(Col(head="latency", cells=[latency_cell(r) for r in rows],
-                        compact=[latency_cell(r).split(" ±")[0].removesuffix(" ms") for r in rows],
-                        compact_head="latency ms"))
+        cols.append(_latency_col(rows))
     if any(r.speedup is not None for r in rows):
         cols.append(Col(head="speedup", cells=[speedup_cell(r) for r in rows]))
-    cols += [Col(head="busy", cells=[fmt_in(r.busy_us, busy_u) for r in rows]),
-             Col(head="span", cells=[fmt_in(r.span_us, span_u) for r in rows])]
+    cols += _busy_span_cols(rows)
     if any(r.launch_bound is not None for r in rows):
-        cols.append(Col(head="idle", cells=[("—" if r.idle_pct is None else f"{r.idle_pct:.0f}%")
-                                            + (" LB" if r.launch_bound else "") for r in rows]))
-    lines = wrap(f"runs: {'latency measured outside the profiler (one forward pass); ' if measured else ''}"
-                 "profiled busy, span and idle are totals over each run's steps", w)
-    lines += fit_table(cols, w) + _wrap_all(sweep_notes(rows), w)
+        cols.append(Col(head="idle", cells=[_idle_cell(r) for r in rows]))
+    return cols
+
+
+def _latency_col(rows: list[RunRow]) -> Col:
+    """Measured latency ± its spread; narrowed, the milliseconds alone."""
+    return Col(head="latency", cells=[latency_cell(r) for r in rows],
+               compact=[latency_cell(r).split(" ±")[0].removesuffix(" ms") for r in rows], compact_head="latency ms")
+
+
+def _busy_span_cols(rows: list[RunRow]) -> list[Col]:
+    """Each run's profiled busy time and span, each column in its own unit."""
+    busy_u, span_u = time_unit(r.busy_us for r in rows), time_unit(r.span_us for r in rows)
+    return [Col(head="busy", cells=[fmt_in(r.busy_us, busy_u) for r in rows]),
+            Col(head="span", cells=[fmt_in(r.span_us, span_u) for r in rows])]
+
+
+def _idle_cell(r: RunRow) -> str:
+    """A run's idle share, marked LB when it is launch-bound."""
+    return ("—" if r.idle_pct is None else f"{r.idle_pct:.0f}%") + (" LB" if r.launch_bound else "")
+
+
+def _run_share_cols(rows: list[RunRow]) -> list[Col]:
+    """Each run's busy time by category, in percent."""
     shares = [Col(head="run", cells=[r.name for r in rows], right=False, names=True)]
     for c in CATEGORIES:
         shares.append(Col(head=SHORT_HEADS[c], cells=[f"{pct(r.categories[c], r.busy_us):.1f}" for r in rows],
                           compact=[f"{pct(r.categories[c], r.busy_us):.0f}" for r in rows]))
-    return lines + ["", "share of each run's busy time by category:"] + fit_table(shares, w)
+    return shares
 
 
 def _run_role_lines(result: Attribution, w: int) -> list[str]:
@@ -402,12 +473,7 @@ def _hint_lines(hints: list[Hint], w: int) -> list[str]:
         if h.saving_us is None:
             lines += wrap(f"    saving: not estimated; {h.saving_basis}", w)
             continue
-        names = h.saving_kernels
-        counts = ", ".join(short_name(n, 48) for n in names[:_SAVING_NAMES]) + (
-            f" (+{len(names) - _SAVING_NAMES} more)" if len(names) > _SAVING_NAMES else "")
-        how = "up to" if h.saving_basis.startswith("upper bound") else "about"
-        lines += wrap(f"    saving: {how} {fmt_time(h.saving_us)} ({h.saving_pct:.1f}%); {h.saving_basis}"
-                      + (f"; counts {counts}" if counts else ""), w)
+        lines += wrap(_saving_line(h, h.saving_us), w)
         ov = h.overlap
         if ov is not None:
             lines += wrap(f"    overlaps {', '.join(f'[{r}]' for r in ov.rules if r != h.rule)}: the savings count "
@@ -415,11 +481,69 @@ def _hint_lines(hints: list[Hint], w: int) -> list[str]:
             if all(ov is not t for t in together):
                 together.append(ov)
     for ov in together:
-        pct_text = "" if ov.union_pct is None else f" ({ov.union_pct:.1f}%)"
-        lines += wrap(f"  together: {' + '.join(ov.rules)} save at most {fmt_time(ov.union_us)}{pct_text}, not the "
-                      f"sum {fmt_time(ov.sum_us)}: these hints overlap ({fmt_time(ov.double_counted_us)} counted "
-                      f"twice, in {', '.join(short_name(n, 48) for n in ov.shared_kernels[:_SAVING_NAMES])})", w)
+        lines += wrap(_together_line(ov), w)
     return lines
+
+
+_GroupRow = tuple[str, str, int, float, float, float, dict[str, float]]  # label, phase, n, total, span, idle, cats
+
+
+def _group_cols(label: str, rows: list[_GroupRow], idle: bool) -> list[Col]:
+    """The grouped table's columns: the group, phase, blocks, total, span, idle share (device blocks only) and
+    each category's time and share of the group's total (its share alone when narrowed)."""
+    cols = [Col(head=label, cells=[r[0] for r in rows], right=False, names=True),
+            Col(head="phase", cells=[r[1] for r in rows], right=False),
+            Col(head="n", cells=[str(r[2]) for r in rows], drop=4),
+            *_total_span_cols(rows)]
+    if idle:
+        cols.append(Col(head="idle", cells=[f"{pct(r[5], r[4]):.0f}%" for r in rows], drop=2))
+    return cols + [_group_category_col(rows, c) for c in CATEGORIES]
+
+
+def _total_span_cols(rows: list[_GroupRow]) -> list[Col]:
+    """Each group's busy total and span, each column in its own unit (the span goes first when narrowed)."""
+    tunit = time_unit(r[3] for r in rows)
+    sunit = time_unit(r[4] for r in rows)
+    return [Col(head="total", cells=[fmt_in(r[3], tunit) for r in rows]),
+            Col(head="span", cells=[fmt_in(r[4], sunit) for r in rows], drop=1)]
+
+
+def _group_category_col(rows: list[_GroupRow], c: str) -> Col:
+    """One category's time (in its own unit) and share of each group's total; narrowed, the share alone."""
+    cunit = time_unit(r[6][c] for r in rows)
+    return Col(head=HEADS[c], cells=[f"{fmt_in(r[6][c], cunit)} {pct(r[6][c], r[3]):4.1f}%" for r in rows],
+               compact=[f"{pct(r[6][c], r[3]):.1f}%" for r in rows], compact_head=SHORT_HEADS[c])
+
+
+def _idle_notes(tot: Totals, idle: bool, w: int) -> list[str]:
+    """Under the grouped table: the launch-bound note, then the idle time by cause (device blocks only)."""
+    lines: list[str] = []
+    if tot.launch_bound:
+        lines += wrap(f"launch-bound: the device is idle {pct(tot.idle_us, tot.span_us):.0f}% of the blocks' span "
+                      f"(busy {fmt_time(tot.total_us)} of {fmt_time(tot.span_us)}); busy time understates what "
+                      f"the blocks cost in wall clock", w)
+    cause = idle_cause_line(tot.idle_by_cause, tot.idle_us) if idle else None
+    if cause:  # under the launch-bound note, or apart from the table's rows
+        lines += ([] if tot.launch_bound else [""]) + wrap(cause, w)
+    return lines
+
+
+def _saving_line(h: Hint, saving_us: float) -> str:
+    """What an estimated hint saves, on what basis, and the first kernels it counts."""
+    names = h.saving_kernels
+    counts = ", ".join(short_name(n, 48) for n in names[:_SAVING_NAMES]) + (
+        f" (+{len(names) - _SAVING_NAMES} more)" if len(names) > _SAVING_NAMES else "")
+    how = "up to" if h.saving_basis.startswith("upper bound") else "about"
+    return (f"    saving: {how} {fmt_time(saving_us)} ({h.saving_pct:.1f}%); {h.saving_basis}"
+            + (f"; counts {counts}" if counts else ""))
+
+
+def _together_line(ov: HintOverlap) -> str:
+    """What overlapping hints save together: the union of their kernel time, not the sum."""
+    pct_text = "" if ov.union_pct is None else f" ({ov.union_pct:.1f}%)"
+    return (f"  together: {' + '.join(ov.rules)} save at most {fmt_time(ov.union_us)}{pct_text}, not the "
+            f"sum {fmt_time(ov.sum_us)}: these hints overlap ({fmt_time(ov.double_counted_us)} counted "
+            f"twice, in {', '.join(short_name(n, 48) for n in ov.shared_kernels[:_SAVING_NAMES])})")
 
 
 class TerminalRenderer(Renderer):
@@ -471,31 +595,12 @@ class TerminalRenderer(Renderer):
                  "run": "run"}[self.by]
         idle = tot.launch_bound is not None  # device blocks: span and idle share (a CPU has no idle device)
         groups = group_rows(result, self.by)
-        rows: list[tuple[str, str, int, float, float, float, dict[str, float]]] = [
+        rows: list[_GroupRow] = [
             (g.label, g.phase, g.blocks, g.total_us, g.span_us, g.idle_us, g.categories) for g in groups]
         if len(groups) > 1:
             rows.append(("all blocks", "", tot.blocks, tot.total_us, tot.span_us, tot.idle_us, tot.categories))
-        tunit = time_unit(r[3] for r in rows)
-        sunit = time_unit(r[4] for r in rows)
-        cols = [Col(head=label, cells=[r[0] for r in rows], right=False, names=True),
-                Col(head="phase", cells=[r[1] for r in rows], right=False),
-                Col(head="n", cells=[str(r[2]) for r in rows], drop=4),
-                Col(head="total", cells=[fmt_in(r[3], tunit) for r in rows]),
-                Col(head="span", cells=[fmt_in(r[4], sunit) for r in rows], drop=1)]
-        if idle:
-            cols.append(Col(head="idle", cells=[f"{pct(r[5], r[4]):.0f}%" for r in rows], drop=2))
-        for c in CATEGORIES:
-            cunit = time_unit(r[6][c] for r in rows)
-            cols.append(Col(head=HEADS[c], cells=[f"{fmt_in(r[6][c], cunit)} {pct(r[6][c], r[3]):4.1f}%" for r in rows],
-                            compact=[f"{pct(r[6][c], r[3]):.1f}%" for r in rows], compact_head=SHORT_HEADS[c]))
-        lines += fit_table(_drop_forward_phase(cols), w)
-        if tot.launch_bound:
-            lines += wrap(f"launch-bound: the device is idle {pct(tot.idle_us, tot.span_us):.0f}% of the blocks' span "
-                          f"(busy {fmt_time(tot.total_us)} of {fmt_time(tot.span_us)}); busy time understates what "
-                          f"the blocks cost in wall clock", w)
-        cause = idle_cause_line(tot.idle_by_cause, tot.idle_us) if idle else None
-        if cause:  # under the launch-bound note, or apart from the table's rows
-            lines += ([] if tot.launch_bound else [""]) + wrap(cause, w)
+        lines += fit_table(_drop_forward_phase(_group_cols(label, rows, idle)), w)
+        lines += _idle_notes(tot, idle, w)
         by_role = [roles_line(short_name(g.label, 40) + ("" if g.phase == Phase.FORWARD else f" ({g.phase})"),
                               g.categories["matmul"], g.matmul_roles) for g in groups]
         if any(by_role):
@@ -517,7 +622,8 @@ class TerminalRenderer(Renderer):
             lines.append("")
             lines.append(f"top device events in blocks{pooled}:" if result.time_base != "host"
                          else f"top host ops in blocks (self time){pooled}:")
-            lines += _event_lines([(us, f"{count}×", cat, name) for name, cat, count, us in result.top_kernels[:_TOP_SHOWN]], w)
+            lines += _event_lines([(us, f"{count}×", cat, name)
+                                   for name, cat, count, us in result.top_kernels[:_TOP_SHOWN]], w)
         return lines
 
     def render_diff(self, r: DiffResult) -> str:
@@ -594,14 +700,19 @@ def _category_lines(r: DiffResult, w: int) -> list[str]:
     rows = _category_rows(r)
     u = time_unit([x[1] for x in rows] + [x[2] for x in rows])  # one unit for the table: a row reads in one unit
     cols = [Col(head="category", cells=[x[0] for x in rows], right=False, names=True),
-            Col(head="before", cells=[_dcell(x[1], u) for x in rows]),
-            Col(head="after", cells=[_dcell(x[2], u) for x in rows]),
-            Col(head="Δ", cells=[_dcell(x[2] - x[1], u, sign=True) for x in rows]),
+            *_before_after_cols([(x[1], x[2]) for x in rows], u),
             Col(head="share of Δ", cells=[x[3] for x in rows], drop=2),
             Col(head="ratio", cells=[x[4] for x in rows], drop=1)]
     if r.noise:
         cols.append(Col(head="noise", cells=[x[5] for x in rows], right=False, drop=3))
     return fit_table(cols, w)
+
+
+def _before_after_cols(figures: list[tuple[float, float]], u: str) -> list[Col]:
+    """Before, after and their signed Δ, all in the table's one unit ``u``."""
+    return [Col(head="before", cells=[_dcell(b, u) for b, _ in figures]),
+            Col(head="after", cells=[_dcell(a, u) for _, a in figures]),
+            Col(head="Δ", cells=[_dcell(a - b, u, sign=True) for b, a in figures])]
 
 
 def _role_lines(r: DiffResult, w: int) -> list[str]:
@@ -620,17 +731,18 @@ def _pair_lines(r: DiffResult, w: int) -> list[str]:
         return lines
     prs = pair_rows(r)
     u = time_unit([g.before_us for g in prs] + [g.after_us for g in prs])  # one unit for the table, as above
-    largest = [max(CATEGORIES, key=lambda k, g=g: abs(g.deltas[k])) for g in prs]  # type: ignore[misc]
     cols = [Col(head="paired blocks, all steps", cells=[g.label for g in prs], right=False, names=True),
             Col(head="phase", cells=[g.phase for g in prs], right=False),
             Col(head="n", cells=[str(g.n) for g in prs], drop=2),
-            Col(head="before", cells=[_dcell(g.before_us, u) for g in prs]),
-            Col(head="after", cells=[_dcell(g.after_us, u) for g in prs]),
-            Col(head="Δ", cells=[_dcell(g.after_us - g.before_us, u, sign=True) for g in prs]),
-            Col(head="largest change", right=False, drop=1,
-                cells=[f"{c} {_dcell(g.deltas[c], u, sign=True)}" if abs(g.deltas[c]) >= 0.05 else "—"
-                       for g, c in zip(prs, largest)])]
+            *_before_after_cols([(g.before_us, g.after_us) for g in prs], u),
+            Col(head="largest change", right=False, drop=1, cells=[_largest_change(g.deltas, u) for g in prs])]
     return lines + fit_table(_drop_forward_phase(cols), w)
+
+
+def _largest_change(deltas: dict[str, float], u: str) -> str:
+    """A paired group's largest category change (``softmax -1.20 ms``), or "—" when none reaches 0.05 µs."""
+    c = max(CATEGORIES, key=lambda k: abs(deltas[k]))
+    return f"{c} {_dcell(deltas[c], u, sign=True)}" if abs(deltas[c]) >= 0.05 else "—"
 
 
 def _unmatched_lines(r: DiffResult, w: int) -> list[str]:

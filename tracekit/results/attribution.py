@@ -11,20 +11,21 @@ from operator import add, le, lt, sub
 from typing import TYPE_CHECKING, Any
 
 from ..vocab import (
-    CATEGORIES, IDLE_CAUSES, MATMUL_ROLES, UNLINKED_REASONS, Category, CoreKind, FoundBy, GraphMode, Phase, RankFrom, TimeBase,
-    launch_bound_holds,
+    CATEGORIES, IDLE_CAUSES, MATMUL_ROLES, UNLINKED_REASONS, Category, CoreKind, FoundBy, GraphMode, Phase, RankFrom,
+    TimeBase, launch_bound_holds,
 )
 from .invariants import EPS_US, REL, InvariantError, check_roles, close, expect, near, zero_categories
 from .views import show
 
 if TYPE_CHECKING:
+    from ..model import Shape
     from .efficiency import DeviceInfo, Efficiency
     from .measured import Measured
     from .hints import Hint, HintFacts
 
-__all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "EPS_US", "IDLE_CAUSES", "SCHEMA_VERSION", "Attribution", "BlockResult", "Coverage",
-           "Evidence", "GraphSummary", "Intervals", "InvariantError", "RankRow", "RankSpread", "RankView", "RunResult", "StepFigures", "Totals",
-           "TraceSummary", "close", "near",
+__all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "EPS_US", "IDLE_CAUSES", "SCHEMA_VERSION", "Attribution",
+           "BlockResult", "Coverage", "Evidence", "GraphSummary", "Intervals", "InvariantError", "RankRow",
+           "RankSpread", "RankView", "RunResult", "StepFigures", "Totals", "TraceSummary", "close", "near",
            "zero_categories"]
 
 SCHEMA_VERSION = 1
@@ -169,16 +170,25 @@ class IdleGaps:
         lo, hi = b.start_us - near(1, b.start_us), b.end_us + near(1, b.end_us)  # (µs: epoch ns overflow a float)
         # Column-wise with builtins (no Python loop per gap): check() runs on every attribution of a 1 GB trace.
         g0, g1, launch, sync, other = (f[k::5] for k in range(5))
-        expect(all(map(lt, g0, g1)) and all(map(le, g1[:-1], g0[1:])) and lo <= (g0[0] - o) / 1000
-               and (g1[-1] - o) / 1000 <= hi, f"{where}: an idle gap out of order or outside the window")
+        expect(_gaps_in_window(g0, g1, lo, hi, o), f"{where}: an idle gap out of order or outside the window")
         expect(min(launch) >= 0 and min(sync) >= 0 and min(other) >= 0
                and list(map(add, map(add, launch, sync), other)) == list(map(sub, g1, g0)),
                f"{where}: an idle gap whose causes do not sum to its length")
-        sums = (sum(launch), sum(sync), sum(other))
-        if b.idle_by_cause is not None and len(f):
-            for cause, ns in zip(IDLE_CAUSES, sums):
-                expect(close(ns / 1000, b.idle_by_cause[cause], 2, b.span_us),
-                       f"{where}: idle gaps give {cause} {ns / 1000} µs, the block {b.idle_by_cause[cause]}")
+        if b.idle_by_cause is not None:
+            _check_gap_causes(b, b.idle_by_cause, (sum(launch), sum(sync), sum(other)), where)
+
+
+def _gaps_in_window(g0: array, g1: array, lo: float, hi: float, origin_ns: int) -> bool:
+    """Gaps (starts ``g0``, ends ``g1``, ns) each positive, in order and disjoint, and all within [lo, hi] µs."""
+    return (all(map(lt, g0, g1)) and all(map(le, g1[:-1], g0[1:])) and lo <= (g0[0] - origin_ns) / 1000
+            and (g1[-1] - origin_ns) / 1000 <= hi)
+
+
+def _check_gap_causes(b: BlockResult, causes: dict[str, float], sums: tuple[int, int, int], where: str) -> None:
+    """The gaps' launch, sync and other ns sum to the block's idle by cause (µs figures: within rounding)."""
+    for cause, ns in zip(IDLE_CAUSES, sums):
+        expect(close(ns / 1000, causes[cause], 2, b.span_us),
+               f"{where}: idle gaps give {cause} {ns / 1000} µs, the block {causes[cause]}")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -210,7 +220,8 @@ class BlockResult:
     # traces. None where nothing computed it (a hand-built result); attribution always fills it.
     idle_by_cause: dict[str, float] | None = None
 
-    # FLOPs/bytes of the block's counted kernels and the rate they reached (tracekit.analysis.flops); per category and role.
+    # FLOPs/bytes of the block's counted kernels and the rate they reached (tracekit.analysis.flops); per category
+    # and role.
     efficiency: Efficiency | None = None
     efficiency_by_category: dict[str, Efficiency] = field(default_factory=dict)
     # Why this is attention (the core and the discovery rule); None only on hand-built or pre-evidence results.
@@ -314,7 +325,7 @@ class TraceSummary:
     warnings: list[str]
     damaged: bool
     external_ids_trusted: bool
-    shapes: list[str] = field(default_factory=list)
+    shapes: list[Shape] = field(default_factory=list)  # (op, input dims) of attention-like ops, as recorded
     rank: int | None = None  # ``distributedInfo.rank`` from the trace's header, when recorded
     graphs: GraphSummary | None = None  # CUDA/HIP graphs; None only on hand-built results
     # Each ProfilerStep as a whole, by step number ([] on CPU-only traces, and on traces without steps).
@@ -456,6 +467,13 @@ class Attribution:
         if self.coverage is not None:
             self._check_coverage(self.coverage)
         self._check_parts()
+        self._check_members()
+        self._check_steps()
+        self._check_hints()
+        return self
+
+    def _check_members(self) -> None:
+        """The parts that check themselves: block efficiencies, the device, the measured latency, graphs."""
         for e in (b.efficiency for b in self.blocks):
             if e is not None:
                 e.check()
@@ -466,18 +484,20 @@ class Attribution:
         for t in self.traces:
             if t.graphs is not None:
                 t.graphs.check(f"{t.source}: graphs")
-        self._check_steps()
+
+    def _check_hints(self) -> None:
+        """The hint facts, and each hint: a saving is part of the blocks' time (an upper bound or less), never more."""
         for g in (self.hint_facts or {}).values():
             g.check()
-        for h in self.hints:  # a saving is part of the blocks' time (an upper bound or less), never more
+        for h in self.hints:
             expect(h.saving_pct is None or -REL <= h.saving_pct <= 100 + 0.05, f"hint {h.rule}: saving {h.saving_pct}%")
             expect(h.saving_us is None or h.saving_us >= 0, f"hint {h.rule}: negative saving")
             h.check()  # the saving is its counted kernels' time; an overlap's union is at most their sum and busy time
-        return self
 
     def _check_kernels(self) -> None:
         """Each device event is owned once; the per-step kernel tables add up to the kernel table."""
-        expect(self.device_events_owned == self.device_events_owned_distinct, "a device event was counted in two blocks")
+        expect(self.device_events_owned == self.device_events_owned_distinct,
+               "a device event was counted in two blocks")
         if not self.kernels_by_step:
             return
         summed: dict[tuple[str, str], list[float]] = {}
@@ -563,6 +583,11 @@ def _check_block(b: BlockResult, time_base: TimeBase) -> None:
         expect(b.alloc_peak_bytes >= 0 and b.alloc_bytes is not None, f"block {b.name}: peak {b.alloc_peak_bytes}")
     if b.start_us is not None and b.end_us is not None:
         _check_window(b)
+    _check_busy_idle(b, time_base)
+
+
+def _check_busy_idle(b: BlockResult, time_base: TimeBase) -> None:
+    """A CPU-only block has no idle time; a device block's busy + idle is its span, launch-bound by the rule."""
     if b.launch_bound is None:
         expect(time_base != TimeBase.DEVICE, f"block {b.name}: device block without launch_bound")
         expect(b.idle_us == 0.0, f"block {b.name}: idle time on a CPU-only block")
@@ -582,7 +607,8 @@ def _check_window(b: BlockResult) -> None:
     expect(close(b.end_us - b.start_us, b.span_us, 2, b.end_us),
            f"block {b.name}: end {b.end_us} - start {b.start_us} != span {b.span_us}")
     if b.launch_bound is not None:
-        expect(b.total_us <= b.span_us + near(2, b.span_us), f"block {b.name}: busy {b.total_us} beyond span {b.span_us}")
+        expect(b.total_us <= b.span_us + near(2, b.span_us),
+               f"block {b.name}: busy {b.total_us} beyond span {b.span_us}")
     if b.intervals is not None:
         expect(len(b.intervals) == b.kernels, f"block {b.name}: {len(b.intervals)} intervals for {b.kernels} kernels")
         b.intervals.check(b.start_us, b.end_us, f"block {b.name}")
@@ -606,28 +632,43 @@ def _check_totals(blocks: list[BlockResult], t: Totals) -> None:
                f"totals.{c} is not the sum of blocks")
     expect(t.blocks == len(blocks), "totals.blocks != number of blocks")
     if t.matmul_roles is not None:
-        check_roles(t.matmul_roles, t.categories[Category.MATMUL], "totals")
-        expect(all(b.matmul_roles is not None for b in blocks), "totals have matmul roles, a block not")
-        for r in MATMUL_ROLES:
-            expect(close(sum((b.matmul_roles or {}).get(r, 0.0) for b in blocks), t.matmul_roles[r], n,
-                         t.total_us), f"totals.matmul_roles.{r} is not the sum of blocks")
+        _check_total_roles(blocks, t.matmul_roles, t, n)
     expect(close(sum(b.span_us for b in blocks), t.span_us, n, t.span_us), "totals.span_us is not the sum of blocks")
     expect(close(sum(b.idle_us for b in blocks), t.idle_us, n, t.span_us), "totals.idle_us is not the sum of blocks")
     if t.idle_by_cause is not None:
-        _check_idle_causes(t.idle_by_cause, t.idle_us, "totals", n)
-        expect(all(b.idle_by_cause is not None for b in blocks), "totals have idle causes, a block not")
-        for c in IDLE_CAUSES:
-            expect(close(sum((b.idle_by_cause or {})[c] for b in blocks), t.idle_by_cause[c], n, t.span_us),
-                   f"totals.idle_by_cause.{c} is not the sum of blocks")
-    dev = [b for b in blocks if b.launch_bound is not None]
-    if dev:
-        ds, di = sum(b.span_us for b in dev), sum(b.idle_us for b in dev)
-        expect(launch_bound_holds(t.launch_bound, di, ds, near(2 * n, ds)),
-               f"totals.launch_bound {t.launch_bound} but idle {di} of span {ds}")
-    else:
-        expect(t.launch_bound is None, "totals.launch_bound set without device blocks")
+        _check_total_idle_causes(blocks, t.idle_by_cause, t, n)
+    _check_total_launch_bound(blocks, t, n)
     if t.attention_share is not None:
         expect(-REL <= t.attention_share <= 1 + REL, f"attention share {t.attention_share} outside [0, 1]")
+
+
+def _check_total_roles(blocks: list[BlockResult], roles: dict[str, float], t: Totals, n: int) -> None:
+    """The totals' matmul roles split their matmul time and are the blocks' sums (every block has roles)."""
+    check_roles(roles, t.categories[Category.MATMUL], "totals")
+    expect(all(b.matmul_roles is not None for b in blocks), "totals have matmul roles, a block not")
+    for r in MATMUL_ROLES:
+        expect(close(sum((b.matmul_roles or {}).get(r, 0.0) for b in blocks), roles[r], n, t.total_us),
+               f"totals.matmul_roles.{r} is not the sum of blocks")
+
+
+def _check_total_idle_causes(blocks: list[BlockResult], causes: dict[str, float], t: Totals, n: int) -> None:
+    """The totals' idle causes partition their idle time and are the blocks' sums (every block has causes)."""
+    _check_idle_causes(causes, t.idle_us, "totals", n)
+    expect(all(b.idle_by_cause is not None for b in blocks), "totals have idle causes, a block not")
+    for c in IDLE_CAUSES:
+        expect(close(sum((b.idle_by_cause or {})[c] for b in blocks), causes[c], n, t.span_us),
+               f"totals.idle_by_cause.{c} is not the sum of blocks")
+
+
+def _check_total_launch_bound(blocks: list[BlockResult], t: Totals, n: int) -> None:
+    """Launch-bound by the rule over the device blocks' idle and span; unset without device blocks."""
+    dev = [b for b in blocks if b.launch_bound is not None]
+    if not dev:
+        expect(t.launch_bound is None, "totals.launch_bound set without device blocks")
+        return
+    ds, di = sum(b.span_us for b in dev), sum(b.idle_us for b in dev)
+    expect(launch_bound_holds(t.launch_bound, di, ds, near(2 * n, ds)),
+           f"totals.launch_bound {t.launch_bound} but idle {di} of span {ds}")
 
 
 def _check_idle_causes(causes: dict[str, float], idle_us: float, where: str, blocks: int) -> None:

@@ -14,8 +14,8 @@ from .attribution import Attribution, BlockResult, RankRow, StepFigures
 from .invariants import close, expect, near
 
 __all__ = ["EAGER_TO_FUSED_ALLOC", "NOISE_MIN_STEPS", "AllocDelta", "BlockPair", "CategoryDelta", "CategoryNoise",
-           "DiffResult", "Figures", "KernelChange", "KernelTotal", "Noise", "RankPair", "Spread", "Verdict", "WholeStep",
-           "peak_of", "shares_defined", "totals_figures", "whole_steps"]
+           "DiffResult", "Figures", "KernelChange", "KernelTotal", "Noise", "RankPair", "Spread", "Verdict",
+           "WholeStep", "peak_of", "shares_defined", "totals_figures", "whole_steps"]
 
 # Conclusions a diff states in words, in every format (DiffResult.conclusions).
 EAGER_TO_FUSED_ALLOC = "eager → fused, the B·H·N² score matrices are no longer allocated"
@@ -318,12 +318,7 @@ class DiffResult:
                f"{side}: whole steps are not the traces' own")
         if ws is None:
             return
-        by = {f.step: f for f in per}
-        expect(bool(ws.steps) and all(s in by for s in ws.steps), f"{side}: median step {ws.steps} not among its steps")
-        n = len(ws.steps)
-        for name, v in (("busy", ws.busy_us), ("span", ws.span_us), ("attention", ws.attention_us)):
-            mean = sum(getattr(by[s], f"{name}_us") for s in ws.steps) / n
-            expect(close(v, mean, n, mean), f"{side}: median step {name} {v} != mean of its steps {mean}")
+        _check_median_step(side, ws, per)
         expect(ws.attention_us <= ws.busy_us + near(2, ws.busy_us), f"{side}: step busy below its attention busy")
         expect(ws.busy_us <= ws.span_us + near(2, ws.span_us), f"{side}: step span below its busy")
         if self.basis == Basis.MEDIAN_STEP:
@@ -347,10 +342,8 @@ class DiffResult:
 
     def _check_side(self, side: str) -> None:
         """One side's blocks are each paired or listed once, and its headline is its totals or its median step."""
-        att = self.before if side == "before" else self.after
+        att, unmatched, steps, ks = self._side(side)
         mine = [getattr(p, side) for p in self.pairs]
-        unmatched = self.unmatched_before if side == "before" else self.unmatched_after
-        steps = self.steps_before if side == "before" else self.steps_after
         seen = [id(b) for b in mine + unmatched]
         n = max(1, len(att.blocks))
         expect(len(seen) == len(set(seen)), f"{side}: a block is paired or listed twice")
@@ -358,16 +351,10 @@ class DiffResult:
         expect(close(sum(b.total_us for b in mine + unmatched), att.totals.total_us, n),
                f"{side}: paired + unmatched time != total attention time")
         if self.basis == Basis.TOTAL:
-            expect(self._figures(side) == totals_figures(att), f"{side}: total basis but headline != attribution totals")
+            expect(self._figures(side) == totals_figures(att),
+                   f"{side}: total basis but headline != attribution totals")
         else:
-            expect(close(sum(f.total_us for _, f in steps), att.totals.total_us, n),
-                   f"{side}: per-step totals do not sum to the trace total")
-            lo, hi = min(f.total_us for _, f in steps), max(f.total_us for _, f in steps)
-            med = self._figures(side).total_us
-            expect((lo <= med or close(lo, med)) and (med <= hi or close(med, hi)), f"{side}: median outside its range")
-            expect(close(sum(f.span_us for _, f in steps), att.totals.span_us, n, att.totals.span_us),
-                   f"{side}: per-step spans do not sum to the trace's span")
-        ks = self.kernels_before if side == "before" else self.kernels_after
+            _check_steps_add_up(side, steps, att, self._figures(side).total_us)
         if att.time_base == TimeBase.DEVICE:
             expect(sum(k.count for k in ks) == sum(b.kernels for b in att.blocks),
                    f"{side}: kernel table count != device events owned by blocks")
@@ -387,14 +374,47 @@ class DiffResult:
         """Rank N pairs with rank N; every rank of each side's view is in one pair."""
         expect(self.before.ranks is not None and self.after.ranks is not None, "rank pairs without rank views")
         for side, att in (("before", self.before), ("after", self.after)):
-            ids = [id(getattr(rp, side)) for rp in self.ranks if getattr(rp, side) is not None]
-            expect(sorted(ids) == sorted(id(r) for r in att.ranks.rows) if att.ranks else False,
-                   f"{side}: a rank is paired twice or missing")
+            expect(self._rank_paired_once(side, att), f"{side}: a rank is paired twice or missing")
         expect(all(p.before is None or p.before.rank == p.rank for p in self.ranks)
                and all(p.after is None or p.after.rank == p.rank for p in self.ranks), "a pair of different ranks")
 
+    def _side(self, side: str
+              ) -> tuple[Attribution, list[BlockResult], list[tuple[int, Figures]], list[KernelTotal]]:
+        """One side's attribution, unpaired blocks, per-step figures and kernel table."""
+        if side == "before":
+            return self.before, self.unmatched_before, self.steps_before, self.kernels_before
+        return self.after, self.unmatched_after, self.steps_after, self.kernels_after
+
+    def _rank_paired_once(self, side: str, att: Attribution) -> bool:
+        """Every rank row of the side's view is in exactly one pair."""
+        if not att.ranks:
+            return False
+        ids = [id(getattr(rp, side)) for rp in self.ranks if getattr(rp, side) is not None]
+        return sorted(ids) == sorted(id(r) for r in att.ranks.rows)
+
     def _figures(self, side: str) -> Figures:
         return self.before_figures if side == "before" else self.after_figures
+
+
+def _check_median_step(side: str, ws: WholeStep, per: list[StepFigures]) -> None:
+    """The median whole step names some of the side's steps, and its figures are their means."""
+    by = {f.step: f for f in per}
+    expect(bool(ws.steps) and all(s in by for s in ws.steps), f"{side}: median step {ws.steps} not among its steps")
+    n = len(ws.steps)
+    for name, v in (("busy", ws.busy_us), ("span", ws.span_us), ("attention", ws.attention_us)):
+        mean = sum(getattr(by[s], f"{name}_us") for s in ws.steps) / n
+        expect(close(v, mean, n, mean), f"{side}: median step {name} {v} != mean of its steps {mean}")
+
+
+def _check_steps_add_up(side: str, steps: list[tuple[int, Figures]], att: Attribution, med: float) -> None:
+    """On the per-step basis: the steps' totals and spans sum to the side's, and the median lies in their range."""
+    n = max(1, len(att.blocks))
+    expect(close(sum(f.total_us for _, f in steps), att.totals.total_us, n),
+           f"{side}: per-step totals do not sum to the trace total")
+    lo, hi = min(f.total_us for _, f in steps), max(f.total_us for _, f in steps)
+    expect((lo <= med or close(lo, med)) and (med <= hi or close(med, hi)), f"{side}: median outside its range")
+    expect(close(sum(f.span_us for _, f in steps), att.totals.span_us, n, att.totals.span_us),
+           f"{side}: per-step spans do not sum to the trace's span")
 
 
 def _check_figures(side: str, fig: Figures, nblocks: int) -> None:

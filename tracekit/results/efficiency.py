@@ -46,18 +46,24 @@ class Efficiency:
 
     def add(self, o: Efficiency) -> None:
         """Sum in another part; a reason survives only from parts with the same standing (counted or not)."""
-        if o.ops and not self.ops:
-            self.reason = o.reason
-        elif o.ops or not self.ops:
-            self.reason = self.reason or o.reason
+        self.reason = self._merged_reason(o)
         self.flops += o.flops
         self.bytes += o.bytes
         self.time_ns += o.time_ns
-        self.compute_s = None if self.compute_s is None or o.compute_s is None else self.compute_s + o.compute_s
-        self.memory_s = None if self.memory_s is None or o.memory_s is None else self.memory_s + o.memory_s
+        self.compute_s = _sum_known(self.compute_s, o.compute_s)
+        self.memory_s = _sum_known(self.memory_s, o.memory_s)
         self.ops += o.ops
         if o.dtypes and o.dtypes != self.dtypes:
             self.dtypes = tuple(sorted({*self.dtypes, *o.dtypes}))
+
+    def _merged_reason(self, o: Efficiency) -> str | None:
+        """The reason after adding ``o``: a counted part's replaces an uncounted sum's; an uncounted part's never
+        replaces a counted sum's; otherwise the first one kept."""
+        if o.ops and not self.ops:
+            return o.reason
+        if o.ops or not self.ops:
+            return self.reason or o.reason
+        return self.reason
 
     def check(self) -> Efficiency:
         """Raise InvariantError unless these are figures a count can sum to; returns self for chaining.
@@ -66,13 +72,7 @@ class Efficiency:
         no negative sum; no call, no figures; a bandwidth peak wherever there is a FLOP peak (a known device has
         both); a missing roof says why.
         """
-        _expect(self.flops >= 0 and self.bytes >= 0 and self.time_ns >= 0 and self.ops >= 0,
-                "flops, bytes, time_ns and ops are >= 0 (not NaN)", self)
-        _expect(self.compute_s is None or self.compute_s >= 0, "compute_s is None or >= 0", self)
-        _expect(self.memory_s is None or self.memory_s >= 0, "memory_s is None or >= 0", self)
-        _expect(self.ops > 0 or (self.flops == self.bytes == self.time_ns == 0
-                                 and not self.compute_s and not self.memory_s),
-                "ops == 0 implies no flops, bytes, time or seconds at peak", self)
+        self._check_sums()
         _expect(self.memory_s is not None or self.compute_s is None,
                 "memory_s None (unknown device) implies compute_s None", self)
         _expect(self.ops == 0 or (self.compute_s is not None and self.memory_s is not None) or bool(self.reason),
@@ -83,6 +83,16 @@ class Efficiency:
                 "dtypes are distinct hardware.DTYPES classes, sorted", self)
         _expect(self.ops > 0 or not self.dtypes, "ops == 0 implies no dtypes", self)
         return self
+
+    def _check_sums(self) -> None:
+        """No negative (or NaN) sum, and no figures without a counted call."""
+        _expect(self.flops >= 0 and self.bytes >= 0 and self.time_ns >= 0 and self.ops >= 0,
+                "flops, bytes, time_ns and ops are >= 0 (not NaN)", self)
+        _expect(self.compute_s is None or self.compute_s >= 0, "compute_s is None or >= 0", self)
+        _expect(self.memory_s is None or self.memory_s >= 0, "memory_s is None or >= 0", self)
+        _expect(self.ops > 0 or (self.flops == self.bytes == self.time_ns == 0
+                                 and not self.compute_s and not self.memory_s),
+                "ops == 0 implies no flops, bytes, time or seconds at peak", self)
 
     @property
     def peak_tflops(self) -> float | None:
@@ -105,6 +115,11 @@ class Efficiency:
         if not self.ops or self.compute_s is None or self.memory_s is None or self.time_ns <= 0:
             return None
         return 100.0 * max(self.compute_s, self.memory_s) / (self.time_ns * 1e-9)
+
+
+def _sum_known(a: float | None, b: float | None) -> float | None:
+    """A sum of seconds at peak, None when either side's is unknown (no peaks for its device)."""
+    return None if a is None or b is None else a + b
 
 
 def sum_efficiency(parts: Sequence[Efficiency | None]) -> Efficiency | None:
@@ -137,20 +152,28 @@ def efficiency_dict(e: Efficiency | None, reason: str | None = None) -> dict[str
     category, and the figures must stay the properties' (tests compare them).
     """
     if e is None or e.ops == 0:
-        why = reason or (e.reason if e is not None else None) or NO_FORMULA
-        return {"flops": None, "bytes": None, "tflops_per_s": None, "gb_per_s": None, "bound": None,
-                "roof_pct": None, "intensity": None, "time_us": None, "reason": why}
-    t, fl, by, cs, ms = e.time_ns, e.flops, e.bytes, e.compute_s, e.memory_s
-    bound = roof = None
-    if cs is not None and ms is not None:
-        bound = "compute" if cs >= ms else "memory"
-        roof = round(100.0 * max(cs, ms) / (t * 1e-9), 2) if t > 0 else None
+        return _no_figures(reason or (e.reason if e is not None else None) or NO_FORMULA)
+    t, fl, by = e.time_ns, e.flops, e.bytes
+    bound, roof = _bound_and_roof(e.compute_s, e.memory_s, t)
     return {"flops": fl, "bytes": by,
             "tflops_per_s": round(fl / t / 1e3, 3) if t > 0 else None,
             "gb_per_s": round(by / t, 3) if t > 0 else None,
             "bound": bound, "roof_pct": roof,
             "intensity": round(fl / by, 3) if by else None,
             "time_us": round(t / 1000, 3), "reason": e.reason}
+
+
+def _no_figures(why: str) -> dict[str, object]:
+    """The JSON object of a part without counted calls: every figure null, and why."""
+    return {"flops": None, "bytes": None, "tflops_per_s": None, "gb_per_s": None, "bound": None,
+            "roof_pct": None, "intensity": None, "time_us": None, "reason": why}
+
+
+def _bound_and_roof(cs: float | None, ms: float | None, t: int) -> tuple[str | None, float | None]:
+    """(bound, % of the roofline) as the ``bound``/``roof_pct`` properties give them; None without peaks."""
+    if cs is None or ms is None:
+        return None, None
+    return "compute" if cs >= ms else "memory", round(100.0 * max(cs, ms) / (t * 1e-9), 2) if t > 0 else None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -181,12 +204,17 @@ class DeviceInfo:
         return self
 
 
+def _first_unnamed(parts: Sequence[DeviceInfo | None]) -> DeviceInfo | None:
+    """Where no part names a device: the first part (with its reason), or None."""
+    out = next((d for d in parts if d is not None), None)
+    return out.check() if out is not None else None
+
+
 def merge_device(parts: Sequence[DeviceInfo | None]) -> DeviceInfo | None:
     """One device for a folder of traces; ``None`` peaks with a reason when they name different models."""
     ds = [d for d in parts if d is not None and d.name is not None]
     if not ds:
-        out = next((d for d in parts if d is not None), None)
-        return out.check() if out is not None else None
+        return _first_unnamed(parts)
     models = {d.peaks.model if d.peaks else d.name for d in ds}
     if len(models) == 1:
         return ds[0].check()

@@ -81,19 +81,23 @@ def headline(r: DiffResult) -> str:
             parts[0] = f"attention ({basis_label(r.basis)}): busy {fmt_time(b)} → {fmt_time(a)}, " \
                        f"profiled span {fmt_time(sb)} → {fmt_time(sa)}"
         return " · ".join([*parts, r.no_claim])
-    if b <= 0 and a <= 0:
-        parts.append("no attention time on either side")
-    elif r.speedup is None:
-        parts.append("no attention time after")
-    elif b <= 0:
-        parts.append("no attention time before")
-    elif r.speedup >= 1:
-        parts.append(f"{r.speedup:.2f}× faster")
-    else:
-        parts.append(f"{1 / r.speedup:.2f}× slower")
+    parts.append(_speed_words(b, a, r.speedup))
     if r.noise is not None and (b > 0 or a > 0):
         parts.append(noise_words(r.noise.within_noise))
     return " · ".join(parts)
+
+
+def _speed_words(b: float, a: float, speedup: float | None) -> str:
+    """``2.61× faster`` / ``1.20× slower``, or which side has no attention time (``b``/``a``: before/after µs)."""
+    if b <= 0 and a <= 0:
+        return "no attention time on either side"
+    if speedup is None:
+        return "no attention time after"
+    if b <= 0:
+        return "no attention time before"
+    if speedup >= 1:
+        return f"{speedup:.2f}× faster"
+    return f"{1 / speedup:.2f}× slower"
 
 
 def noise_words(within: bool | None) -> str:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from .attribution import CATEGORIES, Attribution
+from .attribution import CATEGORIES, Attribution, BlockResult
 from .format import headline
 from .views import register
-from .rows import DIFF_FRAME_GROUPINGS, FRAME_GROUPINGS, check_grouping, group_rows, pair_rows
+from .rows import DIFF_FRAME_GROUPINGS, FRAME_GROUPINGS, Row, check_grouping, group_rows, pair_rows
 from .sweep import RunRow, run_rows
 
-from .diff import DiffResult
+from .diff import BlockPair, DiffResult
 
 _HTML_ROWS = 12  # rows of a _repr_html_ table; the DataFrame has them all
 
@@ -42,17 +42,26 @@ def attribution_rows(result: Attribution, by: str) -> list[dict[str, Any]]:
     if by == "run":
         return [_run_dict(r) for r in run_rows(result)]
     if by == "block":
-        return [{"trace": b.source, "step": b.step, "ordinal": b.ordinal, "block": b.name, "kind": b.kind,
-                 "phase": str(b.phase), "found_by": str(b.found_by), "kernels": b.kernels, "total_us": b.total_us,
-                 "span_us": b.span_us, "idle_us": b.idle_us, **{f"{c}_us": b.categories[c] for c in CATEGORIES},
-                 "launch_bound": b.launch_bound, "alloc_bytes": b.alloc_bytes,
-                 "evidence_rule": b.evidence.rule if b.evidence else None,
-                 "evidence_core": str(b.evidence.core) if b.evidence else None,
-                 "evidence": " → ".join(b.evidence.names) if b.evidence else None} for b in result.blocks]
-    return [{by: g.label, "phase": str(g.phase), "blocks": g.blocks, "kernels": g.kernels, "total_us": g.total_us,
-             "span_us": g.span_us, "idle_us": g.idle_us, **{f"{c}_us": g.categories[c] for c in CATEGORIES},
-             **{f"{c}_share": (g.categories[c] / g.total_us if g.total_us > 0 else None) for c in CATEGORIES}}
-            for g in group_rows(result, by)]
+        return [_block_dict(b) for b in result.blocks]
+    return [_group_dict(g, by) for g in group_rows(result, by)]
+
+
+def _block_dict(b: BlockResult) -> dict[str, Any]:
+    """A block's row: where it is, how it was found, its figures by category and its evidence."""
+    return {"trace": b.source, "step": b.step, "ordinal": b.ordinal, "block": b.name, "kind": b.kind,
+            "phase": str(b.phase), "found_by": str(b.found_by), "kernels": b.kernels, "total_us": b.total_us,
+            "span_us": b.span_us, "idle_us": b.idle_us, **{f"{c}_us": b.categories[c] for c in CATEGORIES},
+            "launch_bound": b.launch_bound, "alloc_bytes": b.alloc_bytes,
+            "evidence_rule": b.evidence.rule if b.evidence else None,
+            "evidence_core": str(b.evidence.core) if b.evidence else None,
+            "evidence": " → ".join(b.evidence.names) if b.evidence else None}
+
+
+def _group_dict(g: Row, by: str) -> dict[str, Any]:
+    """A group's row (kind, layer, step): its figures by category, in µs and as shares of its total."""
+    return {by: g.label, "phase": str(g.phase), "blocks": g.blocks, "kernels": g.kernels, "total_us": g.total_us,
+            "span_us": g.span_us, "idle_us": g.idle_us, **{f"{c}_us": g.categories[c] for c in CATEGORIES},
+            **{f"{c}_share": (g.categories[c] / g.total_us if g.total_us > 0 else None) for c in CATEGORIES}}
 
 
 def _run_dict(r: RunRow) -> dict[str, Any]:
@@ -72,22 +81,36 @@ def diff_rows(r: DiffResult, by: str) -> list[dict[str, Any]]:
     """One dict per category (with the total), block pair, pair group (by kind) or kernel of either side."""
     check_grouping(by, DIFF_FRAME_GROUPINGS)
     if by == "category":
-        rows = [{"category": c, "before_us": d.before_us, "after_us": d.after_us, "delta_us": d.delta_us,
-                 "ratio": d.ratio, "share_of_delta": d.share_of_delta} for c, d in r.categories.items()]
-        b, a = r.before_figures.total_us, r.after_figures.total_us
-        rows.append({"category": "total", "before_us": b, "after_us": a, "delta_us": a - b,
-                     "ratio": a / b if b > 0 else None, "share_of_delta": 1.0 if a != b else None})
-        return rows
+        return _category_dicts(r)
     if by == "pair":
-        return [{"before": p.before.name, "after": p.after.name, "kind": p.before.kind, "phase": str(p.before.phase),
-                 "step_before": p.before.step, "step_after": p.after.step, "paired_by": str(p.paired_by),
-                 "before_us": p.before.total_us, "after_us": p.after.total_us, "delta_us": p.delta_us,
-                 **{f"{c}_delta_us": p.after.categories[c] - p.before.categories[c] for c in CATEGORIES}}
-                for p in r.pairs]
+        return [_pair_dict(p) for p in r.pairs]
     if by == "kind":
         return [{"kind": g.label, "phase": str(g.phase), "pairs": g.n, "before_us": g.before_us,
                  "after_us": g.after_us, "delta_us": g.after_us - g.before_us,
                  **{f"{c}_delta_us": g.deltas[c] for c in CATEGORIES}} for g in pair_rows(r)]
+    return _kernel_dicts(r)
+
+
+def _category_dicts(r: DiffResult) -> list[dict[str, Any]]:
+    """Each category's row, then the total's."""
+    rows = [{"category": c, "before_us": d.before_us, "after_us": d.after_us, "delta_us": d.delta_us,
+             "ratio": d.ratio, "share_of_delta": d.share_of_delta} for c, d in r.categories.items()]
+    b, a = r.before_figures.total_us, r.after_figures.total_us
+    rows.append({"category": "total", "before_us": b, "after_us": a, "delta_us": a - b,
+                 "ratio": a / b if b > 0 else None, "share_of_delta": 1.0 if a != b else None})
+    return rows
+
+
+def _pair_dict(p: BlockPair) -> dict[str, Any]:
+    """A block pair's row: both blocks, how they paired, and the change by category."""
+    return {"before": p.before.name, "after": p.after.name, "kind": p.before.kind, "phase": str(p.before.phase),
+            "step_before": p.before.step, "step_after": p.after.step, "paired_by": str(p.paired_by),
+            "before_us": p.before.total_us, "after_us": p.after.total_us, "delta_us": p.delta_us,
+            **{f"{c}_delta_us": p.after.categories[c] - p.before.categories[c] for c in CATEGORIES}}
+
+
+def _kernel_dicts(r: DiffResult) -> list[dict[str, Any]]:
+    """One row per kernel (and category) of either side, counts and time before and after, by |Δ|."""
     table: dict[tuple[str, str], dict[str, Any]] = {}
     for side, ks in (("before", r.kernels_before), ("after", r.kernels_after)):
         for k in ks:

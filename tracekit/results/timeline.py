@@ -76,6 +76,12 @@ class Timeline:
         for b in self.blocks:
             expect(self.start_us - tol <= b.start_us and b.end_us <= self.end_us + tol,  # type: ignore[operator]
                    f"{where}: block {b.name} outside the window")
+        self._check_kernels(where, tol)
+        self._check_gaps_and_host(where, tol)
+
+    def _check_kernels(self, where: str, tol: float) -> None:
+        """Each kernel on a lane of the kernels' kind, with a known category and name, inside its block's window;
+        kernels are left out only past the cap."""
         k, kind = self.kernels, self.kernel_lane  # (once: the property walks the blocks)
         for s, e, c, lane, n, b in zip(k["start"], k["end"], k["cat"], k["lane"], k["name"], k["block"]):
             blk = self.blocks[b]
@@ -83,6 +89,11 @@ class Timeline:
                    f"{where}: a kernel of {blk.name} on lane {lane}")
             expect(blk.start_us - tol <= s <= e <= blk.end_us + tol,
                    f"{where}: a kernel at {s}..{e} µs outside block {blk.name}")
+        expect(self.left_out >= 0 and (self.left_out == 0 or len(k["start"]) == self.cap),
+               f"{where}: {self.left_out} kernels left out of {len(k['start'])}")
+
+    def _check_gaps_and_host(self, where: str, tol: float) -> None:
+        """Idle gaps inside their block's window; host spans on host lanes inside the timeline's window."""
         g = self.gaps
         for s, e, b in zip(g["start"], g["end"], g["block"]):
             blk = self.blocks[b]
@@ -92,8 +103,6 @@ class Timeline:
         for s, e, lane in zip(h["start"], h["end"], h["lane"]):
             expect(self.lanes[lane].kind == LaneKind.HOST and self.start_us - tol <= s <= e <= self.end_us + tol,
                    f"{where}: a host span at {s}..{e} µs on lane {lane}")
-        expect(self.left_out >= 0 and (self.left_out == 0 or len(k["start"]) == self.cap),
-               f"{where}: {self.left_out} kernels left out of {len(k['start'])}")
 
 
 def _step_windows(t: TraceSummary) -> dict[int, tuple[float, float]]:
@@ -147,26 +156,47 @@ def _build(t: TraceSummary, mine: list[tuple[int, BlockResult]], step: int | Non
     def lane(kind: LaneKind, pid: object, tid: object) -> int:
         return lanes.setdefault((kind, pid, tid), len(lanes))
 
-    host: dict[str, list] = {"start": [], "end": [], "lane": [], "block": []}
-    for bi, b in enumerate(blocks):
-        for pid, tid, s, e in b.host_spans:
-            for col, v in zip(("start", "end", "lane", "block"), (s, e, lane(LaneKind.HOST, pid, tid), bi)):
-                host[col].append(v)
+    host = _host_spans(blocks, lane)
     kernels, names, left_out = _kernels(blocks, lane, cap)
-    lo = min([b.start_us for b in blocks] + host["start"])
-    hi = max([b.end_us for b in blocks] + host["end"])
-    window = _step_windows(t).get(chosen_step) if chosen_step is not None else None
-    if window is not None:
-        lo, hi = min(lo, window[0]), max(hi, window[1])
-    order = sorted(lanes, key=lambda k: (k[0] != LaneKind.HOST, lanes[k]))  # host lanes first
-    renumber = {lanes[k]: i for i, k in enumerate(order)}
-    host["lane"] = [renumber[x] for x in host["lane"]]
-    kernels["lane"] = [renumber[x] for x in kernels["lane"]]
+    lo, hi = _window(t, chosen_step, blocks, host)
+    order = _host_lanes_first(lanes, host, kernels)
     steps = sorted({b.step for _, b in mine if b.step is not None})
     return Timeline(trace=t.source, step=chosen_step, chosen=how, steps=steps, start_us=lo, end_us=hi,
                     lanes=[Lane(kind=k[0], pid=k[1], tid=k[2]) for k in order], blocks=blocks,
                     block_index=[i for i, _ in drawn], kernels=kernels, names=names, gaps=_gaps(blocks),
                     host=host, left_out=left_out, cap=cap)
+
+
+def _host_lanes_first(lanes: dict[tuple[LaneKind, object, object], int], *columns: dict[str, list]
+                      ) -> list[tuple[LaneKind, object, object]]:
+    """The lanes in drawing order, host lanes first (each kind in first-seen order), and the ``lane`` column of
+    each of ``columns`` renumbered to it."""
+    order = sorted(lanes, key=lambda k: (k[0] != LaneKind.HOST, lanes[k]))
+    renumber = {lanes[k]: i for i, k in enumerate(order)}
+    for cols in columns:
+        cols["lane"] = [renumber[x] for x in cols["lane"]]
+    return order
+
+
+def _host_spans(blocks: list[BlockResult], lane: Callable[[LaneKind, object, object], int]) -> dict[str, list]:
+    """The blocks' host spans as columns, each on the lane of its (pid, tid)."""
+    host: dict[str, list] = {"start": [], "end": [], "lane": [], "block": []}
+    for bi, b in enumerate(blocks):
+        for pid, tid, s, e in b.host_spans:
+            for col, v in zip(("start", "end", "lane", "block"), (s, e, lane(LaneKind.HOST, pid, tid), bi)):
+                host[col].append(v)
+    return host
+
+
+def _window(t: TraceSummary, step: int | None, blocks: list[BlockResult], host: dict[str, list]
+            ) -> tuple[float, float]:
+    """The drawn window: every block and host span, widened to the whole step where the trace has its window."""
+    lo = min([b.start_us for b in blocks] + host["start"])
+    hi = max([b.end_us for b in blocks] + host["end"])
+    window = _step_windows(t).get(step) if step is not None else None
+    if window is not None:
+        lo, hi = min(lo, window[0]), max(hi, window[1])
+    return lo, hi
 
 
 def _kernels(blocks: list[BlockResult], lane: Callable[[LaneKind, object, object], int],

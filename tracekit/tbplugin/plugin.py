@@ -12,7 +12,7 @@ import os
 import threading
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable
 
 import orjson
 from tensorboard.backend import http_util
@@ -174,17 +174,7 @@ class TracekitPlugin(base_plugin.TBPlugin):
         as a ``.json.gz`` download. Errors answer one line of text: 400, 403, 404, 422 (cannot annotate) or 500."""
         args = request.args
         try:
-            if self.cache is None or self.annotated is None:
-                raise Refused(404, "no logdir")
-            if not args.get("run") or not args.get("file"):
-                raise Refused(400, "name the run and the file: ?run=NAME&file=FILE")
-            try:
-                run = self.cache.run(args["run"])
-            except KeyError:
-                raise Refused(404, f"no run named {args['run']!r}") from None
-            src = self.annotated.trace(run, args["file"])
-            copy = self.annotated.copy(src)
-            body = open(copy, "rb")
+            run, src, body = self._annotated_copy(args)
         except Refused as exc:
             return _text(request, exc.code, str(exc))
         except TracekitError as exc:
@@ -199,6 +189,20 @@ class TracekitPlugin(base_plugin.TBPlugin):
                    "Content-Length": str(os.fstat(body.fileno()).st_size), "Cache-Control": "no-store"}
         return wrappers.Response(wsgi_file(request.environ, body), mimetype="application/gzip", headers=headers,
                                  direct_passthrough=True)
+
+    def _annotated_copy(self, args: Any) -> tuple[Run, Path, BinaryIO]:
+        """The run, the trace file and the open annotated copy that ``?run=NAME&file=FILE`` names; Refused (404
+        or 400) when there is no logdir, a parameter is missing or no run has that name."""
+        if self.cache is None or self.annotated is None:
+            raise Refused(404, "no logdir")
+        if not args.get("run") or not args.get("file"):
+            raise Refused(400, "name the run and the file: ?run=NAME&file=FILE")
+        try:
+            run = self.cache.run(args["run"])
+        except KeyError:
+            raise Refused(404, f"no run named {args['run']!r}") from None
+        src = self.annotated.trace(run, args["file"])
+        return run, src, open(self.annotated.copy(src), "rb")
 
 
 def _text(request: wrappers.Request, code: int, message: str) -> wrappers.Response:
