@@ -28,7 +28,7 @@ import click
 
 from . import __version__
 from .errors import OutputError, TracekitError, UsageError
-from .memory import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, gc_paused, mallopt
+from .memory import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, mallopt, one_shot
 from .progress import Progress
 from .text import printable
 from .results.rows import TABLE_GROUPINGS
@@ -50,8 +50,9 @@ GATE_ON = ("busy", "span", "latency")  # tracekit.vocab.Compared, spelled out fo
 EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 _MAX_WRITE = 1 << 30  # one write() call; Linux moves at most ~2 GiB per call anyway
 
-_JOBS_HELP = ("Files analysed at once: processes for a folder's files, or a local Dask cluster's workers (default: one "
-              "per CPU). For a single trace, also its decode workers unless --decode-workers is given. -j 1: one process.")
+_JOBS_HELP = ("Files analysed at once: processes for a folder's files, or a local Dask cluster's workers "
+              "(default: one per CPU). For a single trace, also its decode workers unless --decode-workers is given. "
+              "-j 1: one process.")
 _DECODE_HELP = ("Processes decoding one trace over 64 MB of JSON (default: one per CPU, at most 4; "
                 "1: decode it in this process).")
 _DASK_HELP = ("Analyse each file on a Dask cluster: tcp://HOST:PORT of a running scheduler, or local[:N] for N "
@@ -82,15 +83,15 @@ def _keep_big_buffers() -> None:
         mallopt(param, value)
 
 
-def _gc_paused(f: Callable[..., None]) -> Callable[..., None]:
-    """Run a command with the cyclic GC paused: it builds a result once, and each full collection would
-    rescan the trace model and the result (millions of objects) while they are built and rendered.
-    Reference counting still frees everything; the GC is back on afterwards (tests call commands in-process).
-    Also sets the process's malloc up for big buffers (``_keep_big_buffers``)."""
+def _one_shot(f: Callable[..., None]) -> Callable[..., None]:
+    """Run a command as a process that ends once its output is written (tracekit.memory.one_shot): the GC pause
+    of each trace file read (tracekit.memory.one_file, its one owner) lasts to the end of the command, so the
+    models' garbage is not scanned while the result is rendered; the GC is back to what it was afterwards (tests
+    call commands in-process). Also sets the process's malloc up for big buffers (``_keep_big_buffers``)."""
     @functools.wraps(f)
     def run(*args: Any, **kwargs: Any) -> None:
         _keep_big_buffers()
-        with gc_paused():
+        with one_shot():
             f(*args, **kwargs)
     return run
 
@@ -128,7 +129,7 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.option("--with-intervals", "with_intervals", is_flag=True,
               help="JSON only: also write each block's device intervals [start_us, end_us, category, pid, tid], "
                    "on the trace's clock (much larger output).")
-@_gc_paused
+@_one_shot
 def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None,
               decode_workers: int | None, no_hints: bool, dask: str | None, captures: tuple[str, ...],
               with_intervals: bool = False) -> None:
@@ -137,25 +138,19 @@ def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None
         fmt, gz = output_format(fmt, output)
         if with_intervals and fmt != "json":
             raise click.UsageError(f"--with-intervals applies to JSON output, not {fmt}")
-        from .run.api import analyze, analyze_runs
-        from .run.inputs import discover
-        from .run.runs import find_runs
+        from .run.api import analyze
+        from .run.runs import discover_runs
 
-        if by == "run":
-            found, runs = find_runs(path)
-        else:
-            found = discover(path)
-            _suggest_by_run(path, found)
-        refuse_clobber(output, [found])
+        if by == "run" and dask is not None:
+            raise click.UsageError("--by run reads the runs here: leave out --dask")
+        found = discover_runs(path, by_run=by == "run")  # the one discovery of PATH: files, runs, notes
+        for note in found.notes:
+            click.echo(f"note: {printable(note)}", err=True)
+        refuse_clobber(output, [found.inputs])
         with Progress() as progress:
-            if by == "run":
-                if dask is not None:
-                    raise click.UsageError("--by run reads the runs here: leave out --dask")
-                result = analyze_runs((found, runs), scope=scope, jobs=jobs, progress=progress.update,
-                                      hints=not no_hints)
-            else:
-                result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode_workers or jobs,
-                                 progress=progress.update, hints=not no_hints, dask=dask, captures=captures)
+            result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode_workers or jobs,
+                             progress=progress.update, hints=not no_hints, dask=dask, captures=captures,
+                             by="run" if by == "run" else None)
         result.check()
         _warn(result)
         renderer = _attribution_renderer(fmt, by)
@@ -170,18 +165,6 @@ def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None
 
 def _n(k: int, word: str) -> str:
     return f"{k:,} {word}{'' if k == 1 else 's'}"
-
-
-def _suggest_by_run(path: str, found: Inputs) -> None:
-    """One line on stderr when a folder holds several runs (sub-folders of traces) that this merges into one."""
-    import dataclasses
-
-    from .run.runs import runs_of
-
-    n = len(runs_of(dataclasses.replace(found, warnings=[]))) if found.path.is_dir() and not found.urls else 1
-    if n > 1:
-        click.echo(f"note: {printable(path)} holds {n} runs (sub-folders with traces), merged here into one "
-                   "result; --by run gives a row per run", err=True)
 
 
 def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
@@ -217,7 +200,7 @@ def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 @click.option("--decode-workers", type=click.IntRange(min=1), default=None, help=_DECODE_HELP)
 @click.option("--dask", metavar="ADDRESS", default=None, help=_DASK_HELP)
-@_gc_paused
+@_one_shot
 def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: str | None,
          fail_pct: float | None, gate_on: str | None, latency_before: float | None, latency_after: float | None,
          jobs: int | None, decode_workers: int | None, dask: str | None) -> None:
@@ -288,7 +271,7 @@ def _gate(result: Any, pct: float | None, on: str | None,
 @click.option("--decode-workers", type=click.IntRange(min=1), default=None, help=_DECODE_HELP)
 @click.option("--step", "timeline_step", type=int, default=None, metavar="N",
               help="The step the timeline draws (ProfilerStep#N); default: the median step.")
-@_gc_paused
+@_one_shot
 def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs: int | None,
            decode_workers: int | None, timeline_step: int | None) -> None:
     """Write one offline HTML report: PATH (a trace, a run, or a folder of runs), or the diff PATH → AFTER.
@@ -359,8 +342,9 @@ def redact(path: Path, output: Path) -> None:
         for note in notes:
             click.echo(f"Warning: {printable(note)}", err=True)
         clean = sum(1 for st in done if not st.replaced)
-        click.echo(f"wrote {printable(str(output))}" + (f" ({len(done)} traces, {clean} with nothing to redact)" if len(done) > 1
-                                         else "" if done[0].replaced else " (nothing to redact)"), err=True)
+        summary = (f" ({len(done)} traces, {clean} with nothing to redact)" if len(done) > 1
+                   else "" if done[0].replaced else " (nothing to redact)")
+        click.echo(f"wrote {printable(str(output))}{summary}", err=True)
     except TracekitError as exc:
         raise _fail(exc) from None
     if notes:  # a file skipped or cut short: the copy is incomplete
@@ -372,7 +356,7 @@ def redact(path: Path, output: Path) -> None:
 @click.option("-o", "--output", required=True, type=click.Path(readable=False, path_type=Path),
               help="The annotated copy: .json, or .json.gz to compress.")
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges.")
-@_gc_paused
+@_one_shot
 def annotate(path: Path, output: Path, scope: str | None) -> None:
     """Write a copy of the trace PATH with tracekit's view added, for Perfetto UI or TensorBoard's trace viewer.
 
