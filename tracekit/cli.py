@@ -11,27 +11,25 @@ pool are imported inside the commands, so ``tracekit --help`` starts fast (bench
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import errno
 import os
 import re
 import signal
-import stat
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import __version__
-from .errors import OutputError, TracekitError, UsageError
+from .errors import TracekitError, UsageError
 from .memory import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, mallopt, one_shot
+from .output import to_stdout, write_all, write_report  # noqa: F401  (write_all: kept for callers of the CLI's)
 from .progress import Progress
-from .text import printable
 from .results.rows import TABLE_GROUPINGS
+from .text import printable
 
 if TYPE_CHECKING:
     from .run.inputs import Inputs
@@ -48,7 +46,6 @@ GROUPINGS = TABLE_GROUPINGS
 GATE_ON = ("busy", "span", "latency")  # tracekit.vocab.Compared, spelled out for --help (tests check they match)
 # -o extension, compared in lower case and before any ".gz" -> format.
 EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
-_MAX_WRITE = 1 << 30  # one write() call; Linux moves at most ~2 GiB per call anyway
 
 _JOBS_HELP = ("Files analysed at once: processes for a folder's files, or a local Dask cluster's workers "
               "(default: one per CPU). For a single trace, also its decode workers unless --decode-workers is given. "
@@ -443,47 +440,27 @@ def output_format(fmt: str | None, output: Path | None) -> tuple[str, bool]:
 
 
 def refuse_clobber(output: Path | None, inputs: Iterable[Inputs]) -> None:
-    """Never write over an input trace; a damaged run must not destroy the evidence.
-
-    Compares the resolved path and, for an existing output, the file identity (st_dev, st_ino),
-    so a symlink or a hard link to an input is caught too. A name inside an input folder that
-    the next run would read as a trace is refused as well.
-    """
+    """Never write over an input trace; a damaged run must not destroy the evidence (tracekit.output: by any path,
+    symlink or hard link). A name inside an input folder that the next run would read as a trace is refused as
+    well. Remote inputs have nothing local to overwrite."""
     if output is None:
         return
+    from .output import refuse_inputs, refuse_next_input
     from .run.inputs import TRACE_SUFFIXES
 
-    out = os.path.realpath(output)
-    try:
-        ost = os.stat(out)
-        ident: tuple[int, int] | None = (ost.st_dev, ost.st_ino)
-    except OSError:
-        ident = None
     for found in inputs:
-        if found.urls:  # remote files: nothing local to overwrite
-            continue
-        for f in found.files:
-            same = os.path.realpath(f) == out
-            if not same and ident is not None:
-                with contextlib.suppress(OSError):
-                    st = os.stat(f)
-                    same = (st.st_dev, st.st_ino) == ident
-            if same:
-                alias = "" if os.path.abspath(output) == os.path.abspath(f) else f" ({f})"
-                raise UsageError(f"{output}: refusing to overwrite an input trace{alias}")
-        root = os.path.realpath(found.path)
-        if os.path.isdir(root) and out.startswith(root.rstrip(os.sep) + os.sep) and out.endswith(TRACE_SUFFIXES):
-            raise UsageError(f"{output}: refusing to write a file that the next run of {found.path} "
-                             "would read as a trace")
+        if not found.urls:
+            refuse_inputs([output], found.files)
+            refuse_next_input(output, found.path, TRACE_SUFFIXES)
 
 
 def emit(renderer: Any, result: Any, output: Path | None, gz: bool = False) -> None:
     """Stream the rendered result to stdout or (atomically) to ``output``."""
     chunks = _chunks(renderer, result)
     if output is None:
-        _to_stdout(chunks)
+        to_stdout(chunks)
         return
-    _to_file(chunks, output, gz)
+    write_report(chunks, output, gz)
     click.echo(f"wrote {printable(str(output))}", err=True)
 
 
@@ -494,114 +471,6 @@ def _chunks(renderer: Any, result: Any) -> Iterator[str]:
         yield from stream(result)
     else:
         yield renderer.render(result)
-
-
-def _encode(chunk: str) -> bytes:
-    # Lone surrogates (a "\ud800" escape in a trace's JSON) must not crash the write.
-    return chunk.encode("utf-8", "backslashreplace")
-
-
-def write_all(f: IO[bytes], data: bytes) -> None:
-    """Write every byte or raise: a raw or non-blocking stream may take fewer bytes than given."""
-    view = memoryview(data)
-    while view:
-        try:
-            n = f.write(view[:_MAX_WRITE])
-        except BlockingIOError as exc:  # stdout left non-blocking by another program
-            n = exc.characters_written
-            _wait_writable(f)
-        else:
-            if n is None:  # a raw non-blocking stream with no room
-                n = 0
-                _wait_writable(f)
-            elif n <= 0:
-                raise OSError(errno.EIO, f"short write ({len(data) - len(view)} of {len(data)} bytes written)")
-        view = view[n:]
-
-
-def _wait_writable(f: IO[bytes]) -> None:
-    import select
-
-    select.select([], [f], [])
-
-
-def _to_stdout(chunks: Iterable[str]) -> None:
-    out: IO[bytes] = sys.stdout.buffer  # what click.get_binary_stream("stdout") returns for a real stdout
-    try:
-        for chunk in chunks:
-            write_all(out, _encode(chunk))
-        out.flush()
-    except BrokenPipeError:  # `| head`: the reader has what it wanted
-        _quiet_stdout()
-    except OSError as exc:
-        raise OutputError(f"<stdout>: cannot write ({exc.strerror or exc})") from None
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush does not complain about the pipe."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-
-
-def _umask() -> int:
-    mask = os.umask(0o077)
-    os.umask(mask)
-    return mask
-
-
-def _to_file(chunks: Iterable[str], output: Path, gz: bool) -> None:
-    """Temp file + rename, so a failure (full disk, a renderer error) leaves no half-written file.
-
-    A new file gets 0666 minus the umask, as shell redirection would; an existing one keeps its
-    mode. A FIFO or device (``-o /dev/stdout``) has nothing to replace and is written directly.
-    """
-    import tempfile
-
-    try:
-        st: os.stat_result | None = os.stat(output)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
-    target = Path(os.path.realpath(output))  # through symlinks: replace the file, keep the link
-    try:
-        if st is not None and not stat.S_ISREG(st.st_mode):
-            with open(output, "wb") as f:  # the name as given: /dev/stdout's target may be a pipe
-                _write_chunks(f, chunks, gz, output.name)
-            return
-        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    except OSError as exc:
-        raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)
-            _write_chunks(f, chunks, gz, target.name)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
-        raise
-
-
-def _write_chunks(f: IO[bytes], chunks: Iterable[str], gz: bool, name: str) -> None:
-    if not gz:
-        for chunk in chunks:
-            write_all(f, _encode(chunk))
-        return
-    import gzip
-
-    # mtime=0 and the inner name: the same report gives the same bytes, whatever the temp name.
-    with gzip.GzipFile(filename=name[:-3] if name.lower().endswith(".gz") else name, mode="wb",
-                       fileobj=f, compresslevel=6, mtime=0) as z:
-        for chunk in chunks:
-            write_all(z, _encode(chunk))  # type: ignore[arg-type]
 
 
 class _Fail(click.ClickException):
