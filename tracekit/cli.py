@@ -338,14 +338,19 @@ def redact(path: Path, output: Path) -> None:
                 notes.append(f"{st.path}: {st.damaged}; the copy ends where the input does")
         for note in notes:
             click.echo(f"Warning: {printable(note)}", err=True)
-        clean = sum(1 for st in done if not st.replaced)
-        summary = (f" ({len(done)} traces, {clean} with nothing to redact)" if len(done) > 1
-                   else "" if done[0].replaced else " (nothing to redact)")
-        click.echo(f"wrote {printable(str(output))}{summary}", err=True)
+        click.echo(f"wrote {printable(str(output))}{_redacted(done)}", err=True)
     except TracekitError as exc:
         raise _fail(exc) from None
     if notes:  # a file skipped or cut short: the copy is incomplete
         sys.exit(EXIT_DAMAGED)
+
+
+def _redacted(done: list[Any]) -> str:
+    """What the "wrote" line adds: how many traces had nothing to redact."""
+    clean = sum(1 for st in done if not st.replaced)
+    if len(done) > 1:
+        return f" ({len(done)} traces, {clean} with nothing to redact)"
+    return "" if done[0].replaced else " (nothing to redact)"
 
 
 @cli.command()

@@ -113,3 +113,28 @@ def test_the_plan_a_worker_gets_pickles_without_the_callback(pair) -> None:
     sent = pickle.loads(pickle.dumps(how.for_workers()))
     assert sent.progress is None and sent.decode_workers == 1 and sent.in_worker
     assert (sent.captures, sent.scope, sent.hints, sent.jobs) == (how.captures, how.scope, how.hints, how.jobs)
+
+
+def test_the_gc_is_paused_around_each_file_and_back_on_afterwards(pair, monkeypatch) -> None:
+    """One owner (tracekit.memory.one_file, entered by attribute_one): off while a file is loaded and attributed,
+    a collection before each file after the first, and on again when the library call returns."""
+    import gc
+
+    import tracekit.run.tasks as tasks
+
+    runs, cap = pair
+    seen: list[tuple[str, bool]] = []
+    real_load, real_attr = tasks.load_trace, tasks.attribute_trace
+    monkeypatch.setattr(tasks, "load_trace", lambda *a, **k: seen.append(("load", gc.isenabled())) or
+                        real_load(*a, **k))
+    monkeypatch.setattr(tasks, "attribute_trace", lambda *a, **k: seen.append(("attribute", gc.isenabled())) or
+                        real_attr(*a, **k))
+    collections: list[bool] = []
+    real_collect = gc.collect
+    monkeypatch.setattr(gc, "collect", lambda *a: collections.append(True) or real_collect(*a))
+    assert gc.isenabled()
+    analyze(runs, jobs=1, captures=(cap,))
+    assert gc.isenabled()
+    assert [what for what, _ in seen] == ["load", "load", "attribute"] * 2  # (each replay loads the capture too)
+    assert not any(on for _, on in seen)
+    assert len(collections) == 1  # before the second file, while only the first one's result is alive

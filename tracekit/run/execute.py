@@ -53,8 +53,7 @@ def _here(found: Inputs, how: Plan) -> list[Attribution]:
     """Each file analysed by this machine: one after the other, or in a process pool. URLs count files, local
     files bytes."""
     targets: list[Path | str] = list(found.urls or found.files)
-    sizes = [1] * len(targets) if found.urls else [_size(f) for f in found.files]
-    names = [f.name for f in found.files]
+    sizes, names = _sizes(found), [f.name for f in found.files]
     if min(how.jobs, len(targets)) > 1 and not found.urls:
         from .pool import attribute_in_pool
 
@@ -68,11 +67,11 @@ def _serial(targets: list[Path | str], sizes: list[int], names: list[str], how: 
     total, before = sum(sizes), 0
     one = how if len(targets) == 1 else replace(how, decode_workers=1)
     for i, (target, size, name) in enumerate(zip(targets, sizes, names)):
-        report = None if how.progress is None or isinstance(target, str) else _reporter(how.progress, name, before,
-                                                                                         total)
+        by_file = isinstance(target, str)  # a URL: progress steps once per file
+        report = _reporter(how.progress, name, before, total) if how.progress is not None and not by_file else None
         parts.append(attribute_one(target, one, report, tidy=i > 0))
         before += size
-        if how.progress is not None and isinstance(target, str):  # a URL: one step per file
+        if how.progress is not None and by_file:
             how.progress(name, before, total)
     return parts
 
@@ -89,13 +88,17 @@ def _on_dask(found: Inputs, how: Plan, dask: str) -> tuple[list[Attribution], li
     from .cluster import attribute_on_dask
 
     files = found.files
-    sizes = [1] * len(files) if found.urls else [_size(f) for f in files]  # URLs: progress counts files
-    names = found.urls or [str(f) for f in files]
-    got, failed = attribute_on_dask(names, sizes, how, dask)
-    if not any(r is not None for r in got):
+    got, failed = attribute_on_dask(found.urls or [str(f) for f in files], _sizes(found), how, dask)
+    kept = [(f, r) for f, r in zip(files, got) if r is not None]
+    if not kept:
         raise TracekitError(failed[0] if len(failed) == 1 else
                             f"{found.path}: none of its {len(files)} trace files could be analysed ({failed[0]})")
-    return [r for r in got if r is not None], [f for f, r in zip(files, got) if r is not None], failed
+    return [r for _, r in kept], [f for f, _ in kept], failed
+
+
+def _sizes(found: Inputs) -> list[int]:
+    """What progress counts for each file: its bytes, or 1 for a URL (progress then counts files)."""
+    return [1] * len(found.files) if found.urls else [_size(f) for f in found.files]
 
 
 def _size(f: Path) -> int:

@@ -50,11 +50,22 @@ def _run(pool: ProcessPoolExecutor, files: list[Path], sizes: list[int], names: 
     """Submit every file, follow them as they finish, and raise the first failure in reading order."""
     sent = how.for_workers()
     futures: list[Future[Attribution]] = [pool.submit(attribute_one, f, sent) for f in files]
-    total, progress = sum(sizes), how.progress
+    pending = _follow(futures, sizes, names, how)
+    if pending is not None:
+        for fut in pending:
+            fut.cancel()
+        wait(pending)
+        _raise_first(files, futures)
+    return [fut.result() for fut in futures]
+
+
+def _follow(futures: list[Future[Attribution]], sizes: list[int], names: list[str],
+            how: Plan) -> set[Future[Attribution]] | None:
+    """Wait for the files as they finish, reporting progress; at the first failure, the futures still pending
+    (None when every file finished well)."""
     index = {fut: i for i, fut in enumerate(futures)}
     pending = set(futures)
-    done_bytes = 0
-    failed = False
+    total, done_bytes, failed = sum(sizes), 0, False
     while pending and not failed:
         done, pending = wait(pending, return_when=FIRST_COMPLETED)
         for fut in sorted(done, key=index.__getitem__):
@@ -62,14 +73,9 @@ def _run(pool: ProcessPoolExecutor, files: list[Path], sizes: list[int], names: 
                 failed = True
                 continue
             done_bytes += sizes[index[fut]]
-            if progress is not None:
-                progress(names[index[fut]], done_bytes, total)
-    if failed:
-        for fut in pending:
-            fut.cancel()
-        wait(pending)
-        _raise_first(files, futures)
-    return [fut.result() for fut in futures]
+            if how.progress is not None:
+                how.progress(names[index[fut]], done_bytes, total)
+    return pending if failed else None
 
 
 def _raise_first(files: list[Path], futures: list[Future[Attribution]]) -> None:
