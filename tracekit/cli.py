@@ -279,24 +279,25 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
     try:
         from .run.api import analyze, analyze_runs, diff_paths
         from .run.inputs import discover
-        from .run.runs import find_runs
+        from .run.runs import discover_runs
 
         result: Any
-        decode = decode_workers or jobs
+        decode_workers = decode_workers or jobs
         with Progress() as progress:
             if after is not None:
                 found_b, found_a = discover(path), discover(after)
                 refuse_clobber(output, [found_b, found_a])
-                result = diff_paths(found_b, found_a, scope=scope, jobs=jobs, decode_workers=decode,
+                result = diff_paths(found_b, found_a, scope=scope, jobs=jobs, decode_workers=decode_workers,
                                     progress=progress.update)
             else:
-                found, runs = find_runs(path)
-                refuse_clobber(output, [found])
-                if len(runs) > 1:
-                    result = analyze_runs((found, runs), scope=scope, jobs=jobs, progress=progress.update)
+                found = discover_runs(path, by_run=True)  # the one discovery of PATH
+                refuse_clobber(output, [found.inputs])
+                if len(found.runs) > 1:
+                    result = analyze_runs(found, scope=scope, jobs=jobs, progress=progress.update)
                 else:
-                    result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode, progress=progress.update)
-                    result.source = runs[0].name  # the page is headed by what was passed, not a file's hash name
+                    result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode_workers,
+                                     progress=progress.update)
+                    result.source = found.runs[0].name  # the page is headed by what was passed, not a file's name
         result.check()
         if after is not None:
             _warn_diff(result)
