@@ -138,12 +138,12 @@ def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None
         from .run.api import analyze
         from .run.runs import discover_runs
 
-        if by == "run" and dask is not None:
-            raise click.UsageError("--by run reads the runs here: leave out --dask")
         found = discover_runs(path, by_run=by == "run")  # the one discovery of PATH: files, runs, notes
         for note in found.notes:
             click.echo(f"note: {printable(note)}", err=True)
         refuse_clobber(output, [found.inputs])
+        if by == "run" and dask is not None:
+            raise click.UsageError("--by run reads the runs here: leave out --dask")
         with Progress() as progress:
             result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode_workers or jobs,
                              progress=progress.update, hints=not no_hints, dask=dask, captures=captures,

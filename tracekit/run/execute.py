@@ -57,7 +57,7 @@ def _here(found: Inputs, how: Plan) -> list[Attribution]:
     if min(how.jobs, len(targets)) > 1 and not found.urls:
         from .pool import attribute_in_pool
 
-        return attribute_in_pool(targets, sizes, names, how)
+        return attribute_in_pool(found.files, sizes, names, how)
     return _serial(targets, sizes, names, how)
 
 
