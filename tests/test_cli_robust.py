@@ -563,7 +563,7 @@ def test_a_worker_killed_mid_file_is_one_error_line(tmp_path, monkeypatch):
         pytest.skip("the patched worker reaches the pool only when workers fork")
 
     d = _folder(tmp_path, ranks=2)
-    monkeypatch.setattr(tasks, "attribute_file", _die)  # the workers fork and inherit the patch
+    monkeypatch.setattr(tasks, "load_trace", _die)  # the workers fork and inherit the patch
     from tracekit import analyze
     from tracekit.errors import TracekitError
 

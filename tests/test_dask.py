@@ -243,9 +243,9 @@ def test_a_task_frees_the_previous_tasks_model_when_the_gc_is_paused(tmp_path: P
     # (reference cycles) would stay in the worker until it exits
     import gc
 
-    from tracekit.analysis.classify import Classifier
-    from tracekit.run.tasks import dask_task as analyse_file
     from tracekit.model import Trace
+    from tracekit.run.plan import plan
+    from tracekit.run.tasks import attribute_or_error as analyse_file
 
     d = _folder(tmp_path / "run", 4)
     was = gc.isenabled()
@@ -253,7 +253,7 @@ def test_a_task_frees_the_previous_tasks_model_when_the_gc_is_paused(tmp_path: P
     gc.disable()
     try:
         for f in sorted(d.iterdir()):
-            assert not isinstance(analyse_file(str(f), None, Classifier(), True), str)
+            assert not isinstance(analyse_file(str(f), plan(jobs=1).for_workers()), str)
         assert gc.get_freeze_count() > 0  # each task froze what survived its collection (its next one skips them)
         gc.unfreeze()  # (count those too)
         alive = sum(type(o) is Trace for o in gc.get_objects())

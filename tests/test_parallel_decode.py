@@ -74,7 +74,7 @@ def _model(path: Path, jobs: int) -> dict:
         with chunk_size(pload.PARALLEL_CHUNK):
             tr = load.load_trace(path)
     else:
-        tr = load.load_trace(path, jobs=jobs)
+        tr = load.load_trace(path, decode_workers=jobs)
     return {"host": tr.host, "runtime": tr.runtime, "device": tr.device, "ann": tr.gpu_annotations,
             "memory": tr.memory, "flows": tr.flows, "threads": tr.threads, "streams": tr.streams,
             "dropped": list(tr.dropped.items()), "seq": (list(tr.seq_host), list(tr.seq_nr), list(tr.seq_fwd)),
@@ -134,17 +134,17 @@ def test_small_files_stay_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     path = _busy_trace(tmp_path / "busy.json")
     assert not pload.worth_parallel(path)  # far below 64 MB
     monkeypatch.setattr(pload, "load_parallel", lambda *a, **k: pytest.fail("a pool for a small file"))
-    load.load_trace(path, jobs=4)
+    load.load_trace(path, decode_workers=4)
 
 
 def test_default_decode_workers_are_the_cpus_up_to_the_cap_and_jobs_the_cpus() -> None:
     from tracekit.run.execute import default_decode_workers, default_jobs, plan
 
     cpus = len(os.sched_getaffinity(0))
-    assert default_decode_workers() == min(cpus, pload.MAX_DEFAULT_JOBS)
+    assert default_decode_workers() == min(cpus, pload.MAX_DEFAULT_WORKERS)
     assert default_jobs() == cpus
     how = plan()  # the library's defaults are the CLI's: None means these
-    assert (how.jobs, how.decode_workers) == (cpus, min(cpus, pload.MAX_DEFAULT_JOBS))
+    assert (how.jobs, how.decode_workers) == (cpus, min(cpus, pload.MAX_DEFAULT_WORKERS))
     assert (plan(jobs=1, decode_workers=3).jobs, plan(jobs=1, decode_workers=3).decode_workers) == (1, 3)
     with pytest.raises(ValueError, match="decode_workers=0"):
         plan(decode_workers=0)
@@ -254,7 +254,7 @@ def test_cli_jobs_reaches_one_file(tmp_path: Path, windows_sent: list[int], dama
         serial = run("--jobs", "1")
     assert windows_sent == []
     assert run() == serial
-    assert bool(windows_sent) == (min(len(os.sched_getaffinity(0)), pload.MAX_DEFAULT_JOBS) > 1)
+    assert bool(windows_sent) == (min(len(os.sched_getaffinity(0)), pload.MAX_DEFAULT_WORKERS) > 1)
     windows_sent.clear()
     assert run("--jobs", "2") == serial
     assert windows_sent
@@ -389,7 +389,7 @@ def test_the_pool_is_terminated_with_no_window_in_flight(tmp_path: Path, windows
     path = tmp_path / "t.json"
     path.write_bytes(_doc(_events_text(3000, bad)))
     try:
-        load.load_trace(path, jobs=2)
+        load.load_trace(path, decode_workers=2)
     except TracekitError:
         assert damage == "syntax error"
     assert REREADS and REREADS[0] > 0  # a window failed: the serial re-read after the windows proven

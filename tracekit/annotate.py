@@ -32,7 +32,8 @@ import orjson
 
 from .errors import TraceFormatError, TraceReadError, UsageError
 from .io.read import events_array_at
-from .redact import atomic_output, decompressed_blocks, refuse_inputs
+from .output import refuse_inputs, trace_copy
+from .redact import decompressed_blocks
 from .results.attribution import Attribution, BlockResult, Intervals
 from .vocab import ANNOTATE_CAT, CATEGORIES, Phase
 
@@ -119,7 +120,7 @@ def free_pid(pids: Iterable[int]) -> int:
 # -- the copy ------------------------------------------------------------------------------------------------------
 def _copy_with(src: Path, dst: Path, events: Iterator[dict], stats: AnnotateStats, chunk: int) -> None:
     """``src``'s text, the new events inserted first in its events array; pieces of ``chunk`` bytes at a time."""
-    with atomic_output(src, dst) as out, open(src, "rb") as f:
+    with trace_copy(src, dst) as out, open(src, "rb") as f:
         blocks = decompressed_blocks(f, stats, chunk)
         head, at, empty = _head(src, blocks, stats)
         out.write(head[:at])

@@ -11,27 +11,25 @@ pool are imported inside the commands, so ``tracekit --help`` starts fast (bench
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import errno
 import os
 import re
 import signal
-import stat
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import __version__
-from .errors import OutputError, TracekitError, UsageError
-from .memory import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, gc_paused, mallopt
+from .errors import TracekitError, UsageError
+from .memory import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, mallopt, one_shot
+from .output import to_stdout, write_all, write_report  # noqa: F401  (write_all: kept for callers of the CLI's)
 from .progress import Progress
-from .text import printable
 from .results.rows import TABLE_GROUPINGS
+from .text import printable
 
 if TYPE_CHECKING:
     from .run.inputs import Inputs
@@ -48,10 +46,10 @@ GROUPINGS = TABLE_GROUPINGS
 GATE_ON = ("busy", "span", "latency")  # tracekit.vocab.Compared, spelled out for --help (tests check they match)
 # -o extension, compared in lower case and before any ".gz" -> format.
 EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
-_MAX_WRITE = 1 << 30  # one write() call; Linux moves at most ~2 GiB per call anyway
 
-_JOBS_HELP = ("Files analysed at once: processes for a folder's files, or a local Dask cluster's workers (default: one "
-              "per CPU). For a single trace, also its decode workers unless --decode-workers is given. -j 1: one process.")
+_JOBS_HELP = ("Files analysed at once: processes for a folder's files, or a local Dask cluster's workers "
+              "(default: one per CPU). For a single trace, also its decode workers unless --decode-workers is given. "
+              "-j 1: one process.")
 _DECODE_HELP = ("Processes decoding one trace over 64 MB of JSON (default: one per CPU, at most 4; "
                 "1: decode it in this process).")
 _DASK_HELP = ("Analyse each file on a Dask cluster: tcp://HOST:PORT of a running scheduler, or local[:N] for N "
@@ -82,15 +80,15 @@ def _keep_big_buffers() -> None:
         mallopt(param, value)
 
 
-def _gc_paused(f: Callable[..., None]) -> Callable[..., None]:
-    """Run a command with the cyclic GC paused: it builds a result once, and each full collection would
-    rescan the trace model and the result (millions of objects) while they are built and rendered.
-    Reference counting still frees everything; the GC is back on afterwards (tests call commands in-process).
-    Also sets the process's malloc up for big buffers (``_keep_big_buffers``)."""
+def _one_shot(f: Callable[..., None]) -> Callable[..., None]:
+    """Run a command as a process that ends once its output is written (tracekit.memory.one_shot): the GC pause
+    of each trace file read (tracekit.memory.one_file, its one owner) lasts to the end of the command, so the
+    models' garbage is not scanned while the result is rendered; the GC is back to what it was afterwards (tests
+    call commands in-process). Also sets the process's malloc up for big buffers (``_keep_big_buffers``)."""
     @functools.wraps(f)
     def run(*args: Any, **kwargs: Any) -> None:
         _keep_big_buffers()
-        with gc_paused():
+        with one_shot():
             f(*args, **kwargs)
     return run
 
@@ -128,7 +126,7 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 @click.option("--with-intervals", "with_intervals", is_flag=True,
               help="JSON only: also write each block's device intervals [start_us, end_us, category, pid, tid], "
                    "on the trace's clock (much larger output).")
-@_gc_paused
+@_one_shot
 def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None, by: str, jobs: int | None,
               decode_workers: int | None, no_hints: bool, dask: str | None, captures: tuple[str, ...],
               with_intervals: bool = False) -> None:
@@ -137,25 +135,19 @@ def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None
         fmt, gz = output_format(fmt, output)
         if with_intervals and fmt != "json":
             raise click.UsageError(f"--with-intervals applies to JSON output, not {fmt}")
-        from .run.api import analyze, analyze_runs
-        from .run.inputs import discover
-        from .run.runs import find_runs
+        from .run.api import analyze
+        from .run.runs import discover_runs
 
-        if by == "run":
-            found, runs = find_runs(path)
-        else:
-            found = discover(path)
-            _suggest_by_run(path, found)
-        refuse_clobber(output, [found])
+        found = discover_runs(path, by_run=by == "run")  # the one discovery of PATH: files, runs, notes
+        for note in found.notes:
+            click.echo(f"note: {printable(note)}", err=True)
+        refuse_clobber(output, [found.inputs])
+        if by == "run" and dask is not None:
+            raise click.UsageError("--by run reads the runs here: leave out --dask")
         with Progress() as progress:
-            if by == "run":
-                if dask is not None:
-                    raise click.UsageError("--by run reads the runs here: leave out --dask")
-                result = analyze_runs((found, runs), scope=scope, jobs=jobs, progress=progress.update,
-                                      hints=not no_hints)
-            else:
-                result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode_workers or jobs,
-                                 progress=progress.update, hints=not no_hints, dask=dask, captures=captures)
+            result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode_workers or jobs,
+                             progress=progress.update, hints=not no_hints, dask=dask, captures=captures,
+                             by="run" if by == "run" else None)
         result.check()
         _warn(result)
         renderer = _attribution_renderer(fmt, by)
@@ -170,18 +162,6 @@ def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None
 
 def _n(k: int, word: str) -> str:
     return f"{k:,} {word}{'' if k == 1 else 's'}"
-
-
-def _suggest_by_run(path: str, found: Inputs) -> None:
-    """One line on stderr when a folder holds several runs (sub-folders of traces) that this merges into one."""
-    import dataclasses
-
-    from .run.runs import runs_of
-
-    n = len(runs_of(dataclasses.replace(found, warnings=[]))) if found.path.is_dir() and not found.urls else 1
-    if n > 1:
-        click.echo(f"note: {printable(path)} holds {n} runs (sub-folders with traces), merged here into one "
-                   "result; --by run gives a row per run", err=True)
 
 
 def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
@@ -217,7 +197,7 @@ def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 @click.option("--decode-workers", type=click.IntRange(min=1), default=None, help=_DECODE_HELP)
 @click.option("--dask", metavar="ADDRESS", default=None, help=_DASK_HELP)
-@_gc_paused
+@_one_shot
 def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: str | None,
          fail_pct: float | None, gate_on: str | None, latency_before: float | None, latency_after: float | None,
          jobs: int | None, decode_workers: int | None, dask: str | None) -> None:
@@ -288,7 +268,7 @@ def _gate(result: Any, pct: float | None, on: str | None,
 @click.option("--decode-workers", type=click.IntRange(min=1), default=None, help=_DECODE_HELP)
 @click.option("--step", "timeline_step", type=int, default=None, metavar="N",
               help="The step the timeline draws (ProfilerStep#N); default: the median step.")
-@_gc_paused
+@_one_shot
 def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs: int | None,
            decode_workers: int | None, timeline_step: int | None) -> None:
     """Write one offline HTML report: PATH (a trace, a run, or a folder of runs), or the diff PATH → AFTER.
@@ -299,24 +279,25 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
     try:
         from .run.api import analyze, analyze_runs, diff_paths
         from .run.inputs import discover
-        from .run.runs import find_runs
+        from .run.runs import discover_runs
 
         result: Any
-        decode = decode_workers or jobs
+        decode_workers = decode_workers or jobs
         with Progress() as progress:
             if after is not None:
                 found_b, found_a = discover(path), discover(after)
                 refuse_clobber(output, [found_b, found_a])
-                result = diff_paths(found_b, found_a, scope=scope, jobs=jobs, decode_workers=decode,
+                result = diff_paths(found_b, found_a, scope=scope, jobs=jobs, decode_workers=decode_workers,
                                     progress=progress.update)
             else:
-                found, runs = find_runs(path)
-                refuse_clobber(output, [found])
-                if len(runs) > 1:
-                    result = analyze_runs((found, runs), scope=scope, jobs=jobs, progress=progress.update)
+                found = discover_runs(path, by_run=True)  # the one discovery of PATH
+                refuse_clobber(output, [found.inputs])
+                if len(found.runs) > 1:
+                    result = analyze_runs(found, scope=scope, jobs=jobs, progress=progress.update)
                 else:
-                    result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode, progress=progress.update)
-                    result.source = runs[0].name  # the page is headed by what was passed, not a file's hash name
+                    result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode_workers,
+                                     progress=progress.update)
+                    result.source = found.runs[0].name  # the page is headed by what was passed, not a file's name
         result.check()
         if after is not None:
             _warn_diff(result)
@@ -358,13 +339,19 @@ def redact(path: Path, output: Path) -> None:
                 notes.append(f"{st.path}: {st.damaged}; the copy ends where the input does")
         for note in notes:
             click.echo(f"Warning: {printable(note)}", err=True)
-        clean = sum(1 for st in done if not st.replaced)
-        click.echo(f"wrote {printable(str(output))}" + (f" ({len(done)} traces, {clean} with nothing to redact)" if len(done) > 1
-                                         else "" if done[0].replaced else " (nothing to redact)"), err=True)
+        click.echo(f"wrote {printable(str(output))}{_redacted(done)}", err=True)
     except TracekitError as exc:
         raise _fail(exc) from None
     if notes:  # a file skipped or cut short: the copy is incomplete
         sys.exit(EXIT_DAMAGED)
+
+
+def _redacted(done: list[Any]) -> str:
+    """What the "wrote" line adds: how many traces had nothing to redact."""
+    clean = sum(1 for st in done if not st.replaced)
+    if len(done) > 1:
+        return f" ({len(done)} traces, {clean} with nothing to redact)"
+    return "" if done[0].replaced else " (nothing to redact)"
 
 
 @cli.command()
@@ -372,7 +359,7 @@ def redact(path: Path, output: Path) -> None:
 @click.option("-o", "--output", required=True, type=click.Path(readable=False, path_type=Path),
               help="The annotated copy: .json, or .json.gz to compress.")
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges.")
-@_gc_paused
+@_one_shot
 def annotate(path: Path, output: Path, scope: str | None) -> None:
     """Write a copy of the trace PATH with tracekit's view added, for Perfetto UI or TensorBoard's trace viewer.
 
@@ -459,47 +446,27 @@ def output_format(fmt: str | None, output: Path | None) -> tuple[str, bool]:
 
 
 def refuse_clobber(output: Path | None, inputs: Iterable[Inputs]) -> None:
-    """Never write over an input trace; a damaged run must not destroy the evidence.
-
-    Compares the resolved path and, for an existing output, the file identity (st_dev, st_ino),
-    so a symlink or a hard link to an input is caught too. A name inside an input folder that
-    the next run would read as a trace is refused as well.
-    """
+    """Never write over an input trace; a damaged run must not destroy the evidence (tracekit.output: by any path,
+    symlink or hard link). A name inside an input folder that the next run would read as a trace is refused as
+    well. Remote inputs have nothing local to overwrite."""
     if output is None:
         return
+    from .output import refuse_inputs, refuse_next_input
     from .run.inputs import TRACE_SUFFIXES
 
-    out = os.path.realpath(output)
-    try:
-        ost = os.stat(out)
-        ident: tuple[int, int] | None = (ost.st_dev, ost.st_ino)
-    except OSError:
-        ident = None
     for found in inputs:
-        if found.urls:  # remote files: nothing local to overwrite
-            continue
-        for f in found.files:
-            same = os.path.realpath(f) == out
-            if not same and ident is not None:
-                with contextlib.suppress(OSError):
-                    st = os.stat(f)
-                    same = (st.st_dev, st.st_ino) == ident
-            if same:
-                alias = "" if os.path.abspath(output) == os.path.abspath(f) else f" ({f})"
-                raise UsageError(f"{output}: refusing to overwrite an input trace{alias}")
-        root = os.path.realpath(found.path)
-        if os.path.isdir(root) and out.startswith(root.rstrip(os.sep) + os.sep) and out.endswith(TRACE_SUFFIXES):
-            raise UsageError(f"{output}: refusing to write a file that the next run of {found.path} "
-                             "would read as a trace")
+        if not found.urls:
+            refuse_inputs([output], found.files)
+            refuse_next_input(output, found.path, TRACE_SUFFIXES)
 
 
 def emit(renderer: Any, result: Any, output: Path | None, gz: bool = False) -> None:
     """Stream the rendered result to stdout or (atomically) to ``output``."""
     chunks = _chunks(renderer, result)
     if output is None:
-        _to_stdout(chunks)
+        to_stdout(chunks)
         return
-    _to_file(chunks, output, gz)
+    write_report(chunks, output, gz)
     click.echo(f"wrote {printable(str(output))}", err=True)
 
 
@@ -510,114 +477,6 @@ def _chunks(renderer: Any, result: Any) -> Iterator[str]:
         yield from stream(result)
     else:
         yield renderer.render(result)
-
-
-def _encode(chunk: str) -> bytes:
-    # Lone surrogates (a "\ud800" escape in a trace's JSON) must not crash the write.
-    return chunk.encode("utf-8", "backslashreplace")
-
-
-def write_all(f: IO[bytes], data: bytes) -> None:
-    """Write every byte or raise: a raw or non-blocking stream may take fewer bytes than given."""
-    view = memoryview(data)
-    while view:
-        try:
-            n = f.write(view[:_MAX_WRITE])
-        except BlockingIOError as exc:  # stdout left non-blocking by another program
-            n = exc.characters_written
-            _wait_writable(f)
-        else:
-            if n is None:  # a raw non-blocking stream with no room
-                n = 0
-                _wait_writable(f)
-            elif n <= 0:
-                raise OSError(errno.EIO, f"short write ({len(data) - len(view)} of {len(data)} bytes written)")
-        view = view[n:]
-
-
-def _wait_writable(f: IO[bytes]) -> None:
-    import select
-
-    select.select([], [f], [])
-
-
-def _to_stdout(chunks: Iterable[str]) -> None:
-    out: IO[bytes] = sys.stdout.buffer  # what click.get_binary_stream("stdout") returns for a real stdout
-    try:
-        for chunk in chunks:
-            write_all(out, _encode(chunk))
-        out.flush()
-    except BrokenPipeError:  # `| head`: the reader has what it wanted
-        _quiet_stdout()
-    except OSError as exc:
-        raise OutputError(f"<stdout>: cannot write ({exc.strerror or exc})") from None
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush does not complain about the pipe."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-
-
-def _umask() -> int:
-    mask = os.umask(0o077)
-    os.umask(mask)
-    return mask
-
-
-def _to_file(chunks: Iterable[str], output: Path, gz: bool) -> None:
-    """Temp file + rename, so a failure (full disk, a renderer error) leaves no half-written file.
-
-    A new file gets 0666 minus the umask, as shell redirection would; an existing one keeps its
-    mode. A FIFO or device (``-o /dev/stdout``) has nothing to replace and is written directly.
-    """
-    import tempfile
-
-    try:
-        st: os.stat_result | None = os.stat(output)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
-    target = Path(os.path.realpath(output))  # through symlinks: replace the file, keep the link
-    try:
-        if st is not None and not stat.S_ISREG(st.st_mode):
-            with open(output, "wb") as f:  # the name as given: /dev/stdout's target may be a pipe
-                _write_chunks(f, chunks, gz, output.name)
-            return
-        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    except OSError as exc:
-        raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)
-            _write_chunks(f, chunks, gz, target.name)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
-        raise
-
-
-def _write_chunks(f: IO[bytes], chunks: Iterable[str], gz: bool, name: str) -> None:
-    if not gz:
-        for chunk in chunks:
-            write_all(f, _encode(chunk))
-        return
-    import gzip
-
-    # mtime=0 and the inner name: the same report gives the same bytes, whatever the temp name.
-    with gzip.GzipFile(filename=name[:-3] if name.lower().endswith(".gz") else name, mode="wb",
-                       fileobj=f, compresslevel=6, mtime=0) as z:
-        for chunk in chunks:
-            write_all(z, _encode(chunk))  # type: ignore[arg-type]
 
 
 class _Fail(click.ClickException):

@@ -1,4 +1,5 @@
-"""How tracekit manages the process's memory: the one place that pauses the cyclic GC, and glibc's malloc settings.
+"""How tracekit manages the process's memory: the one pause of the cyclic GC (:func:`one_file`), and glibc's malloc
+settings.
 
 Why the GC is paused: building or analysing a trace makes millions of small objects and no reference
 cycles, and each full collection would rescan all of them (superlinear; about 15% of the time on a 200 MB
@@ -16,33 +17,64 @@ from contextlib import contextmanager
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # malloc.h
 
 
+_held = [0]  # the pid inside one_shot(): there a pause, once made, lasts until the command ends (not in its forks)
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """The cyclic GC off for the block, back to what it was afterwards (nested pauses keep it off)."""
+    """The cyclic GC off for the block, back to what it was afterwards (nested pauses keep it off).
+
+    The primitive under :func:`one_file`; call that instead, so that the GC keeps one owner.
+    """
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        if was:
+        if was and _held[0] != os.getpid():
             gc.enable()
 
 
-def collect_between_files(freeze: bool = False) -> None:
-    """Free the previous file's model before reading the next one, when the GC is paused.
+@contextmanager
+def one_file(tidy: bool = False, freeze: bool = False) -> Iterator[None]:
+    """Around one trace file's load and attribution (tracekit.run.tasks.attribute_one): the one owner of the pause.
 
-    The CLI pauses the cyclic GC, and a pool's forked workers inherit that: the reference cycles of each
-    file's model would pile up, about 40 MB per 100 MB of JSON read, over a folder of ranks. One collection
-    per file, while only the finished results are alive, is cheap. (One big file's decoding workers need
-    not: each window's builder is released, tracekit.io.pload.)
+    Why one owner, and why there: that is where the millions of objects are made, in every way a file is read
+    (serially, in a pool worker, on a Dask worker, from a URL), so one pause covers them all, and the GC is not
+    switched off and on again by the CLI, the loader and the task at nested levels. Outside it (a notebook's
+    own work) the GC runs as usual.
 
-    ``freeze`` (a worker's tasks): what survives the collection is then frozen (``gc.freeze``), so the
-    next one scans only what was made since, not again a Dask worker's own 60k objects (30 ms a task).
+    ``tidy``: another file was read in this process before (or this is a worker, whose fork inherited its
+    parent's objects): collect first, while only the finished results are alive, so that each file's model's
+    reference cycles (about 40 MB per 100 MB of JSON) do not pile up over a folder of ranks. ``freeze`` (a
+    worker's tasks): what survives that collection is frozen (``gc.freeze``), so the next one scans only what
+    was made since, not again a Dask worker's own 60k objects (30 ms a task). One big file's decoding workers
+    (tracekit.io.pload) fork inside the pause and need neither: each window's builder is released.
     """
-    if not gc.isenabled():
+    if tidy:
         gc.collect()
         if freeze:
             gc.freeze()
+    with gc_paused():
+        yield
+
+
+@contextmanager
+def one_shot() -> Iterator[None]:
+    """A command whose process ends once its output is written (the CLI's): a pause that :func:`one_file` makes
+    lasts to the end of the block instead of its own; the GC is back to what it was afterwards.
+
+    Why: the models' reference cycles are garbage that the process's exit frees for nothing; with the GC back on
+    after the file, its first collection would scan them all (millions of objects) while the result is rendered.
+    This pauses nothing itself: a command that reads no trace keeps the GC on.
+    """
+    was, _held[0] = gc.isenabled(), os.getpid()
+    try:
+        yield
+    finally:
+        _held[0] = 0
+        if was:
+            gc.enable()
 
 
 def is_glibc() -> bool:

@@ -13,19 +13,16 @@ The rules of ``REDACT_RULES`` (named, ordered) are applied to the trace's JSON t
 
 from __future__ import annotations
 
-import contextlib
-import gzip
 import os
 import re
-import stat
-import tempfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Protocol, cast
+from typing import IO, Protocol
 
-from .errors import OutputError, TraceReadError, UsageError
+from .errors import UsageError
+from .output import refuse_inputs, trace_copy
 
 CHUNK = 1 << 20
 
@@ -316,49 +313,10 @@ def _open_in(path: Path) -> IO[bytes]:
 def redact_file(src: Path, dst: Path, chunk: int = CHUNK) -> RedactStats:
     """Write ``dst`` (gzip when its name ends in .gz): ``src`` redacted. Atomic: a temp file, then a rename."""
     stats = RedactStats(path=src)
-    with atomic_output(src, dst) as out, _open_in(src) as f:
+    with trace_copy(src, dst) as out, _open_in(src) as f:
         for piece in _pieces(f, stats, chunk):
             out.write(redact_bytes(piece, stats))
     return stats
-
-
-@contextlib.contextmanager
-def atomic_output(src: Path, dst: Path) -> Iterator[IO[bytes]]:
-    """A binary stream for a copy of ``src`` at ``dst`` (gzip when its name ends in .gz), renamed into place only
-    when the body ends well: a temp file beside ``dst``, removed on any failure, so a failed copy leaves nothing
-    half written. Errors reading ``src`` become TraceReadError, errors writing OutputError (redact, annotate)."""
-    gz = dst.name.lower().endswith(".gz")
-    try:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
-    except OSError as exc:
-        raise OutputError(f"{dst}: cannot write ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            os.fchmod(raw.fileno(), 0o666 & ~_umask())
-            out = cast("IO[bytes]", gzip.GzipFile(filename=dst.name[:-3], mode="wb", fileobj=raw, compresslevel=6,
-                                                  mtime=0)) if gz else raw
-            try:
-                yield out
-            finally:
-                if gz:
-                    out.close()
-        os.replace(tmp, dst)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, (EOFError, gzip.BadGzipFile)) or (isinstance(exc, OSError) and
-                                                            str(src) in str(getattr(exc, "filename", ""))):
-            raise TraceReadError(f"{src}: cannot read ({exc})") from None
-        if isinstance(exc, OSError):
-            raise OutputError(f"{dst}: cannot write ({exc.strerror or exc})") from None
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o077)
-    os.umask(mask)
-    return mask
 
 
 def redact_path(src: str | os.PathLike[str], dst: str | os.PathLike[str],
@@ -398,26 +356,6 @@ def _refuse_escapes(out: Path, outputs: list[Path]) -> None:
         where = os.path.realpath(o.parent)
         if where != root and not where.startswith(root + os.sep):
             raise UsageError(f"{o}: refusing to write through a link that leaves the output folder {out} ({where})")
-
-
-def refuse_inputs(outputs: list[Path], inputs: list[Path]) -> None:
-    """The same check as ``attribute -o``: by resolved path and by file identity (hard links)."""
-    ids = {}
-    for f in inputs:
-        with contextlib.suppress(OSError):
-            st = os.stat(f)
-            ids[(st.st_dev, st.st_ino)] = f
-    real_inputs = {os.path.realpath(f): f for f in inputs}
-    for o in outputs:
-        hit = real_inputs.get(os.path.realpath(o))
-        if hit is None:
-            with contextlib.suppress(OSError):
-                st = os.stat(o)
-                if stat.S_ISREG(st.st_mode):
-                    hit = ids.get((st.st_dev, st.st_ino))
-        if hit is not None:
-            alias = "" if os.path.abspath(o) == os.path.abspath(hit) else f" ({hit})"
-            raise UsageError(f"{o}: refusing to overwrite an input trace{alias}")
 
 
 def leaks(data: bytes) -> list[bytes]:

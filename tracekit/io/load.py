@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import TraceFormatError
-from ..memory import gc_paused
 from ..model import Trace, TraceInfo
 from .builder import TraceBuilder
 from .graphs import find_graphs
@@ -18,22 +17,27 @@ from .paths import check_trace_file
 from .read import EventStream
 
 
-def load_trace(path: str | os.PathLike, progress: Callable[[int, int], None] | None = None, jobs: int = 1) -> Trace:
+def load_trace(path: str | os.PathLike, progress: Callable[[int, int], None] | None = None,
+               decode_workers: int = 1, *, jobs: int | None = None) -> Trace:
     """Stream, decode and model one trace file. ``progress(done, total)`` gets compressed-byte counts.
 
-    ``jobs > 1`` decodes a big file's batches in that many processes (tracekit.io.pload); the model is
-    the same. Files below ``pload.MIN_PARALLEL`` of JSON are read here: a pool would cost more.
+    ``decode_workers > 1`` decodes a big file's batches in that many processes (tracekit.io.pload); the model
+    is the same. Files below ``pload.MIN_PARALLEL`` of JSON are read here: a pool would cost more. ``jobs`` is
+    the keyword's old name, still taken from callers of the public ``tracekit.load_trace``.
+
+    The cyclic GC is not paused here: the caller that reads a file owns that (tracekit.memory.one_file).
     """
+    if jobs is not None:
+        decode_workers = jobs
     p = Path(path)
     check_trace_file(p)  # a FIFO or a device would block or never end; say what it is instead
     info = TraceInfo(source=p.name)
-    with gc_paused():
-        from .pload import load_parallel, worth_parallel
+    from .pload import load_parallel, worth_parallel
 
-        if jobs > 1 and worth_parallel(p):
-            tr, read = load_parallel(TraceBuilder(info), p, progress, jobs)
-        else:
-            tr, read = TraceBuilder(info).build(EventStream(p, progress=progress).batches())
+    if decode_workers > 1 and worth_parallel(p):
+        tr, read = load_parallel(TraceBuilder(info), p, progress, decode_workers)
+    else:
+        tr, read = TraceBuilder(info).build(EventStream(p, progress=progress).batches())
     tr.graphs = find_graphs(tr)
     _header(read.header, info)
     info.warnings[:0] = read.warnings

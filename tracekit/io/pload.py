@@ -1,4 +1,4 @@
-"""Decode the batches of ONE big trace in worker processes; merge them in order (``--jobs`` on a file).
+"""Decode the batches of ONE big trace in worker processes; merge them in order (``--decode-workers``).
 
 The parent reads and cuts the events array (tracekit.read, ``EventStream.windows``); each window
 goes to a forked worker that decodes it and runs the loader's ingest on it alone, with the thread
@@ -9,8 +9,8 @@ lists and drop counters are those of the serial path (tracekit.load): the output
 A window's cut is only a candidate until a worker decodes it. When one does not decode (a cut
 inside a string, a syntax error) or the reader needs its slow path, the file is re-read serially
 from that window on (the windows proven before it are passed over undecoded), so every damaged
-file gets exactly the serial path's warnings and errors. At most ``jobs + 1`` windows are in flight,
-one slot each of a ring of shared memory.
+file gets exactly the serial path's warnings and errors. At most ``decode_workers + 1`` windows are in
+flight, one slot each of a ring of shared memory.
 """
 
 from __future__ import annotations
@@ -39,11 +39,12 @@ if TYPE_CHECKING:
 MIN_PARALLEL = 64 << 20
 # The windows' size here: half the serial reader's chunk. Each worker holds one decoded window (about
 # 2.2x its JSON) at a time, so this bounds the workers' memory; at 16 MB the whole process tree of
-# ``--jobs 2`` peaked below the serial path on a 1 GB trace, as fast as with 32 MB (benchmarks/README.md).
+# ``--decode-workers 2`` peaked below the serial path on a 1 GB trace, as fast as with 32 MB
+# (benchmarks/README.md).
 PARALLEL_CHUNK = 16 << 20
 # Workers a big file gets by default: the parent reads, copies and merges about 40% of the serial CPU
 # time itself, so past 3-4 workers more only add memory (about one window each).
-MAX_DEFAULT_JOBS = 4
+MAX_DEFAULT_WORKERS = 4
 _GZ_RATIO = 10  # traces inflate 10-30x: a .gz above MIN_PARALLEL / 10 is taken for a big one
 
 _Tables = tuple[dict, dict, dict, dict]  # threads, raw threads, streams, raw streams
@@ -198,17 +199,18 @@ def _merge(b: TraceBuilder, res: tuple[Any, ...], read_dropped: Counter[str]) ->
     return n
 
 
-def load_parallel(b: TraceBuilder, path: Path, progress: Callable[[int, int], None] | None, jobs: int,
-                  chunk: int | None = None) -> tuple[Trace, ReadSummary]:
-    """``b.build`` over ``path``'s batches, decoded and ingested in ``jobs`` forked processes."""
+def load_parallel(b: TraceBuilder, path: Path, progress: Callable[[int, int], None] | None,
+                  decode_workers: int, chunk: int | None = None) -> tuple[Trace, ReadSummary]:
+    """``b.build`` over ``path``'s batches, decoded and ingested in ``decode_workers`` forked processes."""
     import multiprocessing  # (here: small files never pay for the import)
 
     chunk = chunk or PARALLEL_CHUNK  # (read at call time: tests make it small, to get many windows from a small file)
-    inflight = jobs + 1
+    inflight = decode_workers + 1
     # Address space only: pages are used as windows touch them (a plain file's windows stay below two chunks).
     _RING[:] = [mmap.mmap(-1, _RING_CHUNKS * chunk) for _ in range(inflight)]
     try:
-        pool = multiprocessing.get_context("fork").Pool(jobs, initializer=worker_init, initargs=(os.getpid(),))
+        pool = multiprocessing.get_context("fork").Pool(decode_workers, initializer=worker_init,
+                                                        initargs=(os.getpid(),))
     except BaseException:
         _close_ring()
         raise

@@ -15,14 +15,15 @@ from ..analysis.gate import gate, parse_percent  # noqa: F401  (the CI gate, for
 from ..results.attribution import Attribution
 from ..results.diff import DiffResult
 from ..results.rows import FRAME_GROUPINGS
-from .execute import attribute_inputs, plan
+from .execute import attribute_inputs
 from .inputs import Inputs, ProgressFn, discover
-from .runs import Run, attribute_runs, find_runs, runs_of
+from .plan import plan
+from .runs import Discovered, Run, attribute_runs, discover_runs, runs_of
 
 
-def analyze(path: str | os.PathLike | Inputs, scope: str | None = None, classifier: Classifier | None = None,
-            jobs: int | None = None, progress: ProgressFn | None = None, hints: bool = True,
-            dask: str | None = None, by: str | None = None, *, decode_workers: int | None = None,
+def analyze(path: str | os.PathLike | Inputs | Discovered, scope: str | None = None,
+            classifier: Classifier | None = None, jobs: int | None = None, progress: ProgressFn | None = None,
+            hints: bool = True, dask: str | None = None, by: str | None = None, *, decode_workers: int | None = None,
             captures: tuple[str | os.PathLike, ...] = ()) -> Attribution:
     """Attribute one trace file, or every trace in a run folder (results are merged in file order).
 
@@ -36,36 +37,52 @@ def analyze(path: str | os.PathLike | Inputs, scope: str | None = None, classifi
     ``to_dataframe()`` and notebook table (``--by`` of the CLI); a name outside those raises ValueError before
     any file is read. ``by="run"`` reads a folder of runs (a sweep) as the CLI's ``--by run`` does: each run's
     own result in ``.runs`` (with its measured latency, when measured.json lies beside its traces), and one
-    DataFrame row per run, named after its folder. ``captures`` (files or folders, ``--capture``) are the traces of the
-    CUDA/HIP graph captures that the traces replay; without them, a ``capture_traces/`` folder beside a
-    replay is read (README, "Graph traces").
+    DataFrame row per run, named after its folder. ``captures`` (files or folders, ``--capture``) are the
+    traces of the CUDA/HIP graph captures that the traces replay, however the files are read (here, a pool,
+    Dask, a URL, runs); without them, a ``capture_traces/`` folder beside a replay is read (README, "Graph
+    traces"). ``path`` may be what discovery found already (``Inputs``, or the
+    CLI's :class:`~tracekit.run.runs.Discovered`): it is not discovered again.
     """
     if by is not None and by not in FRAME_GROUPINGS:
         raise ValueError(f"unknown grouping by={by!r}; choose from {', '.join(FRAME_GROUPINGS)}")
-    if by == "run":  # a folder of runs: each run's own result in .runs (the CLI's --by run)
-        if dask is not None or captures:
-            raise ValueError("by='run' reads the runs here: leave out dask and captures")
-        result = analyze_runs(find_runs(path) if not isinstance(path, Inputs) else (path, runs_of(path)),
-                              scope=scope, classifier=classifier, jobs=jobs, progress=progress, hints=hints)
-        result.default_by = by
-        return result
-    found = path if isinstance(path, Inputs) else discover(path)
-    for c in captures:  # (a missing capture fails before any trace is read)
-        discover(c)
+    if by == "run" and dask is not None:
+        raise ValueError("by='run' reads the runs here: leave out dask")
+    where = _runs(path) if by == "run" else _inputs(path)
+    # each capture discovered once, here (a missing one fails before any trace is read); the files travel in the plan
     how = plan(scope=scope, classifier=classifier, hints=hints, jobs=jobs, decode_workers=decode_workers,
-               progress=progress, captures=tuple(str(c) for c in captures))
-    result = attribute_inputs(found, how, dask=dask)
+               progress=progress, captures=tuple(str(f) for c in captures for f in discover(c).files))
+    if isinstance(where, Discovered):  # a folder of runs: each run's own result in .runs (the CLI's --by run)
+        result = attribute_runs(where, how)
+    else:
+        result = attribute_inputs(where, how, dask=dask)
     if by is not None:
         result.default_by = by
     return result
 
 
-def analyze_runs(path: str | os.PathLike | tuple[Inputs, list[Run]], scope: str | None = None,
+def _inputs(path: str | os.PathLike | Inputs | Discovered) -> Inputs:
+    """``path``'s files, discovering it only when that was not done yet."""
+    if isinstance(path, Discovered):
+        return path.inputs
+    return path if isinstance(path, Inputs) else discover(path)
+
+
+def _runs(path: str | os.PathLike | Inputs | Discovered) -> Discovered:
+    """``path``'s runs, discovering it only when that was not done yet."""
+    if isinstance(path, Discovered):
+        return path
+    if isinstance(path, Inputs):
+        return Discovered(inputs=path, runs=runs_of(path))
+    return discover_runs(path, by_run=True)
+
+
+def analyze_runs(path: str | os.PathLike | Discovered | tuple[Inputs, list[Run]], scope: str | None = None,
                  classifier: Classifier | None = None, jobs: int | None = None, progress: ProgressFn | None = None,
                  hints: bool = True) -> Attribution:
     """A folder of runs (a sweep): one result per run (``.runs``), and their merge (tracekit.run.runs)."""
     how = plan(scope=scope, classifier=classifier, hints=hints, jobs=jobs, progress=progress)
-    return attribute_runs(path if isinstance(path, tuple) else find_runs(path), how)
+    found = path if isinstance(path, tuple) else _runs(path)
+    return attribute_runs(found, how)
 
 
 def diff_paths(before: str | os.PathLike | Inputs, after: str | os.PathLike | Inputs, scope: str | None = None,

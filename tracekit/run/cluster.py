@@ -15,15 +15,15 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import TracekitError, UsageError
 from ..memory import M_ARENA_MAX, mallopt
-from .tasks import dask_task
+from .tasks import attribute_or_error
 
 if TYPE_CHECKING:
-    from ..analysis.classify import Classifier
     from ..results.attribution import Attribution
+    from .plan import Plan
 
 RETRIES = 2  # Dask's own retries of a task that raised; a worker's death is rescheduled by the scheduler
 _LOCAL = re.compile(r"^local(?::(\d+))?$")
@@ -142,15 +142,16 @@ class _Connection:
             self._config = None
 
 
-def attribute_on_dask(files: list[str], sizes: list[int], scope: str | None, classifier: Classifier, hints: bool,
-                      address: str, progress: Callable[[str, int, int], None] | None,
-                      default_workers: int, captures: tuple[str, ...] = ()) -> tuple[list[Attribution | None], list[str]]:
-    """Every file as one task; (results in file order, None for a failed file; one error line per failure)."""
-    conn = _Connection(address, default_workers)
+def attribute_on_dask(files: list[str], sizes: list[int], how: Plan,
+                      address: str) -> tuple[list[Attribution | None], list[str]]:
+    """Every file (a path or a URL) as one task that reads it with the plan whole (``Plan.for_workers``); a local
+    cluster has ``how.jobs`` workers by default. (Results in file order, None for a failed file; one error line
+    per failure.)"""
+    conn = _Connection(address, how.jobs)
     distributed = _import_distributed()
+    progress = how.progress
     try:
-        futures = conn.client.map(dask_task, files, scope=scope, classifier=classifier, hints=hints,
-                                  captures=captures, retries=RETRIES, pure=False)
+        futures = conn.client.map(attribute_or_error, files, plan=how.for_workers(), retries=RETRIES, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         results: list[Attribution | None] = [None] * len(files)
         errors: dict[int, str] = {}

@@ -6,27 +6,29 @@ import os
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..analysis.classify import Classifier
 from ..errors import TracekitError
 from ..results.attribution import Attribution
-from .inputs import ProgressFn
 from ..workers import worker_init
-from .tasks import pool_task
+from .tasks import attribute_one
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 
-def attribute_in_pool(files: list[Path], sizes: list[int], scope: str | None, clf: Classifier, workers: int,
-                      progress: ProgressFn | None, hints: bool = True,
-                      captures: tuple[str, ...] = ()) -> list[Attribution]:
-    """Files in a process pool; progress advances as each file finishes; results in file order.
+def attribute_in_pool(files: list[Path], sizes: list[int], names: list[str], how: Plan) -> list[Attribution]:
+    """Files in a pool of ``min(how.jobs, files)`` processes, each read by :func:`~tracekit.run.tasks.attribute_one`
+    with the plan whole (``Plan.for_workers``); ``how.progress`` advances as each file finishes (``names``, byte
+    ``sizes``); results in file order.
 
     On a failure, files not yet started are cancelled and the error of the earliest file in
     reading order is raised, as a serial run would have raised it.
     """
-    total = sum(sizes)
+    workers = min(how.jobs, len(files))
     with ProcessPoolExecutor(max_workers=workers, initializer=worker_init, initargs=(os.getpid(),)) as pool:
         try:
-            return _run(pool, files, sizes, total, scope, clf, progress, hints, captures)
+            return _run(pool, files, sizes, names, how)
         except BaseException:  # Ctrl-C (or any error): end the workers now, not when their files are done
             _stop(pool)
             raise
@@ -43,14 +45,27 @@ def _stop(pool: ProcessPoolExecutor) -> None:
         p.join(5)
 
 
-def _run(pool: ProcessPoolExecutor, files: list[Path], sizes: list[int], total: int, scope: str | None,
-         clf: Classifier, progress: ProgressFn | None, hints: bool, captures: tuple[str, ...]) -> list[Attribution]:
+def _run(pool: ProcessPoolExecutor, files: list[Path], sizes: list[int], names: list[str],
+         how: Plan) -> list[Attribution]:
     """Submit every file, follow them as they finish, and raise the first failure in reading order."""
-    futures: list[Future[Attribution]] = [pool.submit(pool_task, f, scope, clf, hints, captures) for f in files]
+    sent = how.for_workers()
+    futures: list[Future[Attribution]] = [pool.submit(attribute_one, f, sent) for f in files]
+    pending = _follow(futures, sizes, names, how)
+    if pending is not None:
+        for fut in pending:
+            fut.cancel()
+        wait(pending)
+        _raise_first(files, futures)
+    return [fut.result() for fut in futures]
+
+
+def _follow(futures: list[Future[Attribution]], sizes: list[int], names: list[str],
+            how: Plan) -> set[Future[Attribution]] | None:
+    """Wait for the files as they finish, reporting progress; at the first failure, the futures still pending
+    (None when every file finished well)."""
     index = {fut: i for i, fut in enumerate(futures)}
     pending = set(futures)
-    done_bytes = 0
-    failed = False
+    total, done_bytes, failed = sum(sizes), 0, False
     while pending and not failed:
         done, pending = wait(pending, return_when=FIRST_COMPLETED)
         for fut in sorted(done, key=index.__getitem__):
@@ -58,14 +73,9 @@ def _run(pool: ProcessPoolExecutor, files: list[Path], sizes: list[int], total: 
                 failed = True
                 continue
             done_bytes += sizes[index[fut]]
-            if progress is not None:
-                progress(files[index[fut]].name, done_bytes, total)
-    if failed:
-        for fut in pending:
-            fut.cancel()
-        wait(pending)
-        _raise_first(files, futures)
-    return [fut.result() for fut in futures]
+            if how.progress is not None:
+                how.progress(names[index[fut]], done_bytes, total)
+    return pending if failed else None
 
 
 def _raise_first(files: list[Path], futures: list[Future[Attribution]]) -> None:

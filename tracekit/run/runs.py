@@ -19,10 +19,10 @@ from ..analysis.attribute import merge
 from ..io.paths import TRACE_SUFFIXES
 from ..results.attribution import Attribution, RunResult
 from ..results.sweep import sweep_key  # noqa: F401  (the run-name rule lives with the run rows)
-from .execute import Plan, attribute_files
+from .execute import attribute_files
 from .inputs import Inputs, discover
 from .measured import measured_beside
-
+from .plan import Plan
 
 
 @dataclasses.dataclass(slots=True)
@@ -45,13 +45,39 @@ def run_name(file: Path, root: Path) -> str:
     return parent.relative_to(root).as_posix()
 
 
-def find_runs(path: str | os.PathLike[str]) -> tuple[Inputs, list[Run]]:
-    """The files under ``path`` (as :func:`~tracekit.run.inputs.discover` finds them) grouped into runs, by name."""
+@dataclasses.dataclass(slots=True, kw_only=True)
+class Discovered:
+    """What one PATH stands for, found once: its files (``inputs``, with discovery's warnings), the runs they
+    make, and the notes a reader should see before the result (a folder of several runs merged into one).
+
+    The CLI renders this and passes it on to ``analyze``; nothing discovers PATH again."""
+
+    inputs: Inputs
+    runs: list[Run]
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+def discover_runs(path: str | os.PathLike[str], by_run: bool = False) -> Discovered:
+    """Discover ``path`` once (:func:`~tracekit.run.inputs.discover`) and group its files into runs.
+
+    ``by_run``: the runs are read as runs, so a file named like a folder beside it is warned about in the inputs'
+    warnings. Otherwise the files are merged into one result, and when they make several runs a note says so.
+    """
     found = discover(path)
     root = Path(path)
-    if not root.is_dir():
-        return found, [Run(run_name(root, root.parent), list(found.files))]
-    return found, runs_of(found)
+    if found.urls or not root.is_dir():
+        return Discovered(inputs=found, runs=[Run(run_name(root, root.parent), list(found.files))])
+    runs = runs_of(found if by_run else dataclasses.replace(found, warnings=[]))
+    note = (f"{path} holds {len(runs)} runs (sub-folders with traces), merged here into one result; "
+            "--by run gives a row per run")
+    notes = [] if by_run or len(runs) < 2 else [note]
+    return Discovered(inputs=found, runs=runs, notes=notes)
+
+
+def find_runs(path: str | os.PathLike[str]) -> tuple[Inputs, list[Run]]:
+    """The files under ``path`` (as :func:`~tracekit.run.inputs.discover` finds them) grouped into runs, by name."""
+    got = discover_runs(path, by_run=True)
+    return got.inputs, got.runs
 
 
 def runs_of(found: Inputs) -> list[Run]:
@@ -83,11 +109,11 @@ def _natural(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
-def attribute_runs(found_runs: tuple[Inputs, list[Run]], how: Plan) -> Attribution:
+def attribute_runs(found_runs: Discovered | tuple[Inputs, list[Run]], how: Plan) -> Attribution:
     """One result per run (``.runs``), and their merge with each block's ``source`` set to its run's name.
 
     Files are read in one process pool for all runs (``how.jobs``)."""
-    found, runs = found_runs
+    found, runs = (found_runs.inputs, found_runs.runs) if isinstance(found_runs, Discovered) else found_runs
     root = found.path
     files = [f for r in runs for f in r.files]
     parts = iter(attribute_files(files, how))
