@@ -18,9 +18,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from builders import CPU_PID, TraceBuilder, attention_block, host_core
-from conftest import REAL, real_trace_files, run_cli
-from fuzzing import HOSTILE_PARTS
+from support.builders import CPU_PID, TraceBuilder, attention_block, host_core
+from support.paths import REAL, real_trace_files
+from support.cli import run_cli
+from support.fuzzing import HOSTILE_PARTS
 
 from tracekit import analyze
 from tracekit import annotate as annotate_mod

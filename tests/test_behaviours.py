@@ -22,8 +22,8 @@ import pytest
 from tracekit.errors import InconclusiveError
 from tracekit.vocab import Compared
 
-from builders import TraceBuilder, attention_block
-from conftest import run_cli
+from support.builders import TraceBuilder, attention_block
+from support.cli import run_cli
 from tracekit import analyze, diff_paths
 from tracekit.analysis.gate import gate
 from tracekit.analysis.flops import op_cost

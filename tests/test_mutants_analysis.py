@@ -6,8 +6,8 @@ from __future__ import annotations
 from functools import partial
 
 import pytest
-from builders import TraceBuilder
-from test_mutants_support import GEMM_C, H100, cpu_trace, eager, fused, plain, write
+from support.builders import TraceBuilder
+from support.pairs import GEMM_C, H100, cpu_trace, eager, fused, plain, write
 
 from tracekit import analyze, load_trace
 from tracekit.analysis.attribute import op_self_times

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from builders import TraceBuilder
+from support.builders import TraceBuilder
 
 from tracekit import analyze
 from tracekit.analysis.attribute import _backward_evidence

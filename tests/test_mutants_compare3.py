@@ -3,7 +3,7 @@ None, not an empty value, when a median step has none (results/diff.py: "None if
 
 from __future__ import annotations
 
-from builders import TraceBuilder
+from support.builders import TraceBuilder
 
 from tracekit.analysis.compare import median_step
 from tracekit.results.diff import Figures
@@ -36,7 +36,7 @@ def test_median_of_two_steps_one_without_roles_has_none_and_both_with_roles_aver
 
 def test_noise_note_with_three_steps_a_side(tmp_path):
     """Three steps on each side (NOISE_MIN_STEPS): the noise is known, and the note says which rule applies."""
-    from test_mutants_support import diff, eager, write
+    from support.pairs import diff, eager, write
 
     r = diff(write(tmp_path / "a.json", [[eager]] * 3), write(tmp_path / "b.json", [[eager]] * 3))
     assert r.noise is not None and r.noise.known
@@ -48,7 +48,7 @@ def test_replay_before_eager_names_the_before_side_as_the_replay(tmp_path):
     """test_graphs' eager-against-replay diff the other way round: the replay (mapped to Attention_0/1 through the
     capture beside it) is *before*; the eager side is launch-bound (each kernel waits 30 µs), so the note advises
     comparing spans and names the side that replays: "before replays CUDA/HIP graphs"."""
-    from test_graphs import _eager_layers, _pair
+    from support.builders import eager_layers as _eager_layers, graph_pair as _pair
 
     from tracekit import diff
 
@@ -72,7 +72,7 @@ def test_replay_before_eager_names_the_before_side_as_the_replay(tmp_path):
 def _three_steps(path):
     from functools import partial
 
-    from test_mutants_support import eager, plain, write
+    from support.pairs import eager, plain, write
 
     return write(path, [[partial(eager, gemm=5), partial(plain, add=60)], [eager],
                         [partial(eager, gemm=15), partial(plain, add=100)]])
@@ -80,7 +80,7 @@ def _three_steps(path):
 
 def test_whole_step_follows_the_attention_median_on_the_median_step_basis(tmp_path):
     """Both sides per-step (3 steps each): the whole step shown is the headline's median step, step 6 (25 µs)."""
-    from test_mutants_support import diff
+    from support.pairs import diff
 
     r = diff(_three_steps(tmp_path / "a.json"), _three_steps(tmp_path / "b.json"))
     assert r.basis == "median_step"
@@ -91,7 +91,7 @@ def test_whole_step_follows_the_attention_median_on_the_median_step_basis(tmp_pa
 def test_whole_step_is_the_busy_median_on_the_totals_basis(tmp_path):
     """The after side has its block outside any ProfilerStep, so the headline is whole-trace totals; the before
     side's whole step is then its median by whole-step busy: step 5 (75 µs), not the attention median (step 6)."""
-    from test_mutants_support import diff, eager, no_steps
+    from support.pairs import diff, eager, no_steps
 
     r = diff(_three_steps(tmp_path / "a.json"), no_steps(tmp_path / "b.json", eager))
     assert r.basis == "total"
@@ -107,9 +107,9 @@ FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Param
 def test_a_replay_of_one_kernel_is_a_replay(tmp_path):
     """A graph launch that ran one 20 µs flash kernel (no capture: the kernel is its own block) against the
     launch-bound eager layers: one replayed kernel is enough for the before side to be named as replaying."""
-    from test_graphs import _eager_layers
+    from support.builders import eager_layers as _eager_layers
 
-    from builders import graph_launch
+    from support.builders import graph_launch
     from tracekit import diff
 
     one = TraceBuilder()
@@ -124,7 +124,7 @@ def test_both_sides_replaying_launch_bound_graphs(tmp_path):
     """Both sides replay one captured attention call whose kernels (10, 5, 8 µs) sit 50 / 60 µs apart on the
     device: spans 123 / 143 µs, idle 100 / 120 µs, so both are launch-bound (idle > half the span), and the advice
     names both sides, plural verb: "before and after replay CUDA/HIP graphs"."""
-    from builders import capture, graph_launch, replay_kernels
+    from support.builders import capture, graph_launch, replay_kernels
     from tracekit import diff
 
     def replay(path, gap):
@@ -145,7 +145,7 @@ def test_step_figures_have_no_roles_when_a_block_lacks_them(tmp_path):
     """One step, two eager blocks (each 2·10 µs GEMM + 5 µs softmax, the GEMMs split into score and context).
     With roles on both, the step's roles sum them (2 · 20 = 40 µs of matmul); with the first block's roles removed
     (a result without roles: "None if a block lacks roles"), the step has none rather than a partial sum."""
-    from test_mutants_support import eager, write
+    from support.pairs import eager, write
 
     from tracekit import analyze
     from tracekit.analysis.compare import step_figures

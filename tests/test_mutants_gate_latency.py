@@ -8,7 +8,7 @@ while busy < 102); ``busy(eager)`` is not. Latencies are given here, so the expe
 from __future__ import annotations
 
 import pytest
-from test_mutants_support import busy, cpu_trace, diff, eager, steps_of, write
+from support.pairs import busy, cpu_trace, diff, eager, steps_of, write
 
 from tracekit.analysis.gate import gate
 from tracekit.errors import IncomparableError, InconclusiveError, UsageError

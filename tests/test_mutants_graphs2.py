@@ -9,7 +9,7 @@ from array import array
 from types import SimpleNamespace
 
 import pytest
-from builders import CPU_PID, GEMM_K, SOFTMAX_K, TID, TraceBuilder, capture
+from support.builders import CPU_PID, GEMM_K, SOFTMAX_K, TID, TraceBuilder, capture
 
 from tracekit import analyze
 from tracekit.analysis.graphs import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from builders import TraceBuilder
+from support.builders import TraceBuilder
 
 from tracekit import analyze
 

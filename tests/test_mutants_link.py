@@ -3,8 +3,8 @@ annotation on its stream that is open at its start, and through its External id 
 
 from __future__ import annotations
 
-from builders import TraceBuilder
-from test_mutants_support import GEMM, H100
+from support.builders import TraceBuilder
+from support.pairs import GEMM, H100
 
 from tracekit import load_trace
 from tracekit.analysis.link import NONE, link

@@ -5,8 +5,8 @@ context product; a vector operand decides nothing. Hand-built blocks: one produc
 from __future__ import annotations
 
 import pytest
-from builders import TraceBuilder
-from test_mutants_support import GEMM, H100, SOFTMAX
+from support.builders import TraceBuilder
+from support.pairs import GEMM, H100, SOFTMAX
 
 from tracekit import analyze
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from builders import TraceBuilder
-from conftest import REAL, requires_real
+from support.builders import TraceBuilder
+from support.paths import REAL, requires_real
 
 from tracekit import analyze
 from tracekit.results.efficiency import NO_FORMULA
@@ -155,7 +155,7 @@ def test_a_fused_kernel_block_takes_its_place_in_time(tmp_path: Path, replay_fir
 def test_a_step_holding_attention_ops_directly_is_no_block_under_any_scope(tmp_path: Path) -> None:
     """tests/builders.attention_block's ops with ProfilerStep#1 itself as their only range, under scope ".": the
     step is the innermost range around them, yet never a block; the eager pattern finds the call instead."""
-    from builders import attention_block
+    from support.builders import attention_block
     b = TraceBuilder()
     attention_block(b, 10, name="ProfilerStep#1")
     res = analyze(b.write(tmp_path / "t.json"), scope=".").check()
@@ -242,7 +242,7 @@ def test_a_cpu_block_at_negative_times_keeps_its_host_ops(tmp_path: Path) -> Non
 def _sweep(root: Path, steps: tuple[int, int], blocks: dict[str, int]) -> Path:
     """A folder of runs, each one trace of two ProfilerSteps numbered ``steps``, run ``x`` holding ``blocks[x]``
     attention blocks per step (tests/builders.attention_block, 400 µs apart)."""
-    from builders import attention_block
+    from support.builders import attention_block
     for run, n in blocks.items():
         b = TraceBuilder()
         for k, s in enumerate(steps):
@@ -384,7 +384,7 @@ def test_a_replayed_blocks_evidence_names_its_rule(tmp_path: Path) -> None:
 def test_the_launch_bound_hint_gives_the_mean_kernel_time_to_the_ns(tmp_path: Path) -> None:
     """tests/builders.attention_block: 6 device events, 31 µs busy in a 136 µs span (launch-bound). The hint's mean
     kernel time is 31/6 = 5.1666… µs, given to the ns: 5.167."""
-    from builders import attention_block
+    from support.builders import attention_block
     b = TraceBuilder()
     attention_block(b, 10)
     [h] = [h for h in _run(tmp_path, b).hints if h.rule == "launch-bound"]
@@ -492,7 +492,7 @@ def test_the_device_lists_every_gpu_name(tmp_path: Path) -> None:
 def test_a_device_blocks_host_time_is_its_ranges_span(tmp_path: Path) -> None:
     """tests/builders.attention_block: the range layer0.attention is 60 µs on the host, so the block's host time is
     60 µs (its span, host and device, is 136)."""
-    from builders import attention_block
+    from support.builders import attention_block
     b = TraceBuilder()
     attention_block(b, 10)
     [blk] = _run(tmp_path, b).blocks
@@ -501,7 +501,7 @@ def test_a_device_blocks_host_time_is_its_ranges_span(tmp_path: Path) -> None:
 
 def test_a_device_trace_without_recorded_shapes_says_so(tmp_path: Path) -> None:
     """No op in the trace has Input Dims (record_shapes off): every block's efficiency has no ops and says why."""
-    from builders import attention_block
+    from support.builders import attention_block
     from tracekit.results.efficiency import NO_SHAPES
     b = TraceBuilder()
     attention_block(b, 10)
@@ -572,7 +572,7 @@ def test_a_device_event_of_an_unknown_kind_is_refused_by_name() -> None:
 def test_a_device_block_at_negative_times_keeps_its_kernels(tmp_path: Path) -> None:
     """tests/builders.attention_block placed before the clock's zero (t0 = -1000 µs): the parser keeps such times,
     and the block's kernel intervals start where the trace says, k = t0 + 100 µs onward: -900 µs first."""
-    from builders import attention_block
+    from support.builders import attention_block
     b = TraceBuilder()
     attention_block(b, -1000)
     [blk] = _run(tmp_path, b).blocks

@@ -5,8 +5,8 @@ Hand-built compiled regions: one host call launches every kernel, each 5 µs, 1 
 from __future__ import annotations
 
 import pytest
-from builders import TraceBuilder
-from test_mutants_support import GEMM, H100
+from support.builders import TraceBuilder
+from support.pairs import GEMM, H100
 
 from tracekit import analyze
 

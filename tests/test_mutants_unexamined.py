@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import orjson
 import pytest
-from builders import TraceBuilder
+from support.builders import TraceBuilder
 
 from tracekit import analyze
 from tracekit.analysis.flops import op_cost

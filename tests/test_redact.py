@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from builders import TraceBuilder, attention_block
-from conftest import REAL, real_trace_files, run_cli
+from support.builders import TraceBuilder, attention_block
+from support.paths import REAL, real_trace_files
+from support.cli import run_cli
 from tracekit.run.api import analyze
 from tracekit.redact import CHUNK, leaks, redact_file, redact_path
 from tracekit.renderers import JSONRenderer

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from builders import TraceBuilder, attention_block
+from support.builders import TraceBuilder, attention_block
 from tracekit import analyze
 from tracekit.results.attribution import CATEGORIES
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from builders import TraceBuilder
+from support.builders import TraceBuilder
 from tracekit import analyze
 from tracekit.analysis.classify import Classifier
 from tracekit.vocab import Category, is_backward_op, kernel_label, opens_fused_block

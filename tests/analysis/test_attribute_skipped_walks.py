@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import real_trace_files
+from support.paths import real_trace_files
 from tracekit.analysis import scopes
 from tracekit.analysis.attribute import attribute_trace
 from tracekit.io.load import load_trace

@@ -18,8 +18,10 @@ import pytest
 
 from tracekit.vocab import Compared
 
-from builders import TraceBuilder, host_core
-from conftest import REAL, SAMPLES, run_cli
+from support.builders import TraceBuilder, host_core
+from support.paths import REAL, SAMPLES
+from support.cli import run_cli
+from support.pairs import launch_bound_trace
 from tracekit import analyze
 from tracekit.run.api import diff_paths
 from tracekit.analysis.gate import gate
@@ -220,23 +222,11 @@ def test_eager_4096_to_flash_4096_still_headlines_its_gain():
     assert v.compared == "busy" and v.ok and "attention time" in verdict_line(v)
 
 
-def _launch_bound_trace(path: Path, gemm: float, host: float) -> Path:
-    """Two steps, one block each: host range ``host`` µs, one GEMM of ``gemm`` µs that starts right after its
-    launch on an idle device. Span = max(host, 3 + gemm); busy = gemm."""
-    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
-    for s, t in enumerate((1000, 3000)):
-        b.annotation(f"ProfilerStep#{s + 1}", t - 10, 1500)
-        b.annotation("layer0.attention", t, host)
-        b.op("aten::bmm", t + 1, 2)
-        b.launch(GEMM, t + 2, 1, t + 3, gemm)
-        host_core(b, t + 4)
-    return b.write(path)
-
 
 def test_gate_compares_span_when_launch_bound(tmp_path):
     """Busy time halves (10 → 5 µs) but the host range grows (60 → 90 µs): a launch-bound run got slower."""
-    before = _launch_bound_trace(tmp_path / "a.json", gemm=10, host=60)
-    after = _launch_bound_trace(tmp_path / "b.json", gemm=5, host=90)
+    before = launch_bound_trace(tmp_path / "a.json", gemm=10, host=60)
+    after = launch_bound_trace(tmp_path / "b.json", gemm=5, host=90)
     r = diff_paths(before, after).check()
     assert r.before_figures.span_us == pytest.approx(60) and r.after_figures.span_us == pytest.approx(90)
     assert r.speedup == pytest.approx(2)  # busy time alone would say 2× faster

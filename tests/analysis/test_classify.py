@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from conftest import REAL, real_trace_files, requires_real
+from support.paths import REAL, real_trace_files, requires_real
 from tracekit.analysis.classify import CATEGORIES, DEVICE_RULES, HOST_RULES, Classifier, Rule
 
 

@@ -19,7 +19,7 @@ import json
 
 import pytest
 
-from builders import TraceBuilder
+from support.builders import TraceBuilder
 from tracekit import analyze
 from tracekit.analysis.classify import HOST_CHILD_RULES, Classifier
 from tracekit.vocab import LINEAR_ATTENTION_SSM_OPS, anchored, is_fused_attention_op, opens_fused_block

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from builders import TraceBuilder, attention_block
-from conftest import REAL, real_trace_files, run_cli
-from test_wallclock import _independent_block
+from support.builders import TraceBuilder, attention_block
+from support.paths import REAL, real_trace_files
+from support.cli import run_cli
+from support.traces import independent_block as _independent_block
 
 from tracekit import analyze
 from tracekit.renderers import JSONRenderer
@@ -153,7 +154,7 @@ def test_cpu_only_blocks_take_their_host_window(tmp_path):
 
 
 def test_a_capture_block_with_no_device_events_is_an_instant(tmp_path):
-    from builders import capture
+    from support.builders import capture
     b = TraceBuilder()
     b.annotation("ProfilerStep#1", 0, 500)
     capture(b, 10, 2)  # two captured Attention modules at 12 and 52: launches recorded, nothing ran

@@ -9,25 +9,8 @@ import math
 from functools import partial
 
 import pytest
-from builders import TraceBuilder
-from test_mutants_support import (
-    ADD,
-    ADD_C,
-    FLASH_C,
-    GEMM,
-    GEMM_C,
-    H100,
-    SOFTMAX_C,
-    busy,
-    cpu_trace,
-    diff,
-    eager,
-    fused,
-    no_steps,
-    plain,
-    steps_of,
-    write,
-)
+from support.builders import TraceBuilder
+from support.pairs import ADD, ADD_C, FLASH_C, GEMM, GEMM_C, H100, SOFTMAX_C, busy, cpu_trace, diff, eager, fused, no_steps, plain, steps_of, write
 
 from tracekit import analyze
 from tracekit.analysis.compare import attention_sizes, diff_attributions, within_noise

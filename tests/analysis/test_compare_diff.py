@@ -10,13 +10,14 @@ import io
 import json
 import re
 from functools import lru_cache, partial
-from pathlib import Path
 
 import orjson
 import pytest
 
-from builders import TraceBuilder
-from conftest import REAL, SAMPLES, requires_real, run_cli
+from support.builders import TraceBuilder
+from support.paths import GOLDEN, REAL, SAMPLES, requires_real
+from support.cli import diff_json, run_cli
+from support.pairs import FLASH_C, GEMM_C, H100, SOFTMAX_C, busy, diff, eager, fused, two_layers, write
 from tracekit import analyze, load_trace
 from tracekit.analysis.attribute import op_self_times
 from tracekit.analysis.compare import BASIS_MEDIAN, BASIS_TOTAL, attention_sizes
@@ -25,82 +26,7 @@ from tracekit.analysis.gate import gate, parse_percent
 from tracekit.renderers import JSONRenderer, TerminalRenderer, verdict_line
 from tracekit.results.attribution import CATEGORIES, InvariantError
 
-GOLDEN = Path(__file__).parent / "golden"
-H100 = "NVIDIA H100 80GB HBM3"
 
-GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
-SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)"
-FLASH = "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4> >(Params)"
-# The same names as the kernel table shows them (``void `` and ``(anonymous namespace)::`` dropped).
-GEMM_C = "cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
-SOFTMAX_C = "softmax_warp_forward<float, float, float, 8, false, false>(float*)"
-FLASH_C = "pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4> >(Params)"
-
-
-# ---------------------------------------------------------------------------------------------
-# Hand-built traces
-
-
-def eager(b: TraceBuilder, t0: float, name: str = "layer0.attention", gemm: float = 10, softmax: float = 5,
-          n: int = 256, alloc: int | None = None, gemm2: float | None = None) -> None:
-    """bmm → softmax → bmm on one stream: busy = gemm + softmax + gemm2 (gemm2 defaults to gemm)."""
-    b.annotation(name, t0, 60)
-    k = t0 + 100
-    b.op("aten::bmm", t0 + 1, 8)
-    b.launch(GEMM, t0 + 2, 1, k, gemm)
-    sm = b.op("aten::_softmax", t0 + 20, 6)
-    sm["args"]["Input Dims"] = [[1, 2, n, n], [], []]
-    b.launch(SOFTMAX, t0 + 21, 2, k + gemm + 1, softmax)
-    if alloc is not None:
-        b.memory(t0 + 22, alloc)
-    b.op("aten::bmm", t0 + 40, 8)
-    b.launch(GEMM, t0 + 41, 2, k + gemm + softmax + 2, gemm if gemm2 is None else gemm2)
-
-
-def fused(b: TraceBuilder, t0: float, name: str = "layer0.attention", flash: float = 12, n: int = 256,
-          alloc: int | None = None) -> None:
-    """SDPA → one flash kernel: busy = ``flash``, all fused_attention."""
-    b.annotation(name, t0, 60)
-    sdpa = b.op("aten::scaled_dot_product_attention", t0 + 1, 20)
-    sdpa["args"]["Input Dims"] = [[1, 2, n, 32], [1, 2, n, 32], [1, 2, n, 32], [], [], [], [], []]
-    b.op("aten::_scaled_dot_product_flash_attention", t0 + 2, 18)
-    b.launch(FLASH, t0 + 3, 2, t0 + 100, flash)
-    if alloc is not None:
-        b.memory(t0 + 4, alloc)
-
-
-def write(path: Path, steps: list[list], device: str | None = H100, first_step: int = 5) -> Path:
-    """One ProfilerStep per entry of ``steps``, each holding its blocks (callables ``f(builder, t0)``)."""
-    b = TraceBuilder(deviceProperties=[{"id": 0, "name": device}] if device else [])
-    t = 1000
-    for s, blocks in enumerate(steps):
-        b.annotation(f"ProfilerStep#{first_step + s}", t - 10, 1000 * len(blocks) + 20)
-        for make in blocks:
-            make(b, t)
-            t += 1000
-        t += 100
-    return b.write(path)
-
-
-def two_layers(kind, **kw_per_step):
-    """Steps of layer0 + layer1 built by ``kind``; kwargs are per-step lists (one value per step)."""
-    n = len(next(iter(kw_per_step.values())))
-    return [[partial(kind, name=f"layer{i}.attention", **{k: v[s] for k, v in kw_per_step.items()})
-             for i in range(2)] for s in range(n)]
-
-
-def busy_device(kind):
-    """``kind`` with the device still busy (another op's kernel on stream 8 until t0 + 100) when the block's
-    first kernel starts: the block's span starts at its first kernel, so it is not launch-bound."""
-    def make(b: TraceBuilder, t0: float, **kw) -> None:
-        b.op("aten::mm", t0 - 8, 2)
-        b.launch(GEMM, t0 - 7, 1, t0 + 40, 60, stream=8)
-        kind(b, t0, **kw)
-    return make
-
-
-def _diff(before, after, **kw):
-    return diff_paths(before, after, **kw).check()
 
 
 @pytest.fixture
@@ -119,7 +45,7 @@ def eager_fused(tmp_path):
 
 
 def test_eager_to_fused_median_step_and_categories(eager_fused):
-    r = _diff(*eager_fused)
+    r = diff(*eager_fused)
     assert r.basis == BASIS_MEDIAN
     # Two steps: the median step is the mean of both. Before (50 + 58) / 2 = 54, after (24 + 28) / 2 = 26.
     assert r.before_figures.total_us == pytest.approx(54)
@@ -140,7 +66,7 @@ def test_eager_to_fused_median_step_and_categories(eager_fused):
 def test_noise_ranges_and_beyond_noise(tmp_path):
     # Three steps a side (two say nothing about noise: issue 24): before gemm 10, 12, 11 → 50, 58, 54 µs (median
     # 54, range 8); after flash 12, 14, 13 → 24, 28, 26 (median 26, range 4). |Δ| 28 > (8 + 4) / 2.
-    r = _diff(write(tmp_path / "eager.json", two_layers(eager, gemm=[10, 12, 11])),
+    r = diff(write(tmp_path / "eager.json", two_layers(eager, gemm=[10, 12, 11])),
               write(tmp_path / "fused.json", two_layers(fused, flash=[12, 14, 13])))
     n = r.noise
     assert (n.before.min_us, n.before.max_us, n.after.min_us, n.after.max_us) == pytest.approx((50, 58, 24, 28))
@@ -152,7 +78,7 @@ def test_noise_ranges_and_beyond_noise(tmp_path):
 
 def test_two_steps_show_their_ranges_but_the_noise_is_unknown(eager_fused):
     # Issue 24: the range of two steps says nothing about a third; the spreads stay, the verdicts are None.
-    r = _diff(*eager_fused)
+    r = diff(*eager_fused)
     n = r.noise
     assert (n.before.min_us, n.before.max_us, n.after.min_us, n.after.max_us) == pytest.approx((50, 58, 24, 28))
     assert n.within_noise is None and all(c.within_noise is None for c in n.categories.values())
@@ -165,9 +91,9 @@ def _single(kind, values, key):
 
 def test_change_within_noise_is_marked_and_the_gate_still_decides(tmp_path):
     # Before steps: 2·10+5 = 25, 2·14+5 = 33 and 29 µs (median 29, range 8); after: 29, 31, 30 (median 30, range 2).
-    before = write(tmp_path / "a.json", _single(busy_device(eager), [10, 14, 12], "gemm"))
-    after = write(tmp_path / "b.json", _single(busy_device(eager), [12, 13, 12.5], "gemm"))
-    r = _diff(before, after)
+    before = write(tmp_path / "a.json", _single(busy(eager), [10, 14, 12], "gemm"))
+    after = write(tmp_path / "b.json", _single(busy(eager), [12, 13, 12.5], "gemm"))
+    r = diff(before, after)
     assert not r.launch_bound  # the gate compares busy time
     assert r.delta_us == pytest.approx(1)
     assert r.noise.combined_spread_us == pytest.approx(5)
@@ -182,7 +108,7 @@ def test_odd_step_count_uses_the_median_step_itself(tmp_path):
     # Step totals 25 (gemm 10), 33 (gemm 14), 27 (gemm 11): the median step is the third, matmul 22 + softmax 5.
     before = write(tmp_path / "a.json", _single(eager, [10, 14, 11], "gemm"))
     after = write(tmp_path / "b.json", _single(fused, [12, 12, 12], "flash"))
-    r = _diff(before, after)
+    r = diff(before, after)
     assert r.before_figures.total_us == pytest.approx(27)
     assert r.before_figures.categories["matmul"] == pytest.approx(22)
     assert r.before_figures.categories["softmax"] == pytest.approx(5)
@@ -192,7 +118,7 @@ def test_odd_step_count_uses_the_median_step_itself(tmp_path):
 def test_one_step_means_totals_and_no_noise_estimate(tmp_path):
     before = write(tmp_path / "a.json", [[eager]])
     after = write(tmp_path / "b.json", [[fused]])
-    r = _diff(before, after)
+    r = diff(before, after)
     assert r.basis == BASIS_TOTAL and r.noise is None
     assert "no noise estimate possible" in r.noise_note and "one step" in r.noise_note
     assert r.before_figures.total_us == pytest.approx(25) and r.after_figures.total_us == pytest.approx(12)
@@ -203,7 +129,7 @@ def test_one_step_means_totals_and_no_noise_estimate(tmp_path):
 def test_two_steps_against_one_compares_medians_without_noise(tmp_path):
     before = write(tmp_path / "a.json", _single(eager, [10, 14], "gemm"))  # 25 and 33 µs: median 29
     after = write(tmp_path / "b.json", [[fused]])  # one step of 12 µs
-    r = _diff(before, after)
+    r = diff(before, after)
     assert r.basis == BASIS_MEDIAN and r.noise is None
     assert (r.before_figures.total_us, r.after_figures.total_us) == pytest.approx((29, 12))
     assert r.noise_note == "no noise estimate possible: after has one step"
@@ -213,7 +139,7 @@ def test_no_steps_at_all_says_so(tmp_path):
     b1, b2 = TraceBuilder(), TraceBuilder()
     eager(b1, 1000)
     fused(b2, 1000)
-    r = _diff(b1.write(tmp_path / "a.json"), b2.write(tmp_path / "b.json"))
+    r = diff(b1.write(tmp_path / "a.json"), b2.write(tmp_path / "b.json"))
     assert r.basis == BASIS_TOTAL and r.noise is None
     assert "no ProfilerStep" in r.noise_note
 
@@ -221,7 +147,7 @@ def test_no_steps_at_all_says_so(tmp_path):
 def test_one_side_with_steps_other_without_warns_about_totals(tmp_path):
     b2 = TraceBuilder(deviceProperties=[{"id": 0, "name": H100}])
     fused(b2, 1000)
-    r = _diff(write(tmp_path / "a.json", [[eager], [eager]]), b2.write(tmp_path / "b.json"))
+    r = diff(write(tmp_path / "a.json", [[eager], [eager]]), b2.write(tmp_path / "b.json"))
     assert r.basis == BASIS_TOTAL
     assert any("2 steps" in w and "no ProfilerStep" in w for w in r.warnings)
 
@@ -234,7 +160,7 @@ def test_blocks_pair_by_kind_and_rank_and_leftovers_are_listed(tmp_path):
     before = write(tmp_path / "a.json", [[partial(eager, name="layer0.attention"), partial(eager, name="layer1.attention")]])
     after = write(tmp_path / "b.json", [[partial(fused, name="cross_attn"), partial(fused, name="layer0.attention"),
                                          partial(fused, name="layer1.attention"), partial(fused, name="layer2.attention")]])
-    r = _diff(before, after)
+    r = diff(before, after)
     assert [(p.before.name, p.after.name, p.paired_by) for p in r.pairs] == [
         ("layer0.attention", "layer0.attention", "kind"), ("layer1.attention", "layer1.attention", "kind")]
     assert r.unmatched_before == []
@@ -245,12 +171,12 @@ def test_blocks_pair_by_kind_and_rank_and_leftovers_are_listed(tmp_path):
 def test_steps_pair_by_position_not_number(tmp_path):
     before = write(tmp_path / "a.json", [[eager], [eager]], first_step=2)
     after = write(tmp_path / "b.json", [[fused], [fused]], first_step=40)
-    r = _diff(before, after)
+    r = diff(before, after)
     assert [(p.before.step, p.after.step) for p in r.pairs] == [(2, 40), (3, 41)]
 
 
 def test_kernels_only_on_one_side_with_counts_and_times(eager_fused):
-    r = _diff(*eager_fused)
+    r = diff(*eager_fused)
     assert r.kernel_unit == "kernel"
     # 2 steps × 2 blocks × 2 GEMMs: 4 of 10 µs, 4 of 12 µs; softmax 4 × 5 µs; flash 2 × 12 + 2 × 14 µs.
     assert [(k.name, k.category, k.count, k.total_us) for k in r.only_before] == [
@@ -280,7 +206,7 @@ def test_fused_kernel_blocks_pair_by_position_when_their_names_differ(tmp_path):
             t += 200
         return b.write(path)
 
-    r = _diff(build(tmp_path / "aiter.json", False), build(tmp_path / "sage.json", True))
+    r = diff(build(tmp_path / "aiter.json", False), build(tmp_path / "sage.json", True))
     assert [(p.before.name, p.after.name, p.paired_by) for p in r.pairs] == [
         ("aiter::fmha_fwd_hd128_bf16_rtz", "sage_fwd", "fused-kernel")] * 2
     assert r.unmatched_before == r.unmatched_after == []
@@ -295,9 +221,9 @@ def test_fused_kernel_blocks_pair_by_position_when_their_names_differ(tmp_path):
 def test_scope_applies_to_both_sides(tmp_path):
     before = write(tmp_path / "a.json", [[partial(eager, name="mixer0")]])
     after = write(tmp_path / "b.json", [[partial(fused, name="mixer0")]])
-    default = _diff(before, after)  # found as an inferred pattern and a fused op: different kinds
+    default = diff(before, after)  # found as an inferred pattern and a fused op: different kinds
     assert default.pairs == [] and len(default.unmatched_before) == len(default.unmatched_after) == 1
-    scoped = _diff(before, after, scope=r"^mixer")
+    scoped = diff(before, after, scope=r"^mixer")
     assert [(p.before.found_by, p.after.found_by) for p in scoped.pairs] == [("annotation", "annotation")]
 
 
@@ -305,12 +231,12 @@ def test_memory_no_longer_allocated(tmp_path):
     mib = 1 << 20
     before = write(tmp_path / "a.json", [[partial(eager, alloc=4 * mib)]])
     after = write(tmp_path / "b.json", [[partial(fused, alloc=1 * mib)]])
-    r = _diff(before, after)
+    r = diff(before, after)
     assert (r.alloc.before_bytes, r.alloc.after_bytes, r.alloc.delta_bytes) == (4 * mib, mib, -3 * mib)
     assert (r.pairs[0].before.alloc_bytes, r.pairs[0].after.alloc_bytes) == (4 * mib, mib)
     assert "score matrices are no longer allocated" in TerminalRenderer().render(r)
     # One side without memory events: no figure at all (silence is not zero bytes).
-    r2 = _diff(before, write(tmp_path / "c.json", [[fused]]))
+    r2 = diff(before, write(tmp_path / "c.json", [[fused]]))
     assert r2.alloc is None
 
 
@@ -320,23 +246,23 @@ def test_memory_no_longer_allocated(tmp_path):
 
 def test_device_and_time_base_warnings(tmp_path):
     before = write(tmp_path / "a.json", [[eager]])
-    same = _diff(before, write(tmp_path / "b.json", [[fused]]))
+    same = diff(before, write(tmp_path / "b.json", [[fused]]))
     assert not any("devices differ" in w for w in same.warnings)
-    other = _diff(before, write(tmp_path / "c.json", [[fused]], device="AMD Instinct MI300X"))
+    other = diff(before, write(tmp_path / "c.json", [[fused]], device="AMD Instinct MI300X"))
     assert any("devices differ" in w and H100 in w and "MI300X" in w for w in other.warnings)
     cpu = TraceBuilder()
     cpu.annotation("layer0.attention", 0, 50)
     cpu.op("aten::_scaled_dot_product_flash_attention_for_cpu", 1, 40)
-    r = _diff(before, cpu.write(tmp_path / "cpu.json"))
+    r = diff(before, cpu.write(tmp_path / "cpu.json"))
     assert any("time bases differ" in w for w in r.warnings)
     assert r.kernel_unit == "mixed"
 
 
 def test_shapes_compare_as_attention_sizes(tmp_path):
     before = write(tmp_path / "a.json", [[partial(eager, n=256)]])
-    same = _diff(before, write(tmp_path / "b.json", [[partial(fused, n=256)]]))  # eager softmax vs SDPA q, k
+    same = diff(before, write(tmp_path / "b.json", [[partial(fused, n=256)]]))  # eager softmax vs SDPA q, k
     assert not any("sizes differ" in w or "shapes differ" in w for w in same.warnings)
-    longer = _diff(before, write(tmp_path / "c.json", [[partial(fused, n=512)]]))
+    longer = diff(before, write(tmp_path / "c.json", [[partial(fused, n=512)]]))
     assert any("attention sizes differ" in w and "(2, 256, 256)" in w and "(2, 512, 512)" in w for w in longer.warnings)
 
 
@@ -354,11 +280,11 @@ def test_attention_sizes_from_each_op_layout():
 
 
 def test_check_catches_a_dropped_block_and_a_broken_sum(eager_fused):
-    r = _diff(*eager_fused)
+    r = diff(*eager_fused)
     r.pairs.pop()
     with pytest.raises(InvariantError, match="paired \\+ unmatched"):
         r.check()
-    r = _diff(*eager_fused)
+    r = diff(*eager_fused)
     r.after_figures.categories["other"] += 1.0
     with pytest.raises(InvariantError):
         r.check()
@@ -385,17 +311,9 @@ def test_side_labels_keep_enough_path_to_tell_sides_apart():
 # CLI: formats, gate, errors
 
 
-def _json(proc) -> dict:
-    out = json.loads(proc.stdout)
-    out["tool"] = "tracekit X.Y.Z"
-    for side in ("before", "after"):
-        for t in out["traces"][side]:
-            t["source"] = Path(t["source"]).name
-    return out
-
 
 def test_json_matches_the_golden_contract(eager_fused):
-    out = _json(run_cli("diff", *eager_fused, "--format", "json", check=True))
+    out = diff_json(run_cli("diff", *eager_fused, "--format", "json", check=True))
     assert out == json.loads((GOLDEN / "diff.json").read_text())
     # The contract keys, and the sums, checked here by construction too.
     for key in ("schema_version", "before", "after", "categories", "blocks", "only_before", "only_after", "noise",
@@ -439,8 +357,8 @@ def test_table_markdown_and_output_file(eager_fused, tmp_path):
 @pytest.mark.slow  # CLI subprocesses: CI runs it, the quick core run skips it
 def test_gate_passes_on_improvement_and_equal_fails_on_regression(tmp_path):
     # eager_fused on a device kept busy, so that neither side is launch-bound and the gate compares busy time
-    before = write(tmp_path / "eager.json", two_layers(busy_device(eager), gemm=[10, 12]))
-    after = write(tmp_path / "fused.json", two_layers(busy_device(fused), flash=[12, 14]))
+    before = write(tmp_path / "eager.json", two_layers(busy(eager), gemm=[10, 12]))
+    after = write(tmp_path / "fused.json", two_layers(busy(fused), flash=[12, 14]))
     ok = run_cli("diff", before, after, "--fail-if-slower", "5%")
     assert ok.returncode == 0 and "fail-if-slower 5%: ok" in ok.stderr
     same = run_cli("diff", before, before, "--fail-if-slower", "0")

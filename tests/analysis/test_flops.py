@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REAL, ROOT, requires_real
+from support.paths import REAL, ROOT, requires_real
 from tracekit.analysis import attribute as attribute_mod
 from tracekit.analysis import flops as flops_mod
 from tracekit.run.api import analyze
@@ -485,7 +485,7 @@ def test_no_shapes_and_unknown_device_give_reasons_not_figures() -> None:
 
 @requires_h200
 def test_terminal_shows_the_efficiency_of_each_block_kind() -> None:
-    from conftest import run_cli
+    from support.cli import run_cli
     out = run_cli("attribute", _trace("sweep/eager_4096"), check=True).stdout
     out = out.replace("\n    ", " ").replace("\n  ", " ")  # the terminal wraps long lines with an indent
     d = to_dict(analyze(_trace("sweep/eager_4096")).check(), "t")["totals"]["efficiency"]

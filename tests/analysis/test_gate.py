@@ -4,16 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from test_mutants_support import (
-    busy,
-    cpu_trace,
-    diff,
-    eager,
-    fused,
-    plain,
-    steps_of,
-    write,
-)
+from support.pairs import busy, cpu_trace, diff, eager, fused, plain, steps_of, write
 
 from tracekit.analysis.gate import gate, parse_percent
 from tracekit.errors import IncomparableError, InconclusiveError

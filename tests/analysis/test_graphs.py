@@ -8,18 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from builders import (
-    FILL_K,
-    GEMM2_K,
-    GEMM_K,
-    SOFTMAX_K,
-    TraceBuilder,
-    attention_block,
-    capture,
-    captured_attention,
-    graph_launch,
-    replay_kernels,
-)
+from support.builders import FILL_K, GEMM2_K, GEMM_K, SOFTMAX_K, TraceBuilder, attention_block, capture, captured_attention, eager_layers, graph_launch, graph_pair, replay_kernels
+from support.paths import GRAPHS
 
 from tracekit import analyze
 from tracekit.analysis.attribute import attribute_trace
@@ -30,7 +20,6 @@ from tracekit.renderers.jsonrenderer import to_dict
 from tracekit.renderers.terminal import TerminalRenderer
 from tracekit.vocab import GraphMode
 
-GRAPHS = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "graphs"
 SGLANG = GRAPHS / "sglang_decode" / "sglang_Qwen3-8B_decode.json.gz"
 SGLANG_CAPTURE = GRAPHS / "sglang_decode" / "capture_traces" / "bs_32_rank0.json.gz"
 VLLM = GRAPHS / "vllm_prefilldecode_piecewise" / "graph_execution.json.gz"
@@ -210,18 +199,9 @@ def test_replay_without_capture_says_so_and_keeps_kernel_blocks(tmp_path: Path) 
     assert any("--capture" in w for w in res.traces[0].warnings)
 
 
-def _pair(tmp_path: Path, layers: int = 2, **kw) -> tuple[Path, Path, float]:
-    cap = TraceBuilder()
-    capture(cap, 0, layers, **kw)
-    rep = TraceBuilder()
-    ks, _ = replay_kernels(1000, layers, KERNELS, DURS)
-    graph_launch(rep, 990, ks)
-    total = sum(k[2] for k in ks)
-    return rep.write(tmp_path / "replay.json"), cap.write(tmp_path / "capture.json"), total
-
 
 def test_capture_from_another_file(tmp_path: Path) -> None:
-    replay, cap, total = _pair(tmp_path)
+    replay, cap, total = graph_pair(tmp_path)
     res = _run(replay, captures=(cap,))
     g = _graphs(res)
     assert g.mode == GraphMode.REPLAY and g.capture_sources == ["capture.json"] and g.mapped_share == 1.0
@@ -231,7 +211,7 @@ def test_capture_from_another_file(tmp_path: Path) -> None:
 
 
 def test_capture_traces_folder_beside_the_replay(tmp_path: Path) -> None:
-    replay, cap, _ = _pair(tmp_path)
+    replay, cap, _ = graph_pair(tmp_path)
     folder = tmp_path / "capture_traces"
     folder.mkdir()
     cap.rename(folder / "bs_2.json")
@@ -245,7 +225,7 @@ def test_capture_traces_folder_beside_the_replay(tmp_path: Path) -> None:
 
 
 def test_unreadable_execution_details_falls_back_to_every_capture(tmp_path: Path) -> None:
-    replay, cap, _ = _pair(tmp_path)
+    replay, cap, _ = graph_pair(tmp_path)
     folder = tmp_path / "capture_traces"
     folder.mkdir()
     cap.rename(folder / "bs_2.json")
@@ -256,7 +236,7 @@ def test_unreadable_execution_details_falls_back_to_every_capture(tmp_path: Path
 
 
 def test_unnamed_cuda_captures_map_by_order(tmp_path: Path) -> None:
-    replay, cap, _ = _pair(tmp_path, launch_name="cudaLaunchKernel", named=False)
+    replay, cap, _ = graph_pair(tmp_path, launch_name="cudaLaunchKernel", named=False)
     g = _graphs(_run(replay, captures=(cap,)))
     assert g.mapped_kernels == 6 and g.mapped_by_order == 6
 
@@ -358,25 +338,13 @@ def test_vllm_piecewise_replay_maps_its_pieces() -> None:
 
 # -- the diff --------------------------------------------------------------------------------------------------------
 
-def _eager_layers(b: TraceBuilder, layers: int) -> float:
-    """The same attention modules run eagerly: each kernel waits 30 µs for its launch. Returns the summed spans."""
-    spans = 0.0
-    for i in range(layers):
-        t0 = 200 * i
-        b.module(f"Attention_{i}", t0, 100)
-        for k, (op, kernel, d) in enumerate(zip(("aten::bmm", "aten::_softmax", "aten::bmm"), KERNELS, DURS)):
-            b.op(op, t0 + 1 + 30 * k, 25)
-            b.launch(kernel, t0 + 2 + 30 * k, 2, t0 + 5 + 30 * k, d)
-        spans += (t0 + 100) - t0  # the module's host extent encloses its kernels (last ends at t0 + 73)
-    return spans
-
 
 def test_diff_eager_against_replay_pairs_by_mapped_ops(tmp_path: Path) -> None:
     from tracekit import diff
 
     eager = TraceBuilder()
-    _eager_layers(eager, 2)
-    replay, cap, _ = _pair(tmp_path)
+    eager_layers(eager, 2)
+    replay, cap, _ = graph_pair(tmp_path)
     (tmp_path / "capture_traces").mkdir()
     cap.rename(tmp_path / "capture_traces" / "capture.json")  # beside the replay, as TraceLens lays them out
     (tmp_path / "capture_traces" / "execution_details.json").write_text('[{"file": "capture.json"}]')
@@ -439,7 +407,7 @@ def test_a_damaged_capture_is_said_and_exits_3(tmp_path: Path) -> None:
 
     from tracekit.cli import cli
 
-    replay, cap, _ = _pair(tmp_path)
+    replay, cap, _ = graph_pair(tmp_path)
     raw = cap.read_bytes()
     cut = raw.rindex(b'{"ph"')  # cut inside the last event: the reader salvages the rest
     damaged = tmp_path / "damaged.json"

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from builders import TraceBuilder
-from conftest import REAL, run_cli
+from support.builders import TraceBuilder
+from support.paths import REAL
+from support.cli import run_cli
 
 from tracekit.results.invariants import InvariantError
 from tracekit import analyze

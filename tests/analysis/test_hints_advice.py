@@ -15,8 +15,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from builders import TraceBuilder
-from conftest import REAL, run_cli
+from support.builders import TraceBuilder
+from support.paths import REAL
+from support.cli import run_cli
 
 from tracekit import analyze
 from tracekit.analysis.hints import ADVICE, AdviceTopic

@@ -13,16 +13,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from builders import (
-    CPU_PID,
-    TID,
-    TraceBuilder,
-    capture,
-    graph_launch,
-    host_core,
-    replay_kernels,
-)
-from conftest import REAL, SAMPLES
+from support.builders import CPU_PID, TID, TraceBuilder, capture, graph_launch, host_core, replay_kernels
+from support.paths import REAL, SAMPLES
 
 from tracekit import analyze
 from tracekit.analysis.idle import SYNC_CALL_RULES, holds_host

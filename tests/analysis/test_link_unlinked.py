@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from builders import STREAM, TraceBuilder
-from conftest import REAL, run_cli
+from support.builders import STREAM, TraceBuilder
+from support.paths import REAL
+from support.cli import run_cli
 from tracekit import analyze
 from tracekit.analysis.link import UNLINKED_FACTS, UNLINKED_RULES, UnlinkedRule, unlinked_reasons
 from tracekit.renderers.jsonrenderer import to_dict

@@ -13,8 +13,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from builders import TraceBuilder, host_core
-from conftest import REAL, real_trace_files, run_cli
+from support.builders import TraceBuilder, host_core
+from support.paths import REAL, real_trace_files
+from support.cli import run_cli
 from tracekit.run.api import analyze
 from tracekit.analysis.link import link
 from tracekit.io.load import load_trace

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import TraceBuilder
+from support.builders import TraceBuilder
 from tracekit import analyze
 from tracekit.analysis.scopes import DISCOVERY_RULES, EAGER_BREAKERS, KERNEL_GROUPS
 from tracekit.vocab import CoreKind

@@ -14,9 +14,9 @@ import math
 import re
 
 import pytest
-from builders import CPU_PID, STREAM, TraceBuilder, attention_block
-import fuzzing
-from conftest import real, requires_real
+from support.builders import CPU_PID, STREAM, TraceBuilder, attention_block
+from support import fuzzing
+from support.paths import real, requires_real
 
 from tracekit.io.builder import TraceBuilder as _Builder, _key, _num
 from tracekit.model import TraceInfo

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from builders import TraceBuilder, attention_block
-from conftest import ROOT, chunk_size, real_trace_files
+from support.builders import TraceBuilder, attention_block
+from support.paths import ROOT, real_trace_files
+from support.traces import chunk_size
 from tracekit.io import load, pload, read
 from tracekit.run.api import analyze
 from tracekit.errors import TracekitError

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from builders import TraceBuilder, attention_block
+from support.builders import TraceBuilder, attention_block
 from tracekit.io import read
 from tracekit.io.read import EventStream
 

@@ -15,8 +15,9 @@ import zlib
 
 import pytest
 
-from builders import TraceBuilder, attention_block
-from conftest import ROOT, real, requires_real, run_cli
+from support.builders import TraceBuilder, attention_block
+from support.paths import ROOT, real, requires_real
+from support.cli import run_cli
 from tracekit.io import jsonscan, read
 from tracekit.errors import TraceFormatError, TracekitError, TraceReadError
 from tracekit.io.read import EventStream, ReadSummary

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from builders import TraceBuilder, attention_block
+from support.builders import TraceBuilder, attention_block
 from tracekit import analyze
 from tracekit.results.diff import EAGER_TO_FUSED_ALLOC
 from tracekit.vocab import Basis

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
-from test_report import SWEEP, XSS_END, XSS_IMG, browser, hostile_trace, js, open_page, report  # noqa: F401
-from test_timeline import KERNELS, steps_trace
+from support.paths import SAMPLES, SWEEP
+from support.browser import XSS_END, XSS_IMG, hostile_trace, js, open_page, report
+
+from support.builders import ATTENTION_BLOCK_KERNELS as KERNELS, steps_trace
 
 pytestmark = pytest.mark.slow
 
@@ -215,7 +216,7 @@ def test_a_step_without_blocks_says_which_step_is_drawn(browser, tmp_path):
 
 def test_a_cpu_trace_draws_its_ops(browser, tmp_path):
     """The shipped CPU sample: under each host thread an "ops" row holds the blocks' ops, all of them in view."""
-    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "cpu_eager_256.pt.trace.json.gz"
+    sample = SAMPLES / "cpu_eager_256.pt.trace.json.gz"
     report(sample, "-o", tmp_path / "cpu.html")
     open_page(browser, tmp_path / "cpu.html")
     s, t = state(browser), page_data(browser)["timeline"]
@@ -227,7 +228,7 @@ def test_a_cpu_trace_draws_its_ops(browser, tmp_path):
 def test_overlapping_blocks_take_at_most_six_rows(browser, tmp_path):
     """Eight blocks at once, each from its own host thread: they stack in rows of their own, at most six (the
     last row holds the rest), and every one is still drawn."""
-    from builders import TraceBuilder, attention_block
+    from support.builders import TraceBuilder, attention_block
 
     b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
     for i in range(8):

@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from builders import TraceBuilder, attention_block
+from support.builders import TraceBuilder, attention_block
 from click.testing import CliRunner
 
 from tracekit.cli import cli

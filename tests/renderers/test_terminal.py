@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from builders import TraceBuilder, attention_block
-from conftest import REAL, ROOT
+from support.builders import TraceBuilder, attention_block
+from support.paths import REAL, ROOT
 from tracekit.run.api import analyze
 from tracekit.analysis.compare import diff_attributions
 from tracekit.renderers import JSONRenderer, TerminalRenderer

@@ -16,19 +16,11 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from builders import TraceBuilder
-from test_mutants_support import (
-    GEMM,
-    GEMM_C,
-    H100,
-    busy,
-    diff,
-    eager,
-    fused,
-    write,
-)
+from support.builders import TraceBuilder
+from support.pairs import GEMM, GEMM_C, H100, busy, diff, eager, fused, write
 
-from test_wallclock import _union  # the busy union of intervals, walked by hand
+from support.traces import busy_union as _union
+from support.paths import SWEEP
 from tracekit.analysis.gate import gate
 from tracekit.renderers import JSONRenderer, TerminalRenderer
 from tracekit.renderers.markdown import MarkdownRenderer
@@ -37,7 +29,6 @@ from tracekit.vocab import Basis, Compared
 
 MIB = 1 << 20
 MEMSET = "Memset (Device)"
-SWEEP = Path(__file__).resolve().parents[1] / "shared" / "traces" / "h200" / "sweep"
 PAIRS = [("eager_512", "sdpa-flash_512"), ("eager_4096", "sdpa-flash_4096")]
 requires_sweep = pytest.mark.skipif(not all((SWEEP / d).is_dir() for p in PAIRS for d in p),
                                     reason=f"H200 sweep traces not present under {SWEEP}")

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from builders import TraceBuilder, attention_block
+from support.builders import TraceBuilder, attention_block
 from tracekit import analyze
 from tracekit.analysis.compare import diff_attributions
 from tracekit.results.attribution import CATEGORIES, Attribution, BlockResult, InvariantError, Totals, zero_categories

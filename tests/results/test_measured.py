@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REAL, run_cli
-from test_wallclock import _events, _file, _independent_block, _launch_bound_trace
+from support.paths import REAL
+from support.cli import run_cli
+from support.traces import independent_block as _independent_block, read_events as _events
+from support.paths import sweep_file as _file
+from support.pairs import launch_bound_trace as _launch_bound_trace
 from tracekit import analyze
 from tracekit.analysis.gate import gate
 from tracekit.errors import InconclusiveError, UsageError

@@ -14,8 +14,8 @@ from collections import defaultdict
 import pytest
 
 import tracekit
-from builders import TraceBuilder, attention_block
-from conftest import REAL, ROOT
+from support.builders import TraceBuilder, attention_block
+from support.paths import REAL, ROOT
 from tracekit.renderers import JSONRenderer
 from tracekit.results.attribution import CATEGORIES
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from builders import TraceBuilder, attention_block
+from support.builders import rank_trace
 from tracekit import analyze
 from tracekit.analysis.classify import DEVICE_RULES, HOST_RULES, Classifier, Rule
 from tracekit.cli import cli
@@ -28,14 +28,6 @@ from tracekit.vocab import Category, RankFrom
 BUSY, SPAN = 31.0, 136.0
 SPLIT = {"matmul": 20.0, "softmax": 5.0, "elementwise": 2.0, "memory": 4.0}
 
-
-def rank_trace(path: Path, blocks: int, rank: int | None = None) -> Path:
-    """``blocks`` eager attention blocks, 1 ms apart; ``distributedInfo.rank`` when ``rank`` is given."""
-    top = {} if rank is None else {"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 8}}
-    b = TraceBuilder(**top)
-    for i in range(blocks):
-        attention_block(b, 1000.0 * i, name=f"layer{i}.attention")
-    return b.write(path)
 
 
 @pytest.fixture

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
-from builders import TraceBuilder, attention_block
+from support.builders import TraceBuilder, attention_block, steps_trace
+from support.builders import ATTENTION_BLOCK_KERNELS as KERNELS
+from support.paths import ROOT
 
 import tracekit
 from tracekit.renderers.html import report_data
@@ -20,24 +21,9 @@ from tracekit.results import timeline as tl
 from tracekit.results.invariants import InvariantError
 from tracekit.vocab import CATEGORIES, LaneKind, StepChoice
 
-ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT.parent / "shared" / "traces" / "h200" / "sweep"
-STEP_LAYERS = {1: 1, 2: 3, 3: 2}  # ProfilerStep#N: its layers; step windows 200, 600, 400 µs long
 # attention_block's device events, from the block's start t0: (offset µs, duration µs); device work starts at +100
-KERNELS = [(100, 1), (102, 10), (113, 2), (116, 5), (122, 3), (126, 10)]
 
-
-def steps_trace(path: Path, step_layers: dict[int, int] = STEP_LAYERS, gap: float = 50) -> tuple[Path, dict]:
-    """Steps of different lengths (200 µs per layer), ``gap`` µs apart; returns the path and each block's t0."""
-    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
-    t, starts = 0.0, {}
-    for step, layers in step_layers.items():
-        b.annotation(f"ProfilerStep#{step}", t, 200 * layers)
-        for i in range(layers):
-            starts[(step, i)] = t + 200 * i + 1
-            attention_block(b, starts[(step, i)], name=f"layer{i}.attention")
-        t += 200 * layers + gap
-    return b.write(path), starts
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from test_ranks import BUSY, rank_trace
+from support.builders import ATTENTION_BLOCK_BUSY as BUSY, rank_trace
+from support.paths import ROOT
 from tracekit.errors import UsageError
 from tracekit.run.api import analyze as attribute_inputs
 from tracekit.run.inputs import discover
@@ -105,7 +106,7 @@ def test_a_bad_file_is_reported_and_the_others_still_count(cluster, tmp_path: Pa
 
 @pytest.mark.slow
 def test_cli_local_cluster_exit_3_and_one_error_line(tmp_path: Path) -> None:
-    from conftest import run_cli
+    from support.cli import run_cli
 
     d = _folder(tmp_path / "run", 2)
     (d / "worker_rank5.pt.trace.json").write_text("[]")
@@ -218,7 +219,7 @@ def test_bench_many_ranks_smoke(tmp_path: Path) -> None:
     """benchmarks/bench.py --ranks runs and finds the three ways' outputs identical (figures come from hand runs)."""
     import subprocess
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     proc = subprocess.run([sys.executable, str(root / "benchmarks" / "bench.py"), "--smoke", "--ranks", "3",
                            "--tools", "none", "--workers", "2", "--work", str(tmp_path)],
                           capture_output=True, text=True, timeout=300)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_report import eager_trace
+from support.builders import eager_trace
 
 from tracekit.run.api import analyze
 from tracekit.cli import cli
@@ -93,7 +93,7 @@ def test_by_run_on_one_run(sweep):
 
 def test_a_file_beside_a_folder_of_the_same_name_is_its_own_run(tmp_path):
     """Issue 26, row 12: eager/ and eager.pt.trace.json are two runs, and a warning says how they were named."""
-    from builders import TraceBuilder, attention_block
+    from support.builders import TraceBuilder, attention_block
     from tracekit.run.runs import find_runs
 
     for path, blocks in ((tmp_path / "eager" / "r0.pt.trace.json", 1), (tmp_path / "eager.pt.trace.json", 2),

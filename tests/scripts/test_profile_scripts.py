@@ -12,16 +12,15 @@ import csv
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support.paths import ROOT
 
 # A broken tracekit must fail these tests, not skip them: only a missing torch is a reason to skip.
 from tracekit import analyze
 
 pytestmark = pytest.mark.slow  # runs scripts/torch/TensorBoard: `pytest -m "not slow"` skips it
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "profile_attention.py"
 LAYERS, ACTIVE, SEQ = 2, 2, 64
 MUST_RUN_ON_CPU = ["eager", "sdpa", "sdpa-math", "sparse", "linear"]

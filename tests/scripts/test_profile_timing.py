@@ -12,15 +12,14 @@ import csv
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from builders import TraceBuilder, attention_block, host_core
+from support.builders import TraceBuilder, attention_block, host_core
+from support.paths import ROOT
 from tracekit import analyze
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "profile_attention.py"
 
 

@@ -16,13 +16,12 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
+from support.paths import ROOT
 
 pytestmark = pytest.mark.slow  # runs scripts/torch/TensorBoard: `pytest -m "not slow"` skips it
 
-ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
 PLUGIN = "/data/plugin/pytorch_profiler"
 DEADLINE_S = 60

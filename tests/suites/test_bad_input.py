@@ -8,8 +8,8 @@ import zlib
 
 import pytest
 
-from builders import TraceBuilder, attention_block
-from conftest import run_cli
+from support.builders import TraceBuilder, attention_block
+from support.cli import run_cli
 
 
 def _assert_one_line_error(proc, *needles, code=1):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import REAL, ROOT, SAMPLES, requires_real
+from support.paths import REAL, ROOT, SAMPLES, requires_real
 from tracekit import analyze
 from tracekit.results.attribution import CATEGORIES
 

@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from builders import TraceBuilder, attention_block
-from conftest import ROOT, run_cli
+from support.builders import TraceBuilder, attention_block
+from support.paths import ROOT
+from support.cli import run_cli
 
 BLOCK_US = 31.0  # busy time of one attention_block, by construction
 

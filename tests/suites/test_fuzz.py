@@ -26,9 +26,11 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-import fuzzing
-from builders import TraceBuilder, attention_block
-from conftest import REAL, ROOT, chunk_size, real_trace_files, run_cli
+from support import fuzzing
+from support.builders import TraceBuilder, attention_block
+from support.paths import REAL, ROOT, real_trace_files
+from support.traces import chunk_size
+from support.cli import run_cli
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.paths import ROOT
 
 from tracekit import analyze
 from tracekit.vocab import is_backward_op, is_fused_attention_op
@@ -24,7 +25,6 @@ pytestmark = pytest.mark.slow  # records with torch
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 from profiling import hf_models, train  # noqa: E402
 

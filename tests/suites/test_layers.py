@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "tracekit"
 MAX_LINES = 80  # no function is longer, except the measured hot loop below
 HOT_LOOPS = {"tracekit/io/builder.py:TraceBuilder._ingest"}

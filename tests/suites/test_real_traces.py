@@ -7,12 +7,12 @@ import gzip
 import re
 from collections import Counter
 from functools import lru_cache
-from pathlib import Path
 
 import orjson
 import pytest
 
-from conftest import REAL, chunk_size, real_trace_files, requires_real
+from support.paths import GOLDEN, REAL, real_trace_files, requires_real
+from support.traces import chunk_size
 from tracekit import analyze
 
 pytestmark = [requires_real, pytest.mark.real]
@@ -218,7 +218,7 @@ def test_header_never_echoes_user_metadata():
 
 @lru_cache(maxsize=1)
 def _golden() -> dict:
-    return orjson.loads(gzip.decompress((Path(__file__).parent / "golden" / "real_attribution.json.gz").read_bytes()))
+    return orjson.loads(gzip.decompress((GOLDEN / "real_attribution.json.gz").read_bytes()))
 
 
 @pytest.mark.parametrize("rel", [sized(r) for r in ALL])

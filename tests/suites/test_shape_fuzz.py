@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from support.paths import ROOT
 from tracekit import analyze
 from tracekit.errors import TracekitError
 from tracekit.renderers import RENDERERS

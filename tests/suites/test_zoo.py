@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import zoo  # imports torch and transformers only when it records
+from support import zoo
 
 import tracekit
 

@@ -106,6 +106,11 @@ def attention_block(b: TraceBuilder, t0: float, name="layer0.attention", ext_lin
              t0 + 41, 2, k + 26, 10)
 
 
+# attention_block's six kernels: (start after t0, µs) each; 31 µs busy in all.
+ATTENTION_BLOCK_BUSY = 31.0  # µs
+ATTENTION_BLOCK_KERNELS = [(100, 1), (102, 10), (113, 2), (116, 5), (122, 3), (126, 10)]
+
+
 def host_core(b: TraceBuilder, t: float) -> None:
     """Host-only softmax and PV ops at ``t`` (no kernels, 1 µs in all): after a range's QKᵀ product they
     make its attention core (issue 22: a range without one is no block), adding no device time."""
@@ -157,6 +162,10 @@ def graph_launch(b: TraceBuilder, ts: float, kernels, launch_name="hipGraphLaunc
         b._x(kind, name, start, dur, GPU_PID, STREAM, correlation=b._corr, device=0, stream=STREAM)
 
 
+GRAPH_KERNELS = (GEMM_K, SOFTMAX_K, GEMM2_K)  # one captured attention layer's kernels
+GRAPH_DURS = (10, 5, 8)  # and their µs
+
+
 def replay_kernels(t0: float, layers: int, kernels=(GEMM_K, SOFTMAX_K, GEMM2_K), durs=(10, 5, 8), gap=1.0):
     """The device events of ``layers`` replayed attention calls from ``t0``: each call's kernels back to back with
     ``gap`` µs between kernels. Returns (events, end)."""
@@ -166,3 +175,79 @@ def replay_kernels(t0: float, layers: int, kernels=(GEMM_K, SOFTMAX_K, GEMM2_K),
             out.append((name, t, d))
             t += d + gap
     return out, t
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole traces that more than one test file builds
+
+
+def golden_trace(path: Path) -> Path:
+    """The trace behind tests/golden/attribute.json (scripts/regen_golden.py builds it too)."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], cuda_runtime_version=12040,
+                     metadata={"env": {"HF_TOKEN": "hf_secretsecretsecretsecret"}})
+    b.annotation("ProfilerStep#7", 900, 1000)
+    for k in range(2):
+        attention_block(b, 1000 + 200 * k, name=f"layer{k}.attention")
+    return b.write(path)
+
+
+def rank_trace(path: Path, blocks: int, rank: int | None = None) -> Path:
+    """``blocks`` eager attention blocks, 1 ms apart; ``distributedInfo.rank`` when ``rank`` is given."""
+    top = {} if rank is None else {"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 8}}
+    b = TraceBuilder(**top)
+    for i in range(blocks):
+        attention_block(b, 1000.0 * i, name=f"layer{i}.attention")
+    return b.write(path)
+
+
+STEP_LAYERS = {1: 1, 2: 3, 3: 2}  # ProfilerStep#N: its layers; step windows 200, 600, 400 µs long
+
+
+def steps_trace(path: Path, step_layers: dict[int, int] = STEP_LAYERS, gap: float = 50) -> tuple[Path, dict]:
+    """Steps of different lengths (200 µs per layer), ``gap`` µs apart; returns the path and each block's t0."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    t, starts = 0.0, {}
+    for step, layers in step_layers.items():
+        b.annotation(f"ProfilerStep#{step}", t, 200 * layers)
+        for i in range(layers):
+            starts[(step, i)] = t + 200 * i + 1
+            attention_block(b, starts[(step, i)], name=f"layer{i}.attention")
+        t += 200 * layers + gap
+    return b.write(path), starts
+
+
+def eager_trace(path: Path, layers: int, steps: int = 2, names: tuple[str, ...] = ()) -> Path:
+    """``steps`` ProfilerSteps of ``layers`` eager blocks (31 µs busy each: matmul 20, softmax 5, elementwise 2,
+    memory 4)."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    t = 0
+    for s in range(steps):
+        b.annotation(f"ProfilerStep#{s + 1}", t, 400 * layers)
+        for i in range(layers):
+            attention_block(b, t + 1 + 400 * i, name=names[i] if i < len(names) else f"layer{i}.attention")
+        t += 400 * layers + 10
+    return b.write(path)
+
+
+
+def graph_pair(tmp_path: Path, layers: int = 2, **kw) -> tuple[Path, Path, float]:
+    cap = TraceBuilder()
+    capture(cap, 0, layers, **kw)
+    rep = TraceBuilder()
+    ks, _ = replay_kernels(1000, layers, GRAPH_KERNELS, GRAPH_DURS)
+    graph_launch(rep, 990, ks)
+    total = sum(k[2] for k in ks)
+    return rep.write(tmp_path / "replay.json"), cap.write(tmp_path / "capture.json"), total
+
+
+def eager_layers(b: TraceBuilder, layers: int) -> float:
+    """The same attention modules run eagerly: each kernel waits 30 µs for its launch. Returns the summed spans."""
+    spans = 0.0
+    for i in range(layers):
+        t0 = 200 * i
+        b.module(f"Attention_{i}", t0, 100)
+        for k, (op, kernel, d) in enumerate(zip(("aten::bmm", "aten::_softmax", "aten::bmm"), GRAPH_KERNELS, GRAPH_DURS)):
+            b.op(op, t0 + 1 + 30 * k, 25)
+            b.launch(kernel, t0 + 2 + 30 * k, 2, t0 + 5 + 30 * k, d)
+        spans += (t0 + 100) - t0  # the module's host extent encloses its kernels (last ends at t0 + 73)
+    return spans

@@ -26,8 +26,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from builders import TraceBuilder, attention_block
-from conftest import REAL, real_trace_files
+from support.builders import TraceBuilder, attention_block
+from support.paths import REAL, real_trace_files
+from support.tensorboard import entry_point_installed
 
 from tracekit.annotate import annotate_path
 from tracekit.results.attribution import Attribution
@@ -266,7 +267,7 @@ def _check_served(served: list[dict], copy: Path, original: Path, res: Attributi
     counters), the original's among them unchanged, the tracekit process, and a span per block and stream at the
     block's window (origin + start_us .. origin + end_us) of ``res``, the original's attribution (test_annotate.py
     checks that the copy attributes the same, test_clock.py the block windows against the raw JSON)."""
-    from test_annotate import _ns
+    from support.traces import ns_of as _ns
 
     written = _events(copy.read_bytes())
     assert served[: len(written)] == written
@@ -318,13 +319,13 @@ def test_profiler_plugin_serves_the_tabs_annotated_copy(tmp_path: Path) -> None:
     """Representative (real Qwen on H100 with its module blocks; an H200 eager sweep run): the copy the tab offers
     for download is what TensorBoard's trace view loads, which reads it as it reads the original."""
     pytest.importorskip("torch_tb_profiler")
-    from test_tbplugin import _entry_point, tensorboard
+    from support.tensorboard import tensorboard
 
     root = tmp_path / "logs"
     t0 = time.perf_counter()
     made = _profiler_logdir(root, {"qwen": QWEN, "eager_4096": EAGER}, originals=True)
     with tensorboard(root, every_plugin=True, log=tmp_path / "tensorboard.log") as base:
-        if _entry_point():  # the tab's download (from the original's run) is the copy laid out for the profiler
+        if entry_point_installed():  # the tab's download (from the original's run) is the copy laid out for the profiler
             status, _, body = _fetch(f"{base}{TRACEKIT}/annotated?run=qwen.orig&file=worker0.pt.trace.json.gz")
             assert status == 200 and gzip.decompress(body) == gzip.decompress(made["qwen"][0].read_bytes())
         _wait_for_runs(base, {*made, *(f"{n}.orig" for n in made)}, 200)
@@ -352,7 +353,7 @@ SHARDS = 3  # one TensorBoard per shard: each loads a third of the bytes, well i
 @pytest.mark.parametrize("shard", range(SHARDS))
 def test_profiler_plugin_serves_every_annotated_trace(tmp_path: Path, shard: int) -> None:
     pytest.importorskip("torch_tb_profiler")
-    from test_tbplugin import tensorboard
+    from support.tensorboard import tensorboard
 
     every = _every_trace()
     by_size = sorted(every, key=lambda n: (-every[n].stat().st_size, n))

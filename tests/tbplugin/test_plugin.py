@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from builders import TraceBuilder, attention_block
+from support.builders import TraceBuilder, attention_block
 
 pytest.importorskip("tensorboard")
 from tracekit.tbplugin.plugin import AnalysisCache

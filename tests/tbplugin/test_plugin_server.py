@@ -9,73 +9,34 @@ three-line launcher hands TensorBoard the same loader. The server is always stop
 
 from __future__ import annotations
 
-import contextlib
-import importlib.metadata
 import json
 import os
-import re
 import shutil
-import socket
-import subprocess
-import sys
 import time
 import tomllib
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_report import eager_trace, png_colours
+from support.builders import eager_trace
+from support.browser import png_colours, start_browser
+from support.paths import ROOT
+from support.tensorboard import embedded, entry_point_installed, get, tensorboard
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT.parent / "shared" / "traces" / "h200" / "sweep"
 PREFIX = "/data/plugin/tracekit"
-LAUNCHER = """
-import sys
-from tensorboard import default, program
-from tracekit.tbplugin import TracekitLoader
-tb = program.TensorBoard(plugins=default.get_static_plugins() + [TracekitLoader])
-tb.configure(argv=[None, "--logdir", sys.argv[1], "--host", "127.0.0.1", "--port", sys.argv[2]])
-sys.exit(tb.main())
-"""
-
-
-def _entry_point() -> bool:
-    return any(e.name == "tracekit" and e.value.startswith("tracekit.tbplugin")
-               for e in importlib.metadata.entry_points(group="tensorboard_plugins"))
-
 
 def test_entry_point_is_declared():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert meta["entry-points"]["tensorboard_plugins"]["tracekit"] == "tracekit.tbplugin:TracekitLoader"
     assert "tensorboard" in meta["optional-dependencies"]
-    if not _entry_point():
+    if not entry_point_installed():
         pytest.skip("the installed tracekit predates the tensorboard_plugins entry point: "
                     "run `pip install -e '.[tensorboard]'` (the tests below use a launcher meanwhile)")
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def get(base: str, route: str, **params: str) -> tuple[int, str]:
-    url = base + route + ("?" + urllib.parse.urlencode(params) if params else "")
-    try:
-        with urllib.request.urlopen(url, timeout=60) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def embedded(page: str) -> dict:
-    m = re.search(r'<script type="application/json" id="tk-data">(.*?)</script>', page, re.S)
-    assert m, page[:300]
-    return json.loads(m.group(1))
 
 
 @pytest.fixture(scope="module")
@@ -93,52 +54,6 @@ def logdir(tmp_path_factory):
             sweep.append(run.name)
     return root, sweep
 
-
-@contextlib.contextmanager
-def tensorboard(root: Path, every_plugin: bool = False, log: Path | None = None) -> Iterator[str]:
-    """A real TensorBoard on 127.0.0.1 serving ``root``, its base URL once it answers; always stopped after.
-    The installed ``tensorboard`` command (every plugin its entry points name, torch-tb-profiler included) where
-    tracekit's entry point is installed or ``every_plugin`` asks; else the launcher (static plugins + tracekit).
-    ``log``: where its output goes (else its stderr is kept for the failure message)."""
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    tb = shutil.which("tensorboard")
-    if every_plugin:
-        cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(root), "--host", "127.0.0.1",
-               "--port", str(port), "--load_fast=false"]
-    elif _entry_point() and tb:
-        cmd = [tb, "--logdir", str(root), "--host", "127.0.0.1", "--port", str(port)]
-    else:
-        cmd = [sys.executable, "-c", LAUNCHER, str(root), str(port)]
-    out = open(log, "w") if log is not None else None
-    proc = subprocess.Popen(cmd, env=env, stdout=out or subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT if out else subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                said = log.read_text() if log is not None else proc.stderr.read()  # type: ignore[union-attr]
-                pytest.fail(f"tensorboard exited {proc.returncode}: {said[-2000:]}")
-            try:
-                status, _ = get(base, "/data/plugins_listing")
-                if status == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "tensorboard did not answer in 90 s"
-            time.sleep(0.5)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if out is not None:
-            out.close()
-        assert proc.returncode is not None
 
 
 @pytest.fixture(scope="module")
@@ -181,9 +96,9 @@ def test_listing_runs_and_reports(server, logdir):
     assert rows["run_a"]["latency_ms"] == 3.25 and rows["run_b"]["latency_ms"] is None
     # With the entry point installed, `tensorboard` also loads torch-tb-profiler, which parses every trace in
     # background processes at start-up: on a 2-core machine our first analyses share the CPU with it.
-    assert opened < (180 if _entry_point() else 60), opened
+    assert opened < (180 if entry_point_installed() else 60), opened
     print(f"\n{2 + len(sweep)}-run logdir: listing + three reports in {opened:.2f} s "
-          f"({'tensorboard with every installed plugin' if _entry_point() else 'launcher, static plugins + tracekit'})")
+          f"({'tensorboard with every installed plugin' if entry_point_installed() else 'launcher, static plugins + tracekit'})")
 
     # The cache: a second look analyses nothing; a changed file is analysed again.
     analyses = json.loads(get(server, PREFIX + "/runs")[1])["analyses"]
@@ -228,10 +143,9 @@ def _into_report(d, deadline: float, want: str) -> None:
 
 
 def test_tab_draws_offline_in_chromium(server, tmp_path):
-    from test_report import _browser
     from selenium.webdriver.common.by import By
 
-    d = _browser()
+    d = start_browser()
     try:
         d.get(server + "/#tracekit")
         _into_report(d, time.monotonic() + 60, "document.querySelectorAll('tr[data-run]').length >= 2")
@@ -276,12 +190,11 @@ def test_tab_links_the_annotated_trace_of_the_selected_run(server):
     annotated copy as a download (run_a: two layers, so two block spans); other modes hide it."""
     import gzip
 
-    from test_report import _browser
     from selenium.webdriver.common.by import By
 
     runs = {r["name"]: r["traces"] for r in json.loads(get(server, PREFIX + "/runs")[1])["runs"]}
     assert runs["run_a"] == ["host.1.pt.trace.json"]
-    d = _browser()
+    d = start_browser()
     try:
         d.get(server + "/#tracekit")
         deadline = time.monotonic() + 60
