@@ -16,6 +16,8 @@ import pytest
 
 from support.paths import REAL, real_trace_files, requires_real
 from tracekit.analysis.classify import CATEGORIES, DEVICE_RULES, HOST_RULES, Classifier, Rule
+from tracekit.analysis.classify import ChildRule
+from tracekit.vocab import Category
 
 
 
@@ -832,3 +834,24 @@ def test_verbatim_fixture_names_occur_in_real_traces(real_names):
     assert VERBATIM_IDS <= cases.keys()
     missing = sorted(i for i in VERBATIM_IDS if cases[i] not in names)
     assert not missing, f"fixture names not found verbatim in {REAL}: {missing}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules built at run time: their categories normalised to Category, and the errors that name what is wrong (the shipped rules are built at import, before any test runs)
+
+def test_child_rule_category_becomes_a_category():
+    r = ChildRule("sdpa-child", "softmax", r"^aten::x$", r"^aten::y$")
+    assert type(r.category) is Category and r.category is Category.SOFTMAX
+    c = Classifier(child_rules=(r,))
+    assert c.host_child_rule("aten::x", "aten::y") is r
+    assert c.host_child_rule("aten::x", "aten::z") is None
+
+
+def test_child_rule_with_an_unknown_category_is_refused():
+    with pytest.raises(ValueError, match=r"^rule 'bad-child': unknown category 'attention'$"):
+        ChildRule("bad-child", "attention", r"^a$", r"^b$")
+
+
+def test_rule_with_unknown_kinds_is_refused():
+    with pytest.raises(ValueError, match=r"^rule 'bad-kinds': unknown kinds \['cpu_op', 'python'\]$"):
+        Rule("bad-kinds", Category.OTHER, kinds=frozenset({"kernel", "python", "cpu_op"}))

@@ -22,10 +22,11 @@ from tracekit.io.load import load_trace
 from tracekit.results.attribution import InvariantError
 from tracekit.analysis.roles import NAME_RULES, SHAPE_RULES, RoleFinder, op_roles
 from tracekit.vocab import MATMUL_ROLES
+from tracekit.analysis.roles import _operands
+from support.pairs import GEMM, H100, SOFTMAX
 
 H200 = REAL.parent / "h200"
 requires_h200 = pytest.mark.skipif(not H200.is_dir(), reason=f"H200 traces not present at {H200}")
-GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
 
 
 def _gemm(b: TraceBuilder, op: str, t: float, kernel_ts: float, dur: float, dims: list | None = None) -> None:
@@ -246,3 +247,91 @@ def test_diff_compares_roles_on_the_headline_basis():
     assert list(doc["before"]["matmul_roles"]) == list(MATMUL_ROLES)  # the whole-trace totals carry them too
     out = run_cli("diff", before, after, check=True).stdout
     assert "matmul by role: projection " in out and " · score " in out
+
+
+# ---------------------------------------------------------------------------------------------
+# Which two recorded inputs of a product op are its matrices. The bias comes first in addmm(bias, a, b) and its batched kin, so their operands are inputs 1 and 2; every other product's are inputs 0 and 1 (ATen's schemas). Through the attribution an aten::addmm is a linear layer by name before its shapes are read (roles rule 2), so only a direct call shows its operand order
+
+BIAS, A, B = [16], [4, 8], [8, 16]
+
+
+@pytest.mark.parametrize("op", ["aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation"])
+def test_bias_first_ops_take_inputs_one_and_two(op):
+    # addmm(bias [16], mat1 [4, 8], mat2 [8, 16], beta, alpha): the matrices are mat1 and mat2.
+    assert _operands(op, [BIAS, A, B, [], []]) == (A, B)
+
+
+@pytest.mark.parametrize("op", ["aten::mm", "aten::bmm", "aten::matmul", "aten::linear"])
+def test_other_products_take_inputs_zero_and_one(op):
+    assert _operands(op, [A, B, BIAS]) == (A, B)
+
+
+def test_a_vector_bias_in_first_place_is_never_an_operand():
+    """Read as inputs 0 and 1, addmm's [16] bias would make no matrix pair at all: None. That is what a wrong
+    offset gives; the right one gives the pair."""
+    assert _operands("aten::mm", [BIAS, A, B]) is None
+    assert _operands("aten::addmm", [BIAS, A, B]) == (A, B)
+
+
+@pytest.mark.parametrize("op,dims", [
+    ("aten::addmm", [BIAS, A]),  # one operand recorded
+    ("aten::mm", [A]),
+    ("aten::einsum", [[], [A, B]]),  # the equation decides
+    ("aten::mm", [A, [8]]),  # a vector
+    ("aten::mm", [A, "x"]),
+    ("aten::mm", [[4, None], B]),
+])
+def test_no_pair(op, dims):
+    assert _operands(op, dims) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Roles from recorded shapes (rule 2): the operands of baddbmm/addbmm are its second and third inputs; an L×L output over a head dimension up to 1024 is a score product, an L×L input a context product; a vector operand decides nothing. Hand-built blocks: one product of 10 µs in an eager block
+
+def roles(tmp_path, op, dims):
+    """An annotated eager block whose first product is ``op`` with ``dims`` (10 µs of GEMM); then softmax and a
+    PV bmm with no shapes (matmul-other, 10 µs)."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": H100}])
+    b.annotation("layer0.attention", 0, 60)
+    first = b.op(op, 1, 8)
+    first["args"]["Input Dims"] = dims
+    first["args"]["Input type"] = ["c10::BFloat16" if d else "" for d in dims]
+    b.launch(GEMM, 2, 1, 100, 10)
+    b.op("aten::_softmax", 20, 6)
+    b.launch(SOFTMAX, 21, 2, 111, 5)
+    b.op("aten::bmm", 40, 8)
+    b.launch(GEMM, 41, 2, 117, 10)
+    (blk,) = analyze(b.write(tmp_path / "t.json")).check().blocks
+    return {k: v for k, v in blk.matmul_roles.items() if v}
+
+
+L, D = 256, 64
+
+
+@pytest.mark.parametrize("op,dims,role", [
+    # baddbmm(bias [B, L, L], q [B, L, D], kᵀ [B, D, L]): an L×L output: score.
+    ("aten::baddbmm", [[2, L, L], [2, L, D], [2, D, L], [], []], "score"),
+    # baddbmm(bias [B, L, D], p [B, L, L], v [B, L, D]): an L×L input: context.
+    ("aten::baddbmm", [[2, L, D], [2, L, L], [2, L, D], [], []], "context"),
+    # addbmm(bias [L, L], q [B, L, D], kᵀ [B, D, L]): score.
+    ("aten::addbmm", [[L, L], [2, L, D], [2, D, L], [], []], "score"),
+    # A head dimension of exactly 1024 (the largest taken for one): still a score / context product.
+    ("aten::bmm", [[2, L, 1024], [2, 1024, L]], "score"),
+    ("aten::bmm", [[2, L, L], [2, L, 1024]], "context"),
+    # 2-D operands are matrices too.
+    ("aten::mm", [[L, D], [D, L]], "score"),
+    # Only the matrix dimensions must be integers: a symbolic (unrecorded) batch size does not matter.
+    ("aten::bmm", [[None, L, D], [2, D, L]], "score"),
+    ("aten::bmm", [[2, L, D], [None, D, L]], "score"),
+])
+def test_role_from_shapes(tmp_path, op, dims, role):
+    assert roles(tmp_path, op, dims) == {role: 10, "matmul-other": 10}
+
+
+@pytest.mark.parametrize("op,dims", [
+    ("aten::matmul", [[D], [D, L]]),  # a vector operand
+    ("aten::bmm", [[2, L, D], [2, None, L]]),  # a matrix dimension that is not an integer
+    ("aten::matmul", [[2, None, D], [D, 32]]),
+])
+def test_operands_that_decide_no_role(tmp_path, op, dims):
+    assert roles(tmp_path, op, dims) == {"matmul-other": 20}
