@@ -12,6 +12,8 @@ from support.pairs import GEMM_C, H100, cpu_trace, eager, fused, plain, write
 from tracekit import load_trace
 from tracekit.analysis.attribute import op_self_times
 from tracekit.vocab import Category, TimeBase
+from pathlib import Path
+from support.builders import attribute_built
 
 
 def _one(tmp_path, b: TraceBuilder, **kw):
@@ -317,3 +319,112 @@ def test_module_time_outside_its_ops_is_other(tmp_path, end, gap):
     (blk,) = r.blocks
     assert blk.categories["other"] == gap and blk.categories["matmul"] == 7 and blk.categories["softmax"] == 3
     assert blk.total_us == end and r.traces[0].base_us == end and r.totals.attention_share == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# A block's host time, allocations peak, devices and negative timestamps, on hand-built traces
+
+GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
+
+
+FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)"
+
+
+BF = "c10::BFloat16"
+
+
+def test_a_block_on_a_thread_without_allocations_has_no_peak(tmp_path: Path) -> None:
+    """CPU-only: a block on thread 1, allocations (with totals) only on thread 2, inside the block's time. The peak is
+    read on the block's thread, where the allocator said nothing: None. The control block on thread 2 reads 4096."""
+    b = TraceBuilder()
+    for tid, t0 in ((1, 0), (2, 300)):
+        b.annotation("layer0.attention", t0, 100, tid=tid)
+        b.op("aten::bmm", t0 + 10, 10, tid=tid)
+        b.op("aten::_softmax", t0 + 30, 10, tid=tid)
+        b.op("aten::bmm", t0 + 50, 10, tid=tid)
+    b.memory(15, 1024, device_type=0, tid=2, total=2048)  # in thread 1's block window, but on thread 2
+    b.memory(315, 2048, device_type=0, tid=2, total=4096)
+    res = attribute_built(tmp_path, b)
+    assert [blk.alloc_peak_bytes for blk in res.blocks] == [None, 4096]  # blocks in time order: thread 1's first
+
+
+def test_a_cpu_block_at_negative_times_keeps_its_host_ops(tmp_path: Path) -> None:
+    """The parser keeps timestamps down to -2⁵³ µs, so a CPU-only trace may sit before its clock's zero. The block's
+    host ops with self time (the timeline's ops row: the range itself has 70 µs of its own) end where the trace
+    says, in absolute ns: the range -500+100, bmm -490+10, softmax -470+10, bmm -450+10 µs."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", -500, 100)
+    for t in (-490, -470, -450):
+        b.op("aten::bmm" if t != -470 else "aten::_softmax", t, 10)
+    [blk] = attribute_built(tmp_path, b).blocks
+    ops = blk.host_ops
+    assert list(ops.end_ns) == [-400_000, -480_000, -460_000, -440_000]
+
+
+def test_attribute_trace_gives_hints_by_default(tmp_path: Path) -> None:
+    """The public ``attribute_trace(load_trace(path))`` runs the hint rules unless told not to: tests/
+    test_mutants_hints3's repeat_kv trace (reshape → clone of a 5-D expand → copy_) fires gqa-repeat-kv."""
+    from tracekit import attribute_trace, load_trace
+    b = TraceBuilder()
+    _repeat_kv(b, [1, 2, 4, 100, 64])
+    path = b.write(tmp_path / "t.json")
+    assert "gqa-repeat-kv" in [h.rule for h in attribute_trace(load_trace(path)).hints]
+    assert attribute_trace(load_trace(path), hints=False).hints == []
+
+
+def _repeat_kv(b: TraceBuilder, shape: list[int]) -> None:
+    """HF repeat_kv's ops (reshape → clone of an expand of ``shape`` → copy_, one 20 µs copy kernel) beside a
+    bmm → softmax → mm attention pattern inside layer0.attention."""
+    copy = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+            "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const>(int)")
+    b.annotation("layer0.attention", 0, 200)
+    b.op("aten::bmm", 0.2, 0.5)
+    b.op("aten::reshape", 1, 30)
+    b.op("aten::clone", 2, 28)["args"].update({"Input Dims": [shape, []], "Input type": [BF, "Scalar"]})
+    b.op("aten::copy_", 3, 20)["args"].update({"Input Dims": [shape, shape, []]})
+    b.launch(copy, 4, 1, 1000, 20)
+    b.op("aten::_softmax", 36, 2)
+    b.op("aten::mm", 40, 8)
+    b.launch(GEMM, 41, 1, 1020, 20)
+
+
+def test_a_cpu_blocks_host_time_is_its_range(tmp_path: Path) -> None:
+    """CPU-only: the block's host time is its range's span, 100 µs (its ops inside it are not added again)."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    for t, op in ((10, "aten::bmm"), (30, "aten::_softmax"), (50, "aten::bmm")):
+        b.op(op, t, 10)
+    [blk] = attribute_built(tmp_path, b).blocks
+    assert blk.host_us == pytest.approx(100)
+
+
+def test_the_device_lists_every_gpu_name(tmp_path: Path) -> None:
+    """A trace whose deviceProperties name two GPUs (an H100 first, then an A100): the device's names list both,
+    sorted and once each (io.load), and the device is the first of them, whose peaks are the roof."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}, {"id": 1, "name": "NVIDIA A100-SXM4-80GB"}])
+    b.annotation("layer0.attention", 0, 100)
+    b.op("aten::_flash_attention_forward", 10, 20)
+    b.launch(FLASH, 11, 1, 500, 20)
+    res = attribute_built(tmp_path, b)
+    assert res.device.names == ["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"]
+    assert res.device.name == "NVIDIA A100-SXM4-80GB"
+
+
+def test_a_device_blocks_host_time_is_its_ranges_span(tmp_path: Path) -> None:
+    """tests/builders.attention_block: the range layer0.attention is 60 µs on the host, so the block's host time is
+    60 µs (its span, host and device, is 136)."""
+    from support.builders import attention_block
+    b = TraceBuilder()
+    attention_block(b, 10)
+    [blk] = attribute_built(tmp_path, b).blocks
+    assert (blk.host_us, blk.span_us) == (pytest.approx(60), pytest.approx(136))
+
+
+def test_a_device_block_at_negative_times_keeps_its_kernels(tmp_path: Path) -> None:
+    """tests/builders.attention_block placed before the clock's zero (t0 = -1000 µs): the parser keeps such times,
+    and the block's kernel intervals start where the trace says, k = t0 + 100 µs onward: -900 µs first."""
+    from support.builders import attention_block
+    b = TraceBuilder()
+    attention_block(b, -1000)
+    [blk] = attribute_built(tmp_path, b).blocks
+    assert blk.kernels == 6 and min(blk.intervals.start_ns) == -900_000

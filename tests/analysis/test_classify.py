@@ -855,3 +855,21 @@ def test_child_rule_with_an_unknown_category_is_refused():
 def test_rule_with_unknown_kinds_is_refused():
     with pytest.raises(ValueError, match=r"^rule 'bad-kinds': unknown kinds \['cpu_op', 'python'\]$"):
         Rule("bad-kinds", Category.OTHER, kinds=frozenset({"kernel", "python", "cpu_op"}))
+
+
+# ---------------------------------------------------------------------------------------------
+# The classifier refuses what it cannot hold, naming it
+
+def test_duplicate_rule_names_are_named_in_the_error() -> None:
+    """Three device rules, two with one name: the Classifier refuses them, naming the duplicate and only it."""
+    from tracekit.analysis.classify import DEVICE_RULES, Classifier
+    with pytest.raises(ValueError) as e:
+        Classifier(device_rules=(DEVICE_RULES[0], DEVICE_RULES[1], DEVICE_RULES[0]))
+    assert str(e.value) == f"duplicate rule names: {[DEVICE_RULES[0].name]}"  # only the name given twice
+
+
+def test_a_device_event_of_an_unknown_kind_is_refused_by_name() -> None:
+    """The classifier is public API: a device event kind outside DEVICE_KINDS is a ValueError that names it."""
+    from tracekit.analysis.classify import Classifier
+    with pytest.raises(ValueError, match="got 'bogus'"):
+        Classifier().device_rule("void k()", "bogus", None)

@@ -20,6 +20,11 @@ from tracekit.vocab import Basis, Category
 from tracekit.analysis.compare import median_step
 from tracekit.results.diff import Figures
 from tracekit.vocab import CATEGORIES, MATMUL_ROLES
+from pathlib import Path
+from tracekit.errors import InconclusiveError
+from tracekit.vocab import Compared
+from tracekit import diff_paths
+from tracekit.analysis.gate import gate
 
 PER_STEP_NOTE = ("beyond noise: the kernel's per-step count changed, or its median-step time moved by more than "
                  "(its per-step range before + after) / 2")
@@ -798,3 +803,129 @@ def test_step_figures_have_no_roles_when_a_block_lacks_them(tmp_path):
     a.blocks[0].matmul_roles = None
     ((_, f),) = step_figures(a)
     assert f.total_us == 50.0 and f.matmul_roles is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Folders of runs diffed run by run
+
+def _sweep(root: Path, steps: tuple[int, int], blocks: dict[str, int]) -> Path:
+    """A folder of runs, each one trace of two ProfilerSteps numbered ``steps``, run ``x`` holding ``blocks[x]``
+    attention blocks per step (tests/builders.attention_block, 400 µs apart)."""
+    from support.builders import attention_block
+    for run, n in blocks.items():
+        b = TraceBuilder()
+        for k, s in enumerate(steps):
+            t0 = k * 1000
+            b.annotation(f"ProfilerStep#{s}", t0, 900)
+            for j in range(n):
+                attention_block(b, t0 + 10 + 400 * j)
+        (root / run).mkdir(parents=True)
+        b.write(root / run / "t.pt.trace.json")
+    return root
+
+
+def test_results_read_by_run_pair_run_by_run(tmp_path: Path) -> None:
+    """Before: runs a and b, one block per step, steps 1 and 2; after: the same runs recorded at steps 3 and 4, run
+    a now with two blocks per step. Each block pairs with the same run's block at the same step position (1↔3,
+    2↔4), never with the other run's: run a's second blocks are left over on the after side. (Block sources are
+    the runs' names in a result read by run.)"""
+    from tracekit import diff
+    before = analyze(_sweep(tmp_path / "b", (1, 2), {"a": 1, "b": 1}), by="run").check()
+    after = analyze(_sweep(tmp_path / "a", (3, 4), {"a": 2, "b": 1}), by="run").check()
+    r = diff(before, after).check()
+    got = sorted((p.before.source, p.before.step, p.after.source, p.after.step) for p in r.pairs)
+    assert got == [("a", 1, "a", 3), ("a", 2, "a", 4), ("b", 1, "b", 3), ("b", 2, "b", 4)]
+    assert not r.unmatched_before and sorted((x.source, x.step) for x in r.unmatched_after) == [("a", 3), ("a", 4)]
+
+
+# ---------------------------------------------------------------------------------------------
+# One side launch-bound (flags, span figures, the no-claim note, the gate), and the per-category noise rule just inside and just outside its boundary; every figure from the hand-built trace's chosen times
+
+
+
+SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)"
+
+
+def _block(b: TraceBuilder, t0: float, gemm: float = 10, gap: float = 0, softmax: float | None = None) -> None:
+    """layer0.attention: GEMM (``gemm`` µs) [→ softmax (``softmax`` µs)] → ``gap`` µs idle → GEMM again.
+
+    Another op's kernel keeps the device busy until the block's first kernel starts, so the block's span is
+    its own device work: span = 2·gemm + softmax + gap, busy = 2·gemm + softmax, idle = gap.
+    """
+    b.op("aten::mm", t0 - 8, 2)
+    b.launch(GEMM, t0 - 7, 1, t0 + 40, 60, stream=8)  # outside the block; ends at t0 + 100
+    b.annotation("layer0.attention", t0, 50)
+    k = t0 + 100
+    b.op("aten::bmm", t0 + 1, 8)
+    b.launch(GEMM, t0 + 2, 1, k, gemm)
+    k += gemm
+    if softmax is not None:
+        b.op("aten::_softmax", t0 + 10, 6)
+        b.launch(SOFTMAX, t0 + 11, 2, k, softmax)
+        k += softmax
+    b.op("aten::bmm", t0 + 20, 8)
+    b.launch(GEMM, t0 + 21, 2, k + gap, gemm)
+
+
+def _steps(path: Path, steps: list[dict]) -> Path:
+    """One ProfilerStep per entry, each holding one ``_block(**entry)``."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": H100}])
+    t = 1000
+    for s, kw in enumerate(steps):
+        b.annotation(f"ProfilerStep#{s + 1}", t - 20, 400)
+        _block(b, t, **kw)
+        t += 1000
+    return b.write(path)
+
+
+# gap 30 µs between two 10-µs GEMMs: span 50, idle 30 (60%, launch-bound); gap 5: span 25, idle 5 (20%, not).
+BOUND, FREE = 30, 5
+
+
+SIDE = {BOUND: (50.0, 30.0, True, "60%"), FREE: (25.0, 5.0, False, "20%")}  # span, idle, launch-bound, idle %
+
+
+@pytest.mark.parametrize("n_steps", [1, 2], ids=["total", "median-step"])
+@pytest.mark.parametrize("gap_b,gap_a", [(BOUND, FREE), (FREE, BOUND), (FREE, FREE), (BOUND, BOUND)],
+                         ids=["before-bound", "after-bound", "neither", "both"])
+def test_launch_bound_on_one_side_is_reported_and_gated_on_span(tmp_path, gap_b, gap_a, n_steps):
+    before = _steps(tmp_path / "b.json", [dict(gap=gap_b)] * n_steps)
+    after = _steps(tmp_path / "a.json", [dict(gap=gap_a)] * n_steps)
+    r = diff_paths(before, after).check()
+    (span_b, idle_b, lb_b, pct_b), (span_a, idle_a, lb_a, pct_a) = SIDE[gap_b], SIDE[gap_a]
+    fb, fa = r.before_figures, r.after_figures
+    assert (fb.total_us, fa.total_us) == pytest.approx((20, 20))  # busy: two 10-µs GEMMs on both sides
+    assert (fb.span_us, fb.idle_us, fa.span_us, fa.idle_us) == pytest.approx((span_b, idle_b, span_a, idle_a))
+    assert (fb.launch_bound, fa.launch_bound) == (lb_b, lb_a)
+    either = lb_b or lb_a
+    assert r.launch_bound is either
+    if either:
+        assert r.no_claim.startswith("launch-bound") and f"idle {pct_b} / {pct_a}" in r.no_claim
+        # no verdict by default: neither busy time (which did not change) nor the span is the latency
+        sides = " and ".join(s for s, lb in (("before", lb_b), ("after", lb_a)) if lb)
+        with pytest.raises(InconclusiveError, match=f"inconclusive: {sides} (is|are) launch-bound"):
+            gate(r, 5)
+        v = gate(r, 5, on=Compared.SPAN)  # the profiled span, when asked for
+        assert (v.compared, v.before_us, v.after_us) == ("span", pytest.approx(span_b), pytest.approx(span_a))
+        assert v.ok is (span_a <= span_b * 1.05) and v.chosen
+    else:
+        v = gate(r, 5)
+        assert r.no_claim == ""
+        assert (v.compared, v.before_us, v.after_us, v.ok) == ("busy", pytest.approx(20), pytest.approx(20), True)
+
+
+# Softmax per step: before 5, 9 and 7 µs (median 7, range 4); after x, x + 2 and x + 1 (median x + 1, range 2).
+# (Three steps a side: two give no noise estimate, issue 24.)
+# Spread = (4 + 2) / 2 = 3 µs: a softmax change of |Δ| <= 3 µs is within noise, anything more is not.
+@pytest.mark.parametrize("delta,within", [
+    (3.0, True), (2.995, True), (-3.0, True), (3.005, False), (-3.005, False), (0.0, True)])
+def test_category_noise_boundary(tmp_path, delta, within):
+    x = 7 + delta - 1
+    before = _steps(tmp_path / "b.json", [{"softmax": 5}, {"softmax": 9}, {"softmax": 7}])
+    after = _steps(tmp_path / "a.json", [{"softmax": x}, {"softmax": x + 2}, {"softmax": x + 1}])
+    r = diff_paths(before, after).check()
+    assert r.categories["softmax"].delta_us == pytest.approx(delta, abs=1e-9)
+    sm = r.noise.categories["softmax"]
+    assert (sm.before_min_us, sm.before_max_us, sm.after_min_us, sm.after_max_us) == pytest.approx((5, 9, x, x + 2))
+    assert sm.within_noise is within
+    assert r.noise.categories["matmul"].within_noise is True  # unchanged (40 µs both sides), no spread

@@ -35,6 +35,9 @@ from tracekit.renderers.jsonrenderer import to_dict
 import orjson
 from tracekit.analysis.flops import _fallback
 from tracekit.model import OP, HostEvent, OpInputs, Trace, TraceInfo
+from support.builders import TraceBuilder, attribute_built, with_dims
+from tracekit.results.efficiency import NO_FORMULA
+from math import prod
 
 H200 = ROOT.parent / "shared" / "traces" / "h200"
 requires_h200 = pytest.mark.skipif(not H200.is_dir(), reason="H200 sweep traces not present")
@@ -819,3 +822,173 @@ def test_mm_ignores_inputs_past_its_two_operands():
     bf = "c10::BFloat16"
     got = cost("aten::mm", [[2, 3], [3, 4], [], [], [4]], [bf, bf, "", "", bf])
     assert (got.flops, got.bytes) == (48.0, 52.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Efficiency on hand-built blocks: calls of equal figures summed, bytes of unequal ones added, and why a block has no count
+
+GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
+
+
+
+
+def test_equal_calls_sum_their_kernel_time(tmp_path: Path) -> None:
+    """Two identical aten::mm [2,3]·[3,4] bf16 calls in one block, their GEMM kernels 20 and 30 µs apart in time:
+    one group of equal figures, so the block's counted time is the busy union 20 + 30 = 50 µs, its FLOPs 2·48."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 200)
+    with_dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], [BF, BF])
+    b.launch(GEMM, 11, 1, 1000, 20)
+    with_dims(b.op("aten::mm", 30, 8), [[2, 3], [3, 4]], [BF, BF])
+    b.launch(GEMM, 31, 1, 1100, 30)
+    [blk] = attribute_built(tmp_path, b).blocks
+    e = blk.efficiency
+    assert e.ops == 2 and e.flops == 96.0
+    assert e.time_ns == 50_000
+
+
+def test_a_block_without_counted_ops_says_why(tmp_path: Path) -> None:
+    """Two blocks (mm → softmax → mm); only the first's first mm has recorded shapes (counted: 48 FLOPs). Shapes exist in
+    the trace, so the second block's reason is "no formula" (not "no shapes", and never empty)."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    with_dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], [BF, BF])
+    b.launch(GEMM, 11, 1, 1000, 20)
+    b.op("aten::_softmax", 30, 2)
+    b.op("aten::mm", 40, 8)
+    b.annotation("layer1.attention", 200, 100)
+    b.op("aten::mm", 210, 8)
+    b.launch(GEMM, 211, 1, 1100, 20)
+    b.op("aten::_softmax", 230, 2)
+    b.op("aten::mm", 240, 8)
+    first, second = attribute_built(tmp_path, b).blocks
+    assert first.efficiency.ops == 1 and first.efficiency.flops == 48.0
+    assert second.efficiency.ops == 0 and second.efficiency.reason == NO_FORMULA
+
+
+def _two_fp32_products(b: TraceBuilder) -> None:
+    """A block (mm → softmax → mm) whose two mm calls have fp32 inputs ([2,3]·[3,4], then [2,4]·[4,5]), each launching one GEMM
+    kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax kernel."""
+    b.annotation("layer0.attention", 0, 200)
+    with_dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], ["float", "float"])
+    b.launch(GEMM, 11, 1, 1000, 20)
+    with_dims(b.op("aten::_softmax", 30, 8), [[2, 4], [], []], ["float", "Scalar", "Scalar"])
+    b.launch("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)",
+             31, 1, 1030, 5)
+    with_dims(b.op("aten::mm", 50, 8), [[2, 4], [4, 5]], ["float", "float"])
+    b.launch(GEMM, 51, 1, 1040, 20)
+
+
+def test_efficiency_sums_the_bytes_of_unequal_calls(tmp_path: Path) -> None:
+    """The two fp32 products of different shapes are two groups; their bytes add up in matmul: mm [2,3]·[3,4] reads
+    6 + 12 and writes 8 elements, mm [2,4]·[4,5] reads 8 + 20 and writes 10: (26 + 38) · 4 bytes."""
+    b = TraceBuilder()
+    _two_fp32_products(b)
+    [blk] = attribute_built(tmp_path, b).blocks
+    assert blk.efficiency_by_category["matmul"].bytes == 256.0
+
+
+def test_a_device_trace_without_recorded_shapes_says_so(tmp_path: Path) -> None:
+    """No op in the trace has Input Dims (record_shapes off): every block's efficiency has no ops and says why."""
+    from support.builders import attention_block
+    from tracekit.results.efficiency import NO_SHAPES
+    b = TraceBuilder()
+    attention_block(b, 10)
+    [blk] = attribute_built(tmp_path, b).blocks
+    assert blk.efficiency.ops == 0 and blk.efficiency.reason == NO_SHAPES
+
+
+# ---------------------------------------------------------------------------------------------
+# Recorded slots that do not match: a bias without a shape or a dtype, a cat part that is no shape, addbmm's operands
+
+def _cost(name, dims, types):
+    return op_cost(name, orjson.dumps(dims), orjson.dumps(types), b"[]")
+
+
+def test_linear_with_fewer_dims_than_types_has_no_bias():
+    """aten::linear x[2,3]·W[4,3]ᵀ with a third type but no third shape: the bias slot is missing, so no bias.
+    FLOPs 2·2·3·4 = 48; bytes (2·3 + 4·3 + 2·4 output)·2 = 52. Reading the slot anyway is an IndexError (no count)."""
+    got = _cost("aten::linear", [[2, 3], [4, 3]], [BF, BF, BF])
+    assert (got.flops, got.bytes) == (48.0, 52.0)
+
+
+def test_linear_with_fewer_types_than_dims_has_no_bias():
+    """The same product with a third shape [4] but only two types: the slot has no dtype, so no bias (48, 52).
+    A bias would add one FLOP per output element (8) and 4·2 bytes."""
+    got = _cost("aten::linear", [[2, 3], [4, 3], [4]], [BF, BF])
+    assert (got.flops, got.bytes) == (48.0, 52.0)
+
+
+def test_addmm_whose_bias_shape_is_not_a_list_has_no_bias():
+    """aten::addmm(bias, a[2,3], b[3,4]) with the bias shape null but a valid dtype: no tensor, so no bias term.
+    48 FLOPs and 52 bytes as a plain mm; taking it as a bias of numel(None) = 1 would give 56 and 54."""
+    got = _cost("aten::addmm", [None, [2, 3], [3, 4]], [BF, BF, BF])
+    assert (got.flops, got.bytes) == (48.0, 52.0)
+
+
+def test_a_cat_with_a_part_that_is_not_a_shape_is_not_counted():
+    """aten::cat of a [2,3] part and a null part, bf16: the null part's size is unknown, so no count (the same
+    rule as a cat whose only part is null). The control, two [2,3] parts: 2·(6 + 6)·2 = 48 bytes, no FLOPs."""
+    assert _cost("aten::cat", [[[2, 3], None]], [BF]) is None
+    got = _cost("aten::cat", [[[2, 3], [2, 3]]], [BF])
+    assert (got.flops, got.bytes) == (0.0, 48.0)
+
+
+@pytest.mark.parametrize(("a", "b", "want"), [
+    ([4, 2, 3], [4, 3, 5], (250.0, 2 * (10 + 24 + 60 + 10))),  # the control: 4 products summed into one [2,5]
+    ([1, 2, 3], [4, 3, 5], None),  # batch dims differ: PyTorch refuses it, so no count
+    ([2, 3], [3, 5], None),  # 2-D operands: not an addbmm PyTorch runs
+])
+def test_addbmm_counts_only_3d_operands_with_one_batch(a, b, want):
+    """aten::addmm's batched sibling: bias [2,5] + Σ_b A[b]·B[b]. FLOPs 2·4·2·5·3 = 240 + one add per output
+    element (10) = 250; bytes (bias 10 + A 24 + B 60 + out 10 elements)·2. Any other operand shape: no count."""
+    got = _cost("aten::addbmm", [[2, 5], a, b], [BF, BF, BF])
+    assert (got if got is None else (got.flops, got.bytes)) == want
+
+
+# ---------------------------------------------------------------------------------------------
+# Causal attention when the query and key lengths differ (counted cell by cell), and a batched matmul whose batch dims broadcast
+
+def _causal_cells(lq: int, lk: int) -> float:
+    """Unmasked cells of a top-left aligned causal mask (query i sees keys j <= i, PyTorch's is_causal), with
+    the diagonal counted as half a cell: the convention (docs/attribution.md, Efficiency) that makes
+    Lq == Lk exactly half the score matrix."""
+    n = 0.0
+    for i in range(lq):
+        for j in range(lk):
+            n += 1.0 if j < i else 0.5 if j == i else 0.0
+    return n
+
+
+@pytest.mark.parametrize("lq,lk", [(3, 8), (5, 7), (1, 4), (64, 256), (8, 3), (6, 6)])
+def test_causal_attention_flops_counted_cell_by_cell(lq, lk):
+    b, h, dqk, dv = 2, 4, 16, 32
+    q, k, v = [b, h, lq, dqk], [b, h, lk, dqk], [b, h, lk, dv]
+    dims = json.dumps([q, k, v, [], [], [], [], []]).encode()
+    types = json.dumps(["c10::BFloat16"] * 3 + ["", "Scalar", "Scalar", "", "Scalar"]).encode()
+
+    def cost(is_causal: str) -> float:  # scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, ...)
+        c = op_cost("aten::scaled_dot_product_attention", dims, types,
+                    json.dumps(["", "", "", "", "0.", is_causal, "", "False"]).encode())
+        assert c is not None
+        return c.flops
+
+    # two products (QKᵀ over Dqk, PV over Dv), 2 FLOPs per multiply-add, over the cells that are computed
+    assert cost("False") == 2 * b * h * lq * lk * (dqk + dv)
+    assert cost("True") == pytest.approx(2 * b * h * (dqk + dv) * _causal_cells(lq, lk))
+
+
+BATCH, HEADS, M, K, N = 3, 5, 7, 11, 13
+
+
+@pytest.mark.parametrize("sa,sb,out_batch", [
+    ([BATCH, 1, M, K], [1, HEADS, K, N], BATCH * HEADS),
+    ([1, HEADS, M, K], [BATCH, 1, K, N], BATCH * HEADS),
+    ([BATCH, HEADS, M, K], [HEADS, K, N], BATCH * HEADS),  # b has fewer dims: broadcast from the right
+    ([BATCH, 1, M, K], [HEADS, K, N], BATCH * HEADS),
+])
+def test_matmul_broadcast_batch_flops(sa, sb, out_batch):
+    c = op_cost("aten::matmul", json.dumps([sa, sb]).encode(), json.dumps(["c10::BFloat16"] * 2).encode(), b"[]")
+    assert c is not None
+    assert c.flops == 2 * out_batch * M * N * K
+    assert c.bytes == 2 * (prod(sa) + prod(sb) + out_batch * M * N)  # bf16: a, b read, [BATCH, HEADS, M, N] written

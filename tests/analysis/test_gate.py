@@ -242,3 +242,15 @@ def test_span_noise_needs_three_steps_on_each_side(tmp_path):
     assert gate(diff(three, three), 5, on=Compared.SPAN).within_noise is True
     assert gate(diff(three, two), 5, on=Compared.SPAN).within_noise is None
     assert gate(diff(two, three), 5, on=Compared.SPAN).within_noise is None
+
+
+# ---------------------------------------------------------------------------------------------
+# A threshold too large to be a number
+
+def test_a_threshold_too_large_to_be_a_number_is_refused():
+    """400 digits match the percentage pattern, but float() makes them inf, and "grew by more than inf%" could
+    never fail: refused like any other non-percentage. 308 digits are still a (huge, finite) percentage."""
+    from tracekit.analysis.gate import parse_percent
+    with pytest.raises(ValueError, match="not a percentage"):
+        parse_percent("1" * 400)
+    assert parse_percent("9" * 308) == float("9" * 308)

@@ -23,10 +23,13 @@ from tracekit.results.hints import GroupFacts, merge_facts
 from types import SimpleNamespace
 from tracekit.analysis.hints import Group, _names, _t, evaluate
 from tracekit.hardware import platform
+from support.builders import attribute_built, with_dims
+from support.paths import requires_real
+from tracekit.analysis.hints import _cat_tag, _Inputs
+from tracekit.model import OpInputs
 
 H200 = REAL.parent / "h200"
 requires_h200 = pytest.mark.skipif(not H200.is_dir(), reason=f"H200 traces not present at {H200}")
-requires_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"real traces not present at {REAL}")
 
 QWEN_H100 = "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 QWEN_MI300 = "tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
@@ -1054,3 +1057,150 @@ def test_cat_tag(dims, conc, want):
     from tracekit.analysis.hints import _cat_tag
 
     assert _cat_tag(_Stub(dims, conc), 0) == want  # HintTag values; UNTAGGED is ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Hint facts, shares, advice and overlaps on hand-built traces and groups
+
+BF = "c10::BFloat16"
+
+
+@requires_real
+@pytest.mark.parametrize("rel", ["tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+                                 "tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"])
+def test_a_hints_share_in_its_evidence_is_the_share_its_message_prints(rel: str) -> None:
+    """Qwen's rotate_half rotary (cat + neg kernels) fires rotary-cat. Its message prints the share of busy time to
+    one decimal, and the evidence's ``share_pct`` is that same figure (rounded once, to one decimal), for each
+    hint that states a share (layout-copies fires too on the H100 trace); the rotary share is also
+    (cat + neg) / busy from the evidence's own µs, within rounding."""
+    import re
+    res = analyze(REAL / rel).check()
+    rotary = [h for h in res.hints if h.rule == "rotary-cat"]
+    assert rotary
+    for h in res.hints:
+        m = re.search(r"([0-9]+(?:\.[0-9]+)?)% of busy time", h.message)
+        if m is None or "share_pct" not in h.evidence:
+            continue
+        assert h.evidence["share_pct"] == float(m.group(1)), (h.rule, h.message)
+    for h in rotary:
+        e = h.evidence
+        assert abs(100 * (e["cat_us"] + e["neg_us"]) / e["busy_us"] - e["share_pct"]) <= 0.05 + 1e-3
+
+
+def _two_fp32_products(b: TraceBuilder) -> None:
+    """A block (mm → softmax → mm) whose two mm calls have fp32 inputs ([2,3]·[3,4], then [2,4]·[4,5]), each launching one GEMM
+    kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax kernel."""
+    b.annotation("layer0.attention", 0, 200)
+    with_dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], ["float", "float"])
+    b.launch(GEMM, 11, 1, 1000, 20)
+    with_dims(b.op("aten::_softmax", 30, 8), [[2, 4], [], []], ["float", "Scalar", "Scalar"])
+    b.launch("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)",
+             31, 1, 1030, 5)
+    with_dims(b.op("aten::mm", 50, 8), [[2, 4], [4, 5]], ["float", "float"])
+    b.launch(GEMM, 51, 1, 1040, 20)
+
+
+def test_fp32_gemm_kernels_are_counted_one_by_one(tmp_path: Path) -> None:
+    """Two GEMM kernels launched by fp32 GEMM ops in the block: the block kind's facts count 2, none 16-bit."""
+    b = TraceBuilder()
+    _two_fp32_products(b)
+    res = attribute_built(tmp_path, b)
+    [facts] = res.hint_facts.values()
+    assert (facts.gemm_fp32, facts.gemm_16bit) == (2, 0)
+
+
+def _repeat_kv(b: TraceBuilder, shape: list[int]) -> None:
+    """HF repeat_kv's ops (reshape → clone of an expand of ``shape`` → copy_, one 20 µs copy kernel) beside a
+    bmm → softmax → mm attention pattern inside layer0.attention."""
+    copy = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+            "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const>(int)")
+    b.annotation("layer0.attention", 0, 200)
+    b.op("aten::bmm", 0.2, 0.5)
+    b.op("aten::reshape", 1, 30)
+    b.op("aten::clone", 2, 28)["args"].update({"Input Dims": [shape, []], "Input type": [BF, "Scalar"]})
+    b.op("aten::copy_", 3, 20)["args"].update({"Input Dims": [shape, shape, []]})
+    b.launch(copy, 4, 1, 1000, 20)
+    b.op("aten::_softmax", 36, 2)
+    b.op("aten::mm", 40, 8)
+    b.launch(GEMM, 41, 1, 1020, 20)
+
+
+@pytest.mark.parametrize("shape", [[1, 8, 100, 64], [8, 100, 64]])
+def test_repeat_kv_needs_a_five_d_expand(tmp_path: Path, shape: list[int]) -> None:
+    """The same copies of a 4-D or 3-D tensor whose third dim is > 1: a plain contiguous copy, not repeat_kv's
+    (B, H_kv, n_rep, S, D) expand, so no gqa-repeat-kv hint. (A 5-D clone elsewhere in the file, launching
+    nothing, lets the walk run at all: without one it is skipped.)"""
+    b = TraceBuilder()
+    _repeat_kv(b, shape)
+    b.op("aten::clone", 300, 5)["args"].update({"Input Dims": [[1, 2, 4, 100, 64], []], "Input type": [BF, "Scalar"]})
+    assert [h.rule for h in attribute_built(tmp_path, b).hints if h.rule == "gqa-repeat-kv"] == []
+
+
+@pytest.mark.parametrize(("replayed", "graphed"), [(50.0, False), (50.5, True)])
+def test_launch_advice_says_already_graphed_past_half_replayed(replayed: float, graphed: bool) -> None:
+    """The launch-bound hint's advice: when more than half the blocks' busy time ran from graph replays, the gaps
+    are not launch overhead; exactly half is not more than half."""
+    from types import SimpleNamespace
+    from tracekit.analysis.hints import _launch_advice
+    g = SimpleNamespace(facts=SimpleNamespace(graph_modes=["eager"], replayed_us=replayed), share=lambda us: us / 100)
+    assert _launch_advice(g).startswith("the blocks already run from a CUDA/HIP graph") == graphed
+
+
+def test_shared_kernels_with_equal_double_counts_are_listed_by_name() -> None:
+    """Two hints both count kernels "b" and "a" (5 µs each): each is double-counted 5 µs, a tie broken by name."""
+    from types import SimpleNamespace
+    from tracekit.analysis.hints import _overlap
+    counted = {("b", "memory"): 5.0, ("a", "memory"): 5.0}
+    members = [SimpleNamespace(rule="r1", counted=counted), SimpleNamespace(rule="r2", counted=counted)]
+    o = _overlap(members, "layer", 100.0)
+    assert o.shared_kernels == ["a", "b"] and o.double_counted_us == 10.0
+    # unequal: "a" double-counted 5 µs, "c" 8 µs: the most double-counted first
+    more = {("a", "memory"): 5.0, ("c", "memory"): 8.0}
+    o = _overlap([SimpleNamespace(rule="r1", counted=more), SimpleNamespace(rule="r2", counted=more)], "layer", 100.0)
+    assert o.shared_kernels == ["c", "a"]
+
+
+def test_the_launch_bound_hint_gives_the_mean_kernel_time_to_the_ns(tmp_path: Path) -> None:
+    """tests/builders.attention_block: 6 device events, 31 µs busy in a 136 µs span (launch-bound). The hint's mean
+    kernel time is 31/6 = 5.1666… µs, given to the ns: 5.167."""
+    from support.builders import attention_block
+    b = TraceBuilder()
+    attention_block(b, 10)
+    [h] = [h for h in attribute_built(tmp_path, b).hints if h.rule == "launch-bound"]
+    assert h.evidence["mean_kernel_us"] == 5.167
+
+
+def test_input_dims_that_are_not_a_list_are_none_for_the_hints() -> None:
+    """An SDPA op whose Input Dims is the JSON string "abcdef" (a damaged record): no dims, so no attn_mask tensor is
+    seen. Taking the string as the dims list would read its fourth character as a mask and count a masked call."""
+    import orjson
+    from types import SimpleNamespace
+    from tracekit.analysis.hints import _Inputs, _sdpa_masked
+    from tracekit.model import OpInputs
+    rec = OpInputs(dims=orjson.dumps("abcdef"), types=orjson.dumps([BF] * 4), concrete=b"")
+    inp = _Inputs(SimpleNamespace(op_inputs={0: rec}))
+    assert inp.dims(0) is None and _sdpa_masked(inp, 0) is False
+
+
+# ---------------------------------------------------------------------------------------------
+# Concrete inputs read for the cat axis, and none when they are not a list
+
+def _inputs(concrete: bytes) -> _Inputs:
+    rec = OpInputs(dims=orjson.dumps([[[1, 8, 16, 64], [1, 8, 1, 64]], []]), types=orjson.dumps(["TensorList", "Scalar"]),
+                   concrete=concrete)
+    return _Inputs(SimpleNamespace(op_inputs={0: rec}))
+
+
+def test_concrete_inputs_that_are_a_list_give_the_cat_axis():
+    """The control: cat([past (16 tokens), new (1)], dim=2) of (B, H, S, D) tensors is a KV-cache append."""
+    inp = _inputs(orjson.dumps(["", "2"]))
+    assert inp.concrete(0) == ["", "2"]
+    assert _cat_tag(inp, 0) == HintTag.KV_CAT
+
+
+def test_concrete_inputs_that_are_not_a_list_are_none():
+    """A JSON string "x2" in place of the list: no concrete inputs, so the cat's axis is the default 0 and the cat is
+    untagged. Taking the string as the list would read its second character, "2", as the axis: a KV append."""
+    inp = _inputs(orjson.dumps("x2"))
+    assert inp.concrete(0) is None
+    assert _cat_tag(inp, 0) == HintTag.UNTAGGED

@@ -305,3 +305,19 @@ def test_qwen_unlinked_time_is_launched_before_the_trace_and_its_flash_kernels_a
     ms = sum(busy[k] for k in outside) / 1000
     (name, n), = names.items()
     assert f"attention outside blocks: {len(outside)} kernels, {ms:.2f} ms ({name} ×{n})" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# The unlinked-reason rules on their own
+
+def test_a_runtime_call_with_id_one_means_launches_were_recorded():
+    """An unlinked kernel with correlation 5 where the trace's first runtime call has id 1: not before the first
+    launch (1 < 5), not shared, and launches were recorded (an id of 1 is an id), so another process launched it."""
+    assert unlinked_reasons([5], [1]) == [UnlinkedReason.OTHER_PROCESS]
+    assert unlinked_reasons([5], [0]) == [UnlinkedReason.OTHER]  # no runtime call carries an id
+
+
+def test_an_event_no_rule_holds_for_is_other():
+    """A rule set without the closing "always" rule: an event none of its facts hold for keeps the default."""
+    only = (UnlinkedRule("no-correlation-id", UnlinkedReason.NO_CORRELATION, "no-correlation", "no id at all"),)
+    assert unlinked_reasons([5, 0], [1], rules=only) == [UnlinkedReason.OTHER, UnlinkedReason.NO_CORRELATION]

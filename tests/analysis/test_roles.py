@@ -24,6 +24,8 @@ from tracekit.analysis.roles import NAME_RULES, SHAPE_RULES, RoleFinder, op_role
 from tracekit.vocab import MATMUL_ROLES
 from tracekit.analysis.roles import _operands
 from support.pairs import GEMM, H100, SOFTMAX
+from support.builders import attribute_built, with_dims
+from tracekit.vocab import MatmulRole
 
 H200 = REAL.parent / "h200"
 requires_h200 = pytest.mark.skipif(not H200.is_dir(), reason=f"H200 traces not present at {H200}")
@@ -335,3 +337,106 @@ def test_role_from_shapes(tmp_path, op, dims, role):
 ])
 def test_operands_that_decide_no_role(tmp_path, op, dims):
     assert roles(tmp_path, op, dims) == {"matmul-other": 20}
+
+
+# ---------------------------------------------------------------------------------------------
+# Roles by name, by enclosing range and by shapes, on hand-built blocks
+
+
+
+BF = "c10::BFloat16"
+
+
+def _two_fp32_products(b: TraceBuilder) -> None:
+    """A block (mm → softmax → mm) whose two mm calls have fp32 inputs ([2,3]·[3,4], then [2,4]·[4,5]), each launching one GEMM
+    kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax kernel."""
+    b.annotation("layer0.attention", 0, 200)
+    with_dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], ["float", "float"])
+    b.launch(GEMM, 11, 1, 1000, 20)
+    with_dims(b.op("aten::_softmax", 30, 8), [[2, 4], [], []], ["float", "Scalar", "Scalar"])
+    b.launch("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)",
+             31, 1, 1030, 5)
+    with_dims(b.op("aten::mm", 50, 8), [[2, 4], [4, 5]], ["float", "float"])
+    b.launch(GEMM, 51, 1, 1040, 20)
+
+
+def test_only_matrix_products_have_a_matmul_role(tmp_path: Path) -> None:
+    """The counted ops are the two mm calls and the softmax. Matmul roles split the matmul category only, so the
+    role figures hold the two mm calls (2·2·3·4 + 2·2·4·5 = 128 FLOPs) and never the softmax."""
+    b = TraceBuilder()
+    _two_fp32_products(b)
+    [blk] = attribute_built(tmp_path, b).blocks
+    by = blk.efficiency_by_category
+    roles = {k: e for k, e in by.items() if k in {r.value for r in MatmulRole}}
+    assert roles and sum(e.ops for e in roles.values()) == 2
+    assert sum(e.flops for e in roles.values()) == by["matmul"].flops == 128.0
+    assert by["softmax"].ops == 1
+
+
+def _roles(tmp_path: Path, b: TraceBuilder, t: float) -> dict[str, float]:
+    """Close layer0.attention's pattern with a softmax at ``t`` µs and a product after it; the block's matmul roles."""
+    b.op("aten::_softmax", t, 2)
+    b.op("aten::bmm", t + 10, 8)
+    [blk] = attribute_built(tmp_path, b).blocks
+    return blk.matmul_roles
+
+
+def test_a_module_name_with_an_index_suffix_gives_its_role(tmp_path: Path) -> None:
+    """The only name that says a role is the module ``nn.Module: Linear_0`` (with_modules names classes and numbers
+    their instances): read as a module (prefix and ``_0`` dropped) it is Linear, a projection, so its mm's 20 µs
+    GEMM is projection time. Read as raw text, the anchored class rule matches nothing, and the walk up the names
+    would be skipped: the 20 µs would be matmul-other."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 200)
+    b.module("Linear_0", 5, 20)
+    b.op("aten::mm", 10, 8)
+    b.launch(GEMM, 11, 1, 1000, 20)
+    assert _roles(tmp_path, b, 30).get("projection") == pytest.approx(20)
+
+
+def test_a_kernel_launched_under_a_range_inside_a_product_takes_the_products_role(tmp_path: Path) -> None:
+    """A GEMM kernel whose launch sits in a range (``inner``, no role in its name) inside aten::bmm: the op that
+    launched it is the bmm, whose recorded operands [4,32,16]·[4,16,32] make a square [32, 32] from a contracted 16
+    (a head dim): Q·Kᵀ, so its 20 µs are score time. Starting from the range instead finds no product: matmul-other."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 200)
+    with_dims(b.op("aten::bmm", 10, 20), [[4, 32, 16], [4, 16, 32]], [BF, BF])
+    b.annotation("inner", 12, 10)
+    b.launch(GEMM, 13, 1, 1000, 20)
+    assert _roles(tmp_path, b, 40).get("score") == pytest.approx(20)
+
+
+def test_two_products_under_one_named_range_both_take_its_role(tmp_path: Path) -> None:
+    """Two bmm calls (no recorded shapes) inside the range ``qk_matmul`` (a score name), each launching a 10 µs
+    GEMM: both kernels are score time (20 µs), the second found through the range the first already resolved."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 200)
+    b.annotation("qk_matmul", 5, 40)
+    b.op("aten::bmm", 10, 8)
+    b.launch(GEMM, 11, 1, 1000, 10)
+    b.op("aten::bmm", 25, 8)
+    b.launch(GEMM, 26, 1, 1020, 10)
+    assert _roles(tmp_path, b, 60).get("score") == pytest.approx(20)
+
+
+def test_input_dims_that_are_not_a_list_give_no_role_from_shapes(tmp_path: Path) -> None:
+    """A bmm whose Input Dims is a JSON string (a damaged record): no shapes, so its GEMM's 20 µs are matmul-other,
+    and nothing fails."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 200)
+    b.op("aten::bmm", 10, 8)["args"].update({"Input Dims": "[[4, 32, 16], [4, 16, 32]]", "Input type": [BF, BF]})
+    b.launch(GEMM, 11, 1, 1000, 20)
+    b.op("aten::_softmax", 30, 2)
+    b.op("aten::bmm", 40, 8)
+    [blk] = attribute_built(tmp_path, b).blocks
+    assert blk.matmul_roles.get("matmul-other") == pytest.approx(20)
+
+
+# ---------------------------------------------------------------------------------------------
+# An einsum's operands come from its equation, never its dims
+
+def test_an_einsum_has_no_matmul_role_from_its_dims():
+    """The equation decides an einsum's operands; even dims shaped like Q·Kᵀ operands give no role from shapes."""
+    from tracekit.analysis.roles import _operands
+    assert _operands("aten::einsum", [[2, 8, 128, 64], [2, 8, 64, 128]]) is None
+    assert _operands("aten::matmul", [[2, 8, 128, 64], [2, 8, 64, 128]]) == ([2, 8, 128, 64], [2, 8, 64, 128])

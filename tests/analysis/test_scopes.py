@@ -12,6 +12,8 @@ from tracekit import analyze
 from tracekit.analysis.scopes import DISCOVERY_RULES, EAGER_BREAKERS, KERNEL_GROUPS
 from tracekit.vocab import CoreKind
 from support.pairs import GEMM, H100
+from support.builders import attribute_built, replay_graph, with_dims
+from support.builders import attention_block
 
 FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)"
 SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)"
@@ -325,3 +327,215 @@ def test_softmax_of_a_host_softmax_op_is_no_member(tmp_path):
 @pytest.mark.parametrize("seq", [[GEMM, GEMM, SM, GEMM], [GEMM, SM, GEMM, GEMM]])
 def test_gemm_runs_reach_the_ends_of_the_stream(tmp_path, seq):
     assert blocks(tmp_path, seq) == [("inferred attention", "inferred", 4)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel groups, fused kernels, replays and compiled scopes: which kernels make a block, and what its evidence names
+
+GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
+
+
+
+
+SPLITKV = "void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128>>(Params)"
+
+
+CACHE_WRITE = "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>(int)"
+
+
+def _eager(b: TraceBuilder, score: list, softmax: list, context: list) -> None:
+    ev = b.op("aten::matmul", 1, 3)
+    with_dims(ev, score, ["float"] * len(score))
+    b.op("aten::div", 5, 1)
+    with_dims(b.op("aten::softmax", 7, 2), [softmax, []], ["float", "Scalar"])
+    with_dims(b.op("aten::matmul", 10, 3), context, ["float"] * len(context))
+
+
+@pytest.mark.parametrize(("score", "softmax", "context", "found"), [
+    ([[1, 4, 32, 16], [1, 4, 16, 48]], [1, 4, 32, 48], [[1, 4, 32, 48], [1, 4, 48, 16]], True),  # the control
+    ([[1, 4, 24, 16], [1, 4, 16, 48]], [1, 4, 32, 48], [[1, 4, 32, 48], [1, 4, 48, 16]], False),  # score's Lq
+    ([[1, 4, 32, 16], [1, 4, 16, 40]], [1, 4, 32, 48], [[1, 4, 32, 48], [1, 4, 48, 16]], False),  # score's Lk
+    ([[1, 4, 32, 16], [1, 4, 16, 48]], [1, 4, 32, 48], [[1, 4, 32, 40], [1, 4, 40, 16]], False),  # context's Lk
+    ([[4, 32, 16], [4, 16, 48]], [4, 32, 48], [[4, 32, 48], [4, 48, 16]], True),  # 3-D (bmm): Lq is dim -2, not 2
+])
+def test_each_shape_of_the_eager_pattern_must_agree(tmp_path: Path, score, softmax, context, found) -> None:
+    """matmul → softmax → matmul is attention only when the score product makes the softmax input [.., Lq, Lk]
+    (its Lq from the first operand, its Lk from the second) and the context product consumes it: each
+    disagreement on its own rejects the triple."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 200)
+    _eager(b, score, softmax, context)
+    assert len(attribute_built(tmp_path, b).blocks) == (1 if found else 0)
+
+
+def test_a_cache_write_followed_by_another_blocks_gemm_stays_out_of_it(tmp_path: Path) -> None:
+    """A replayed KV-cache write (free), then on the same stream a GEMM and a flash kernel that an SDPA call's block
+    owns. Only an owned *attention* kernel right after the open run takes it over (the call's first kernels); the
+    GEMM closes the run, so the block keeps its own 2 kernels and the cache write stays outside (3 µs unowned)."""
+    b = TraceBuilder()
+    replay_graph(b, [(CACHE_WRITE, 3)], 1000)
+    b.annotation("layer0.attention", 100, 100)
+    b.op("aten::mm", 110, 10)
+    b.launch(GEMM, 111, 1, 1010, 10)
+    b.op("aten::scaled_dot_product_attention", 130, 10)
+    b.launch(FLASH, 131, 1, 1030, 20)
+    [blk] = attribute_built(tmp_path, b).blocks
+    assert blk.kernels == 2 and blk.total_us == pytest.approx(30)
+
+
+@pytest.mark.parametrize("replay_first", [False, True])
+def test_a_fused_kernel_block_takes_its_place_in_time(tmp_path: Path, replay_first: bool) -> None:
+    """An SDPA call (host op at 100 µs, its flash kernel at 500 µs) and a graph replay whose kernel runs at 50 µs
+    (launched at 21 µs) or at 1000 µs. A block's start is its first host op's, or for a block found from kernels
+    alone its first kernel's (scopes.Block.ts), and ordinals follow it, whichever block tracekit found first:
+    the replay is 0 when its kernel starts before the SDPA op (50 < 100), else 1 (1000 > 100)."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 2000)
+    b.op("aten::scaled_dot_product_attention", 100, 10)
+    b.launch(FLASH, 101, 1, 500, 20)
+    replay_graph(b, [(SPLITKV, 20)], 50 if replay_first else 1000, host_ts=20 if replay_first else 200)
+    res = attribute_built(tmp_path, b)
+    want = [("fused-kernel", 0), ("fused-op", 1)] if replay_first else [("fused-kernel", 1), ("fused-op", 0)]
+    assert sorted((blk.found_by, blk.ordinal) for blk in res.blocks) == want
+
+
+def test_a_step_holding_attention_ops_directly_is_no_block_under_any_scope(tmp_path: Path) -> None:
+    """tests/builders.attention_block's ops with ProfilerStep#1 itself as their only range, under scope ".": the
+    step is the innermost range around them, yet never a block; the eager pattern finds the call instead."""
+    from support.builders import attention_block
+    b = TraceBuilder()
+    attention_block(b, 10, name="ProfilerStep#1")
+    res = analyze(b.write(tmp_path / "t.json"), scope=".").check()
+    assert [(x.found_by, x.step) for x in res.blocks] == [("inferred", 1)]
+    assert not any(x.name.startswith("ProfilerStep") for x in res.blocks)
+
+
+def test_an_after_member_names_the_group_of_a_run_the_attention_kernel_opened(tmp_path: Path) -> None:
+    """A replayed FlashInfer decode kernel, then its MergeStates (flashinfer, after): the run opened with no group,
+    and the member that joins it names it."""
+    b = TraceBuilder()
+    replay_graph(b, [("BatchDecodeWithPagedKVCacheKernel<128>", 20), ("void flashinfer::MergeStatesKernel<8>(int)", 2)],
+            1000)
+    [blk] = attribute_built(tmp_path, b).blocks
+    assert blk.kernels == 2 and blk.evidence.group == "flashinfer"
+
+
+def test_a_scope_around_a_fused_kernel_names_the_kernel(tmp_path: Path) -> None:
+    """layer0.attention around a custom op that launches a flash kernel: the block's evidence names the kernel
+    (its short name), as the core it was found by."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    b.op("my_custom_op", 10, 20)
+    b.launch(FLASH, 11, 1, 500, 20)
+    [blk] = attribute_built(tmp_path, b).blocks
+    assert blk.evidence.rule == "innermost-scope" and blk.evidence.names == ("pytorch_flash::flash_fwd_kernel",)
+
+
+def test_a_replayed_blocks_evidence_names_its_rule(tmp_path: Path) -> None:
+    """A graph replay of a split-KV decode kernel is found by rule fused-kernels, and its evidence says so."""
+    b = TraceBuilder()
+    replay_graph(b, [(SPLITKV, 20)], 1000)
+    [blk] = attribute_built(tmp_path, b).blocks
+    assert (blk.found_by, blk.evidence.rule) == ("fused-kernel", "fused-kernels")
+
+
+def _compiled_scope(tmp_path: Path, kernels: list[tuple[str, float]]):
+    """layer0.attention around one compiled op that launches ``kernels`` back to back from 500 µs: its blocks."""
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    b.op("CompiledFunction", 10, 50)
+    t = 500.0
+    for k, (name, dur) in enumerate(kernels):
+        b.launch(name, 11 + 2 * k, 1, t, dur)
+        t += dur + 1
+    return attribute_built(tmp_path, b).blocks
+
+
+def test_kernels_written_out_of_time_order_are_walked_in_time_order(tmp_path: Path) -> None:
+    """A graph replay whose trace lists the decode kernel (at 1004 µs) before the KV-cache write that ran ahead of it
+    (at 1000 µs): the walk goes by time, so the write opens the call and both kernels are one block (23 µs)."""
+    b = TraceBuilder()
+    b.op("model_runner_forward", 1, 50)
+    b.launch(SPLITKV, 2, 5, 1004, 20, launch_name="cudaGraphLaunch", corr=77)
+    b.device_only(CACHE_WRITE, 1000, 3, corr=77)
+    [blk] = attribute_built(tmp_path, b).blocks
+    assert blk.kernels == 2 and blk.total_us == pytest.approx(23) and blk.evidence.group == "kv-cache-write"
+
+
+def test_a_scope_whose_kernels_run_gemm_softmax_gemm_is_a_block(tmp_path: Path) -> None:
+    """layer0.attention around one compiled op that launches GEMM (10 µs) → a Triton softmax (5 µs) → GEMM (10 µs):
+    no attention op inside, but its kernels make the pattern, so the scope is a block of those 3 kernels (25 µs),
+    its core the kernel triple."""
+    [blk] = _compiled_scope(tmp_path, [(GEMM, 10), ("triton_per_fused__softmax_0", 5), (GEMM, 10)])
+    assert (blk.found_by, blk.evidence.core) == ("annotation", "gemm-softmax-gemm")
+    assert blk.kernels == 3 and blk.total_us == pytest.approx(25)
+
+
+def test_a_scope_whose_kernels_run_gemm_elementwise_gemm_is_no_block(tmp_path: Path) -> None:
+    """The same scope with an elementwise kernel where the softmax was (an MLP's up-projection, activation,
+    down-projection): no softmax kernel, so no attention."""
+    assert _compiled_scope(tmp_path, [(GEMM, 10), ("triton_poi_fused_gelu_0", 5), (GEMM, 10)]) == []
+
+
+@pytest.mark.parametrize(("between", "kernels"), [(4, 6), (5, 1)])
+def test_at_most_four_kernels_between_a_groups_member_and_its_attention_kernel(tmp_path, between, kernels):
+    """A replayed SageAttention call: its quantise kernel, ``between`` elementwise kernels, then its attention kernel.
+    Up to MAX_BETWEEN (4) kernels between join the call: one block of 1 + 4 + 1 = 6 kernels. A fifth ends the
+    quantise kernel's run, and the attention kernel is a block on its own (1 kernel)."""
+    from tracekit.analysis.scopes import MAX_BETWEEN
+    assert MAX_BETWEEN == 4
+    b = TraceBuilder()
+    elementwise = ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, "
+                   "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, float)")
+    replay_graph(b, [("sage_quant_kernel", 4)] + [(elementwise, 2)] * between + [("sage_fwd", 30)], 1000)
+    [blk] = attribute_built(tmp_path, b).blocks
+    assert blk.kernels == kernels
+
+
+def test_a_kernel_triple_is_centred_on_the_softmax(tmp_path: Path) -> None:
+    """layer0.attention's kernels run GEMM, GEMM, GEMM → softmax → GEMM (projections, then the score product): the
+    triple the evidence names is the one around the softmax (GEMM, softmax, GEMM), not three GEMMs in a row."""
+    [blk] = _compiled_scope(tmp_path, [(GEMM, 10)] * 3 + [("triton_per_fused__softmax_0", 5), (GEMM, 10)])
+    assert blk.evidence.names == ("cutlass::Kernel2", "triton_per_fused__softmax_0", "cutlass::Kernel2")
+
+
+# ---------------------------------------------------------------------------------------------
+# A kernel run joined by members of two groups keeps the group that opened it
+
+def test_a_run_keeps_the_group_that_opened_it(tmp_path: Path) -> None:
+    """One graph replay: a KV-cache write (kv-cache-write, before), a FlashInfer decode kernel, then FlashInfer's
+    MergeStates (flashinfer, after; classified "other", so it joins as a member, not as an attention kernel).
+    One block of the three kernels, and its group is the one that opened the run, not the last member's."""
+    b = TraceBuilder()
+    b.op("model_runner_forward", 1, 50)
+    kernels = [("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>(int)", 3),
+               ("BatchDecodeWithPagedKVCacheKernel<128>", 20), ("void flashinfer::MergeStatesKernel<8>(int)", 2)]
+    t = 1000.0
+    for k, (name, dur) in enumerate(kernels):
+        if k == 0:
+            b.launch(name, 2, 5, t, dur, launch_name="cudaGraphLaunch", corr=77)
+        else:
+            b.device_only(name, t, dur, corr=77)
+        t += dur + 1
+    res = analyze(b.write(tmp_path / "t.json")).check()
+    [blk] = res.blocks
+    assert blk.kernels == 3 and blk.total_us == pytest.approx(25)
+    assert blk.evidence.group == "kv-cache-write"
+
+
+# ---------------------------------------------------------------------------------------------
+# ProfilerStep#N never becomes a block, even under a scope that matches its name
+
+@pytest.mark.parametrize("scope", ["Profiler|attention", ".", "ProfilerStep#1|layer"])
+def test_profiler_step_is_never_a_block_even_when_the_scope_matches_it(tmp_path, scope):
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": H100}])
+    b.annotation("ProfilerStep#1", 0, 1000)
+    attention_block(b, 10, name="layer0.attention")
+    attention_block(b, 400, name="layer1.attention")
+    r = analyze(b.write(tmp_path / "t.json"), scope=scope).check()
+    assert not any(x.name.startswith("ProfilerStep") for x in r.blocks)
+    assert [(x.name, x.found_by, x.step) for x in r.blocks] == [
+        ("layer0.attention", "annotation", 1), ("layer1.attention", "annotation", 1)]
+    # attention_block's device work: 31 µs busy (matmul 20, softmax 5, elementwise 2, memory 4) per block
+    assert [x.total_us for x in r.blocks] == pytest.approx([31, 31])
+    assert r.totals.categories["matmul"] == pytest.approx(40)

@@ -251,3 +251,32 @@ def eager_layers(b: TraceBuilder, layers: int) -> float:
             b.launch(kernel, t0 + 2 + 30 * k, 2, t0 + 5 + 30 * k, d)
         spans += (t0 + 100) - t0  # the module's host extent encloses its kernels (last ends at t0 + 73)
     return spans
+
+
+# ---------------------------------------------------------------------------------------------
+# Small pieces for traces built test by test
+
+
+def attribute_built(tmp_path: Path, b: TraceBuilder):
+    """``b`` written to ``tmp_path/t.json`` and attributed, its invariants checked."""
+    from tracekit import analyze
+
+    return analyze(b.write(tmp_path / "t.json")).check()
+
+
+def with_dims(ev: dict, dims: list, types: list) -> dict:
+    """``ev`` (an op) with recorded shapes: its ``Input Dims`` and ``Input type``."""
+    ev["args"].update({"Input Dims": dims, "Input type": types})
+    return ev
+
+
+def replay_graph(b: TraceBuilder, kernels: list[tuple[str, float]], t0: float, host_ts: float = 1) -> None:
+    """One cudaGraphLaunch replaying ``kernels`` back to back from ``t0``: no host op of their own."""
+    b.op("model_runner_forward", host_ts, 50)
+    t = t0
+    for k, (name, dur) in enumerate(kernels):
+        if k == 0:
+            b.launch(name, host_ts + 1, 5, t, dur, launch_name="cudaGraphLaunch", corr=77)
+        else:
+            b.device_only(name, t, dur, corr=77)
+        t += dur + 1
