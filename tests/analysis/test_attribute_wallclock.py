@@ -8,12 +8,10 @@ Every result is check()ed.
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 from pathlib import Path
 
-import orjson
 import pytest
 
 from tracekit.vocab import Compared
@@ -22,6 +20,7 @@ from support.builders import TraceBuilder, host_core
 from support.paths import REAL, SAMPLES
 from support.cli import run_cli
 from support.pairs import launch_bound_trace
+from support.traces import read_events
 from tracekit import analyze
 from tracekit.run.api import diff_paths
 from tracekit.analysis.gate import gate
@@ -40,11 +39,6 @@ DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 def _file(name: str) -> Path:
     [f] = sorted((SWEEP / name).glob("*.json*"))
     return f
-
-
-def _events(path: Path) -> list[dict]:
-    raw = path.read_bytes()
-    return orjson.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)["traceEvents"]
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:
@@ -91,7 +85,7 @@ def _independent_block(events: list[dict], name: str, nth: int) -> dict:
 def test_block_span_and_idle_match_an_independent_count(trace):
     path = _file(trace)
     res = analyze(path).check()
-    events = _events(path)
+    events = read_events(path)
     for layer, nth in (("layer0.attention", 0), ("layer2.attention", 1)):  # a first and a later block
         blk = [b for b in res.blocks if b.name == layer][nth]
         ref = _independent_block(events, layer, nth)
@@ -125,7 +119,7 @@ def test_host_running_ahead_is_not_idle_time():
     path = _file("eager_4096")
     res = analyze(path).check()
     blk = [b for b in res.blocks if b.name == "layer3.attention"][0]
-    ref = _independent_block(_events(path), "layer3.attention", 0)
+    ref = _independent_block(read_events(path), "layer3.attention", 0)
     assert ref["host_start"] < ref["free"] - 1000  # the host really ran more than 1 ms ahead of the device
     assert blk.span_us == pytest.approx(ref["span"], abs=0.01)
     assert not blk.launch_bound and blk.idle_us < 0.1 * blk.span_us
@@ -245,7 +239,7 @@ def test_gate_compares_span_when_launch_bound(tmp_path):
 
 
 def _kernel_sums(path: Path, needle: str) -> tuple[int, float]:
-    ks = [e for e in _events(path) if e.get("cat") == "kernel" and needle in e["name"]]
+    ks = [e for e in read_events(path) if e.get("cat") == "kernel" and needle in e["name"]]
     return len(ks), sum(e["dur"] for e in ks)
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import gzip
 import re
 
 import pytest
 
 from support.paths import REAL, real_trace_files, requires_real
+from support.traces import read_events
 from tracekit.analysis.classify import CATEGORIES, DEVICE_RULES, HOST_RULES, Classifier, Rule
 from tracekit.analysis.classify import ChildRule
 from tracekit.vocab import Category
@@ -760,7 +760,6 @@ _KINDS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcp
 @pytest.fixture(scope="module")
 def real_names() -> dict[tuple[str, str], set[str]]:
     """(name, kind) -> files it occurs in, for every device event in every real trace (each file loaded once)."""
-    orjson = pytest.importorskip("orjson")
     found: dict[tuple[str, str], set[str]] = {}
     files = real_trace_files()
     assert files, f"no traces under {REAL}"
@@ -768,13 +767,12 @@ def real_names() -> dict[tuple[str, str], set[str]]:
     gc.disable()  # the cyclic GC re-scans millions of fresh event dicts: 3x slower loads with it on
     try:
         for f in files:
-            doc = orjson.loads(gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes())
-            events = doc["traceEvents"] if isinstance(doc, dict) else doc
+            events = read_events(f)
             for e in events:
                 kind = _KINDS.get(e.get("cat"))
                 if kind is not None and isinstance(e.get("name"), str):
                     found.setdefault((e["name"], kind), set()).add(f.name)
-            del doc, events
+            del events
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -9,17 +9,15 @@ is check()ed, and check() is shown to catch a window or an interval that is off.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 from array import array
 from pathlib import Path
 
-import orjson
 import pytest
 from support.builders import TraceBuilder, attention_block
 from support.paths import REAL, real_trace_files
 from support.cli import run_cli
-from support.traces import independent_block as _independent_block
+from support.traces import independent_block as _independent_block, read_events
 
 from tracekit import analyze
 from tracekit.renderers import JSONRenderer
@@ -33,12 +31,6 @@ SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float,
 # What the reader keeps, spelled out from docs/attribution.md ("Inputs", "Time in the trace"), not imported.
 _KEPT_X = {"cpu_op", "operator", "user_annotation", "cuda_runtime", "cuda_driver", "runtime", "kernel", "gpu_memcpy",
            "memcpy", "gpu_memset", "memset", "gpu_user_annotation"}
-
-
-def _events(path: Path) -> list[dict]:
-    raw = path.read_bytes()
-    doc = orjson.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 
 def _origin(events: list[dict]) -> float:
@@ -214,7 +206,7 @@ def test_two_streams_and_an_idle_gap_keep_each_kernel_where_it_ran(tmp_path):
 
 def _check_clock(path: Path) -> None:
     res = analyze(path).check()
-    events = _events(path)
+    events = read_events(path)
     [trace] = res.traces
     assert trace.origin_ns / 1000 == pytest.approx(_origin(events), abs=1e-3), path
     for b in res.blocks:
@@ -245,7 +237,7 @@ def test_every_h200_trace_keeps_its_blocks_on_its_clock(path):
 def test_block_windows_match_an_independent_walk_of_the_json(run):
     [path] = sorted((SWEEP / run).glob("*.json*"))
     res = analyze(path).check()
-    events = _events(path)
+    events = read_events(path)
     origin = _origin(events)
     for layer, nth in (("layer0.attention", 0), ("layer2.attention", 1)):
         blk = [b for b in res.blocks if b.name == layer][nth]

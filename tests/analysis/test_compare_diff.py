@@ -5,19 +5,18 @@ from each side's own attribution, never copied from diff's output). Every result
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import re
 from functools import lru_cache, partial
 
-import orjson
 import pytest
 
 from support.builders import TraceBuilder
 from support.paths import GOLDEN, REAL, SAMPLES, requires_real
 from support.cli import diff_json, run_cli
 from support.pairs import FLASH_C, GEMM_C, H100, SOFTMAX_C, busy, diff, eager, fused, two_layers, write
+from support.traces import read_events
 from tracekit import analyze, load_trace
 from tracekit.analysis.attribute import op_self_times
 from tracekit.analysis.compare import BASIS_MEDIAN, BASIS_TOTAL, attention_sizes
@@ -497,7 +496,7 @@ def real_attr(rel: str):
 @lru_cache(maxsize=2)
 def linked_kernels(rel: str) -> dict[str, tuple[int, float]]:
     """name -> (count, µs) of kernels launched inside the window, straight from the raw JSON."""
-    evs = orjson.loads(gzip.open(REAL / rel).read())["traceEvents"]
+    evs = read_events(REAL / rel)
     runtime = {e["args"].get("correlation") for e in evs if e.get("cat") in ("cuda_runtime", "cuda_driver")}
     out: dict[str, list] = {}
     for e in evs:

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import re
 from bisect import bisect_right
@@ -36,6 +35,7 @@ import orjson
 from tracekit.analysis.flops import _fallback
 from tracekit.model import OP, HostEvent, OpInputs, Trace, TraceInfo
 from support.builders import TraceBuilder, attribute_built, with_dims
+from support.traces import read_events
 from tracekit.results.efficiency import NO_FORMULA
 from math import prod
 
@@ -163,8 +163,7 @@ SHAPED = ["tracelens/h100/Falconsai_nsfw_image_detection__1016002.json.gz",
 
 
 def _raw_ops(rel: str) -> list[dict]:
-    doc = json.loads(gzip.decompress((REAL / rel).read_bytes()))
-    evs = doc["traceEvents"] if isinstance(doc, dict) else doc
+    evs = read_events(REAL / rel)
     return [e for e in evs if e.get("ph") == "X" and "Input Dims" in e.get("args", {})]
 
 

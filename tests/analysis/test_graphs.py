@@ -3,7 +3,6 @@ them. Hand-built traces know their answer by construction: which kernels each re
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from tracekit.model import RuntimeEvent
 from array import array
 from types import SimpleNamespace
 from support.builders import CPU_PID, TID
+from support.traces import read_events
 from tracekit.analysis.graphs import REPLAY_PROCESS, ReplayMap, _around, _Chooser, _Synth, device_token, graph_warnings, replay_threads, replay_with_captures, summarize, templates
 from tracekit.model import MODULE, OP, CaptureRegion, DeviceEvent, GraphFacts, GraphLaunch, HostEvent, OpInputs, Trace, TraceInfo
 from tracekit.results.attribution import GraphSummary
@@ -312,8 +312,7 @@ def test_eager_attention_beside_graphs_is_piecewise_advice(tmp_path: Path) -> No
 
 def _attention_calls(path: Path, op: str) -> int:
     """Our own count from the raw JSON: host ops of this name."""
-    with gzip.open(path) as f:
-        return sum(1 for e in json.load(f)["traceEvents"] if e.get("cat") == "cpu_op" and e.get("name") == op)
+    return sum(1 for e in read_events(path, cats=("cpu_op",)) if e.get("name") == op)
 
 
 @needs_shared

@@ -3,7 +3,6 @@ that has not; savings are bounded by figures the trace gives independently (its 
 
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
 from functools import lru_cache
@@ -25,6 +24,7 @@ from tracekit.analysis.hints import Group, _names, _t, evaluate
 from tracekit.hardware import platform
 from support.builders import attribute_built, with_dims
 from support.paths import requires_real
+from support.traces import read_events
 from tracekit.analysis.hints import _cat_tag, _Inputs
 from tracekit.model import OpInputs
 
@@ -66,8 +66,7 @@ def _kernels(path: Path) -> list[dict]:
     files = [path] if path.is_file() else sorted(path.rglob("*.json.gz"))
     out = []
     for f in files:
-        with gzip.open(f) as fh:
-            out += [e for e in json.load(fh)["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy")]
+        out += read_events(f, cats=("kernel", "gpu_memcpy"))
     return out
 
 

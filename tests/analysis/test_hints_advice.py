@@ -8,7 +8,6 @@ are read from the raw trace JSON (gzip + json) or set in a hand-built trace (tes
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import shutil
@@ -18,6 +17,7 @@ import pytest
 from support.builders import TraceBuilder
 from support.paths import REAL
 from support.cli import run_cli
+from support.traces import read_events
 
 from tracekit import analyze
 from tracekit.analysis.hints import ADVICE, AdviceTopic
@@ -59,8 +59,7 @@ def _events(path: Path) -> list[dict]:
     files = [path] if path.is_file() else sorted(path.rglob("*.json.gz"))
     out: list[dict] = []
     for f in files:
-        with gzip.open(f) as fh:
-            out += json.load(fh)["traceEvents"]
+        out += read_events(f)
     return out
 
 

@@ -7,14 +7,13 @@ with its own reading of the rule (docs/attribution.md, "Idle by cause"), not thr
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
-import orjson
 import pytest
 from support.builders import CPU_PID, TID, TraceBuilder, capture, graph_launch, host_core, replay_kernels
 from support.paths import REAL, SAMPLES
+from support.traces import read_events
 
 from tracekit import analyze
 from tracekit.analysis.idle import SYNC_CALL_RULES, holds_host
@@ -219,7 +218,7 @@ DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 def _events(name: str) -> list[dict]:
     [path] = sorted((SWEEP / name).glob("*.json.gz"))
-    return orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    return read_events(path)
 
 
 def _held(spans: list[tuple[float, float]], a: float, b: float) -> float:

@@ -4,7 +4,6 @@ Qwen1.5 traces checked against a walk of their raw JSON written here, not agains
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from collections import Counter
@@ -16,6 +15,7 @@ import pytest
 from support.builders import STREAM, TraceBuilder
 from support.paths import REAL
 from support.cli import run_cli
+from support.traces import read_events
 from tracekit import analyze
 from tracekit.analysis.link import UNLINKED_FACTS, UNLINKED_RULES, UnlinkedRule, unlinked_reasons
 from tracekit.renderers.jsonrenderer import to_dict
@@ -243,7 +243,7 @@ _RUNTIME_CATS = {"cuda_runtime", "cuda_driver"}
 def _walk(rel: str, fused: str) -> dict:
     """Straight from the JSON: every device event's first-come busy share, the events whose correlation no
     runtime call carries, and the fused attention kernels launched from no ``nn.Module: *Attention`` slice."""
-    evs = json.load(gzip.open(REAL / rel), parse_float=Decimal)["traceEvents"]  # exact µs: ts is ~1e12
+    evs = read_events(REAL / rel, exact=True)  # exact µs: ts is ~1e12
     xs = [e for e in evs if e.get("ph") == "X"]
     dev = [e for e in xs if e.get("cat") in _DEVICE_CATS]
     runtime = {e["args"]["correlation"]: e for e in xs if e.get("cat") in _RUNTIME_CATS}

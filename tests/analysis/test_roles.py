@@ -6,7 +6,6 @@ here straight from the raw JSON (orjson), never against tracekit's own figures.
 
 from __future__ import annotations
 
-import gzip
 import inspect
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from tracekit.vocab import MATMUL_ROLES
 from tracekit.analysis.roles import _operands
 from support.pairs import GEMM, H100, SOFTMAX
 from support.builders import attribute_built, with_dims
+from support.traces import read_events
 from tracekit.vocab import MatmulRole
 
 H200 = REAL.parent / "h200"
@@ -138,7 +138,7 @@ def test_roles_partition_matmul_on_every_real_trace(path):
 
 def _raw(folder: Path) -> list[dict]:
     (f,) = folder.glob("*.pt.trace.json.gz")
-    return orjson.loads(gzip.decompress(f.read_bytes()))["traceEvents"]
+    return read_events(f)
 
 
 def _launched_under(events: list[dict], ranges: set[str], inside_ops: str | None = None,

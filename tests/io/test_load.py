@@ -7,7 +7,6 @@ the good events around it still give their known answer (``attention_block``: 31
 
 from __future__ import annotations
 
-import gzip
 import json
 from types import SimpleNamespace
 import math
@@ -17,6 +16,7 @@ import pytest
 from support.builders import CPU_PID, STREAM, TraceBuilder, attention_block
 from support import fuzzing
 from support.paths import real, requires_real
+from support.traces import read_doc
 
 from tracekit.io.builder import TraceBuilder as _Builder, _key, _num
 from tracekit.model import TraceInfo
@@ -204,7 +204,7 @@ def test_non_numeric_step_suffix_is_an_ordinary_annotation(tmp_path):
 # -- 5: kernels whose cat is missing or respelled -------------------------------------------------------
 
 def _bert() -> dict:
-    return json.loads(gzip.open(real(BERT)).read())
+    return read_doc(real(BERT))
 
 
 def _kernel_events(doc: dict) -> list[dict]:

@@ -6,7 +6,6 @@ rules on real names read from those traces (and from docs/kernel-names.md's exam
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
@@ -19,6 +18,7 @@ import pytest
 
 from support.builders import TraceBuilder, attention_block
 from support.paths import REAL, ROOT
+from support.traces import read_events
 from tracekit.run.api import analyze
 from tracekit.analysis.compare import diff_attributions
 from tracekit.renderers import JSONRenderer, TerminalRenderer
@@ -44,10 +44,7 @@ def _kernel_names() -> tuple[str, ...]:
     """Every device event name in the H200 traces, read from the files themselves."""
     names = set()
     for f in H200.glob("*/*/*.json*"):
-        with gzip.open(f) if f.suffix == ".gz" else open(f) as fh:
-            for e in json.load(fh).get("traceEvents", []):
-                if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
-                    names.add(e["name"])
+        names.update(e["name"] for e in read_events(f, cats=("kernel", "gpu_memcpy", "gpu_memset")))
     return tuple(sorted(names))
 
 

@@ -9,7 +9,6 @@ kernel durations, [memory] args), never from the code's own output. Every diff i
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from functools import partial
@@ -19,7 +18,7 @@ import pytest
 from support.builders import TraceBuilder
 from support.pairs import GEMM, GEMM_C, H100, busy, diff, eager, fused, write
 
-from support.traces import busy_union as _union
+from support.traces import busy_union as _union, read_events
 from support.paths import SWEEP
 from tracekit.analysis.gate import gate
 from tracekit.renderers import JSONRenderer, TerminalRenderer
@@ -336,7 +335,7 @@ def _walk(folder: str) -> dict:
     or from when earlier device work ended if that is later, up to the last end of host range and events); and the
     largest Total Allocated of a device allocation (Bytes > 0) inside a ``layer*.attention`` annotation."""
     path = next((SWEEP / folder).glob("*.json.gz"))
-    ev = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    ev = read_events(path)
     steps = {int(e["name"][13:]): e for e in ev if e.get("cat") == "user_annotation"
              and e.get("name", "").startswith("ProfilerStep#")}
     runtime = {e["args"]["correlation"]: e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")

@@ -7,13 +7,12 @@ busy 31 µs, idle 105 µs, a 60 µs host annotation) and, on a real H200 trace, 
 
 from __future__ import annotations
 
-import gzip
-import json
 
 import pytest
 from support.builders import TraceBuilder, attention_block, steps_trace
 from support.builders import ATTENTION_BLOCK_KERNELS as KERNELS
 from support.paths import ROOT
+from support.traces import read_events
 
 import tracekit
 from tracekit.renderers.html import report_data
@@ -137,7 +136,7 @@ def test_h200_kernels_are_the_raw_json_events():
     result = tracekit.analyze(path, jobs=1)
     t = tl.timeline(result)
     t.check()
-    raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    raw = read_events(path)
     origin = result.traces[0].origin_ns  # integer ns: the file's ts carry three decimals of µs
     events = {(e["name"], round(e["ts"] * 1000) - origin, round(e["dur"] * 1000)) for e in raw
               if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")}
@@ -222,7 +221,7 @@ def test_a_cpu_trace_draws_its_ops_on_their_threads():
     t = tl.timeline(result)
     t.check()
     assert t.kernel_lane == LaneKind.HOST and {t.lanes[x].kind for x in t.kernels["lane"]} == {LaneKind.HOST}
-    raw = json.loads(gzip.decompress(SAMPLE.read_bytes()))["traceEvents"]
+    raw = read_events(SAMPLE)
     origin = result.traces[0].origin_ns
     events = {(e["name"], round(e["ts"] * 1000) - origin, round(e["dur"] * 1000)) for e in raw if e.get("ph") == "X"}
     k = t.kernels

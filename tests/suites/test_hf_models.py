@@ -9,13 +9,13 @@ Each case is recorded once per module (a few seconds each on CPU). GPU variants 
 """
 from __future__ import annotations
 
-import gzip
 import json
 import sys
 from pathlib import Path
 
 import pytest
 from support.paths import ROOT
+from support.traces import read_events
 
 from tracekit import analyze
 from tracekit.vocab import is_backward_op, is_fused_attention_op
@@ -60,12 +60,6 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     return case, _record(tmp_path_factory, *case)
 
 
-def _events(path: Path) -> list[dict]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        return json.load(f)["traceEvents"]
-
-
 def _expect(case: tuple, path: Path) -> None:
     """The whole contract of one recorded case (also run on GPU)."""
     _, attn, mode, stack, compiled = case
@@ -86,7 +80,7 @@ def _expect(case: tuple, path: Path) -> None:
     for b in fwd:  # never a backward op as a forward block
         assert not is_backward_op(b.name), b.name
     # The trace's own ops: as many fused backward ops as backward blocks when SDPA trains (independent count).
-    ops = [e["name"] for e in _events(path) if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    ops = [e["name"] for e in read_events(path) if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
     fused_bwd = [n for n in ops if is_fused_attention_op(n) and is_backward_op(n)
                  and not n.startswith("aten::_scaled_dot_product_efficient")]
     if attn == "sdpa" and mode == "train" and not torch.cuda.is_available():
@@ -114,7 +108,7 @@ def test_no_backward_phase_without_autograd_links(recorded: tuple[tuple, Path], 
     case, path = recorded
     if case[2] != "train":
         pytest.skip("inference has no backward")
-    events = [e for e in _events(path) if e.get("cat") != "fwdbwd"]
+    events = [e for e in read_events(path) if e.get("cat") != "fwdbwd"]
     assert any("Sequence number" in (e.get("args") or {}) for e in events)
     stripped = tmp_path / "noflows.json"
     stripped.write_text(json.dumps({"traceEvents": events}))

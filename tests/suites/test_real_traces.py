@@ -3,7 +3,6 @@ traces give the blocks we know they contain (facts from shared/traces/real/MANIF
 
 from __future__ import annotations
 
-import gzip
 import re
 from collections import Counter
 from functools import lru_cache
@@ -12,7 +11,7 @@ import orjson
 import pytest
 
 from support.paths import GOLDEN, REAL, real_trace_files, requires_real
-from support.traces import chunk_size
+from support.traces import chunk_size, read_doc, read_events
 from tracekit import analyze
 
 pytestmark = [requires_real, pytest.mark.real]
@@ -36,7 +35,7 @@ def result(rel: str):
 
 @lru_cache(maxsize=4)
 def raw_events(rel: str) -> list[dict]:
-    return orjson.loads(gzip.open(REAL / rel).read())["traceEvents"]
+    return read_events(REAL / rel)
 
 
 def kernel_time(rel: str, pattern: str, linked_only: bool = False) -> float:
@@ -218,7 +217,7 @@ def test_header_never_echoes_user_metadata():
 
 @lru_cache(maxsize=1)
 def _golden() -> dict:
-    return orjson.loads(gzip.decompress((GOLDEN / "real_attribution.json.gz").read_bytes()))
+    return read_doc(GOLDEN / "real_attribution.json.gz")
 
 
 @pytest.mark.parametrize("rel", [sized(r) for r in ALL])

@@ -3,7 +3,6 @@ that read them (FLOPs, matmul roles, hints): a result that passes check() and re
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from support.paths import ROOT
+from support.traces import read_doc
 from tracekit import analyze
 from tracekit.errors import TracekitError
 from tracekit.renderers import RENDERERS
@@ -26,7 +26,7 @@ SCALARS = [[], ["", "", "", "", "", "True"], ["True"] * 10, [None], 5, ["1e400"]
 
 def _trace(name: str) -> dict:
     [f] = (H200 / name).glob("*.pt.trace.json.gz")
-    return json.loads(gzip.open(f).read())
+    return read_doc(f)
 
 
 @pytest.mark.parametrize("name", ["eager_512", "sdpa-flash_512", "sdpa-math_512"])

@@ -15,8 +15,6 @@ never come from tracekit:
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import json
 import math
 import re
 from collections import defaultdict
@@ -25,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.traces import read_events
 from support import zoo
 
 import tracekit
@@ -105,8 +104,7 @@ def test_each_step_holds_its_calls(analysed: Analysed) -> None:
 
 # -- totals against our own walk of the raw trace ----------------------------------------------------
 def _events(path: Path) -> list[dict]:
-    with gzip.open(path, "rt") as f:
-        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    return [e for e in read_events(path) if e.get("ph") == "X"]
 
 
 def _resolution(events: list[dict]) -> float:

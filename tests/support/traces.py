@@ -32,8 +32,10 @@ def read_doc(path: Path, exact: bool = False) -> Any:
 
 
 def read_events(path: Path, cats: Iterable[str] | None = None, exact: bool = False) -> list[dict]:
-    """The ``traceEvents`` of one file; only those whose ``cat`` is in ``cats`` when given."""
-    events = read_doc(path, exact=exact)["traceEvents"]
+    """The ``traceEvents`` of one file (a bare JSON array is its own events); only those whose ``cat`` is in
+    ``cats`` when given."""
+    doc = read_doc(path, exact=exact)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
     if cats is None:
         return events
     keep = set(cats)
