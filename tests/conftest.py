@@ -9,7 +9,7 @@ import sys
 import pytest
 
 
-# -- the fuzzer's hypothesis profiles (tests/test_fuzz.py) -------------------------------------------
+# -- the fuzzer's hypothesis profiles (tests/suites/test_fuzz.py) -------------------------------------------
 # "ci": what a plain `python -m pytest -q` runs, about a minute, derandomized so a failure reproduces.
 # "long": `pytest -m fuzz` (or TRACEKIT_FUZZ_PROFILE=long), thousands of random examples, with the
 # example database so a failure found once is tried first next time.
@@ -20,7 +20,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the fuzz profiles and load one: "long" when the -m expression selects fuzz."""
     try:
         from hypothesis import HealthCheck, Phase, settings
-    except ImportError:  # tests/test_fuzz.py then fails to import, loudly; the rest still runs
+    except ImportError:  # tests/suites/test_fuzz.py then fails to import, loudly; the rest still runs
         return
 
     quiet = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example,

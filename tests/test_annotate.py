@@ -1,9 +1,9 @@
 """``tracekit annotate`` (issue 25, part 4): a streamed copy of a trace plus tracekit's tracks, which attributes
 exactly like the original and never overwrites it.
 
-Expected figures come from hand-built traces with known timestamps (tests/builders.py) and, on real traces, from
+Expected figures come from hand-built traces with known timestamps (tests/support/builders.py) and, on real traces, from
 the raw JSON of the input and of the copy (read here with orjson); the block figures a span must carry are the
-result's own, which test_clock.py checks against the raw JSON.
+result's own, which tests/analysis/test_clock.py checks against the raw JSON.
 """
 
 from __future__ import annotations

@@ -228,7 +228,8 @@ def test_parallel_folder_equals_serial(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Folders merged into one result, and op_self_times, on hand-built traces whose figures are known by construction (tests/support/pairs.py); every result is check()ed
+# Folders merged into one result, and op_self_times, on hand-built traces whose figures are known by construction
+# (tests/support/pairs.py); every result is check()ed
 
 def _folder(path, *traces):
     path.mkdir()
@@ -362,8 +363,8 @@ def test_a_cpu_block_at_negative_times_keeps_its_host_ops(tmp_path: Path) -> Non
 
 
 def test_attribute_trace_gives_hints_by_default(tmp_path: Path) -> None:
-    """The public ``attribute_trace(load_trace(path))`` runs the hint rules unless told not to: tests/
-    test_mutants_hints3's repeat_kv trace (reshape → clone of a 5-D expand → copy_) fires gqa-repeat-kv."""
+    """The public ``attribute_trace(load_trace(path))`` runs the hint rules unless told not to: the
+    repeat_kv trace of tests/analysis/test_hints.py (reshape → clone of a 5-D expand → copy_) fires gqa-repeat-kv."""
     from tracekit import attribute_trace, load_trace
     b = TraceBuilder()
     _repeat_kv(b, [1, 2, 4, 100, 64])
@@ -411,7 +412,7 @@ def test_the_device_lists_every_gpu_name(tmp_path: Path) -> None:
 
 
 def test_a_device_blocks_host_time_is_its_ranges_span(tmp_path: Path) -> None:
-    """tests/builders.attention_block: the range layer0.attention is 60 µs on the host, so the block's host time is
+    """support.builders.attention_block: the range layer0.attention is 60 µs on the host, so the block's host time is
     60 µs (its span, host and device, is 136)."""
     from support.builders import attention_block
     b = TraceBuilder()
@@ -421,7 +422,7 @@ def test_a_device_blocks_host_time_is_its_ranges_span(tmp_path: Path) -> None:
 
 
 def test_a_device_block_at_negative_times_keeps_its_kernels(tmp_path: Path) -> None:
-    """tests/builders.attention_block placed before the clock's zero (t0 = -1000 µs): the parser keeps such times,
+    """support.builders.attention_block placed before the clock's zero (t0 = -1000 µs): the parser keeps such times,
     and the block's kernel intervals start where the trace says, k = t0 + 100 µs onward: -900 µs first."""
     from support.builders import attention_block
     b = TraceBuilder()

@@ -538,7 +538,7 @@ CASES = [
     pytest.param('SubTensorOpWithScalar1d',
                  'kernel', None, 'other', None,
                  id='unknown-miopen-helper'),
-    # linear attention and SSM mixers (issue 22; more must-fire and must-not cases in tests/test_misfilings.py)
+    # linear attention and SSM mixers (issue 22; more must-fire and must-not cases in tests/analysis/test_classify_misfilings.py)
     pytest.param('chunk_scaled_dot_kkt_fwd_kernel',
                  'kernel', 'vllm::gdn_attention_core', 'other', 'linear-attention-gated-delta',
                  id='gdn-kkt-says-scaled-dot-but-is-linear-attention'),
@@ -835,7 +835,8 @@ def test_verbatim_fixture_names_occur_in_real_traces(real_names):
 
 
 # ---------------------------------------------------------------------------------------------
-# Rules built at run time: their categories normalised to Category, and the errors that name what is wrong (the shipped rules are built at import, before any test runs)
+# Rules built at run time: their categories normalised to Category, and the errors that name what is wrong (the
+# shipped rules are built at import, before any test runs)
 
 def test_child_rule_category_becomes_a_category():
     r = ChildRule("sdpa-child", "softmax", r"^aten::x$", r"^aten::y$")

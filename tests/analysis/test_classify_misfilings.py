@@ -9,7 +9,7 @@
 4. Linear attention and SSM kernels and ops (gated delta net, Mamba selective scan and SSD, causal-conv1d) have
    named rules, file as ``other``, are never ``fused_attention`` and never open an attention block.
 
-Expected figures are written out by construction (hand-built traces, tests/builders.py) or walked from the raw
+Expected figures are written out by construction (hand-built traces, tests/support/builders.py) or walked from the raw
 JSON of a trace recorded here with torch, never read back from tracekit.
 """
 

@@ -1,7 +1,7 @@
-"""tracekit.analysis.compare on hand-built pairs (tests/test_mutants_support.py) whose answers are known by
+"""tracekit.analysis.compare on hand-built pairs (tests/support/pairs.py) whose answers are known by
 construction: the kernels-changed rule on both sides of its boundaries, the headline's notes, pairing across
 traces, steps and the fused-kernel fallback, the header and block warnings, the launch-bound note's words, the
-conclusions, memory and rank pairs. Every diff is check()ed (test_mutants_support.diff)."""
+conclusions, memory and rank pairs. Every diff is check()ed (support.pairs.diff)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ from functools import partial
 
 import pytest
 from support.builders import TraceBuilder
-from support.pairs import ADD, ADD_C, FLASH_C, GEMM, GEMM_C, H100, SOFTMAX_C, busy, cpu_trace, diff, eager, fused, no_steps, plain, steps_of, write
+from support.pairs import (
+    ADD, ADD_C, FLASH_C, GEMM, GEMM_C, H100, SOFTMAX_C, busy, cpu_trace, diff, eager, fused, no_steps, plain,
+    steps_of, write,
+)
 
 from tracekit import analyze
 from tracekit.analysis.compare import attention_sizes, diff_attributions, within_noise
@@ -654,7 +657,8 @@ def test_fused_names_compact(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# The median step: its matmul roles are None, not an empty value, when a median step has none (results/diff.py: "None if a block lacks roles"); the whole-step figure on each basis; replays against eager
+# The median step: its matmul roles are None, not an empty value, when a median step has none (results/diff.py:
+# "None if a block lacks roles"); the whole-step figure on each basis; replays against eager
 
 def _fig(total: float, roles: dict[str, float] | None) -> Figures:
     cats = dict.fromkeys(CATEGORIES, 0.0)
@@ -810,7 +814,7 @@ def test_step_figures_have_no_roles_when_a_block_lacks_them(tmp_path):
 
 def _sweep(root: Path, steps: tuple[int, int], blocks: dict[str, int]) -> Path:
     """A folder of runs, each one trace of two ProfilerSteps numbered ``steps``, run ``x`` holding ``blocks[x]``
-    attention blocks per step (tests/builders.attention_block, 400 µs apart)."""
+    attention blocks per step (tests/support/builders.py's attention_block, 400 µs apart)."""
     from support.builders import attention_block
     for run, n in blocks.items():
         b = TraceBuilder()
@@ -839,7 +843,8 @@ def test_results_read_by_run_pair_run_by_run(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# One side launch-bound (flags, span figures, the no-claim note, the gate), and the per-category noise rule just inside and just outside its boundary; every figure from the hand-built trace's chosen times
+# One side launch-bound (flags, span figures, the no-claim note, the gate), and the per-category noise rule just
+# inside and just outside its boundary; every figure from the hand-built trace's chosen times
 
 
 

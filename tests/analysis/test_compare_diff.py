@@ -319,7 +319,7 @@ def test_json_matches_the_golden_contract(eager_fused):
                 "warnings", "basis"):
         assert key in out
     assert out["before"]["total_us"] == 108 and out["after"]["total_us"] == 52
-    claim = {k: out["headline"].pop(k) for k in ("claims_speedup", "no_claim")}  # issue 9: test_wallclock.py
+    claim = {k: out["headline"].pop(k) for k in ("claims_speedup", "no_claim")}  # issue 9: tests/analysis/test_attribute_wallclock.py
     assert claim["claims_speedup"] is False and claim["no_claim"].startswith("launch-bound")  # hand-built: launch-bound
     assert out["headline"] == {"before_us": 54.0, "after_us": 26.0, "delta_us": -28.0, "delta_pct": -51.85,
                                "speedup": 2.0769, "within_noise": None}  # two steps a side: noise unknown

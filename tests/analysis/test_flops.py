@@ -501,7 +501,9 @@ def test_terminal_shows_the_efficiency_of_each_block_kind() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# op_cost on hand-written recorded inputs: every field of the count (FLOPs, bytes, dtype class, matrix or vector), counted by hand from the conventions in the module's docstring (docs/attribution.md, "Efficiency"), for einsum, attention's causal argument and backward, and the vector rules
+# op_cost on hand-written recorded inputs: every field of the count (FLOPs, bytes, dtype class, matrix or vector),
+# counted by hand from the conventions in the module's docstring (docs/attribution.md, "Efficiency"), for einsum,
+# attention's causal argument and backward, and the vector rules
 
 def _compact(x) -> bytes:
     return orjson.dumps(x)
@@ -716,7 +718,9 @@ def test_copy_into_reads_the_last_tensor_and_writes_self():
 
 
 # ---------------------------------------------------------------------------------------------
-# The fallback on a hand-built host tree: a launcher without a formula hands its kernels to the innermost GEMM/attention parent above it (aten::matmul/linear/einsum or an attention op) that has recorded inputs and a count, and the walk's memo answers for every op it passed. Indices and parents are written out per test
+# The fallback on a hand-built host tree: a launcher without a formula hands its kernels to the innermost
+# GEMM/attention parent above it (aten::matmul/linear/einsum or an attention op) that has recorded inputs and a
+# count, and the walk's memo answers for every op it passed. Indices and parents are written out per test
 
 BF16 = "c10::BFloat16"
 
@@ -788,7 +792,8 @@ def test_a_memoised_op_answers_for_the_rest_of_the_walk():
 
 
 # ---------------------------------------------------------------------------------------------
-# Recorded inputs of the wrong kind (a non-string einsum equation, an operand shape that is not a list) give no count and never a crash (op_cost's rule: "a shape of the wrong arity or kind: no count, never a crash")
+# Recorded inputs of the wrong kind (a non-string einsum equation, an operand shape that is not a list) give no
+# count and never a crash (op_cost's rule: "a shape of the wrong arity or kind: no count, never a crash")
 
 def test_einsum_whose_equation_is_not_a_string_is_not_counted():
     """The equation slot holds a JSON object that contains the key "->": `"->" in {...}` is True, so code that took
@@ -824,7 +829,8 @@ def test_mm_ignores_inputs_past_its_two_operands():
 
 
 # ---------------------------------------------------------------------------------------------
-# Efficiency on hand-built blocks: calls of equal figures summed, bytes of unequal ones added, and why a block has no count
+# Efficiency on hand-built blocks: calls of equal figures summed, bytes of unequal ones added, and why a block has
+# no count
 
 GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
 
@@ -946,7 +952,8 @@ def test_addbmm_counts_only_3d_operands_with_one_batch(a, b, want):
 
 
 # ---------------------------------------------------------------------------------------------
-# Causal attention when the query and key lengths differ (counted cell by cell), and a batched matmul whose batch dims broadcast
+# Causal attention when the query and key lengths differ (counted cell by cell), and a batched matmul whose batch
+# dims broadcast
 
 def _causal_cells(lq: int, lk: int) -> float:
     """Unmasked cells of a top-left aligned causal mask (query i sees keys j <= i, PyTorch's is_causal), with

@@ -1,5 +1,5 @@
 """The CI gate (tracekit.analysis.gate) on hand-built diffs whose figures are known by construction
-(tests/test_mutants_support.py): every field of the verdict, the boundaries of its rules, its refusals."""
+(tests/support/pairs.py): every field of the verdict, the boundaries of its rules, its refusals."""
 
 from __future__ import annotations
 
@@ -169,7 +169,10 @@ def test_launch_bound_with_one_step_before_has_no_span_noise(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# The latency and inconclusive rules (issue 24) on hand-built diffs: which figure is compared, when the time-base check applies, who chose it, and the exact one-line messages. An eager block is launch-bound by construction (idle 102 µs while busy < 102); busy(eager) is not (tests/support/pairs.py). Latencies are given here, so the expected verdicts are arithmetic
+# The latency and inconclusive rules (issue 24) on hand-built diffs: which figure is compared, when the time-base
+# check applies, who chose it, and the exact one-line messages. An eager block is launch-bound by construction (idle
+# 102 µs while busy < 102); busy(eager) is not (tests/support/pairs.py). Latencies are given here, so the expected
+# verdicts are arithmetic
 
 def _ms(v: float, low: float | None = None, high: float | None = None, source: str = "x") -> Measured:
     return Measured(median_ms=v, low_ms=low, high_ms=high, source=source)

@@ -7,7 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from support.builders import FILL_K, GEMM2_K, GEMM_K, SOFTMAX_K, TraceBuilder, attention_block, capture, captured_attention, eager_layers, graph_launch, graph_pair, replay_kernels
+from support.builders import (
+    FILL_K, GEMM2_K, GEMM_K, SOFTMAX_K, TraceBuilder, attention_block, capture, captured_attention, eager_layers,
+    graph_launch, graph_pair, replay_kernels,
+)
 from support.paths import GRAPHS
 
 from tracekit import analyze
@@ -24,8 +27,13 @@ from array import array
 from types import SimpleNamespace
 from support.builders import CPU_PID, TID
 from support.traces import read_events
-from tracekit.analysis.graphs import REPLAY_PROCESS, ReplayMap, _around, _Chooser, _Synth, device_token, graph_warnings, replay_threads, replay_with_captures, summarize, templates
-from tracekit.model import MODULE, OP, CaptureRegion, DeviceEvent, GraphFacts, GraphLaunch, HostEvent, OpInputs, Trace, TraceInfo
+from tracekit.analysis.graphs import (
+    REPLAY_PROCESS, ReplayMap, _around, _Chooser, _Synth, device_token, graph_warnings, replay_threads,
+    replay_with_captures, summarize, templates,
+)
+from tracekit.model import (
+    MODULE, OP, CaptureRegion, DeviceEvent, GraphFacts, GraphLaunch, HostEvent, OpInputs, Trace, TraceInfo,
+)
 from tracekit.results.attribution import GraphSummary
 
 SGLANG = GRAPHS / "sglang_decode" / "sglang_Qwen3-8B_decode.json.gz"
@@ -428,7 +436,8 @@ def test_a_damaged_capture_is_said_and_exits_3(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Graph mapping's smallest rules on hand-made inputs: what a captured launch recorded, and how two token sequences align. Each expectation follows from the rule's text
+# Graph mapping's smallest rules on hand-made inputs: what a captured launch recorded, and how two token sequences
+# align. Each expectation follows from the rule's text
 
 def _rt(name: str, kernel: str = "") -> RuntimeEvent:
     return RuntimeEvent(name=name, thread=1, ts=0, dur=1, correlation=1, ext_id=0, kernel=kernel)
@@ -487,7 +496,10 @@ def test_an_unnamed_launch_never_pairs_with_a_copy_or_fill():
 
 
 # ---------------------------------------------------------------------------------------------
-# Replay mapping on Traces built by hand from the model's own records (ns), with their GraphFacts given, so every index, time and correlation id of the rewritten trace is worked out in the test: which captured host events a replay copies, where the copies land, the launches added for them, the device events re-pointed to those, and the capture's own ops dropped with everything that indexes host renumbered
+# Replay mapping on Traces built by hand from the model's own records (ns), with their GraphFacts given, so every
+# index, time and correlation id of the rewritten trace is worked out in the test: which captured host events a
+# replay copies, where the copies land, the launches added for them, the device events re-pointed to those, and the
+# capture's own ops dropped with everything that indexes host renumbered
 
 X0, X2, X4 = (OpInputs(dims=f"[[{n}]]".encode(), types=b'["float"]', concrete=b"") for n in (0, 2, 4))
 
@@ -496,7 +508,7 @@ def _h(kind: int, name: str, ts: int, dur: int, thread: int = 0) -> HostEvent:
     return HostEvent(kind, name, thread, ts, dur, 0)
 
 
-def _runtime_event(name: str, ts: int, dur: int, corr: int, kernel: str = "", thread: int = 0) -> RuntimeEvent:
+def _rtc(name: str, ts: int, dur: int, corr: int, kernel: str = "", thread: int = 0) -> RuntimeEvent:
     return RuntimeEvent(name, thread, ts, dur, corr, 0, kernel)
 
 
@@ -512,9 +524,9 @@ def _capture_and_two_replays() -> Trace:
     no call (corr 20). The replayed kernels carry external ids (3, 4) that the re-pointing clears. Sequence numbers on ops 0, 2, 3, 4 (7..10, forward threads 70..100)."""
     host = [_h(OP, "aten::add", 0, 5), _h(MODULE, "nn.Module: Attention_0", 100, 30), _h(OP, "aten::bmm", 101, 8),
             _h(OP, "aten::_softmax", 110, 8), _h(OP, "aten::mul", 300, 5)]
-    runtime = [_runtime_event("cudaLaunchKernel", 1, 1, 5), _runtime_event("hipLaunchKernel", 102, 2, 6, "gemm"),
-               _runtime_event("hipLaunchKernel", 111, 2, 7, "soft"), _runtime_event("hipGraphLaunch", 1000, 5, 8),
-               _runtime_event("hipGraphLaunch", 1030, 5, 11)]
+    runtime = [_rtc("cudaLaunchKernel", 1, 1, 5), _rtc("hipLaunchKernel", 102, 2, 6, "gemm"),
+               _rtc("hipLaunchKernel", 111, 2, 7, "soft"), _rtc("hipGraphLaunch", 1000, 5, 8),
+               _rtc("hipGraphLaunch", 1030, 5, 11)]
     device = [_k("add_k", 10, 3, 5, ext=2), _k("gemm", 1010, 10, 8, ext=3), _k("soft", 1021, 5, 8, ext=3),
               _k("gemm", 1050, 10, 11, ext=4), _k("soft", 1061, 5, 11, ext=4), _k("lost", 2000, 1, 20)]
     facts = GraphFacts(captures=[CaptureRegion(thread=0, begin=90, end=200, launches=[1, 2], closed=True)],
@@ -586,7 +598,7 @@ def test_a_trace_without_replays_or_captures_is_returned_as_is():
 def _replay_only(launch_at: int = 990) -> Trace:
     """A replay file: one graph launch at ``launch_at`` (corr 30) of gemm 1000 and soft 1011, a stream sync call
     with corr 40 (no device event) and no host ops."""
-    runtime = [_runtime_event("hipGraphLaunch", launch_at, 5, 30), _runtime_event("hipStreamSynchronize", 1100, 5, 40)]
+    runtime = [_rtc("hipGraphLaunch", launch_at, 5, 30), _rtc("hipStreamSynchronize", 1100, 5, 40)]
     device = [_k("gemm", 1000, 10, 30), _k("soft", 1011, 5, 30)]
     facts = GraphFacts(launches=[GraphLaunch(runtime=0, device=[0, 1])])
     return Trace(info=TraceInfo(source="replay.json"), threads=[("proc", 1)], runtime=runtime, device=device,
@@ -597,7 +609,7 @@ def _capture_file(with_host: bool = True) -> Trace:
     """A capture file: capture 0..100 on thread 0 with an Attention module 10..40 holding a bmm 11..19 (inputs
     X2) that launches "gemm" at 12, and a softmax 20..28 launching "soft" at 21 (or no host ops at all)."""
     host = [_h(MODULE, "nn.Module: Attention_0", 10, 30), _h(OP, "aten::bmm", 11, 8), _h(OP, "aten::_softmax", 20, 8)]
-    runtime = [_runtime_event("hipLaunchKernel", 12, 2, 1, "gemm"), _runtime_event("hipLaunchKernel", 21, 2, 2, "soft")]
+    runtime = [_rtc("hipLaunchKernel", 12, 2, 1, "gemm"), _rtc("hipLaunchKernel", 21, 2, 2, "soft")]
     facts = GraphFacts(captures=[CaptureRegion(thread=0, begin=0, end=100, launches=[0, 1], closed=True)])
     return Trace(info=TraceInfo(source="cap.json"), threads=[("proc", 1)], host=host if with_host else [],
                  runtime=runtime, op_inputs={1: X2} if with_host else {}, graphs=facts)
@@ -640,7 +652,7 @@ def test_traces_without_graph_facts_are_read_for_them():
     rep.graphs = None
     cap = _capture_file()
     cap.graphs = None
-    cap.runtime = [_runtime_event("hipStreamBeginCapture", 0, 1, 0), *cap.runtime, _runtime_event("hipStreamEndCapture", 99, 1, 0)]
+    cap.runtime = [_rtc("hipStreamBeginCapture", 0, 1, 0), *cap.runtime, _rtc("hipStreamEndCapture", 99, 1, 0)]
     out, rm = replay_with_captures(rep, [cap])
     assert [(h.name, h.ts) for h in out.host] == [("nn.Module: Attention_0", 1000), ("aten::bmm", 1001),
                                                   ("aten::_softmax", 1010)]
@@ -649,7 +661,7 @@ def test_traces_without_graph_facts_are_read_for_them():
 
 def _unnamed_capture(source: str = "cap.json") -> Trace:
     """A CUDA capture 0..100: an op 10..40 launching two kernels (at 12 and 21) whose names the calls do not say."""
-    runtime = [_runtime_event("cudaLaunchKernel", 12, 2, 1), _runtime_event("cudaLaunchKernel", 21, 2, 2)]
+    runtime = [_rtc("cudaLaunchKernel", 12, 2, 1), _rtc("cudaLaunchKernel", 21, 2, 2)]
     facts = GraphFacts(captures=[CaptureRegion(thread=0, begin=0, end=100, launches=[0, 1], closed=True)])
     return Trace(info=TraceInfo(source=source), host=[_h(OP, "aten::mm", 10, 30)], runtime=runtime, graphs=facts)
 
@@ -658,7 +670,7 @@ def test_launches_that_ran_nothing_or_align_to_nothing_are_skipped():
     """Four graph launches of an unnamed two-kernel capture: one ran no device event, one ran three kernels (no
     pairing by position: the counts differ, and nothing else aligns), then two ran two kernels each: those map by
     position, 2 + 2 = 4 pairs by order."""
-    runtime = [_runtime_event("cudaGraphLaunch", 100 * n, 5, 30 + n) for n in range(4)]
+    runtime = [_rtc("cudaGraphLaunch", 100 * n, 5, 30 + n) for n in range(4)]
     device = [_k("x", 110, 5, 31), _k("y", 120, 5, 31), _k("z", 130, 5, 31),
               _k("g", 210, 5, 32), _k("s", 220, 5, 32), _k("g", 310, 5, 33), _k("s", 320, 5, 33)]
     facts = GraphFacts(launches=[GraphLaunch(runtime=0, device=[]), GraphLaunch(runtime=1, device=[0, 1, 2]),
@@ -677,8 +689,8 @@ def test_each_capture_replays_on_a_thread_of_its_own():
     a.info = TraceInfo(source="a.json")
     b = _capture_file()
     b.info = TraceInfo(source="b.json")
-    b.runtime = [_runtime_event("hipLaunchKernel", 12, 2, 1, "g2"), _runtime_event("hipLaunchKernel", 21, 2, 2, "s2")]
-    runtime = [_runtime_event("hipGraphLaunch", 990, 5, 30), _runtime_event("hipGraphLaunch", 1990, 5, 31)]
+    b.runtime = [_rtc("hipLaunchKernel", 12, 2, 1, "g2"), _rtc("hipLaunchKernel", 21, 2, 2, "s2")]
+    runtime = [_rtc("hipGraphLaunch", 990, 5, 30), _rtc("hipGraphLaunch", 1990, 5, 31)]
     device = [_k("gemm", 1000, 10, 30), _k("soft", 1011, 5, 30), _k("g2", 2000, 10, 31), _k("s2", 2011, 5, 31)]
     facts = GraphFacts(launches=[GraphLaunch(runtime=0, device=[0, 1]), GraphLaunch(runtime=1, device=[2, 3])])
     tr = Trace(info=TraceInfo(source="r.json"), threads=[("proc", 1)], runtime=runtime, device=device, graphs=facts)
@@ -693,7 +705,7 @@ def test_fresh_correlation_ids_start_at_one_in_an_empty_trace():
     """No call and no device event: the first id handed out is 1 (1 + nothing)."""
     assert _Synth(Trace(info=TraceInfo(source="e"))).corr == 1
     assert _Synth(Trace(info=TraceInfo(source="e"), device=[_k("k", 0, 1, 7)])).corr == 8
-    assert _Synth(Trace(info=TraceInfo(source="e"), runtime=[_runtime_event("c", 0, 1, 9)])).corr == 10
+    assert _Synth(Trace(info=TraceInfo(source="e"), runtime=[_rtc("c", 0, 1, 9)])).corr == 10
 
 
 def test_names_stay_none_when_the_loader_kept_none():
@@ -713,7 +725,7 @@ def test_templates_take_the_host_events_wholly_inside_the_capture_on_its_thread(
     host = [_h(OP, "aten::a", 90, 5), _h(OP, "aten::in0", 100, 10), _h(OP, "aten::inner", 120, 5),
             _h(MODULE, "nn.Module: M", 120, 30), _h(OP, "aten::late", 190, 20), _h(OP, "aten::other", 150, 5, 1),
             _h(OP, "aten::end", 200, 0), _h(OP, "aten::after", 201, 1)]
-    runtime = [_runtime_event("hipLaunchKernel", 121, 1, 1, "k")]
+    runtime = [_rtc("hipLaunchKernel", 121, 1, 1, "k")]
     facts = GraphFacts(captures=[CaptureRegion(thread=0, begin=100, end=200, launches=[0], closed=True)])
     tr = Trace(info=TraceInfo(source="t.json"), host=host, runtime=runtime, op_inputs={2: X2, 0: X0}, graphs=facts)
     (tp,) = templates(tr, "t.json")
@@ -733,12 +745,12 @@ def test_templates_take_the_host_events_wholly_inside_the_capture_on_its_thread(
 def test_templates_find_the_captures_when_the_trace_has_no_facts():
     """No GraphFacts on the trace: the runtime calls are read for them (a begin/end capture pair around a launch
     at 12, inside the op 10..20)."""
-    runtime = [_runtime_event("hipStreamBeginCapture", 0, 1, 0), _runtime_event("hipLaunchKernel", 12, 2, 1, "k"),
-               _runtime_event("hipStreamEndCapture", 99, 1, 0)]
+    runtime = [_rtc("hipStreamBeginCapture", 0, 1, 0), _rtc("hipLaunchKernel", 12, 2, 1, "k"),
+               _rtc("hipStreamEndCapture", 99, 1, 0)]
     tr = Trace(info=TraceInfo(source="t.json"), host=[_h(OP, "aten::mm", 10, 10)], runtime=runtime)
     (tp,) = templates(tr, "t.json")
     assert tp.host_index == [0] and tp.tokens == ("k",) and tp.begin == 0
-    assert templates(Trace(info=TraceInfo(source="e"), runtime=[_runtime_event("cudaLaunchKernel", 0, 1, 1)]), "e") == []
+    assert templates(Trace(info=TraceInfo(source="e"), runtime=[_rtc("cudaLaunchKernel", 0, 1, 1)]), "e") == []
 
 
 # -- _around ------------------------------------------------------------------------------------------------------
@@ -749,7 +761,7 @@ def test_around_is_the_stack_of_host_events_holding_each_launch():
     B starts as A ends (B's start closes A: the call is B's); at 40 (in B); at 61 (Z and B are over, the module
     holds it); at 101 (after everything)."""
     host = [_h(MODULE, "M", 0, 100), _h(OP, "A", 10, 20), _h(OP, "B", 30, 20), _h(OP, "Z", 60, 0)]
-    launches = [_runtime_event("l", t, 1, 1) for t in (20, 30, 40, 61, 101)]
+    launches = [_rtc("l", t, 1, 1) for t in (20, 30, 40, 61, 101)]
     assert _around(host, launches) == [[0, 1], [0, 2], [0, 2], [0], []]
 
 
@@ -757,11 +769,11 @@ def test_around_a_zero_duration_op_does_not_close_its_neighbours():
     """Op A 0..10, then a 0 ns op Z at 10 and a launch at 10: A (ending at 10) is not closed by Z, which has no
     length, and is still open at the call (its end is not before 10)."""
     host = [_h(OP, "A", 0, 10), _h(OP, "Z", 10, 0)]
-    assert _around(host, [_runtime_event("l", 10, 1, 1)]) == [[0, 1]]
+    assert _around(host, [_rtc("l", 10, 1, 1)]) == [[0, 1]]
     host = [_h(OP, "A", 0, 10), _h(OP, "B", 10, 5)]  # a real op at 10 does close A
-    assert _around(host, [_runtime_event("l", 12, 1, 1)]) == [[1]]
+    assert _around(host, [_rtc("l", 12, 1, 1)]) == [[1]]
     host = [_h(OP, "A", 0, 10), _h(OP, "B", 10, 1)]  # so does one of 1 ns
-    assert _around(host, [_runtime_event("l", 10, 1, 1)]) == [[1]]
+    assert _around(host, [_rtc("l", 10, 1, 1)]) == [[1]]
 
 
 # -- device_token and the chooser ------------------------------------------------------------------------------------
@@ -891,7 +903,7 @@ def test_summary_keeps_the_ten_most_frequent_unmapped_kernels():
     (k10 .. k1) are named; k0 is left out. Replayed time: 66 events of 2 µs (2000 ns) = 132 µs."""
     names = [f"k{i}" for i in range(11) for _ in range(i + 1)]
     dev = [_k(n, 10 * j, 2000, 1) for j, n in enumerate(names)]
-    tr = Trace(info=TraceInfo(source="r"), runtime=[_runtime_event("cudaGraphLaunch", 0, 1, 1)], device=dev)
+    tr = Trace(info=TraceInfo(source="r"), runtime=[_rtc("cudaGraphLaunch", 0, 1, 1)], device=dev)
     facts = GraphFacts(launches=[GraphLaunch(runtime=0, device=list(range(len(dev))))])
     rm = ReplayMap(replayed=list(range(len(dev))))
     g = summarize(tr, facts, rm, None)
@@ -907,7 +919,7 @@ def test_summary_counts_eager_attention_only_beside_graph_launches():
     from tracekit.vocab import Category
 
     dev = [_k("flash", 0, 10, 1), _k("flash", 20, 10, 2)]
-    tr = Trace(info=TraceInfo(source="e"), runtime=[_runtime_event("cudaGraphLaunch", 0, 1, 1)], device=dev)
+    tr = Trace(info=TraceInfo(source="e"), runtime=[_rtc("cudaGraphLaunch", 0, 1, 1)], device=dev)
     cats = [Category.FUSED_ATTENTION, Category.FUSED_ATTENTION]
     assert summarize(tr, GraphFacts(), ReplayMap(), cats).eager_attention_kernels == 0
     g = summarize(tr, GraphFacts(launches=[GraphLaunch(runtime=0, device=[0])]), ReplayMap(replayed=[0]), cats)

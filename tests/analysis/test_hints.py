@@ -421,7 +421,9 @@ def test_tags_are_their_strings_in_rows_and_json(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Each rule on hand-made block kinds: a Group whose kernel rows, busy, span and idle time are written out, so each hint's message, evidence, saving and basis are worked out by hand (the comments give the arithmetic); the real-trace tests above check the same rules, these pin the exact text and figures
+# Each rule on hand-made block kinds: a Group whose kernel rows, busy, span and idle time are written out, so each
+# hint's message, evidence, saving and basis are worked out by hand (the comments give the arithmetic); the
+# real-trace tests above check the same rules, these pin the exact text and figures
 
 RULES = {r.name: r for r in HINT_RULES}
 SOFTMAX_ROW = ("softmax_k", "softmax", "aten::_softmax", "")
@@ -1160,7 +1162,7 @@ def test_shared_kernels_with_equal_double_counts_are_listed_by_name() -> None:
 
 
 def test_the_launch_bound_hint_gives_the_mean_kernel_time_to_the_ns(tmp_path: Path) -> None:
-    """tests/builders.attention_block: 6 device events, 31 µs busy in a 136 µs span (launch-bound). The hint's mean
+    """tests/support/builders.py's attention_block: 6 device events, 31 µs busy in a 136 µs span (launch-bound). The hint's mean
     kernel time is 31/6 = 5.1666… µs, given to the ns: 5.167."""
     from support.builders import attention_block
     b = TraceBuilder()

@@ -3,7 +3,7 @@
 Numbers here are independent of tracekit's own output: peaks are the datasheet figures that tracekit/hardware.py
 cites (NVIDIA H200 SXM: 989.4 TFLOP/s bf16 dense; AMD MI300X: 1307.4), FLOPs are computed from the shapes
 (an attention forward is two GEMMs, 4·B·H·Lq·Lk·D, half that under a causal mask of equal lengths), kernel times
-are read from the raw trace JSON (gzip + json) or set in a hand-built trace (tests/builders.py).
+are read from the raw trace JSON (gzip + json) or set in a hand-built trace (tests/support/builders.py).
 """
 
 from __future__ import annotations

@@ -308,7 +308,9 @@ def test_a_host_held_in_a_sync_after_launching_is_not_sync_idle():
 
 
 # ---------------------------------------------------------------------------------------------
-# The smallest pieces: a thread's sync calls merged into disjoint intervals, those clipped to a window, the union of several threads' intervals, and IdleSplitter.split on a Trace built by hand (integer ns). Every expectation is interval arithmetic worked out in the comments
+# The smallest pieces: a thread's sync calls merged into disjoint intervals, those clipped to a window, the union of
+# several threads' intervals, and IdleSplitter.split on a Trace built by hand (integer ns). Every expectation is
+# interval arithmetic worked out in the comments
 
 # -- _Intervals: merging ------------------------------------------------------------------------------------------
 

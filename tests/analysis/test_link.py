@@ -96,7 +96,8 @@ def test_kernels_without_a_launch_link_to_the_first_op_with_their_external_id(se
 
 
 # ---------------------------------------------------------------------------------------------
-# Linking by gpu_user_annotation: a device event with no launch link takes the innermost annotation on its stream that is open at its start, and through its External id the host range of that name
+# Linking by gpu_user_annotation: a device event with no launch link takes the innermost annotation on its stream
+# that is open at its start, and through its External id the host range of that name
 
 def test_device_events_link_to_the_innermost_open_annotation(tmp_path):
     b = TraceBuilder(deviceProperties=[{"id": 0, "name": H100}])

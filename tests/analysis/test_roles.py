@@ -252,7 +252,10 @@ def test_diff_compares_roles_on_the_headline_basis():
 
 
 # ---------------------------------------------------------------------------------------------
-# Which two recorded inputs of a product op are its matrices. The bias comes first in addmm(bias, a, b) and its batched kin, so their operands are inputs 1 and 2; every other product's are inputs 0 and 1 (ATen's schemas). Through the attribution an aten::addmm is a linear layer by name before its shapes are read (roles rule 2), so only a direct call shows its operand order
+# Which two recorded inputs of a product op are its matrices. The bias comes first in addmm(bias, a, b) and its
+# batched kin, so their operands are inputs 1 and 2; every other product's are inputs 0 and 1 (ATen's schemas).
+# Through the attribution an aten::addmm is a linear layer by name before its shapes are read (roles rule 2), so
+# only a direct call shows its operand order
 
 BIAS, A, B = [16], [4, 8], [8, 16]
 
@@ -288,7 +291,9 @@ def test_no_pair(op, dims):
 
 
 # ---------------------------------------------------------------------------------------------
-# Roles from recorded shapes (rule 2): the operands of baddbmm/addbmm are its second and third inputs; an L×L output over a head dimension up to 1024 is a score product, an L×L input a context product; a vector operand decides nothing. Hand-built blocks: one product of 10 µs in an eager block
+# Roles from recorded shapes (rule 2): the operands of baddbmm/addbmm are its second and third inputs; an L×L output
+# over a head dimension up to 1024 is a score product, an L×L input a context product; a vector operand decides
+# nothing. Hand-built blocks: one product of 10 µs in an eager block
 
 def roles(tmp_path, op, dims):
     """An annotated eager block whose first product is ``op`` with ``dims`` (10 µs of GEMM); then softmax and a

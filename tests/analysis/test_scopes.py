@@ -261,7 +261,9 @@ def test_a_backward_block_carries_its_forward_calls_core(tmp_path: Path) -> None
 
 
 # ---------------------------------------------------------------------------------------------
-# Rule eager-kernels: a softmax kernel with a GEMM run shortly before and after it, on one stream and owned by no block, is one inferred block (docs/attribution.md, "Attention blocks", rule 5). Hand-built compiled regions: one host call launches every kernel, each 5 µs, 1 µs apart
+# Rule eager-kernels: a softmax kernel with a GEMM run shortly before and after it, on one stream and owned by no
+# block, is one inferred block (docs/attribution.md, "Attention blocks", rule 5). Hand-built compiled regions: one
+# host call launches every kernel, each 5 µs, 1 µs apart
 
 SM = "triton_per_fused__softmax_0"  # inductor's fused softmax: category softmax
 E = "triton_poi_fused_mul_0"  # inductor pointwise: elementwise, neither GEMM nor softmax
@@ -400,7 +402,7 @@ def test_a_fused_kernel_block_takes_its_place_in_time(tmp_path: Path, replay_fir
 
 
 def test_a_step_holding_attention_ops_directly_is_no_block_under_any_scope(tmp_path: Path) -> None:
-    """tests/builders.attention_block's ops with ProfilerStep#1 itself as their only range, under scope ".": the
+    """tests/support/builders.py's attention_block's ops with ProfilerStep#1 itself as their only range, under scope ".": the
     step is the innermost range around them, yet never a block; the eager pattern finds the call instead."""
     from support.builders import attention_block
     b = TraceBuilder()

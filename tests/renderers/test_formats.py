@@ -14,7 +14,10 @@ from tracekit import analyze
 from tracekit.results.diff import EAGER_TO_FUSED_ALLOC
 from tracekit.vocab import Basis
 from tracekit.analysis.compare import diff_attributions
-from tracekit.renderers import DIFF_RENDERERS, RENDERERS, CSVRenderer, JSONRenderer, MarkdownRenderer, Renderer, TerminalRenderer, diff_renderer_for, renderer_for, verdict_line
+from tracekit.renderers import (
+    DIFF_RENDERERS, RENDERERS, CSVRenderer, JSONRenderer, MarkdownRenderer, Renderer, TerminalRenderer,
+    diff_renderer_for, renderer_for, verdict_line,
+)
 from tracekit.renderers import csvrenderer
 from tracekit.results.attribution import CATEGORIES
 

@@ -3,7 +3,7 @@
 Why a browser: only a browser shows that the page draws without console errors, fetches nothing (the
 page's CSP forbids it; the performance log shows what was asked for), and that what it draws equals the
 JSON. Figures are checked against hand-built traces whose answers are known by construction
-(tests/builders.py: each eager block is 31 µs busy, 21 µs of it matmul).
+(tests/support/builders.py: each eager block is 31 µs busy, 21 µs of it matmul).
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def test_h200_sweep_report_is_small_and_fast(browser, tmp_path):
 # Issue 25, part 3: values on bars, one scale for role bars, the waterfall's colours and axis, hints'
 # savings, the roofline table, idle in the run view.
 
-SPAN = 136  # one eager block's span (tests/builders.attention_block): busy 31 + idle 105
+SPAN = 136  # one eager block's span (tests/support/builders.py's attention_block): busy 31 + idle 105
 REAL_XDIT = ROOT.parent / "shared" / "traces" / "real" / "tracelens" / "inference"
 
 

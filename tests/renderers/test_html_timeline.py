@@ -3,7 +3,7 @@
 The canvas is read two ways: its pixels (a step is drawn, in the categories' colours) and the attributes the
 script sets on the timeline's wrapper after each drawing (the view's range, how many blocks and kernels lie in
 it, where the rows and the time axis are). Expected counts and times come from the hand-built traces of
-tests/test_timeline.py (known by construction) and from the JSON blocks embedded in the page.
+tests/results/test_timeline.py (known by construction) and from the JSON blocks embedded in the page.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def steps_page(tmp_path_factory):
 
 
 def test_the_median_step_is_drawn_block_for_block(browser, steps_page):
-    """Step 3 (the median by span) holds 2 blocks of 6 kernels each (tests/test_timeline.py); the page's own
+    """Step 3 (the median by span) holds 2 blocks of 6 kernels each (tests/results/test_timeline.py); the page's own
     JSON blocks of that step are the ones drawn."""
     open_page(browser, steps_page[0])
     s, data = state(browser), page_data(browser)

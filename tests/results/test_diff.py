@@ -2,7 +2,7 @@
 table reads in one unit and never prints 0.00 for a figure that is not 0; two steps a side say nothing about noise;
 the whole step (all device work in ProfilerStep#N) stands beside the attention figures.
 
-Expected figures come from hand-built traces (tests/builders.py) whose times and bytes are chosen here, and, for
+Expected figures come from hand-built traces (tests/support/builders.py) whose times and bytes are chosen here, and, for
 the H200 sweep pair, from a walk of the raw gzipped JSON in this file (ProfilerStep windows, runtime correlations,
 kernel durations, [memory] args), never from the code's own output. Every diff is check()ed.
 """

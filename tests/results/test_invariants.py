@@ -17,7 +17,7 @@ def test_the_longest_kernel_the_parser_accepts_passes_check(tmp_path, which):
     """A kernel just under the parse bound (1e12 µs, docs/attribution.md) attributes and checks.
 
     Longer ones (the fuzzer's 1e17 µs) are dropped and counted at the parse boundary
-    (tests/test_loader_robust.py)."""
+    (tests/io/test_load.py)."""
     b = TraceBuilder()
     attention_block(b, 1000)
     device = [e for e in b.events if e["cat"] in ("kernel", "gpu_memset")]

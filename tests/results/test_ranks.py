@@ -1,5 +1,5 @@
 """Folders of ranks: --jobs keeps the classifier and progress, the per-rank (straggler) view,
-and diff pairing ranks. Rank traces are hand-built (tests/builders.py), so each rank's figures are
+and diff pairing ranks. Rank traces are hand-built (tests/support/builders.py), so each rank's figures are
 known by construction: one eager attention block is 31 µs busy (matmul 20, softmax 5,
 elementwise 2, memory 4) over a 136 µs span. Every result is check()ed."""
 

@@ -1,7 +1,7 @@
 """The report's timeline data (tracekit.results.timeline, issue 25 part 2): which step is drawn, and that its
 blocks, kernels, idle gaps and host spans sit where the trace put them.
 
-Expectations come from hand-built traces (tests/builders.attention_block: six device events at known times,
+Expectations come from hand-built traces (tests/support/builders.py's attention_block: six device events at known times,
 busy 31 µs, idle 105 µs, a 60 µs host annotation) and, on a real H200 trace, from a walk of the raw JSON.
 """
 

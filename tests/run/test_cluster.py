@@ -1,7 +1,7 @@
 """--dask: each file of a folder as a task on a real Dask cluster (distributed.LocalCluster with worker
 processes on 127.0.0.1, never a mock); results merged on the client identical to a local run, a bad
 file reported while the others still count, and a worker killed by PID mid-run losing nothing and
-counting nothing twice. Rank traces are hand-built (tests/test_ranks.py), so every rank's figures
+counting nothing twice. Rank traces are hand-built (tests/results/test_ranks.py), so every rank's figures
 are known by construction."""
 
 from __future__ import annotations

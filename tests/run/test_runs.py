@@ -1,6 +1,6 @@
 """Folders of runs (tracekit.run.runs) and `tracekit attribute DIR --by run`: a row per run, named after its folder.
 
-Each hand-built run has a known number of eager blocks (31 µs busy each, tests/builders.py), so every
+Each hand-built run has a known number of eager blocks (31 µs busy each, tests/support/builders.py), so every
 figure per run is known without running tracekit.
 """
 

@@ -2,7 +2,7 @@
 duplicates, odd files, -o details, the gate over mixed time bases, strict PCT, streamed output,
 the parallel path, and a light ``--help``.
 
-Each test builds its own traces (tests/builders.py) so the expected figures follow from the
+Each test builds its own traces (tests/support/builders.py) so the expected figures follow from the
 construction: one ``attention_block`` is 31 µs busy (matmul 20, softmax 5, elementwise 2, memory 4).
 """
 

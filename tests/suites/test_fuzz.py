@@ -1,6 +1,6 @@
 """Fuzzing the input handling (issue 8, section 1), and a fixed corpus of the reproducers it found.
 
-The fuzz tests mutate slices of the real traces (see tests/fuzzing.py) and check the CLI's
+The fuzz tests mutate slices of the real traces (see tests/support/fuzzing.py) and check the CLI's
 contract on every one. A plain `python -m pytest -q` runs them briefly (hypothesis profile "ci",
 derandomized); `pytest -m fuzz` runs the long profile (thousands of examples). The fixed corpus
 below holds one hand-made input per failure class, each asserting the wanted behaviour.
@@ -118,7 +118,7 @@ def test_fuzz_diff_gate(seeds: list[tuple[str, dict]], fuzz_dir: Path) -> None:
 
 # =====================================================================================================
 # The fixed corpus: one hand-made reproducer per failure class of issue 8's section 1 table, each
-# asserting the behaviour the table wants. Built on tests/builders.py traces, whose answer is known.
+# asserting the behaviour the table wants. Built on tests/support/builders.py traces, whose answer is known.
 # =====================================================================================================
 
 def _doc(blocks: int = 3, **top: Any) -> dict:

@@ -1,6 +1,6 @@
 """The model zoo (issue 22): tracekit must find exactly the attention calls that tiny transformers models made.
 
-Each case of tests/zoo.py is recorded once (cached, see there) and analysed once per session. Expectations
+Each case of tests/support/zoo.py is recorded once (cached, see there) and analysed once per session. Expectations
 never come from tracekit:
 - counts: forward hooks on the innermost attention modules, in the profiled steps; a training step runs one
   backward block per forward block;

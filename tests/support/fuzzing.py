@@ -1,4 +1,4 @@
-"""Structure-aware fuzzing of tracekit's input handling (used by tests/test_fuzz.py).
+"""Structure-aware fuzzing of tracekit's input handling (used by tests/suites/test_fuzz.py).
 
 Seeds are small slices of the real traces (a few hundred events around attention work, with
 the launches, kernels and enclosing modules they link to), so a mutation lands on the shapes

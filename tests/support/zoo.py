@@ -1,4 +1,4 @@
-"""A zoo of tiny ``transformers`` models profiled on CPU, for tests/test_zoo.py (issue 22).
+"""A zoo of tiny ``transformers`` models profiled on CPU, for tests/suites/test_zoo.py (issue 22).
 
 Each case builds one model from a config (random weights, 2 layers, hidden 64: nothing is downloaded),
 profiles two steps of it into a Chrome trace, and counts, with forward hooks, how many attention calls

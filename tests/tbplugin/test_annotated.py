@@ -2,8 +2,8 @@
 own profiler plugin (torch-tb-profiler) serving annotated copies in its trace view.
 
 The route is driven in-process (the plugin's WSGI app under werkzeug's test client): hand-built traces whose block
-times are known (tests/builders.py: a block at t0 spans t0..t0+136 µs), hostile run and file names, a logdir that
-must not change. TensorBoard itself runs for real (tests/test_tbplugin.py's ``tensorboard``) with
+times are known (tests/support/builders.py: a block at t0 spans t0..t0+136 µs), hostile run and file names, a logdir that
+must not change. TensorBoard itself runs for real (tests/tbplugin/test_plugin_server.py's ``tensorboard``) with
 torch-tb-profiler, whose loader takes ``<run>/<worker>[.<span>].pt.trace.json[.gz]``
 (``torch_tb_profiler.consts.WORKER_PATTERN``) and whose trace route, ``/data/plugin/pytorch_profiler/trace?run=
 &worker=&span=``, serves the file gzip-encoded (traces with device kernels get its GPU-metric counters appended).
@@ -266,7 +266,7 @@ def _check_served(served: list[dict], copy: Path, original: Path, res: Attributi
     """The trace route serves the annotated copy: its events as written (the plugin may append its GPU-metric
     counters), the original's among them unchanged, the tracekit process, and a span per block and stream at the
     block's window (origin + start_us .. origin + end_us) of ``res``, the original's attribution (test_annotate.py
-    checks that the copy attributes the same, test_clock.py the block windows against the raw JSON)."""
+    checks that the copy attributes the same, tests/analysis/test_clock.py the block windows against the raw JSON)."""
     from support.traces import ns_of as _ns
 
     written = _events(copy.read_bytes())

@@ -41,7 +41,7 @@ def test_entry_point_is_declared():
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory):
-    """run_a: two layers, run_b: one (31 µs busy per block, tests/builders.py), plus the H200 sweep's 32 runs."""
+    """run_a: two layers, run_b: one (31 µs busy per block, tests/support/builders.py), plus the H200 sweep's 32 runs."""
     root = tmp_path_factory.mktemp("logs")
     for name, layers in (("run_a", 2), ("run_b", 1)):
         (root / name).mkdir()
@@ -169,7 +169,7 @@ def test_tab_draws_offline_in_chromium(server, tmp_path):
         # The diff's timelines under TensorBoard's CSP: run_a's step of two blocks, run_b's of one, both drawn.
         drawn = d.execute_script("return Array.from(document.querySelectorAll('.timeline')).map(w => "
                                  "[w.dataset.timeline, +w.dataset.blocksDrawn, +w.dataset.kernelsDrawn])")
-        assert drawn == [["drawn", 2, 12], ["drawn", 1, 6]]  # 6 device events per block (tests/builders.py)
+        assert drawn == [["drawn", 2, 12], ["drawn", 1, 6]]  # 6 device events per block (tests/support/builders.py)
         d.switch_to.default_content()
         png = d.get_screenshot_as_png()
         if Path("/tmp/h10r").is_dir():
