@@ -246,7 +246,8 @@ def eager_layers(b: TraceBuilder, layers: int) -> float:
     for i in range(layers):
         t0 = 200 * i
         b.module(f"Attention_{i}", t0, 100)
-        for k, (op, kernel, d) in enumerate(zip(("aten::bmm", "aten::_softmax", "aten::bmm"), GRAPH_KERNELS, GRAPH_DURS)):
+        ops = ("aten::bmm", "aten::_softmax", "aten::bmm")
+        for k, (op, kernel, d) in enumerate(zip(ops, GRAPH_KERNELS, GRAPH_DURS)):
             b.op(op, t0 + 1 + 30 * k, 25)
             b.launch(kernel, t0 + 2 + 30 * k, 2, t0 + 5 + 30 * k, d)
         spans += (t0 + 100) - t0  # the module's host extent encloses its kernels (last ends at t0 + 73)
