@@ -103,7 +103,7 @@ PY
         # only the files that have cuda tests: a module that cannot import elsewhere in tests/
         # (a missing optional package on this machine) must not stop them
         local files
-        files=$(grep -l "mark.cuda" tests/test_*.py 2>/dev/null | tr '\n' ' ')
+        files=$(grep -rl --include="test_*.py" "mark.cuda" tests 2>/dev/null | sort | tr '\n' ' ')
         echo "files: $files"
         timeout -k 10 "$left" python -m pytest -q -m cuda -p no:cacheprovider $files \
             > "$OUT/pytest_cuda.log" 2>&1

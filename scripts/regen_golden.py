@@ -14,8 +14,8 @@ only on purpose, so regenerating is a reviewed step:
    message, so the reviewer of the commit sees what moved and why.
 
 Sources, as the tests that read the files produce them:
-  attribute.json, attribute_header.csv  tests/test_cli.py's golden_trace(), ``tracekit attribute``
-  diff.json, diff_header.csv            tests/test_diff.py's eager/fused pair, ``tracekit diff``
+  attribute.json, attribute_header.csv  tests/support/builders.py's golden_trace(), ``tracekit attribute``
+  diff.json, diff_header.csv            tests/support/pairs.py's eager/fused pair, ``tracekit diff``
   real_attribution.json.gz              every trace under ../shared/traces/real, through the JSON
                                         renderer's to_dict (skipped, with a note, when absent)
 """
@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's tracekit, and the tests' builders
 
-from conftest import REAL, real_trace_files, run_cli
+from support.cli import diff_json, run_cli
+from support.paths import REAL, real_trace_files
 
 
 def _json_text(doc: Any) -> str:
@@ -43,7 +44,7 @@ def _json_text(doc: Any) -> str:
 
 
 def attribute_goldens(tmp: Path) -> dict[str, bytes]:
-    from test_cli import golden_trace
+    from support.builders import golden_trace
 
     trace = golden_trace(tmp / "run.pt.trace.json.gz")
     out = json.loads(run_cli("attribute", trace, "--format", "json", check=True).stdout)
@@ -53,11 +54,11 @@ def attribute_goldens(tmp: Path) -> dict[str, bytes]:
 
 
 def diff_goldens(tmp: Path) -> dict[str, bytes]:
-    from test_diff import _json, eager, fused, two_layers, write
+    from support.pairs import eager, fused, two_layers, write
 
     before = write(tmp / "eager.json", two_layers(eager, gemm=[10, 12]))
     after = write(tmp / "fused.json", two_layers(fused, flash=[12, 14]))
-    out = _json(run_cli("diff", before, after, "--format", "json", check=True))
+    out = diff_json(run_cli("diff", before, after, "--format", "json", check=True))
     header = run_cli("diff", before, after, "--format", "csv", check=True).stdout.splitlines()[0]
     return {"diff.json": _json_text(out).encode(), "diff_header.csv": (header + "\n").encode()}
 
@@ -67,7 +68,7 @@ def real_golden() -> dict[str, bytes]:
     from tracekit.renderers.jsonrenderer import to_dict
 
     files = real_trace_files()
-    files = [f for f in files if f.name.endswith(".json.gz")]  # the set test_real_traces.py covers
+    files = [f for f in files if f.name.endswith(".json.gz")]  # the set tests/suites/test_real_traces.py covers
     if not files:
         print(f"real_attribution.json.gz: skipped, no real traces at {REAL}")
         return {}

@@ -1,9 +1,9 @@
 """``tracekit annotate`` (issue 25, part 4): a streamed copy of a trace plus tracekit's tracks, which attributes
 exactly like the original and never overwrites it.
 
-Expected figures come from hand-built traces with known timestamps (tests/builders.py) and, on real traces, from
+Expected figures come from hand-built traces with known timestamps (tests/support/builders.py) and, on real traces, from
 the raw JSON of the input and of the copy (read here with orjson); the block figures a span must carry are the
-result's own, which test_clock.py checks against the raw JSON.
+result's own, which tests/analysis/test_clock.py checks against the raw JSON.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from builders import CPU_PID, TraceBuilder, attention_block, host_core
-from conftest import REAL, real_trace_files, run_cli
-from fuzzing import HOSTILE_PARTS
+from support.builders import CPU_PID, TraceBuilder, attention_block, host_core
+from support.paths import REAL, real_trace_files
+from support.cli import run_cli
+from support.fuzzing import HOSTILE_PARTS
+from support.traces import read_doc, read_events
 
 from tracekit import analyze
 from tracekit import annotate as annotate_mod
@@ -39,18 +41,8 @@ DIV = ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunc
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
-def _doc(path: Path) -> object:
-    raw = path.read_bytes()
-    return orjson.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-
-
-def _events(path: Path) -> list[dict]:
-    doc = _doc(path)
-    return doc["traceEvents"] if isinstance(doc, dict) else doc
-
-
 def _ours(path: Path) -> list[dict]:
-    return [e for e in _events(path) if e.get("cat") == ANNOTATE_CAT]
+    return [e for e in read_events(path) if e.get("cat") == ANNOTATE_CAT]
 
 
 def _attribution(path: Path) -> dict:
@@ -93,10 +85,10 @@ def _check_copy(src: Path, out: Path) -> None:
     """What every annotated copy must be: the same attribution, the spans on the blocks' windows, a pid of its
     own, nested lanes, and arrows that land on a kernel of the trace."""
     res = analyze(src).check()
-    events = _events(out)
+    events = read_events(out)
     theirs = [e for e in events if e.get("cat") != ANNOTATE_CAT]
     ours = [e for e in events if e.get("cat") == ANNOTATE_CAT]
-    assert theirs == _events(src)  # the original events, all of them, unchanged
+    assert theirs == read_events(src)  # the original events, all of them, unchanged
     assert _attribution(out) == _attribution(src)
     pids = {e.get("pid") for e in ours if e["ph"] != "f"}  # (an arrow's end sits on its kernel's track)
     assert len(pids) == 1
@@ -269,11 +261,11 @@ def test_bare_arrays_gzip_and_empty_traces(tmp_path):
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps(b.events))  # Chrome's array format: no header keys
     out, _ = _annotate(bare, tmp_path)
-    assert isinstance(_doc(out), list)
+    assert isinstance(read_doc(out), list)
     _check_copy(bare, out)
     gz = tmp_path / "z.json.gz"
     annotate_path(bare, gz)
-    assert gz.read_bytes()[:2] == b"\x1f\x8b" and _events(gz) == _events(out)
+    assert gz.read_bytes()[:2] == b"\x1f\x8b" and read_events(gz) == read_events(out)
     empty = tmp_path / "empty.json"
     empty.write_text('{"schemaVersion": 1, "traceEvents": [ ], "traceName": "x"}')
     proc = run_cli("annotate", empty, "-o", tmp_path / "e.json")
@@ -292,10 +284,10 @@ def test_the_reader_skips_tracekit_events_at_no_cost_to_the_count(tmp_path):
     src = _one_block(tmp_path)
     out, _ = _annotate(src, tmp_path)
     a, b = analyze(src).check(), analyze(out).check()
-    assert b.traces[0].events == a.traces[0].events == len(_events(src))
+    assert b.traces[0].events == a.traces[0].events == len(read_events(src))
     assert not b.traces[0].damaged and not b.traces[0].warnings
     # an added span that looks like a kernel is still not read
-    doc = _doc(out)
+    doc = read_doc(out)
     doc["traceEvents"].insert(0, {"ph": "X", "cat": ANNOTATE_CAT, "name": GEMM, "pid": 0, "tid": 7, "ts": 1101,
                                   "dur": 30,
                                   "args": {"correlation": 1002}})

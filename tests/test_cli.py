@@ -11,21 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from builders import TraceBuilder, attention_block
-from conftest import ROOT, run_cli
+from support.builders import TraceBuilder, attention_block, golden_trace
+from support.paths import GOLDEN, ROOT
+from support.cli import run_cli
 from tracekit.results.attribution import CATEGORIES
 
-GOLDEN = Path(__file__).parent / "golden"
 
-
-def golden_trace(path: Path) -> Path:
-    """The trace behind tests/golden/attribute.json (scripts/regen_golden.py builds it too)."""
-    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], cuda_runtime_version=12040,
-                     metadata={"env": {"HF_TOKEN": "hf_secretsecretsecretsecret"}})
-    b.annotation("ProfilerStep#7", 900, 1000)
-    for k in range(2):
-        attention_block(b, 1000 + 200 * k, name=f"layer{k}.attention")
-    return b.write(path)
 
 
 @pytest.fixture

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from builders import TraceBuilder, attention_block
-from conftest import REAL, real_trace_files, run_cli
+from support.builders import TraceBuilder, attention_block
+from support.paths import REAL, real_trace_files
+from support.cli import run_cli
 from tracekit.run.api import analyze
 from tracekit.redact import CHUNK, leaks, redact_file, redact_path
 from tracekit.renderers import JSONRenderer
@@ -224,3 +225,35 @@ def test_a_truncated_gz_is_salvaged_with_exit_3(tmp_path):
     assert copy and not leaks(copy)
     got = run_cli("attribute", str(tmp_path / "red.json.gz"), "--format", "json")
     assert got.returncode == 3  # the copy is as damaged as its input: attribute salvages it the same way
+
+
+# ---------------------------------------------------------------------------------------------
+# PASSWORD=… and "PASSWORD": "…"
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+ASSIGNED, MEMBER = "hunter2-Xyzzy-77", "correct-horse-battery"
+
+
+def test_password_assignment_and_member_are_redacted(tmp_path):
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": H100}],
+                     command_line=f"PASSWORD={ASSIGNED} python serve.py --port 8080",
+                     environment={"PASSWORD": MEMBER, "LANG": "C.UTF-8", "SHELL": "/bin/bash"})
+    b.annotation("ProfilerStep#1", 0, 300)
+    attention_block(b, 10)
+    src = b.write(tmp_path / "in.json")
+    out = tmp_path / "out.json"
+    run_cli("redact", src, "-o", out, check=True)
+    text = out.read_text()
+    assert ASSIGNED not in text  # PASSWORD=…
+    assert MEMBER not in text  # "PASSWORD": "…"
+    orig, red = json.loads(src.read_text()), json.loads(text)
+    cmd = red.pop("command_line")
+    assert cmd.startswith("PASSWORD=") and ASSIGNED not in cmd
+    assert cmd.endswith(" python serve.py --port 8080")  # the value ends at the space: the rest is kept
+    env = red["environment"]
+    assert set(env) == {"PASSWORD", "LANG", "SHELL"} and MEMBER not in env["PASSWORD"] and env["PASSWORD"]
+    assert (env["LANG"], env["SHELL"]) == ("C.UTF-8", "/bin/bash")
+    del orig["command_line"], orig["environment"]["PASSWORD"], env["PASSWORD"]
+    assert red == orig  # everything else, events included, is unchanged

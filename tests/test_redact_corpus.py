@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from builders import TraceBuilder, attention_block
-from conftest import run_cli
+from support.builders import TraceBuilder, attention_block
+from support.cli import run_cli
 
 from tracekit.redact import redact_bytes
 from tracekit.renderers import JSONRenderer

@@ -13,7 +13,7 @@ import json
 import orjson
 import pytest
 
-from builders import TraceBuilder
+from support.builders import TraceBuilder
 from tracekit import analyze
 from tracekit.analysis.classify import HOST_RULES, Classifier
 from tracekit.vocab import Basis

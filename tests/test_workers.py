@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from builders import TraceBuilder, attention_block
+from support.builders import TraceBuilder, attention_block
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 

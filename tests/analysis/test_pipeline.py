@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from builders import TraceBuilder, attention_block
+from support.builders import TraceBuilder, attention_block
 from tracekit.analysis.context import AttributeConfig, StageContext, StageOrderError
 from tracekit.analysis.link import NONE
 from tracekit.analysis.pipeline import STAGES, attribute_trace, run_stages, stage_names

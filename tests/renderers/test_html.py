@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from builders import TraceBuilder, attention_block
+from support.builders import TraceBuilder, attention_block
 from click.testing import CliRunner
 
 import tracekit

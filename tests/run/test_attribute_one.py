@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from builders import TraceBuilder, capture, graph_launch, replay_kernels
+from support.builders import TraceBuilder, capture, graph_launch, replay_kernels
 from click.testing import CliRunner
 
 from tracekit import analyze

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from builders import TraceBuilder, attention_block, capture, graph_launch, replay_kernels
+from support.builders import TraceBuilder, attention_block, capture, graph_launch, replay_kernels
 from click.testing import CliRunner
 
 import tracekit.cli  # noqa: F401  (loads the modules whose bindings are counted below)

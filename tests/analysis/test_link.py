@@ -1,0 +1,130 @@
+"""Linking on random nestings whose answers a brute force knows: the innermost host event around each launch."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tracekit.analysis.attribute import attribute_trace
+from tracekit.analysis.link import NONE, host_order, link
+from tracekit.model import ANNOTATION, KERNEL, MODULE, OP, DeviceEvent, HostEvent, RuntimeEvent, Trace, TraceInfo
+from support.builders import TraceBuilder
+from support.pairs import GEMM, H100
+from tracekit import load_trace
+
+
+def _nested(rng: random.Random, thread: int, start: int, end: int, depth: int, out: list[HostEvent]) -> None:
+    """Children of [start, end]: consecutive pieces that may touch each other and the parent's ends,
+    zero-length ones among them, and sometimes twins (same start and length, another kind)."""
+    t = start
+    while depth < 5 and t < end and rng.random() < 0.8:
+        t += rng.choice((0, 0, 1, 3, 10))
+        if t > end:
+            break
+        e = min(end, t + rng.choice((0, 1, 5, 20, 60)))
+        kind = rng.choice((MODULE, ANNOTATION, OP, OP))
+        out.append(HostEvent(kind, f"op{len(out)}", thread, t, e - t, 0))
+        if rng.random() < 0.15:
+            out.append(HostEvent(rng.choice((MODULE, ANNOTATION, OP)), f"twin{len(out)}", thread, t, e - t, 0))
+        _nested(rng, thread, t, e, depth + 1, out)
+        t = e
+
+
+def _innermost(host: list[HostEvent], thread: int, ts: int) -> int:
+    """Of the events on ``thread`` that contain ``ts`` (both ends included), the one nested deepest:
+    the latest start, then the shortest, then the kind order (module, annotation, op), then the last."""
+    around = [i for i, h in enumerate(host) if h.thread == thread and h.ts <= ts <= h.ts + h.dur]
+    return max(around, key=lambda i: (host[i].ts, -host[i].dur, host[i].kind, i), default=NONE)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_each_launch_links_to_the_innermost_host_event_around_it(seed: int) -> None:
+    rng = random.Random(seed)
+    host: list[HostEvent] = []
+    for thread in (0, 1):
+        for start, end in ((0, 120), (120, 200), (260, 400)):  # touching roots, then a gap
+            host.append(HostEvent(rng.choice((ANNOTATION, OP)), f"root{len(host)}", thread, start, end - start, 0))
+            _nested(rng, thread, start, end, 1, host)
+    rng.shuffle(host)  # the file's order is not the time order
+    tr = Trace(info=TraceInfo(source="random"), threads=[(1, 1), (1, 2), (1, 3)], streams=[(0, 7)], host=host)
+    for k in range(60):
+        thread = rng.choice((0, 1, 2))  # thread 2 has no host events
+        ts = rng.choice([h.ts for h in host] + [h.ts + h.dur for h in host] + [rng.randrange(-5, 420)])
+        tr.runtime.append(RuntimeEvent("cudaLaunchKernel", thread, ts, 1, k + 1, 0))
+        tr.device.append(DeviceEvent(KERNEL, f"kernel{k}", 0, 1000 + 10 * k, 5, k + 1, 0))
+    links = link(tr)
+    expected = [_innermost(host, rt.thread, rt.ts) for rt in tr.runtime]
+    assert links.device_leaf == expected
+    assert any(e != NONE for e in expected) and NONE in expected
+    attribute_trace(tr).check()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_host_order_is_one_sort_on_thread_ts_longest_first_kind(seed: int) -> None:
+    rng = random.Random(seed)
+    host = [HostEvent(rng.choice((MODULE, ANNOTATION, OP)), "x", rng.randrange(3), rng.randrange(30), rng.randrange(4), 0)
+            for _ in range(500)]  # few distinct values: ties of every kind, runs of them anywhere
+    expected = sorted(range(len(host)), key=lambda i: (host[i].thread, host[i].ts, -host[i].dur, host[i].kind))
+    assert host_order(host) == expected
+    assert host_order([]) == [] and host_order(host[:1]) == [0]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_kernels_without_a_launch_link_to_the_first_op_with_their_external_id(seed: int) -> None:
+    """A kernel whose correlation id matches no runtime call links by External id (when the trace's ids are
+    trusted) to the first op or annotation carrying it, never a module; else it stays unlinked. Brute force."""
+    rng = random.Random(seed)
+    host = [HostEvent(rng.choice((MODULE, ANNOTATION, OP, OP)), f"op{i}", 0, 10 * i, 5, rng.choice((0, 0, *range(1, 30))))
+            for i in range(200)]
+    tr = Trace(info=TraceInfo(source="random"), threads=[(1, 1)], streams=[(0, 7)], host=host)
+    for k in range(80):
+        launched = rng.random() < 0.3
+        if launched:
+            tr.runtime.append(RuntimeEvent("cudaLaunchKernel", 0, 10 * k + 1, 1, 1000 + k, 0))
+        ext = rng.choice((0, 0, *range(1, 40), -3))  # ids no op carries among them; 1000 + k is never an id here
+        tr.device.append(DeviceEvent(KERNEL, f"kernel{k}", 0, 5000 + 10 * k, 5, 1000 + k if launched else 5000 + k, ext))
+    links = link(tr)
+    assert links.external_ids_trusted  # (no kernel's External id equals its correlation id)
+    for j, d in enumerate(tr.device):
+        if links.device_leaf[j] != NONE and d.correlation < 5000:
+            continue  # linked by its launch (the test above)
+        first = next((i for i, h in enumerate(host) if d.ext_id and h.ext_id == d.ext_id and h.kind != MODULE), NONE)
+        assert (links.device_leaf[j], links.device_linked[j]) == (first, first != NONE)
+    assert 0 < sum(links.device_linked) < len(tr.device)
+    attribute_trace(tr).check()
+
+
+# ---------------------------------------------------------------------------------------------
+# Linking by gpu_user_annotation: a device event with no launch link takes the innermost annotation on its stream
+# that is open at its start, and through its External id the host range of that name
+
+def test_device_events_link_to_the_innermost_open_annotation(tmp_path):
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": H100}])
+    outer = b.annotation("model_forward", 0, 1000)  # host 0
+    first = b.annotation("layer0.attention", 10, 500)  # host 1
+    second = b.annotation("layer1.attention", 520, 470)  # host 2
+    ext = {k: ev["args"]["External id"] for k, ev in (("outer", outer), ("first", first), ("second", second))}
+    # On the device (stream 7): first 100-400 and second 600-700 inside outer 100-1000, written innermost first.
+    b.gpu_annotation("layer1.attention", 600, 100, ext["second"])
+    b.gpu_annotation("layer0.attention", 100, 300, ext["first"])
+    b.gpu_annotation("model_forward", 100, 900, ext["outer"])
+    # Kernels with no correlation to any launch, out of time order in the file.
+    b.device_only(GEMM, 650, 10, corr=0)  # in second
+    b.device_only(GEMM, 150, 10, corr=0)  # in first (and outer, which opened at the same time)
+    b.device_only(GEMM, 450, 10, corr=0)  # first has closed: outer
+    b.device_only(GEMM, 120, 10, corr=0, stream=9)  # a stream with no annotation: not linked
+    b.device_only(GEMM, 600, 10, corr=0)  # at second's very start: in it
+    b.device_only(GEMM, 400, 10, corr=0)  # at first's very end: first has closed, outer
+    b.gpu_annotation("orphan", 800, 50, 99999)  # an annotation no host range carries the id of
+    b.device_only(GEMM, 810, 10, corr=0)  # linked, to no host event
+    tr = load_trace(b.write(tmp_path / "t.json"))
+    names = [h.name for h in tr.host]
+    assert names == ["model_forward", "layer0.attention", "layer1.attention"]
+    links = link(tr)
+    got = [(tr.device[j].ts // 1000, links.device_linked[j],
+            names[links.device_leaf[j]] if links.device_leaf[j] != NONE else None) for j in range(len(tr.device))]
+    assert got == [(650, True, "layer1.attention"), (150, True, "layer0.attention"), (450, True, "model_forward"),
+                   (120, False, None), (600, True, "layer1.attention"), (400, True, "model_forward"),
+                   (810, True, None)]
+    assert links.unlinked == [3]

@@ -1,0 +1,398 @@
+"""Issue 13 item 1: one trace file decoded in worker processes (tracekit.io.pload) gives the serial path's output.
+
+The serial path is the reference: each test compares ``jobs=2`` against ``jobs=1`` on the same file —
+the model's tables, the JSON, the warnings and the errors. Files here are small, so the tests lower
+the size threshold and the chunk size (``pload.MIN_PARALLEL``, ``pload.PARALLEL_CHUNK``) to cut them into
+many windows; ``windows_sent`` checks that workers really got them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import mmap
+import os
+from pathlib import Path
+
+import pytest
+
+from support.builders import TraceBuilder, attention_block
+from support.paths import H200, real_trace_files, requires_real
+from support.traces import chunk_size
+from tracekit.io import load, pload, read
+from tracekit.run.api import analyze
+from tracekit.errors import TracekitError
+from tracekit.renderers import JSONRenderer
+
+
+
+@pytest.fixture
+def windows_sent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Parallel decode for any file size, in 16 KB chunks; counts the windows handed to workers."""
+    monkeypatch.setattr(pload, "MIN_PARALLEL", 0)
+    monkeypatch.setattr(pload, "PARALLEL_CHUNK", 16 << 10)
+    monkeypatch.setattr(read, "_TAIL_WINDOW", 4 << 10)  # the events before the last one go to a worker too
+    sent: list[int] = []
+    base = read.EventStream.windows
+
+    def counting(self: read.EventStream):  # type: ignore[no-untyped-def]
+        gen = base(self)
+        while True:
+            try:
+                piece = next(gen)
+            except StopIteration as done:
+                return done.value
+            if isinstance(piece, memoryview):
+                sent.append(len(piece))
+            yield piece
+
+    monkeypatch.setattr(read.EventStream, "windows", counting)
+
+    class Rereads(read.EventStream):
+        def __init__(self, *args: object, **kw: object) -> None:
+            super().__init__(*args, **kw)  # type: ignore[arg-type]
+            if self.trusted or sent:  # a serial re-read after the windows: record how many were trusted
+                REREADS.append(self.trusted)
+
+    monkeypatch.setattr(pload, "EventStream", Rereads)
+    REREADS.clear()
+    return sent
+
+
+REREADS: list[int] = []
+
+
+def _json(path: Path, jobs: int) -> tuple[str, list[str], bool]:
+    res = analyze(path, jobs=jobs).check()
+    return JSONRenderer().render(res), res.warnings, res.incomplete
+
+
+def _model(path: Path, jobs: int) -> dict:
+    """The model, read serially (``jobs=1``) in the chunks ``pload.PARALLEL_CHUNK`` gives the workers: a batch that
+    holds an odd event is decoded leniently as a whole, so raw shapes' spelling depends on the cuts."""
+    if jobs == 1:
+        with chunk_size(pload.PARALLEL_CHUNK):
+            tr = load.load_trace(path)
+    else:
+        tr = load.load_trace(path, decode_workers=jobs)
+    return {"host": tr.host, "runtime": tr.runtime, "device": tr.device, "ann": tr.gpu_annotations,
+            "memory": tr.memory, "flows": tr.flows, "threads": tr.threads, "streams": tr.streams,
+            "dropped": list(tr.dropped.items()), "seq": (list(tr.seq_host), list(tr.seq_nr), list(tr.seq_fwd)),
+            "op_inputs": list(tr.op_inputs.items()), "steps": tr.info.steps, "shapes": tr.info.shapes,
+            "warnings": tr.info.warnings, "damaged": tr.info.damaged, "events": tr.info.event_count}
+
+
+def _busy_trace(path: Path, layers: int = 60) -> Path:
+    """Threads and streams that first appear late (so windows renumber them), shapes, seq numbers,
+    memory, flows, steps and malformed events, all interleaved."""
+    b = TraceBuilder(deviceProperties=[{"name": "GPU"}])
+    t = 0.0
+    for i in range(layers):
+        tid = 1 + i % 7 if i > layers // 2 else 1  # new host threads in the second half only
+        b.annotation(f"ProfilerStep#{i // 10}", t, 400)
+        attention_block(b, t + 1)
+        op = b.op("aten::bmm", t + 300, 5, tid=tid)
+        op["args"].update({"Input Dims": [[2, 8 + i % 9, 4], [2, 4, 8]], "Input type": ["float", "float"],
+                           "Sequence number": i, "Fwd thread id": 0})
+        sdpa = b.op("aten::scaled_dot_product_attention", t + 310, 5, tid=tid)
+        sdpa["args"].update({"Input Dims": [[1, 2, 16, 8]] * 3, "Concrete Inputs": ["", "", "", "0.0", "True"]})
+        b.launch("void gemm_kernel<float>()", t + 320, 2, t + 330, 4, stream=7 + i % 5, tid=tid)
+        b.memory(t + 340, 1024 * (i + 1), tid=tid)
+        b.memory(t + 341, -512, tid=tid)
+        b.flow(i, True, t + 342, tid=tid)
+        b.flow(i, False, t + 343, tid=2)
+        if i % 11 == 5:
+            b.events.append({"ph": "X", "cat": "cpu_op", "name": "bad", "pid": 100, "tid": 1, "ts": "x", "dur": 1})
+        if i % 13 == 6:
+            b.events.append({"ph": "X", "cat": "kernel", "pid": 0, "tid": 7, "ts": t, "dur": -1, "name": "k"})
+        if i % 17 == 3:
+            b.events.append({"ph": "X", "cat": "cpu_op", "name": "big", "pid": 100, "tid": 1, "ts": 2**70, "dur": 1})
+        t += 500
+    return b.write(path)
+
+
+def test_hand_built_trace_same_model(tmp_path: Path, windows_sent: list[int]) -> None:
+    path = _busy_trace(tmp_path / "busy.json")
+    serial = _model(path, 1)
+    assert windows_sent == []
+    parallel = _model(path, 2)
+    assert len(windows_sent) > 10  # the file really was cut into many windows for the workers
+    assert parallel == serial
+    # the trace's own counts: threads 1..7 plus none else; every layer's sdpa kept its scalars
+    assert sorted(k[1] for k in serial["threads"]) == list(range(1, 8))
+    assert sum(1 for _, rec in serial["op_inputs"] if rec.concrete) == 60
+    assert serial["dropped"] and serial["damaged"]
+
+
+def test_hand_built_trace_same_json(tmp_path: Path, windows_sent: list[int]) -> None:
+    path = _busy_trace(tmp_path / "busy.json.gz")
+    assert _json(path, 2) == _json(path, 1)
+    assert windows_sent
+
+
+def test_small_files_stay_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _busy_trace(tmp_path / "busy.json")
+    assert not pload.worth_parallel(path)  # far below 64 MB
+    monkeypatch.setattr(pload, "load_parallel", lambda *a, **k: pytest.fail("a pool for a small file"))
+    load.load_trace(path, decode_workers=4)
+
+
+def test_default_decode_workers_are_the_cpus_up_to_the_cap_and_jobs_the_cpus() -> None:
+    from tracekit.run.execute import default_decode_workers, default_jobs, plan
+
+    cpus = len(os.sched_getaffinity(0))
+    assert default_decode_workers() == min(cpus, pload.MAX_DEFAULT_WORKERS)
+    assert default_jobs() == cpus
+    how = plan()  # the library's defaults are the CLI's: None means these
+    assert (how.jobs, how.decode_workers) == (cpus, min(cpus, pload.MAX_DEFAULT_WORKERS))
+    assert (plan(jobs=1, decode_workers=3).jobs, plan(jobs=1, decode_workers=3).decode_workers) == (1, 3)
+    with pytest.raises(ValueError, match="decode_workers=0"):
+        plan(decode_workers=0)
+
+
+def _events_text(n: int, extra: dict[int, str] | None = None) -> list[str]:
+    out = []
+    for i in range(n):
+        e = json.dumps({"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 5}", "pid": 1, "tid": 1 + i % 3,
+                        "ts": 10 * i, "dur": 5, "args": {"External id": i + 1}})
+        out.append(e[:-1] + (extra or {}).get(i, "") + "}")
+    return out
+
+
+def _doc(events: list[str]) -> bytes:
+    return ('{"schemaVersion": 1, "traceEvents": [' + ", ".join(events) + '], "traceName": "t"}').encode()
+
+
+@pytest.mark.parametrize("case", ["strings with boundaries", "values out of range", "too deep", "syntax error",
+                                  "truncated", "truncated gz", "truncated after events"])
+def test_damaged_files_same_outcome(tmp_path: Path, windows_sent: list[int], case: str) -> None:
+    """Fallbacks to the serial path (a cut inside a string, an error) and the reader's salvage
+    give the same model, warnings and errors as the serial path."""
+    n = 3000
+    if case == "strings with boundaries":  # '}, {' inside names: candidate cuts that do not decode
+        extra = {i: ', "note": "' + "x}, {" * 4000 + '"' for i in range(400, n, 700)}
+    elif case == "values out of range":
+        extra = {i: ', "id": ' + "9" * 30 for i in range(100, n, 300)}
+    elif case == "too deep":
+        extra = {1500: ', "deep": ' + "[" * 2000 + "]" * 2000}
+    elif case == "syntax error":
+        extra = {2000: ', "oops": tru'}
+    else:
+        extra = {}
+    data = _doc(_events_text(n, extra))
+    if case == "truncated":
+        data = data[: len(data) * 2 // 3]
+    elif case == "truncated after events":
+        data = data[: data.rindex(b'"traceName"') + 5]
+    path = tmp_path / "t.json"
+    path.write_bytes(data)
+    if case == "truncated gz":
+        path = tmp_path / "t.json.gz"
+        z = gzip.compress(data)
+        path.write_bytes(z[: len(z) * 3 // 4])
+
+    def outcome(jobs: int) -> object:
+        try:
+            return _model(path, jobs)
+        except TracekitError as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+    serial = outcome(1)
+    assert outcome(2) == serial
+    assert windows_sent
+    if case in ("strings with boundaries", "too deep", "syntax error"):  # these windows do not decode
+        assert REREADS and REREADS[0] > 0, "the serial re-read, after the windows proven before the bad one"
+    else:
+        assert REREADS == []
+    if case == "syntax error":
+        assert isinstance(serial, str) and "not valid JSON" in serial
+    elif case != "strings with boundaries":
+        assert isinstance(serial, dict) and serial["damaged"]
+
+
+def _real_and_h200() -> list[Path]:
+    return real_trace_files() + sorted(p for p in H200.rglob("*.json*") if p.name.endswith((".json", ".json.gz")))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _real_and_h200(), ids=lambda p: p.name)
+def test_real_and_h200_traces_same_json(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pload, "MIN_PARALLEL", 0)
+    monkeypatch.setattr(pload, "PARALLEL_CHUNK", 1 << 20)
+    try:
+        serial = _json(path, 1)
+    except TracekitError as exc:
+        with pytest.raises(TracekitError) as got:
+            _json(path, 2)
+        assert str(got.value) == str(exc)
+        return
+    assert _json(path, 2) == serial
+
+
+@pytest.mark.parametrize("damage", ["", "truncated"])
+def test_cli_jobs_reaches_one_file(tmp_path: Path, windows_sent: list[int], damage: str) -> None:
+    """``tracekit attribute FILE --jobs 2``, and with no ``--jobs`` (a big file: one process per CPU, up
+    to 4): same stdout, stderr and exit code as ``--jobs 1``."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    path = _busy_trace(tmp_path / "busy.json")
+    if damage:
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) * 3 // 4])
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+    except TypeError:
+        runner = CliRunner()
+
+    def run(*extra: str) -> tuple[int, str, str]:
+        r = runner.invoke(cli, ["attribute", str(path), "--format", "json", *extra])
+        return r.exit_code, r.stdout, r.stderr
+
+    with chunk_size(pload.PARALLEL_CHUNK):
+        serial = run("--jobs", "1")
+    assert windows_sent == []
+    assert run() == serial
+    assert bool(windows_sent) == (min(len(os.sched_getaffinity(0)), pload.MAX_DEFAULT_WORKERS) > 1)
+    windows_sent.clear()
+    assert run("--jobs", "2") == serial
+    assert windows_sent
+    assert serial[0] == 3  # the hand-built trace has malformed events: salvaged results
+    assert ("truncated" in serial[2]) == bool(damage)
+
+
+@requires_real  # the smallest real trace with 4 windows (issue 42: a fresh clone skips, never fails)
+def test_a_worker_frees_each_windows_builder_when_the_gc_is_paused() -> None:
+    # workers are forked from the CLI, whose cyclic GC is paused: a builder left in a reference cycle
+    # stays in the worker (280 MB each on a 1 GB trace); each is released, so none is left for the GC
+    import gc
+
+    from tracekit.io.builder import TraceBuilder as _Builder
+
+    pieces: list[bytes] = []
+    for src in sorted(real_trace_files(), key=lambda p: p.stat().st_size):  # the smallest with 4 windows
+        pieces = [bytes(p) for p in read.EventStream(src, chunk=16 << 10).windows() if isinstance(p, memoryview)]
+        if len(pieces) >= 4:
+            break
+    assert len(pieces) >= 4
+    pieces = pieces[:4]
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for piece in pieces:
+            assert pload._work(piece, len(piece), ({}, {}, {}, {})) is not None
+        alive = sum(type(o) is _Builder for o in gc.get_objects())
+    finally:
+        if was:
+            gc.enable()
+    assert alive == 0, f"{alive} builders kept after 4 windows"
+
+
+def _ring_windows(path: Path, chunk: int) -> list[bytes]:
+    return [bytes(p) for p in read.EventStream(path, chunk=chunk).windows() if isinstance(p, memoryview)]
+
+
+def _in_ring(window: bytes) -> object:
+    """``pload._work`` on ``window`` placed in a one-slot ring, as the parent places it; the ring's bytes after."""
+    ring = mmap.mmap(-1, len(window) + 4096)
+    ring[: len(window)] = window
+    pload._RING[:] = [ring]
+    try:
+        return pload._work(0, len(window), ({}, {}, {}, {})), ring[: len(window)]
+    finally:
+        pload._close_ring()
+
+
+@requires_real  # one of the files is the smallest real trace with 4 windows (issue 42)
+@pytest.mark.parametrize("piece", [1 << 10, 1 << 19])
+def test_a_window_decoded_in_pieces_is_the_window_decoded_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                piece: int) -> None:
+    """A worker decodes and ingests its window in pieces (``pload.PIECE``) cut at candidate boundaries; the
+    result equals the window decoded whole (``_work`` on bytes), and the ring holds the same bytes after.
+    Candidates inside strings (short names holding '}, {') do not decode: the window is then decoded whole."""
+    monkeypatch.setattr(read, "PIECE", piece)
+    real = next(p for p in sorted(real_trace_files(), key=lambda p: p.stat().st_size)
+                if len(_ring_windows(p, 16 << 10)) >= 4)
+    tricky = _doc(_events_text(2000, {i: ', "note": "' + "x}, {" * 30 + '"' for i in range(3, 2000, 7)}))
+    (tmp_path / "tricky.json").write_bytes(tricky)
+    spaced = b'{"traceEvents": [' + " ,\n ".join(_events_text(2000)).encode() + b"]}"  # whitespace, then the comma
+    (tmp_path / "spaced.json").write_bytes(spaced)
+    busy = _busy_trace(tmp_path / "busy.json")
+    split = failed = 0
+    for src in (real, tmp_path / "tricky.json", tmp_path / "spaced.json", busy):
+        windows = _ring_windows(src, 16 << 10)
+        assert len(windows) >= 3
+        for w in windows:
+            whole = pload._work(w, len(w), ({}, {}, {}, {}))
+            assert _in_ring(w) == (whole, w)
+            if whole is None:  # a window cut inside a string: the parent re-reads serially (tests above)
+                continue
+            m = mmap.mmap(-1, len(w))
+            m[:] = w
+            got = pload._pieces(m, len(w), ({}, {}, {}, {}))
+            if got is None:
+                assert src.name == "tricky.json", "only a cut inside a string fails"
+                failed += 1
+            else:
+                b, n, dropped = got
+                assert n == whole[0] and dropped == whole[1]
+                b.release()
+                split += len(w) > 2 * piece
+            m.close()
+    if piece < 16 << 10:
+        assert split > 0  # windows really were cut into pieces
+        assert failed > 0  # and candidates inside strings were met
+
+
+def test_the_last_stretch_of_events_goes_to_a_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the end of the file the reader cuts one more window before the events' closing ']' (a big tail would
+    be decoded in the parent while the workers wait); only the last event is decoded there. Not for a small tail."""
+    path = _busy_trace(tmp_path / "busy.json")
+    events = json.loads(path.read_bytes())["traceEvents"]
+
+    def pieces(tail: int) -> list:
+        monkeypatch.setattr(read, "_TAIL_WINDOW", tail)
+        return list(read.EventStream(path, chunk=16 << 10).windows())
+
+    got = pieces(4 << 10)
+    assert [e.name for e in got[-1]] == [events[-1].get("name")]  # the parent decodes the last event only
+    n_windows = len(got) - 1
+    big_tail = pieces(1 << 30)
+    assert len(big_tail) == n_windows and len(big_tail[-1]) > 1  # without: one window fewer, a bigger last batch
+
+
+@pytest.mark.parametrize("damage", ["syntax error", "strings with boundaries"])
+def test_the_pool_is_terminated_with_no_window_in_flight(tmp_path: Path, windows_sent: list[int],
+                                                         monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    """When a window fails, the windows still in flight finish before ``Pool.terminate()``: a worker killed
+    while it sends its result can leave the result queue's lock held (or its pipe full), and terminate()
+    then waits forever for its task handler (python/cpython#96995)."""
+    import time
+    from multiprocessing.pool import Pool
+
+    pieces = pload._pieces
+
+    def slow(*args: object) -> object:  # (forked: the workers see it too) so that windows are in flight
+        time.sleep(0.05)
+        return pieces(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pload, "_pieces", slow)
+    in_flight: list[int] = []
+    terminate = Pool.terminate
+
+    def counting(self: Pool) -> None:
+        in_flight.append(len(self._cache))  # type: ignore[attr-defined]  # (the results not yet back)
+        terminate(self)
+
+    monkeypatch.setattr(Pool, "terminate", counting)
+    bad = {2000: ', "oops": tru'} if damage == "syntax error" else {2000: ', "note": "' + "x}, {" * 4000 + '"'}
+    path = tmp_path / "t.json"
+    path.write_bytes(_doc(_events_text(3000, bad)))
+    try:
+        load.load_trace(path, decode_workers=2)
+    except TracekitError:
+        assert damage == "syntax error"
+    assert REREADS and REREADS[0] > 0  # a window failed: the serial re-read after the windows proven
+    assert in_flight and in_flight[0] == 0

@@ -1,0 +1,187 @@
+"""Renderers by format: every format renders both an attribution and a diff, from the result objects alone."""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import json
+
+import pytest
+
+from support.builders import TraceBuilder, attention_block
+from tracekit import analyze
+from tracekit.results.diff import EAGER_TO_FUSED_ALLOC
+from tracekit.vocab import Basis
+from tracekit.analysis.compare import diff_attributions
+from tracekit.renderers import (
+    DIFF_RENDERERS, RENDERERS, CSVRenderer, JSONRenderer, MarkdownRenderer, Renderer, TerminalRenderer,
+    diff_renderer_for, renderer_for, verdict_line,
+)
+from tracekit.renderers import csvrenderer
+from tracekit.results.attribution import CATEGORIES
+
+FLASH = "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4> >(Params)"
+MIB = 1 << 20
+
+
+def _eager(tmp_path, name: str = "eager.json", alloc: int | None = None, block: str = "layer0.attention"):
+    b = TraceBuilder()
+    attention_block(b, 1000, name=block)  # 31 µs: matmul 20, softmax 5, memory 4, elementwise 2
+    if alloc is not None:
+        b.memory(1021, alloc)
+    return analyze(b.write(tmp_path / name)).check()
+
+
+def _fused(tmp_path, name: str = "fused.json", alloc: int | None = None):
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 1000, 60)
+    b.op("aten::scaled_dot_product_attention", 1001, 20)
+    b.launch(FLASH, 1003, 2, 1100, 12)  # 12 µs, all fused_attention
+    if alloc is not None:
+        b.memory(1004, alloc)
+    return analyze(b.write(tmp_path / name)).check()
+
+
+@pytest.fixture
+def results(tmp_path):
+    before, after = _eager(tmp_path, alloc=4 * MIB), _fused(tmp_path, alloc=MIB)
+    return before, diff_attributions(before, after).check()
+
+
+def test_one_registry_one_picker_for_both_commands():
+    assert DIFF_RENDERERS is RENDERERS
+    assert set(RENDERERS) == {"table", "json", "csv", "markdown"}
+    for fmt, cls in RENDERERS.items():
+        assert renderer_for(fmt, None) is diff_renderer_for(fmt, None) is cls
+        assert issubclass(cls, Renderer)
+    assert renderer_for(None, "out.csv") is CSVRenderer and renderer_for(None, "x.md") is MarkdownRenderer
+    assert renderer_for(None, None) is TerminalRenderer and renderer_for(None, "x.json") is JSONRenderer
+    with pytest.raises(ImportError):  # the parallel diff hierarchy is gone
+        importlib.import_module("tracekit.renderers.diff")
+
+
+@pytest.mark.parametrize("fmt", sorted(RENDERERS))
+def test_every_format_renders_an_attribution_and_a_diff_and_streams_the_same_text(results, fmt):
+    att, d = results
+    r = RENDERERS[fmt](tool="tracekit X")
+    for result in (att, d):
+        text = r.render(result)
+        assert text.endswith("\n") and len(text) > 50
+        assert "".join(r.stream(result)) == text
+    assert r.render(att) != r.render(d)
+
+
+def test_json_of_both_results(results):
+    att, d = results
+    a = json.loads(JSONRenderer(tool="t").render(att))
+    assert a["blocks"][0]["categories"] == {"matmul": 20.0, "softmax": 5.0, "fused_attention": 0.0, "memory": 4.0,
+                                            "elementwise": 2.0, "other": 0.0}
+    j = json.loads(JSONRenderer(tool="t").render(d))
+    assert j["before"]["total_us"] == 31 and j["after"]["total_us"] == 12 and j["basis"] == "total"
+
+
+def test_the_allocation_conclusion_is_in_the_result_and_in_every_format(results, tmp_path):
+    """Eager (softmax, 4 MiB allocated) → fused (no softmax, 1 MiB): the score matrices are gone."""
+    _, d = results
+    assert d.conclusions == [EAGER_TO_FUSED_ALLOC]
+    assert json.loads(JSONRenderer().render(d))["conclusions"] == [EAGER_TO_FUSED_ALLOC]
+    for cls in (TerminalRenderer, MarkdownRenderer):
+        assert EAGER_TO_FUSED_ALLOC in cls().render(d)
+    # The other way round more is allocated: no such conclusion, and an empty list in the JSON.
+    back = diff_attributions(d.after, d.before).check()
+    assert back.conclusions == [] and json.loads(JSONRenderer().render(back))["conclusions"] == []
+    assert "no longer allocated" not in TerminalRenderer().render(back)
+
+
+def test_csv_streams_rows_in_chunks_and_never_joins_them(tmp_path, monkeypatch):
+    """A block name of several MiB: each chunk holds about CHUNK_CHARS, their concatenation is the CSV."""
+    monkeypatch.setattr(csvrenderer, "CHUNK_CHARS", 1 << 16)
+    att = _eager(tmp_path, block="attn_" + "x" * (1 << 15))  # 32 KiB name, on each of six rows
+    chunks = list(CSVRenderer().stream(att))
+    assert len(chunks) >= 3
+    assert all(len(c) < (1 << 16) + (1 << 15) + 200 for c in chunks)
+    rows = list(csv.reader(io.StringIO("".join(chunks))))
+    assert len(rows) == 1 + len(CATEGORIES) and {r[4] for r in rows[1:]} == {att.blocks[0].name}
+    assert float(rows[1 + CATEGORIES.index("matmul")][8]) == 20.0
+
+
+def test_csv_quoting_matches_the_csv_module(tmp_path):
+    """The renderer quotes cells itself (for memory); the csv module is the reference it must match."""
+    att = _eager(tmp_path, block='attn "q,k"\nline2\r, end')
+    text = CSVRenderer().render(att)
+    ref = io.StringIO()
+    w = csv.writer(ref, lineterminator="\n")
+    w.writerow(csvrenderer.COLUMNS)
+    w.writerows(CSVRenderer.attribution_rows(att))
+    assert text == ref.getvalue()
+    assert list(csv.reader(io.StringIO(text)))[1][4] == att.blocks[0].name
+
+
+@pytest.mark.slow
+def test_csv_of_a_huge_name_holds_no_copy_of_its_rows(tmp_path):
+    """A 16 MiB block name (six rows of it): streaming adds well under one name's size of memory."""
+    import tracemalloc
+
+    name = "attn_" + "x" * (16 << 20)
+    att = _eager(tmp_path, block=name)
+    tracemalloc.start()
+    try:
+        total = sum(len(c) for c in CSVRenderer().stream(att))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert total > 12 * len(name)  # block and kind columns on each of six rows
+    assert peak < len(name) // 2, peak
+
+
+def _backward_trace(tmp_path):
+    """One forward SDPA block whose fwdbwd flow reaches a backward op: a forward and a backward block."""
+    b = TraceBuilder()
+    b.op("aten::scaled_dot_product_attention", 1000, 20)
+    b.launch(FLASH, 1001, 2, 1100, 12)
+    b.flow(7, True, 1000)
+    b.op("autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0", 2000, 30)
+    b.launch("void pytorch_flash::flash_bwd_dq_dk_dv_loop_kernel<Flash_bwd_kernel_traits>(Params)", 2001, 2, 2100, 25)
+    b.flow(7, False, 2000)
+    return analyze(b.write(tmp_path / "bwd.json")).check()
+
+
+def _has_phase_column(text: str) -> bool:
+    return any(line.split()[:1] in (["block"], ["paired"]) and " phase " in line for line in text.splitlines())
+
+
+def test_the_phase_column_shows_only_when_a_row_is_backward(tmp_path):
+    fwd = _fused(tmp_path)
+    both = _backward_trace(tmp_path)
+    assert sorted(b.phase for b in both.blocks) == ["backward", "forward"]
+    assert not _has_phase_column(TerminalRenderer().render(fwd))
+    assert _has_phase_column(TerminalRenderer().render(both))
+    assert not _has_phase_column(TerminalRenderer().render(diff_attributions(fwd, fwd).check()))
+    assert _has_phase_column(TerminalRenderer().render(diff_attributions(both, both).check()))
+
+
+def test_one_time_base_label_everywhere(tmp_path):
+    gpu, cpu = _fused(tmp_path), _cpu(tmp_path)
+    for res, label in ((gpu, "device busy time"), (cpu, "host self time")):
+        term, md = TerminalRenderer().render(res), MarkdownRenderer().render(res)
+        assert f"time base: {label}" in term and f"of {label} (" in term
+        assert f"time base: {label}" in md and f"of {label})" in md
+    d = diff_attributions(gpu, cpu).check()
+    assert "time bases differ: before device busy time, after host self time" in " ".join(d.warnings)
+
+
+def _cpu(tmp_path):
+    b = TraceBuilder()
+    b.annotation("attn", 0, 100)
+    b.op("aten::bmm", 10, 20)
+    return analyze(b.write(tmp_path / "cpu.json")).check()
+
+
+def test_verdict_line_is_importable_from_the_package():
+    from tracekit.results.diff import Verdict
+
+    v = Verdict(ok=False, threshold_pct=5.0, before_us=100.0, after_us=120.0, change_pct=20.0,
+                basis=Basis.MEDIAN_STEP, within_noise=None)
+    assert verdict_line(v) == ("fail-if-slower 5%: REGRESSION: attention time 100 µs → 120 µs (+20.0%, median step) "
+                               "is more than 5% slower")

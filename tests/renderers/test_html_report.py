@@ -1,0 +1,556 @@
+"""`tracekit report`: one offline HTML page, checked in a real headless Chromium.
+
+Why a browser: only a browser shows that the page draws without console errors, fetches nothing (the
+page's CSP forbids it; the performance log shows what was asked for), and that what it draws equals the
+JSON. Figures are checked against hand-built traces whose answers are known by construction
+(tests/support/builders.py: each eager block is 31 µs busy, 21 µs of it matmul).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from support.builders import TraceBuilder, attention_block, eager_trace
+from support.paths import ROOT
+from support.browser import XSS_END, XSS_IMG, hostile_trace, js, open_page, report, shot
+
+from tracekit.renderers.html import embed_json
+
+SWEEP = ROOT.parent / "shared" / "traces" / "h200" / "sweep"
+
+# ---------------------------------------------------------------------------------------------
+# Traces with known answers
+
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Without a browser
+
+
+def test_embedded_json_cannot_close_its_script_element():
+    obj = {"name": XSS_END + "<!-- & \u2028"}
+    text = embed_json(obj)
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == obj
+
+
+def test_page_is_self_contained(tmp_path):
+    report(eager_trace(tmp_path / "t.pt.trace.json", 2), "-o", tmp_path / "r.html")
+    html = (tmp_path / "r.html").read_text()
+    assert "default-src 'none'" in html
+    # Nothing that would load from anywhere: no src/href attributes, no URLs in the page's code.
+    assert not re.search(r"\b(src|href)\s*=", html)
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
+    assert "innerHTML" not in html and "insertAdjacentHTML" not in html and "document.write" not in html
+
+
+def test_the_csp_runs_the_page_script_only(tmp_path):
+    """Issue 26: no 'unsafe-inline' for scripts; the one script is allowed by its hash, computed here from the page."""
+    import base64
+    import hashlib
+
+    report(eager_trace(tmp_path / "t.pt.trace.json", 2), "-o", tmp_path / "r.html")
+    html = (tmp_path / "r.html").read_text()
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1)
+    scripts = re.findall(r"<script>(.*?)</script>", html, re.S)  # the executable ones (no type attribute)
+    assert len(scripts) == 1
+    digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
+    script_src = next(d for d in csp.split(";") if d.strip().startswith("script-src")).split()[1:]
+    assert script_src == [f"'sha256-{digest}'"]
+
+
+def test_hostile_names_stay_data(tmp_path):
+    report(hostile_trace(tmp_path / "x.pt.trace.json"), "-o", tmp_path / "x.html")
+    html = (tmp_path / "x.html").read_text()
+    assert html.count("</script>") == 2  # the data element's and the code's, nothing from the trace
+    assert "<img" not in html
+
+
+# ---------------------------------------------------------------------------------------------
+# In Chromium
+
+
+
+
+@pytest.mark.slow
+def test_single_report_draws_the_json(browser, tmp_path):
+    trace = eager_trace(tmp_path / "two.pt.trace.json", layers=2, steps=2)
+    report(trace, "-o", tmp_path / "r.html")
+    open_page(browser, tmp_path / "r.html")
+    assert shot(browser, "test_single") > 8
+    data = json.loads(js(browser, "return document.getElementById('tk-data').textContent"))["result"]
+    # By construction: 2 layers × 2 steps of 31 µs blocks, 21 µs of each in matmul.
+    assert data["totals"]["total_us"] == pytest.approx(4 * 31)
+    rows = js(browser, """return Array.from(document.querySelectorAll('[data-section="By layer"] .bars')[0]
+        .querySelectorAll('.row')).map(r => [r.dataset.label, +r.dataset.us,
+        Array.from(r.querySelectorAll('rect')).map(x => [x.dataset.key, +x.dataset.us])])""")
+    assert [r[0] for r in rows] == ["layer0.attention", "layer1.attention"]
+    for label, us, segs in rows:
+        assert us == pytest.approx(2 * 31)
+        assert dict(segs) == pytest.approx({"matmul": 40, "softmax": 10, "elementwise": 4, "memory": 8})
+        blocks = [b for b in data["blocks"] if b["name"] == label]
+        assert us == pytest.approx(sum(b["total_us"] for b in blocks))
+    # The kernel table: the JSON's rows, full names on hover; sorting by time puts the largest first.
+    table = "document.querySelectorAll('table')[0]"
+    names = js(browser, f"return Array.from({table}.querySelectorAll('tbody td.name')).map(td => td.title)")
+    assert names == [k["name"] for k in data["top_kernels"]]
+    js(browser, f"{table}.querySelectorAll('th')[3].click()")
+    times = js(browser, f"return Array.from({table}.querySelectorAll('tbody tr')).map(r => +r.cells[3].dataset.v)")
+    assert times == sorted((k["total_us"] for k in data["top_kernels"]), reverse=True)
+    js(browser, f"{table}.querySelectorAll('th')[3].click()")
+    times = js(browser, f"return Array.from({table}.querySelectorAll('tbody tr')).map(r => +r.cells[3].dataset.v)")
+    assert times == sorted(k["total_us"] for k in data["top_kernels"])
+
+
+@pytest.mark.slow
+def test_diff_report_waterfall_sums_to_the_total(browser, tmp_path):
+    before = eager_trace(tmp_path / "b.pt.trace.json", layers=2, steps=1)
+    after = eager_trace(tmp_path / "a.pt.trace.json", layers=1, steps=1)
+    report(before, after, "-o", tmp_path / "d.html")
+    open_page(browser, tmp_path / "d.html")
+    assert shot(browser, "test_diff") > 8
+    bars = js(browser, """return Array.from(document.querySelectorAll('svg.waterfall rect')).map(r =>
+        [r.dataset.label, r.dataset.us === undefined ? null : +r.dataset.us,
+         r.dataset.delta === undefined ? null : +r.dataset.delta])""")
+    assert bars[0][0] == "before" and bars[-1][0] == "after"
+    assert bars[0][1] == pytest.approx(62) and bars[-1][1] == pytest.approx(31)  # two blocks → one
+    deltas = {label: d for label, _, d in bars[1:-1]}
+    assert sum(deltas.values()) == pytest.approx(31 - 62, abs=0.01)
+    assert deltas["matmul"] == pytest.approx(-20) and deltas["softmax"] == pytest.approx(-5)
+    summary = js(browser, "return +document.querySelector('.summary').dataset.deltaUs")
+    assert summary == pytest.approx(-31)
+    # layer1's block has no partner after: listed as unpaired, with its 31 µs.
+    unpaired = js(browser, "return Array.from(document.querySelectorAll('tr[data-unpaired]')).map(r => "
+                           "[r.dataset.unpaired, +r.cells[1].dataset.v, +r.cells[2].dataset.v])")
+    assert unpaired == [["before", 1, pytest.approx(31)]]
+
+
+@pytest.mark.slow
+def test_sweep_report_rows_and_charts(browser, tmp_path):
+    root = tmp_path / "sweep"
+    layers = {("fast", 64): 1, ("fast", 128): 2, ("slow", 64): 3, ("slow", 128): 4}
+    for (impl, seq), n in layers.items():
+        (root / f"{impl}_{seq}").mkdir(parents=True)
+        eager_trace(root / f"{impl}_{seq}" / "host.123.pt.trace.json", layers=n, steps=1)
+    report(root, "-o", tmp_path / "s.html")
+    open_page(browser, tmp_path / "s.html")
+    assert shot(browser, "test_sweep") > 8
+    rows = js(browser, """return Array.from(document.querySelectorAll('tr[data-run]')).map(r =>
+        [r.dataset.run, +r.cells[1].dataset.v, +r.cells[4].dataset.v])""")
+    assert sorted(r[0] for r in rows) == sorted(f"{i}_{s}" for i, s in layers)
+    for name, blocks, busy in rows:
+        impl, seq = name.split("_")
+        assert blocks == layers[(impl, int(seq))] and busy == pytest.approx(31 * blocks)
+    charts = js(browser, "return Array.from(document.querySelectorAll('[data-chart]')).map(c => "
+                         "[c.dataset.chart, c.querySelectorAll('circle').length])")
+    assert len(charts) == 4 and all(n == 4 for _, n in charts), charts
+    titles = [t for t, _ in charts]
+    # no measured.json: the latency chart is the profiled span, labelled so, and log axes say so
+    assert titles[0] == "attention span per step (profiled) (log scale)" and "profiled span" in titles[1]
+    assert titles[2] == "idle share of the attention span"
+    # A click on a run draws that run's own report below the table.
+    js(browser, "document.querySelector('tr[data-run=\"slow_128\"]').click()")
+    assert js(browser, "return +document.querySelector('.detail .summary').dataset.blocks") == 4
+
+
+@pytest.mark.slow
+def test_sweep_report_shows_measured_latency(browser, tmp_path):
+    """With a measured.json per run, the latency chart and column are the measured medians (issue 24) and the
+    speedup divides them; the profiled busy and span stay in the table, labelled."""
+    root = tmp_path / "sweep"
+    latency = {("eager", 64): 4.0, ("eager", 128): 8.0, ("fast", 64): 5.0, ("fast", 128): 2.0}
+    for (impl, seq), ms in latency.items():
+        (root / f"{impl}_{seq}").mkdir(parents=True)
+        eager_trace(root / f"{impl}_{seq}" / "host.1.pt.trace.json", layers=1, steps=1)
+        (root / f"{impl}_{seq}" / "measured.json").write_text(json.dumps(
+            {"schema": "tracekit.measured/1", "median_ms": ms}))
+    report(root, "-o", tmp_path / "m.html")
+    open_page(browser, tmp_path / "m.html")
+    charts = js(browser, "return Array.from(document.querySelectorAll('[data-chart]')).map(c => [c.dataset.chart, "
+                         "Array.from(c.querySelectorAll('circle')).map(p => [p.dataset.series, +p.dataset.x, "
+                         "+p.dataset.v])])")
+    by_title = dict(charts)
+    lat = by_title["latency (measured) (log scale)"]
+    assert sorted(lat) == sorted([i, q, ms * 1000] for (i, q), ms in latency.items())
+    speed = {(i, q): v for i, q, v in by_title["speedup over eager (measured) (log scale)"]}
+    assert speed[("fast", 64)] == pytest.approx(4 / 5) and speed[("fast", 128)] == pytest.approx(8 / 2)
+    assert speed[("eager", 64)] == 1
+    heads = js(browser, "return Array.from(document.querySelectorAll('th')).map(t => t.textContent)")
+    assert "latency (measured)" in heads and "span (profiled)" in heads and "busy (profiled)" in heads
+    cells = js(browser, "return Array.from(document.querySelectorAll('tr[data-run=\"fast_128\"] td'))"
+                        ".map(t => t.textContent)")
+    assert "4.00\u00d7" in cells and not any("profiled" in c for c in cells)
+
+
+@pytest.mark.slow
+def test_hostile_names_render_as_text_and_never_run(browser, tmp_path):
+    report(hostile_trace(tmp_path / "x.pt.trace.json"), "-o", tmp_path / "x.html")
+    open_page(browser, tmp_path / "x.html")
+    assert js(browser, "return [window.__pwned, window.__pwned2, document.images.length, "
+                       "document.querySelectorAll('script').length]") == [None, None, 0, 2]
+    text = js(browser, "return document.body.textContent")
+    assert XSS_IMG in text
+    hovers = js(browser, "return Array.from(document.querySelectorAll('td.name')).map(td => td.title)")
+    assert any(XSS_END in h for h in hovers)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SWEEP.is_dir(), reason=f"the H200 sweep is not at {SWEEP}")
+def test_h200_sweep_report_is_small_and_fast(browser, tmp_path):
+    report(SWEEP, "-o", tmp_path / "h200.html")
+    size = (tmp_path / "h200.html").stat().st_size
+    took = open_page(browser, tmp_path / "h200.html")
+    assert shot(browser, "test_h200_sweep") > 8
+    runs = sorted(p.name for p in SWEEP.iterdir() if p.is_dir())
+    shown = js(browser, "return Array.from(document.querySelectorAll('tr[data-run]')).map(r => r.dataset.run)")
+    assert sorted(shown) == runs
+    assert size < 2_000_000 and took < 5, (size, took)
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 25, part 3: values on bars, one scale for role bars, the waterfall's colours and axis, hints'
+# savings, the roofline table, idle in the run view.
+
+SPAN = 136  # one eager block's span (tests/support/builders.py's attention_block): busy 31 + idle 105
+REAL_XDIT = ROOT.parent / "shared" / "traces" / "real" / "tracelens" / "inference"
+
+
+def fmt_us(us: float) -> str:
+    """The page's units (written out here: the test must not borrow the code it checks)."""
+    a = abs(us)
+    if a >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if a >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    return f"{us:.0f} \u00b5s" if a >= 100 else f"{us:.1f} \u00b5s"
+
+
+# Every segment of the bars under `root`, with its printed value (if any) and both boxes in page pixels.
+SEGMENTS_JS = """return Array.from(arguments[0].querySelectorAll('.row')).map(row => {
+    const svg = row.querySelector('svg'), sb = svg.getBoundingClientRect();
+    const texts = Array.from(svg.querySelectorAll('text.val'));
+    return {label: row.dataset.label, us: +row.dataset.us,
+            idle: row.dataset.idleUs === undefined ? null : +row.dataset.idleUs,
+            tot: row.querySelector('.tot').textContent, svgW: sb.width, svgL: sb.left, svgT: sb.top, svgB: sb.bottom,
+            segs: Array.from(svg.querySelectorAll('rect, line.idle')).map(r => {
+                const b = r.getBoundingClientRect(), t = texts.find(x => x.dataset.key === r.dataset.key);
+                const tb = t ? t.getBoundingClientRect() : null;
+                return {key: r.dataset.key, us: +r.dataset.us, tag: r.tagName, l: b.left, w: b.width,
+                        title: r.querySelector('title') ? r.querySelector('title').textContent : null,
+                        text: t ? t.textContent : null,
+                        tb: tb ? [tb.left, tb.right, tb.top, tb.bottom] : null};
+            })};
+})"""
+
+
+def segments(d, css: str) -> list[dict]:
+    return js(d, f"return (function() {{ {SEGMENTS_JS} }}).apply(null, [document.querySelector({css!r})])")
+
+
+def check_printed(rows: list[dict], expect: dict[tuple[str, str], float]) -> None:
+    """Each printed value is its segment's figure and lies inside it; segments in ``expect`` (wide by
+    construction) carry their value; every segment keeps its hover."""
+    for r in rows:
+        for s in r["segs"]:
+            assert s["title"] and fmt_us(s["us"]) in s["title"], s
+            if s["text"] is not None:
+                assert s["text"] == ("idle " if s["key"] == "idle" else "") + fmt_us(s["us"]) or s["text"] == "idle"
+                left, right, top, bottom = s["tb"]
+                assert s["l"] - 0.5 <= left and right <= s["l"] + s["w"] + 0.5, s  # inside its segment
+                assert r["svgT"] - 0.5 <= top and bottom <= r["svgB"] + 0.5, s
+            if (r["label"], s["key"]) in expect:
+                assert s["us"] == pytest.approx(expect[r["label"], s["key"]])
+                assert s["text"] == ("idle " if s["key"] == "idle" else "") + fmt_us(s["us"]), s
+
+
+@pytest.mark.slow
+def test_bar_values_are_printed_inside_wide_segments(browser, tmp_path):
+    """By construction each layer has 2 × 31 µs busy (matmul 40) and 2 × 105 µs idle; the role bars
+    (all matmul-other here) 40 µs; the narrow ones (elementwise 4 µs on a 272 µs scale) only hover."""
+    report(eager_trace(tmp_path / "t.pt.trace.json", layers=2, steps=2), "-o", tmp_path / "r.html")
+    open_page(browser, tmp_path / "r.html")
+    layers = segments(browser, '[data-section="By layer"] .bars')
+    wide = {(f"layer{i}.attention", k): v for i in range(2) for k, v in (("matmul", 40), ("idle", 2 * 105))}
+    check_printed(layers, wide)
+    roles = segments(browser, '[data-section="By layer"] .roles .bars')
+    check_printed(roles, {(f"layer{i}.attention", "matmul-other"): 40 for i in range(2)})
+    narrow = [s for r in layers for s in r["segs"] if s["key"] == "elementwise"]
+    assert len(narrow) == 2 and all(s["text"] is None and s["w"] < 20 for s in narrow)
+    # The diff's before/after bars: two blocks' matmul (40 µs) before, one block's (20 µs) after.
+    before = eager_trace(tmp_path / "b.pt.trace.json", layers=2, steps=1)
+    after = eager_trace(tmp_path / "a.pt.trace.json", layers=1, steps=1)
+    report(before, after, "-o", tmp_path / "d.html")
+    open_page(browser, tmp_path / "d.html")
+    bars = segments(browser, ".bars")
+    check_printed(bars, {("before", "matmul"): 40, ("after", "matmul"): 20})
+    data = json.loads(js(browser, "return document.getElementById('tk-data').textContent"))["result"]
+    for r in bars:
+        for s in r["segs"]:
+            assert s["us"] == pytest.approx(data["categories"][s["key"]][r["label"] + "_us"])
+
+
+@pytest.mark.slow
+def test_role_bars_are_drawn_on_the_block_bars_scale(browser, tmp_path):
+    """A role bar is as long as the same time in the block bars above: matmul 40 µs of a 272 µs longest bar
+    (2 blocks' span, 2 × 136 µs), not the full width that a scale of its own would give."""
+    report(eager_trace(tmp_path / "t.pt.trace.json", layers=2, steps=2), "-o", tmp_path / "r.html")
+    open_page(browser, tmp_path / "r.html")
+    for section in ("By layer", "By block kind"):
+        blocks = segments(browser, f'[data-section="{section}"] .bars')
+        roles = segments(browser, f'[data-section="{section}"] .roles .bars')
+        longest = max(r["us"] + r["idle"] for r in blocks)
+        n = 2 if section == "By layer" else 4  # blocks per row
+        assert longest == pytest.approx(n * SPAN)
+        for r in roles:
+            (seg,) = r["segs"]
+            assert seg["w"] / r["svgW"] == pytest.approx(n * 20 / longest, abs=0.003)
+            block = next(b for b in blocks if b["label"] == r["label"])
+            mm = next(s for s in block["segs"] if s["key"] == "matmul")
+            assert seg["w"] == pytest.approx(mm["w"], abs=1)
+
+
+def slower_softmax_trace(path: Path) -> Path:
+    """Two eager blocks whose bmm kernels take 7 µs (not 10) and softmax 6 µs (not 5): per block matmul -6 µs,
+    softmax +1 µs against eager_trace, so 2 × (31 - 6 + 1) = 52 µs."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    b.annotation("ProfilerStep#1", 0, 800)
+    for i in range(2):
+        attention_block(b, 1 + 400 * i, name=f"layer{i}.attention")
+    for ev in b.events:
+        if ev.get("cat") == "kernel" and ev["name"].startswith("void cutlass"):
+            ev["dur"] = 7
+        elif ev.get("cat") == "kernel" and "softmax_warp_forward" in ev["name"]:
+            ev["dur"] = 6
+    return b.write(path)
+
+
+WATERFALL_JS = """const svg = document.querySelector('svg.waterfall'), sb = svg.getBoundingClientRect();
+    const legend = {};
+    document.querySelectorAll('.legend span').forEach(s => {
+        const i = s.querySelector('i'); legend[s.textContent] = getComputedStyle(i).backgroundColor; });
+    return {lo: +svg.dataset.axisLo, hi: +svg.dataset.axisHi, broken: svg.dataset.broken, legend: legend,
+        svg: [sb.left, sb.right, sb.top, sb.bottom],
+        note: (svg.querySelector('[data-axis-note]') || {}).textContent || null,
+        zigzags: svg.querySelectorAll('.zigzag').length,
+        caption: (document.querySelector('.caption') || {}).textContent || '',
+        ticks: Array.from(svg.querySelectorAll('text[data-tick]')).map(t => { const b = t.getBoundingClientRect();
+            return {v: +t.dataset.tick, text: t.textContent, y: +t.getAttribute('y') - 4, box: [b.left, b.right, b.top, b.bottom]}; }),
+        bars: Array.from(svg.querySelectorAll('rect')).map(r => ({label: r.dataset.label,
+            us: r.dataset.us === undefined ? null : +r.dataset.us,
+            delta: r.dataset.delta === undefined ? null : +r.dataset.delta, sign: r.dataset.sign || null,
+            broken: r.dataset.broken || null, fill: getComputedStyle(r).fill,
+            stroke: r.getAttribute('stroke'), dash: r.getAttribute('stroke-dasharray'),
+            y: +r.getAttribute('y'), h: +r.getAttribute('height')})),
+        values: Array.from(svg.querySelectorAll('text.wf-value')).map(t => [t.dataset.label, t.textContent])};"""
+
+UNITS = {"\u00b5s": 1, "ms": 1e3, "s": 1e6}
+
+
+def check_axis(w: dict) -> float:
+    """One unit for every tick, each tick's text its value in it, the ticks evenly spaced; returns px per µs."""
+    units = {t["text"].split(" ")[1] for t in w["ticks"]}
+    assert len(units) == 1, w["ticks"]
+    scale = UNITS[units.pop()]
+    for t in w["ticks"]:
+        assert re.fullmatch(r"-?\d+(\.\d+)? (µs|ms|s)", t["text"]), t
+        assert float(t["text"].split(" ")[0]) * scale == pytest.approx(t["v"], rel=1e-6, abs=1e-6)
+    ys = [t["y"] for t in w["ticks"]]
+    vs = [t["v"] for t in w["ticks"]]
+    px = (ys[0] - ys[-1]) / (vs[-1] - vs[0])
+    for y, v in zip(ys, vs):
+        assert ys[0] - y == pytest.approx((v - vs[0]) * px, abs=0.01)
+    assert vs[0] == pytest.approx(w["lo"]) and vs[-1] == pytest.approx(w["hi"])
+    return px
+
+
+@pytest.mark.slow
+def test_waterfall_keeps_the_legend_colours_and_breaks_its_axis(browser, tmp_path):
+    """62 µs before (two eager blocks), 52 µs after: matmul -12 µs, softmax +2 µs. Every level is at least
+    50 µs, far above 0: the axis starts below 50 µs and above 0, broken, and the totals' bars are cut."""
+    before = eager_trace(tmp_path / "b.pt.trace.json", layers=2, steps=1)
+    report(before, slower_softmax_trace(tmp_path / "a.pt.trace.json"), "-o", tmp_path / "d.html")
+    open_page(browser, tmp_path / "d.html")
+    shot(browser, "test_waterfall_hand")
+    w = js(browser, WATERFALL_JS)
+    bars = {b["label"]: b for b in w["bars"]}
+    assert bars["before"]["us"] == pytest.approx(62) and bars["after"]["us"] == pytest.approx(52)
+    assert bars["matmul"]["delta"] == pytest.approx(-12) and bars["softmax"]["delta"] == pytest.approx(2)
+    for cat in ("matmul", "softmax", "memory", "elementwise"):
+        assert bars[cat]["fill"] == w["legend"][cat], cat  # the legend's colour, whatever the sign
+    grey = bars["before"]["fill"]
+    assert bars["after"]["fill"] == grey and grey not in w["legend"].values()
+    up, down, flat = bars["softmax"], bars["matmul"], bars["memory"]
+    assert up["sign"] == "+" and up["stroke"] and not up["dash"]
+    assert down["sign"] == "-" and down["stroke"] and down["dash"] and down["stroke"] != up["stroke"]
+    assert flat["sign"] == "0" and not flat["stroke"]
+    values = dict(w["values"])
+    assert values["softmax"] == "\u25b2 +2.0 µs" and values["matmul"] == "\u25bc -12.0 µs"
+    assert "\u25b2" in w["caption"] and "\u25bc" in w["caption"] and "outline" in w["caption"]
+    # The axis: broken, from a level above 0 and below the lowest (50 µs), up to at least the highest (62 µs).
+    assert w["broken"] == "1" and 0 < w["lo"] < 50 and 62 <= w["hi"]
+    assert w["note"] == f"axis starts at {w['ticks'][0]['text']} (broken), not 0"
+    assert bars["before"]["broken"] == "1" and bars["after"]["broken"] == "1" and w["zigzags"] >= 2
+    px = check_axis(w)
+    assert down["h"] == pytest.approx(12 * px, abs=0.01) and up["h"] == pytest.approx(2 * px, abs=0.01)
+    base = w["ticks"][0]["y"]
+    assert base - bars["before"]["y"] == pytest.approx((62 - w["lo"]) * px, abs=0.01)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (REAL_XDIT / "xdit_flux_aiter").is_dir(), reason="the xDiT MI300X traces are not there")
+def test_xdit_waterfall_reads_the_change_and_keeps_its_top_label(browser, tmp_path):
+    """xDiT on MI300X, aiter → aiter+sage: +18 ms on 135 ms. The top tick shows its whole value inside the
+    svg, all ticks are in ms, and the change fills most of the plot (the axis does not start at 0)."""
+    a, b = (REAL_XDIT / f / "profile_trace_rank_0.json.gz" for f in ("xdit_flux_aiter", "xdit_flux_aiter_sage"))
+    report(a, b, "-o", tmp_path / "x.html", "-j", "1")
+    open_page(browser, tmp_path / "x.html")
+    shot(browser, "test_waterfall_xdit")
+    data = json.loads(js(browser, "return document.getElementById('tk-data').textContent"))["result"]
+    w = js(browser, WATERFALL_JS)
+    levels, level = [data["headline"]["before_us"]], data["headline"]["before_us"]
+    for c in data["categories"].values():
+        level += c["delta_us"]
+        levels.append(level)
+    assert level == pytest.approx(data["headline"]["after_us"], abs=0.01)
+    check_axis(w)
+    assert {t["text"].split(" ")[1] for t in w["ticks"]} == {"ms"}
+    top = w["ticks"][-1]
+    assert top["v"] >= max(levels) and top["text"] == f"{top['v'] / 1000:g} ms"
+    left, right, up, down = w["svg"]
+    for t in w["ticks"]:  # every label whole inside the svg: none cut at the left
+        assert left <= t["box"][0] and t["box"][1] <= right and up <= t["box"][2] and t["box"][3] <= down, t
+    assert w["broken"] == "1" and 0 < w["lo"] <= min(levels)
+    change = abs(data["headline"]["delta_us"]) / (w["hi"] - w["lo"])
+    assert change > 0.5, (w["lo"], w["hi"])
+
+
+@pytest.mark.slow
+def test_hints_print_their_savings(browser, tmp_path):
+    """Four eager blocks: launch-bound saves at most their idle, 4 × 105 µs, of their span 4 × 136 µs;
+    fp32-softmax about half the softmax time (4 × 5 µs / 2) of the busy time (4 × 31 µs), an estimate."""
+    report(eager_trace(tmp_path / "t.pt.trace.json", layers=2, steps=2), "-o", tmp_path / "r.html")
+    open_page(browser, tmp_path / "r.html")
+    lines = dict(js(browser, "return Array.from(document.querySelectorAll('.hint[data-rule]')).map(h => "
+                             "[h.dataset.rule, h.querySelector('.saving').firstChild.textContent])"))
+    idle, span, busy = 4 * 105, 4 * SPAN, 4 * 31
+    assert lines["launch-bound"] == (f"saves at most {fmt_us(idle)} ({100 * idle / span:.1f}% of the span of "
+                                     "layer*.attention)")
+    sm = 4 * 5 / 2
+    assert lines["fp32-softmax"] == (f"saves about {fmt_us(sm)} ({100 * sm / busy:.1f}% of the busy time of "
+                                     "layer*.attention)")
+
+
+def shaped_trace(path: Path) -> Path:
+    """Blocks whose two aten::bmm ops record bf16 shapes: enc (×2) [8,256,64]·[8,64,256], dec [1,1024,1024]²;
+    a cross block without shapes."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    b.annotation("ProfilerStep#1", 0, 1600)
+    shapes = {"enc.layer0.attention": (8, 256, 64, 256), "enc.layer1.attention": (8, 256, 64, 256),
+              "dec.layer0.attention": (1, 1024, 1024, 1024), "cross.layer0.attention": None}
+    for i, (name, bmkn) in enumerate(shapes.items()):
+        n0 = len(b.events)
+        attention_block(b, 1 + 400 * i, name=name)
+        for ev in b.events[n0:]:
+            if ev["name"] == "aten::bmm" and bmkn:
+                B, M, K, N = bmkn
+                ev["args"]["Input Dims"] = [[B, M, K], [B, K, N]]
+                ev["args"]["Input type"] = ["c10::BFloat16", "c10::BFloat16"]
+    return b.write(path)
+
+
+@pytest.mark.slow
+def test_roofline_table_per_block_kind(browser, tmp_path):
+    """Per kind, from the shapes: FLOPs 2·B·M·K·N and bytes 2·(BMK + BKN + BMN) per bmm (bf16), timed over the
+    two bmm kernels (10 µs each) and the memset the first one launches (1 µs); the roof is H100 SXM's
+    (989.4 TFLOP/s bf16, 3350 GB/s). No table for a trace without shapes."""
+    report(shaped_trace(tmp_path / "s.pt.trace.json"), "-o", tmp_path / "s.html")
+    open_page(browser, tmp_path / "s.html")
+    rows = {r[0]: r[1:] for r in js(browser, "return Array.from(document.querySelectorAll('tr[data-kind]')).map(r => "
+                                             "[r.dataset.kind].concat(Array.from(r.cells).map(c => c.dataset.v)))")}
+    for kind, n, (B, M, K, N) in (("enc.layer*.attention", 2, (8, 256, 64, 256)), ("dec.layer*.attention", 1,
+                                                                                    (1, 1024, 1024, 1024))):
+        flops, nbytes, t = n * 2 * 2 * B * M * K * N, n * 2 * 2 * (B * M * K + B * K * N + B * M * N), n * 21e-6
+        cs, ms = flops / 989.4e12, nbytes / 3350e9
+        _, count, f, tf, gb, roof, bound, timed = rows[kind]
+        assert int(count) == n and float(f) == flops
+        assert float(tf) == pytest.approx(flops / t / 1e12, rel=1e-3) and float(gb) == pytest.approx(nbytes / t / 1e9, rel=1e-3)
+        assert float(roof) == pytest.approx(100 * max(cs, ms) / t, abs=0.02)
+        assert bound == ("compute" if cs >= ms else "memory")
+        assert float(timed) == pytest.approx(21 / 31, rel=1e-3)
+    assert rows["cross.layer*.attention"][2] == ""  # no shapes: n/a, no figure
+    shown = js(browser, "return Array.from(document.querySelectorAll('tr[data-kind] td')).map(t => t.textContent)")
+    assert "memory" in shown and "compute" in shown and "n/a" in shown
+    report(eager_trace(tmp_path / "t.pt.trace.json", layers=2), "-o", tmp_path / "r.html")
+    open_page(browser, tmp_path / "r.html")
+    assert js(browser, "return document.querySelectorAll('tr[data-kind]').length") == 0
+    assert "Roofline" not in js(browser, "return document.getElementById('app').textContent")
+
+
+def check_idle(rows: list[dict], blocks_per_row: dict[str, int], causes: dict[str, dict[str, float]]) -> None:
+    """Each row's idle is its blocks' (105 µs each), drawn after its busy segments, as long as its time on the
+    shared scale, with the causes in the hover and "busy X + idle Y" as its total."""
+    longest = max(r["us"] + r["idle"] for r in rows)
+    for r in rows:
+        n = blocks_per_row[r["label"]]
+        assert r["us"] == pytest.approx(31 * n) and r["idle"] == pytest.approx(105 * n)
+        assert r["tot"].startswith(f"busy {fmt_us(31 * n)} + idle {fmt_us(105 * n)}")
+        busy = [s for s in r["segs"] if s["tag"] == "rect"]
+        (idle,) = [s for s in r["segs"] if s["key"] == "idle"]
+        assert idle["tag"] == "line" and idle["l"] >= max(s["l"] + s["w"] for s in busy) - 0.5
+        assert idle["w"] / r["svgW"] == pytest.approx(105 * n / longest, abs=0.003)
+        for c, us in causes[r["label"]].items():
+            assert f"{c.removesuffix('_us')} {fmt_us(us)}" in idle["title"], (c, idle["title"])
+
+
+def causes_of(blocks: list[dict], key: str) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for b in blocks:
+        for c, us in b["idle_by_cause"].items():
+            out.setdefault(b[key], {}).setdefault(c, 0.0)
+            out[b[key]][c] += us
+    return out
+
+
+@pytest.mark.slow
+def test_run_view_shows_idle(browser, tmp_path):
+    """Each eager block idles 105 µs of its 136 µs span: per layer (2 steps) 210 µs, per kind 420 µs; in a
+    sweep, the run clicked shows its own."""
+    report(eager_trace(tmp_path / "t.pt.trace.json", layers=2, steps=2), "-o", tmp_path / "r.html")
+    open_page(browser, tmp_path / "r.html")
+    blocks = json.loads(js(browser, "return document.getElementById('tk-data').textContent"))["result"]["blocks"]
+    check_idle(segments(browser, '[data-section="By layer"] .bars'),
+               {"layer0.attention": 2, "layer1.attention": 2}, causes_of(blocks, "name"))
+    check_idle(segments(browser, '[data-section="By block kind"] .bars'), {"layer*.attention": 4},
+               causes_of(blocks, "kind"))
+    root = tmp_path / "sweep"
+    for name, n in (("fast_64", 1), ("fast_128", 3)):
+        (root / name).mkdir(parents=True)
+        eager_trace(root / name / "host.1.pt.trace.json", layers=n, steps=1)
+    report(root, "-o", tmp_path / "s.html")
+    open_page(browser, tmp_path / "s.html")
+    js(browser, "document.querySelector('tr[data-run=\"fast_128\"]').click()")
+    run = next(r for r in json.loads(js(browser, "return document.getElementById('tk-data').textContent"))["result"]["runs"]
+               if r["name"] == "fast_128")
+    check_idle(segments(browser, '.detail [data-section="By block kind"] .bars'), {"layer*.attention": 3},
+               causes_of(run["blocks"], "kind"))
+    assert js(browser, "return document.querySelectorAll('.detail line.idle').length") == 1 + 3
+
+
+@pytest.mark.slow
+def test_waterfall_from_zero_keeps_one_unit(browser, tmp_path):
+    """40 eager blocks (1.24 ms) → 2 (62 µs): the lowest level is near 0, so the axis starts at 0, unbroken;
+    its ticks, 0 among them, are all in ms (the range's unit), never "0.0 µs" beside "1.20 ms"."""
+    before = eager_trace(tmp_path / "b.pt.trace.json", layers=40, steps=1)
+    after = eager_trace(tmp_path / "a.pt.trace.json", layers=2, steps=1)
+    report(before, after, "-o", tmp_path / "d.html")
+    open_page(browser, tmp_path / "d.html")
+    w = js(browser, WATERFALL_JS)
+    assert w["broken"] == "0" and w["lo"] == 0 and w["note"] is None and w["zigzags"] == 0
+    check_axis(w)
+    number, unit = w["ticks"][0]["text"].split(" ")
+    assert float(number) == 0 and unit == "ms" and w["hi"] >= 40 * 31
+    assert not any(b["broken"] for b in w["bars"])

@@ -1,0 +1,349 @@
+"""The terminal output fits the terminal, reads in one unit per column, and shortens kernel names to what they do.
+
+Widths are checked on every H200 trace of our own script (sweep and sparse) and on diffs of them; kernel-name
+rules on real names read from those traces (and from docs/kernel-names.md's examples), never on the code's output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from support.builders import TraceBuilder, attention_block
+from support.paths import REAL, ROOT
+from support.traces import read_events
+from tracekit.run.api import analyze
+from tracekit.analysis.compare import diff_attributions
+from tracekit.renderers import JSONRenderer, TerminalRenderer
+from tracekit.renderers.names import NAME_RULES, short_name
+from tracekit.vocab import compact_kernel_name
+from tracekit.renderers.terminal import Col, fit_table, fmt_in, terminal_width, time_unit
+
+H200 = REAL.parent / "h200"
+RUNS = sorted(p for p in [*(H200 / "sweep").glob("*"), *(H200 / "sparse").glob("*")] if p.is_dir())
+requires_h200 = pytest.mark.skipif(not RUNS, reason=f"H200 traces not present under {H200}")
+WIDTHS = (80, 100, 160)
+GROUPINGS = ("kind", "block", "layer", "step")
+TIME = re.compile(r"(?<![\w.])-?\+?\d+(?:\.\d+)? (s|ms|µs)(?!\w)")
+
+
+@lru_cache(maxsize=None)
+def _result(run: Path):
+    return analyze(run).check()
+
+
+@lru_cache(maxsize=1)
+def _kernel_names() -> tuple[str, ...]:
+    """Every device event name in the H200 traces, read from the files themselves."""
+    names = set()
+    for f in H200.glob("*/*/*.json*"):
+        names.update(e["name"] for e in read_events(f, cats=("kernel", "gpu_memcpy", "gpu_memset")))
+    return tuple(sorted(names))
+
+
+def _too_wide(text: str, width: int) -> list[str]:
+    return [ln for ln in text.splitlines() if len(ln) > width]
+
+
+def _columns(text: str) -> list[list[list[str]]]:
+    """Each table of the text (a heading, a dashes line, rows up to a blank line) as its columns of cells,
+    cut where the dashes line has its gaps."""
+    lines = text.splitlines()
+    tables = []
+    for i, ln in enumerate(lines):
+        if i == 0 or not ln or set(ln) - {"-", " "} or "-" not in ln:
+            continue
+        spans = [(m.start(), m.end()) for m in re.finditer(r"-+", ln)]
+        body = []
+        for row in lines[i + 1:]:
+            if not row.strip() or row.startswith(("launch-bound", "matmul by role", "(timed", "blocks ")):
+                break
+            body.append(row)
+        cols = []
+        for n, (a, _) in enumerate(spans):
+            b = spans[n + 1][0] if n + 1 < len(spans) else None
+            cols.append([row[a:b].strip() for row in body])
+        tables.append(cols)
+    return tables
+
+
+def _event_units(text: str) -> list[set[str]]:
+    """Units of the leading time of each indented list (top kernels, gone/new kernels): one set per list. The
+    kernels-changed list is left out: each of its deltas has its own unit (issue 24), so that a 0.7 µs change
+    beside a 5 ms one reads as itself, not as 0.00 ms."""
+    out, cur = [], set()
+    changed = False
+    for ln in text.splitlines():
+        changed = (changed or "on both sides that changed" in ln) and bool(ln.strip())
+        m = None if changed else re.match(r"^ {2,}([-+]?\d+(?:\.\d+)?) (s|ms|µs)  ", ln)
+        if m:
+            cur.add(m.group(2))
+        elif cur:
+            out.append(cur)
+            cur = set()
+    return out + ([cur] if cur else [])
+
+
+def _assert_one_unit_per_column(text: str) -> None:
+    for table in _columns(text):
+        for col in table:
+            units = {m.group(1) for cell in col for m in TIME.finditer(cell)}
+            assert len(units) <= 1, f"column mixes units {units}: {col}\n{text}"
+    for units in _event_units(text):
+        assert len(units) == 1, f"a list mixes units {units}\n{text}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Width
+
+
+@requires_h200
+@pytest.mark.parametrize("run", RUNS, ids=[f"{p.parent.name}/{p.name}" for p in RUNS])
+def test_every_h200_trace_fits_80_100_and_160_columns_in_every_grouping(run):
+    res = _result(run)
+    for by in GROUPINGS:
+        for width in WIDTHS:
+            text = TerminalRenderer(by=by, width=width).render(res)
+            assert not _too_wide(text, width), (by, width, _too_wide(text, width))
+            _assert_one_unit_per_column(text)
+            assert "attention:" in text and ("block kind" in text or by != "kind")
+
+
+@requires_h200
+@pytest.mark.parametrize("pair", [("sweep/eager_4096", "sweep/sdpa_4096"), ("sweep/eager_512", "sweep/sdpa-flash_512"),
+                                  ("sparse/eager_4096", "sparse/sparse_4096"), ("sweep/linear_2048", "sweep/quantized_2048")])
+def test_a_diff_of_two_h200_traces_fits_and_keeps_one_unit_per_column(pair):
+    d = diff_attributions(_result(H200 / pair[0]), _result(H200 / pair[1])).check()
+    for width in WIDTHS:
+        text = TerminalRenderer(width=width).render(d)
+        assert not _too_wide(text, width), (width, _too_wide(text, width))
+        _assert_one_unit_per_column(text)
+        assert "category" in text and "total" in text
+
+
+@requires_h200
+def test_the_issue_example_no_longer_mixes_units_or_overflows():
+    """eager_4096 at 100 columns: 8 of 18 lines were wider (widest 161); "0.0 µs" sat beside "31.85 ms"."""
+    res = _result(H200 / "sweep" / "eager_4096")
+    assert not _too_wide(TerminalRenderer(width=100).render(res), 100)
+    text = TerminalRenderer(width=200).render(res)  # wide enough for times in every category cell
+    block_table = _columns(text)[0]
+    units = [{m.group(1) for cell in col for m in TIME.finditer(cell)} for col in block_table]
+    assert all(len(u) <= 1 for u in units) and {"ms"} in units
+    assert any("31.85 ms" in c for col in block_table for c in col)  # elementwise, beside an empty fused-attention column
+
+
+@requires_h200
+def test_narrowing_drops_columns_in_the_documented_order():
+    """Wide: everything. 100: times leave the category cells (shares stay). 80: span and idle go before n and total."""
+    res = _result(H200 / "sweep" / "eager_4096")
+    heads = {}
+    for width in (200, 100, 80, 60):
+        text = TerminalRenderer(width=width).render(res)
+        head = next(ln for ln in text.splitlines() if ln.startswith("block kind"))
+        heads[width] = head.split()
+    assert {"span", "idle", "softmax"} <= set(heads[200]) and "softmax%" not in heads[200]
+    assert "softmax%" in heads[100]
+    assert "span" not in heads[80] and "idle" not in heads[80] and "total" in heads[80]
+    assert "total" in heads[60] and "n" not in heads[60]
+
+
+def test_a_long_fused_kernel_block_kind_is_shortened_in_the_table_and_whole_in_json():
+    """Graph replays: no attention op on the host, so blocks are named after their fused kernel; kernels that no
+    vocab.KERNEL_LABELS entry renames (aiter's name the op themselves) keep their whole, long name as the kind."""
+    name = "aiter::fmha_fwd_hd128_bf16_causal_rtne_group_mode_kernel_with_a_long_tail_64x128x64_4x1x1_cga1x1x1_k0"
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H200"}])
+    b.annotation("ProfilerStep#3", 0, 5000)
+    t = 100
+    for _ in range(3):
+        b.op("graph_replay_step", t, 50)
+        b.launch(name, t + 1, 2, t + 1000, 30)
+        b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)",
+                 t + 7, 2, t + 1040, 4)  # ends the run: not attention
+        t += 200
+    res = analyze_dict(b.build())
+    assert [blk.kind for blk in res.blocks] == [name] * 3, "expected fused-kernel blocks named after the kernel"
+    for width in WIDTHS:
+        text = TerminalRenderer(width=width).render(res)
+        assert not _too_wide(text, width)
+        rows = [ln for ln in text.splitlines() if ln.startswith("aiter") and "µs" in ln]
+        assert rows and all("64x128x64" in ln for ln in rows), text  # the tile shape survives the shortening
+    assert [blk["kind"] for blk in json.loads(JSONRenderer(by="block").render(res))["blocks"]] == [name] * 3
+
+
+def analyze_dict(doc: dict):
+    """Attribute a built trace (written to a fresh temp folder)."""
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="tk_width_"))
+    p = d / "t.json"
+    p.write_text(json.dumps(doc))
+    return analyze(p).check()
+
+
+def test_hostile_widths_still_render():
+    """A terminal narrower than the minimum renders at the minimum; nothing raises."""
+    b = TraceBuilder()
+    attention_block(b, 0.0)
+    res = analyze_dict(b.build())
+    for width in (1, 20, 40):
+        text = TerminalRenderer(width=width).render(res)
+        assert not _too_wide(text, max(width, 40))
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the width comes from
+
+
+def test_columns_env_wins_and_a_pipe_gets_100(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "123")
+    assert terminal_width() == 123
+    monkeypatch.setenv("COLUMNS", "junk")
+    assert terminal_width() == 100  # pytest captures stdout: not a tty
+    monkeypatch.delenv("COLUMNS")
+    assert terminal_width() == 100
+
+
+@pytest.mark.slow
+@requires_h200
+def test_the_cli_reads_columns_and_names_the_path_as_given():
+    run = H200 / "sweep" / "eager_4096"
+    for width in (80, 160):
+        env = {**os.environ, "COLUMNS": str(width), "PYTHONPATH": str(ROOT)}
+        out = subprocess.run([sys.executable, "-m", "tracekit", "attribute", str(run)], capture_output=True,
+                             text=True, env=env, check=True).stdout
+        assert not _too_wide(out, width)
+        assert out.splitlines()[0].endswith(f"— {run}")  # the folder as passed, not the hashed file name
+    other = H200 / "sweep" / "sdpa_4096"
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "tracekit", "diff", str(run), str(other)], capture_output=True,
+                         text=True, env=env, check=True).stdout
+    assert not _too_wide(out, 80)
+    assert out.splitlines()[0].endswith("— eager_4096 → sdpa_4096")  # the folders as passed, not hashed file names
+
+
+# ---------------------------------------------------------------------------------------------
+# Units
+
+
+def test_a_column_takes_the_unit_of_its_largest_figure():
+    assert time_unit([0.0, 31850.0]) == "ms" and fmt_in(0.0, "ms") == "0.00 ms" and fmt_in(31850.0, "ms") == "31.85 ms"
+    assert time_unit([0.0, 3.2e6]) == "s" and time_unit([0.0]) == "µs" and time_unit([-2500.0, 1.0]) == "ms"
+    assert fmt_in(-0.001, "ms", sign=True) == "0.00 ms"  # a delta that rounds to zero has no sign
+    assert fmt_in(1500.0, "ms", sign=True) == "+1.50 ms" and fmt_in(-1500.0, "ms", sign=True) == "-1.50 ms"
+
+
+def test_fit_table_never_exceeds_the_width_and_keeps_the_undroppable_columns():
+    long = "void " + "x" * 300
+    cols = [Col(head="name", cells=[long, "short"], right=False, names=True),
+            Col(head="total", cells=["1.00 ms", "2.00 ms"]),
+            Col(head="extra", cells=["a" * 50, "b"], drop=1)]
+    for width in (20, 40, 80, 200):
+        lines = fit_table([Col(head=c.head, cells=list(c.cells), right=c.right, names=c.names, drop=c.drop)
+                           for c in cols], width)
+        assert all(len(x) <= width for x in lines)
+        if width >= 40:
+            assert "total" in lines[0] and "2.00 ms" in lines[3]
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel names
+
+
+# (real name, width, what the short name must still contain): what the kernel does, per docs/kernel-names.md
+KEEPS = [
+    ("void at::native::vectorized_elementwise_kernel<8, at::native::AUnaryFunctor<c10::BFloat16, c10::BFloat16, "
+     "c10::BFloat16, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, "
+     "at::native::AUnaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor"
+     "<float> >, std::array<char*, 2ul>)", 60, "MulFunctor"),
+    ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<"
+     "c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::DivFunctor<c10::BFloat16> > >("
+     "at::TensorIteratorBase&, at::native::BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, "
+     "at::native::binary_internal::DivFunctor<c10::BFloat16> > const&)::{lambda(int)#1}>(int, "
+     "at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor)", 40, "DivFunctor"),
+    ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::(anonymous "
+     "namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::"
+     "{lambda()#12}::operator()() const::{lambda(c10::BFloat16, bool)#1}>(at::TensorIteratorBase&, at::native::"
+     "(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{l", 50, "masked_fill_kernel"),
+    ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::"
+     "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#12}::"
+     "operator()() const::{lambda(c10::BFloat16)#1}>(at::TensorIteratorBase&, at::native::direct_copy_kernel_cuda("
+     "at::TensorIteratorBase&)::{lambda()#3}", 50, "direct_copy_kernel_cuda"),
+    ("void at::native::vectorized_elementwise_kernel<8, at::native::FillFunctor<c10::BFloat16>, std::array<char*, 1ul>"
+     " >(int, at::native::FillFunctor<c10::BFloat16>, std::array<char*, 1ul>)", 40, "FillFunctor"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<c10::BFloat16, at::native::func_wrapper_t<"
+     "c10::BFloat16, at::native::sum_functor<c10::BFloat16, float, c10::BFloat16>::operator()(at::TensorIterator&)::"
+     "{lambda(float, float)#1}>, unsigned int, c10::BFloat16, 4, 8> >(at::native::ReduceOp<c10::BFloat16", 40,
+     "sum_functor"),
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x64x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_"
+     "kernel__5x_cublas", 40, "128x64x8"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0", 60,
+     "64x128x64"),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t,"
+     " Flash_kernel_traits<64, 128, 128, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, false, "
+     "false>(pytorch_flash::Flash_fwd_params)", 60, "64, 128, 128"),
+    ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, "
+     "cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)", 45, "fmha_cutlassF_bf16_aligned_64x64"),
+    ("void at::native::(anonymous namespace)::cunn_SoftMaxForwardReg<c10::BFloat16, float, c10::BFloat16, "
+     "at::native::(anonymous namespace)::SoftMaxForwardEpilogue, long, 4>(c10::BFloat16*, c10::BFloat16 const*, long)",
+     40, "cunn_SoftMaxForwardReg"),
+    ("Memcpy DtoD (Device -> Device)", 40, "Memcpy DtoD (Device -> Device)"),
+]
+
+
+@pytest.mark.parametrize(("name", "width", "keeps"), KEEPS, ids=[k[2] for k in KEEPS])
+def test_a_short_kernel_name_keeps_what_the_kernel_does(name, width, keeps):
+    s = short_name(name, width)
+    assert len(s) <= width and keeps in s, s
+    assert name[:width - 1] + "…" != s or keeps in name[:width - 1]  # a plain cut would have lost it
+
+
+def test_the_issue_example_keeps_mulfunctor_where_a_90_character_cut_lost_it():
+    name = KEEPS[0][0]
+    assert "MulFunctor" not in name[:90]
+    assert "MulFunctor" in short_name(name, 90)
+
+
+def test_rules_are_named_ordered_data():
+    names = [r.name for r in NAME_RULES]
+    assert len(set(names)) == len(names) and names[0] == "void-prefix"
+    assert names.index("functor") < names.index("op") < names.index("nested-templates")
+    assert all(r.keeps for r in NAME_RULES)
+
+
+def test_a_name_that_fits_is_left_alone():
+    for n in ("Memset (Device)", "nvjet_sm90_tst_64x64_64x13_1x1_h_bz_NNT", "void kernel<1>(int)"):
+        assert short_name(n, 60) == n
+
+
+@requires_h200
+def test_every_h200_kernel_name_fits_every_width_and_keeps_its_functor():
+    names = _kernel_names()
+    assert len(names) > 30
+    for n in names:
+        for width in (12, 30, 45, 60, 90):
+            assert len(short_name(n, width)) <= width, (n, width)
+        functors = re.findall(r"(\w*Functor\w*|\w+_functor)\b", n)
+        inner = [f for f in functors if f not in ("AUnaryFunctor", "BUnaryFunctor", "BinaryFunctor")]
+        if inner:
+            assert inner[-1] in short_name(n, 60), (n, short_name(n, 60))
+        shape = re.search(r"\d+x\d+", n)
+        if shape and "<" not in n:
+            assert shape.group() in short_name(n, 45), (n, short_name(n, 45))
+
+
+@requires_h200
+def test_json_keeps_the_full_kernel_name():
+    res = _result(H200 / "sweep" / "eager_4096")
+    doc = json.loads(JSONRenderer().render(res))
+    # the library stores names through its one normaliser (void, at::native:: and anonymous namespaces dropped)
+    full = [compact_kernel_name(n) for n in _kernel_names() if "MulFunctor<float> >, std::array" in n and "BFloat16" in n]
+    names = {k["name"] for k in doc["top_kernels"]}
+    assert full and set(full) <= names and all(len(n) > 200 for n in full)

@@ -1,0 +1,363 @@
+"""Issue 24, parts 1, 2 and 4: latency measured outside the profiler (measured.json), the honest CI gate, and
+folders of runs (``--by run``) whose figures never contradict the measured latency.
+
+Independent sources: the H200 sweep's ``summary.md`` (latencies the recorder measured with CUDA events, parsed
+here from the markdown), the raw trace JSON (test_wallclock's own walk of a block's span and idle), and
+hand-built traces whose spans are known by construction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support.paths import REAL
+from support.cli import run_cli
+from support.traces import independent_block as _independent_block, read_events as _events
+from support.paths import sweep_file as _file
+from support.pairs import launch_bound_trace as _launch_bound_trace
+from tracekit import analyze
+from tracekit.analysis.gate import gate
+from tracekit.errors import InconclusiveError, UsageError
+from tracekit.results.measured import MEASURED_FILE, MEASURED_SCHEMA, Measured
+from tracekit.results.sweep import run_rows
+from tracekit.run.api import diff_paths
+from tracekit.renderers import JSONRenderer, TerminalRenderer
+from tracekit.vocab import Compared, SpeedupBasis
+
+H200 = REAL.parent / "h200"
+SWEEP = H200 / "sweep"
+requires_h200 = pytest.mark.skipif(not SWEEP.is_dir(), reason=f"H200 sweep traces not present at {SWEEP}")
+
+
+def summary_latency() -> dict[str, float]:
+    """``<impl>_<seq>`` -> Time (ms) from the first table of summary.md (the sweep's; the sparse one follows)."""
+    text = (H200 / "summary.md").read_text()
+    first = text.split("\n\n| Method")[0] if text.startswith("| Method") else text.split("Attention profiling")[1]
+    out = {}
+    for line in first.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) > 3 and re.fullmatch(r"\d+", cells[1]) and re.fullmatch(r"[\d.]+", cells[2]):
+            out[f"{cells[0]}_{cells[1]}"] = float(cells[2])
+    return out
+
+
+def measured_doc(ms: float, **extra) -> dict:
+    return {"schema": MEASURED_SCHEMA, "median_ms": ms, **extra}
+
+
+def sweep_copy(tmp_path: Path, names: list[str], latency: dict[str, float] | None) -> Path:
+    """A sweep folder of links to the H200 traces, with a measured.json per run when ``latency`` is given."""
+    root = tmp_path / "sweep"
+    for n in names:
+        (root / n).mkdir(parents=True)
+        src = _file(n)
+        os.symlink(src, root / n / src.name)
+        if latency is not None:
+            (root / n / MEASURED_FILE).write_text(json.dumps(measured_doc(latency[n], low_ms=latency[n] * 0.99,
+                                                                          high_ms=latency[n] * 1.01)))
+    return root
+
+
+# -- 2. the gate on the sweep's real regression -----------------------------------------------------------
+
+
+@requires_h200
+def test_summary_table_parses():
+    lat = summary_latency()
+    assert len(lat) == 32 and lat["eager_512"] == 2.508 and lat["sdpa-flash_512"] == 2.842
+
+
+@requires_h200
+def test_gate_without_measured_latency_is_inconclusive_on_launch_bound_runs():
+    """eager_512 → sdpa-flash_512: both launch-bound (idle over half the span, from the raw JSON), so busy time
+    (falling) and profiled span (falling) say nothing; measured latency went up 2.508 → 2.842 ms."""
+    for name in ("eager_512", "sdpa-flash_512"):
+        ref = _independent_block(_events(_file(name)), "layer0.attention", 0)
+        assert ref["idle"] > ref["span"] / 2
+    proc = run_cli("diff", SWEEP / "eager_512", SWEEP / "sdpa-flash_512", "--fail-if-slower", "5%")
+    assert proc.returncode == 5, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "inconclusive" in lines[0] and "launch-bound" in lines[0]
+    assert "Traceback" not in proc.stderr and "ok:" not in proc.stderr
+    assert "attention (median step)" in proc.stdout  # the diff itself is still shown
+
+
+@requires_h200
+def test_gate_fails_the_real_regression_given_the_measured_latencies():
+    lat = summary_latency()
+    before, after = lat["eager_512"], lat["sdpa-flash_512"]
+    assert after > before * 1.05  # the measured regression, independently of tracekit
+    proc = run_cli("diff", SWEEP / "eager_512", SWEEP / "sdpa-flash_512", "--fail-if-slower", "5%",
+                   "--latency-before", before, "--latency-after", after)
+    assert proc.returncode == 4, proc.stderr
+    assert "REGRESSION: measured latency" in proc.stderr
+    assert f"{100 * (after - before) / before:+.1f}%" in proc.stderr
+
+
+@requires_h200
+def test_gate_reads_measured_json_beside_the_traces(tmp_path):
+    lat = summary_latency()
+    root = sweep_copy(tmp_path, ["eager_512", "sdpa-flash_512"], lat)
+    r = diff_paths(root / "eager_512", root / "sdpa-flash_512").check()
+    assert r.before.measured.median_ms == lat["eager_512"] and r.after.measured.median_ms == lat["sdpa-flash_512"]
+    v = gate(r, 5)
+    assert v.compared == Compared.LATENCY and not v.ok and not v.chosen
+    assert (v.before_us, v.after_us) == pytest.approx((lat["eager_512"] * 1000, lat["sdpa-flash_512"] * 1000))
+    assert v.sources == (MEASURED_FILE, MEASURED_FILE)
+    assert v.within_noise is False  # |Δ| 0.334 ms > the half-spreads 0.0254 + 0.0284
+    assert gate(r, 14).ok  # +13.3% is within a 14% threshold
+    proc = run_cli("diff", root / "eager_512", root / "sdpa-flash_512", "--fail-if-slower", "5")
+    assert proc.returncode == 4 and "measured latency" in proc.stderr
+
+
+@requires_h200
+def test_gate_on_choices_are_explicit():
+    r = diff_paths(SWEEP / "eager_512", SWEEP / "sdpa-flash_512").check()
+    with pytest.raises(InconclusiveError):
+        gate(r, 5)
+    span = gate(r, 5, on=Compared.SPAN)
+    assert span.compared == Compared.SPAN and span.ok and span.chosen
+    busy = gate(r, 5, on=Compared.BUSY)
+    assert busy.compared == Compared.BUSY and busy.before_us == r.before_figures.total_us
+    with pytest.raises(UsageError, match="--gate-on latency: no measured latency for before and after"):
+        gate(r, 5, on=Compared.LATENCY)
+    proc = run_cli("diff", SWEEP / "eager_512", SWEEP / "sdpa-flash_512", "--fail-if-slower", "5",
+                   "--gate-on", "latency")
+    assert proc.returncode == 2 and proc.stderr.startswith("Error: --gate-on latency")
+
+
+@requires_h200
+def test_gate_on_a_compute_bound_pair_still_uses_busy_time():
+    proc = run_cli("diff", SWEEP / "eager_4096", SWEEP / "sdpa-flash_4096", "--fail-if-slower", "5")
+    assert proc.returncode == 0 and "ok: attention time" in proc.stderr
+
+
+def test_gate_options_need_fail_if_slower(tmp_path):
+    a = _launch_bound_trace(tmp_path / "a.json", gemm=10, host=60)
+    proc = run_cli("diff", a, a, "--gate-on", "span")
+    assert proc.returncode == 2 and "--fail-if-slower" in proc.stderr
+
+
+def test_one_measured_side_is_not_enough(tmp_path):
+    """A latency for one side only: the default rule still has no latency pair, and the sides are launch-bound."""
+    before = _launch_bound_trace(tmp_path / "a.json", gemm=10, host=60)
+    after = _launch_bound_trace(tmp_path / "b.json", gemm=5, host=90)
+    r = diff_paths(before, after).check()
+    with pytest.raises(InconclusiveError):
+        gate(r, 5, latency=(Measured(median_ms=1.0), None))
+    v = gate(r, 5, latency=(Measured(median_ms=1.0), Measured(median_ms=1.02)))
+    assert v.compared == Compared.LATENCY and v.ok and v.change_pct == pytest.approx(2.0)
+    assert v.within_noise is None  # no spread given
+
+
+# -- 1. measured.json: read strictly, never taken for a trace -------------------------------------------------
+
+
+def _trace_folder(tmp_path: Path, doc: object | bytes) -> Path:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    _launch_bound_trace(folder / "host.pt.trace.json", gemm=10, host=60)
+    raw = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
+    (folder / MEASURED_FILE).write_bytes(raw)
+    return folder
+
+
+def test_measured_json_is_read_beside_a_trace(tmp_path):
+    folder = _trace_folder(tmp_path, measured_doc(2.5, low_ms=2.4, high_ms=2.7, repeats=5, launch_bound=True))
+    res = analyze(folder).check()
+    m = res.measured
+    assert (m.median_ms, m.low_ms, m.high_ms, m.repeats, m.launch_bound) == (2.5, 2.4, 2.7, 5, True)
+    assert m.half_spread_ms == pytest.approx(0.15)
+    assert [t.source for t in res.traces] == ["host.pt.trace.json"]  # the table is not read as a trace
+    out = json.loads(JSONRenderer().render(res))
+    assert out["measured"]["median_ms"] == 2.5 and out["measured"]["source"] == MEASURED_FILE
+
+
+def test_a_folder_of_plain_json_never_reads_measured_json_as_a_trace(tmp_path):
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    _launch_bound_trace(folder / "trace.json", gemm=10, host=60)
+    (folder / MEASURED_FILE).write_text(json.dumps(measured_doc(1.0)))
+    res = analyze(folder).check()
+    assert [t.source for t in res.traces] == ["trace.json"] and res.measured.median_ms == 1.0
+
+
+@pytest.mark.parametrize("doc,why", [
+    (b"{not json", "not JSON"),
+    ({"median_ms": 2.0}, "schema"),
+    (measured_doc(-1.0), "median_ms must be a positive number"),
+    (measured_doc(0), "median_ms must be a positive number"),
+    (b'{"schema": "tracekit.measured/1", "median_ms": NaN}', "not JSON"),
+    (b'{"schema": "tracekit.measured/1", "median_ms": 1e999}', "median_ms must be a positive number"),
+    (measured_doc(True), "median_ms must be a positive number"),
+    (measured_doc("2.5"), "median_ms must be a positive number"),
+    (measured_doc(2.0, low_ms=2.5, high_ms=3.0), "inconsistent"),
+    (measured_doc(2.0, low_ms=1.5), "inconsistent"),
+    (measured_doc(2.0, repeats=0), "repeats must be a whole number"),
+    ([1, 2], "schema"),
+    (b"\xff\xfe", "not JSON"),
+    ("big", "over 1024 KiB"),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_bad_measured_json_is_a_warning_and_no_figure(tmp_path, doc, why):
+    if doc == "big":
+        doc = b'{"schema": "tracekit.measured/1", "median_ms": 1, "x": "' + b"a" * (1 << 20) + b'"}'
+    res = analyze(_trace_folder(tmp_path, doc)).check()
+    assert res.measured is None
+    [w] = [w for w in res.warnings if MEASURED_FILE in w]
+    assert "ignored" in w and why in w and "\n" not in w
+    proc = run_cli("attribute", tmp_path / "run")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr and "ignored" in proc.stderr
+
+
+def test_hostile_text_in_measured_json_is_escaped(tmp_path):
+    res = analyze(_trace_folder(tmp_path, measured_doc(1.0, what="\x1b]52;c;AAAA\x07\nforged"))).check()
+    assert res.measured.what.isprintable() and "\x1b" not in res.measured.what
+
+
+# -- 4. --by run: the run table, measured latency and speedups -------------------------------------------------
+
+
+@requires_h200
+def test_by_run_speedup_is_the_measured_ratio(tmp_path):
+    lat = summary_latency()
+    names = ["eager_512", "sdpa-flash_512", "eager_4096", "sdpa-flash_4096", "sdpa-cudnn_4096"]
+    res = analyze(sweep_copy(tmp_path, names, lat), by="run").check()
+    rows = {r.name: r for r in run_rows(res)}
+    for name in names:
+        rows[name].check()
+        assert rows[name].measured.median_ms == lat[name]
+    for name in ("sdpa-flash_512", "sdpa-flash_4096", "sdpa-cudnn_4096"):
+        base = f"eager_{name.rsplit('_', 1)[1]}"
+        r = rows[name]
+        assert r.speedup_basis == SpeedupBasis.MEASURED and r.baseline == base
+        assert r.speedup == pytest.approx(lat[base] / lat[name])  # 0.88×, 8.20×, 9.34× in summary.md
+    assert f"{rows['sdpa-flash_512'].speedup:.2f}" == "0.88"
+    text = TerminalRenderer(by="run", width=100).render(res)
+    assert "0.88×" in text and "2.70×" not in text  # the profiled span's 2.70× is gone from the headline figure
+    assert f"{lat['sdpa-flash_512']:.3f}" in text
+    df = res.to_dataframe()
+    assert list(df["run"]) == names or sorted(df["run"]) == sorted(names)
+    assert df.set_index("run").loc["sdpa-flash_512", "latency_ms"] == lat["sdpa-flash_512"]
+
+
+@requires_h200
+def test_by_run_without_measured_latency_marks_profiled_and_launch_bound_speedups(tmp_path):
+    names = ["eager_512", "sdpa-flash_512", "eager_4096", "sdpa-flash_4096"]
+    res = analyze(sweep_copy(tmp_path, names, None), by="run").check()
+    rows = {r.name: r for r in run_rows(res)}
+    events = {n: _events(_file(n)) for n in ("eager_512", "sdpa-flash_512")}
+    for n, ev in events.items():  # launch-bound by the raw JSON: every block idles over half its span
+        refs = [_independent_block(ev, f"layer{k}.attention", s) for k in range(4) for s in range(2)]
+        assert sum(x["idle"] for x in refs) > sum(x["span"] for x in refs) / 2
+        assert rows[n].launch_bound is True
+    flash = rows["sdpa-flash_512"]
+    assert flash.speedup_basis == SpeedupBasis.PROFILED and flash.speedup_launch_bound
+    assert not rows["sdpa-flash_4096"].speedup_launch_bound and rows["sdpa-flash_4096"].speedup_basis == "profiled span"
+    text = TerminalRenderer(by="run", width=100).render(res)
+    line = next(x for x in text.splitlines() if x.startswith("sdpa-flash_512"))
+    assert "p!" in line and "LB" in line
+    assert "p: from the attention blocks' profiled span" in text and "!: a run is launch-bound" in text
+
+
+def _run_sweep(tmp_path: Path, n: int) -> Path:
+    root = tmp_path / "runs"
+    for k in range(n):
+        (root / f"impl{k}_{512 * (k + 1)}").mkdir(parents=True)
+        _launch_bound_trace(root / f"impl{k}_{512 * (k + 1)}" / f"host{k}.pt.trace.json", gemm=10 + k, host=60)
+    return root
+
+
+def test_by_run_header_is_compact_and_pooled_lines_are_labelled(tmp_path):
+    root = _run_sweep(tmp_path, 12)
+    res = analyze(root, by="run").check()
+    text = TerminalRenderer(by="run", width=100).render(res)
+    lines = text.splitlines()
+    assert not any("host3.pt.trace.json" in x for x in lines)  # no header line per trace file
+    assert sum("12 runs, 12 traces" in x for x in lines) == 1
+    table = lines.index(next(x for x in lines if x.startswith("run ")))
+    pooled = lines.index(next(x for x in lines if x.startswith("attention (pooled over 12 runs)")))
+    assert table < pooled  # the run table first
+    head = lines[table].split()
+    assert "span" in head and "idle" in head  # kept at 100 columns
+    assert all(len(x) <= 100 for x in lines)
+    assert "top device events in blocks (pooled over 12 runs):" in text
+
+
+def test_by_run_hints_name_their_run(tmp_path):
+    res = analyze(_run_sweep(tmp_path, 3), by="run").check()
+    assert all(r.attribution.hints for r in res.runs)  # launch-bound, each
+    text = TerminalRenderer(by="run", width=100).render(res)
+    assert "hints (per run):" in text and "\nhints:\n" not in text
+    assert "[launch-bound] on 3 runs" in text
+    for r in res.runs:
+        assert r.name in text.split("hints (per run):")[1]
+
+
+def test_folder_of_runs_without_by_run_suggests_it(tmp_path):
+    root = _run_sweep(tmp_path, 3)
+    proc = run_cli("attribute", root)
+    assert proc.returncode == 0
+    notes = [x for x in proc.stderr.splitlines() if "--by run" in x]
+    assert len(notes) == 1 and "3 runs" in notes[0]
+    one = run_cli("attribute", root / "impl0_512")
+    assert "--by run" not in one.stderr
+    assert "--by run" not in run_cli("attribute", root, "--by", "run").stderr
+
+
+def test_python_by_run_and_tracekit_runs(tmp_path):
+    root = _run_sweep(tmp_path, 3)
+    code = ("import tracekit, sys; r = tracekit.analyze(sys.argv[1], by='run').check(); "
+            "df = r.to_dataframe(); print(len(r.runs), list(df['run'])); "
+            "print(tracekit.runs.find_runs is tracekit.run.runs.find_runs)")
+    out = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["3 ['impl0_512', 'impl1_1024', 'impl2_1536']", "True"]
+
+
+def test_run_rows_profiled_speedup_by_construction(tmp_path):
+    """Hand-built runs: span per step = max(host, 3 + gemm) (test_wallclock), so the profiled speedup of eager
+    (host 60) over fast (host 90 → span 90) is 60 / 90, and both are launch-bound."""
+    root = tmp_path / "s"
+    for name, host in (("eager_64", 60), ("fast_64", 90)):
+        (root / name).mkdir(parents=True)
+        _launch_bound_trace(root / name / "t.pt.trace.json", gemm=10, host=host)
+    rows = {r.name: r for r in run_rows(analyze(root, by="run").check())}
+    fast = rows["fast_64"]
+    fast.check()
+    assert fast.speedup == pytest.approx(60 / 90) and fast.speedup_basis == SpeedupBasis.PROFILED
+    assert fast.speedup_launch_bound and fast.baseline == "eager_64" and rows["eager_64"].speedup is None
+    (root / "eager_64" / MEASURED_FILE).write_text(json.dumps(measured_doc(3.0)))
+    (root / "fast_64" / MEASURED_FILE).write_text(json.dumps(measured_doc(2.0)))
+    fast = {r.name: r for r in run_rows(analyze(root, by="run").check())}["fast_64"]
+    assert fast.speedup == pytest.approx(1.5) and fast.speedup_basis == SpeedupBasis.MEASURED
+    assert not fast.speedup_launch_bound
+
+
+def test_a_table_in_a_sweeps_root_belongs_to_no_run(tmp_path):
+    """The loose traces in a sweep's root are runs of their own: one measured.json there names none of them."""
+    root = _run_sweep(tmp_path, 2)
+    _launch_bound_trace(root / "loose.pt.trace.json", gemm=10, host=60)
+    (root / MEASURED_FILE).write_text(json.dumps(measured_doc(9.0)))
+    (root / "impl0_512" / MEASURED_FILE).write_text(json.dumps(measured_doc(1.0)))
+    res = analyze(root, by="run").check()
+    got = {r.name: (None if r.attribution.measured is None else r.attribution.measured.median_ms) for r in res.runs}
+    assert got == {"impl0_512": 1.0, "impl1_1024": None, "loose": None}
+
+
+def test_a_profiled_speedup_is_marked_when_one_run_is_launch_bound(tmp_path):
+    """eager: gemm 100 µs in a 60 µs host range, span 103, idle 3 (not launch-bound); fast: gemm 10 in 90,
+    span 90, idle 80 (launch-bound). Speedup 103 / 90, marked: one of the two runs waits for its host."""
+    root = tmp_path / "s"
+    for name, gemm, host in (("eager_64", 100, 60), ("fast_64", 10, 90)):
+        (root / name).mkdir(parents=True)
+        _launch_bound_trace(root / name / "t.pt.trace.json", gemm=gemm, host=host)
+    rows = {r.name: r for r in run_rows(analyze(root, by="run").check())}
+    assert (rows["eager_64"].launch_bound, rows["fast_64"].launch_bound) == (False, True)
+    assert rows["fast_64"].speedup == pytest.approx(103 / 90) and rows["fast_64"].speedup_launch_bound

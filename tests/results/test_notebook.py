@@ -1,0 +1,208 @@
+"""The notebook API: DataFrames that hold the JSON's sums, short reprs, escaped HTML, tracekit.diff, analyze(by=).
+
+The DataFrames are checked against the JSON renderer's output, parsed back (never against the result objects
+the DataFrames are built from), and against hand-built traces whose answer is known by construction.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+
+import tracekit
+from support.builders import TraceBuilder, attention_block
+from support.paths import REAL, ROOT
+from tracekit.renderers import JSONRenderer
+from tracekit.results.attribution import CATEGORIES
+
+pd = pytest.importorskip("pandas")
+
+SWEEP = REAL.parent / "h200" / "sweep"
+requires_h200 = pytest.mark.skipif(not SWEEP.is_dir(), reason=f"H200 sweep traces not present at {SWEEP}")
+HOSTILE_BLOCK = "<img src=x onerror=alert(1)>attention</script>"
+HOSTILE_KERNEL = "</script><script>alert('k')</script>_kernel<&\"'>"
+
+
+def _json(result) -> dict:
+    return json.loads(JSONRenderer().render(result))
+
+
+def _approx(a: float, b: float) -> bool:
+    return abs(a - b) <= 0.01 + 1e-6 * abs(b)  # the JSON rounds to ns
+
+
+@pytest.fixture(scope="module")
+def hand(tmp_path_factory):
+    """Two eager blocks (known: busy 31 µs each, matmul 20, softmax 5, elementwise 2, memory 4) and a hostile one."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100"}])
+    b.annotation("ProfilerStep#1", 0, 2000)
+    attention_block(b, 10, name="layer0.attention")
+    attention_block(b, 400, name="layer1.attention")
+    attention_block(b, 800, name=HOSTILE_BLOCK)
+    b.op("aten::mul", 850, 5)
+    b.launch(HOSTILE_KERNEL, 851, 2, 950, 4)
+    path = b.write(tmp_path_factory.mktemp("nb") / "hand.json")
+    return path, tracekit.analyze(path).check()
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    if not SWEEP.is_dir():
+        pytest.skip("no H200 sweep")
+    before = tracekit.analyze(SWEEP / "eager_4096").check()
+    after = tracekit.analyze(SWEEP / "sdpa_4096").check()
+    return before, after, tracekit.diff(before, after).check()
+
+
+# ---------------------------------------------------------------------------------------------
+# DataFrames hold the JSON's sums
+
+
+def _check_frames_against_json(res) -> None:
+    doc = _json(res)
+    tot = doc["totals"]
+    for by in ("block", "kind", "layer", "step"):
+        df = res.to_dataframe(by=by)
+        assert _approx(df["total_us"].sum(), tot["total_us"]), by
+        for c in CATEGORIES:
+            assert _approx(df[f"{c}_us"].sum(), tot["categories"][c]), (by, c)
+    blocks = res.to_dataframe(by="block")
+    assert len(blocks) == tot["blocks"] == len(doc["blocks"])
+    assert list(blocks["block"]) == [b["name"] for b in doc["blocks"]]
+    # by kind: the JSON's blocks summed by (kind, phase), in first-appearance order
+    want: dict[tuple[str, str], float] = defaultdict(float)
+    for b in doc["blocks"]:
+        want[(b["kind"], b["phase"])] += b["total_us"]
+    kinds = res.to_dataframe(by="kind")
+    got = {(k, p): us for k, p, us in zip(kinds["kind"], kinds["phase"], kinds["total_us"])}
+    assert got.keys() == want.keys() and all(_approx(got[k], want[k]) for k in want)
+    # kernels: every top kernel of the JSON, with its count and time
+    kern = res.to_dataframe(by="kernel").set_index(["kernel", "category"])
+    for k in doc["top_kernels"]:
+        row = kern.loc[(k["name"], k["category"])]
+        assert int(row["count"]) == k["count"] and _approx(float(row["total_us"]), k["total_us"])
+
+
+def test_hand_built_frames_hold_the_known_answer_and_the_json_sums(hand):
+    _, res = hand
+    _check_frames_against_json(res)
+    layers = res.to_dataframe(by="layer").set_index("layer")
+    # by construction: each eager block is busy 31 µs: matmul 20, softmax 5, elementwise 2, memory 4
+    for name in ("layer0.attention", "layer1.attention"):
+        row = layers.loc[name]
+        assert (row["total_us"], row["matmul_us"], row["softmax_us"], row["elementwise_us"], row["memory_us"]) == \
+            pytest.approx((31, 20, 5, 2, 4))
+        assert row["softmax_share"] == pytest.approx(5 / 31)
+
+
+@requires_h200
+@pytest.mark.parametrize("run", ["eager_4096", "sdpa-flash_512", "linear_2048", "quantized_1024"])
+def test_h200_frames_hold_the_json_sums(run):
+    _check_frames_against_json(tracekit.analyze(SWEEP / run).check())
+
+
+@requires_h200
+def test_diff_frames_hold_the_diff_json_sums(sweep):
+    _, _, d = sweep
+    doc = _json(d)
+    cats = d.to_dataframe().set_index("category")
+    for c in CATEGORIES:
+        for k in ("before_us", "after_us", "delta_us"):
+            assert _approx(cats.loc[c, k], doc["categories"][c][k]), (c, k)
+    assert _approx(cats.loc["total", "delta_us"], doc["headline"]["delta_us"])
+    assert _approx(cats.drop("total")["delta_us"].sum(), doc["headline"]["delta_us"])
+    pairs = d.to_dataframe(by="pair")
+    assert len(pairs) == len(doc["blocks"])
+    assert _approx(pairs["delta_us"].sum(), sum(p["delta_us"] for p in doc["blocks"]))
+    kinds = d.to_dataframe(by="kind")
+    assert _approx(kinds["delta_us"].sum(), pairs["delta_us"].sum())
+    kern = d.to_dataframe(by="kernel").set_index("kernel")
+    for k in doc["only_before"]:
+        assert kern.loc[k["name"], "count_after"] == 0 and _approx(kern.loc[k["name"], "before_us"], k["total_us"])
+    for k in doc["only_after"]:
+        assert kern.loc[k["name"], "count_before"] == 0 and _approx(kern.loc[k["name"], "after_us"], k["total_us"])
+
+
+def test_an_unknown_grouping_is_a_clear_error(hand):
+    _, res = hand
+    with pytest.raises(ValueError, match="choose from kind, block, layer, step, run, kernel"):
+        res.to_dataframe(by="bogus")
+
+
+def test_without_pandas_the_error_says_what_to_install(hand, monkeypatch):
+    _, res = hand
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match=r"tracekit\[notebook\]"):
+        res.to_dataframe()
+
+
+# ---------------------------------------------------------------------------------------------
+# analyze(by=) and tracekit.diff
+
+
+def test_analyze_by_sets_the_default_grouping_and_changes_no_figure(hand):
+    path, res = hand
+    by_layer = tracekit.analyze(path, by="layer").check()
+    assert _json(by_layer) == _json(res)
+    assert "layer" in by_layer.to_dataframe().columns and len(by_layer.to_dataframe()) == 3
+    assert "<th>layer</th>" in by_layer._repr_html_()
+    with pytest.raises(ValueError, match="by='run-ish'"):
+        tracekit.analyze(path, by="run-ish")
+
+
+def test_tracekit_diff_takes_paths_or_results_and_survives_importing_the_comparison(hand, tmp_path):
+    path, res = hand
+    import tracekit.analysis.compare  # noqa: F401  (importing the comparison binds no name over tracekit.diff)
+
+    assert "diff" in tracekit.__all__ and callable(tracekit.diff)
+    d1 = tracekit.diff(path, path).check()
+    d2 = tracekit.diff(res, res).check()
+    assert d1.delta_us == 0 and d2.delta_us == 0
+    assert _json(d1)["categories"] == _json(d2)["categories"]
+    with pytest.raises(TypeError, match="two paths or two Attribution"):
+        tracekit.diff(res, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# reprs and HTML
+
+
+@requires_h200
+def test_reprs_are_short(sweep):
+    before, after, d = sweep
+    for obj in (before, after, d):
+        text = repr(obj)
+        assert len(text) < 400 and text.count("\n") == 0, text
+    assert "84.60 ms" in repr(before) and "18.96× faster" in repr(d)
+
+
+def test_hand_repr_is_short_and_names_its_figures(hand):
+    _, res = hand
+    text = repr(res)
+    assert len(text) < 300 and "\n" not in text and "3 attention blocks" in text
+
+
+def test_repr_html_escapes_hostile_names(hand):
+    _, res = hand
+    for page in (res._repr_html_(), tracekit.analyze(hand[0], by="block").check()._repr_html_(),
+                 tracekit.diff(res, res)._repr_html_()):
+        assert "<img" not in page and "<script" not in page and "</script>" not in page
+        assert page.startswith("<table>") and page.count("<table>") == 1
+    block_page = tracekit.analyze(hand[0], by="layer").check()._repr_html_()
+    assert "&lt;img src=x onerror=alert(1)&gt;attention&lt;/script&gt;" in block_page
+    kernel_page = tracekit.analyze(hand[0], by="kernel").check()._repr_html_()
+    assert "&lt;/script&gt;&lt;script&gt;alert(&#x27;k&#x27;)" in kernel_page and "<script" not in kernel_page
+    kernels = res.to_dataframe(by="kernel")
+    assert HOSTILE_KERNEL.replace("void ", "") in set(kernels["kernel"])  # the frame keeps names as they are
+
+
+@pytest.mark.slow
+def test_import_tracekit_and_the_api_never_load_pandas():
+    code = ("import sys, tracekit; tracekit.analyze; tracekit.diff; tracekit.Attribution; "
+            "import tracekit.results.notebook, tracekit.analysis.compare; assert 'pandas' not in sys.modules, 'pandas loaded'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT),
+                   "PATH": "/usr/bin:/bin"})

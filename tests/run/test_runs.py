@@ -1,0 +1,109 @@
+"""Folders of runs (tracekit.run.runs) and `tracekit attribute DIR --by run`: a row per run, named after its folder.
+
+Each hand-built run has a known number of eager blocks (31 µs busy each, tests/support/builders.py), so every
+figure per run is known without running tracekit.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from support.builders import eager_trace
+
+from tracekit.run.api import analyze
+from tracekit.cli import cli
+from tracekit.run.api import analyze_runs
+from tracekit.run.runs import find_runs, sweep_key
+
+LAYERS = {"eager_64": 1, "eager_128": 2, "flash_64": 3, "nested/deep_1": 1, "loose": 2}
+
+
+@pytest.fixture
+def sweep(tmp_path) -> Path:
+    """Four run folders (one nested two deep) and a trace file lying in the root (the run ``loose``)."""
+    root = tmp_path / "sweep"
+    for name, layers in LAYERS.items():
+        if name == "loose":
+            root.mkdir(parents=True, exist_ok=True)
+            eager_trace(root / "loose.pt.trace.json", layers=layers, steps=1)
+            continue
+        (root / name).mkdir(parents=True)
+        eager_trace(root / name / "host_1.123.pt.trace.json", layers=layers, steps=1)
+    return root
+
+
+def invoke(*args: object) -> str:
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
+def test_runs_are_named_after_folders_or_files(sweep):
+    _, runs = find_runs(sweep)
+    assert sorted(r.name for r in runs) == sorted(LAYERS)
+    assert [r.name for r in runs][:2] == ["eager_64", "eager_128"]  # numbers sort as numbers
+    assert all(len(r.files) == 1 for r in runs)
+    assert sweep_key("sdpa-flash_4096") == ("sdpa-flash", 4096) and sweep_key("loose") is None
+
+
+def test_each_run_is_its_own_analysis(sweep):
+    result = analyze_runs(sweep).check()
+    by_name = {r.name: r.attribution for r in result.runs}
+    assert sorted(by_name) == sorted(LAYERS)
+    for name, layers in LAYERS.items():
+        att = by_name[name]
+        assert att.totals.blocks == layers and att.totals.total_us == pytest.approx(31 * layers)
+        alone = analyze(sweep / name if name != "loose" else sweep / "loose.pt.trace.json").check()
+        assert att.totals.total_us == pytest.approx(alone.totals.total_us)
+    assert result.totals.blocks == sum(LAYERS.values())
+    assert {b.source for b in result.blocks} == set(LAYERS)
+
+
+def test_by_run_table_json_and_csv(sweep):
+    table = invoke("attribute", sweep, "--by", "run")
+    lines = table.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("run "))
+    rows = {line.split()[0]: line.split()[1] for line in lines[head + 2:head + 2 + len(LAYERS)]}
+    assert rows == {name: str(n) for name, n in LAYERS.items()}
+
+    data = json.loads(invoke("attribute", sweep, "--by", "run", "--format", "json"))
+    assert [r["name"] for r in data["runs"]] == [r.name for r in find_runs(sweep)[1]]
+    for r in data["runs"]:
+        assert r["totals"]["blocks"] == LAYERS[r["name"]]
+        assert r["totals"]["total_us"] == pytest.approx(31 * LAYERS[r["name"]])
+    assert {b["trace"] for b in data["blocks"]} == set(LAYERS)
+
+    rows = list(csv.DictReader(io.StringIO(invoke("attribute", sweep, "--by", "run", "--format", "csv"))))
+    per_run: dict[str, float] = {}
+    for row in rows:
+        per_run[row["trace"]] = per_run.get(row["trace"], 0.0) + float(row["time_us"])
+    assert per_run == pytest.approx({name: 31.0 * n for name, n in LAYERS.items()})
+
+
+def test_by_run_on_one_run(sweep):
+    data = json.loads(invoke("attribute", sweep / "eager_128", "--by", "run", "--format", "json"))
+    assert [r["name"] for r in data["runs"]] == ["eager_128"]
+    assert data["totals"]["blocks"] == 2
+
+
+def test_a_file_beside_a_folder_of_the_same_name_is_its_own_run(tmp_path):
+    """Issue 26, row 12: eager/ and eager.pt.trace.json are two runs, and a warning says how they were named."""
+    from support.builders import TraceBuilder, attention_block
+    from tracekit.run.runs import find_runs
+
+    for path, blocks in ((tmp_path / "eager" / "r0.pt.trace.json", 1), (tmp_path / "eager.pt.trace.json", 2),
+                         (tmp_path / "sdpa" / "r0.pt.trace.json", 1)):
+        b = TraceBuilder()
+        for k in range(blocks):
+            attention_block(b, 1000.0 * k, name=f"layer{k}.attention")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        b.write(path)
+    found, runs = find_runs(tmp_path)
+    assert sorted(r.name for r in runs) == ["eager", "eager (file)", "sdpa"]
+    assert {r.name: len(r.files) for r in runs} == {"eager": 1, "eager (file)": 1, "sdpa": 1}
+    assert any("eager (file)" in w for w in found.warnings)

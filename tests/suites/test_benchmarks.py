@@ -1,0 +1,81 @@
+"""The benchmark's tiler keeps results honest, and the benchmark itself runs (a smoke run; the
+timing figures come from running benchmarks/bench.py by hand, never from the test suite)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from support.paths import REAL, ROOT, SAMPLES, requires_real
+from tracekit import analyze
+from tracekit.results.attribution import CATEGORIES
+
+pytestmark = pytest.mark.slow  # runs scripts/torch/TensorBoard: `pytest -m "not slow"` skips it
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from tile import tile  # noqa: E402
+
+
+def _assert_scaled(src, tiled, copies):
+    a, b = analyze(src).check(), analyze(tiled).check()
+    assert b.totals.blocks == copies * a.totals.blocks
+    assert b.totals.total_us == pytest.approx(copies * a.totals.total_us, rel=1e-9)
+    for c in CATEGORIES:
+        assert b.totals.categories[c] == pytest.approx(copies * a.totals.categories[c], rel=1e-9, abs=1e-6)
+    assert len(b.traces[0].steps) == copies * len(a.traces[0].steps)
+    if a.coverage is not None:
+        assert b.coverage.unlinked_us == pytest.approx(copies * a.coverage.unlinked_us, rel=1e-9, abs=1e-6)
+        assert b.coverage.device_events == copies * a.coverage.device_events
+
+
+def test_tiled_cpu_trace_is_the_source_times_copies(tmp_path):
+    src = SAMPLES / "cpu_eager_256.pt.trace.json.gz"
+    out = tmp_path / "tiled.json"
+    tile(src, out, 3)
+    _assert_scaled(src, out, 3)
+
+
+@requires_real
+@pytest.mark.parametrize("rel", ["tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
+                                 "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"])  # Qwen: unlinked orphans
+def test_tiled_gpu_trace_is_the_source_times_copies(tmp_path, rel):
+    out = tmp_path / "tiled.json.gz"
+    tile(REAL / rel, out, 4)
+    _assert_scaled(REAL / rel, out, 4)
+
+
+def test_benchmark_smoke_run():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench.py"), "--smoke"], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    rows = [ln for ln in proc.stdout.splitlines() if "tracekit attribute" in ln or "orjson.loads only" in ln]
+    assert len(rows) == 3
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_tree_pss_counts_the_children() -> None:
+    # a parent that forks a child; the child touches 64 MB of its own: the tree's PSS must include it,
+    # while the parent alone (its VmRSS, from the kernel) stays well below
+    import time
+
+    from bench import tree_pss
+
+    code = ("import os, sys, time\n"
+            "r, w = os.pipe()\n"
+            "if os.fork() == 0:\n"
+            "    b = bytearray(64 << 20)\n"
+            "    for i in range(0, len(b), 4096): b[i] = 1\n"
+            "    os.write(w, b'x'); time.sleep(30); os._exit(0)\n"
+            "os.read(r, 1); print('ready', flush=True); time.sleep(30)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        time.sleep(0.1)
+        own = next(int(line.split()[1]) for line in open(f"/proc/{p.pid}/status") if line.startswith("VmRSS:"))
+        assert own / 1024 < 48
+        assert tree_pss(p.pid) >= 64
+    finally:
+        p.kill()
+        p.wait()

@@ -1,0 +1,255 @@
+"""The model zoo (issue 22): tracekit must find exactly the attention calls that tiny transformers models made.
+
+Each case of tests/support/zoo.py is recorded once (cached, see there) and analysed once per session. Expectations
+never come from tracekit:
+- counts: forward hooks on the innermost attention modules, in the profiled steps; a training step runs one
+  backward block per forward block;
+- totals: our own walk of the raw trace JSON. A CPU block's total is host time (docs/attribution.md,
+  "Time"): the self time of each host op inside the attention call, plus the call's time outside any op
+  (Python), which the block also owns. The call is the innermost attention module's ``nn.Module:`` slice in
+  stack traces, the outermost fused attention op in plain SDPA traces (plain eager traces have no such
+  interval and are not summed);
+- evidence: each block names the core it found (a fused attention op, or the softmax of the score/context
+  pair), with the core's shapes when the trace recorded them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.traces import read_events
+from support import zoo
+
+import tracekit
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.zoo
+
+HOST_OPS = ("cpu_op", "user_annotation")  # the host events that own self time (docs/attribution.md)
+STEP = re.compile(r"ProfilerStep#(\d+)$")
+FUSED_OP = re.compile(r"aten::_?scaled_dot_product_\w*attention\w*(?<!_backward)$")  # forward SDPA and its backends
+NS = 1e-3  # µs: the timestamps' unit (Kineto writes µs with ns decimals)
+CORES = {"sdpa": ("scaled_dot_product", "flash_attention", "efficient_attention"), "eager": ("softmax",)}
+
+
+@dataclass
+class Analysed:
+    rec: zoo.Recorded
+    result: Any  # tracekit.Attribution
+
+    def blocks(self, phase: str) -> list:
+        return [b for b in self.result.blocks if str(b.phase) == phase]
+
+
+def _params() -> list:
+    return [pytest.param(c, id=c.id, marks=[pytest.mark.slow] if c.slow else []) for c in zoo.CASES]
+
+
+@pytest.fixture(scope="session")
+def zoo_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cache = getattr(request.config, "cache", None)
+    if cache is None:  # -p no:cacheprovider
+        return tmp_path_factory.mktemp("zoo")
+    root = cache.mkdir("tracekit-zoo") / zoo.cache_key()
+    zoo.prune_stale(root)
+    return root
+
+
+@pytest.fixture(scope="session", params=_params())
+def analysed(request: pytest.FixtureRequest, zoo_root: Path) -> Analysed:
+    try:
+        rec = zoo.cached_record(request.param, zoo_root)
+    except zoo.Unavailable as exc:
+        pytest.skip(str(exc))
+    return Analysed(rec, tracekit.attribute_trace(tracekit.load_trace(rec.trace)))
+
+
+def _describe(blocks: list) -> list[tuple]:
+    return [(b.name, str(b.found_by), str(b.phase), b.step) for b in blocks]
+
+
+# -- counts --------------------------------------------------------------------------------------------
+def test_invariants_hold(analysed: Analysed) -> None:
+    analysed.result.check()
+
+
+def test_forward_blocks_are_the_attention_calls(analysed: Analysed) -> None:
+    fwd = analysed.blocks("forward")
+    assert len(fwd) == analysed.rec.forward_calls, (
+        f"hooks on {analysed.rec.attention_classes} counted {analysed.rec.forward_calls} calls "
+        f"{analysed.rec.per_step}; tracekit: {_describe(fwd)}")
+
+
+def test_backward_blocks_match_forward_calls(analysed: Analysed) -> None:
+    bwd = analysed.blocks("backward")
+    assert len(bwd) == analysed.rec.backward_calls, (
+        f"{analysed.rec.case.mode}: expected {analysed.rec.backward_calls} backward blocks; "
+        f"tracekit: {_describe(bwd)}")
+
+
+def test_each_step_holds_its_calls(analysed: Analysed) -> None:
+    per_step = defaultdict(int)
+    for b in analysed.blocks("forward"):
+        per_step[b.step] += 1
+    assert [per_step[s] for s in sorted(per_step)] == analysed.rec.per_step, _describe(analysed.blocks("forward"))
+
+
+# -- totals against our own walk of the raw trace ----------------------------------------------------
+def _events(path: Path) -> list[dict]:
+    return [e for e in read_events(path) if e.get("ph") == "X"]
+
+
+def _resolution(events: list[dict]) -> float:
+    """µs: a nanosecond, or the spacing of doubles at the trace's largest timestamp if that is coarser."""
+    return max(NS, math.ulp(max(_end(e) for e in events)))
+
+
+def _end(e: dict) -> float:
+    return e["ts"] + e["dur"]
+
+
+def _inside(e: dict, outer: dict) -> bool:
+    return (e["pid"], e["tid"]) == (outer["pid"], outer["tid"]) and e["ts"] >= outer["ts"] - NS \
+        and _end(e) <= _end(outer) + NS
+
+
+@dataclass
+class Nested:
+    self_us: float  # dur minus the direct children's durs
+    parent: dict | None  # the op directly around it on its thread
+
+
+def _nesting(ops: list[dict]) -> dict[int, Nested]:
+    """id(op) -> its self time and parent, by time nesting on each (pid, tid)."""
+    out: dict[int, Nested] = {}
+    stacks: dict[tuple, list[dict]] = defaultdict(list)
+    for e in sorted(ops, key=lambda e: (e["ts"], -e["dur"])):
+        stack = stacks[(e["pid"], e["tid"])]
+        while stack and _end(stack[-1]) <= e["ts"] + NS:
+            stack.pop()
+        parent = stack[-1] if stack else None
+        out[id(e)] = Nested(e["dur"], parent)
+        if parent is not None:
+            out[id(parent)].self_us -= e["dur"]
+        stack.append(e)
+    return out
+
+
+@dataclass
+class OwnBlock:
+    """Our sum for one attention call: an attention module's slice, or a fused attention op."""
+
+    name: str
+    ops: int
+    op_self_us: float  # self time of the host ops inside the interval
+    python_us: float  # the interval's time outside any op (a module slice's Python)
+
+    @property
+    def total_us(self) -> float:
+        return self.op_self_us + self.python_us
+
+
+def _own_block(interval: dict, ops: list[dict], nesting: dict[int, Nested]) -> OwnBlock:
+    inside = [e for e in ops if _inside(e, interval)]
+    outermost = [e for e in inside if nesting[id(e)].parent is None or not _inside(nesting[id(e)].parent, interval)]
+    return OwnBlock(interval["name"], len(inside), sum(nesting[id(e)].self_us for e in inside),
+                    interval["dur"] - sum(e["dur"] for e in outermost))
+
+
+def _module_slices(events: list[dict], classes: list[str]) -> list[dict]:
+    """The ``nn.Module:`` slices of the innermost attention classes (with_stack traces)."""
+    names = "|".join(map(re.escape, classes))
+    slices = re.compile(rf"nn\.Module: ({names})_\d+$")
+    return [e for e in events if e.get("cat") == "python_function" and slices.match(e["name"])]
+
+
+def _fused_ops(ops: list[dict], nesting: dict[int, Nested]) -> list[dict]:
+    """Forward fused attention ops not inside another one (plain SDPA traces: the op is the call)."""
+    def fused(e: dict | None) -> bool:
+        return e is not None and bool(FUSED_OP.match(e["name"]))
+
+    def under_fused(e: dict) -> bool:
+        p = nesting[id(e)].parent
+        return p is not None and (fused(p) or under_fused(p))
+
+    return [e for e in ops if fused(e) and not under_fused(e)]
+
+
+def _own_blocks_by_step(events: list[dict], rec: zoo.Recorded) -> dict[int, list[OwnBlock]] | None:
+    """Per ProfilerStep#N, our sums for its attention calls in time order; None where a trace has no
+    interval of its own per call (a plain eager trace: the score, softmax and context ops are loose)."""
+    ops = [e for e in events if e.get("cat") in HOST_OPS and not STEP.match(e["name"])]
+    nesting = _nesting(ops)
+    if rec.case.stack:
+        calls = _module_slices(events, rec.attention_classes)
+    elif rec.case.attn == "sdpa":
+        calls = _fused_ops(ops, nesting)
+    else:
+        return None
+    calls.sort(key=lambda e: e["ts"])
+    out: dict[int, list[OwnBlock]] = {}
+    for step in (e for e in events if STEP.match(e["name"])):
+        n = int(STEP.match(step["name"]).group(1))
+        out[n] = [_own_block(c, ops, nesting) for c in calls if _inside(c, step)]
+    return out
+
+
+def test_block_totals_match_own_walk(analysed: Analysed) -> None:
+    """Forward blocks against our sums over the attention calls: the innermost attention modules' slices
+    (stack traces) or the fused attention ops (plain SDPA traces).
+
+    Paired by step and order: the k-th forward block of step N is the k-th call in ProfilerStep#N.
+    (Backward ops have no slice of their own to sum over.)"""
+    events = _events(analysed.rec.trace)
+    own = _own_blocks_by_step(events, analysed.rec)
+    if own is None:
+        pytest.skip("a plain eager trace has no interval per attention call to sum over")
+    assert sum(map(len, own.values())) == analysed.rec.forward_calls, "the trace's attention calls vs the hooks"
+    got = defaultdict(list)
+    for b in sorted(analysed.blocks("forward"), key=lambda b: (b.step, b.ordinal)):
+        got[b.step].append(b)
+    # A few roundings per op of the timestamps' precision: far below any op's time (a CPU aten op takes µs), so
+    # a block that holds one op too many or too few (a layer norm, a residual add) cannot pass.
+    per_op = 4 * _resolution(events)
+    wrong = []
+    for step, mine in own.items():
+        theirs = got.get(step, [])
+        assert len(theirs) == len(mine), f"step {step}: {len(mine)} attention calls, blocks {_describe(theirs)}"
+        for m, b in zip(mine, theirs):
+            if abs(b.total_us - m.total_us) > per_op * (m.ops + 2):
+                wrong.append(f"step {step} {m.name}: own {m.total_us:.3f} µs (ops {m.op_self_us:.3f} + python "
+                             f"{m.python_us:.3f}, {m.ops} ops) vs block {b.name} ({b.found_by}) {b.total_us:.3f} µs")
+    assert not wrong, "\n".join(wrong)
+
+
+# -- evidence ----------------------------------------------------------------------------------------
+def test_each_block_names_its_core(analysed: Analysed) -> None:
+    from tracekit.results.attribution import BlockResult
+
+    if "evidence" not in {f.name for f in dataclasses.fields(BlockResult)}:
+        pytest.skip("BlockResult.evidence does not exist yet (issue 22: being added)")
+    cores = CORES[analysed.rec.case.attn]
+    missing = [(b.name, str(b.phase), b.evidence) for b in analysed.result.blocks
+               if not any(c in _core_names(b.evidence) for c in cores)]
+    assert not missing, f"blocks whose evidence names none of {cores}: {missing}"
+    if analysed.rec.case.shapes:  # a score/softmax/context core says what shapes it was matched on
+        bare = [(b.name, str(b.phase), b.evidence) for b in analysed.result.blocks
+                if "softmax" in _core_names(b.evidence) and not getattr(b.evidence, "shapes", None)]
+        assert not bare, f"eager cores without their recorded shapes: {bare}"
+
+
+def _core_names(evidence: object) -> str:
+    """The op or kernel names the evidence gives for its core (its ``names``, else its text), lower case."""
+    if evidence is None:
+        return ""
+    names = getattr(evidence, "names", None)
+    return (" ".join(map(str, names)) if names is not None else str(evidence)).lower()
+

@@ -1,0 +1,283 @@
+"""Tiny Kineto-shaped traces built in Python, so each unit test knows its answer by construction."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+CPU_PID, TID, GPU_PID, STREAM = 100, 1, 0, 7
+
+
+class TraceBuilder:
+    """Add host ops, launches and kernels with explicit times (µs); ``build()`` gives the JSON dict."""
+
+    def __init__(self, **top):
+        self.events: list[dict] = []
+        self.top = {"schemaVersion": 1, **top}
+        self._corr = 1000
+        self._ext = 1
+
+    def _x(self, cat, name, ts, dur, pid, tid, **args):
+        ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+        self.events.append(ev)
+        return ev
+
+    def op(self, name, ts, dur, tid=TID, cat="cpu_op"):
+        self._ext += 1
+        return self._x(cat, name, ts, dur, CPU_PID, tid, **{"External id": self._ext})
+
+    def annotation(self, name, ts, dur, tid=TID):
+        return self.op(name, ts, dur, tid, cat="user_annotation")
+
+    def module(self, name, ts, dur, tid=TID):
+        return self._x("python_function", f"nn.Module: {name}", ts, dur, CPU_PID, tid)
+
+    def launch(self, name, ts, dur, kernel_ts, kernel_dur, kind="kernel", stream=STREAM, tid=TID,
+               launch_name="cudaLaunchKernel", ext=None, corr=None):
+        """A runtime call at ``ts`` and the device event it starts at ``kernel_ts``."""
+        self._corr += 1
+        c = corr if corr is not None else self._corr
+        e = ext if ext is not None else self._ext
+        self._x("cuda_runtime", launch_name, ts, dur, CPU_PID, tid, correlation=c, **{"External id": e})
+        return self._x(kind, name, kernel_ts, kernel_dur, GPU_PID, stream, correlation=c, device=0,
+                       stream=stream, **{"External id": e})
+
+    def device_only(self, name, ts, dur, kind="kernel", stream=STREAM, corr=1, ext=0):
+        args = {"correlation": corr, "device": 0, "stream": stream}
+        if ext:
+            args["External id"] = ext
+        return self._x(kind, name, ts, dur, GPU_PID, stream, **args)
+
+    def gpu_annotation(self, name, ts, dur, ext, stream=STREAM):
+        return self._x("gpu_user_annotation", name, ts, dur, GPU_PID, stream, **{"External id": ext})
+
+    def memory(self, ts, nbytes, device_type=1, tid=TID, total=None):
+        """An allocator event; ``total`` is its ``Total Allocated`` (bytes after it), left out when None."""
+        args = {"Bytes": nbytes, "Device Type": device_type}
+        if total is not None:
+            args["Total Allocated"] = total
+        self.events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": CPU_PID,
+                            "tid": tid, "ts": ts, "args": args})
+
+    def flow(self, fid, start, ts, tid=TID):
+        ev = {"ph": "s" if start else "f", "cat": "fwdbwd", "name": "fwdbwd", "id": fid, "pid": CPU_PID,
+              "tid": tid, "ts": ts}
+        if not start:
+            ev["bp"] = "e"
+        self.events.append(ev)
+
+    def build(self) -> dict:
+        return {**self.top, "traceEvents": list(self.events)}
+
+    def write(self, path: Path, gz: bool | None = None) -> Path:
+        data = json.dumps(self.build()).encode()
+        if gz if gz is not None else str(path).endswith(".gz"):
+            data = gzip.compress(data)
+        Path(path).write_bytes(data)
+        return Path(path)
+
+
+def attention_block(b: TraceBuilder, t0: float, name="layer0.attention", ext_link=False):
+    """An eager attention block on one stream with a known answer.
+
+    Device: bmm 10 µs, softmax 5 µs, div 2 µs (elementwise), copy 3 µs (memory), bmm 10 µs,
+    plus a cuBLAS workspace memset (1 µs) launched by aten::bmm → memory (a fill). Gaps: 1 µs idle each.
+    Busy 31 µs: matmul 20, softmax 5, elementwise 2, memory 4. Device span 36 µs (five 1-µs gaps); the block's span, host and device, 136 µs.
+    """
+    b.annotation(name, t0, 60)
+    k = t0 + 100  # device work runs later than the host side, as it does on real GPUs
+    b.op("aten::bmm", t0 + 1, 8)
+    b.launch("Memset (Device)", t0 + 2, 1, k, 1, kind="gpu_memset")
+    b.launch("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)",
+             t0 + 4, 2, k + 2, 10)
+    b.op("aten::div", t0 + 10, 5)
+    b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+             "at::native::binary_internal::DivFunctor<float> > >(int, float)", t0 + 11, 2, k + 13, 2)
+    b.op("aten::_softmax", t0 + 20, 6)
+    b.launch("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)",
+             t0 + 21, 2, k + 16, 5)
+    b.op("aten::copy_", t0 + 30, 6)
+    b.launch("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+             "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const>(int)",
+             t0 + 31, 2, k + 22, 3)
+    b.op("aten::bmm", t0 + 40, 8)
+    b.launch("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_nn_align8>(Params)",
+             t0 + 41, 2, k + 26, 10)
+
+
+# attention_block's six kernels: (start after t0, µs) each; 31 µs busy in all.
+ATTENTION_BLOCK_BUSY = 31.0  # µs
+ATTENTION_BLOCK_KERNELS = [(100, 1), (102, 10), (113, 2), (116, 5), (122, 3), (126, 10)]
+
+
+def host_core(b: TraceBuilder, t: float) -> None:
+    """Host-only softmax and PV ops at ``t`` (no kernels, 1 µs in all): after a range's QKᵀ product they
+    make its attention core (issue 22: a range without one is no block), adding no device time."""
+    b.op("aten::_softmax", t, 0.4)
+    b.op("aten::bmm", t + 0.5, 0.4)
+
+
+# -- CUDA/HIP graphs (issue 23) ------------------------------------------------------------------------------------
+GEMM_K = "Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN_K1"  # a hipBLASLt GEMM (matmul)
+SOFTMAX_K = "void (anonymous namespace)::softmax_warp_forward<c10::Half, c10::Half, float, 8, false, false>(c10::Half*)"
+GEMM2_K = "Cijk_Alik_Bljk_HHS_BH_MT64x64x64_MI32x32x8x1_SN_K1"
+FILL_K = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<c10::Half>>(int)"
+
+
+def captured_attention(b: TraceBuilder, t0: float, kernels=(GEMM_K, SOFTMAX_K, GEMM2_K), name="Attention",
+                       launch_name="hipLaunchKernel", named=True, dims=None) -> None:
+    """One attention module captured into a graph: bmm → softmax → bmm ops, each launching one kernel that is
+    recorded, not run (a runtime call naming its kernel, as HIP's do, and no device event). 30 µs of host time."""
+    b.module(name, t0, 30)
+    for k, (op, kernel) in enumerate(zip(("aten::bmm", "aten::_softmax", "aten::bmm"), kernels)):
+        ev = b.op(op, t0 + 1 + 9 * k, 8)
+        if dims is not None:
+            ev["args"]["Input Dims"] = dims[k]
+        b._corr += 1
+        args = {"correlation": b._corr, "External id": b._ext}
+        if named:
+            args["kernel"] = kernel
+        b._x("cuda_runtime", launch_name, t0 + 2 + 9 * k, 2, CPU_PID, TID, **args)
+
+
+def capture(b: TraceBuilder, t0: float, layers: int, dur: float | None = None, **kw) -> float:
+    """A stream capture of ``layers`` attention modules from ``t0``; returns its end."""
+    b._x("cuda_runtime", "hipStreamBeginCapture", t0, 1, CPU_PID, TID, correlation=0)
+    for i in range(layers):
+        captured_attention(b, t0 + 2 + 40 * i, name=f"Attention_{i}", **kw)
+    end = t0 + 2 + 40 * layers + 1 if dur is None else t0 + dur
+    b._x("cuda_runtime", "hipStreamEndCapture", end, 1, CPU_PID, TID, correlation=0)
+    b._x("cuda_runtime", "hipGraphInstantiateWithFlags", end + 2, 5, CPU_PID, TID, correlation=0)
+    return end + 8
+
+
+def graph_launch(b: TraceBuilder, ts: float, kernels, launch_name="hipGraphLaunch") -> None:
+    """One graph launch at ``ts`` and the device events it ran: ``kernels`` is (name, start, dur[, kind])."""
+    b._corr += 1
+    b._x("cuda_runtime", launch_name, ts, 5, CPU_PID, TID, correlation=b._corr)
+    for k in kernels:
+        name, start, dur = k[:3]
+        kind = k[3] if len(k) > 3 else "kernel"
+        b._x(kind, name, start, dur, GPU_PID, STREAM, correlation=b._corr, device=0, stream=STREAM)
+
+
+GRAPH_KERNELS = (GEMM_K, SOFTMAX_K, GEMM2_K)  # one captured attention layer's kernels
+GRAPH_DURS = (10, 5, 8)  # and their µs
+
+
+def replay_kernels(t0: float, layers: int, kernels=(GEMM_K, SOFTMAX_K, GEMM2_K), durs=(10, 5, 8), gap=1.0):
+    """The device events of ``layers`` replayed attention calls from ``t0``: each call's kernels back to back with
+    ``gap`` µs between kernels. Returns (events, end)."""
+    out, t = [], t0
+    for _ in range(layers):
+        for name, d in zip(kernels, durs):
+            out.append((name, t, d))
+            t += d + gap
+    return out, t
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole traces that more than one test file builds
+
+
+def golden_trace(path: Path) -> Path:
+    """The trace behind tests/golden/attribute.json (scripts/regen_golden.py builds it too)."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], cuda_runtime_version=12040,
+                     metadata={"env": {"HF_TOKEN": "hf_secretsecretsecretsecret"}})
+    b.annotation("ProfilerStep#7", 900, 1000)
+    for k in range(2):
+        attention_block(b, 1000 + 200 * k, name=f"layer{k}.attention")
+    return b.write(path)
+
+
+def rank_trace(path: Path, blocks: int, rank: int | None = None) -> Path:
+    """``blocks`` eager attention blocks, 1 ms apart; ``distributedInfo.rank`` when ``rank`` is given."""
+    top = {} if rank is None else {"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 8}}
+    b = TraceBuilder(**top)
+    for i in range(blocks):
+        attention_block(b, 1000.0 * i, name=f"layer{i}.attention")
+    return b.write(path)
+
+
+STEP_LAYERS = {1: 1, 2: 3, 3: 2}  # ProfilerStep#N: its layers; step windows 200, 600, 400 µs long
+
+
+def steps_trace(path: Path, step_layers: dict[int, int] = STEP_LAYERS, gap: float = 50) -> tuple[Path, dict]:
+    """Steps of different lengths (200 µs per layer), ``gap`` µs apart; returns the path and each block's t0."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    t, starts = 0.0, {}
+    for step, layers in step_layers.items():
+        b.annotation(f"ProfilerStep#{step}", t, 200 * layers)
+        for i in range(layers):
+            starts[(step, i)] = t + 200 * i + 1
+            attention_block(b, starts[(step, i)], name=f"layer{i}.attention")
+        t += 200 * layers + gap
+    return b.write(path), starts
+
+
+def eager_trace(path: Path, layers: int, steps: int = 2, names: tuple[str, ...] = ()) -> Path:
+    """``steps`` ProfilerSteps of ``layers`` eager blocks (31 µs busy each: matmul 20, softmax 5, elementwise 2,
+    memory 4)."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    t = 0
+    for s in range(steps):
+        b.annotation(f"ProfilerStep#{s + 1}", t, 400 * layers)
+        for i in range(layers):
+            attention_block(b, t + 1 + 400 * i, name=names[i] if i < len(names) else f"layer{i}.attention")
+        t += 400 * layers + 10
+    return b.write(path)
+
+
+
+def graph_pair(tmp_path: Path, layers: int = 2, **kw) -> tuple[Path, Path, float]:
+    cap = TraceBuilder()
+    capture(cap, 0, layers, **kw)
+    rep = TraceBuilder()
+    ks, _ = replay_kernels(1000, layers, GRAPH_KERNELS, GRAPH_DURS)
+    graph_launch(rep, 990, ks)
+    total = sum(k[2] for k in ks)
+    return rep.write(tmp_path / "replay.json"), cap.write(tmp_path / "capture.json"), total
+
+
+def eager_layers(b: TraceBuilder, layers: int) -> float:
+    """The same attention modules run eagerly: each kernel waits 30 µs for its launch. Returns the summed spans."""
+    spans = 0.0
+    for i in range(layers):
+        t0 = 200 * i
+        b.module(f"Attention_{i}", t0, 100)
+        ops = ("aten::bmm", "aten::_softmax", "aten::bmm")
+        for k, (op, kernel, d) in enumerate(zip(ops, GRAPH_KERNELS, GRAPH_DURS)):
+            b.op(op, t0 + 1 + 30 * k, 25)
+            b.launch(kernel, t0 + 2 + 30 * k, 2, t0 + 5 + 30 * k, d)
+        spans += (t0 + 100) - t0  # the module's host extent encloses its kernels (last ends at t0 + 73)
+    return spans
+
+
+# ---------------------------------------------------------------------------------------------
+# Small pieces for traces built test by test
+
+
+def attribute_built(tmp_path: Path, b: TraceBuilder):
+    """``b`` written to ``tmp_path/t.json`` and attributed, its invariants checked."""
+    from tracekit import analyze
+
+    return analyze(b.write(tmp_path / "t.json")).check()
+
+
+def with_dims(ev: dict, dims: list, types: list) -> dict:
+    """``ev`` (an op) with recorded shapes: its ``Input Dims`` and ``Input type``."""
+    ev["args"].update({"Input Dims": dims, "Input type": types})
+    return ev
+
+
+def replay_graph(b: TraceBuilder, kernels: list[tuple[str, float]], t0: float, host_ts: float = 1) -> None:
+    """One cudaGraphLaunch replaying ``kernels`` back to back from ``t0``: no host op of their own."""
+    b.op("model_runner_forward", host_ts, 50)
+    t = t0
+    for k, (name, dur) in enumerate(kernels):
+        if k == 0:
+            b.launch(name, host_ts + 1, 5, t, dur, launch_name="cudaGraphLaunch", corr=77)
+        else:
+            b.device_only(name, t, dur, corr=77)
+        t += dur + 1
