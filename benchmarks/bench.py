@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -41,7 +42,8 @@ HTA_BREAKDOWN = """
 import sys, os, shutil, tempfile
 from hta.trace_analysis import TraceAnalysis
 d = tempfile.mkdtemp()
-os.symlink(os.path.abspath(sys.argv[1]), os.path.join(d, "rank-0.json.gz" if sys.argv[1].endswith(".gz") else "rank-0.json"))
+os.symlink(os.path.abspath(sys.argv[1]),
+           os.path.join(d, "rank-0.json.gz" if sys.argv[1].endswith(".gz") else "rank-0.json"))
 t = TraceAnalysis(trace_dir=d)
 t.get_gpu_kernel_breakdown(visualize=False)
 shutil.rmtree(d)
@@ -133,7 +135,13 @@ def make_inputs(source: Path, sizes_mb: list[float], work: Path) -> list[tuple[f
     return out
 
 
-def main(argv=None) -> int:
+# One tool's command for one input: (the tiled .json, its .json.gz) -> argv.
+Command = Callable[[Path, Path], list[str]]
+BASELINE = "baseline tracekit attribute (.json)"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, with ``--smoke`` already folded in (tiny sizes, one rep, no HTA)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE if DEFAULT_SOURCE.exists() else FALLBACK_SOURCE)
     ap.add_argument("--sizes", default="10,100,1000", help="MB of JSON per tiled trace, comma separated")
@@ -158,19 +166,15 @@ def main(argv=None) -> int:
     if a.smoke:
         a.source, a.sizes, a.reps, a.hta_python = FALLBACK_SOURCE, "1", 1, None
         a.rank_mb = min(a.rank_mb, 0.2)
-    work = a.work or Path(tempfile.mkdtemp(prefix="tracekit-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
-    failures = 0
-    if a.ranks:
-        failures += bench_ranks(a, work)
-    if a.tools == "none":
-        if not a.work:
-            shutil.rmtree(work, ignore_errors=True)
-        return 1 if failures else 0
-    inputs = make_inputs(a.source, [float(s) for s in a.sizes.split(",")], work)
+    return a
+
+
+def tool_commands(a: argparse.Namespace) -> tuple[dict[str, Command], dict[str, dict[str, str]], dict[str, Path]]:
+    """The chosen tools' commands by name, in table order, with the environment and working folder of those that
+    need one: every tracekit run imports byte-compiled code of its own checkout, never an editable install's."""
     py = sys.executable
     chosen = set(a.tools.split(","))
-    tools = {}
+    tools: dict[str, Command] = {}
     envs: dict[str, dict[str, str]] = {}
     cwds: dict[str, Path] = {}
     if "orjson" in chosen:
@@ -185,49 +189,82 @@ def main(argv=None) -> int:
         tools["tracekit attribute (.json.gz)"] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(gz),
                                                                 "--format", "json", "-j", "1"]
     if a.baseline is not None:
-        name = "baseline tracekit attribute (.json)"
-        tools[name] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(p), "--format", "json", "-j", "1"]
-        envs[name] = byte_compile(a.baseline.resolve())
-        cwds[name] = a.baseline.resolve()  # `python -m` puts the working folder first on sys.path
+        tools[BASELINE] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(p), "--format", "json", "-j", "1"]
+        envs[BASELINE] = byte_compile(a.baseline.resolve())
+        cwds[BASELINE] = a.baseline.resolve()  # `python -m` puts the working folder first on sys.path
     here = byte_compile(ROOT)
     for t in tools:  # this checkout's code, not whatever an editable install points at
         if t.startswith("tracekit"):
             envs[t] = here
     if a.hta_python and "hta" in chosen:
         tools["HTA load + kernel breakdown (.json.gz)"] = lambda p, gz: [a.hta_python, "-c", HTA_BREAKDOWN, str(gz)]
+    return tools, envs, cwds
+
+
+def print_header(a: argparse.Namespace) -> None:
     print(f"source: {a.source.name}; {a.reps} reps per cell; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
-    print(f"{'JSON MB':>8} {'tool':40} {'median s':>9} {'peak RSS MB':>12} {'RSS/JSON':>9} {'x orjson':>9} {'HTA/x':>7} "
-          f"{'CPU s':>7} {'tree PSS MB':>12}")
+    print(f"{'JSON MB':>8} {'tool':40} {'median s':>9} {'peak RSS MB':>12} {'RSS/JSON':>9} {'x orjson':>9} "
+          f"{'HTA/x':>7} {'CPU s':>7} {'tree PSS MB':>12}")
+
+
+def measure_size(a: argparse.Namespace, tools: dict[str, Command], envs: dict[str, dict[str, str]],
+                 cwds: dict[str, Path], path: Path, gz: Path) -> tuple[dict[str, dict[str, list[float]]], int]:
+    """Every tool on one input, ``a.reps`` times, interleaved rep by rep: per measure ("time", "rss", "cpu",
+    "tree") each tool's samples, and how many tracekit runs failed."""
+    samples: dict[str, dict[str, list[float]]] = {m: {t: [] for t in tools} for m in ("time", "rss", "cpu", "tree")}
+    failures = 0
+    for _ in range(a.reps):
+        for name, cmd in tools.items():
+            secs, peak, rc, cpu_s, pss = run(cmd(path, gz), a.timeout, envs.get(name), cwds.get(name, ROOT),
+                                             a.tree_pss)
+            if rc != 0:  # a timeout or an out-of-memory kill is a result too: shown as inf
+                failures += name.startswith("tracekit")
+                secs = float("inf")
+            samples["time"][name].append(secs)
+            samples["rss"][name].append(peak)
+            samples["cpu"][name].append(cpu_s)
+            samples["tree"][name].append(pss)
+    return samples, failures
+
+
+def print_size(mb: float, tools: dict[str, Command], samples: dict[str, dict[str, list[float]]]) -> None:
+    """One input's rows: medians, peaks, the ratios to orjson and HTA, and this checkout against a baseline."""
+    times, rss, cpu, tree = samples["time"], samples["rss"], samples["cpu"], samples["tree"]
+    base = times.get("orjson.loads only")
+    hta = times.get("HTA load + kernel breakdown (.json.gz)")
+    old = times.get(BASELINE)
+    for name in tools:
+        ratios = [t / b for t, b in zip(times[name], base)] if base else [float("nan")]
+        vs_hta = f"{statistics.median([h / t for h, t in zip(hta, times[name])]):7.1f}" if hta else f"{'-':>7}"
+        print(f"{mb:8.1f} {name:40} {statistics.median(times[name]):9.2f} {max(rss[name]):12.0f} "
+              f"{max(rss[name]) / mb:9.2f} {statistics.median(ratios):9.2f} {vs_hta} "
+              f"{statistics.median(cpu[name]):7.2f} {max(tree[name]):12.0f}")
+    if old and "tracekit attribute (.json)" in times:
+        new = times["tracekit attribute (.json)"]
+        old_cpu, new_cpu = cpu[BASELINE], cpu["tracekit attribute (.json)"]
+        print(f"{mb:8.1f} this checkout / baseline, median of per-rep ratios: wall "
+              f"{statistics.median([n / o for n, o in zip(new, old)]):.3f}, CPU "
+              f"{statistics.median([n / o for n, o in zip(new_cpu, old_cpu)]):.3f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    work = a.work or Path(tempfile.mkdtemp(prefix="tracekit-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    failures = 0
+    if a.ranks:
+        failures += bench_ranks(a, work)
+    if a.tools == "none":
+        if not a.work:
+            shutil.rmtree(work, ignore_errors=True)
+        return 1 if failures else 0
+    inputs = make_inputs(a.source, [float(s) for s in a.sizes.split(",")], work)
+    tools, envs, cwds = tool_commands(a)
+    print_header(a)
     for mb, path, gz in inputs:
-        times: dict[str, list[float]] = {t: [] for t in tools}
-        rss: dict[str, list[float]] = {t: [] for t in tools}
-        cpu: dict[str, list[float]] = {t: [] for t in tools}
-        tree: dict[str, list[float]] = {t: [] for t in tools}
-        for _ in range(a.reps):
-            for name, cmd in tools.items():
-                secs, peak, rc, cpu_s, pss = run(cmd(path, gz), a.timeout, envs.get(name), cwds.get(name, ROOT),
-                                                 a.tree_pss)
-                if rc != 0:  # a timeout or an out-of-memory kill is a result too: shown as inf
-                    failures += name.startswith("tracekit")
-                    secs = float("inf")
-                times[name].append(secs)
-                rss[name].append(peak)
-                cpu[name].append(cpu_s)
-                tree[name].append(pss)
-        base = times.get("orjson.loads only")
-        hta = times.get("HTA load + kernel breakdown (.json.gz)")
-        old = times.get("baseline tracekit attribute (.json)")
-        for name in tools:
-            ratios = [t / b for t, b in zip(times[name], base)] if base else [float("nan")]
-            vs_hta = f"{statistics.median([h / t for h, t in zip(hta, times[name])]):7.1f}" if hta else f"{'-':>7}"
-            print(f"{mb:8.1f} {name:40} {statistics.median(times[name]):9.2f} {max(rss[name]):12.0f} "
-                  f"{max(rss[name]) / mb:9.2f} {statistics.median(ratios):9.2f} {vs_hta} {statistics.median(cpu[name]):7.2f} {max(tree[name]):12.0f}")
-        if old and "tracekit attribute (.json)" in times:
-            new = times["tracekit attribute (.json)"]
-            old_cpu, new_cpu = cpu["baseline tracekit attribute (.json)"], cpu["tracekit attribute (.json)"]
-            print(f"{mb:8.1f} this checkout / baseline, median of per-rep ratios: wall "
-                  f"{statistics.median([n / o for n, o in zip(new, old)]):.3f}, CPU "
-                  f"{statistics.median([n / o for n, o in zip(new_cpu, old_cpu)]):.3f}")
+        samples, failed = measure_size(a, tools, envs, cwds, path, gz)
+        failures += failed
+        print_size(mb, tools, samples)
     if not a.work:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failures else 0
@@ -263,7 +300,8 @@ def bench_ranks(a: argparse.Namespace, work: Path) -> int:
     serial = times["serial (-j 1)"]
     print(f"many ranks: {a.ranks} x {mb:.1f} MB ({total:,.0f} MB of JSON) from {a.source.name}; {a.reps} reps; "
           f"{os.cpu_count()} CPUs; {w} workers")
-    print(f"{'way':24} {'median s':>9} {'MB/s':>8} {'x serial':>9} {'peak RSS MB':>12} {'tree PSS MB':>12} {'output':>10}")
+    print(f"{'way':24} {'median s':>9} {'MB/s':>8} {'x serial':>9} {'peak RSS MB':>12} {'tree PSS MB':>12} "
+          f"{'output':>10}")
     ref = outs["serial (-j 1)"].read_bytes() if outs["serial (-j 1)"].exists() else b""
     for name in ways:
         med = statistics.median(times[name])

@@ -77,7 +77,8 @@ def tile(src: Path, dst: Path, copies: int) -> int:
                                 a[key] = v + di
                         c["args"] = a
                     name = c.get("name")
-                    if step_stride and isinstance(name, str) and name.startswith("ProfilerStep#") and name[13:].isdigit():
+                    if (step_stride and isinstance(name, str) and name.startswith("ProfilerStep#")
+                            and name[13:].isdigit()):
                         c["name"] = f"ProfilerStep#{int(name[13:]) + k * step_stride}"
                 out.write((b"" if first else b",\n") + b"  " + orjson.dumps(c))
                 first = False

@@ -79,7 +79,8 @@ def make_parser():
     p.add_argument("--with-modules", action="store_true",
                    help="deprecated alias of --with-stack (torch's with_modules records nothing in eager mode)")
     p.add_argument("--model", default="gpt",
-                   help="gpt (this script's model) or hf:gpt2, hf:bert, hf:llama, hf:vit (transformers, random weights)")
+                   help="gpt (this script's model) or hf:gpt2, hf:bert, hf:llama, hf:vit "
+                        "(transformers, random weights)")
     p.add_argument("--attn", default="eager,sdpa",
                    help="hf models: comma list of attn_implementation (eager, sdpa, flash_attention_2)")
     p.add_argument("--mode", choices=("infer", "train"), default="infer",
@@ -133,7 +134,8 @@ def parse_args(argv=None):
         opts.attns = [a.strip() for a in opts.attn.split(",") if a.strip()]
         bad = [a for a in opts.attns if a not in ATTN_IMPLS]
         if bad or not opts.attns:
-            raise ValueError(f"unknown --attn {bad[0]!r} (choose from: {', '.join(ATTN_IMPLS)})" if bad else "--attn is empty")
+            raise ValueError(f"unknown --attn {bad[0]!r} (choose from: {', '.join(ATTN_IMPLS)})" if bad
+                             else "--attn is empty")
         if opts.mode == "train" and opts.model == "gpt" and "quantized" in opts.impl.split(","):
             raise ValueError("--mode train: the quantized impl runs inference only")
         opts.impls = _impls(opts.impl)

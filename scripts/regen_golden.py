@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's tracekit, and the tests' builders
 
-from support.cli import diff_json, run_cli
-from support.paths import REAL, real_trace_files
+from support.cli import diff_json, run_cli  # noqa: E402  (tests/support is importable only after the sys.path line)
+from support.paths import REAL, real_trace_files  # noqa: E402  (likewise)
 
 
 def _json_text(doc: Any) -> str:

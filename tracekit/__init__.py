@@ -26,8 +26,8 @@ _LAZY = {
     "TracekitError": ".errors",
 }
 
-__all__ = ["analyze", "attribute_trace", "load_trace", "find_trace_files", "discover", "diff", "diff_paths", "Attribution",
-           "CATEGORIES", "TracekitError", "__version__"]
+__all__ = ["analyze", "attribute_trace", "load_trace", "find_trace_files", "discover", "diff", "diff_paths",
+           "Attribution", "CATEGORIES", "TracekitError", "__version__"]
 
 if TYPE_CHECKING:
     from .analysis.attribute import attribute_trace

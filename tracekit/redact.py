@@ -91,7 +91,8 @@ REDACT_RULES: tuple[RedactRule, ...] = (
 # copy, so the case-insensitive patterns run only where a keyword is, not at every byte).
 KEYWORDS = (b"bearer", b"basic", b"token", b"secret", b"passw", b"key", b"credential", b"auth")
 KEYWORD_RULES: tuple[RedactRule, ...] = (
-    RedactRule(name="bearer", pattern=re.compile(rb"(?i)((?:bearer|basic|token)\s+)(?!<redacted)[A-Za-z0-9._~+/=-]{12,}"),
+    RedactRule(name="bearer",
+               pattern=re.compile(rb"(?i)((?:bearer|basic|token)\s+)(?!<redacted)[A-Za-z0-9._~+/=-]{12,}"),
                repl=rb"\1<redacted>", says="Bearer/Basic credentials"),
     # aws_secret_access_key VALUE (an AWS config or credentials file, dumped with spaces)
     RedactRule(name="aws-secret-key", pattern=re.compile(rb"(?i)(secret_access_key\"?\s*[=:]?\s*\"?)(?!<redacted)"

@@ -45,8 +45,8 @@ def _config(name: str, layers: int, heads: int, d_model: int, seq: int, attn: st
     common = dict(attn_implementation=attn)
     if name == "gpt2":
         return tf.GPT2Config(n_layer=layers, n_head=heads, n_embd=d_model, n_positions=max(seq, 64),
-                             vocab_size=512, attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0, bos_token_id=0, eos_token_id=0,
-                             **common)
+                             vocab_size=512, attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0, bos_token_id=0,
+                             eos_token_id=0, **common)
     if name == "bert":
         return tf.BertConfig(num_hidden_layers=layers, num_attention_heads=heads, hidden_size=d_model,
                              intermediate_size=4 * d_model, max_position_embeddings=max(seq, 64),

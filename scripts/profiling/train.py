@@ -138,7 +138,8 @@ def run_hf(opts: object, log: Callable[[str], None] = print) -> list[dict]:
                          "found_by": ",".join(sorted({str(b.found_by) for b in res.blocks})), "trace": str(path)})
             log(f"done: {opts.model} {attn} seq={seq} -> {path}")  # type: ignore[attr-defined]
     if rows:
-        lines = ["| model | attn | seq | mode | stack | compile | fwd blocks | bwd blocks | expected/phase | attention share | found_by |",
+        lines = ["| model | attn | seq | mode | stack | compile | fwd blocks | bwd blocks | expected/phase "
+                 "| attention share | found_by |",
                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             lines.append(f"| {r['model']} | {r['attn']} | {r['seq']} | {r['mode']} | {r['stack']} | {r['compile']} | "

@@ -168,7 +168,8 @@ def test_backward_ops_join_their_forward_block(tmp_path):
     b.launch("gemm_kernel", 502, 1, 600, 20, tid=2)
     b.flow(1, False, 500, tid=2)
     res = _one(tmp_path, b)
-    assert [(x.name, x.phase) for x in res.blocks] == [("layer0.attention", "forward"), ("layer0.attention", "backward")]
+    assert [(x.name, x.phase) for x in res.blocks] == [("layer0.attention", "forward"),
+                                                        ("layer0.attention", "backward")]
     assert [x.categories["matmul"] for x in res.blocks] == pytest.approx([10, 20])
     assert bwd["name"].startswith("autograd")
 
@@ -224,7 +225,8 @@ def test_parallel_folder_equals_serial(tmp_path):
     serial = analyze(tmp_path, jobs=1).check()
     parallel = analyze(tmp_path, jobs=3).check()
     assert to_dict(serial, "x") == to_dict(parallel, "x")
-    assert serial.totals.blocks == 6 and [t.source for t in parallel.traces] == [f"rank{r}.pt.trace.json.gz" for r in range(3)]
+    assert serial.totals.blocks == 6
+    assert [t.source for t in parallel.traces] == [f"rank{r}.pt.trace.json.gz" for r in range(3)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -402,7 +404,8 @@ def test_a_cpu_blocks_host_time_is_its_range(tmp_path: Path) -> None:
 def test_the_device_lists_every_gpu_name(tmp_path: Path) -> None:
     """A trace whose deviceProperties name two GPUs (an H100 first, then an A100): the device's names list both,
     sorted and once each (io.load), and the device is the first of them, whose peaks are the roof."""
-    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}, {"id": 1, "name": "NVIDIA A100-SXM4-80GB"}])
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"},
+                                       {"id": 1, "name": "NVIDIA A100-SXM4-80GB"}])
     b.annotation("layer0.attention", 0, 100)
     b.op("aten::_flash_attention_forward", 10, 20)
     b.launch(FLASH, 11, 1, 500, 20)

@@ -311,8 +311,10 @@ def test_graph_replay_backward_blocks_pair_with_their_forward_ones(tmp_path):
         t, k = t + 5, k + 100
     res = analyze(b.write(tmp_path / "f.json")).check()
     got = sorted((x.phase, x.ordinal, x.total_us, x.found_by) for x in res.blocks)
-    assert got == [("backward", 0, pytest.approx(60), "fused-kernel"), ("backward", 1, pytest.approx(61), "fused-kernel"),
-                   ("forward", 0, pytest.approx(30), "fused-kernel"), ("forward", 1, pytest.approx(31), "fused-kernel")]
+    assert got == [("backward", 0, pytest.approx(60), "fused-kernel"),
+                   ("backward", 1, pytest.approx(61), "fused-kernel"),
+                   ("forward", 0, pytest.approx(30), "fused-kernel"),
+                   ("forward", 1, pytest.approx(31), "fused-kernel")]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ class _Counting:
 
 
 @pytest.mark.skipif(not real_trace_files(), reason="real traces absent")
-def test_inferred_blocks_walk_is_skipped_only_without_softmax_and_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_inferred_blocks_walk_is_skipped_only_without_softmax_and_changes_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     skipped = walked = 0
     for p in real_trace_files():
         with_names = load_trace(p)

@@ -538,7 +538,8 @@ CASES = [
     pytest.param('SubTensorOpWithScalar1d',
                  'kernel', None, 'other', None,
                  id='unknown-miopen-helper'),
-    # linear attention and SSM mixers (issue 22; more must-fire and must-not cases in tests/analysis/test_classify_misfilings.py)
+    # linear attention and SSM mixers (issue 22; more must-fire and must-not cases in
+    # tests/analysis/test_classify_misfilings.py)
     pytest.param('chunk_scaled_dot_kkt_fwd_kernel',
                  'kernel', 'vllm::gdn_attention_core', 'other', 'linear-attention-gated-delta',
                  id='gdn-kkt-says-scaled-dot-but-is-linear-attention'),
@@ -569,7 +570,8 @@ VERBATIM_IDS = frozenset({
     'fbgemm-is-not-gemm', 'fill-says-elementwise', 'fill-under-flash-forward-is-memory', 'gemv-skinny',
     'gemvx-skinny', 'hipblaslt-cijk', 'index-copy', 'inductor-cast-only', 'inductor-clone-transpose',
     'inductor-poi-addmm-epilogue', 'inductor-poi-embeds-fmha-rope', 'inductor-poi-embeds-sage-attn',
-    'inductor-red-embeds-fmha-and-addmm-is-a-qk-norm', 'inductor-rms-norm-is-other-like-aten-norms', 'kv-write-contains-flash-nv',
+    'inductor-red-embeds-fmha-and-addmm-is-a-qk-norm', 'inductor-rms-norm-is-other-like-aten-norms',
+    'kv-write-contains-flash-nv',
     'kv-write-contains-flash-under-attention-op', 'layer-norm', 'log-softmax-5-arg-2021', 'log-softmax-backward',
     'log-softmax-bwd-by-launcher', 'log-softmax-by-launcher', 'log-softmax-template-arg-true', 'mask-masked-fill',
     'mean-reduce-embeds-functor', 'memcpy-dtod-under-copy_', 'memcpy-dtoh-item',

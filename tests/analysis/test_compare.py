@@ -387,8 +387,8 @@ def test_sides_found_differently_and_nothing_paired(tmp_path):
     b = write(tmp_path / "b.json", [[partial(fused, name="mixer0")]])
     r = diff(a, b)
     assert r.pairs == []
-    assert r.no_claim.endswith("capture CUDA graphs; no block pairs: before found blocks by annotation, inferred, after "
-                               "by fused-op, so the totals may cover different code; profile both the same way")
+    assert r.no_claim.endswith("capture CUDA graphs; no block pairs: before found blocks by annotation, inferred, "
+                               "after by fused-op, so the totals may cover different code; profile both the same way")
     back = diff(b, a)
     assert back.no_claim.endswith("no block pairs: before found blocks by fused-op, after by annotation, inferred, so "
                                   "the totals may cover different code; profile both the same way")
@@ -655,7 +655,8 @@ def test_no_rank_pairs_against_a_single_file(tmp_path):
 
 def test_fused_names_compact(tmp_path):
     r = diff(write(tmp_path / "a.json", [[eager]]), write(tmp_path / "b.json", [[fused]]))
-    assert [k.name for k in r.only_after] == [FLASH_C] and {k.category for k in r.only_after} == {Category.FUSED_ATTENTION}
+    assert [k.name for k in r.only_after] == [FLASH_C]
+    assert {k.category for k in r.only_after} == {Category.FUSED_ATTENTION}
 
 
 # ---------------------------------------------------------------------------------------------

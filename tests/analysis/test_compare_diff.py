@@ -156,9 +156,11 @@ def test_one_side_with_steps_other_without_warns_about_totals(tmp_path):
 
 
 def test_blocks_pair_by_kind_and_rank_and_leftovers_are_listed(tmp_path):
-    before = write(tmp_path / "a.json", [[partial(eager, name="layer0.attention"), partial(eager, name="layer1.attention")]])
+    before = write(tmp_path / "a.json", [[partial(eager, name="layer0.attention"),
+                                          partial(eager, name="layer1.attention")]])
     after = write(tmp_path / "b.json", [[partial(fused, name="cross_attn"), partial(fused, name="layer0.attention"),
-                                         partial(fused, name="layer1.attention"), partial(fused, name="layer2.attention")]])
+                                         partial(fused, name="layer1.attention"),
+                                         partial(fused, name="layer2.attention")]])
     r = diff(before, after)
     assert [(p.before.name, p.after.name, p.paired_by) for p in r.pairs] == [
         ("layer0.attention", "layer0.attention", "kind"), ("layer1.attention", "layer1.attention", "kind")]
@@ -320,7 +322,8 @@ def test_json_matches_the_golden_contract(eager_fused):
                 "warnings", "basis"):
         assert key in out
     assert out["before"]["total_us"] == 108 and out["after"]["total_us"] == 52
-    claim = {k: out["headline"].pop(k) for k in ("claims_speedup", "no_claim")}  # issue 9: tests/analysis/test_attribute_wallclock.py
+    # issue 9: tests/analysis/test_attribute_wallclock.py
+    claim = {k: out["headline"].pop(k) for k in ("claims_speedup", "no_claim")}
     assert claim["claims_speedup"] is False and claim["no_claim"].startswith("launch-bound")  # hand-built: launch-bound
     assert out["headline"] == {"before_us": 54.0, "after_us": 26.0, "delta_us": -28.0, "delta_pct": -51.85,
                                "speedup": 2.0769, "within_noise": None}  # two steps a side: noise unknown
@@ -346,7 +349,8 @@ def test_csv_has_a_stable_header_and_sections(eager_fused):
 def test_table_markdown_and_output_file(eager_fused, tmp_path):
     table = run_cli("diff", *eager_fused, check=True).stdout
     assert "eager.json → fused.json" in table and "54.0 µs → 26.0 µs" in table and "noise unknown" in table
-    assert "layer*.attention" in table and "softmax_warp_forward" in table and "pytorch_flash::flash_fwd_kernel" in table
+    assert "layer*.attention" in table and "softmax_warp_forward" in table
+    assert "pytorch_flash::flash_fwd_kernel" in table
     md = run_cli("diff", *eager_fused, "--format", "markdown", check=True).stdout
     assert "| category | before µs |" in md and "| softmax | 10.0 | 0.0 | -10.0 |" in md
     out = tmp_path / "d.csv"
@@ -526,7 +530,8 @@ def test_flux_aiter_to_sage():
     for p in r.pairs:
         by.setdefault(p.paired_by, []).append(p)
     assert len(by["fused-kernel"]) == 228 and len(by["kind"]) == 24 + 12 + 1
-    assert {(p.before.name, p.after.name) for p in by["fused-kernel"]} == {("aiter::fmha_fwd_hd128_bf16_rtz", "sage_fwd")}
+    assert {(p.before.name, p.after.name) for p in by["fused-kernel"]} == {("aiter::fmha_fwd_hd128_bf16_rtz",
+                                                                           "sage_fwd")}
     # Category deltas from each side's own attribution.
     a, s = real_attr(FLUX_A), real_attr(FLUX_S)
     for c in CATEGORIES:

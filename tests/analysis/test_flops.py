@@ -192,7 +192,8 @@ def independent_flops(rel: str) -> dict[str, float]:
         dims = a["Input Dims"]
         if name == "aten::matmul" and inside(e, ("aten::linear",)):
             continue
-        if name in ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm") and inside(e, ("aten::linear", "aten::matmul")):
+        if (name in ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")
+                and inside(e, ("aten::linear", "aten::matmul"))):
             continue
         if name == "aten::linear":  # x[..., K] · W[N, K]ᵀ (+ bias[N])
             x, w = dims[0], dims[1]
@@ -305,8 +306,10 @@ def test_gemm_formulas() -> None:
     c = op_cost("aten::addmm", _j([[32], [128, 64], [64, 32], [], []]), bf, b"[]")
     assert c is not None and c.flops == 2 * 128 * 64 * 32 + 128 * 32
     assert c.bytes == 2 * (128 * 64 + 64 * 32 + 128 * 32 + 32)
-    assert op_cost("aten::matmul", _j([[2, 5, 128, 64], [64, 32]]), bf, b"[]").flops == 10 * 2 * 128 * 64 * 32  # type: ignore[union-attr]
-    ein = op_cost("aten::einsum", _j([[], [[2, 8, 16], [2, 16, 4]]]), _j(["", "c10::BFloat16"]), _j(["bij,bjk->bik", ""]))
+    mat = op_cost("aten::matmul", _j([[2, 5, 128, 64], [64, 32]]), bf, b"[]")
+    assert mat is not None and mat.flops == 10 * 2 * 128 * 64 * 32
+    ein = op_cost("aten::einsum", _j([[], [[2, 8, 16], [2, 16, 4]]]), _j(["", "c10::BFloat16"]),
+                  _j(["bij,bjk->bik", ""]))
     assert ein is not None and ein.flops == 2 * 2 * 8 * 16 * 4
     assert op_cost("aten::mm", _j([[128, 64], [65, 32]]), bf, b"[]") is None  # inconsistent shapes: no count
     assert op_cost("aten::mm", b"[[", bf, b"[]") is None
@@ -317,8 +320,8 @@ def test_vector_ops_bytes() -> None:
                 _j(["", "", "-inf"]))
     n = 4 * 16 * 512 * 512
     assert c is not None and c.bytes == n * 2 + 512 * 512 + n * 2 and c.flops == n and not c.matrix
-    cp = op_cost("aten::copy_", _j([[4, 16, 512, 512], [4, 16, 512, 512], []]), _j(["c10::BFloat16", "float", "Scalar"]),
-                 _j(["", "", "False"]))
+    cp = op_cost("aten::copy_", _j([[4, 16, 512, 512], [4, 16, 512, 512], []]),
+                 _j(["c10::BFloat16", "float", "Scalar"]), _j(["", "", "False"]))
     assert cp is not None and cp.bytes == n * (2 + 4) and cp.flops == 0
 
 
@@ -624,7 +627,8 @@ def test_dropout_cost():
 
 def test_concat_with_no_parts_is_not_counted():
     assert cost("aten::cat", [[], []], ["c10::BFloat16", "Scalar"]) is None
-    assert cost("aten::cat", [[[]], []], ["c10::BFloat16", "Scalar"]) == OpCost(0.0, 2.0 * 1 * 2, None, False)  # one 0-d part: 1 element read and written
+    # one 0-d part: 1 element read and written
+    assert cost("aten::cat", [[[]], []], ["c10::BFloat16", "Scalar"]) == OpCost(0.0, 2.0 * 1 * 2, None, False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -647,8 +651,8 @@ def test_addbmm_sums_the_batch_into_one_output():
 
 def test_addmm_activation_is_an_addmm():
     # bias [4], a [8, 16], b [16, 4]: 1024 + 32 FLOPs; bytes (128 + 64 + 32 + 4) · 2.
-    assert cost("aten::_addmm_activation", [[4], [8, 16], [16, 4], [], [], []], [BF, BF, BF, "Scalar", "Scalar", "Scalar"]) \
-        == OpCost(1056.0, 456.0, "bf16", True)
+    assert cost("aten::_addmm_activation", [[4], [8, 16], [16, 4], [], [], []],
+                [BF, BF, BF, "Scalar", "Scalar", "Scalar"]) == OpCost(1056.0, 456.0, "bf16", True)
 
 
 def test_linear_with_and_without_bias():
@@ -679,7 +683,8 @@ def test_pointwise_costs():
     # The mask is read as bool; the output has self's dtype.
     assert cost("aten::masked_fill", [[4, 8], [4, 8], []], [BF, "bool", "Scalar"]) == \
         OpCost(32.0, 64.0 + 32 + 64, "fp32", False)
-    assert cost("aten::where", [[4, 8], [4, 8], [4, 8]], ["bool", BF, BF]) == OpCost(32.0, 32.0 + 3 * 64, "fp32", False)  # cond, x, y read; out written
+    # cond, x, y read; out written
+    assert cost("aten::where", [[4, 8], [4, 8], [4, 8]], ["bool", BF, BF]) == OpCost(32.0, 32.0 + 3 * 64, "fp32", False)
 
 
 def test_pointwise_on_integer_tensors_writes_at_the_first_input_size():
@@ -853,8 +858,8 @@ def test_equal_calls_sum_their_kernel_time(tmp_path: Path) -> None:
 
 
 def test_a_block_without_counted_ops_says_why(tmp_path: Path) -> None:
-    """Two blocks (mm → softmax → mm); only the first's first mm has recorded shapes (counted: 48 FLOPs). Shapes exist in
-    the trace, so the second block's reason is "no formula" (not "no shapes", and never empty)."""
+    """Two blocks (mm → softmax → mm); only the first's first mm has recorded shapes (counted: 48 FLOPs). Shapes
+    exist in the trace, so the second block's reason is "no formula" (not "no shapes", and never empty)."""
     b = TraceBuilder()
     b.annotation("layer0.attention", 0, 100)
     with_dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], [BF, BF])
@@ -872,8 +877,9 @@ def test_a_block_without_counted_ops_says_why(tmp_path: Path) -> None:
 
 
 def _two_fp32_products(b: TraceBuilder) -> None:
-    """A block (mm → softmax → mm) whose two mm calls have fp32 inputs ([2,3]·[3,4], then [2,4]·[4,5]), each launching one GEMM
-    kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax kernel."""
+    """A block (mm → softmax → mm) whose two mm calls have fp32 inputs ([2,3]·[3,4], then [2,4]·[4,5]), each
+    launching one GEMM kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax
+    kernel."""
     b.annotation("layer0.attention", 0, 200)
     with_dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], ["float", "float"])
     b.launch(GEMM, 11, 1, 1000, 20)

@@ -70,7 +70,8 @@ def _launch_hints(res) -> list[str]:
 
 
 def _capture_then_replays(b: TraceBuilder, layers: int, replays: int, t0: float = 0.0) -> list[list[tuple]]:
-    """A capture of ``layers`` attention modules, then ``replays`` graph launches of it; returns each replay's kernels."""
+    """A capture of ``layers`` attention modules, then ``replays`` graph launches of it; returns each replay's
+    kernels."""
     t = capture(b, t0, layers)
     out = []
     for r in range(replays):
@@ -521,7 +522,8 @@ def _capture_and_two_replays() -> Trace:
     Attention module (host 1, 100..130) around a bmm (2, 101..109, inputs X2) and a softmax (3, 110..118), whose
     launches at 102 and 111 record kernels "gemm" and "soft"; an eager mul (4, at 300). Then two graph launches,
     at 1000 (corr 8: gemm 1010, soft 1021) and 1030 (corr 11: gemm 1050, soft 1061), and one device event with
-    no call (corr 20). The replayed kernels carry external ids (3, 4) that the re-pointing clears. Sequence numbers on ops 0, 2, 3, 4 (7..10, forward threads 70..100)."""
+    no call (corr 20). The replayed kernels carry external ids (3, 4) that the re-pointing clears. Sequence numbers
+    on ops 0, 2, 3, 4 (7..10, forward threads 70..100)."""
     host = [_h(OP, "aten::add", 0, 5), _h(MODULE, "nn.Module: Attention_0", 100, 30), _h(OP, "aten::bmm", 101, 8),
             _h(OP, "aten::_softmax", 110, 8), _h(OP, "aten::mul", 300, 5)]
     runtime = [_rtc("cudaLaunchKernel", 1, 1, 5), _rtc("hipLaunchKernel", 102, 2, 6, "gemm"),

@@ -1090,8 +1090,9 @@ def test_a_hints_share_in_its_evidence_is_the_share_its_message_prints(rel: str)
 
 
 def _two_fp32_products(b: TraceBuilder) -> None:
-    """A block (mm → softmax → mm) whose two mm calls have fp32 inputs ([2,3]·[3,4], then [2,4]·[4,5]), each launching one GEMM
-    kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax kernel."""
+    """A block (mm → softmax → mm) whose two mm calls have fp32 inputs ([2,3]·[3,4], then [2,4]·[4,5]), each
+    launching one GEMM kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax
+    kernel."""
     b.annotation("layer0.attention", 0, 200)
     with_dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], ["float", "float"])
     b.launch(GEMM, 11, 1, 1000, 20)
@@ -1163,8 +1164,8 @@ def test_shared_kernels_with_equal_double_counts_are_listed_by_name() -> None:
 
 
 def test_the_launch_bound_hint_gives_the_mean_kernel_time_to_the_ns(tmp_path: Path) -> None:
-    """tests/support/builders.py's attention_block: 6 device events, 31 µs busy in a 136 µs span (launch-bound). The hint's mean
-    kernel time is 31/6 = 5.1666… µs, given to the ns: 5.167."""
+    """tests/support/builders.py's attention_block: 6 device events, 31 µs busy in a 136 µs span (launch-bound).
+    The hint's mean kernel time is 31/6 = 5.1666… µs, given to the ns: 5.167."""
     from support.builders import attention_block
     b = TraceBuilder()
     attention_block(b, 10)
@@ -1188,8 +1189,8 @@ def test_input_dims_that_are_not_a_list_are_none_for_the_hints() -> None:
 # Concrete inputs read for the cat axis, and none when they are not a list
 
 def _inputs(concrete: bytes) -> _Inputs:
-    rec = OpInputs(dims=orjson.dumps([[[1, 8, 16, 64], [1, 8, 1, 64]], []]), types=orjson.dumps(["TensorList", "Scalar"]),
-                   concrete=concrete)
+    rec = OpInputs(dims=orjson.dumps([[[1, 8, 16, 64], [1, 8, 1, 64]], []]),
+                   types=orjson.dumps(["TensorList", "Scalar"]), concrete=concrete)
     return _Inputs(SimpleNamespace(op_inputs={0: rec}))
 
 

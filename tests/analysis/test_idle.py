@@ -243,7 +243,8 @@ def _walk(events: list[dict], name: str, nth: int) -> dict[str, float]:
     first_call: dict[int, dict] = {}
     for e in calls:
         first_call.setdefault(e["args"].get("correlation"), e)
-    mine_corr = {e["args"]["correlation"] for e in calls if e["tid"] == tid and h0 <= e["ts"] <= e["ts"] + e["dur"] <= h1}
+    mine_corr = {e["args"]["correlation"] for e in calls
+                 if e["tid"] == tid and h0 <= e["ts"] <= e["ts"] + e["dur"] <= h1}
     dev = [e for e in events if e.get("cat") in DEVICE_CATS]
     mine = sorted((e for e in dev if e["args"].get("correlation") in mine_corr), key=lambda e: e["ts"])
     d0, d1 = mine[0]["ts"], max(e["ts"] + e["dur"] for e in mine)
@@ -257,7 +258,8 @@ def _walk(events: list[dict], name: str, nth: int) -> dict[str, float]:
         if e["dur"] <= 0:
             continue
         if e["ts"] > cur:
-            issued = min(first_call[x["args"]["correlation"]]["ts"] for x in mine if x["ts"] == e["ts"] and x["dur"] > 0)
+            issued = min(first_call[x["args"]["correlation"]]["ts"] for x in mine
+                         if x["ts"] == e["ts"] and x["dur"] > 0)
             cut = min(max(issued, cur), e["ts"])
             s = _held(holds, cur, cut)
             out["sync"] += s

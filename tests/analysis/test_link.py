@@ -63,8 +63,10 @@ def test_each_launch_links_to_the_innermost_host_event_around_it(seed: int) -> N
 @pytest.mark.parametrize("seed", range(10))
 def test_host_order_is_one_sort_on_thread_ts_longest_first_kind(seed: int) -> None:
     rng = random.Random(seed)
-    host = [HostEvent(rng.choice((MODULE, ANNOTATION, OP)), "x", rng.randrange(3), rng.randrange(30), rng.randrange(4), 0)
-            for _ in range(500)]  # few distinct values: ties of every kind, runs of them anywhere
+    # few distinct values: ties of every kind, runs of them anywhere
+    host = [HostEvent(rng.choice((MODULE, ANNOTATION, OP)), "x", rng.randrange(3), rng.randrange(30),
+                      rng.randrange(4), 0)
+            for _ in range(500)]
     expected = sorted(range(len(host)), key=lambda i: (host[i].thread, host[i].ts, -host[i].dur, host[i].kind))
     assert host_order(host) == expected
     assert host_order([]) == [] and host_order(host[:1]) == [0]
@@ -75,7 +77,8 @@ def test_kernels_without_a_launch_link_to_the_first_op_with_their_external_id(se
     """A kernel whose correlation id matches no runtime call links by External id (when the trace's ids are
     trusted) to the first op or annotation carrying it, never a module; else it stays unlinked. Brute force."""
     rng = random.Random(seed)
-    host = [HostEvent(rng.choice((MODULE, ANNOTATION, OP, OP)), f"op{i}", 0, 10 * i, 5, rng.choice((0, 0, *range(1, 30))))
+    host = [HostEvent(rng.choice((MODULE, ANNOTATION, OP, OP)), f"op{i}", 0, 10 * i, 5,
+                      rng.choice((0, 0, *range(1, 30))))
             for i in range(200)]
     tr = Trace(info=TraceInfo(source="random"), threads=[(1, 1)], streams=[(0, 7)], host=host)
     for k in range(80):
@@ -83,7 +86,8 @@ def test_kernels_without_a_launch_link_to_the_first_op_with_their_external_id(se
         if launched:
             tr.runtime.append(RuntimeEvent("cudaLaunchKernel", 0, 10 * k + 1, 1, 1000 + k, 0))
         ext = rng.choice((0, 0, *range(1, 40), -3))  # ids no op carries among them; 1000 + k is never an id here
-        tr.device.append(DeviceEvent(KERNEL, f"kernel{k}", 0, 5000 + 10 * k, 5, 1000 + k if launched else 5000 + k, ext))
+        tr.device.append(DeviceEvent(KERNEL, f"kernel{k}", 0, 5000 + 10 * k, 5,
+                                     1000 + k if launched else 5000 + k, ext))
     links = link(tr)
     assert links.external_ids_trusted  # (no kernel's External id equals its correlation id)
     for j, d in enumerate(tr.device):

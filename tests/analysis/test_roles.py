@@ -353,8 +353,9 @@ BF = "c10::BFloat16"
 
 
 def _two_fp32_products(b: TraceBuilder) -> None:
-    """A block (mm → softmax → mm) whose two mm calls have fp32 inputs ([2,3]·[3,4], then [2,4]·[4,5]), each launching one GEMM
-    kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax kernel."""
+    """A block (mm → softmax → mm) whose two mm calls have fp32 inputs ([2,3]·[3,4], then [2,4]·[4,5]), each
+    launching one GEMM kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax
+    kernel."""
     b.annotation("layer0.attention", 0, 200)
     with_dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], ["float", "float"])
     b.launch(GEMM, 11, 1, 1000, 20)

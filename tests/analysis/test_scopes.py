@@ -403,8 +403,9 @@ def test_a_fused_kernel_block_takes_its_place_in_time(tmp_path: Path, replay_fir
 
 
 def test_a_step_holding_attention_ops_directly_is_no_block_under_any_scope(tmp_path: Path) -> None:
-    """tests/support/builders.py's attention_block's ops with ProfilerStep#1 itself as their only range, under scope ".": the
-    step is the innermost range around them, yet never a block; the eager pattern finds the call instead."""
+    """tests/support/builders.py's attention_block's ops with ProfilerStep#1 itself as their only range, under
+    scope ".": the step is the innermost range around them, yet never a block; the eager pattern finds the call
+    instead."""
     from support.builders import attention_block
     b = TraceBuilder()
     attention_block(b, 10, name="ProfilerStep#1")

@@ -101,8 +101,10 @@ BIG = "1" + "0" * 400  # 10**400
       "args": {"Bytes": 64, "Device Type": "Infinity"}}, "malformed [memory] event"),
     ({"ph": "i", "name": "[memory]", "pid": CPU_PID, "tid": 1, "ts": "1e400", "args": {"Bytes": 64}},
      "ts out of range"),
-    ({"ph": "s", "cat": "fwdbwd", "name": "fwdbwd", "id": "inf", "pid": CPU_PID, "tid": 1, "ts": 1}, "bad fwdbwd flow id"),
-    ({"ph": "f", "cat": "fwdbwd", "name": "fwdbwd", "id": 1, "pid": CPU_PID, "tid": 1, "ts": "1e400"}, "ts out of range"),
+    ({"ph": "s", "cat": "fwdbwd", "name": "fwdbwd", "id": "inf", "pid": CPU_PID, "tid": 1, "ts": 1},
+     "bad fwdbwd flow id"),
+    ({"ph": "f", "cat": "fwdbwd", "name": "fwdbwd", "id": 1, "pid": CPU_PID, "tid": 1, "ts": "1e400"},
+     "ts out of range"),
 ])
 def test_non_finite_or_huge_numbers_are_dropped_and_counted(tmp_path, bad, reason):
     doc = _one_block()

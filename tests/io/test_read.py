@@ -107,7 +107,8 @@ def test_a_batch_with_an_odd_event_decodes_the_others_as_they_are_spelled():
     good = [{"ph": "X", "cat": "cpu_op", "name": f"aten::mm{i}", "ts": i, "dur": 1,
              "args": {"Input Dims": [[2, i], [i, 3]], "Input type": ["float", "float"], "External id": i}}
             for i in range(1, 6)]
-    odd = {"ph": "X", "cat": "cpu_op", "name": "odd", "ts": 7, "dur": 1, "args": {"Input Dims": [[1, 1]], "correlation": [1]}}
+    odd = {"ph": "X", "cat": "cpu_op", "name": "odd", "ts": 7, "dur": 1,
+           "args": {"Input Dims": [[1, 1]], "correlation": [1]}}
     huge = {"ph": "X", "cat": "cpu_op", "name": "huge", "ts": 1, "dur": 1, "id": 2**70}
     alone = [decode_events(json.dumps([e], indent=1).encode())[0][0] for e in good]
     events, dropped = decode_events(json.dumps(good[:2] + [odd] + good[2:] + [huge], indent=1).encode())

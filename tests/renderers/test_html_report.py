@@ -338,7 +338,8 @@ WATERFALL_JS = """const svg = document.querySelector('svg.waterfall'), sb = svg.
         zigzags: svg.querySelectorAll('.zigzag').length,
         caption: (document.querySelector('.caption') || {}).textContent || '',
         ticks: Array.from(svg.querySelectorAll('text[data-tick]')).map(t => { const b = t.getBoundingClientRect();
-            return {v: +t.dataset.tick, text: t.textContent, y: +t.getAttribute('y') - 4, box: [b.left, b.right, b.top, b.bottom]}; }),
+            return {v: +t.dataset.tick, text: t.textContent, y: +t.getAttribute('y') - 4,
+                box: [b.left, b.right, b.top, b.bottom]}; }),
         bars: Array.from(svg.querySelectorAll('rect')).map(r => ({label: r.dataset.label,
             us: r.dataset.us === undefined ? null : +r.dataset.us,
             delta: r.dataset.delta === undefined ? null : +r.dataset.delta, sign: r.dataset.sign || null,
@@ -477,7 +478,8 @@ def test_roofline_table_per_block_kind(browser, tmp_path):
         cs, ms = flops / 989.4e12, nbytes / 3350e9
         _, count, f, tf, gb, roof, bound, timed = rows[kind]
         assert int(count) == n and float(f) == flops
-        assert float(tf) == pytest.approx(flops / t / 1e12, rel=1e-3) and float(gb) == pytest.approx(nbytes / t / 1e9, rel=1e-3)
+        assert float(tf) == pytest.approx(flops / t / 1e12, rel=1e-3)
+        assert float(gb) == pytest.approx(nbytes / t / 1e9, rel=1e-3)
         assert float(roof) == pytest.approx(100 * max(cs, ms) / t, abs=0.02)
         assert bound == ("compute" if cs >= ms else "memory")
         assert float(timed) == pytest.approx(21 / 31, rel=1e-3)
@@ -533,8 +535,8 @@ def test_run_view_shows_idle(browser, tmp_path):
     report(root, "-o", tmp_path / "s.html")
     open_page(browser, tmp_path / "s.html")
     js(browser, "document.querySelector('tr[data-run=\"fast_128\"]').click()")
-    run = next(r for r in json.loads(js(browser, "return document.getElementById('tk-data').textContent"))["result"]["runs"]
-               if r["name"] == "fast_128")
+    data = json.loads(js(browser, "return document.getElementById('tk-data').textContent"))
+    run = next(r for r in data["result"]["runs"] if r["name"] == "fast_128")
     check_idle(segments(browser, '.detail [data-section="By block kind"] .bars'), {"layer*.attention": 3},
                causes_of(run["blocks"], "kind"))
     assert js(browser, "return document.querySelectorAll('.detail line.idle').length") == 1 + 3

@@ -117,8 +117,10 @@ def test_every_h200_trace_fits_80_100_and_160_columns_in_every_grouping(run):
 
 
 @requires_h200
-@pytest.mark.parametrize("pair", [("sweep/eager_4096", "sweep/sdpa_4096"), ("sweep/eager_512", "sweep/sdpa-flash_512"),
-                                  ("sparse/eager_4096", "sparse/sparse_4096"), ("sweep/linear_2048", "sweep/quantized_2048")])
+@pytest.mark.parametrize("pair", [("sweep/eager_4096", "sweep/sdpa_4096"),
+                                  ("sweep/eager_512", "sweep/sdpa-flash_512"),
+                                  ("sparse/eager_4096", "sparse/sparse_4096"),
+                                  ("sweep/linear_2048", "sweep/quantized_2048")])
 def test_a_diff_of_two_h200_traces_fits_and_keeps_one_unit_per_column(pair):
     d = diff_attributions(_result(H200 / pair[0]), _result(H200 / pair[1])).check()
     for width in WIDTHS:
@@ -137,7 +139,8 @@ def test_the_issue_example_no_longer_mixes_units_or_overflows():
     block_table = _columns(text)[0]
     units = [{m.group(1) for cell in col for m in TIME.finditer(cell)} for col in block_table]
     assert all(len(u) <= 1 for u in units) and {"ms"} in units
-    assert any("31.85 ms" in c for col in block_table for c in col)  # elementwise, beside an empty fused-attention column
+    # elementwise, beside an empty fused-attention column
+    assert any("31.85 ms" in c for col in block_table for c in col)
 
 
 @requires_h200
@@ -271,7 +274,8 @@ KEEPS = [
     ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::(anonymous "
      "namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::"
      "{lambda()#12}::operator()() const::{lambda(c10::BFloat16, bool)#1}>(at::TensorIteratorBase&, at::native::"
-     "(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{l", 50, "masked_fill_kernel"),
+     "(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{l", 50,
+     "masked_fill_kernel"),
     ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::"
      "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#12}::"
      "operator()() const::{lambda(c10::BFloat16)#1}>(at::TensorIteratorBase&, at::native::direct_copy_kernel_cuda("
@@ -344,6 +348,7 @@ def test_json_keeps_the_full_kernel_name():
     res = _result(H200 / "sweep" / "eager_4096")
     doc = json.loads(JSONRenderer().render(res))
     # the library stores names through its one normaliser (void, at::native:: and anonymous namespaces dropped)
-    full = [compact_kernel_name(n) for n in _kernel_names() if "MulFunctor<float> >, std::array" in n and "BFloat16" in n]
+    full = [compact_kernel_name(n) for n in _kernel_names()
+            if "MulFunctor<float> >, std::array" in n and "BFloat16" in n]
     names = {k["name"] for k in doc["top_kernels"]}
     assert full and set(full) <= names and all(len(n) > 200 for n in full)

@@ -90,7 +90,8 @@ def test_peak_memory_is_the_largest_total_at_an_allocation_inside_blocks(tmp_pat
     assert "peak 105.0 MB → 101.0 MB (-4.0 MB)" in text
     assert "memory allocated inside blocks" not in text  # the old wording read like a peak
     out = _json(r)["alloc"]
-    assert (out["before_peak_bytes"], out["after_peak_bytes"], out["delta_peak_bytes"]) == (105 * MIB, 101 * MIB, -4 * MIB)
+    peak_bytes = (out["before_peak_bytes"], out["after_peak_bytes"], out["delta_peak_bytes"])
+    assert peak_bytes == (105 * MIB, 101 * MIB, -4 * MIB)
     assert out["before_bytes"] == 7 * MIB
     assert "peak 105.0 MB → 101.0 MB" in MarkdownRenderer().render(r)
 

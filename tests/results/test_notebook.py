@@ -203,6 +203,7 @@ def test_repr_html_escapes_hostile_names(hand):
 @pytest.mark.slow
 def test_import_tracekit_and_the_api_never_load_pandas():
     code = ("import sys, tracekit; tracekit.analyze; tracekit.diff; tracekit.Attribution; "
-            "import tracekit.results.notebook, tracekit.analysis.compare; assert 'pandas' not in sys.modules, 'pandas loaded'")
+            "import tracekit.results.notebook, tracekit.analysis.compare; "
+            "assert 'pandas' not in sys.modules, 'pandas loaded'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT),
                    "PATH": "/usr/bin:/bin"})

@@ -66,9 +66,10 @@ def _flat(rows) -> list[float]:
 
 
 def test_kernels_gaps_and_host_spans_are_where_the_trace_put_them(steps):
-    """Step 3's blocks start at t0 = 901 and 1101 µs (step 3 opens at 200 + 50 + 600 + 50 = 900) (the trace's first event is at 0): each has six device events
-    at t0 + KERNELS, idle gaps filling its window between them (105 µs in all: 100 before the first kernel, five
-    of 1 µs), and a host span, its 60 µs annotation, on the one host thread."""
+    """Step 3's blocks start at t0 = 901 and 1101 µs (step 3 opens at 200 + 50 + 600 + 50 = 900) (the trace's
+    first event is at 0): each has six device events at t0 + KERNELS, idle gaps filling its window between them
+    (105 µs in all: 100 before the first kernel, five of 1 µs), and a host span, its 60 µs annotation, on the one
+    host thread."""
     result, starts = steps
     t = tl.timeline(result)
     t0s = [starts[(3, 0)], starts[(3, 1)]]

@@ -232,7 +232,8 @@ def test_importing_tracekit_loads_no_dask() -> None:
     """The extra is imported only when --dask is given: not by the package, the CLI or the readers."""
     import subprocess
 
-    code = ("import sys, tracekit, tracekit.cli, tracekit.run.inputs, tracekit.analysis.attribute, tracekit.analysis.compare, tracekit.results.ranks; "
+    code = ("import sys, tracekit, tracekit.cli, tracekit.run.inputs, tracekit.analysis.attribute, "
+            "tracekit.analysis.compare, tracekit.results.ranks; "
             "tracekit.analyze; bad = [m for m in ('dask', 'distributed', 'fsspec') if m in sys.modules]; "
             "sys.exit(str(bad) if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -522,7 +522,8 @@ def test_help_imports_neither_the_analysis_nor_heavy_modules():
     mods = set(proc.stdout.split())
     assert "tracekit.cli" in mods
     heavy = {"torch", "tensorboard", "pandas", "dask", "numpy", "msgspec", "orjson", "concurrent.futures",
-             "tracekit.analysis.attribute", "tracekit.analysis.compare", "tracekit.renderers", "tracekit.io.load", "tracekit.run.inputs"}
+             "tracekit.analysis.attribute", "tracekit.analysis.compare", "tracekit.renderers", "tracekit.io.load",
+             "tracekit.run.inputs"}
     assert not heavy & mods, sorted(heavy & mods)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # tests/suites/test_style.py -> the repository
 PACKAGE = ROOT / "tracekit"
 OVER = 10  # a function above this many paths counts as complex (radon's grade C and worse)
 MAX_SHARE = 0.08  # at most this share of the package's functions and methods are complex

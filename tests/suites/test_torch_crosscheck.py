@@ -110,7 +110,8 @@ def test_backward_pass_joins_its_forward_block(tmp_path):
         o.sum().backward()
     prof.export_chrome_trace(str(path))
     res = analyze(path).check()
-    assert [(b.name, b.phase) for b in res.blocks] == [("layer0.attention", "forward"), ("layer0.attention", "backward")]
+    assert [(b.name, b.phase) for b in res.blocks] == [("layer0.attention", "forward"),
+                                                        ("layer0.attention", "backward")]
     fwd, bwd = res.blocks
     assert bwd.categories["matmul"] > 0  # BmmBackward0's bmm calls
     assert bwd.categories["softmax"] > 0  # aten::_softmax_backward_data

@@ -83,7 +83,8 @@ def attention_block(b: TraceBuilder, t0: float, name="layer0.attention", ext_lin
 
     Device: bmm 10 µs, softmax 5 µs, div 2 µs (elementwise), copy 3 µs (memory), bmm 10 µs,
     plus a cuBLAS workspace memset (1 µs) launched by aten::bmm → memory (a fill). Gaps: 1 µs idle each.
-    Busy 31 µs: matmul 20, softmax 5, elementwise 2, memory 4. Device span 36 µs (five 1-µs gaps); the block's span, host and device, 136 µs.
+    Busy 31 µs: matmul 20, softmax 5, elementwise 2, memory 4. Device span 36 µs (five 1-µs gaps); the block's span,
+    host and device, 136 µs.
     """
     b.annotation(name, t0, 60)
     k = t0 + 100  # device work runs later than the host side, as it does on real GPUs

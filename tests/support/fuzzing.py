@@ -21,6 +21,7 @@ import re
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -85,7 +86,8 @@ def slices(doc: Any, anchors: int = 3, max_events: int = MAX_EVENTS) -> list[dic
             if isinstance(args, dict) and isinstance(args.get("correlation"), (int, str)):
                 keep.update(by_corr.get(args["correlation"], ())[:4])
         t_host = times[-1]
-        enclosing = [i for _, i in timed if evs[i].get("cat") in _HOST_CATS and (d := _num(evs[i].get("dur"))) is not None
+        enclosing = [i for _, i in timed
+                     if evs[i].get("cat") in _HOST_CATS and (d := _num(evs[i].get("dur"))) is not None
                      and (t := _num(evs[i]["ts"])) is not None and t <= t_host <= t + d]
         keep.update(enclosing[:40])
         keep.update(meta)
@@ -242,6 +244,120 @@ def _event_index(draw: st.DrawFn, evs: list[Any]) -> int:
     return draw(st.integers(min_value=0, max_value=len(evs) - 1))
 
 
+# Each structural mutation: (draw, doc, evs, i, values) -> what it did, or None when it did nothing (a
+# non-dict ``args`` it cannot write into, a key that was not there). ``evs`` is passed beside ``doc`` because a
+# mutation edits the event list in place, and ``i`` is the event it lands on (drawn once, before the mutation).
+_Mutation = Callable[[st.DrawFn, dict, list[Any], int, st.SearchStrategy[Any]], str | None]
+
+
+def _mutate_numeric(draw: st.DrawFn, doc: dict, evs: list[Any], i: int, values: st.SearchStrategy[Any]) -> str | None:
+    """One of the fields tracekit turns into numbers gets a number-like adversarial value."""
+    ev = evs[i]
+    k = draw(st.sampled_from(NUMERIC_KEYS))
+    v = draw(numeric_values())
+    where = ev if k in TOP_KEYS else ev.setdefault("args", {})
+    if not isinstance(where, dict):
+        return None
+    where[k] = v
+    return f"event {i}: {k} = {v!r:.80}"
+
+
+def _mutate_deep(draw: st.DrawFn, doc: dict, evs: list[Any], i: int, values: st.SearchStrategy[Any]) -> str | None:
+    """An argument becomes a deeply nested list/dict (around the decoders' recursion limits)."""
+    k = draw(st.sampled_from(["Input Dims", "Input dims", "never_read", "correlation", "Bytes"]))
+    v = draw(st.builds(deep, st.sampled_from([299, 300, 999, 1000, 1100]), st.sampled_from(["list", "dict"])))
+    args = evs[i].setdefault("args", {})
+    if not isinstance(args, dict):
+        return None
+    args[k] = v
+    return f"event {i}: args[{k!r}] = {v!r}"
+
+
+def _mutate_set(draw: st.DrawFn, doc: dict, evs: list[Any], i: int, values: st.SearchStrategy[Any]) -> str | None:
+    k, v = draw(st.sampled_from(TOP_KEYS)), draw(values)
+    evs[i][k] = v
+    return f"event {i}: {k} = {v!r:.80}"
+
+
+def _mutate_set_arg(draw: st.DrawFn, doc: dict, evs: list[Any], i: int, values: st.SearchStrategy[Any]) -> str | None:
+    args = evs[i].setdefault("args", {})
+    if not isinstance(args, dict):
+        return None
+    k = draw(st.sampled_from(sorted(set(ARG_KEYS) | set(args))))
+    v = draw(values)
+    args[k] = v
+    return f"event {i}: args[{k!r}] = {v!r:.80}"
+
+
+def _mutate_delete(draw: st.DrawFn, doc: dict, evs: list[Any], i: int, values: st.SearchStrategy[Any]) -> str | None:
+    ev = evs[i]
+    k = draw(st.sampled_from(DELETABLE))
+    where = ev.get("args") if k in ("correlation", "External id") else ev
+    if isinstance(where, dict) and where.pop(k, None) is not None:
+        return f"event {i}: del {k}"
+    return None
+
+
+def _mutate_cat(draw: st.DrawFn, doc: dict, evs: list[Any], i: int, values: st.SearchStrategy[Any]) -> str | None:
+    ev = evs[i]
+    ev["cat"] = draw(st.sampled_from(CATS))
+    return f"event {i}: cat = {ev['cat']!r}"
+
+
+def _mutate_name(draw: st.DrawFn, doc: dict, evs: list[Any], i: int, values: st.SearchStrategy[Any]) -> str | None:
+    ev = evs[i]
+    ev["name"] = draw(st.one_of(st.sampled_from(NAMES), hostile_names()))
+    return f"event {i}: name = {ev['name']!r}"
+
+
+def _mutate_duplicate(draw: st.DrawFn, doc: dict, evs: list[Any], i: int, values: st.SearchStrategy[Any]) -> str | None:
+    n = draw(st.integers(min_value=1, max_value=3))
+    evs[i:i] = [evs[i]] * n
+    return f"event {i}: duplicated x{n}"
+
+
+def _mutate_shuffle(draw: st.DrawFn, doc: dict, evs: list[Any], i: int, values: st.SearchStrategy[Any]) -> str | None:
+    draw(st.randoms(use_true_random=False)).shuffle(evs)
+    return "shuffled events"
+
+
+def _mutate_truncate(draw: st.DrawFn, doc: dict, evs: list[Any], i: int, values: st.SearchStrategy[Any]) -> str | None:
+    del evs[i:]
+    return f"kept the first {i} events"
+
+
+def _mutate_drop(draw: st.DrawFn, doc: dict, evs: list[Any], i: int, values: st.SearchStrategy[Any]) -> str | None:
+    del evs[i]
+    return f"event {i}: deleted"
+
+
+def _mutate_insert_junk(draw: st.DrawFn, doc: dict, evs: list[Any], i: int,
+                        values: st.SearchStrategy[Any]) -> str | None:
+    junk: Any = draw(st.one_of(st.sampled_from([1, "x", None, [], [1, 2], True, {}]), values))
+    evs.insert(i, junk)
+    return f"event {i}: inserted {junk!r:.60}"
+
+
+def _mutate_header(draw: st.DrawFn, doc: dict, evs: list[Any], i: int, values: st.SearchStrategy[Any]) -> str | None:
+    k, v = draw(st.sampled_from(HEADER_KEYS)), draw(values)
+    doc[k] = v
+    return f"header {k} = {v!r:.80}"
+
+
+STRUCTURE_MUTATIONS: dict[str, _Mutation] = {
+    "numeric": _mutate_numeric, "set": _mutate_set, "set_arg": _mutate_set_arg, "deep": _mutate_deep,
+    "delete": _mutate_delete, "cat": _mutate_cat, "name": _mutate_name, "duplicate": _mutate_duplicate,
+    "shuffle": _mutate_shuffle, "truncate": _mutate_truncate, "drop": _mutate_drop,
+    "insert_junk": _mutate_insert_junk, "header": _mutate_header,
+}
+# What one step draws from ("numeric" three times: number parsing is where most input handling lives). Changing
+# this list changes which mutation a stored hypothesis example replays.
+_MUTATION_DRAW = ["numeric", "numeric", "numeric", "set", "set_arg", "deep", "delete", "cat", "name",
+                  "duplicate", "shuffle", "truncate", "drop", "insert_junk", "header"]
+# The mutations that write into the event itself, so they skip an event that is not a JSON object.
+_EVENT_FIELD_MUTATIONS = ("numeric", "set", "set_arg", "deep", "delete", "cat", "name")
+
+
 @st.composite
 def mutate_structure(draw: st.DrawFn, seed: tuple[str, dict]) -> tuple[dict, list[str]]:
     original = seed[1]
@@ -250,74 +366,15 @@ def mutate_structure(draw: st.DrawFn, seed: tuple[str, dict]) -> tuple[dict, lis
     ops: list[str] = []
     values = adversarial_values()
     for _ in range(draw(st.integers(min_value=1, max_value=4))):
-        op = draw(st.sampled_from(["numeric", "numeric", "numeric", "set", "set_arg", "deep", "delete", "cat", "name",
-                                   "duplicate", "shuffle", "truncate", "drop", "insert_junk", "header"]))
+        op = draw(st.sampled_from(_MUTATION_DRAW))
         if not evs:
             break
         i = draw(_event_index(evs))
-        ev = evs[i]
-        if op in ("numeric", "set", "set_arg", "deep", "delete", "cat", "name") and not isinstance(ev, dict):
+        if op in _EVENT_FIELD_MUTATIONS and not isinstance(evs[i], dict):
             continue
-        if op == "numeric":  # the fields tracekit turns into numbers
-            k = draw(st.sampled_from(NUMERIC_KEYS))
-            v = draw(numeric_values())
-            where = ev if k in TOP_KEYS else ev.setdefault("args", {})
-            if not isinstance(where, dict):
-                continue
-            where[k] = v
-            ops.append(f"event {i}: {k} = {v!r:.80}")
-        elif op == "deep":
-            k = draw(st.sampled_from(["Input Dims", "Input dims", "never_read", "correlation", "Bytes"]))
-            v = draw(st.builds(deep, st.sampled_from([299, 300, 999, 1000, 1100]), st.sampled_from(["list", "dict"])))
-            args = ev.setdefault("args", {})
-            if not isinstance(args, dict):
-                continue
-            args[k] = v
-            ops.append(f"event {i}: args[{k!r}] = {v!r}")
-        elif op == "set":
-            k, v = draw(st.sampled_from(TOP_KEYS)), draw(values)
-            ev[k] = v
-            ops.append(f"event {i}: {k} = {v!r:.80}")
-        elif op == "set_arg":
-            args = ev.setdefault("args", {})
-            if not isinstance(args, dict):
-                continue
-            k = draw(st.sampled_from(sorted(set(ARG_KEYS) | set(args))))
-            v = draw(values)
-            args[k] = v
-            ops.append(f"event {i}: args[{k!r}] = {v!r:.80}")
-        elif op == "delete":
-            k = draw(st.sampled_from(DELETABLE))
-            where = ev.get("args") if k in ("correlation", "External id") else ev
-            if isinstance(where, dict) and where.pop(k, None) is not None:
-                ops.append(f"event {i}: del {k}")
-        elif op == "cat":
-            ev["cat"] = draw(st.sampled_from(CATS))
-            ops.append(f"event {i}: cat = {ev['cat']!r}")
-        elif op == "name":
-            ev["name"] = draw(st.one_of(st.sampled_from(NAMES), hostile_names()))
-            ops.append(f"event {i}: name = {ev['name']!r}")
-        elif op == "duplicate":
-            n = draw(st.integers(min_value=1, max_value=3))
-            evs[i:i] = [ev] * n
-            ops.append(f"event {i}: duplicated x{n}")
-        elif op == "shuffle":
-            draw(st.randoms(use_true_random=False)).shuffle(evs)
-            ops.append("shuffled events")
-        elif op == "truncate":
-            del evs[i:]
-            ops.append(f"kept the first {i} events")
-        elif op == "drop":
-            del evs[i]
-            ops.append(f"event {i}: deleted")
-        elif op == "insert_junk":
-            junk: Any = draw(st.one_of(st.sampled_from([1, "x", None, [], [1, 2], True, {}]), values))
-            evs.insert(i, junk)
-            ops.append(f"event {i}: inserted {junk!r:.60}")
-        elif op == "header":
-            k, v = draw(st.sampled_from(HEADER_KEYS)), draw(values)
-            doc[k] = v
-            ops.append(f"header {k} = {v!r:.80}")
+        did = STRUCTURE_MUTATIONS[op](draw, doc, evs, i, values)
+        if did is not None:
+            ops.append(did)
     return doc, ops
 
 
@@ -422,7 +479,8 @@ def check_cli_output(code: int, out: str, err: str, fmt: str, what: str, gate: b
     assert "Traceback" not in err, f"traceback ({what})\n{err[-3000:]}"
     lines = [ln for ln in err.splitlines() if ln.strip()]
     if code == 1:
-        assert len(lines) == 1 and lines[0].startswith("Error: "), f"exit 1 without one Error: line ({what})\n{err[-2000:]}"
+        assert len(lines) == 1 and lines[0].startswith("Error: "), \
+            f"exit 1 without one Error: line ({what})\n{err[-2000:]}"
         assert out == "", f"exit 1 with output on stdout ({what})"
         return
     if code == 3:

@@ -2,8 +2,8 @@
 own profiler plugin (torch-tb-profiler) serving annotated copies in its trace view.
 
 The route is driven in-process (the plugin's WSGI app under werkzeug's test client): hand-built traces whose block
-times are known (tests/support/builders.py: a block at t0 spans t0..t0+136 µs), hostile run and file names, a logdir that
-must not change. TensorBoard itself runs for real (tests/tbplugin/test_plugin_server.py's ``tensorboard``) with
+times are known (tests/support/builders.py: a block at t0 spans t0..t0+136 µs), hostile run and file names, a logdir
+that must not change. TensorBoard itself runs for real (tests/tbplugin/test_plugin_server.py's ``tensorboard``) with
 torch-tb-profiler, whose loader takes ``<run>/<worker>[.<span>].pt.trace.json[.gz]``
 (``torch_tb_profiler.consts.WORKER_PATTERN``) and whose trace route, ``/data/plugin/pytorch_profiler/trace?run=
 &worker=&span=``, serves the file gzip-encoded (traces with device kernels get its GPU-metric counters appended).
@@ -325,7 +325,8 @@ def test_profiler_plugin_serves_the_tabs_annotated_copy(tmp_path: Path) -> None:
     t0 = time.perf_counter()
     made = _profiler_logdir(root, {"qwen": QWEN, "eager_4096": EAGER}, originals=True)
     with tensorboard(root, every_plugin=True, log=tmp_path / "tensorboard.log") as base:
-        if entry_point_installed():  # the tab's download (from the original's run) is the copy laid out for the profiler
+        # the tab's download (from the original's run) is the copy laid out for the profiler
+        if entry_point_installed():
             status, _, body = _fetch(f"{base}{TRACEKIT}/annotated?run=qwen.orig&file=worker0.pt.trace.json.gz")
             assert status == 200 and gzip.decompress(body) == gzip.decompress(made["qwen"][0].read_bytes())
         _wait_for_runs(base, {*made, *(f"{n}.orig" for n in made)}, 200)
@@ -365,5 +366,6 @@ def test_profiler_plugin_serves_every_annotated_trace(tmp_path: Path, shard: int
         loaded = time.perf_counter() - t0
         for name, (copy, original, res) in made.items():
             _check_served(_served(base, name), copy, original, res)
-    print(f"\nshard {shard}: {len(made)} annotated traces ({sum(f.stat().st_size for f in mine.values()) >> 10} KiB gz) "
+    kib = sum(f.stat().st_size for f in mine.values()) >> 10
+    print(f"\nshard {shard}: {len(made)} annotated traces ({kib} KiB gz) "
           f"loaded in {loaded:.1f} s, all served and checked in {time.perf_counter() - t0:.1f} s")

@@ -41,7 +41,8 @@ def test_entry_point_is_declared():
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory):
-    """run_a: two layers, run_b: one (31 µs busy per block, tests/support/builders.py), plus the H200 sweep's 32 runs."""
+    """run_a: two layers, run_b: one (31 µs busy per block, tests/support/builders.py), plus the H200 sweep's 32
+    runs."""
     root = tmp_path_factory.mktemp("logs")
     for name, layers in (("run_a", 2), ("run_b", 1)):
         (root / name).mkdir()
@@ -97,8 +98,9 @@ def test_listing_runs_and_reports(server, logdir):
     # With the entry point installed, `tensorboard` also loads torch-tb-profiler, which parses every trace in
     # background processes at start-up: on a 2-core machine our first analyses share the CPU with it.
     assert opened < (180 if entry_point_installed() else 60), opened
-    print(f"\n{2 + len(sweep)}-run logdir: listing + three reports in {opened:.2f} s "
-          f"({'tensorboard with every installed plugin' if entry_point_installed() else 'launcher, static plugins + tracekit'})")
+    served_by = ("tensorboard with every installed plugin" if entry_point_installed()
+                 else "launcher, static plugins + tracekit")
+    print(f"\n{2 + len(sweep)}-run logdir: listing + three reports in {opened:.2f} s ({served_by})")
 
     # The cache: a second look analyses nothing; a changed file is analysed again.
     analyses = json.loads(get(server, PREFIX + "/runs")[1])["analyses"]

@@ -95,7 +95,8 @@ def _builder(tables: _Tables) -> TraceBuilder:
     """A builder for one window that knows the threads and streams the parent knew when it sent it."""
     b = TraceBuilder(TraceInfo(source=""))
     threads, raw_threads, streams, raw_streams = tables
-    b.threads, b.raw_threads, b.streams, b.raw_streams = dict(threads), dict(raw_threads), dict(streams), dict(raw_streams)
+    b.threads, b.raw_threads = dict(threads), dict(raw_threads)
+    b.streams, b.raw_streams = dict(streams), dict(raw_streams)
     return b
 
 
