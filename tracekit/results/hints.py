@@ -34,6 +34,7 @@ class HintOverlap:
     shared_kernels: list[str]  # the kernels two or more count, costliest first
     busy_us: float  # the blocks' busy time: the denominator of union_pct
     union_pct: float | None
+    union_per_step_us: float | None = None  # the union in one step (the members' per-step basis); None unset
 
     def check(self) -> HintOverlap:
         """Raise InvariantError unless the union can be true: at most the sum and the blocks' time; returns self."""
@@ -46,6 +47,8 @@ class HintOverlap:
                f"HintOverlap {self.rules}: union {self.union_us} µs exceeds the sum {self.sum_us}")
         expect(self.union_us <= self.busy_us + n * _US_SLACK,
                f"HintOverlap {self.rules}: union {self.union_us} µs exceeds the blocks' time {self.busy_us}")
+        expect(self.union_per_step_us is None or self.union_per_step_us <= self.union_us + _US_SLACK,
+               f"HintOverlap {self.rules}: union {self.union_per_step_us} µs per step exceeds its total")
         expect(self.double_counted_us > 0 and bool(self.shared_kernels),
                f"HintOverlap {self.rules}: no time counted twice, so no overlap")
         expect((self.union_pct is None) == (self.busy_us <= 0) and (
@@ -69,6 +72,18 @@ class Hint:
     # empty when the saving is no kernels' time (launch-bound counts idle gaps) or there is no saving.
     counted: dict[KernelRow, float] = field(default_factory=dict, repr=False)
     overlap: HintOverlap | None = None  # the hints (this one among them) whose savings count the same kernels
+    # The headline figure: the saving in one step (µs), never more than ``step_attention_us``; None with no saving.
+    saving_per_step_us: float | None = None
+    # What saving_us covers and how the per-step figure was taken: "median of N steps" (each step's own share),
+    # or "whole trace over N steps" (saving_us / N) where some block lies outside every ProfilerStep.
+    steps: int = 1
+    per_step_basis: str = ""
+    # The per-step bound: the attention blocks' busy time in one step, on the same basis (launch-bound, whose
+    # saving is idle time inside the blocks: their span); None with no saving.
+    step_attention_us: float | None = None
+    # False: a busy-time saving on launch-bound blocks, which will not reach latency (the device waits on
+    # launches); True: the saving can reach latency (up to it); None with no saving.
+    reaches_latency: bool | None = None
 
     @property
     def saving_kernels(self) -> list[str]:
@@ -85,12 +100,29 @@ class Hint:
         expect(not self.counted or (self.saving_us is not None and abs(sum(self.counted.values()) - self.saving_us)
                                     <= _US_SLACK * (1 + len(self.counted))),
                f"hint {self.rule}: saving {self.saving_us} µs is not the counted kernel time")
+        self._check_per_step()
         if self.overlap is not None:
             expect(self.rule in self.overlap.rules, f"hint {self.rule}: its overlap {self.overlap.rules} omits it")
             expect(self.saving_us is not None and self.saving_us <= self.overlap.union_us + _US_SLACK,
                    f"hint {self.rule}: saving {self.saving_us} µs exceeds its overlap's union {self.overlap.union_us}")
             self.overlap.check()
         return self
+
+
+    def _check_per_step(self) -> None:
+        """A saving has its per-step figure, at most one step's attention time (the kernels it counts are part of
+        it) and at most the total over ``steps``: a per-step headline can never exceed what a step holds."""
+        if self.saving_us is None:
+            expect(self.saving_per_step_us is None, f"hint {self.rule}: a per-step saving without a saving")
+            return
+        per, bound = self.saving_per_step_us, self.step_attention_us
+        expect(per is not None and bound is not None and self.steps >= 1 and bool(self.per_step_basis),
+               f"hint {self.rule}: saving {self.saving_us} µs without its per-step figure and bound")
+        assert per is not None and bound is not None  # (for mypy: expect raised otherwise)
+        expect(0 <= per <= bound + _US_SLACK,
+               f"hint {self.rule}: saving {per} µs per step exceeds the step's attention time {bound} µs")
+        expect(per <= self.saving_us + _US_SLACK,
+               f"hint {self.rule}: saving {per} µs per step exceeds the total {self.saving_us} µs")
 
 
 @dataclass(slots=True, kw_only=True)
