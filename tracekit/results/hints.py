@@ -138,6 +138,9 @@ class GroupFacts:
     replayed_us: float = 0.0  # busy µs of the blocks' kernels that CUDA/HIP graph launches ran
     graph_modes: list[str] = field(default_factory=list)  # the graph modes (vocab.GraphMode) of the blocks' traces
     platforms: list[Platform] = field(default_factory=list)  # the GPUs of the blocks' traces (hardware.platform)
+    # ``kernels``' µs split by the owning block's ProfilerStep number (blocks outside every step: not here), so a
+    # hint's per-step saving is the very kernels' time in each step; summed over ranks like the rows.
+    step_us: dict[int, dict[KernelRow, float]] = field(default_factory=dict)
 
     def check(self) -> GroupFacts:
         """Raise InvariantError unless the counts can be true: a broken row would skew every share a rule computes.
@@ -153,7 +156,19 @@ class GroupFacts:
         for row, v in self.kernels.items():
             expect(len(v) == 2 and v[0] >= 0 and v[1] >= 0,
                    f"GroupFacts.kernels[{row!r}] is {v!r}, not [count >= 0, µs >= 0]")
+        self._check_steps()
         return self
+
+    def _check_steps(self) -> None:
+        """Each step's row times are rows of ``kernels``, and no row has more time in its steps than in all."""
+        in_steps: dict[KernelRow, float] = {}
+        for step, rows in self.step_us.items():
+            for row, us in rows.items():
+                expect(us >= 0 and row in self.kernels, f"GroupFacts.step_us[{step}][{row!r}] is {us!r}")
+                in_steps[row] = in_steps.get(row, 0.0) + us
+        for row, us in in_steps.items():
+            expect(us <= self.kernels[row][1] + _US_SLACK * (1 + len(self.step_us)),
+                   f"GroupFacts.step_us: {row!r} has {us} µs in its steps, {self.kernels[row][1]} in all")
 
 
 # (block kind, phase) -> facts; plain data so that it pickles from a worker process and merges by summing.
@@ -180,6 +195,10 @@ def merge_facts(parts: Iterable[HintFacts | None]) -> HintFacts | None:
             m.gemm_16bit += g.gemm_16bit
             m.gemm_fp32 += g.gemm_fp32
             m.replayed_us += g.replayed_us
+            for step, rows in g.step_us.items():
+                into = m.step_us.setdefault(step, {})
+                for row, us in rows.items():
+                    into[row] = into.get(row, 0.0) + us
             m.graph_modes = sorted(set(m.graph_modes) | set(g.graph_modes))
             m.platforms = sorted(set(m.platforms) | set(g.platforms))
     return out if seen else None

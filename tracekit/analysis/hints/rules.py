@@ -116,22 +116,44 @@ class Group:
         """The blocks' device waits on launches (vocab.is_launch_bound): busy-time savings will not reach latency."""
         return self.span_us > 0 and is_launch_bound(self.idle_us, self.span_us)
 
-    def per_step(self, us: float, idle: bool = False) -> float:
-        """``us`` of the group's busy time (``idle``: of its idle time) in one step, on the basis's terms: spread
-        over the steps as the group's own busy (idle) time is, then the median step's; or the whole trace's / N.
+    def per_step(self, us: float, idle: bool = False, counted: dict[KernelRow, float] | None = None) -> float:
+        """``us`` of the group's busy time (``idle``: of its idle time) in one step, on the basis's terms: each
+        step's part, then the median step's; or, where some block is outside every step, the whole trace's / N.
 
-        Each step's part is at most the group's time in that step, so the median is at most the median step's
-        attention time (the basis's bound)."""
+        A step's part is the ``counted`` kernel rows' time in that step (GroupFacts.step_us: the very kernels),
+        or, without per-step rows (hand-made facts) or for idle time, ``us`` spread as the group's own busy
+        (idle) time is over the steps. Either way it is at most the group's time in that step, so the median is
+        at most the median step's attention time (the basis's bound)."""
         b = self.basis
-        total = self.idle_us if idle else self.busy_us
         if not b.steps:
             return us / b.count
+        own = self._own_by_step(idle)
+        if counted and self.facts.step_us and not idle:
+            parts = self._counted_by_step(counted)
+            return median(min(own[s], parts.get(s, 0.0)) for s in b.steps)
+        total = self.idle_us if idle else self.busy_us
         if total <= 0:
             return 0.0
-        by = dict.fromkeys(b.steps, 0.0)
+        return median(min(v, us * v / total) for v in own.values())
+
+    def _own_by_step(self, idle: bool) -> dict[int, float]:
+        """The group's busy (``idle``: idle) time in each step of the basis, from its blocks."""
+        by = dict.fromkeys(self.basis.steps, 0.0)
         for blk in self.blocks:
             by[blk.step] += blk.idle_us if idle else blk.total_us  # type: ignore[index]
-        return median(min(v, us * v / total) for v in by.values())
+        return by
+
+    def _counted_by_step(self, counted: dict[KernelRow, float]) -> dict[int, float]:
+        """Each step's part of the counted time: per row, its time in the step times the share the hint counts of
+        the row (all of it, or an estimate's part)."""
+        out: dict[int, float] = {}
+        for step, rows in self.facts.step_us.items():
+            part = 0.0
+            for row, us in counted.items():
+                whole = self.facts.kernels.get(row, (0, 0.0))[1]
+                part += us * rows.get(row, 0.0) / whole if whole > 0 else 0.0
+            out[step] = part
+        return out
 
 
 
@@ -186,13 +208,14 @@ def _hint(rule: HintRule, g: Group, message: str, evidence: dict[str, Any], savi
                 evidence=evidence, saving_us=_r(saving_us),
                 saving_pct=round(100 * saving_us / den, 1) if den > 0 else None,
                 saving_basis=basis, counted=dict(counted or {}),
-                saving_per_step_us=_r(g.per_step(saving_us, idle)), steps=g.basis.count, per_step_basis=g.basis.label,
+                saving_per_step_us=_r(g.per_step(saving_us, idle, counted)), steps=g.basis.count,
+                per_step_basis=g.basis.label,
                 step_attention_us=_r(g.basis.span_us if idle else g.basis.busy_us), reaches_latency=reaches).check()
 
 
-def _ps(g: Group, us: float) -> str:
-    """``us`` of the group's busy time as one step's, for a message: "1.2 ms per step"."""
-    return f"{_t(g.per_step(us))} per step"
+def _ps(g: Group, rows: Sequence[tuple[str, str, str, str, int, float]]) -> str:
+    """These rows' time in one step (Group.per_step), for a message: "1.2 ms per step"."""
+    return f"{_t(g.per_step(_us(rows), counted=_full(rows)))} per step"
 
 
 def _eager_softmax(g: Group, rule: HintRule) -> Hint | None:
@@ -206,7 +229,7 @@ def _eager_softmax(g: Group, rule: HintRule) -> Hint | None:
         return None
     advice = advise(AdviceTopic.FUSED_SDPA, g.facts.platforms)
     return _hint(rule, g, f"{g.label}: eager softmax + mask/scale kernels are {100 * share:.1f}% of busy time "
-                          f"({_ps(g, sm + ew)}); use F.scaled_dot_product_attention ({advice.text})",
+                          f"({_ps(g, rows)}); use F.scaled_dot_product_attention ({advice.text})",
                  {"softmax_us": _r(sm), "elementwise_us": _r(ew), "busy_us": _r(g.busy_us),
                   "share_pct": round(100 * share, 1), "kernels": _names(rows), "advice": advice.name},
                  sm + ew, "upper bound: these softmax/mask/scale kernels' time, what removing them saves at most; "
@@ -225,7 +248,7 @@ def _sdpa_math(g: Group, rule: HintRule) -> Hint | None:
     not_mm = _us(not_mm_rows)
     advice = advise(AdviceTopic.FUSED_ELIGIBLE, g.facts.platforms)
     return _hint(rule, g, f"{g.label}: SDPA ran its math fallback (softmax kernels inside the SDPA op, "
-                          f"{_ps(g, total)} of kernels); make a fused backend eligible (bf16/fp16 inputs, is_causal "
+                          f"{_ps(g, rows)} of kernels); make a fused backend eligible (bf16/fp16 inputs, is_causal "
                           f"instead of a mask, supported head_dim) or {advice.text}",
                  {"math_path_us": _r(total), "softmax_us": _r(_us(soft)), "non_matmul_us": _r(not_mm),
                   "busy_us": _r(g.busy_us), "kernels": _names(soft), "advice": advice.name},
@@ -289,7 +312,7 @@ def _kv_cat(g: Group, rule: HintRule) -> Hint | None:
     if not rows:
         return None
     return _hint(rule, g, f"{g.label}: KV-cache concatenation (torch.cat of past and new K/V) is "
-                          f"{100 * g.share(us):.1f}% of busy time ({_ps(g, us)}); use a static, pre-allocated cache "
+                          f"{100 * g.share(us):.1f}% of busy time ({_ps(g, rows)}); use a static, pre-allocated cache "
                           f"(transformers StaticCache, index_copy_ of the new tokens)",
                  {"cat_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
                   "calls": sum(r[4] for r in rows), "kernels": _names(rows)},
@@ -306,7 +329,7 @@ def _causal_mask(g: Group, rule: HintRule) -> Hint | None:
         return None
     parts = []
     if fills:
-        parts.append(f"masked_fill kernels take {100 * g.share(us):.1f}% of busy time ({_ps(g, us)})")
+        parts.append(f"masked_fill kernels take {100 * g.share(us):.1f}% of busy time ({_ps(g, rows)})")
     if masked:
         parts.append(f"{masked} of {g.facts.sdpa_calls} SDPA calls were passed an attn_mask tensor")
     ev: dict[str, Any] = {"mask_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
@@ -334,9 +357,9 @@ def _fp32_softmax(g: Group, rule: HintRule) -> Hint | None:
     counted = {k: v / 2 for k, v in _full(rows).items()}  # the half a bf16 softmax would save, then the casts
     for k, v in _full(cast_rows).items():
         counted[k] = counted.get(k, 0.0) + v
-    return _hint(rule, g, f"{g.label}: softmax runs in fp32 ({_ps(g, us)}, {100 * g.share(us):.1f}% of busy "
+    return _hint(rule, g, f"{g.label}: softmax runs in fp32 ({_ps(g, rows)}, {100 * g.share(us):.1f}% of busy "
                           f"time) while the matmuls are bf16/fp16; keep the scores in bf16 (softmax accumulates in "
-                          f"fp32 inside the kernel) and drop the casts around it ({_ps(g, casts)})",
+                          f"fp32 inside the kernel) and drop the casts around it ({_ps(g, cast_rows)})",
                  {"fp32_softmax_us": _r(us), "cast_us": _r(casts), "busy_us": _r(g.busy_us),
                   "gemm_ops_16bit": g.facts.gemm_16bit, "kernels": _names(rows)},
                  us / 2 + casts, "estimate: a memory-bound softmax moves half the bytes in bf16 (half its time), "
@@ -347,7 +370,7 @@ def _repeat_kv(g: Group, rule: HintRule) -> Hint | None:
     rows, us = _tagged_over(g, rule, HintTag.REPEAT_KV)
     if not rows:
         return None
-    return _hint(rule, g, f"{g.label}: GQA repeat_kv copies K/V per query head ({_ps(g, us)}, "
+    return _hint(rule, g, f"{g.label}: GQA repeat_kv copies K/V per query head ({_ps(g, rows)}, "
                           f"{100 * g.share(us):.1f}% of busy time); pass enable_gqa=True to "
                           f"F.scaled_dot_product_attention or use a GQA-aware kernel",
                  {"copy_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
@@ -361,7 +384,7 @@ def _layout_copies(g: Group, rule: HintRule) -> Hint | None:
     if not rows or g.share(us) < rule.threshold:
         return None
     return _hint(rule, g, f"{g.label}: transpose/contiguous copies are {100 * g.share(us):.1f}% of busy time "
-                          f"({_ps(g, us)}); keep tensors in the layout the next op reads (e.g. (B, S, H, D) into "
+                          f"({_ps(g, rows)}); keep tensors in the layout the next op reads (e.g. (B, S, H, D) into "
                           f"flash-attn, no .contiguous() before SDPA) or let torch.compile fuse the copies",
                  {"copy_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
                   "launchers": sorted({r[2] for r in rows if r[2]})[:5], "kernels": _names(rows)},
@@ -417,8 +440,8 @@ def _rotary_cat(g: Group, rule: HintRule) -> Hint | None:
     if not cat or not neg or g.share(us) < rule.threshold:
         return None
     return _hint(rule, g, f"{g.label}: rotary embedding by rotate_half (cat of the two halves + neg) costs "
-                          f"{_ps(g, us)} ({100 * g.share(us):.1f}% of busy time) before the muls and adds; use a fused "
-                          f"rotary kernel (flash_attn's apply_rotary_emb, Liger, or torch.compile)",
+                          f"{_ps(g, cat + neg)} ({100 * g.share(us):.1f}% of busy time) before the muls and adds; use "
+                          f"a fused rotary kernel (flash_attn's apply_rotary_emb, Liger, or torch.compile)",
                  {"cat_us": _r(_us(cat)), "neg_us": _r(_us(neg)), "busy_us": _r(g.busy_us),
                   "share_pct": round(100 * g.share(us), 1), "kernels": _names(cat + neg)},
                  us, "upper bound: the cat and neg kernels' time; a fused kernel still reads and writes q and k",
@@ -429,7 +452,7 @@ def _comm(g: Group, rule: HintRule) -> Hint | None:
     rows, us = _tagged_over(g, rule, HintTag.COMM)
     if not rows:
         return None
-    return _hint(rule, g, f"{g.label}: collectives run inside the attention block ({_ps(g, us)}, "
+    return _hint(rule, g, f"{g.label}: collectives run inside the attention block ({_ps(g, rows)}, "
                           f"{100 * g.share(us):.1f}% of busy time: tensor-parallel all-reduce?); overlap them with "
                           f"compute (async TP) or check the TP degree for this size",
                  {"comm_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
@@ -520,11 +543,11 @@ def evaluate(facts: HintFacts | None, blocks: Sequence[BlockResult],
             h = rule.check(g, rule)
             if h is not None:
                 out.append(h)
-    _mark_overlaps(out, {g.label: g.busy_us for g in groups})
+    _mark_overlaps(out, {g.label: g for g in groups})
     return out
 
 
-def _mark_overlaps(hints: Sequence[Hint], busy_us: dict[str, float]) -> None:
+def _mark_overlaps(hints: Sequence[Hint], groups: dict[str, Group]) -> None:
     """Hints of one block kind whose savings count some of the same kernel rows, linked (a connected set each):
     every member gets the set's HintOverlap, so no reader adds up savings that share device time."""
     by_label: dict[str, list[Hint]] = {}
@@ -534,8 +557,9 @@ def _mark_overlaps(hints: Sequence[Hint], busy_us: dict[str, float]) -> None:
     for label, hs in by_label.items():
         for members in _sharing_sets(hs):
             if len(members) > 1:
-                ov = _overlap(members, label, busy_us[label])
-                ov.union_per_step_us = _union_per_step(members, ov.union_us)
+                g = groups[label]
+                ov = _overlap(members, label, g.busy_us)
+                ov.union_per_step_us = _r(g.per_step(ov.union_us, counted=_union_rows(members)))
                 ov.check()
                 for h in members:
                     h.overlap = ov
@@ -563,7 +587,7 @@ def _sharing_sets(hs: Sequence[Hint]) -> list[list[Hint]]:
 def _overlap(members: Sequence[Hint], label: str, busy_us: float) -> HintOverlap:
     """The union of the members' counted kernel time: each row once, at the most any member counts of it."""
     rows = list(dict.fromkeys(k for h in members for k in h.counted))  # hint order: the sums are reproducible
-    most = {k: max(h.counted.get(k, 0.0) for h in members) for k in rows}
+    most = _union_rows(members)
     twice = {k: sum(h.counted.get(k, 0.0) for h in members) - most[k] for k in rows}  # counted beyond the most
     union, total = sum(most.values()), sum(sum(h.counted.values()) for h in members)
     return HintOverlap(rules=[h.rule for h in members], blocks=[label], sum_us=_r(total), union_us=_r(union),
@@ -580,10 +604,7 @@ def _shared_names(twice: dict[KernelRow, float]) -> list[str]:
     return [n[:120] for n, _ in sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-def _union_per_step(members: Sequence[Hint], union_us: float) -> float | None:
-    """The union's per-step figure: a group's per-step saving is its total times one ratio (each step's share of
-    the group's busy time, or 1/N), the same for every busy-time hint of the group, so the union takes it too."""
-    h = members[0]
-    if h.saving_per_step_us is None or not h.saving_us:
-        return None
-    return _r(min(h.saving_per_step_us * union_us / h.saving_us, union_us))
+def _union_rows(members: Sequence[Hint]) -> dict[KernelRow, float]:
+    """Each kernel row the members count, once, at the most any member counts of it (hint order)."""
+    rows = dict.fromkeys(k for h in members for k in h.counted)
+    return {k: max(h.counted.get(k, 0.0) for h in members) for k in rows}
