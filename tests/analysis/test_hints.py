@@ -4,7 +4,9 @@ that has not; savings are bounded by figures the trace gives independently (its 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import statistics
 from functools import lru_cache
 from pathlib import Path
 
@@ -1221,3 +1223,119 @@ def test_concrete_inputs_that_are_not_a_list_are_none():
     inp = _inputs(orjson.dumps("x2"))
     assert inp.concrete(0) is None
     assert _cat_tag(inp, 0) == HintTag.UNTAGGED
+
+
+# -- savings per step, and bounded (issue 37) ------------------------------------------------------------------------
+# Hand-built steps whose kernel times are written out: the per-step saving, its median and the bound (one step's
+# attention busy time) are worked out by hand, and each step's own kernels decide its part (not a spread).
+
+BF16_SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 9, false, false>"
+MUL_KERNEL = ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+              "at::native::binary_internal::MulFunctor<float> > >(int, float)")
+BF16_GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
+
+
+def _tight_block(b: TraceBuilder, t0: float, soft_us: float, mul_us: float = 10.0) -> float:
+    """An eager block (bmm → softmax → mul → bmm) whose kernels run back to back from t0 + 5: busy 20 + soft + mul,
+    idle 5 of its span (not launch-bound). Returns the device end."""
+    b.annotation("layer0.attention", t0, 4)
+    k = t0 + 5
+    for i, (op, kernel, dur) in enumerate((("aten::bmm", BF16_GEMM, 10.0), ("aten::_softmax", BF16_SOFTMAX, soft_us),
+                                           ("aten::mul", MUL_KERNEL, mul_us), ("aten::bmm", BF16_GEMM, 10.0))):
+        b.op(op, t0 + 0.1 + 0.9 * i, 0.8)
+        b.launch(kernel, t0 + 0.2 + 0.9 * i, 0.5, k, dur)
+        k += dur
+    return k
+
+
+def _steps_of_softmax(tmp_path: Path, softs: tuple[float, ...]) -> Attribution:
+    """One tight block per ProfilerStep, the softmax of step i taking ``softs[i]`` µs (mul 10 µs each)."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    t = 0.0
+    for i, soft in enumerate(softs):
+        b.annotation(f"ProfilerStep#{i + 1}", t, 200)
+        _tight_block(b, t + 1, soft)
+        t += 250
+    return attribute_built(tmp_path, b)
+
+
+def test_eager_softmax_saving_per_step_is_the_median_steps_kernels(tmp_path: Path) -> None:
+    """Softmax 30, 60, 40 µs + mul 10 in three steps: the counted kernels take 40, 70, 50 µs per step, median 50;
+    160 over 3 steps. A step's attention busy time is 60, 90, 70: median 70, the bound. Spreading the total by each
+    step's busy share would give 160 * 70 / 220 = 50.9: the figure is each step's own kernels."""
+    a = _steps_of_softmax(tmp_path, (30.0, 60.0, 40.0))
+    (h,) = fired(a, "eager-softmax")
+    assert (h.saving_us, h.steps, h.per_step_basis) == (160.0, 3, "median of 3 steps")
+    assert h.saving_per_step_us == pytest.approx(50.0, abs=0.001)
+    assert h.step_attention_us == pytest.approx(70.0, abs=0.001) and h.reaches_latency is True
+    assert "(50.0 µs per step)" in h.message
+
+
+def test_a_per_step_saving_never_exceeds_the_steps_attention_time(tmp_path: Path) -> None:
+    """One heavy step (softmax 500) beside two light ones (5, 5): the total (540 over 3 steps, 180 a step on
+    average) is more than the median step holds (20 + 5 + 10 = 35 µs); the per-step saving is the median step's
+    own 15 µs, within its 35."""
+    a = _steps_of_softmax(tmp_path, (5.0, 500.0, 5.0))
+    (h,) = fired(a, "eager-softmax")
+    assert h.saving_us == pytest.approx(540.0) and h.saving_us / h.steps > h.step_attention_us
+    assert h.saving_per_step_us == pytest.approx(15.0, abs=0.001) and h.step_attention_us == pytest.approx(35.0)
+
+
+def test_launch_bound_leads_and_busy_savings_say_they_do_not_reach_latency(tmp_path: Path) -> None:
+    """support.builders.steps_trace: steps of 1, 3 and 2 launch-bound blocks (busy 31, span 136, idle 105 each).
+    launch-bound comes first: idle per step 105, 315, 210 (median 210) within the median step's span 272. The fp32
+    softmax's saving (5 / 2 µs a block: 2.5, 7.5, 5.0, median 5.0, within the median step's busy 62) is busy time
+    on launch-bound blocks: reaches_latency false, and the text says so after the launch-bound hint."""
+    from support.builders import steps_trace
+
+    from tracekit.renderers import JSONRenderer, TerminalRenderer
+
+    path, _ = steps_trace(tmp_path / "t.json")
+    a = analyze(path).check()
+    lb, fp = a.hints[0], fired(a, "fp32-softmax")[0]
+    assert lb.rule == "launch-bound" and lb.reaches_latency is True
+    assert (lb.saving_per_step_us, lb.step_attention_us, lb.saving_us) == (210.0, 272.0, 630.0)
+    assert (fp.saving_per_step_us, fp.step_attention_us, fp.saving_us) == (5.0, 62.0, 15.0)
+    assert fp.reaches_latency is False and fp.message.endswith("so this saving will not reach latency")
+    text = TerminalRenderer(width=200).render(a)
+    assert text.index("[launch-bound]") < text.index("[fp32-softmax]")
+    assert "saving: about 5.0 µs per step (median of 3 steps; a step's attention busy time is 62.0 µs); will not " \
+           "reach latency (launch-bound); 15.0 µs over 3 steps" in text
+    js = json.loads(JSONRenderer().render(a))["hints"]
+    assert [(h["rule"], h["reaches_latency"], h["saving_per_step_us"]) for h in js[:2]] == [
+        ("launch-bound", True, 210.0), ("fp32-softmax", False, 5.0)]
+
+
+def _walk_steps(path: Path, pattern: str) -> tuple[list[float], list[float]]:
+    """Per ProfilerStep (its GPU-side window in the raw JSON), the summed durations of the kernels whose names match
+    ``pattern``, and of every device event: tracekit's reader, blocks and categories play no part."""
+    events = read_events(path)
+    windows = [(e["ts"], e["ts"] + e["dur"]) for e in events
+               if e.get("cat") == "gpu_user_annotation" and e["name"].startswith("ProfilerStep#")]
+    dev = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    hit = [sum(e["dur"] for e in dev if a <= e["ts"] < b and re.search(pattern, e["name"])) for a, b in windows]
+    return hit, [sum(e["dur"] for e in dev if a <= e["ts"] < b) for a, b in windows]
+
+
+@requires_h200
+@pytest.mark.parametrize("run", ["eager_4096", "eager_512"])
+def test_eager_sweep_saving_per_step_is_the_softmax_kernels_in_each_step(run: str) -> None:
+    """The eager-softmax hint's per-step saving is the median ProfilerStep's softmax + masked_fill + mul (the scale)
+    kernels, walked in the raw JSON; its total is theirs over both steps; the bound is within a step's device time.
+    (eager_4096: 31.68 ms per step, where the total 63.35 ms once read as more than a 44.6 ms forward.)"""
+    path = next((H200 / "sweep" / run).glob("*.json.gz"))
+    hit, whole = _walk_steps(path, r"[Ss]oft[Mm]ax|masked_fill|MulFunctor")
+    (h,) = fired(h200(f"sweep/{run}"), "eager-softmax")
+    assert len(hit) == h.steps == 2 and h.per_step_basis == "median of 2 steps"
+    assert h.saving_per_step_us == pytest.approx(statistics.median(hit), abs=0.01)
+    assert h.saving_us == pytest.approx(sum(hit), abs=0.01)
+    assert h.saving_per_step_us <= h.step_attention_us <= statistics.median(whole)
+    assert "matmuls" in h.saving_basis and "not a prediction" in h.saving_basis
+
+
+@requires_h200
+def test_eager_512_busy_savings_follow_the_launch_bound_hint() -> None:
+    a = h200("sweep/eager_512")
+    rules = [h.rule for h in a.hints]
+    assert rules[0] == "launch-bound" and {"eager-softmax", "layout-copies"} <= set(rules[1:])
+    assert all(h.reaches_latency is False and h.message.endswith("will not reach latency") for h in a.hints[1:])

@@ -292,6 +292,27 @@ def test_hint_check_refuses_a_saving_that_is_not_its_counted_time() -> None:
         h.check()
 
 
+def _per_step_hint(**kw: object) -> Hint:
+    """A hint of 10 µs over 2 steps, 5 µs in the median step of 40 µs attention busy time; ``kw`` breaks it."""
+    fields: dict = dict(rule="r", blocks=["k"], message="m", evidence={}, saving_us=10.0, saving_pct=10.0,
+                        saving_basis="upper bound: x", saving_per_step_us=5.0, steps=2,
+                        per_step_basis="median of 2 steps", step_attention_us=40.0, reaches_latency=True)
+    return Hint(**{**fields, **kw})
+
+
+def test_hint_check_bounds_the_per_step_saving_by_a_steps_attention_time() -> None:
+    assert _per_step_hint().check().saving_per_step_us == 5.0
+    assert _per_step_hint(step_attention_us=5.0).check()  # equal: the kernels are all of the step's attention
+    with pytest.raises(InvariantError, match="exceeds the step's attention time"):
+        _per_step_hint(step_attention_us=4.0).check()
+    with pytest.raises(InvariantError, match="exceeds the total"):
+        _per_step_hint(saving_per_step_us=12.0, step_attention_us=40.0).check()
+    with pytest.raises(InvariantError, match="without its per-step figure"):
+        _per_step_hint(saving_per_step_us=None).check()
+    with pytest.raises(InvariantError, match="a per-step saving without a saving"):
+        _per_step_hint(saving_us=None, saving_pct=None).check()
+
+
 # -- 3. vendor-aware advice: a named, ordered table -----------------------------------------------------------------
 
 def test_advice_table_is_named_ordered_and_ends_each_topic_in_a_catch_all() -> None:
