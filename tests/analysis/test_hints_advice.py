@@ -257,12 +257,19 @@ def test_overlap_in_json_terminal_and_markdown() -> None:
         assert ov["double_counted_us"] == pytest.approx(fill, rel=1e-6)
         assert ov["combined_saving_us"] == pytest.approx(ov["sum_saving_us"] - fill, rel=1e-6)
         assert ov["combined_saving_us"] <= d["totals"]["busy_us"]
+        # the masked_fill rows are among eager-softmax's: the union per step is eager-softmax's, within a step
+        assert ov["combined_saving_per_step_us"] == pytest.approx(by["eager-softmax"]["saving_per_step_us"], abs=0.002)
+        assert ov["combined_saving_per_step_us"] <= by[rule]["step_attention_us"]
     assert any("masked_fill" in n for n in by["materialised-mask"]["saving_kernels"])
     joined = " ".join(run_cli("attribute", path, check=True).stdout.split())  # wrapped lines joined again
-    assert "together: eager-softmax + materialised-mask save at most" in joined
+    # the union's figures as the JSON gives them (test_hints checks them against a walk of each step's kernels)
+    per, total = by["eager-softmax"]["overlap"]["combined_saving_per_step_us"], by["eager-softmax"]["saving_us"]
+    assert (f"together: eager-softmax + materialised-mask save at most {per / 1000:.2f} ms per step, "
+            f"{total / 1000:.2f} ms in all") in joined
     assert "overlaps [materialised-mask]" in joined and "overlaps [eager-softmax]" in joined
     md = run_cli("attribute", path, "--format", "markdown", check=True).stdout
-    assert "Together, eager-softmax + materialised-mask save at most" in md
+    assert (f"Together, eager-softmax + materialised-mask save at most {per:,.1f} µs per step, {total:,.1f} µs "
+            "in all") in md
 
 
 def test_no_overlap_between_disjoint_savings(tmp_path: Path) -> None:

@@ -111,7 +111,8 @@ def _together_text(ov: HintOverlap) -> str:
     """What overlapping hints save together: the union of their kernel time, not the sum."""
     pct_text = "" if ov.union_pct is None else f" ({ov.union_pct:.1f}%)"
     shared = ", ".join(short_name(n, 60) for n in ov.shared_kernels[:3])
-    return _md(f"- Together, {' + '.join(ov.rules)} save at most {ov.union_us:,.1f} µs{pct_text}, not "
+    per = "" if ov.union_per_step_us is None else f"{ov.union_per_step_us:,.1f} µs per step, "
+    return _md(f"- Together, {' + '.join(ov.rules)} save at most {per}{ov.union_us:,.1f} µs in all{pct_text}, not "
                f"the sum {ov.sum_us:,.1f} µs: these hints overlap ({ov.double_counted_us:,.1f} µs "
                f"counted twice, in {shared}).")
 

@@ -299,7 +299,8 @@
     keys(together).forEach(function (k) {
       var ov = together[k];
       add(parent, el("div", {"class": "hint", "data-overlap": k}, "together: " + k + " save at most " +
-          fmt(ov.combined_saving_us) + (ov.combined_saving_pct === null ? "" : " (" + ov.combined_saving_pct + "%)") +
+          (ov.combined_saving_per_step_us === null || ov.combined_saving_per_step_us === undefined ? "" :
+           fmt(ov.combined_saving_per_step_us) + " per step, ") + fmt(ov.combined_saving_us) + " in all" + (ov.combined_saving_pct === null ? "" : " (" + ov.combined_saving_pct + "%)") +
           ", not the sum " + fmt(ov.sum_saving_us) + ": these hints count " + fmt(ov.double_counted_us) +
           " of the same kernels twice"));
     });
