@@ -4,7 +4,9 @@ that has not; savings are bounded by figures the trace gives independently (its 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import statistics
 from functools import lru_cache
 from pathlib import Path
 
@@ -74,7 +76,7 @@ def _kernels(path: Path) -> list[dict]:
 def test_rule_table_is_named_and_ordered() -> None:
     names = [r.name for r in HINT_RULES]
     assert len(names) == len(set(names)) >= 9
-    assert names[:3] == ["eager-softmax", "sdpa-math-fallback", "launch-bound"]
+    assert names[:3] == ["launch-bound", "eager-softmax", "sdpa-math-fallback"]  # launch-bound first: it leads
     for r in HINT_RULES:
         assert r.reads and r.why and r.threshold >= 0
 
@@ -335,7 +337,8 @@ def test_no_hints_switch_and_outputs() -> None:
     hints = json.loads(out)["hints"]
     assert {h["rule"] for h in hints} >= {"eager-softmax", "launch-bound"}
     assert set(hints[0]) == {"rule", "message", "blocks", "evidence", "saving_us", "saving_pct", "saving_basis",
-                             "saving_kernels", "overlap"}  # issue 24: what each saving counts, and its overlaps
+                             "saving_kernels", "overlap", "saving_per_step_us", "steps", "per_step_basis",
+                             "step_attention_us", "reaches_latency"}  # issue 24; issue 37: per step, bounded
     assert json.loads(run_cli("attribute", path, "--format", "json", "--no-hints", check=True).stdout)["hints"] == []
     table = run_cli("attribute", path, check=True).stdout
     assert "hints:" in table and "[launch-bound]" in table
@@ -473,13 +476,15 @@ def test_eager_softmax_message_evidence_and_saving():
     """softmax 20 + mul 10 of 100 µs busy: 30%, exactly the threshold (it fires at >= 30%). No platform: the
     catch-all advice."""
     h = check("eager-softmax", group({SOFTMAX_ROW: 20.0, MUL_ROW: 10.0, GEMM_ROW: 70.0}))
-    assert h.message == ("attn: eager softmax + mask/scale kernels are 30.0% of busy time (30.0 µs); use "
+    assert h.message == ("attn: eager softmax + mask/scale kernels are 30.0% of busy time (30.0 µs per step); use "
                          "F.scaled_dot_product_attention (a fused backend: flash or mem-efficient)")
     assert h.evidence == {"softmax_us": 20.0, "elementwise_us": 10.0, "busy_us": 100.0, "share_pct": 30.0,
                           "kernels": ["softmax_k", "mul_k"], "advice": "any-fused-sdpa"}
     assert (h.saving_us, h.saving_pct) == (30.0, 30.0)
-    assert h.saving_basis == ("upper bound: the time of the eager softmax/mask/scale kernels; the fused kernel does "
-                              "this work too, in time the trace cannot tell")
+    assert h.saving_basis == ("upper bound: these softmax/mask/scale kernels' time, what removing them saves at most; "
+                              "not a prediction of SDPA: its fused kernel also replaces the score/context matmuls and "
+                              "copies (not counted here) and costs time the trace cannot tell, so switching can "
+                              "remove more busy time than this")
     assert h.counted == {SOFTMAX_ROW: 20.0, MUL_ROW: 10.0}
     assert h.rule == "eager-softmax" and h.blocks == ["attn"]
 
@@ -489,7 +494,7 @@ def test_eager_softmax_advice_follows_the_platform():
     g = group({SOFTMAX_ROW: 40.0, GEMM_ROW: 60.0}, platforms=[platform("NVIDIA H100 80GB HBM3", "CUDA 12.4")])
     h = check("eager-softmax", g)
     assert h.message.endswith("(fused: flash/mem-efficient/cuDNN)") and h.evidence["advice"] == "cuda-fused-sdpa"
-    assert h.message.startswith("attn: eager softmax + mask/scale kernels are 40.0% of busy time (40.0 µs)")
+    assert h.message.startswith("attn: eager softmax + mask/scale kernels are 40.0% of busy time (40.0 µs per step)")
 
 
 @pytest.mark.parametrize("rows,categories", [
@@ -512,14 +517,15 @@ M_DIV = ("div", "elementwise", "aten::div", "sdpa-math")
 def test_sdpa_math_message_evidence_and_saving():
     """Math path: softmax 10 + bmm 30 + div 5 = 45 µs of kernels; the saving is what is not matmul, 10 + 5 = 15."""
     h = check("sdpa-math-fallback", group({M_SOFT: 10.0, M_MM: 30.0, M_DIV: 5.0, GEMM_ROW: 55.0}))
-    assert h.message == ("attn: SDPA ran its math fallback (softmax kernels inside the SDPA op, 45.0 µs of kernels); "
-                         "make a fused backend eligible (bf16/fp16 inputs, is_causal instead of a mask, supported "
-                         "head_dim) or check sdpa_kernel()/torch.backends settings")
+    assert h.message == ("attn: SDPA ran its math fallback (softmax kernels inside the SDPA op, 45.0 µs per step of "
+                         "kernels); make a fused backend eligible (bf16/fp16 inputs, is_causal instead of a mask, "
+                         "supported head_dim) or check sdpa_kernel()/torch.backends settings")
     assert h.evidence == {"math_path_us": 45.0, "softmax_us": 10.0, "non_matmul_us": 15.0, "busy_us": 100.0,
                           "kernels": ["sm"], "advice": "any-fused-eligible"}
     assert (h.saving_us, h.saving_pct) == (15.0, 15.0)
-    assert h.saving_basis == ("upper bound: the math path's softmax/mask/cast/copy kernels; a fused kernel still "
-                              "does the matmul work")
+    assert h.saving_basis == ("upper bound: the math path's softmax/mask/cast/copy kernels' time, what removing "
+                              "them saves at most; a fused kernel also replaces the math path's matmuls (not counted) "
+                              "and costs time the trace cannot tell")
     assert h.counted == {M_SOFT: 10.0, M_DIV: 5.0}
 
 
@@ -534,13 +540,15 @@ def test_launch_bound_eager_blocks():
     """Idle 150 of a 200 µs span (75%), 50 µs busy over 2 + 3 kernels: 10 µs each. The saving is the idle time,
     as a share of the span."""
     h = check("launch-bound", group({}, busy=50.0, span=200.0, idle=150.0, kernels=(2, 3)))
-    assert h.message == ("attn: launch-bound, the GPU is idle 75% of the blocks' span (150.0 µs of 200.0 µs); "
+    assert h.message == ("attn: launch-bound, the GPU is idle 75% of the blocks' span (150.0 µs per step); "
                          "capture CUDA graphs (torch.compile mode='reduce-overhead') or fuse kernels "
-                         "(torch.compile), and judge speedups by wall time, not busy time")
+                         "(torch.compile), and judge speedups by wall time, not busy time; busy-time savings on "
+                         "these blocks will not reach latency")
     assert h.evidence == {"span_us": 200.0, "idle_us": 150.0, "busy_us": 50.0, "idle_pct": 75.0, "kernels": 5,
                           "mean_kernel_us": 10.0}
     assert (h.saving_us, h.saving_pct) == (150.0, 75.0)
-    assert h.saving_basis == "upper bound: the device idle time inside the blocks (percent of their span)"
+    assert h.saving_basis == ("upper bound: the device idle time inside the blocks (wall time, percent of their "
+                              "span), what removing every gap saves at most")
     assert h.counted == {}
 
 
@@ -556,22 +564,24 @@ def test_launch_bound_blocks_that_run_from_a_graph():
     """Replayed 40 of 50 µs busy (80% > half): the gaps are inside the graph."""
     g = group({}, busy=50.0, span=200.0, idle=150.0, replayed_us=40.0, graph_modes=["replay"])
     h = check("launch-bound", g)
-    assert h.message == ("attn: launch-bound, the GPU is idle 75% of the blocks' span (150.0 µs of 200.0 µs); the "
+    assert h.message == ("attn: launch-bound, the GPU is idle 75% of the blocks' span (150.0 µs per step); the "
                          "blocks already run from a CUDA/HIP graph, so the gaps are not launch overhead: they are "
                          "dependencies inside the graph (event waits, host callbacks, kernels in series); fuse "
                          "kernels (torch.compile) or overlap independent work on another stream, and judge speedups "
-                         "by wall time, not busy time")
+                         "by wall time, not busy time; busy-time savings on these blocks will "
+                         "not reach latency")
     assert h.evidence["replayed_pct"] == 80.0 and h.evidence["graph_modes"] == ["replay"]
 
 
 def test_launch_bound_eager_blocks_beside_graphs():
     """A mixed trace, nothing of these blocks replayed: capture attention too."""
     h = check("launch-bound", group({}, busy=50.0, span=200.0, idle=150.0, graph_modes=["eager", "mixed"]))
-    assert h.message == ("attn: launch-bound, the GPU is idle 75% of the blocks' span (150.0 µs of 200.0 µs); the "
+    assert h.message == ("attn: launch-bound, the GPU is idle 75% of the blocks' span (150.0 µs per step); the "
                          "trace replays CUDA/HIP graphs but these blocks run eagerly outside them (as attention does "
                          "between the pieces of a piecewise graph), where each kernel pays its launch; capture "
                          "attention in the graph too (vLLM: a FULL cudagraph mode for decode) or fuse its kernels, "
-                         "and judge speedups by wall time, not busy time")
+                         "and judge speedups by wall time, not busy time; busy-time savings on these blocks will "
+                         "not reach latency")
     assert h.evidence["replayed_pct"] == 0.0 and h.evidence["graph_modes"] == ["mixed"]
 
 
@@ -608,8 +618,8 @@ def test_kv_cat_message_evidence_and_saving():
     g.facts.kernels[KV] = [4, 5.0]
     h = check("kv-cache-cat", g)
     assert h.message == ("attn: KV-cache concatenation (torch.cat of past and new K/V) is 5.0% of busy time "
-                         "(5.0 µs); use a static, pre-allocated cache (transformers StaticCache, index_copy_ of the "
-                         "new tokens)")
+                         "(5.0 µs per step); use a static, pre-allocated cache (transformers StaticCache, "
+                         "index_copy_ of the new tokens)")
     assert h.evidence == {"cat_us": 5.0, "busy_us": 100.0, "share_pct": 5.0, "calls": 4, "kernels": ["cat_k"]}
     assert (h.saving_us, h.saving_pct) == (5.0, 5.0)
     assert h.saving_basis == "upper bound: the cat kernels' time; a static cache still writes the new tokens"
@@ -624,14 +634,15 @@ def test_kv_cat_silent_under_the_threshold_or_with_no_busy_time():
 # -- materialised-mask ----------------------------------------------------------------------------------------------
 
 MASK = ("mf", "elementwise", "aten::masked_fill", "mask")
-BASIS_MASK = "upper bound: the masked_fill kernels' time"
+BASIS_MASK = ("upper bound: the masked_fill kernels' time, what removing them saves at most; what a fused causal "
+              "kernel saves besides is not counted")
 
 
 def test_mask_fills_and_masked_sdpa_calls():
     """masked_fill 3 µs of 100 (3% >= 2%), and 2 of 4 SDPA calls were given a mask."""
     h = check("materialised-mask", group({MASK: 3.0}, sdpa_calls=4, sdpa_masked=2))
-    assert h.message == ("attn: a materialised mask: masked_fill kernels take 3.0% of busy time (3.0 µs); 2 of 4 "
-                         "SDPA calls were passed an attn_mask tensor; if it is causal, call "
+    assert h.message == ("attn: a materialised mask: masked_fill kernels take 3.0% of busy time (3.0 µs per step); "
+                         "2 of 4 SDPA calls were passed an attn_mask tensor; if it is causal, call "
                          "F.scaled_dot_product_attention(..., is_causal=True) instead (no mask tensor, and the flash "
                          "backend becomes eligible)")
     assert h.evidence == {"mask_us": 3.0, "busy_us": 100.0, "share_pct": 3.0, "sdpa_calls": 4, "sdpa_with_mask": 2,
@@ -643,7 +654,8 @@ def test_mask_fills_and_masked_sdpa_calls():
 def test_mask_fills_alone():
     """2 µs of 100: the 2% threshold itself; no SDPA call."""
     h = check("materialised-mask", group({MASK: 2.0}))
-    assert h.message.startswith("attn: a materialised mask: masked_fill kernels take 2.0% of busy time (2.0 µs); if")
+    assert h.message.startswith("attn: a materialised mask: masked_fill kernels take 2.0% of busy time (2.0 µs per "
+                                "step); if")
     assert (h.saving_us, h.saving_basis) == (2.0, BASIS_MASK)
 
 
@@ -673,9 +685,9 @@ def test_fp32_softmax_message_evidence_and_estimate():
     """fp32 softmax 10 µs of 100 beside bf16 GEMM ops (2 kernels), casts 4 µs: the estimate is half the softmax
     plus the casts, 5 + 4 = 9 µs."""
     h = check("fp32-softmax", group({F32: 10.0, CAST: 4.0, GEMM_ROW: 86.0}, gemm_16bit=2))
-    assert h.message == ("attn: softmax runs in fp32 (10.0 µs, 10.0% of busy time) while the matmuls are bf16/fp16; "
-                         "keep the scores in bf16 (softmax accumulates in fp32 inside the kernel) and drop the casts "
-                         "around it (4.0 µs)")
+    assert h.message == ("attn: softmax runs in fp32 (10.0 µs per step, 10.0% of busy time) while the matmuls are "
+                         "bf16/fp16; keep the scores in bf16 (softmax accumulates in fp32 inside the kernel) and "
+                         "drop the casts around it (4.0 µs per step)")
     assert h.evidence == {"fp32_softmax_us": 10.0, "cast_us": 4.0, "busy_us": 100.0, "gemm_ops_16bit": 2,
                           "kernels": ["smf"]}
     assert (h.saving_us, h.saving_pct) == (9.0, 9.0)
@@ -709,7 +721,7 @@ RK2 = ("cp2", "memory", "aten::repeat_interleave", "repeat-kv")
 def test_repeat_kv_message_evidence_and_saving():
     """Copies 3 + 2 = 5 µs of 100."""
     h = check("gqa-repeat-kv", group({RK2: 2.0, RK1: 3.0, GEMM_ROW: 95.0}))
-    assert h.message == ("attn: GQA repeat_kv copies K/V per query head (5.0 µs, 5.0% of busy time); pass "
+    assert h.message == ("attn: GQA repeat_kv copies K/V per query head (5.0 µs per step, 5.0% of busy time); pass "
                          "enable_gqa=True to F.scaled_dot_product_attention or use a GQA-aware kernel")
     assert h.evidence == {"copy_us": 5.0, "busy_us": 100.0, "share_pct": 5.0,
                           "launchers": ["aten::copy_", "aten::repeat_interleave"], "kernels": ["cp", "cp2"]}
@@ -736,9 +748,9 @@ def test_layout_copies_message_evidence_and_saving():
             ("fill_kernel", "memory", "aten::fill_", ""): 20.0,
             ("nchwToNhwc", "elementwise", "aten::permute", ""): 20.0}
     h = check("layout-copies", group(rows))
-    assert h.message == ("attn: transpose/contiguous copies are 16.0% of busy time (16.0 µs); keep tensors in the "
-                         "layout the next op reads (e.g. (B, S, H, D) into flash-attn, no .contiguous() before SDPA) "
-                         "or let torch.compile fuse the copies")
+    assert h.message == ("attn: transpose/contiguous copies are 16.0% of busy time (16.0 µs per step); keep tensors "
+                         "in the layout the next op reads (e.g. (B, S, H, D) into flash-attn, no .contiguous() before "
+                         "SDPA) or let torch.compile fuse the copies")
     assert h.evidence == {"copy_us": 16.0, "busy_us": 100.0, "share_pct": 16.0, "launchers": ["aten::copy_"],
                           "kernels": ["direct_copy_kernel_cuda", "batched_transpose"]}
     assert (h.saving_us, h.saving_pct) == (16.0, 16.0)
@@ -765,8 +777,8 @@ NEG = ("negk", "elementwise", "aten::neg", "neg")
 def test_rotary_message_evidence_and_saving():
     """cat 3 + neg 2 = 5 µs of 100: the 5% threshold itself."""
     h = check("rotary-cat", group({HALVES: 3.0, NEG: 2.0}))
-    assert h.message == ("attn: rotary embedding by rotate_half (cat of the two halves + neg) costs 5.0 µs (5.0% of "
-                         "busy time) before the muls and adds; use a fused rotary kernel (flash_attn's "
+    assert h.message == ("attn: rotary embedding by rotate_half (cat of the two halves + neg) costs 5.0 µs per step "
+                         "(5.0% of busy time) before the muls and adds; use a fused rotary kernel (flash_attn's "
                          "apply_rotary_emb, Liger, or torch.compile)")
     assert h.evidence == {"cat_us": 3.0, "neg_us": 2.0, "busy_us": 100.0, "share_pct": 5.0,
                           "kernels": ["catk", "negk"]}
@@ -790,7 +802,7 @@ COMM = ("nccl_allreduce", "other", "", "comm")
 def test_collective_message_evidence_and_saving():
     """An all-reduce of 10 µs in 100: the 10% threshold itself."""
     h = check("collective-in-block", group({COMM: 10.0}))
-    assert h.message == ("attn: collectives run inside the attention block (10.0 µs, 10.0% of busy time: "
+    assert h.message == ("attn: collectives run inside the attention block (10.0 µs per step, 10.0% of busy time: "
                          "tensor-parallel all-reduce?); overlap them with compute (async TP) or check the TP degree "
                          "for this size")
     assert h.evidence == {"comm_us": 10.0, "busy_us": 100.0, "share_pct": 10.0, "kernels": ["nccl_allreduce"]}
@@ -802,15 +814,17 @@ def test_collective_message_evidence_and_saving():
 # -- evaluate: groups, order, overlaps ------------------------------------------------------------------------------
 
 
-def _block(kind: str, phase: str, busy: float, span: float, idle: float, cats: dict, kernels: int = 1):
+def _block(kind: str, phase: str, busy: float, span: float, idle: float, cats: dict, kernels: int = 1,
+           step: int | None = None):
     return SimpleNamespace(kind=kind, phase=phase, total_us=busy, span_us=span, idle_us=idle, categories=cats,
-                           kernels=kernels, efficiency_by_category={})
+                           kernels=kernels, efficiency_by_category={}, step=step)
 
 
 def test_evaluate_groups_blocks_by_kind_and_phase():
     """Two forward blocks of kind "a" (busy 60 + 40, span 300 + 100, idle 240 + 60: 300 of 400, launch-bound) and a
     backward block "a" (busy 500, span 510, idle 10). The forward group's softmax rows make eager-softmax fire;
-    labels carry the phase when it is not forward; rules come in table order, groups by busy time."""
+    labels carry the phase when it is not forward; rules come in table order (launch-bound first), groups by busy
+    time. The launch-bound forward group's busy-time saving says it will not reach latency; the backward one's can."""
     soft = {SOFTMAX_ROW: [2, 50.0], GEMM_ROW: [2, 50.0]}
     facts = {("a", "forward"): GroupFacts(kernels=dict(soft)),
              ("a", "backward"): GroupFacts(kernels={SOFTMAX_ROW: [1, 400.0], GEMM_ROW: [1, 100.0]})}
@@ -818,13 +832,16 @@ def test_evaluate_groups_blocks_by_kind_and_phase():
               _block("a", "forward", 40.0, 100.0, 60.0, {"softmax": 20.0, "matmul": 20.0}, 2),
               _block("a", "backward", 500.0, 510.0, 10.0, {"softmax": 400.0, "matmul": 100.0})]
     hints = evaluate(facts, blocks)  # type: ignore[arg-type]
-    assert [(h.rule, h.blocks) for h in hints] == [("eager-softmax", ["a (backward)"]), ("eager-softmax", ["a"]),
-                                                  ("launch-bound", ["a"])]
+    assert [(h.rule, h.blocks) for h in hints] == [("launch-bound", ["a"]), ("eager-softmax", ["a (backward)"]),
+                                                  ("eager-softmax", ["a"])]
     # backward: softmax 400 of 500 = 80%; forward: 50 of 100 = 50%; forward idle 300 of span 400 = 75%, over
     # 2 + 2 kernels of 100 µs busy: 25 µs each.
-    assert [h.evidence.get("share_pct") for h in hints[:2]] == [80.0, 50.0]
-    assert hints[2].evidence["idle_pct"] == 75.0 and hints[2].evidence["mean_kernel_us"] == 25.0
-    assert hints[2].evidence["span_us"] == 400.0 and hints[2].evidence["busy_us"] == 100.0
+    assert [h.evidence.get("share_pct") for h in hints[1:]] == [80.0, 50.0]
+    assert hints[0].evidence["idle_pct"] == 75.0 and hints[0].evidence["mean_kernel_us"] == 25.0
+    assert hints[0].evidence["span_us"] == 400.0 and hints[0].evidence["busy_us"] == 100.0
+    assert [h.reaches_latency for h in hints] == [True, True, False]
+    assert hints[2].message.endswith("busy time only: these blocks are launch-bound, so this saving will not reach "
+                                     "latency") and "latency" not in hints[1].message
     assert evaluate(None, blocks) == []  # type: ignore[arg-type]
 
 
@@ -1207,3 +1224,119 @@ def test_concrete_inputs_that_are_not_a_list_are_none():
     inp = _inputs(orjson.dumps("x2"))
     assert inp.concrete(0) is None
     assert _cat_tag(inp, 0) == HintTag.UNTAGGED
+
+
+# -- savings per step, and bounded (issue 37) ------------------------------------------------------------------------
+# Hand-built steps whose kernel times are written out: the per-step saving, its median and the bound (one step's
+# attention busy time) are worked out by hand, and each step's own kernels decide its part (not a spread).
+
+BF16_SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 9, false, false>"
+MUL_KERNEL = ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+              "at::native::binary_internal::MulFunctor<float> > >(int, float)")
+BF16_GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
+
+
+def _tight_block(b: TraceBuilder, t0: float, soft_us: float, mul_us: float = 10.0) -> float:
+    """An eager block (bmm → softmax → mul → bmm) whose kernels run back to back from t0 + 5: busy 20 + soft + mul,
+    idle 5 of its span (not launch-bound). Returns the device end."""
+    b.annotation("layer0.attention", t0, 4)
+    k = t0 + 5
+    for i, (op, kernel, dur) in enumerate((("aten::bmm", BF16_GEMM, 10.0), ("aten::_softmax", BF16_SOFTMAX, soft_us),
+                                           ("aten::mul", MUL_KERNEL, mul_us), ("aten::bmm", BF16_GEMM, 10.0))):
+        b.op(op, t0 + 0.1 + 0.9 * i, 0.8)
+        b.launch(kernel, t0 + 0.2 + 0.9 * i, 0.5, k, dur)
+        k += dur
+    return k
+
+
+def _steps_of_softmax(tmp_path: Path, softs: tuple[float, ...]) -> Attribution:
+    """One tight block per ProfilerStep, the softmax of step i taking ``softs[i]`` µs (mul 10 µs each)."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    t = 0.0
+    for i, soft in enumerate(softs):
+        b.annotation(f"ProfilerStep#{i + 1}", t, 200)
+        _tight_block(b, t + 1, soft)
+        t += 250
+    return attribute_built(tmp_path, b)
+
+
+def test_eager_softmax_saving_per_step_is_the_median_steps_kernels(tmp_path: Path) -> None:
+    """Softmax 30, 60, 40 µs + mul 10 in three steps: the counted kernels take 40, 70, 50 µs per step, median 50;
+    160 over 3 steps. A step's attention busy time is 60, 90, 70: median 70, the bound. Spreading the total by each
+    step's busy share would give 160 * 70 / 220 = 50.9: the figure is each step's own kernels."""
+    a = _steps_of_softmax(tmp_path, (30.0, 60.0, 40.0))
+    (h,) = fired(a, "eager-softmax")
+    assert (h.saving_us, h.steps, h.per_step_basis) == (160.0, 3, "median of 3 steps")
+    assert h.saving_per_step_us == pytest.approx(50.0, abs=0.001)
+    assert h.step_attention_us == pytest.approx(70.0, abs=0.001) and h.reaches_latency is True
+    assert "(50.0 µs per step)" in h.message
+
+
+def test_a_per_step_saving_never_exceeds_the_steps_attention_time(tmp_path: Path) -> None:
+    """One heavy step (softmax 500) beside two light ones (5, 5): the total (540 over 3 steps, 180 a step on
+    average) is more than the median step holds (20 + 5 + 10 = 35 µs); the per-step saving is the median step's
+    own 15 µs, within its 35."""
+    a = _steps_of_softmax(tmp_path, (5.0, 500.0, 5.0))
+    (h,) = fired(a, "eager-softmax")
+    assert h.saving_us == pytest.approx(540.0) and h.saving_us / h.steps > h.step_attention_us
+    assert h.saving_per_step_us == pytest.approx(15.0, abs=0.001) and h.step_attention_us == pytest.approx(35.0)
+
+
+def test_launch_bound_leads_and_busy_savings_say_they_do_not_reach_latency(tmp_path: Path) -> None:
+    """support.builders.steps_trace: steps of 1, 3 and 2 launch-bound blocks (busy 31, span 136, idle 105 each).
+    launch-bound comes first: idle per step 105, 315, 210 (median 210) within the median step's span 272. The fp32
+    softmax's saving (5 / 2 µs a block: 2.5, 7.5, 5.0, median 5.0, within the median step's busy 62) is busy time
+    on launch-bound blocks: reaches_latency false, and the text says so after the launch-bound hint."""
+    from support.builders import steps_trace
+
+    from tracekit.renderers import JSONRenderer, TerminalRenderer
+
+    path, _ = steps_trace(tmp_path / "t.json")
+    a = analyze(path).check()
+    lb, fp = a.hints[0], fired(a, "fp32-softmax")[0]
+    assert lb.rule == "launch-bound" and lb.reaches_latency is True
+    assert (lb.saving_per_step_us, lb.step_attention_us, lb.saving_us) == (210.0, 272.0, 630.0)
+    assert (fp.saving_per_step_us, fp.step_attention_us, fp.saving_us) == (5.0, 62.0, 15.0)
+    assert fp.reaches_latency is False and fp.message.endswith("so this saving will not reach latency")
+    text = TerminalRenderer(width=200).render(a)
+    assert text.index("[launch-bound]") < text.index("[fp32-softmax]")
+    assert "saving: about 5.0 µs per step (median of 3 steps; a step's attention busy time is 62.0 µs); will not " \
+           "reach latency (launch-bound); 15.0 µs over 3 steps" in text
+    js = json.loads(JSONRenderer().render(a))["hints"]
+    assert [(h["rule"], h["reaches_latency"], h["saving_per_step_us"]) for h in js[:2]] == [
+        ("launch-bound", True, 210.0), ("fp32-softmax", False, 5.0)]
+
+
+def _walk_steps(path: Path, pattern: str) -> tuple[list[float], list[float]]:
+    """Per ProfilerStep (its GPU-side window in the raw JSON), the summed durations of the kernels whose names match
+    ``pattern``, and of every device event: tracekit's reader, blocks and categories play no part."""
+    events = read_events(path)
+    windows = [(e["ts"], e["ts"] + e["dur"]) for e in events
+               if e.get("cat") == "gpu_user_annotation" and e["name"].startswith("ProfilerStep#")]
+    dev = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    hit = [sum(e["dur"] for e in dev if a <= e["ts"] < b and re.search(pattern, e["name"])) for a, b in windows]
+    return hit, [sum(e["dur"] for e in dev if a <= e["ts"] < b) for a, b in windows]
+
+
+@requires_h200
+@pytest.mark.parametrize("run", ["eager_4096", "eager_512"])
+def test_eager_sweep_saving_per_step_is_the_softmax_kernels_in_each_step(run: str) -> None:
+    """The eager-softmax hint's per-step saving is the median ProfilerStep's softmax + masked_fill + mul (the scale)
+    kernels, walked in the raw JSON; its total is theirs over both steps; the bound is within a step's device time.
+    (eager_4096: 31.68 ms per step, where the total 63.35 ms once read as more than a 44.6 ms forward.)"""
+    path = next((H200 / "sweep" / run).glob("*.json.gz"))
+    hit, whole = _walk_steps(path, r"[Ss]oft[Mm]ax|masked_fill|MulFunctor")
+    (h,) = fired(h200(f"sweep/{run}"), "eager-softmax")
+    assert len(hit) == h.steps == 2 and h.per_step_basis == "median of 2 steps"
+    assert h.saving_per_step_us == pytest.approx(statistics.median(hit), abs=0.01)
+    assert h.saving_us == pytest.approx(sum(hit), abs=0.01)
+    assert h.saving_per_step_us <= h.step_attention_us <= statistics.median(whole)
+    assert "matmuls" in h.saving_basis and "not a prediction" in h.saving_basis
+
+
+@requires_h200
+def test_eager_512_busy_savings_follow_the_launch_bound_hint() -> None:
+    a = h200("sweep/eager_512")
+    rules = [h.rule for h in a.hints]
+    assert rules[0] == "launch-bound" and {"eager-softmax", "layout-copies"} <= set(rules[1:])
+    assert all(h.reaches_latency is False and h.message.endswith("will not reach latency") for h in a.hints[1:])

@@ -257,12 +257,19 @@ def test_overlap_in_json_terminal_and_markdown() -> None:
         assert ov["double_counted_us"] == pytest.approx(fill, rel=1e-6)
         assert ov["combined_saving_us"] == pytest.approx(ov["sum_saving_us"] - fill, rel=1e-6)
         assert ov["combined_saving_us"] <= d["totals"]["busy_us"]
+        # the masked_fill rows are among eager-softmax's: the union per step is eager-softmax's, within a step
+        assert ov["combined_saving_per_step_us"] == pytest.approx(by["eager-softmax"]["saving_per_step_us"], abs=0.002)
+        assert ov["combined_saving_per_step_us"] <= by[rule]["step_attention_us"]
     assert any("masked_fill" in n for n in by["materialised-mask"]["saving_kernels"])
     joined = " ".join(run_cli("attribute", path, check=True).stdout.split())  # wrapped lines joined again
-    assert "together: eager-softmax + materialised-mask save at most" in joined
+    # the union's figures as the JSON gives them (test_hints checks them against a walk of each step's kernels)
+    per, total = by["eager-softmax"]["overlap"]["combined_saving_per_step_us"], by["eager-softmax"]["saving_us"]
+    assert (f"together: eager-softmax + materialised-mask save at most {per / 1000:.2f} ms per step, "
+            f"{total / 1000:.2f} ms in all") in joined
     assert "overlaps [materialised-mask]" in joined and "overlaps [eager-softmax]" in joined
     md = run_cli("attribute", path, "--format", "markdown", check=True).stdout
-    assert "Together, eager-softmax + materialised-mask save at most" in md
+    assert (f"Together, eager-softmax + materialised-mask save at most {per:,.1f} µs per step, {total:,.1f} µs "
+            "in all") in md
 
 
 def test_no_overlap_between_disjoint_savings(tmp_path: Path) -> None:
@@ -290,6 +297,27 @@ def test_hint_check_refuses_a_saving_that_is_not_its_counted_time() -> None:
              saving_basis="upper bound: x", counted={("k1", "softmax", "", ""): 4.0})
     with pytest.raises(InvariantError, match="counted kernel time"):
         h.check()
+
+
+def _per_step_hint(**kw: object) -> Hint:
+    """A hint of 10 µs over 2 steps, 5 µs in the median step of 40 µs attention busy time; ``kw`` breaks it."""
+    fields: dict = dict(rule="r", blocks=["k"], message="m", evidence={}, saving_us=10.0, saving_pct=10.0,
+                        saving_basis="upper bound: x", saving_per_step_us=5.0, steps=2,
+                        per_step_basis="median of 2 steps", step_attention_us=40.0, reaches_latency=True)
+    return Hint(**{**fields, **kw})
+
+
+def test_hint_check_bounds_the_per_step_saving_by_a_steps_attention_time() -> None:
+    assert _per_step_hint().check().saving_per_step_us == 5.0
+    assert _per_step_hint(step_attention_us=5.0).check()  # equal: the kernels are all of the step's attention
+    with pytest.raises(InvariantError, match="exceeds the step's attention time"):
+        _per_step_hint(step_attention_us=4.0).check()
+    with pytest.raises(InvariantError, match="exceeds the total"):
+        _per_step_hint(saving_per_step_us=12.0, step_attention_us=40.0).check()
+    with pytest.raises(InvariantError, match="without its per-step figure"):
+        _per_step_hint(saving_per_step_us=None).check()
+    with pytest.raises(InvariantError, match="a per-step saving without a saving"):
+        _per_step_hint(saving_us=None, saving_pct=None).check()
 
 
 # -- 3. vendor-aware advice: a named, ordered table -----------------------------------------------------------------
@@ -410,4 +438,5 @@ def test_html_report_draws_the_combined_saving(tmp_path: Path) -> None:
         d.quit()
     assert any(t.startswith("[eager-softmax]") and "(overlaps materialised-mask)" in t for t in texts)
     (together,) = [t for t in texts if t.startswith("together:")]
-    assert "save at most 60.0 \u00b5s (85.7%)" in together and "not the sum 80.0 \u00b5s" in together
+    # one block, no ProfilerStep: the whole trace is one step, so the per-step union is the total (30 + 20 + 10)
+    assert "save at most 60.0 \u00b5s per step, 60.0 \u00b5s in all (85.7%)" in together and "not the sum 80.0 \u00b5s" in together

@@ -431,18 +431,22 @@ def test_xdit_waterfall_reads_the_change_and_keeps_its_top_label(browser, tmp_pa
 
 @pytest.mark.slow
 def test_hints_print_their_savings(browser, tmp_path):
-    """Four eager blocks: launch-bound saves at most their idle, 4 × 105 µs, of their span 4 × 136 µs;
-    fp32-softmax about half the softmax time (4 × 5 µs / 2) of the busy time (4 × 31 µs), an estimate."""
+    """Four eager blocks, two per step: launch-bound saves at most their idle, 2 × 105 µs per step within a step's
+    span 2 × 136 µs (4 × 105 over both steps); fp32-softmax about half the softmax time (2 × 5 µs / 2 per step,
+    within a step's busy 2 × 31 µs), an estimate, and busy time on launch-bound blocks: it will not reach latency."""
     report(eager_trace(tmp_path / "t.pt.trace.json", layers=2, steps=2), "-o", tmp_path / "r.html")
     open_page(browser, tmp_path / "r.html")
     lines = dict(js(browser, "return Array.from(document.querySelectorAll('.hint[data-rule]')).map(h => "
                              "[h.dataset.rule, h.querySelector('.saving').firstChild.textContent])"))
     idle, span, busy = 4 * 105, 4 * SPAN, 4 * 31
-    assert lines["launch-bound"] == (f"saves at most {fmt_us(idle)} ({100 * idle / span:.1f}% of the span of "
-                                     "layer*.attention)")
+    assert lines["launch-bound"] == (f"saves at most {fmt_us(idle / 2)} per step (median of 2 steps; a step's "
+                                     f"attention span is {fmt_us(span / 2)}), {fmt_us(idle)} over 2 steps "
+                                     f"({100 * idle / span:.1f}% of the span of layer*.attention)")
     sm = 4 * 5 / 2
-    assert lines["fp32-softmax"] == (f"saves about {fmt_us(sm)} ({100 * sm / busy:.1f}% of the busy time of "
-                                     "layer*.attention)")
+    assert lines["fp32-softmax"] == (f"saves about {fmt_us(sm / 2)} per step (median of 2 steps; a step's attention "
+                                     f"busy time is {fmt_us(busy / 2)}), {fmt_us(sm)} over 2 steps "
+                                     f"({100 * sm / busy:.1f}% of the busy time of layer*.attention); busy time "
+                                     "only: will not reach latency (launch-bound)")
 
 
 def shaped_trace(path: Path) -> Path:

@@ -137,16 +137,20 @@ def hint_dict(h: Hint) -> dict:
     """A hint: its advice and figures, the kernels its saving counts, and the hints it overlaps (or null).
 
     ``overlap.combined_saving_us`` is the union of the overlapping hints' counted kernel time, the most they save
-    together; ``sum_saving_us`` what adding them up would wrongly claim.
+    together; ``sum_saving_us`` what adding them up would wrongly claim. ``saving_us`` is the total over ``steps``;
+    ``saving_per_step_us`` the headline, at most ``step_attention_us`` (one step's attention time, on
+    ``per_step_basis``); ``reaches_latency`` false for busy-time savings on launch-bound blocks.
     """
     ov = h.overlap
     return {"rule": h.rule, "message": h.message, "blocks": h.blocks, "evidence": h.evidence,
             "saving_us": h.saving_us, "saving_pct": h.saving_pct, "saving_basis": h.saving_basis,
             "saving_kernels": h.saving_kernels,
+            "saving_per_step_us": h.saving_per_step_us, "steps": h.steps, "per_step_basis": h.per_step_basis,
+            "step_attention_us": h.step_attention_us, "reaches_latency": h.reaches_latency,
             "overlap": None if ov is None else {
                 "rules": ov.rules, "combined_saving_us": ov.union_us, "combined_saving_pct": ov.union_pct,
                 "sum_saving_us": ov.sum_us, "double_counted_us": ov.double_counted_us,
-                "shared_kernels": ov.shared_kernels}}
+                "shared_kernels": ov.shared_kernels, "combined_saving_per_step_us": ov.union_per_step_us}}
 
 
 def idle_cause_dict(causes: dict[str, float] | None) -> dict | None:

@@ -88,10 +88,19 @@ def _hint_lines(hints: list[Hint]) -> list[str]:
     return lines + [_together_text(ov) for ov in together]
 
 
+def _per_step(h: Hint) -> str:
+    """The saving per step (the headline) with its basis and bound; the latency caveat on launch-bound blocks."""
+    of = "span" if h.rule == "launch-bound" else "busy time"
+    text = (f"{h.saving_per_step_us or 0.0:,.1f} µs per step ({h.per_step_basis}; a step's attention {of} is "
+            f"{h.step_attention_us or 0.0:,.1f} µs)")
+    return text + (", busy time only: will not reach latency (launch-bound)" if h.reaches_latency is False else "")
+
+
 def _saving_text(h: Hint) -> str:
     """What a hint saves (when estimated), on what basis, and the first kernels it counts."""
     saving = ("" if h.saving_us is None
-              else f" Saving: {h.saving_us:,.1f} µs ({h.saving_pct:.1f}%), {h.saving_basis}.")
+              else f" Saving: {_per_step(h)}; {h.saving_us:,.1f} µs over {h.steps} step{'s' if h.steps != 1 else ''} "
+                   f"({h.saving_pct:.1f}%), {h.saving_basis}.")
     if h.saving_kernels:
         names = ", ".join(short_name(n, 60) for n in h.saving_kernels[:3])
         saving += f" Counts: {names}{' …' if len(h.saving_kernels) > 3 else ''}."
@@ -102,7 +111,8 @@ def _together_text(ov: HintOverlap) -> str:
     """What overlapping hints save together: the union of their kernel time, not the sum."""
     pct_text = "" if ov.union_pct is None else f" ({ov.union_pct:.1f}%)"
     shared = ", ".join(short_name(n, 60) for n in ov.shared_kernels[:3])
-    return _md(f"- Together, {' + '.join(ov.rules)} save at most {ov.union_us:,.1f} µs{pct_text}, not "
+    per = "" if ov.union_per_step_us is None else f"{ov.union_per_step_us:,.1f} µs per step, "
+    return _md(f"- Together, {' + '.join(ov.rules)} save at most {per}{ov.union_us:,.1f} µs in all{pct_text}, not "
                f"the sum {ov.sum_us:,.1f} µs: these hints overlap ({ov.double_counted_us:,.1f} µs "
                f"counted twice, in {shared}).")
 

@@ -299,10 +299,17 @@
     keys(together).forEach(function (k) {
       var ov = together[k];
       add(parent, el("div", {"class": "hint", "data-overlap": k}, "together: " + k + " save at most " +
-          fmt(ov.combined_saving_us) + (ov.combined_saving_pct === null ? "" : " (" + ov.combined_saving_pct + "%)") +
+          (ov.combined_saving_per_step_us === null || ov.combined_saving_per_step_us === undefined ? "" :
+           fmt(ov.combined_saving_per_step_us) + " per step, ") + fmt(ov.combined_saving_us) + " in all" + (ov.combined_saving_pct === null ? "" : " (" + ov.combined_saving_pct + "%)") +
           ", not the sum " + fmt(ov.sum_saving_us) + ": these hints count " + fmt(ov.double_counted_us) +
           " of the same kernels twice"));
     });
+  }
+  /* The headline: the saving per step, its basis and its bound (one step's attention time). */
+  function perStep(h) {
+    if (h.saving_per_step_us === null || h.saving_per_step_us === undefined) return "";
+    return fmt(h.saving_per_step_us) + " per step (" + h.per_step_basis + "; a step's attention " +
+           (h.rule === "launch-bound" ? "span" : "busy time") + " is " + fmt(h.step_attention_us) + "), ";
   }
   function savingLine(h) {
     if (h.saving_us === null || h.saving_us === undefined) {
@@ -312,9 +319,12 @@
     var of = (h.rule === "launch-bound" || /of their span/.test(h.saving_basis || "") ? "the span" : "the busy time") +
              " of " + h.blocks.join(", ");
     var line = el("div", {"class": "saving", "data-saving-us": h.saving_us,
+                          "data-saving-per-step-us": h.saving_per_step_us === null ? "" : h.saving_per_step_us,
                           "data-saving-pct": h.saving_pct === null ? "" : h.saving_pct, title: h.saving_basis},
-                  (upper ? "saves at most " : "saves about ") + fmt(h.saving_us) +
-                  (h.saving_pct === null ? "" : " (" + h.saving_pct.toFixed(1) + "% of " + of + ")"));
+                  (upper ? "saves at most " : "saves about ") + perStep(h) + fmt(h.saving_us) + " over " +
+                  h.steps + (h.steps === 1 ? " step" : " steps") +
+                  (h.saving_pct === null ? "" : " (" + h.saving_pct.toFixed(1) + "% of " + of + ")") +
+                  (h.reaches_latency === false ? "; busy time only: will not reach latency (launch-bound)" : ""));
     add(line, el("span", {"class": "basis"}, " \u00b7 " + h.saving_basis));
     return line;
   }

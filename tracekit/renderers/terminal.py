@@ -534,14 +534,31 @@ def _saving_line(h: Hint, saving_us: float) -> str:
     counts = ", ".join(short_name(n, 48) for n in names[:_SAVING_NAMES]) + (
         f" (+{len(names) - _SAVING_NAMES} more)" if len(names) > _SAVING_NAMES else "")
     how = "up to" if h.saving_basis.startswith("upper bound") else "about"
-    return (f"    saving: {how} {fmt_time(saving_us)} ({h.saving_pct:.1f}%); {h.saving_basis}"
-            + (f"; counts {counts}" if counts else ""))
+    return (f"    saving: {how} {_per_step_text(h)}; {fmt_time(saving_us)} {_over_steps(h.steps)} "
+            f"({h.saving_pct:.1f}%); {h.saving_basis}" + (f"; counts {counts}" if counts else ""))
+
+
+def _over_steps(steps: int) -> str:
+    """How many steps a total covers: "over 2 steps"."""
+    return f"over {steps} step{'s' if steps != 1 else ''}"
+
+
+def _per_step_text(h: Hint) -> str:
+    """The headline: the saving per step, its basis and its bound (one step's attention time), and, on
+    launch-bound blocks, that a busy-time saving will not reach latency."""
+    if h.saving_per_step_us is None:
+        return "n/a per step"
+    of = "span" if h.rule == "launch-bound" else "busy time"
+    text = (f"{fmt_time(h.saving_per_step_us)} per step ({h.per_step_basis}; a step's attention {of} is "
+            f"{fmt_time(h.step_attention_us or 0.0)})")
+    return text + ("; will not reach latency (launch-bound)" if h.reaches_latency is False else "")
 
 
 def _together_line(ov: HintOverlap) -> str:
     """What overlapping hints save together: the union of their kernel time, not the sum."""
     pct_text = "" if ov.union_pct is None else f" ({ov.union_pct:.1f}%)"
-    return (f"  together: {' + '.join(ov.rules)} save at most {fmt_time(ov.union_us)}{pct_text}, not the "
+    per = "" if ov.union_per_step_us is None else f"{fmt_time(ov.union_per_step_us)} per step, "
+    return (f"  together: {' + '.join(ov.rules)} save at most {per}{fmt_time(ov.union_us)} in all{pct_text}, not the "
             f"sum {fmt_time(ov.sum_us)}: these hints overlap ({fmt_time(ov.double_counted_us)} counted "
             f"twice, in {', '.join(short_name(n, 48) for n in ov.shared_kernels[:_SAVING_NAMES])})")
 

@@ -34,6 +34,7 @@ class HintOverlap:
     shared_kernels: list[str]  # the kernels two or more count, costliest first
     busy_us: float  # the blocks' busy time: the denominator of union_pct
     union_pct: float | None
+    union_per_step_us: float | None = None  # the union in one step (the members' per-step basis); None unset
 
     def check(self) -> HintOverlap:
         """Raise InvariantError unless the union can be true: at most the sum and the blocks' time; returns self."""
@@ -46,6 +47,8 @@ class HintOverlap:
                f"HintOverlap {self.rules}: union {self.union_us} µs exceeds the sum {self.sum_us}")
         expect(self.union_us <= self.busy_us + n * _US_SLACK,
                f"HintOverlap {self.rules}: union {self.union_us} µs exceeds the blocks' time {self.busy_us}")
+        expect(self.union_per_step_us is None or self.union_per_step_us <= self.union_us + _US_SLACK,
+               f"HintOverlap {self.rules}: union {self.union_per_step_us} µs per step exceeds its total")
         expect(self.double_counted_us > 0 and bool(self.shared_kernels),
                f"HintOverlap {self.rules}: no time counted twice, so no overlap")
         expect((self.union_pct is None) == (self.busy_us <= 0) and (
@@ -69,6 +72,18 @@ class Hint:
     # empty when the saving is no kernels' time (launch-bound counts idle gaps) or there is no saving.
     counted: dict[KernelRow, float] = field(default_factory=dict, repr=False)
     overlap: HintOverlap | None = None  # the hints (this one among them) whose savings count the same kernels
+    # The headline figure: the saving in one step (µs), never more than ``step_attention_us``; None with no saving.
+    saving_per_step_us: float | None = None
+    # What saving_us covers and how the per-step figure was taken: "median of N steps" (each step's own share),
+    # or "whole trace over N steps" (saving_us / N) where some block lies outside every ProfilerStep.
+    steps: int = 1
+    per_step_basis: str = ""
+    # The per-step bound: the attention blocks' busy time in one step, on the same basis (launch-bound, whose
+    # saving is idle time inside the blocks: their span); None with no saving.
+    step_attention_us: float | None = None
+    # False: a busy-time saving on launch-bound blocks, which will not reach latency (the device waits on
+    # launches); True: the saving can reach latency (up to it); None with no saving.
+    reaches_latency: bool | None = None
 
     @property
     def saving_kernels(self) -> list[str]:
@@ -85,12 +100,29 @@ class Hint:
         expect(not self.counted or (self.saving_us is not None and abs(sum(self.counted.values()) - self.saving_us)
                                     <= _US_SLACK * (1 + len(self.counted))),
                f"hint {self.rule}: saving {self.saving_us} µs is not the counted kernel time")
+        self._check_per_step()
         if self.overlap is not None:
             expect(self.rule in self.overlap.rules, f"hint {self.rule}: its overlap {self.overlap.rules} omits it")
             expect(self.saving_us is not None and self.saving_us <= self.overlap.union_us + _US_SLACK,
                    f"hint {self.rule}: saving {self.saving_us} µs exceeds its overlap's union {self.overlap.union_us}")
             self.overlap.check()
         return self
+
+
+    def _check_per_step(self) -> None:
+        """A saving has its per-step figure, at most one step's attention time (the kernels it counts are part of
+        it) and at most the total over ``steps``: a per-step headline can never exceed what a step holds."""
+        if self.saving_us is None:
+            expect(self.saving_per_step_us is None, f"hint {self.rule}: a per-step saving without a saving")
+            return
+        per, bound = self.saving_per_step_us, self.step_attention_us
+        expect(per is not None and bound is not None and self.steps >= 1 and bool(self.per_step_basis),
+               f"hint {self.rule}: saving {self.saving_us} µs without its per-step figure and bound")
+        assert per is not None and bound is not None  # (for mypy: expect raised otherwise)
+        expect(0 <= per <= bound + _US_SLACK,
+               f"hint {self.rule}: saving {per} µs per step exceeds the step's attention time {bound} µs")
+        expect(per <= self.saving_us + _US_SLACK,
+               f"hint {self.rule}: saving {per} µs per step exceeds the total {self.saving_us} µs")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -106,6 +138,9 @@ class GroupFacts:
     replayed_us: float = 0.0  # busy µs of the blocks' kernels that CUDA/HIP graph launches ran
     graph_modes: list[str] = field(default_factory=list)  # the graph modes (vocab.GraphMode) of the blocks' traces
     platforms: list[Platform] = field(default_factory=list)  # the GPUs of the blocks' traces (hardware.platform)
+    # ``kernels``' µs split by the owning block's ProfilerStep number (blocks outside every step: not here), so a
+    # hint's per-step saving is the very kernels' time in each step; summed over ranks like the rows.
+    step_us: dict[int, dict[KernelRow, float]] = field(default_factory=dict)
 
     def check(self) -> GroupFacts:
         """Raise InvariantError unless the counts can be true: a broken row would skew every share a rule computes.
@@ -121,7 +156,19 @@ class GroupFacts:
         for row, v in self.kernels.items():
             expect(len(v) == 2 and v[0] >= 0 and v[1] >= 0,
                    f"GroupFacts.kernels[{row!r}] is {v!r}, not [count >= 0, µs >= 0]")
+        self._check_steps()
         return self
+
+    def _check_steps(self) -> None:
+        """Each step's row times are rows of ``kernels``, and no row has more time in its steps than in all."""
+        in_steps: dict[KernelRow, float] = {}
+        for step, rows in self.step_us.items():
+            for row, us in rows.items():
+                expect(us >= 0 and row in self.kernels, f"GroupFacts.step_us[{step}][{row!r}] is {us!r}")
+                in_steps[row] = in_steps.get(row, 0.0) + us
+        for row, us in in_steps.items():
+            expect(us <= self.kernels[row][1] + _US_SLACK * (1 + len(self.step_us)),
+                   f"GroupFacts.step_us: {row!r} has {us} µs in its steps, {self.kernels[row][1]} in all")
 
 
 # (block kind, phase) -> facts; plain data so that it pickles from a worker process and merges by summing.
@@ -148,6 +195,10 @@ def merge_facts(parts: Iterable[HintFacts | None]) -> HintFacts | None:
             m.gemm_16bit += g.gemm_16bit
             m.gemm_fp32 += g.gemm_fp32
             m.replayed_us += g.replayed_us
+            for step, rows in g.step_us.items():
+                into = m.step_us.setdefault(step, {})
+                for row, us in rows.items():
+                    into[row] = into.get(row, 0.0) + us
             m.graph_modes = sorted(set(m.graph_modes) | set(g.graph_modes))
             m.platforms = sorted(set(m.platforms) | set(g.platforms))
     return out if seen else None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ...hardware import platform
-from ...results.hints import GroupFacts, HintFacts
+from ...results.hints import GroupFacts, HintFacts, merge_facts
 from ...vocab import (
     SHAPED_GEMM_OPS, SOFTMAX_OPS, Category, StrEnum, anchored, compact_kernel_name, is_fused_attention_op,
 )
@@ -220,13 +220,14 @@ class _FactCollector:
         names = tr.names
         self._no_sdpa = names is not None and not any(n == _SDPA_OP or _MATH_OP.match(n) for n in names)
 
-    def collect(self, block_keys: Sequence[tuple[str, str]], dev_owner: Sequence[int], cats: Sequence[str],
-                busy_ns: Sequence[int]) -> HintFacts:
-        """Each owned device event counted on its kernel row, under its block's (kind, phase)."""
+    def collect(self, block_keys: Sequence[tuple[Any, ...]], dev_owner: Sequence[int], cats: Sequence[str],
+                busy_ns: Sequence[int]) -> dict[tuple[Any, ...], GroupFacts]:
+        """Each owned device event counted on its kernel row, under its block's key ((kind, phase), or with the
+        block's step: (kind, phase, step))."""
         dev, host = self._tr.device, self._host
         leaf, launcher = self._links.device_leaf, self._links.launcher
         launcher_tag = self.launcher_tag
-        facts: HintFacts = {}
+        facts: dict[tuple[Any, ...], GroupFacts] = {}
         rows: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}  # regexes run once per distinct row
         for j, b in enumerate(dev_owner):
             if b == NONE:
@@ -366,19 +367,37 @@ class _FactCollector:
 
 
 def collect_facts(tr: Trace, links: Links, block_keys: Sequence[tuple[str, str]], dev_owner: Sequence[int],
-                  cats: Sequence[str], busy_ns: Sequence[int]) -> HintFacts:
+                  cats: Sequence[str], busy_ns: Sequence[int], block_steps: Sequence[int | None] = ()) -> HintFacts:
     """Per block kind, the kernel rows the rules read: one pass over the device events blocks own.
 
     ``block_keys[b]`` is block b's (kind, phase); ``busy_ns[j]`` is event j's share of its block's busy time.
-    Work per event is a few dict look-ups; ancestors are walked once per distinct launcher.
+    Work per event is a few dict look-ups; ancestors are walked once per distinct launcher. With ``block_steps``
+    (block b's ProfilerStep number or None), the rows are also kept per step (GroupFacts.step_us): the events are
+    counted under (kind, phase, step) at no extra cost per event, and folded per kind after.
     """
-    facts = _FactCollector(tr, links).collect(block_keys, dev_owner, cats, busy_ns)
+    collector = _FactCollector(tr, links)
+    if block_steps:
+        facts = _fold_steps(collector.collect([(*k, s) for k, s in zip(block_keys, block_steps)], dev_owner, cats,
+                                              busy_ns))
+    else:
+        facts = {(k[0], k[1]): g for k, g in collector.collect(block_keys, dev_owner, cats, busy_ns).items()}
     info = tr.info
     platforms = sorted({platform(n, info.runtime) for n in info.gpus} or {platform(None, info.runtime)})
     for g in facts.values():  # once per block kind, not per event
         g.platforms = list(platforms)
         g.check()
     return facts
+
+
+def _fold_steps(by_step: dict[tuple[Any, ...], GroupFacts]) -> HintFacts:
+    """Facts per (kind, phase, step) as facts per (kind, phase): summed as ranks are (merge_facts), each step's
+    rows kept in ``step_us``. Once per (kind, phase, step), not per event."""
+    parts: list[HintFacts] = []
+    for (kind, phase, step), g in by_step.items():
+        if step is not None:
+            g.step_us = {step: {row: v[1] for row, v in g.kernels.items()}}
+        parts.append({(kind, phase): g})
+    return merge_facts(parts) or {}
 
 
 @lru_cache(maxsize=4096)
@@ -429,7 +448,7 @@ def block_facts(tr: Trace, links: Links, results: Sequence[Any], dev_owner: Sequ
     """:func:`collect_facts` for blocks whose results are in block order (``results[b]`` is block b's), with the
     busy time of the graph-replayed kernels per block kind: the hints tell a graph's blocks from eager ones by it."""
     keys = [(r.kind, str(r.phase)) for r in results]
-    facts = collect_facts(tr, links, keys, dev_owner, cats, busy_ns)
+    facts = collect_facts(tr, links, keys, dev_owner, cats, busy_ns, [r.step for r in results])
     for j in replayed:
         g = facts.get(keys[dev_owner[j]]) if dev_owner[j] != NONE else None
         if g is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from statistics import median
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,43 @@ _LAYOUT_KERNEL = re.compile(r"direct_copy_kernel|_copy_kernel_cuda|copy_device_t
                             r"|nchwToNhwc|nhwcToNchw")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepBasis:
+    """One step's attention time: the bound of every per-step saving (the kernels a hint counts are part of it).
+
+    With every block inside a ProfilerStep, the median step's (``steps`` its step numbers); otherwise the whole
+    trace's over its step count (``steps`` empty). ``busy_us`` bounds busy-time savings, ``span_us`` idle-time ones.
+    """
+
+    steps: tuple[int, ...]
+    count: int  # the steps a whole-trace saving covers (1 where no step was recorded)
+    busy_us: float
+    span_us: float
+    label: str  # "median of N steps", "whole trace over N steps" or "whole trace (no steps recorded)"
+
+
+def _step_basis(blocks: Sequence[BlockResult]) -> StepBasis:
+    """The per-step basis of an attribution's blocks, all kinds and phases: what a step of attention holds."""
+    stepped = sorted({b.step for b in blocks if b.step is not None})
+    n = max(1, len(stepped))
+    if stepped and all(b.step is not None for b in blocks):
+        return _median_basis(blocks, stepped)
+    label = f"whole trace over {n} step{'s' if n != 1 else ''}" if stepped else "whole trace (no steps recorded)"
+    return StepBasis(steps=(), count=n, busy_us=sum(b.total_us for b in blocks) / n,
+                     span_us=sum(b.span_us for b in blocks) / n, label=label)
+
+
+def _median_basis(blocks: Sequence[BlockResult], stepped: list[int]) -> StepBasis:
+    """Every block inside a step: the blocks' busy time and span summed per step, and the median step's."""
+    busy, span = dict.fromkeys(stepped, 0.0), dict.fromkeys(stepped, 0.0)
+    for b in blocks:
+        busy[b.step] += b.total_us  # type: ignore[index]
+        span[b.step] += b.span_us  # type: ignore[index]
+    n = len(stepped)
+    return StepBasis(steps=tuple(stepped), count=n, busy_us=median(busy.values()), span_us=median(span.values()),
+                     label=f"median of {n} step{'s' if n != 1 else ''}")
+
+
 @dataclass(slots=True, kw_only=True)
 class Group:
     """One block kind (and phase): BlockResult figures summed, plus its facts. What a rule's check reads."""
@@ -47,6 +85,9 @@ class Group:
     label: str
     blocks: list[BlockResult]
     facts: GroupFacts
+    # One step's attention time for this group's per-step savings (evaluate: the attribution's blocks, all kinds);
+    # None: the group alone, as one whole-trace step (a hand-made Group).
+    step_basis: StepBasis | None = None
     busy_us: float = 0.0
     span_us: float = 0.0
     idle_us: float = 0.0
@@ -61,6 +102,58 @@ class Group:
 
     def share(self, us: float) -> float:
         return us / self.busy_us if self.busy_us > 0 else 0.0
+
+    @property
+    def basis(self) -> StepBasis:
+        """The per-step basis: the attribution's (``step_basis``), or this group's own time as one step."""
+        if self.step_basis is not None:
+            return self.step_basis
+        return StepBasis(steps=(), count=1, busy_us=self.busy_us, span_us=self.span_us,
+                         label="whole trace (no steps recorded)")
+
+    @property
+    def launch_bound(self) -> bool:
+        """The blocks' device waits on launches (vocab.is_launch_bound): busy-time savings will not reach latency."""
+        return self.span_us > 0 and is_launch_bound(self.idle_us, self.span_us)
+
+    def per_step(self, us: float, idle: bool = False, counted: dict[KernelRow, float] | None = None) -> float:
+        """``us`` of the group's busy time (``idle``: of its idle time) in one step, on the basis's terms: each
+        step's part, then the median step's; or, where some block is outside every step, the whole trace's / N.
+
+        A step's part is the ``counted`` kernel rows' time in that step (GroupFacts.step_us: the very kernels),
+        or, without per-step rows (hand-made facts) or for idle time, ``us`` spread as the group's own busy
+        (idle) time is over the steps. Either way it is at most the group's time in that step, so the median is
+        at most the median step's attention time (the basis's bound)."""
+        b = self.basis
+        if not b.steps:
+            return us / b.count
+        own = self._own_by_step(idle)
+        if counted and self.facts.step_us and not idle:
+            parts = self._counted_by_step(counted)
+            return median(min(own[s], parts.get(s, 0.0)) for s in b.steps)
+        total = self.idle_us if idle else self.busy_us
+        if total <= 0:
+            return 0.0
+        return median(min(v, us * v / total) for v in own.values())
+
+    def _own_by_step(self, idle: bool) -> dict[int, float]:
+        """The group's busy (``idle``: idle) time in each step of the basis, from its blocks."""
+        by = dict.fromkeys(self.basis.steps, 0.0)
+        for blk in self.blocks:
+            by[blk.step] += blk.idle_us if idle else blk.total_us  # type: ignore[index]
+        return by
+
+    def _counted_by_step(self, counted: dict[KernelRow, float]) -> dict[int, float]:
+        """Each step's part of the counted time: per row, its time in the step times the share the hint counts of
+        the row (all of it, or an estimate's part)."""
+        out: dict[int, float] = {}
+        for step, rows in self.facts.step_us.items():
+            part = 0.0
+            for row, us in counted.items():
+                whole = self.facts.kernels.get(row, (0, 0.0))[1]
+                part += us * rows.get(row, 0.0) / whole if whole > 0 else 0.0
+            out[step] = part
+        return out
 
 
 
@@ -96,15 +189,33 @@ def _full(rows: Sequence[tuple[str, str, str, str, int, float]]) -> dict[KernelR
     return out
 
 
+_NO_LATENCY = "; busy time only: these blocks are launch-bound, so this saving will not reach latency"
+
+
 def _hint(rule: HintRule, g: Group, message: str, evidence: dict[str, Any], saving_us: float | None,
-          basis: str, denominator_us: float | None = None, counted: dict[KernelRow, float] | None = None) -> Hint:
-    """A Hint; ``counted`` is the kernel time its saving counts, per row (its sum is the saving), for overlaps."""
-    den = g.busy_us if denominator_us is None else denominator_us
-    pct = 100 * saving_us / den if saving_us is not None and den > 0 else None
-    return Hint(rule=rule.name, blocks=[g.label], message=message, evidence=evidence,
-                saving_us=None if saving_us is None else _r(saving_us),
-                saving_pct=None if pct is None else round(pct, 1),
-                saving_basis=basis, counted=dict(counted or {}) if saving_us is not None else {}).check()
+          basis: str, counted: dict[KernelRow, float] | None = None, idle: bool = False) -> Hint:
+    """A Hint; ``counted`` is the kernel time its saving counts, per row (its sum is the saving), for overlaps.
+
+    The saving is also given per step (the headline), bounded by one step's attention time: busy time, or with
+    ``idle`` (a saving of idle time inside the blocks) their span. A busy-time saving on launch-bound blocks says
+    it will not reach latency, in the message and as ``reaches_latency``."""
+    if saving_us is None:
+        return Hint(rule=rule.name, blocks=[g.label], message=message, evidence=evidence, saving_us=None,
+                    saving_pct=None, saving_basis=basis, steps=g.basis.count, per_step_basis=g.basis.label).check()
+    den = g.span_us if idle else g.busy_us
+    reaches = idle or not g.launch_bound
+    return Hint(rule=rule.name, blocks=[g.label], message=message + ("" if reaches else _NO_LATENCY),
+                evidence=evidence, saving_us=_r(saving_us),
+                saving_pct=round(100 * saving_us / den, 1) if den > 0 else None,
+                saving_basis=basis, counted=dict(counted or {}),
+                saving_per_step_us=_r(g.per_step(saving_us, idle, counted)), steps=g.basis.count,
+                per_step_basis=g.basis.label,
+                step_attention_us=_r(g.basis.span_us if idle else g.basis.busy_us), reaches_latency=reaches).check()
+
+
+def _ps(g: Group, rows: Sequence[tuple[str, str, str, str, int, float]]) -> str:
+    """These rows' time in one step (Group.per_step), for a message: "1.2 ms per step"."""
+    return f"{_t(g.per_step(_us(rows), counted=_full(rows)))} per step"
 
 
 def _eager_softmax(g: Group, rule: HintRule) -> Hint | None:
@@ -118,11 +229,13 @@ def _eager_softmax(g: Group, rule: HintRule) -> Hint | None:
         return None
     advice = advise(AdviceTopic.FUSED_SDPA, g.facts.platforms)
     return _hint(rule, g, f"{g.label}: eager softmax + mask/scale kernels are {100 * share:.1f}% of busy time "
-                          f"({_t(sm + ew)}); use F.scaled_dot_product_attention ({advice.text})",
+                          f"({_ps(g, rows)}); use F.scaled_dot_product_attention ({advice.text})",
                  {"softmax_us": _r(sm), "elementwise_us": _r(ew), "busy_us": _r(g.busy_us),
                   "share_pct": round(100 * share, 1), "kernels": _names(rows), "advice": advice.name},
-                 sm + ew, "upper bound: the time of the eager softmax/mask/scale kernels; the fused kernel does "
-                          "this work too, in time the trace cannot tell", counted=_full(rows))
+                 sm + ew, "upper bound: these softmax/mask/scale kernels' time, what removing them saves at most; "
+                          "not a prediction of SDPA: its fused kernel also replaces the score/context matmuls and "
+                          "copies (not counted here) and costs time the trace cannot tell, so switching can remove "
+                          "more busy time than this", counted=_full(rows))
 
 
 def _sdpa_math(g: Group, rule: HintRule) -> Hint | None:
@@ -135,12 +248,13 @@ def _sdpa_math(g: Group, rule: HintRule) -> Hint | None:
     not_mm = _us(not_mm_rows)
     advice = advise(AdviceTopic.FUSED_ELIGIBLE, g.facts.platforms)
     return _hint(rule, g, f"{g.label}: SDPA ran its math fallback (softmax kernels inside the SDPA op, "
-                          f"{_t(total)} of kernels); make a fused backend eligible (bf16/fp16 inputs, is_causal "
+                          f"{_ps(g, rows)} of kernels); make a fused backend eligible (bf16/fp16 inputs, is_causal "
                           f"instead of a mask, supported head_dim) or {advice.text}",
                  {"math_path_us": _r(total), "softmax_us": _r(_us(soft)), "non_matmul_us": _r(not_mm),
                   "busy_us": _r(g.busy_us), "kernels": _names(soft), "advice": advice.name},
-                 not_mm, "upper bound: the math path's softmax/mask/cast/copy kernels; a fused kernel still "
-                         "does the matmul work", counted=_full(not_mm_rows))
+                 not_mm, "upper bound: the math path's softmax/mask/cast/copy kernels' time, what removing them "
+                         "saves at most; a fused kernel also replaces the math path's matmuls (not counted) and "
+                         "costs time the trace cannot tell", counted=_full(not_mm_rows))
 
 
 _CAPTURES = frozenset({GraphMode.CAPTURE_ONLY, GraphMode.CAPTURE_REPLAY})
@@ -152,14 +266,15 @@ def _launch_bound(g: Group, rule: HintRule) -> Hint | None:
     if _CAPTURES.intersection(g.facts.graph_modes) and g.share(g.facts.replayed_us) <= 0.5:
         return None  # the eager calls of a capture trace are its warm-up: their gaps are the capture's, not a cost
     kernels = sum(b.kernels for b in g.blocks)
+    idle = f"{_t(g.per_step(g.idle_us, idle=True))} per step"
     return _hint(rule, g, f"{g.label}: launch-bound, the GPU is idle {100 * g.idle_us / g.span_us:.0f}% of the "
-                          f"blocks' span ({_t(g.idle_us)} of {_t(g.span_us)}); {_launch_advice(g)}, and judge "
-                          f"speedups by wall time, not busy time",
+                          f"blocks' span ({idle}); {_launch_advice(g)}, and judge speedups by wall time, not busy "
+                          f"time; busy-time savings on these blocks will not reach latency",
                  {"span_us": _r(g.span_us), "idle_us": _r(g.idle_us), "busy_us": _r(g.busy_us),
                   "idle_pct": round(100 * g.idle_us / g.span_us, 1), "kernels": kernels,
                   "mean_kernel_us": _r(g.busy_us / kernels) if kernels else None, **_graph_evidence(g)},
-                 g.idle_us, "upper bound: the device idle time inside the blocks (percent of their span)",
-                 denominator_us=g.span_us)
+                 g.idle_us, "upper bound: the device idle time inside the blocks (wall time, percent of their "
+                            "span), what removing every gap saves at most", idle=True)
 
 
 def _graph_evidence(g: Group) -> dict[str, Any]:
@@ -197,7 +312,7 @@ def _kv_cat(g: Group, rule: HintRule) -> Hint | None:
     if not rows:
         return None
     return _hint(rule, g, f"{g.label}: KV-cache concatenation (torch.cat of past and new K/V) is "
-                          f"{100 * g.share(us):.1f}% of busy time ({_t(us)}); use a static, pre-allocated cache "
+                          f"{100 * g.share(us):.1f}% of busy time ({_ps(g, rows)}); use a static, pre-allocated cache "
                           f"(transformers StaticCache, index_copy_ of the new tokens)",
                  {"cat_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
                   "calls": sum(r[4] for r in rows), "kernels": _names(rows)},
@@ -214,7 +329,7 @@ def _causal_mask(g: Group, rule: HintRule) -> Hint | None:
         return None
     parts = []
     if fills:
-        parts.append(f"masked_fill kernels take {100 * g.share(us):.1f}% of busy time ({_t(us)})")
+        parts.append(f"masked_fill kernels take {100 * g.share(us):.1f}% of busy time ({_ps(g, rows)})")
     if masked:
         parts.append(f"{masked} of {g.facts.sdpa_calls} SDPA calls were passed an attn_mask tensor")
     ev: dict[str, Any] = {"mask_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
@@ -223,7 +338,9 @@ def _causal_mask(g: Group, rule: HintRule) -> Hint | None:
            f"F.scaled_dot_product_attention(..., is_causal=True) instead (no mask tensor, and the flash backend "
            f"becomes eligible)")
     if fills:
-        return _hint(rule, g, msg, ev, us, "upper bound: the masked_fill kernels' time", counted=_full(rows))
+        return _hint(rule, g, msg, ev, us, "upper bound: the masked_fill kernels' time, what removing them saves "
+                                           "at most; what a fused causal kernel saves besides is not counted",
+                     counted=_full(rows))
     return _hint(rule, g, msg, ev, None, "none: what a fused causal kernel saves over a masked one is not in the trace")
 
 
@@ -240,9 +357,9 @@ def _fp32_softmax(g: Group, rule: HintRule) -> Hint | None:
     counted = {k: v / 2 for k, v in _full(rows).items()}  # the half a bf16 softmax would save, then the casts
     for k, v in _full(cast_rows).items():
         counted[k] = counted.get(k, 0.0) + v
-    return _hint(rule, g, f"{g.label}: softmax runs in fp32 ({_t(us)}, {100 * g.share(us):.1f}% of busy time) while "
-                          f"the matmuls are bf16/fp16; keep the scores in bf16 (softmax accumulates in fp32 inside "
-                          f"the kernel) and drop the casts around it ({_t(casts)})",
+    return _hint(rule, g, f"{g.label}: softmax runs in fp32 ({_ps(g, rows)}, {100 * g.share(us):.1f}% of busy "
+                          f"time) while the matmuls are bf16/fp16; keep the scores in bf16 (softmax accumulates in "
+                          f"fp32 inside the kernel) and drop the casts around it ({_ps(g, cast_rows)})",
                  {"fp32_softmax_us": _r(us), "cast_us": _r(casts), "busy_us": _r(g.busy_us),
                   "gemm_ops_16bit": g.facts.gemm_16bit, "kernels": _names(rows)},
                  us / 2 + casts, "estimate: a memory-bound softmax moves half the bytes in bf16 (half its time), "
@@ -253,7 +370,7 @@ def _repeat_kv(g: Group, rule: HintRule) -> Hint | None:
     rows, us = _tagged_over(g, rule, HintTag.REPEAT_KV)
     if not rows:
         return None
-    return _hint(rule, g, f"{g.label}: GQA repeat_kv copies K/V per query head ({_t(us)}, "
+    return _hint(rule, g, f"{g.label}: GQA repeat_kv copies K/V per query head ({_ps(g, rows)}, "
                           f"{100 * g.share(us):.1f}% of busy time); pass enable_gqa=True to "
                           f"F.scaled_dot_product_attention or use a GQA-aware kernel",
                  {"copy_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
@@ -267,7 +384,7 @@ def _layout_copies(g: Group, rule: HintRule) -> Hint | None:
     if not rows or g.share(us) < rule.threshold:
         return None
     return _hint(rule, g, f"{g.label}: transpose/contiguous copies are {100 * g.share(us):.1f}% of busy time "
-                          f"({_t(us)}); keep tensors in the layout the next op reads (e.g. (B, S, H, D) into "
+                          f"({_ps(g, rows)}); keep tensors in the layout the next op reads (e.g. (B, S, H, D) into "
                           f"flash-attn, no .contiguous() before SDPA) or let torch.compile fuse the copies",
                  {"copy_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
                   "launchers": sorted({r[2] for r in rows if r[2]})[:5], "kernels": _names(rows)},
@@ -323,8 +440,8 @@ def _rotary_cat(g: Group, rule: HintRule) -> Hint | None:
     if not cat or not neg or g.share(us) < rule.threshold:
         return None
     return _hint(rule, g, f"{g.label}: rotary embedding by rotate_half (cat of the two halves + neg) costs "
-                          f"{_t(us)} ({100 * g.share(us):.1f}% of busy time) before the muls and adds; use a fused "
-                          f"rotary kernel (flash_attn's apply_rotary_emb, Liger, or torch.compile)",
+                          f"{_ps(g, cat + neg)} ({100 * g.share(us):.1f}% of busy time) before the muls and adds; use "
+                          f"a fused rotary kernel (flash_attn's apply_rotary_emb, Liger, or torch.compile)",
                  {"cat_us": _r(_us(cat)), "neg_us": _r(_us(neg)), "busy_us": _r(g.busy_us),
                   "share_pct": round(100 * g.share(us), 1), "kernels": _names(cat + neg)},
                  us, "upper bound: the cat and neg kernels' time; a fused kernel still reads and writes q and k",
@@ -335,7 +452,7 @@ def _comm(g: Group, rule: HintRule) -> Hint | None:
     rows, us = _tagged_over(g, rule, HintTag.COMM)
     if not rows:
         return None
-    return _hint(rule, g, f"{g.label}: collectives run inside the attention block ({_t(us)}, "
+    return _hint(rule, g, f"{g.label}: collectives run inside the attention block ({_ps(g, rows)}, "
                           f"{100 * g.share(us):.1f}% of busy time: tensor-parallel all-reduce?); overlap them with "
                           f"compute (async TP) or check the TP degree for this size",
                  {"comm_us": _r(us), "busy_us": _r(g.busy_us), "share_pct": round(100 * g.share(us), 1),
@@ -354,7 +471,11 @@ class HintRule:
     why: str = ""
 
 
+# launch-bound comes first: on launch-bound blocks, the busy-time savings after it will not reach latency.
 HINT_RULES: tuple[HintRule, ...] = (
+    HintRule(name="launch-bound", threshold=LAUNCH_BOUND_IDLE, check=_launch_bound,
+             reads="idle_us / span_us of the blocks",
+             why="busy time is not what the user pays when the GPU waits for launches"),
     HintRule(name="eager-softmax", threshold=EAGER_SOFTMAX_SHARE, check=_eager_softmax,
              reads="softmax + elementwise share of busy time, no fused/SDPA kernels",
              why="the unfused softmax/mask/scale round trips through HBM are what fused SDPA removes"),
@@ -362,9 +483,6 @@ HINT_RULES: tuple[HintRule, ...] = (
              reads="softmax kernels launched under aten::scaled_dot_product_attention "
                    "(or _scaled_dot_product_attention_math) with no fused backend op",
              why="SDPA silently falls back to the math path (fp32 upcast, materialised scores)"),
-    HintRule(name="launch-bound", threshold=LAUNCH_BOUND_IDLE, check=_launch_bound,
-             reads="idle_us / span_us of the blocks",
-             why="busy time is not what the user pays when the GPU waits for launches"),
     HintRule(name="kv-cache-cat", threshold=KV_CAT_SHARE, check=_kv_cat,
              reads="kernels of aten::cat([past, new], dim=-2) on 4-D K/V (Input Dims)",
              why="a growing cache re-copies all past tokens every step"),
@@ -396,12 +514,13 @@ HINT_RULES: tuple[HintRule, ...] = (
 
 def _groups(blocks: Sequence[BlockResult], facts: HintFacts) -> list[Group]:
     by: dict[tuple[str, str], Group] = {}
+    basis = _step_basis(blocks)
     for b in blocks:
         key = (b.kind, str(b.phase))
         g = by.get(key)
         if g is None:
             label = b.kind if b.phase == "forward" else f"{b.kind} ({b.phase})"
-            g = by[key] = Group(label=label, blocks=[], facts=facts.get(key) or GroupFacts(),
+            g = by[key] = Group(label=label, blocks=[], facts=facts.get(key) or GroupFacts(), step_basis=basis,
                                 categories=dict.fromkeys(b.categories, 0.0))
         g.blocks.append(b)
         g.busy_us += b.total_us
@@ -424,11 +543,11 @@ def evaluate(facts: HintFacts | None, blocks: Sequence[BlockResult],
             h = rule.check(g, rule)
             if h is not None:
                 out.append(h)
-    _mark_overlaps(out, {g.label: g.busy_us for g in groups})
+    _mark_overlaps(out, {g.label: g for g in groups})
     return out
 
 
-def _mark_overlaps(hints: Sequence[Hint], busy_us: dict[str, float]) -> None:
+def _mark_overlaps(hints: Sequence[Hint], groups: dict[str, Group]) -> None:
     """Hints of one block kind whose savings count some of the same kernel rows, linked (a connected set each):
     every member gets the set's HintOverlap, so no reader adds up savings that share device time."""
     by_label: dict[str, list[Hint]] = {}
@@ -438,7 +557,10 @@ def _mark_overlaps(hints: Sequence[Hint], busy_us: dict[str, float]) -> None:
     for label, hs in by_label.items():
         for members in _sharing_sets(hs):
             if len(members) > 1:
-                ov = _overlap(members, label, busy_us[label])
+                g = groups[label]
+                ov = _overlap(members, label, g.busy_us)
+                ov.union_per_step_us = _r(g.per_step(ov.union_us, counted=_union_rows(members)))
+                ov.check()
                 for h in members:
                     h.overlap = ov
 
@@ -465,7 +587,7 @@ def _sharing_sets(hs: Sequence[Hint]) -> list[list[Hint]]:
 def _overlap(members: Sequence[Hint], label: str, busy_us: float) -> HintOverlap:
     """The union of the members' counted kernel time: each row once, at the most any member counts of it."""
     rows = list(dict.fromkeys(k for h in members for k in h.counted))  # hint order: the sums are reproducible
-    most = {k: max(h.counted.get(k, 0.0) for h in members) for k in rows}
+    most = _union_rows(members)
     twice = {k: sum(h.counted.get(k, 0.0) for h in members) - most[k] for k in rows}  # counted beyond the most
     union, total = sum(most.values()), sum(sum(h.counted.values()) for h in members)
     return HintOverlap(rules=[h.rule for h in members], blocks=[label], sum_us=_r(total), union_us=_r(union),
@@ -480,3 +602,9 @@ def _shared_names(twice: dict[KernelRow, float]) -> list[str]:
         if us > 0:
             names[k[0]] = names.get(k[0], 0.0) + us
     return [n[:120] for n, _ in sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def _union_rows(members: Sequence[Hint]) -> dict[KernelRow, float]:
+    """Each kernel row the members count, once, at the most any member counts of it (hint order)."""
+    rows = dict.fromkeys(k for h in members for k in h.counted)
+    return {k: max(h.counted.get(k, 0.0) for h in members) for k in rows}
