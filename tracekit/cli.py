@@ -222,22 +222,64 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
         result.check()
         # Decided before anything is printed: a gate over sides timed differently is refused with
         # one error line and no report (exit 1). An inconclusive gate still shows the diff (exit 5).
-        verdict, inconclusive = _gate(result, fail_pct, gate_on, (latency_before, latency_after))
+        said, code = _decide(result, fail_pct, gate_on, (latency_before, latency_after))
         _warn_diff(result)
         emit(_diff_renderer(fmt), result, output, gz)  # headed by the paths as given, shortened (result.labels)
-        if inconclusive:
-            click.echo(inconclusive, err=True)
-            sys.exit(EXIT_INCONCLUSIVE)
-        if verdict is not None:
-            from .renderers import verdict_line
-
-            click.echo(verdict_line(verdict), err=True)
-            if not verdict.ok:
-                sys.exit(EXIT_REGRESSION)
+        for line in said:
+            click.echo(line, err=True)
+        if code:
+            sys.exit(code)
     except TracekitError as exc:
         raise _fail(exc) from None
     if result.damaged:
         sys.exit(EXIT_DAMAGED)
+
+
+def _decide(result: Any, pct: float | None, on: str | None,
+            latency: tuple[float | None, float | None]) -> tuple[list[str], int]:
+    """The gate's lines for stderr and its exit code (0, 4 regression, 5 inconclusive); over the run pairs when
+    both sides were folders of runs."""
+    if pct is not None and result.run_pairs:
+        return _gate_runs(result, pct, on, latency)
+    verdict, inconclusive = _gate(result, pct, on, latency)
+    if inconclusive:
+        return [inconclusive], EXIT_INCONCLUSIVE
+    if verdict is None:
+        return [], 0
+    from .renderers import verdict_line
+
+    return [verdict_line(verdict)], 0 if verdict.ok else EXIT_REGRESSION
+
+
+def _gate_runs(result: Any, pct: float, on: str | None,
+               latency: tuple[float | None, float | None]) -> tuple[list[str], int]:
+    """Each run pair's verdict (or why it is inconclusive), then one line naming the pairs that decide the exit:
+    4 when any regresses, else 5 when any is inconclusive."""
+    if any(ms is not None for ms in latency):
+        raise UsageError("--latency-before/--latency-after give one latency, and these are folders of runs: "
+                         "put each run's measured.json beside its traces")
+    from .run.api import gate_runs
+    from .vocab import Compared
+
+    bad = [p.run for p in gate_runs(result, pct, on=None if on is None else Compared(on))]
+    lost = [p.run for p in result.run_pairs if p.inconclusive]
+    head, n = f"fail-if-slower {pct:g}%:", len(result.run_pairs)
+    lines = [_run_verdict_line(p, head) for p in result.run_pairs]
+    if bad:
+        return [*lines, f"{head} REGRESSION in {len(bad)} of {n} run pairs: {printable(', '.join(bad))}"], \
+            EXIT_REGRESSION
+    if lost:
+        return [*lines, f"{head} inconclusive: {len(lost)} of {n} run pairs ({printable(', '.join(lost))}), "
+                        "none regresses"], EXIT_INCONCLUSIVE
+    return [*lines, f"{head} ok: {n} run pairs, none slower by more than {pct:g}%"], 0
+
+
+def _run_verdict_line(p: Any, head: str) -> str:
+    """``run NAME: `` and the pair's verdict line, or why the gate could not decide on it."""
+    from .renderers import verdict_line
+
+    said = verdict_line(p.gate) if p.gate is not None else f"{head} inconclusive: {p.inconclusive}"
+    return f"run {printable(p.run)}: {printable(said)}"
 
 
 def _gate(result: Any, pct: float | None, on: str | None,

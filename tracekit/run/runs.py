@@ -16,8 +16,12 @@ import re
 from pathlib import Path
 
 from ..analysis.attribute import merge
+from ..analysis.compare import diff_attributions
+from ..errors import UsageError
 from ..io.paths import TRACE_SUFFIXES
 from ..results.attribution import Attribution, RunResult
+from ..results.diff import DiffResult, RunPair
+from ..results.ranks import rank_view
 from ..results.sweep import sweep_key  # noqa: F401  (the run-name rule lives with the run rows)
 from .execute import attribute_files
 from .inputs import Inputs, discover
@@ -109,10 +113,12 @@ def _natural(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
-def attribute_runs(found_runs: Discovered | tuple[Inputs, list[Run]], how: Plan) -> Attribution:
+def attribute_runs(found_runs: Discovered | tuple[Inputs, list[Run]], how: Plan, *, sweep: bool = False) -> Attribution:
     """One result per run (``.runs``), and their merge with each block's ``source`` set to its run's name.
 
-    Files are read in one process pool for all runs (``how.jobs``)."""
+    Files are read in one process pool for all runs (``how.jobs``). ``sweep``: the runs are some of a folder of
+    runs (those a diff pairs), so a ``measured.json`` in the folder itself belongs to none of them, even when
+    only one is read."""
     found, runs = (found_runs.inputs, found_runs.runs) if isinstance(found_runs, Discovered) else found_runs
     root = found.path
     files = [f for r in runs for f in r.files]
@@ -121,8 +127,10 @@ def attribute_runs(found_runs: Discovered | tuple[Inputs, list[Run]], how: Plan)
     for r in runs:
         mine = [next(parts) for _ in r.files]
         one = mine[0] if len(mine) == 1 else merge(mine, source=r.name)
+        if len(mine) > 1:  # a run of several ranks: its own rank view, so a diff pairs ranks within the run
+            one.ranks = rank_view(mine, r.files, r.files[0].parent)
         one.source = r.name
-        one.measured, notes = measured_beside(r.files, not_in=root if len(runs) > 1 else None)
+        one.measured, notes = measured_beside(r.files, not_in=root if len(runs) > 1 or sweep else None)
         one.warnings += notes
         results.append(RunResult(name=r.name, attribution=one))
     result = combine_runs(found.label, results)
@@ -134,7 +142,8 @@ def attribute_runs(found_runs: Discovered | tuple[Inputs, list[Run]], how: Plan)
 def combine_runs(label: str, results: list[RunResult]) -> Attribution:
     """The runs' merge, each block's ``source`` renamed to its run, with ``.runs`` holding each run's own result."""
     named = [dataclasses.replace(one.attribution, blocks=[dataclasses.replace(b, source=one.name)
-                                                          for b in one.attribution.blocks], runs=[])
+                                                          for b in one.attribution.blocks], runs=[],
+                                     ranks=None)  # a run's ranks are its own (.runs), never the merge's
              for one in results]
     result = named[0] if len(named) == 1 else merge(named, source=label)
     result.source = label
@@ -142,3 +151,61 @@ def combine_runs(label: str, results: list[RunResult]) -> Attribution:
     result.warnings = list(result.warnings)
     result.incomplete = result.incomplete or any(r.attribution.incomplete for r in results)
     return result
+
+
+def several_runs(found: Inputs) -> Discovered | None:
+    """``found`` as a folder of several runs (``--by run``'s names), or None: a trace, a run folder, URLs."""
+    if found.urls or not Path(found.path).is_dir():
+        return None
+    mine = dataclasses.replace(found, warnings=list(found.warnings))  # runs_of warns about names it changed
+    runs = runs_of(mine)
+    return Discovered(inputs=mine, runs=runs) if len(runs) > 1 else None
+
+
+def diff_runs(before: Discovered, after: Discovered, how: Plan) -> DiffResult:
+    """Two folders of runs, diffed run by run, paired by name: only the runs in common are read.
+
+    The result's own figures are those runs summed on each side (the same runs both sides, so like with like);
+    ``run_pairs`` holds each run's own diff, and ranks pair only within a run. UsageError (exit 2) when the
+    folders share no run name: merging them would compare unrelated runs."""
+    common = _common_runs(before, after)
+    sides = [attribute_runs(dataclasses.replace(d, runs=[r for r in d.runs if r.name in common]), how, sweep=True)
+             for d in (before, after)]
+    result = diff_attributions(sides[0], sides[1])
+    result.ranks = []  # ranks pair within a run (each pair's own diff), never across runs summed
+    result.run_pairs = _pairs(sides[0], sides[1])
+    result.runs_only_before, result.runs_only_after = ([r.name for r in d.runs if r.name not in common]
+                                                       for d in (before, after))
+    result.warnings.insert(0, _pairing_note(result))
+    return result
+
+
+def _pairs(before: Attribution, after: Attribution) -> list[RunPair]:
+    """Each run of ``before`` (read by run) diffed against the run of the same name in ``after``."""
+    own = {r.name: r.attribution for r in after.runs}
+    return [RunPair(run=r.name, diff=diff_attributions(r.attribution, own[r.name])) for r in before.runs]
+
+
+def _common_runs(before: Discovered, after: Discovered) -> list[str]:
+    """The run names on both sides, in ``before``'s order; UsageError when there is none."""
+    names_a = {r.name for r in after.runs}
+    common = [r.name for r in before.runs if r.name in names_a]
+    if not common:
+        raise UsageError(f"{before.inputs.path} and {after.inputs.path} are folders of runs with no run name in "
+                         f"common ({_few([r.name for r in before.runs])} against "
+                         f"{_few([r.name for r in after.runs])}); diff the runs themselves")
+    return common
+
+
+def _pairing_note(result: DiffResult) -> str:
+    """The one line saying the runs were paired by name, how many on one side only, and what the figures sum."""
+    only = [f"{len(names)} only {side} ({_few(names)})" for side, names in
+            (("before", result.runs_only_before), ("after", result.runs_only_after)) if names]
+    return (f"runs paired by name: {len(result.run_pairs)} in common{'; ' + '; '.join(only) if only else ''}; "
+            "the figures below sum the runs in common, each run's own diff is in the run table")
+
+
+def _few(names: list[str], shown: int = 4) -> str:
+    """The first few names, then how many more."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
