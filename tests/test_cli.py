@@ -218,3 +218,78 @@ def test_jobs_and_decode_workers_reach_the_library(trace, monkeypatch, args, fil
     assert out.exit_code == 0, out.output
     assert seen == {"jobs": files_at_once, "decode_workers": decoders}
     assert json.loads(out.stdout)["totals"]["blocks"] > 0
+
+
+# -- two folders of runs (issue 37): paired by run name, the gate over the pairs, every exit code
+# (support.pairs.paired_sweeps: ``slower`` 25 -> 45 µs a step by default, ``bound`` launch-bound both sides)
+
+
+def test_folders_of_runs_exit_4_naming_the_regressing_pair(tmp_path):
+    from support.pairs import paired_sweeps
+
+    before, after = paired_sweeps(tmp_path)
+    proc = run_cli("diff", before, after, "--fail-if-slower", "5%")
+    assert proc.returncode == 4, proc.stderr
+    err = proc.stderr.splitlines()
+    assert err[-1] == "fail-if-slower 5%: REGRESSION in 1 of 2 run pairs: slower"
+    assert "run slower: fail-if-slower 5%: REGRESSION: attention time 25.0 µs → 45.0 µs (+80.0%, median step)" \
+        in err[-2]
+    assert err[-3].startswith("run bound: fail-if-slower 5%: inconclusive: before and after are launch-bound")
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()
+            if line.startswith(("bound ", "slower "))}
+    assert rows["slower"][-1] == "regression" and rows["bound"][-1] == "inconclusive"
+    assert "runs only before: gone · only after: new" in proc.stdout
+
+
+def test_folders_of_runs_exit_5_when_a_pair_is_inconclusive_and_none_regresses(tmp_path):
+    from support.pairs import paired_sweeps
+
+    before, after = paired_sweeps(tmp_path, slower_after=10)
+    proc = run_cli("diff", before, after, "--fail-if-slower", "5%")
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stderr.splitlines()[-1] == "fail-if-slower 5%: inconclusive: 1 of 2 run pairs (bound), none regresses"
+    ok = run_cli("diff", before, after, "--fail-if-slower", "5%", "--gate-on", "busy")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stderr.splitlines()[-1] == "fail-if-slower 5%: ok: 2 run pairs, none slower by more than 5%"
+    assert run_cli("diff", before, after).returncode == 0  # no gate: the report alone
+
+
+def test_folders_of_runs_usage_errors_exit_2_with_one_line(tmp_path):
+    from support.pairs import paired_sweeps, run_folders, steps_of, busy, eager
+
+    before, after = paired_sweeps(tmp_path)
+    other = run_folders(tmp_path / "other", {"x_1": steps_of(busy(eager), "gemm", [10]),
+                                             "x_2": steps_of(busy(eager), "gemm", [10])})
+    for args, says in (((before, other), "are folders of runs with no run name in common"),
+                       ((before, after / "slower"), "is a folder of 3 runs (sub-folders with traces, as --by run"),
+                       ((before, after, "--fail-if-slower", "5", "--latency-before", "2", "--latency-after", "2"),
+                        "--latency-before/--latency-after give one latency, and these are folders of runs")):
+        proc = run_cli("diff", *args)
+        assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("Error: ") and says in proc.stderr
+
+
+def test_folders_of_runs_in_json_csv_and_markdown(tmp_path):
+    from support.pairs import paired_sweeps
+
+    before, after = paired_sweeps(tmp_path)
+    data = json.loads(run_cli("diff", before, after, "--format", "json", check=True).stdout)
+    assert [(p["run"], p["before"], p["after"], p["verdict"]) for p in data["run_pairs"]] == [
+        ("bound", "before/bound", "after/bound", "no claim"), ("slower", "before/slower", "after/slower", "slower")]
+    h = data["run_pairs"][1]["headline"]
+    assert (h["basis"], h["before_us"], h["after_us"]) == ("median_step", 25, 45)
+    assert h["speedup"] == pytest.approx(25 / 45, abs=1e-4)
+    assert (data["runs_only_before"], data["runs_only_after"]) == (["gone"], ["new"]) and "ranks" not in data
+    gated = json.loads(run_cli("diff", before, after, "--format", "json", "--fail-if-slower", "5").stdout)
+    assert [p["verdict"] for p in gated["run_pairs"]] == ["inconclusive", "regression"]
+
+    rows = list(csv.DictReader(io.StringIO(run_cli("diff", before, after, "--format", "csv", check=True).stdout)))
+    pairs = [(r["trace_before"], r["before_us"], r["after_us"], r["paired_by"]) for r in rows
+             if r["section"] == "run_pair"]
+    assert pairs == [("bound", "25.000", "25.000", "no claim"), ("slower", "25.000", "45.000", "slower")]
+    assert [(r["section"], r["trace_before"], r["trace_after"]) for r in rows if r["section"].startswith("run_only")] \
+        == [("run_only_before", "gone", ""), ("run_only_after", "", "new")]
+
+    md = run_cli("diff", before, after, "--format", "markdown", check=True).stdout
+    assert "| slower | median step | 25.0 µs | 45.0 µs | +80.0% (1.80× slower) | slower |" in md
+    assert "- runs only before: gone · only after: new" in md

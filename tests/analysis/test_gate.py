@@ -257,3 +257,35 @@ def test_a_threshold_too_large_to_be_a_number_is_refused():
     with pytest.raises(ValueError, match="not a percentage"):
         parse_percent("1" * 400)
     assert parse_percent("9" * 308) == float("9" * 308)
+
+
+# -- two folders of runs: the gate decides each run pair on its own (support.pairs.paired_sweeps: ``slower`` goes
+# 25 -> 2·gemm + 5 µs a step, ``bound`` is launch-bound both sides, so inconclusive by the default rule)
+
+
+def test_gate_over_run_pairs_names_the_regressing_pair(tmp_path):
+    from support.pairs import paired_sweeps
+
+    from tracekit.analysis.gate import gate_runs
+
+    r = diff(*paired_sweeps(tmp_path))
+    bad = gate_runs(r, 5)
+    assert [p.run for p in bad] == ["slower"]
+    bound, slower = r.run_pairs
+    assert (slower.gate.before_us, slower.gate.after_us, slower.gate.change_pct) == pytest.approx((25, 45, 80))
+    assert bound.gate is None and bound.inconclusive.startswith("before and after are launch-bound")
+    assert [p.verdict for p in r.run_pairs] == ["inconclusive", "regression"]
+    r.check()
+
+
+def test_gate_over_run_pairs_without_a_regression(tmp_path):
+    from support.pairs import paired_sweeps
+
+    from tracekit.analysis.gate import gate_runs
+
+    r = diff(*paired_sweeps(tmp_path, slower_after=11))  # 25 -> 27 µs: +8%
+    assert gate_runs(r, 10) == [] and [p.verdict for p in r.run_pairs] == ["inconclusive", "pass"]
+    assert [p.run for p in gate_runs(r, 7)] == ["slower"]  # the same pair over a tighter threshold
+    assert gate_runs(r, 10, on=Compared.BUSY) == [] and [p.verdict for p in r.run_pairs] == ["pass", "pass"]
+    with pytest.raises(UsageError, match=r"^run bound: --gate-on latency: no measured latency for before and after"):
+        gate_runs(r, 10, on=Compared.LATENCY)
