@@ -194,3 +194,10 @@ def test_ranks_pair_only_within_a_run(tmp_path):
     for p, blocks in zip(r.run_pairs, ((1, 2), (3, 4))):
         assert [(q.rank, q.before.total_us, q.after.total_us) for q in p.diff.ranks] == \
             [(rank, pytest.approx(31 * n), pytest.approx(31 * n)) for rank, n in enumerate(blocks)]
+    (tmp_path / "after" / "y").rename(tmp_path / "after" / "z")  # one run in common: still its own ranks only
+    r = diff_paths(tmp_path / "before", tmp_path / "after").check()
+    assert r.ranks == [] and [q.rank for q in r.run_pairs[0].diff.ranks] == [0, 1]
+    whole = analyze(tmp_path / "before", by="run")
+    assert whole.ranks is None and whole.runs[0].attribution.ranks is not None  # the merge of runs has no ranks
+    one = analyze(tmp_path / "before" / "x", by="run")  # a run folder of ranks, read by run: one run, as before
+    assert one.ranks is None and len(one.runs[0].attribution.ranks.rows) == 2

@@ -166,13 +166,13 @@ def diff_runs(before: Discovered, after: Discovered, how: Plan) -> DiffResult:
     """Two folders of runs, diffed run by run, paired by name: only the runs in common are read.
 
     The result's own figures are those runs summed on each side (the same runs both sides, so like with like);
-    ``run_pairs`` holds each run's own diff, and ranks pair only within a run. UsageError (exit 2) when the
+    ``run_pairs`` holds each run's own diff, and ranks pair only within a run (the runs' merge has no rank view:
+    :func:`combine_runs`). UsageError (exit 2) when the
     folders share no run name: merging them would compare unrelated runs."""
     common = _common_runs(before, after)
     sides = [attribute_runs(dataclasses.replace(d, runs=[r for r in d.runs if r.name in common]), how, sweep=True)
              for d in (before, after)]
     result = diff_attributions(sides[0], sides[1])
-    result.ranks = []  # ranks pair within a run (each pair's own diff), never across runs summed
     result.run_pairs = _pairs(sides[0], sides[1])
     result.runs_only_before, result.runs_only_after = ([r.name for r in d.runs if r.name not in common]
                                                        for d in (before, after))
