@@ -7,6 +7,7 @@ figure per run is known without running tracekit.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 from pathlib import Path
@@ -201,3 +202,24 @@ def test_ranks_pair_only_within_a_run(tmp_path):
     assert whole.ranks is None and whole.runs[0].attribution.ranks is not None  # the merge of runs has no ranks
     one = analyze(tmp_path / "before" / "x", by="run")  # a run folder of ranks, read by run: one run, as before
     assert one.ranks is None and len(one.runs[0].attribution.ranks.rows) == 2
+
+
+def test_two_results_read_by_run_pair_by_run_name(tmp_path):
+    """``tracekit.diff`` of two ``analyze(..., by="run")`` results pairs their runs as two folders do."""
+    from support.pairs import paired_sweeps
+
+    import tracekit
+
+    before, after = paired_sweeps(tmp_path)
+    twin = before / "gone" / "w.pt.trace.json.gz"  # gzip -k's twin: read once, and discovery warns about it
+    twin.write_bytes(gzip.compress((before / "gone" / "w.pt.trace.json").read_bytes()))
+    r = tracekit.diff(analyze(before, by="run"), analyze(after, by="run")).check()
+    assert any(str(twin) in w for w in r.before.warnings)  # each side's own warnings stay with the pairs' merge
+    from_paths = tracekit.diff(before, after)
+    assert [(p.run, p.verdict, p.diff.before_figures.total_us, p.diff.after_figures.total_us) for p in r.run_pairs] \
+        == [(p.run, p.verdict, p.diff.before_figures.total_us, p.diff.after_figures.total_us)
+            for p in from_paths.run_pairs]
+    assert (r.runs_only_before, r.runs_only_after) == (["gone"], ["new"])
+    assert (r.before_figures.total_us, r.after_figures.total_us) == pytest.approx((50, 70))
+    assert r.run_pairs[1].diff.labels == ("before/slower", "after/slower")
+    assert tracekit.diff(analyze(before), analyze(after)).run_pairs == []  # merged results: one diff, as before

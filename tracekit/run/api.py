@@ -19,7 +19,7 @@ from ..results.rows import FRAME_GROUPINGS
 from .execute import attribute_inputs
 from .inputs import Inputs, ProgressFn, discover
 from .plan import plan
-from .runs import Discovered, Run, attribute_runs, diff_runs, discover_runs, runs_of, several_runs
+from .runs import Discovered, Run, attribute_runs, diff_run_results, diff_runs, discover_runs, runs_of, several_runs
 
 
 def analyze(path: str | os.PathLike | Inputs | Discovered, scope: str | None = None,
@@ -139,9 +139,15 @@ def diff(before: str | os.PathLike | Inputs | Attribution, after: str | os.PathL
          progress: ProgressFn | None = None, *, decode_workers: int | None = None) -> DiffResult:
     """``tracekit.diff(before, after)``: two traces or run folders (as :func:`diff_paths`), or two results of
     ``tracekit.analyze`` (as :func:`~tracekit.analysis.compare.diff_attributions`; ``scope``/``jobs`` then do
-    not apply)."""
+    not apply). Two folders of several runs, or two results read by run (``by="run"``) with several runs each,
+    are diffed run by run, paired by name: ``run_pairs``, ``runs_only_before``, ``runs_only_after``."""
     if isinstance(before, Attribution) and isinstance(after, Attribution):
-        result = diff_attributions(before, after)
+        if len(before.runs) > 1 and len(after.runs) > 1:  # two results read by run: paired by run name
+            result = diff_run_results(before, after)
+            for p in result.run_pairs:
+                p.diff.labels = (f"{before.source}/{p.run}", f"{after.source}/{p.run}")
+        else:
+            result = diff_attributions(before, after)
         result.labels = (before.source, after.source) if before.source != after.source else ("before", "after")
         return result
     if isinstance(before, Attribution) or isinstance(after, Attribution):

@@ -125,11 +125,7 @@ def attribute_runs(found_runs: Discovered | tuple[Inputs, list[Run]], how: Plan,
     parts = iter(attribute_files(files, how))
     results: list[RunResult] = []
     for r in runs:
-        mine = [next(parts) for _ in r.files]
-        one = mine[0] if len(mine) == 1 else merge(mine, source=r.name)
-        if len(mine) > 1:  # a run of several ranks: its own rank view, so a diff pairs ranks within the run
-            one.ranks = rank_view(mine, r.files, r.files[0].parent)
-        one.source = r.name
+        one = _one_run(r, [next(parts) for _ in r.files])
         one.measured, notes = measured_beside(r.files, not_in=root if len(runs) > 1 or sweep else None)
         one.warnings += notes
         results.append(RunResult(name=r.name, attribution=one))
@@ -137,6 +133,18 @@ def attribute_runs(found_runs: Discovered | tuple[Inputs, list[Run]], how: Plan,
     result.warnings[:0] = found.warnings
     result.incomplete = result.incomplete or found.incomplete
     return result
+
+
+def _one_run(run: Run, parts: list[Attribution]) -> Attribution:
+    """A run's own result: its one file's, or its files' merge with their rank view (so that a diff pairs ranks
+    within the run)."""
+    if len(parts) == 1:
+        one = parts[0]
+    else:
+        one = merge(parts, source=run.name)
+        one.ranks = rank_view(parts, run.files, run.files[0].parent)
+    one.source = run.name
+    return one
 
 
 def combine_runs(label: str, results: list[RunResult]) -> Attribution:
@@ -167,33 +175,47 @@ def diff_runs(before: Discovered, after: Discovered, how: Plan) -> DiffResult:
 
     The result's own figures are those runs summed on each side (the same runs both sides, so like with like);
     ``run_pairs`` holds each run's own diff, and ranks pair only within a run (the runs' merge has no rank view:
-    :func:`combine_runs`). UsageError (exit 2) when the
-    folders share no run name: merging them would compare unrelated runs."""
-    common = _common_runs(before, after)
+    :func:`combine_runs`). UsageError (exit 2) when the folders share no run name: merging them would compare
+    unrelated runs."""
+    names = [r.name for r in before.runs], [r.name for r in after.runs]
+    common = _common_runs(*names, before.inputs.path, after.inputs.path)
     sides = [attribute_runs(dataclasses.replace(d, runs=[r for r in d.runs if r.name in common]), how, sweep=True)
              for d in (before, after)]
-    result = diff_attributions(sides[0], sides[1])
-    result.run_pairs = _pairs(sides[0], sides[1])
-    result.runs_only_before, result.runs_only_after = ([r.name for r in d.runs if r.name not in common]
-                                                       for d in (before, after))
+    return _paired(sides[0], sides[1], *([n for n in side if n not in common] for side in names))
+
+
+def diff_run_results(before: Attribution, after: Attribution) -> DiffResult:
+    """Two results read by run (``analyze(..., by="run")``, each with several ``.runs``), diffed as
+    :func:`diff_runs` diffs two folders of runs."""
+    names = [r.name for r in before.runs], [r.name for r in after.runs]
+    common = _common_runs(*names, before.source, after.source)
+    sides = [_kept(att, common) for att in (before, after)]
+    return _paired(sides[0], sides[1], *([n for n in side if n not in common] for side in names))
+
+
+def _kept(att: Attribution, names: list[str]) -> Attribution:
+    """The merge of ``att``'s runs of those names, with ``att``'s own warnings."""
+    kept = combine_runs(att.source, [r for r in att.runs if r.name in names])
+    kept.warnings[:0] = [w for w in att.warnings if w not in kept.warnings]
+    return kept
+
+
+def _paired(before: Attribution, after: Attribution, only_before: list[str], only_after: list[str]) -> DiffResult:
+    """The diff of two merges of the same runs, with each run's own diff (``run_pairs``) and the runs left out."""
+    result = diff_attributions(before, after)
+    own = {r.name: r.attribution for r in after.runs}
+    result.run_pairs = [RunPair(run=r.name, diff=diff_attributions(r.attribution, own[r.name])) for r in before.runs]
+    result.runs_only_before, result.runs_only_after = only_before, only_after
     result.warnings.insert(0, _pairing_note(result))
     return result
 
 
-def _pairs(before: Attribution, after: Attribution) -> list[RunPair]:
-    """Each run of ``before`` (read by run) diffed against the run of the same name in ``after``."""
-    own = {r.name: r.attribution for r in after.runs}
-    return [RunPair(run=r.name, diff=diff_attributions(r.attribution, own[r.name])) for r in before.runs]
-
-
-def _common_runs(before: Discovered, after: Discovered) -> list[str]:
+def _common_runs(before: list[str], after: list[str], where_b: object, where_a: object) -> list[str]:
     """The run names on both sides, in ``before``'s order; UsageError when there is none."""
-    names_a = {r.name for r in after.runs}
-    common = [r.name for r in before.runs if r.name in names_a]
+    common = [n for n in before if n in set(after)]
     if not common:
-        raise UsageError(f"{before.inputs.path} and {after.inputs.path} are folders of runs with no run name in "
-                         f"common ({_few([r.name for r in before.runs])} against "
-                         f"{_few([r.name for r in after.runs])}); diff the runs themselves")
+        raise UsageError(f"{where_b} and {where_a} are folders of runs with no run name in common "
+                         f"({_few(before)} against {_few(after)}); diff the runs themselves")
     return common
 
 
