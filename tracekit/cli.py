@@ -3,7 +3,8 @@
 Exit codes: 0 ok; 1 input could not be analysed (``Error: …``); 2 usage error;
 3 results were produced from damaged input (truncated trace, dropped events, skipped files);
 4 ``diff --fail-if-slower`` found a regression; 5 ``diff --fail-if-slower`` is inconclusive (a side is
-launch-bound and no measured latency was given: README, "CI gate").
+launch-bound and no measured latency was given: README, "CI gate"). Over two folders of runs the gate decides
+each run pair: 4 when any pair regresses, else 5 when any is inconclusive.
 
 Only click and the standard library load at import: the analysis, the renderers and the process
 pool are imported inside the commands, so ``tracekit --help`` starts fast (benchmarks/startup.py).
@@ -203,9 +204,14 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
          jobs: int | None, decode_workers: int | None, dask: str | None) -> None:
     """Compare attention time in BEFORE and AFTER (traces or run folders), by category, block and kernel.
 
-    Exit codes: 0 ok; 1 error (and a busy/span gate over a GPU and a CPU-only trace); 2 usage;
-    3 damaged input; 4 regression (--fail-if-slower); 5 the gate is inconclusive (a side is launch-bound
-    and no latency was measured: give --latency-before/--latency-after or --gate-on).
+    Two folders of runs (sub-folders with traces, as --by run names them) are compared run by run, paired by
+    run name; the gate then decides each pair.
+
+    Exit codes: 0 ok; 1 error (and a busy/span gate over a GPU and a CPU-only trace); 2 usage (and two folders
+    of runs with no run in common, or a folder of runs against one run); 3 damaged input; 4 regression
+    (--fail-if-slower; over folders of runs, any pair); 5 the gate is inconclusive (a side is launch-bound
+    and no latency was measured: give --latency-before/--latency-after or --gate-on; over folders of runs,
+    a pair is and none regresses).
     """
     if fail_pct is None and (gate_on or latency_before or latency_after):
         raise click.UsageError("--gate-on and --latency-before/--latency-after apply to --fail-if-slower")
