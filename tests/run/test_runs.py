@@ -223,3 +223,16 @@ def test_two_results_read_by_run_pair_by_run_name(tmp_path):
     assert (r.before_figures.total_us, r.after_figures.total_us) == pytest.approx((50, 70))
     assert r.run_pairs[1].diff.labels == ("before/slower", "after/slower")
     assert tracekit.diff(analyze(before), analyze(after)).run_pairs == []  # merged results: one diff, as before
+
+
+def test_a_pairs_reading_says_when_its_noise_is_unknown(tmp_path):
+    """Two steps a side give no spread: a pair 25 -> 45 µs reads ``slower, noise unknown``; three steps, ``slower``."""
+    from support.pairs import busy, eager, run_folders, steps_of
+
+    from tracekit.run.api import diff_paths
+
+    for steps in (2, 3):
+        b = run_folders(tmp_path / f"b{steps}", {n: steps_of(busy(eager), "gemm", [10] * steps) for n in ("x", "y")})
+        a = run_folders(tmp_path / f"a{steps}", {n: steps_of(busy(eager), "gemm", [20] * steps) for n in ("x", "y")})
+        word = "slower" + (", noise unknown" if steps == 2 else "")
+        assert [p.verdict for p in diff_paths(b, a).check().run_pairs] == [word, word]

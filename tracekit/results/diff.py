@@ -488,7 +488,8 @@ def pair_headline(diff: DiffResult) -> dict[str, Any]:
 
 def pair_reading(diff: DiffResult) -> str:
     """``faster``/``slower``/``unchanged``, ``within noise``, or ``no claim`` (launch-bound, nothing paired):
-    what the pair's headline says without a gate."""
+    what the pair's headline says without a gate. ``faster, noise unknown`` where too few steps give no spread
+    (a 0.01% change is then no finding)."""
     h = pair_headline(diff)
     if not h["claims_speedup"]:
         return "no claim"
@@ -497,7 +498,8 @@ def pair_reading(diff: DiffResult) -> str:
     s = h["speedup"]
     if s is None or h["before_us"] <= 0:
         return "no attention time " + ("after" if s is None else "before")
-    return "faster" if s > 1 else "slower" if s < 1 else "unchanged"
+    word = "faster" if s > 1 else "slower" if s < 1 else "unchanged"
+    return word + (", noise unknown" if h["within_noise"] is None and word != "unchanged" else "")
 
 
 def peak_of(blocks: list[BlockResult]) -> int | None:
