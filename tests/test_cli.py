@@ -263,10 +263,22 @@ def test_folders_of_runs_usage_errors_exit_2_with_one_line(tmp_path):
     for args, says in (((before, other), "are folders of runs with no run name in common"),
                        ((before, after / "slower"), "is a folder of 3 runs (sub-folders with traces, as --by run"),
                        ((before, after, "--fail-if-slower", "5", "--latency-before", "2", "--latency-after", "2"),
-                        "--latency-before/--latency-after give one latency, and these are folders of runs")):
+                        "--latency-before/--latency-after give one latency, and these are folders of runs"),
+                       ((before, after, "--dask", "local:1"), "two folders of runs are diffed run by run, read here")):
         proc = run_cli("diff", *args)
         assert proc.returncode == 2 and proc.stdout == "", proc.stderr
         assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("Error: ") and says in proc.stderr
+
+
+def test_a_run_pairs_own_warnings_name_the_run(tmp_path):
+    """Run ``x`` has no attention block after: its pair's diff says so, named by the run (the sum of x and y has
+    blocks on both sides, so the diff's own warnings do not)."""
+    from support.pairs import busy, eager, plain, run_folders, steps_of
+
+    b = run_folders(tmp_path / "b", {n: steps_of(busy(eager), "gemm", [10] * 3) for n in ("x", "y")})
+    a = run_folders(tmp_path / "a", {"x": [[plain]] * 3, "y": steps_of(busy(eager), "gemm", [10] * 3)})
+    err = run_cli("diff", b, a, check=True).stderr.splitlines()
+    assert [w for w in err if "no attention blocks" in w] == ["Warning: run x: no attention blocks in after (x)"]
 
 
 def test_folders_of_runs_in_json_csv_and_markdown(tmp_path):

@@ -452,11 +452,15 @@ def _diff_renderer(fmt: str) -> Any:
 
 
 def _warn_diff(result: Any) -> None:
-    """Both sides' warnings, then the diff's own (different discovery modes, shapes…)."""
+    """Both sides' warnings, then the diff's own (different discovery modes, shapes…), then each run pair's own
+    (two folders of runs), named by its run."""
     _warn(result.before)
     _warn(result.after)
     for w in result.warnings:
         click.echo(f"Warning: {printable(w)}", err=True)
+    for p in result.run_pairs:
+        for w in p.diff.warnings:
+            click.echo(f"Warning: run {printable(p.run)}: {printable(w)}", err=True)
 
 
 def _warn(result: Any) -> None:
