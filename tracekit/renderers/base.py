@@ -20,7 +20,7 @@ from ..results.format import (  # noqa: F401  (the renderers' shared wording, im
 from ..results.rows import (  # noqa: F401
     TABLE_GROUPINGS, PairRow, Row, check_grouping, group_rows, pair_rows, rank_view_of,
 )
-from ..vocab import Compared, GraphMode, PairedBy, Phase, SpeedupBasis
+from ..vocab import Basis, Compared, GraphMode, PairedBy, Phase, SpeedupBasis
 from .names import short_name
 
 Result = Union[Attribution, DiffResult]
@@ -338,7 +338,8 @@ def run_pair_cells(p: RunPair) -> tuple[str, str, str, str, str]:
     change = "" if h["delta_pct"] is None else f"{h['delta_pct']:+.1f}%"
     if s is not None and b > 0 and h["claims_speedup"]:
         change += f" ({s:.2f}× faster)" if s >= 1 else f" ({1 / s:.2f}× slower)"
-    return basis_label(h["basis"]), fmt_time(b), fmt_time(a), change, p.verdict
+    basis = basis_label(h["basis"]) if h["basis"] in (Basis.MEDIAN_STEP, Basis.TOTAL) else str(h["basis"])
+    return basis, fmt_time(b), fmt_time(a), change, p.verdict
 
 
 def runs_only_line(r: DiffResult) -> str | None:

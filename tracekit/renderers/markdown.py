@@ -197,7 +197,7 @@ def _diff_run_pair_lines(r: DiffResult) -> list[str]:
     """A row per run found on both sides (two folders of runs), then the runs found on one side only."""
     if not r.run_pairs:
         return []
-    lines = ["", "Runs paired by name (each run's own attention headline):", "",
+    lines = ["", "Runs paired by name (each run's own headline):", "",
              "| run | basis | before | after | change | verdict |", "|---|---|---:|---:|---:|---|"]
     lines += [f"| {_md(p.run)} | " + " | ".join(run_pair_cells(p)) + " |" for p in r.run_pairs]
     only = runs_only_line(r)

@@ -823,7 +823,7 @@ def _run_pair_lines(r: DiffResult, w: int) -> list[str]:
     rows = [["run", "basis", "before", "after", "change", "verdict"]]
     rows += [[printable(p.run), *run_pair_cells(p)] for p in r.run_pairs]
     only = runs_only_line(r)
-    return ["runs paired by name (each run's own attention headline):",
+    return ["runs paired by name (each run's own headline):",
             *_table(rows, right={2, 3, 4}, width=w, names=0), *(wrap(only, w) if only else []), ""]
 
 
