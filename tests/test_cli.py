@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from support.builders import TraceBuilder, attention_block, golden_trace
-from support.paths import GOLDEN, ROOT
+from support.paths import GOLDEN, H200, ROOT, SWEEP, requires_h200
 from support.cli import run_cli
 from tracekit.results.attribution import CATEGORIES
 
@@ -218,3 +218,110 @@ def test_jobs_and_decode_workers_reach_the_library(trace, monkeypatch, args, fil
     assert out.exit_code == 0, out.output
     assert seen == {"jobs": files_at_once, "decode_workers": decoders}
     assert json.loads(out.stdout)["totals"]["blocks"] > 0
+
+
+# -- two folders of runs (issue 37): paired by run name, the gate over the pairs, every exit code
+# (support.pairs.paired_sweeps: ``slower`` 25 -> 45 µs a step by default, ``bound`` launch-bound both sides)
+
+
+def test_folders_of_runs_exit_4_naming_the_regressing_pair(tmp_path):
+    from support.pairs import paired_sweeps
+
+    before, after = paired_sweeps(tmp_path)
+    proc = run_cli("diff", before, after, "--fail-if-slower", "5%")
+    assert proc.returncode == 4, proc.stderr
+    err = proc.stderr.splitlines()
+    assert err[-1] == "fail-if-slower 5%: REGRESSION in 1 of 2 run pairs: slower"
+    assert "run slower: fail-if-slower 5%: REGRESSION: attention time 25.0 µs → 45.0 µs (+80.0%, median step)" \
+        in err[-2]
+    assert err[-3].startswith("run bound: fail-if-slower 5%: inconclusive: before and after are launch-bound")
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()
+            if line.startswith(("bound ", "slower "))}
+    assert rows["slower"][-1] == "regression" and rows["bound"][-1] == "inconclusive"
+    assert "runs only before: gone · only after: new" in proc.stdout
+
+
+def test_folders_of_runs_exit_5_when_a_pair_is_inconclusive_and_none_regresses(tmp_path):
+    from support.pairs import paired_sweeps
+
+    before, after = paired_sweeps(tmp_path, slower_after=10)
+    proc = run_cli("diff", before, after, "--fail-if-slower", "5%")
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stderr.splitlines()[-1] == "fail-if-slower 5%: inconclusive: 1 of 2 run pairs (bound), none regresses"
+    ok = run_cli("diff", before, after, "--fail-if-slower", "5%", "--gate-on", "busy")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stderr.splitlines()[-1] == "fail-if-slower 5%: ok: 2 run pairs, none slower by more than 5%"
+    assert run_cli("diff", before, after).returncode == 0  # no gate: the report alone
+
+
+def test_folders_of_runs_usage_errors_exit_2_with_one_line(tmp_path):
+    from support.pairs import paired_sweeps, run_folders, steps_of, busy, eager
+
+    before, after = paired_sweeps(tmp_path)
+    other = run_folders(tmp_path / "other", {"x_1": steps_of(busy(eager), "gemm", [10]),
+                                             "x_2": steps_of(busy(eager), "gemm", [10])})
+    for args, says in (((before, other), "are folders of runs with no run name in common"),
+                       ((before, after / "slower"), "is a folder of 3 runs (sub-folders with traces, as --by run"),
+                       ((before, after, "--fail-if-slower", "5", "--latency-before", "2", "--latency-after", "2"),
+                        "--latency-before/--latency-after give one latency, and these are folders of runs"),
+                       ((before, after, "--dask", "local:1"), "two folders of runs are diffed run by run, read here")):
+        proc = run_cli("diff", *args)
+        assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("Error: ") and says in proc.stderr
+
+
+def test_a_run_pairs_own_warnings_name_the_run(tmp_path):
+    """Run ``x`` has no attention block after: its pair's diff says so, named by the run (the sum of x and y has
+    blocks on both sides, so the diff's own warnings do not)."""
+    from support.pairs import busy, eager, plain, run_folders, steps_of
+
+    b = run_folders(tmp_path / "b", {n: steps_of(busy(eager), "gemm", [10] * 3) for n in ("x", "y")})
+    a = run_folders(tmp_path / "a", {"x": [[plain]] * 3, "y": steps_of(busy(eager), "gemm", [10] * 3)})
+    err = run_cli("diff", b, a, check=True).stderr.splitlines()
+    assert [w for w in err if "no attention blocks" in w] == ["Warning: run x: no attention blocks in after (x)"]
+
+
+def test_folders_of_runs_in_json_csv_and_markdown(tmp_path):
+    from support.pairs import paired_sweeps
+
+    before, after = paired_sweeps(tmp_path)
+    data = json.loads(run_cli("diff", before, after, "--format", "json", check=True).stdout)
+    assert [(p["run"], p["before"], p["after"], p["verdict"]) for p in data["run_pairs"]] == [
+        ("bound", "before/bound", "after/bound", "no claim"), ("slower", "before/slower", "after/slower", "slower")]
+    h = data["run_pairs"][1]["headline"]
+    assert (h["basis"], h["before_us"], h["after_us"]) == ("median_step", 25, 45)
+    assert h["speedup"] == pytest.approx(25 / 45, abs=1e-4)
+    assert (data["runs_only_before"], data["runs_only_after"]) == (["gone"], ["new"]) and "ranks" not in data
+    gated = json.loads(run_cli("diff", before, after, "--format", "json", "--fail-if-slower", "5").stdout)
+    assert [p["verdict"] for p in gated["run_pairs"]] == ["inconclusive", "regression"]
+
+    rows = list(csv.DictReader(io.StringIO(run_cli("diff", before, after, "--format", "csv", check=True).stdout)))
+    pairs = [(r["trace_before"], r["before_us"], r["after_us"], r["paired_by"]) for r in rows
+             if r["section"] == "run_pair"]
+    assert pairs == [("bound", "25.000", "25.000", "no claim"), ("slower", "25.000", "45.000", "slower")]
+    assert [(r["section"], r["trace_before"], r["trace_after"]) for r in rows if r["section"].startswith("run_only")] \
+        == [("run_only_before", "gone", ""), ("run_only_after", "", "new")]
+
+    md = run_cli("diff", before, after, "--format", "markdown", check=True).stdout
+    assert "| slower | median step | 25.0 µs | 45.0 µs | +80.0% (1.80× slower) | slower |" in md
+    assert "- runs only before: gone · only after: new" in md
+
+
+@requires_h200
+def test_h200_sweep_against_sparse_pairs_the_two_eager_runs(tmp_path):
+    """The shared folders (summary.md): the sweep's 32 runs against sparse's 4 share eager_512 and eager_4096. Each
+    pair's figures are the diff of those two run folders on their own; eager_512 is launch-bound both sides, so the
+    gate is inconclusive there (exit 5), and no rank table sets one run against another."""
+    proc = run_cli("diff", SWEEP, H200 / "sparse", "--fail-if-slower", "5%", "--format", "json")
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stderr.splitlines()[-1] == \
+        "fail-if-slower 5%: inconclusive: 1 of 2 run pairs (eager_512), none regresses"
+    data = json.loads(proc.stdout)
+    assert [p["run"] for p in data["run_pairs"]] == ["eager_512", "eager_4096"] and "ranks" not in data
+    assert data["runs_only_after"] == ["sparse_512", "sparse_4096"] and len(data["runs_only_before"]) == 30
+    assert [p["verdict"] for p in data["run_pairs"]] == ["inconclusive", "pass"]
+    for p in data["run_pairs"]:
+        alone = json.loads(run_cli("diff", SWEEP / p["run"], H200 / "sparse" / p["run"], "--format", "json",
+                                   check=True).stdout)["headline"]
+        assert (p["headline"]["before_us"], p["headline"]["after_us"]) == \
+            (pytest.approx(alone["before_us"], abs=1e-3), pytest.approx(alone["after_us"], abs=1e-3))

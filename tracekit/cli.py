@@ -3,7 +3,8 @@
 Exit codes: 0 ok; 1 input could not be analysed (``Error: …``); 2 usage error;
 3 results were produced from damaged input (truncated trace, dropped events, skipped files);
 4 ``diff --fail-if-slower`` found a regression; 5 ``diff --fail-if-slower`` is inconclusive (a side is
-launch-bound and no measured latency was given: README, "CI gate").
+launch-bound and no measured latency was given: README, "CI gate"). Over two folders of runs the gate decides
+each run pair: 4 when any pair regresses, else 5 when any is inconclusive.
 
 Only click and the standard library load at import: the analysis, the renderers and the process
 pool are imported inside the commands, so ``tracekit --help`` starts fast (benchmarks/startup.py).
@@ -203,9 +204,14 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
          jobs: int | None, decode_workers: int | None, dask: str | None) -> None:
     """Compare attention time in BEFORE and AFTER (traces or run folders), by category, block and kernel.
 
-    Exit codes: 0 ok; 1 error (and a busy/span gate over a GPU and a CPU-only trace); 2 usage;
-    3 damaged input; 4 regression (--fail-if-slower); 5 the gate is inconclusive (a side is launch-bound
-    and no latency was measured: give --latency-before/--latency-after or --gate-on).
+    Two folders of runs (sub-folders with traces, as --by run names them) are compared run by run, paired by
+    run name; the gate then decides each pair.
+
+    Exit codes: 0 ok; 1 error (and a busy/span gate over a GPU and a CPU-only trace); 2 usage (and two folders
+    of runs with no run in common, or a folder of runs against one run); 3 damaged input; 4 regression
+    (--fail-if-slower; over folders of runs, any pair); 5 the gate is inconclusive (a side is launch-bound
+    and no latency was measured: give --latency-before/--latency-after or --gate-on; over folders of runs,
+    a pair is and none regresses).
     """
     if fail_pct is None and (gate_on or latency_before or latency_after):
         raise click.UsageError("--gate-on and --latency-before/--latency-after apply to --fail-if-slower")
@@ -222,22 +228,64 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
         result.check()
         # Decided before anything is printed: a gate over sides timed differently is refused with
         # one error line and no report (exit 1). An inconclusive gate still shows the diff (exit 5).
-        verdict, inconclusive = _gate(result, fail_pct, gate_on, (latency_before, latency_after))
+        said, code = _decide(result, fail_pct, gate_on, (latency_before, latency_after))
         _warn_diff(result)
         emit(_diff_renderer(fmt), result, output, gz)  # headed by the paths as given, shortened (result.labels)
-        if inconclusive:
-            click.echo(inconclusive, err=True)
-            sys.exit(EXIT_INCONCLUSIVE)
-        if verdict is not None:
-            from .renderers import verdict_line
-
-            click.echo(verdict_line(verdict), err=True)
-            if not verdict.ok:
-                sys.exit(EXIT_REGRESSION)
+        for line in said:
+            click.echo(line, err=True)
+        if code:
+            sys.exit(code)
     except TracekitError as exc:
         raise _fail(exc) from None
     if result.damaged:
         sys.exit(EXIT_DAMAGED)
+
+
+def _decide(result: Any, pct: float | None, on: str | None,
+            latency: tuple[float | None, float | None]) -> tuple[list[str], int]:
+    """The gate's lines for stderr and its exit code (0, 4 regression, 5 inconclusive); over the run pairs when
+    both sides were folders of runs."""
+    if pct is not None and result.run_pairs:
+        return _gate_runs(result, pct, on, latency)
+    verdict, inconclusive = _gate(result, pct, on, latency)
+    if inconclusive:
+        return [inconclusive], EXIT_INCONCLUSIVE
+    if verdict is None:
+        return [], 0
+    from .renderers import verdict_line
+
+    return [verdict_line(verdict)], 0 if verdict.ok else EXIT_REGRESSION
+
+
+def _gate_runs(result: Any, pct: float, on: str | None,
+               latency: tuple[float | None, float | None]) -> tuple[list[str], int]:
+    """Each run pair's verdict (or why it is inconclusive), then one line naming the pairs that decide the exit:
+    4 when any regresses, else 5 when any is inconclusive."""
+    if any(ms is not None for ms in latency):
+        raise UsageError("--latency-before/--latency-after give one latency, and these are folders of runs: "
+                         "put each run's measured.json beside its traces")
+    from .run.api import gate_runs
+    from .vocab import Compared
+
+    bad = [p.run for p in gate_runs(result, pct, on=None if on is None else Compared(on))]
+    lost = [p.run for p in result.run_pairs if p.inconclusive]
+    head, n = f"fail-if-slower {pct:g}%:", len(result.run_pairs)
+    lines = [_run_verdict_line(p, head) for p in result.run_pairs]
+    if bad:
+        return [*lines, f"{head} REGRESSION in {len(bad)} of {n} run pairs: {printable(', '.join(bad))}"], \
+            EXIT_REGRESSION
+    if lost:
+        return [*lines, f"{head} inconclusive: {len(lost)} of {n} run pairs ({printable(', '.join(lost))}), "
+                        "none regresses"], EXIT_INCONCLUSIVE
+    return [*lines, f"{head} ok: {n} run pairs, none slower by more than {pct:g}%"], 0
+
+
+def _run_verdict_line(p: Any, head: str) -> str:
+    """``run NAME: `` and the pair's verdict line, or why the gate could not decide on it."""
+    from .renderers import verdict_line
+
+    said = verdict_line(p.gate) if p.gate is not None else f"{head} inconclusive: {p.inconclusive}"
+    return f"run {printable(p.run)}: {printable(said)}"
 
 
 def _gate(result: Any, pct: float | None, on: str | None,
@@ -404,11 +452,15 @@ def _diff_renderer(fmt: str) -> Any:
 
 
 def _warn_diff(result: Any) -> None:
-    """Both sides' warnings, then the diff's own (different discovery modes, shapes…)."""
+    """Both sides' warnings, then the diff's own (different discovery modes, shapes…), then each run pair's own
+    (two folders of runs), named by its run."""
     _warn(result.before)
     _warn(result.after)
     for w in result.warnings:
         click.echo(f"Warning: {printable(w)}", err=True)
+    for p in result.run_pairs:
+        for w in p.diff.warnings:
+            click.echo(f"Warning: run {printable(p.run)}: {printable(w)}", err=True)
 
 
 def _warn(result: Any) -> None:

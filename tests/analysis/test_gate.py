@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from support.pairs import busy, cpu_trace, diff, eager, fused, plain, steps_of, write
 
@@ -257,3 +259,71 @@ def test_a_threshold_too_large_to_be_a_number_is_refused():
     with pytest.raises(ValueError, match="not a percentage"):
         parse_percent("1" * 400)
     assert parse_percent("9" * 308) == float("9" * 308)
+
+
+# -- two folders of runs: the gate decides each run pair on its own (support.pairs.paired_sweeps: ``slower`` goes
+# 25 -> 2·gemm + 5 µs a step, ``bound`` is launch-bound both sides, so inconclusive by the default rule)
+
+
+def test_gate_over_run_pairs_names_the_regressing_pair(tmp_path):
+    from support.pairs import paired_sweeps
+
+    from tracekit.analysis.gate import gate_runs
+
+    r = diff(*paired_sweeps(tmp_path))
+    bad = gate_runs(r, 5)
+    assert [p.run for p in bad] == ["slower"]
+    bound, slower = r.run_pairs
+    assert (slower.gate.before_us, slower.gate.after_us, slower.gate.change_pct) == pytest.approx((25, 45, 80))
+    assert bound.gate is None and bound.inconclusive.startswith("before and after are launch-bound")
+    assert [p.verdict for p in r.run_pairs] == ["inconclusive", "regression"]
+    r.check()
+
+
+def test_gate_over_run_pairs_without_a_regression(tmp_path):
+    from support.pairs import paired_sweeps
+
+    from tracekit.analysis.gate import gate_runs
+
+    r = diff(*paired_sweeps(tmp_path, slower_after=11))  # 25 -> 27 µs: +8%
+    assert gate_runs(r, 10) == [] and [p.verdict for p in r.run_pairs] == ["inconclusive", "pass"]
+    assert [p.run for p in gate_runs(r, 7)] == ["slower"]  # the same pair over a tighter threshold
+    assert gate_runs(r, 10, on=Compared.BUSY) == [] and [p.verdict for p in r.run_pairs] == ["pass", "pass"]
+    with pytest.raises(UsageError, match=r"^run bound: --gate-on latency: no measured latency for before and after"):
+        gate_runs(r, 10, on=Compared.LATENCY)
+
+
+def _measured(folder, ms: float) -> None:
+    (folder / "measured.json").write_text(json.dumps({"schema": "tracekit.measured/1", "median_ms": ms}))
+
+
+def test_gate_over_run_pairs_reads_each_runs_own_latency(tmp_path):
+    """``bound`` measured 2.0 -> 2.5 ms (+25%) beside its own traces: gated on latency, and it regresses."""
+    from support.pairs import paired_sweeps
+
+    from tracekit.analysis.gate import gate_runs
+
+    before, after = paired_sweeps(tmp_path, slower_after=10)
+    _measured(before / "bound", 2.0)
+    _measured(after / "bound", 2.5)
+    r = diff(before, after)
+    assert [p.run for p in gate_runs(r, 5)] == ["bound"]
+    v = r.run_pairs[0].gate
+    assert v.compared == Compared.LATENCY and v.change_pct == pytest.approx(25)
+    assert r.run_pairs[1].gate.compared == Compared.BUSY  # the other pair has no latency: its busy time
+
+
+def test_a_sweeps_own_measured_json_belongs_to_no_run_pair(tmp_path):
+    """A trace lying in a sweep's folder is a run of its own (``loose``); the folder's measured.json is not its
+    latency, even when it is the only run in common (so it stays inconclusive: launch-bound, unmeasured)."""
+    from support.pairs import eager, run_folders, steps_of
+
+    from tracekit.analysis.gate import gate_runs
+
+    for side, other in (("before", "x_1"), ("after", "y_1")):
+        root = run_folders(tmp_path / side, {other: steps_of(eager, "gemm", [10])})
+        write(root / "loose.pt.trace.json", steps_of(eager, "gemm", [10] * 3))
+        _measured(root, 1.0 if side == "before" else 9.0)
+    r = diff(tmp_path / "before", tmp_path / "after")
+    assert [p.run for p in r.run_pairs] == ["loose"] and r.run_pairs[0].diff.before.measured is None
+    assert gate_runs(r, 5) == [] and r.run_pairs[0].inconclusive

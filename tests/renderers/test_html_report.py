@@ -560,3 +560,22 @@ def test_waterfall_from_zero_keeps_one_unit(browser, tmp_path):
     number, unit = w["ticks"][0]["text"].split(" ")
     assert float(number) == 0 and unit == "ms" and w["hi"] >= 40 * 31
     assert not any(b["broken"] for b in w["bars"])
+
+
+@pytest.mark.slow
+def test_diff_report_of_folders_of_runs_has_a_row_per_run_pair(browser, tmp_path):
+    """support.pairs.paired_sweeps: ``slower`` goes 25 -> 45 µs a step (+80%), ``bound`` stays at 25 µs."""
+    from support.pairs import paired_sweeps
+
+    before, after = paired_sweeps(tmp_path)
+    report(before, after, "-o", tmp_path / "d.html")
+    open_page(browser, tmp_path / "d.html")
+    rows = js(browser, """const h = Array.from(document.querySelectorAll('h2'))
+        .find(e => e.textContent === 'Runs paired by name');
+        let t = h.nextElementSibling;
+        while (t.tagName !== 'TABLE') t = t.querySelector('table') || t.nextElementSibling;
+        return Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.textContent))""")
+    assert [r[0] for r in rows] == ["bound", "slower"]
+    assert rows[1][3:] == ["+80.0%", "slower"] and rows[0][4] == "no claim"
+    subs = js(browser, "return Array.from(document.querySelectorAll('.sub')).map(e => e.textContent)")
+    assert "runs only before: gone" in subs and "runs only after: new" in subs

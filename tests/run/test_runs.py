@@ -7,6 +7,7 @@ figure per run is known without running tracekit.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 from pathlib import Path
@@ -107,3 +108,131 @@ def test_a_file_beside_a_folder_of_the_same_name_is_its_own_run(tmp_path):
     assert sorted(r.name for r in runs) == ["eager", "eager (file)", "sdpa"]
     assert {r.name: len(r.files) for r in runs} == {"eager": 1, "eager (file)": 1, "sdpa": 1}
     assert any("eager (file)" in w for w in found.warnings)
+
+
+# -- two folders of runs, diffed run by run (issue 37): support.pairs.paired_sweeps builds them with known figures
+
+
+def test_folders_of_runs_pair_by_run_name(tmp_path):
+    from support.pairs import paired_sweeps
+
+    import tracekit
+
+    before, after = paired_sweeps(tmp_path)
+    r = tracekit.diff(before, after).check()  # the Python API returns the pairs too
+    assert [p.run for p in r.run_pairs] == ["bound", "slower"]
+    assert (r.runs_only_before, r.runs_only_after) == (["gone"], ["new"])
+    slower = r.run_pairs[1].diff
+    assert (slower.before_figures.total_us, slower.after_figures.total_us) == pytest.approx((25, 45))
+    assert slower.labels == ("before/slower", "after/slower")
+    assert len(slower.pairs) == 3 and not slower.unmatched_before  # the run's own 3 blocks, none of another run
+    assert len(r.pairs) == 6 and {b.source for p in r.pairs for b in (p.before, p.after)} == {"bound", "slower"}
+    assert [p.verdict for p in r.run_pairs] == ["no claim", "slower"]  # no gate asked: each pair's own reading
+    # the diff's own figures are the runs in common, summed per step: bound 25 + slower 25 -> 25 + 45
+    assert (r.before_figures.total_us, r.after_figures.total_us) == pytest.approx((50, 70))
+    assert not r.ranks and "runs paired by name: 2 in common; 1 only before (gone); 1 only after (new)" \
+        in r.warnings[0]
+
+
+def test_folders_of_runs_with_no_run_in_common_are_refused(tmp_path):
+    from support.pairs import busy, eager, run_folders, steps_of
+
+    from tracekit.errors import UsageError
+    from tracekit.run.api import diff_paths
+
+    steps = steps_of(busy(eager), "gemm", [10])
+    a = run_folders(tmp_path / "a", {"x_1": steps, "x_2": steps})
+    b = run_folders(tmp_path / "b", {"y_1": steps, "y_2": steps})
+    with pytest.raises(UsageError, match=r"a and .*b are folders of runs with no run name in common \(x_1, x_2 "
+                                         r"against y_1, y_2\); diff the runs themselves$"):
+        diff_paths(a, b)
+
+
+def test_a_folder_of_runs_against_one_run_is_refused(tmp_path):
+    from support.pairs import paired_sweeps
+
+    from tracekit.errors import UsageError
+    from tracekit.run.api import diff_paths
+
+    before, after = paired_sweeps(tmp_path)
+    for pair, many in (((before, after / "slower"), before), ((before / "slower" / "w.pt.trace.json", after), after)):
+        with pytest.raises(UsageError, match=rf"^{many} is a folder of 3 runs \(sub-folders with traces, as --by run "
+                                             r"names them\) and .* is one run: diff it against one of them"):
+            diff_paths(*pair)
+    assert diff_paths(before / "slower", after / "slower").check().run_pairs == []  # one run each: as before
+
+
+def test_run_pairs_invariants(tmp_path):
+    from support.pairs import paired_sweeps
+
+    from tracekit.results.invariants import InvariantError
+    from tracekit.run.api import diff_paths
+
+    r = diff_paths(*paired_sweeps(tmp_path)).check()
+    r.runs_only_before.append("slower")
+    with pytest.raises(InvariantError, match="both paired and on one side only"):
+        r.check()
+    r.runs_only_before.pop()
+    r.run_pairs.append(r.run_pairs[0])
+    with pytest.raises(InvariantError, match="a run is paired twice"):
+        r.check()
+
+
+def test_ranks_pair_only_within_a_run(tmp_path):
+    """Runs that are folders of ranks: rank N of run x pairs with rank N of run x, and the summed runs pair no rank.
+    Run x has ranks of 1 and 2 blocks (31 µs each) before and after; run y ranks of 3 and 4."""
+    from support.builders import rank_trace
+
+    from tracekit.run.api import diff_paths
+
+    for side in ("before", "after"):
+        for run, blocks in (("x", (1, 2)), ("y", (3, 4))):
+            (tmp_path / side / run).mkdir(parents=True)
+            for rank, n in enumerate(blocks):
+                rank_trace(tmp_path / side / run / f"rank{rank}.pt.trace.json", n, rank=rank)
+    r = diff_paths(tmp_path / "before", tmp_path / "after").check()
+    assert r.ranks == []
+    for p, blocks in zip(r.run_pairs, ((1, 2), (3, 4))):
+        assert [(q.rank, q.before.total_us, q.after.total_us) for q in p.diff.ranks] == \
+            [(rank, pytest.approx(31 * n), pytest.approx(31 * n)) for rank, n in enumerate(blocks)]
+    (tmp_path / "after" / "y").rename(tmp_path / "after" / "z")  # one run in common: still its own ranks only
+    r = diff_paths(tmp_path / "before", tmp_path / "after").check()
+    assert r.ranks == [] and [q.rank for q in r.run_pairs[0].diff.ranks] == [0, 1]
+    whole = analyze(tmp_path / "before", by="run")
+    assert whole.ranks is None and whole.runs[0].attribution.ranks is not None  # the merge of runs has no ranks
+    one = analyze(tmp_path / "before" / "x", by="run")  # a run folder of ranks, read by run: one run, as before
+    assert one.ranks is None and len(one.runs[0].attribution.ranks.rows) == 2
+
+
+def test_two_results_read_by_run_pair_by_run_name(tmp_path):
+    """``tracekit.diff`` of two ``analyze(..., by="run")`` results pairs their runs as two folders do."""
+    from support.pairs import paired_sweeps
+
+    import tracekit
+
+    before, after = paired_sweeps(tmp_path)
+    twin = before / "gone" / "w.pt.trace.json.gz"  # gzip -k's twin: read once, and discovery warns about it
+    twin.write_bytes(gzip.compress((before / "gone" / "w.pt.trace.json").read_bytes()))
+    r = tracekit.diff(analyze(before, by="run"), analyze(after, by="run")).check()
+    assert any(str(twin) in w for w in r.before.warnings)  # each side's own warnings stay with the pairs' merge
+    from_paths = tracekit.diff(before, after)
+    assert [(p.run, p.verdict, p.diff.before_figures.total_us, p.diff.after_figures.total_us) for p in r.run_pairs] \
+        == [(p.run, p.verdict, p.diff.before_figures.total_us, p.diff.after_figures.total_us)
+            for p in from_paths.run_pairs]
+    assert (r.runs_only_before, r.runs_only_after) == (["gone"], ["new"])
+    assert (r.before_figures.total_us, r.after_figures.total_us) == pytest.approx((50, 70))
+    assert r.run_pairs[1].diff.labels == ("before/slower", "after/slower")
+    assert tracekit.diff(analyze(before), analyze(after)).run_pairs == []  # merged results: one diff, as before
+
+
+def test_a_pairs_reading_says_when_its_noise_is_unknown(tmp_path):
+    """Two steps a side give no spread: a pair 25 -> 45 µs reads ``slower, noise unknown``; three steps, ``slower``."""
+    from support.pairs import busy, eager, run_folders, steps_of
+
+    from tracekit.run.api import diff_paths
+
+    for steps in (2, 3):
+        b = run_folders(tmp_path / f"b{steps}", {n: steps_of(busy(eager), "gemm", [10] * steps) for n in ("x", "y")})
+        a = run_folders(tmp_path / f"a{steps}", {n: steps_of(busy(eager), "gemm", [20] * steps) for n in ("x", "y")})
+        word = "slower" + (", noise unknown" if steps == 2 else "")
+        assert [p.verdict for p in diff_paths(b, a).check().run_pairs] == [word, word]

@@ -138,3 +138,22 @@ def launch_bound_trace(path: Path, gemm: float, host: float) -> Path:
         b.launch(GEMM, t + 2, 1, t + 3, gemm)
         host_core(b, t + 4)
     return b.write(path)
+
+
+def run_folders(root: Path, runs: dict[str, list[list]]) -> Path:
+    """A folder of runs: one sub-folder per name, each holding one trace of those steps (``write``)."""
+    for name, steps in runs.items():
+        (root / name).mkdir(parents=True)
+        write(root / name / "w.pt.trace.json", steps)
+    return root
+
+
+def paired_sweeps(tmp_path: Path, slower_after: float = 20) -> tuple[Path, Path]:
+    """Two folders of runs, three steps a run. In common: ``bound`` (launch-bound eager blocks, the same both sides:
+    the gate is inconclusive by default) and ``slower`` (not launch-bound: busy 2·10 + 5 = 25 µs a step before,
+    2·``slower_after`` + 5 after: 45 µs, +80%, by default). ``gone`` only before, ``new`` only after."""
+    def side(gemm: float) -> dict[str, list[list]]:
+        return {"bound": steps_of(eager, "gemm", [10] * 3), "slower": steps_of(busy(eager), "gemm", [gemm] * 3)}
+    before = run_folders(tmp_path / "before", {**side(10), "gone": steps_of(busy(eager), "gemm", [10] * 3)})
+    after = run_folders(tmp_path / "after", {**side(slower_after), "new": steps_of(busy(eager), "gemm", [10] * 3)})
+    return before, after

@@ -13,7 +13,7 @@ import math
 import re
 
 from ..errors import InconclusiveError, IncomparableError, UsageError
-from ..results.diff import NOISE_MIN_STEPS, DiffResult, Verdict
+from ..results.diff import NOISE_MIN_STEPS, DiffResult, RunPair, Verdict
 from ..results.measured import Measured, within_spread
 from ..vocab import TIME_BASE_LABELS, Compared
 from .compare import within_noise
@@ -62,6 +62,23 @@ def gate(result: DiffResult, pct: float, *, on: Compared | None = None,
     within = None if result.noise is None else result.noise.within_noise
     b, a = result.before_figures.total_us, result.after_figures.total_us
     return _verdict(pct, result, b, a, within, compared, on is not None)
+
+
+def gate_runs(result: DiffResult, pct: float, *, on: Compared | None = None) -> list[RunPair]:
+    """The gate over two folders of runs: each run pair decided on its own, as :func:`gate` decides a diff (on
+    each run's own ``measured.json``), and its outcome recorded on the pair (``gate``, or ``inconclusive`` and
+    why). Returns the pairs that regress. The CLI exits 4 when any does, else 5 when any pair is inconclusive.
+
+    A usage or incomparable error on one pair is raised for the whole gate, naming the run."""
+    for p in result.run_pairs:
+        p.gate, p.inconclusive = None, ""
+        try:
+            p.gate = gate(p.diff, pct, on=on)
+        except InconclusiveError as exc:
+            p.inconclusive = str(exc).replace("--fail-if-slower: inconclusive: ", "", 1)
+        except (UsageError, IncomparableError) as exc:
+            raise type(exc)(f"run {p.run}: {exc}") from None
+    return [p for p in result.run_pairs if p.gate is not None and not p.gate.ok]
 
 
 def _compares_timed_figures(on: Compared | None, mb: Measured | None, ma: Measured | None) -> bool:

@@ -12,7 +12,7 @@ from typing import Union
 
 from ..results.attribution import CATEGORIES, Attribution, BlockResult, GraphSummary, RankView, TraceSummary
 from ..results.sweep import RunRow, sweep_key
-from ..results.diff import DiffResult, RankPair, Verdict
+from ..results.diff import DiffResult, RankPair, RunPair, Verdict, pair_headline
 from ..results.format import (  # noqa: F401  (the renderers' shared wording, imported from here)
     basis_label, fmt_bytes, fmt_time, headline, noise_words, pct, printable, ratio_text, share_text, signed,
     step_line, time_base_label,
@@ -20,7 +20,7 @@ from ..results.format import (  # noqa: F401  (the renderers' shared wording, im
 from ..results.rows import (  # noqa: F401
     TABLE_GROUPINGS, PairRow, Row, check_grouping, group_rows, pair_rows, rank_view_of,
 )
-from ..vocab import Compared, GraphMode, PairedBy, Phase, SpeedupBasis
+from ..vocab import Basis, Compared, GraphMode, PairedBy, Phase, SpeedupBasis
 from .names import short_name
 
 Result = Union[Attribution, DiffResult]
@@ -329,6 +329,24 @@ def rank_pair_cells(p: RankPair) -> tuple[str, str, str, str]:
     if p.before is None or p.after is None:
         return b, a, "", "only before" if p.after is None else "only after"
     return b, a, signed(p.delta_us or 0.0), ratio_text(p.before.total_us, p.after.total_us)
+
+
+def run_pair_cells(p: RunPair) -> tuple[str, str, str, str, str]:
+    """(basis, before, after, change, verdict) of one run pair, from its headline (:func:`pair_headline`)."""
+    h = pair_headline(p.diff)
+    b, a, s = h["before_us"], h["after_us"], h["speedup"]
+    change = "" if h["delta_pct"] is None else f"{h['delta_pct']:+.1f}%"
+    if s is not None and b > 0 and h["claims_speedup"]:
+        change += f" ({s:.2f}× faster)" if s >= 1 else f" ({1 / s:.2f}× slower)"
+    basis = basis_label(h["basis"]) if h["basis"] in (Basis.MEDIAN_STEP, Basis.TOTAL) else str(h["basis"])
+    return basis, fmt_time(b), fmt_time(a), change, p.verdict
+
+
+def runs_only_line(r: DiffResult) -> str | None:
+    """``runs only before: a, b · only after: c``; None when every run is paired."""
+    parts = [f"only {side}: {', '.join(printable(n) for n in names)}" for side, names in
+             (("before", r.runs_only_before), ("after", r.runs_only_after)) if names]
+    return "runs " + " · ".join(parts) if parts else None
 
 
 def verdict_line(v: Verdict) -> str:

@@ -7,7 +7,10 @@ An attribution is one row per block × category. A diff is sections in one table
 time changed beyond noise; ``count`` is the after count), ``span`` (the headline's profiled span, category
 ``total``), ``step_busy``/``step_span`` (the median step as a whole, all its device work: busy time and span,
 category ``total``; only when both sides have ProfilerSteps on a device), ``rank`` (two folders of ranks: rank N
-before and after, category ``total``, in the ``rank`` column). With ``--by rank`` an attribution is instead one row
+before and after, category ``total``, in the ``rank`` column), ``run_pair`` (two folders of runs: each run on both
+sides, on its own headline, category ``total``, the run in ``trace_before``/``trace_after``, its verdict in
+``paired_by``), ``run_only_before``/``run_only_after`` (the run in ``trace_before``/``trace_after``). With
+``--by rank`` an attribution is instead one row
 per rank × category (RANK_COLUMNS). Rows stream out in chunks, so a huge trace (or a 200 MB kernel name) never
 becomes one giant string.
 """
@@ -19,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from ..results.attribution import CATEGORIES, Attribution, BlockResult
+from ..results.diff import pair_headline
 from .base import Renderer, Result, pct
 
 if TYPE_CHECKING:
@@ -125,7 +129,8 @@ class CSVRenderer(Renderer):
     @staticmethod
     def diff_rows(r: DiffResult) -> Iterator[list]:
         """The diff's rows, section by section, in DIFF_COLUMNS order (see the module docstring)."""
-        for section in (_category_rows, _block_rows, _unmatched_rows, _span_rows, _rank_rows, _kernel_rows):
+        for section in (_category_rows, _block_rows, _unmatched_rows, _span_rows, _rank_rows, _kernel_rows,
+                        _run_pair_rows):
             yield from section(r)
 
 
@@ -195,6 +200,18 @@ def _rank_rows(r: DiffResult) -> Iterator[list]:
                    delta_us=_num(rp.delta_us), ratio=_ratio(rb, ra) if rb is not None and ra is not None else "",
                    trace_before=rp.before.source if rp.before else "",
                    trace_after=rp.after.source if rp.after else "")
+
+
+def _run_pair_rows(r: DiffResult) -> Iterator[list]:
+    """Each run pair on its own headline (its verdict in ``paired_by``), then the runs found on one side only."""
+    for p in r.run_pairs:
+        h = pair_headline(p.diff)
+        b, a = h["before_us"], h["after_us"]
+        yield _row(section="run_pair", category="total", before_us=_num(b), after_us=_num(a), delta_us=_num(a - b),
+                   ratio=_ratio(b, a), basis=h["basis"], paired_by=p.verdict, trace_before=p.run, trace_after=p.run)
+    for tag, names in (("before", r.runs_only_before), ("after", r.runs_only_after)):
+        for name in names:
+            yield _row(section=f"run_only_{tag}", category="total", **{f"trace_{tag}": name})
 
 
 def _kernel_rows(r: DiffResult) -> Iterator[list]:

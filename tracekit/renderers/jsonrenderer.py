@@ -15,7 +15,7 @@ from ..results.attribution import (
     CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Coverage, Evidence, GraphSummary,
     RankRow, RankView,
 )
-from ..results.diff import NOISE_MIN_STEPS
+from ..results.diff import NOISE_MIN_STEPS, pair_headline
 from ..results.measured import Measured
 from ..results.sweep import RunRow, run_rows
 from ..results.timeline import Timeline
@@ -385,7 +385,20 @@ def diff_to_dict(r: DiffResult, tool: str) -> dict:
         "kernels_changed_note": r.kernels_changed_note,
         **_rank_pairs(r.ranks),
         **_measured_pair(r),
+        **_run_pairs(r),
     }
+
+
+def _run_pairs(r: DiffResult) -> dict:
+    """``run_pairs`` (each run on both sides: its own headline and verdict), ``runs_only_before``/``_after``;
+    absent unless both sides were folders of runs."""
+    if not r.run_pairs:
+        return {}
+    return {"run_pairs": [{"run": p.run, "before": p.diff.labels[0], "after": p.diff.labels[1],
+                           "headline": {k: _r(v, 4) if isinstance(v, float) else v
+                                        for k, v in pair_headline(p.diff).items()},
+                           "verdict": p.verdict} for p in r.run_pairs],
+            "runs_only_before": list(r.runs_only_before), "runs_only_after": list(r.runs_only_after)}
 
 
 def _measured_pair(r: DiffResult) -> dict:

@@ -13,6 +13,7 @@ from .base import (
     pct, printable, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, share_text, spread_line, step_line,
     time_base_label, unmatched_rows,
 )
+from .base import run_pair_cells, runs_only_line
 from .names import short_name
 
 if TYPE_CHECKING:
@@ -202,6 +203,17 @@ def _diff_pair_lines(r: DiffResult) -> list[str]:
     return lines
 
 
+def _diff_run_pair_lines(r: DiffResult) -> list[str]:
+    """A row per run found on both sides (two folders of runs), then the runs found on one side only."""
+    if not r.run_pairs:
+        return []
+    lines = ["", "Runs paired by name (each run's own headline):", "",
+             "| run | basis | before | after | change | verdict |", "|---|---|---:|---:|---:|---|"]
+    lines += [f"| {_md(p.run)} | " + " | ".join(run_pair_cells(p)) + " |" for p in r.run_pairs]
+    only = runs_only_line(r)
+    return lines + ([f"- {_md(only)}"] if only else [])
+
+
 def _diff_rank_lines(r: DiffResult) -> list[str]:
     """Rank N before and after, then each side's spread over its ranks."""
     if not r.ranks:
@@ -248,6 +260,7 @@ def _more(n: int) -> list[str]:
 
 # The sections of a diff report, in reading order.
 _DIFF_SECTIONS: tuple[Callable[[DiffResult], list[str]], ...] = (
+    _diff_run_pair_lines,
     _diff_category_lines, _diff_pair_lines, _diff_rank_lines, _diff_unmatched_lines, _diff_gone_new_lines,
     _diff_changed_lines,
 )

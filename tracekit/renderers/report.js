@@ -377,6 +377,7 @@
         (h.within_noise === null ? "" : h.within_noise ? " \u00b7 within noise" : " \u00b7 beyond noise")));
     add(parent, el("div", {"class": "sub"}, R.basis_note));
     (R.warnings || []).forEach(function (w) { add(parent, el("div", {"class": "warn"}, w)); });
+    runPairs(parent, R);
     var cats = keys(R.categories);
     legend(parent, cats, function (k) { return CAT_COL[k] || "#999"; });
     add(parent, el("h2", null, "Before and after, by category"));
@@ -410,6 +411,23 @@
     kernelTable(parent, R.only_before, "Only before (gone)");
     kernelTable(parent, R.only_after, "Only after (new)");
     (R.conclusions || []).forEach(function (c) { add(parent, el("div", {"class": "hint"}, c)); });
+  }
+  /* Two folders of runs: a row per run on both sides (its own headline and verdict), then the runs on one side
+     only. Nothing otherwise. */
+  function runPairs(parent, R) {
+    if (!R.run_pairs) return;
+    add(parent, el("h2", null, "Runs paired by name"));
+    table(parent, [{name: "run"}, {name: "before", num: true}, {name: "after", num: true}, {name: "change", num: true},
+                   {name: "verdict"}],
+          R.run_pairs.map(function (p) {
+            var h = p.headline;
+            return {cells: [cell(p.run), cell(fmt(h.before_us), h.before_us), cell(fmt(h.after_us), h.after_us),
+                            cell(h.delta_pct === null ? "" : (h.delta_pct > 0 ? "+" : "") + h.delta_pct.toFixed(1) + "%",
+                                 h.delta_pct), cell(p.verdict)]};
+          }));
+    [["before", R.runs_only_before], ["after", R.runs_only_after]].forEach(function (s) {
+      if (s[1].length) add(parent, el("div", {"class": "sub"}, "runs only " + s[0] + ": " + s[1].join(", ")));
+    });
   }
   function mapCats(cats, field) {
     var o = {};

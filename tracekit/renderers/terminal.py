@@ -21,6 +21,7 @@ from .base import (
     share_text, spread_line,
     signed, step_line, unmatched_rows,
 )
+from .base import run_pair_cells, runs_only_line
 from .names import ELLIPSIS, short_name
 
 if TYPE_CHECKING:
@@ -831,6 +832,18 @@ def _rank_pair_lines(r: DiffResult, w: int) -> list[str]:
                         f"after  {spread_line(r.after.ranks)}" if r.after.ranks else ""], w)]
 
 
+def _run_pair_lines(r: DiffResult, w: int) -> list[str]:
+    """A row per run found on both sides (two folders of runs), each on its own headline, then the runs found on
+    one side only; a blank line closes it."""
+    if not r.run_pairs:
+        return []
+    rows = [["run", "basis", "before", "after", "change", "verdict"]]
+    rows += [[printable(p.run), *run_pair_cells(p)] for p in r.run_pairs]
+    only = runs_only_line(r)
+    return ["runs paired by name (each run's own headline):",
+            *_table(rows, right={2, 3, 4}, width=w, names=0), *(wrap(only, w) if only else []), ""]
+
+
 def _conclusion_lines(r: DiffResult, w: int) -> list[str]:
     """The allocation line and the conclusions, each conclusion on its own line so it reads (and greps) whole."""
     a = alloc_line(r, conclusions=False)
@@ -843,6 +856,7 @@ def _conclusion_lines(r: DiffResult, w: int) -> list[str]:
 
 # The diff report after its header, in order; every section has the same signature.
 _DIFF_SECTIONS: tuple[Callable[[DiffResult, int], list[str]], ...] = (
+    _run_pair_lines,
     _category_lines, _role_lines, _pair_lines, _unmatched_lines, _gone_new_lines, _changed_kernel_lines,
     _rank_pair_lines, _conclusion_lines,
 )

@@ -14,8 +14,8 @@ from .attribution import Attribution, BlockResult, RankRow, StepFigures
 from .invariants import close, expect, near
 
 __all__ = ["EAGER_TO_FUSED_ALLOC", "NOISE_MIN_STEPS", "AllocDelta", "BlockPair", "CategoryDelta", "CategoryNoise",
-           "DiffResult", "Figures", "KernelChange", "KernelTotal", "Noise", "RankPair", "Spread", "Verdict",
-           "WholeStep", "peak_of", "shares_defined", "totals_figures", "whole_steps"]
+           "DiffResult", "Figures", "KernelChange", "KernelTotal", "Noise", "RankPair", "RunPair", "Spread", "Verdict",
+           "WholeStep", "pair_headline", "pair_reading", "peak_of", "shares_defined", "totals_figures", "whole_steps"]
 
 # Conclusions a diff states in words, in every format (DiffResult.conclusions).
 EAGER_TO_FUSED_ALLOC = "eager → fused, the B·H·N² score matrices are no longer allocated"
@@ -216,6 +216,11 @@ class DiffResult:
     # The median step of each, as a whole (the step line beside the attention headline); None without whole steps.
     step_before: WholeStep | None = None
     step_after: WholeStep | None = None
+    # Both sides folders of several runs: the runs of the same name, each diffed on its own (the figures above are
+    # then the runs in common, summed); the names found on one side only. [] otherwise.
+    run_pairs: list[RunPair] = field(default_factory=list)
+    runs_only_before: list[str] = field(default_factory=list)
+    runs_only_after: list[str] = field(default_factory=list)
 
     def to_dataframe(self, by: str = "category") -> Any:
         """A pandas DataFrame (``pip install 'tracekit[notebook]'``): one row per ``by`` = "category" (with the
@@ -283,7 +288,24 @@ class DiffResult:
         self._check_alloc()
         for side in ("before", "after"):
             self._check_whole_step(side)
+        self._check_run_pairs()
         return self
+
+    def _check_run_pairs(self) -> None:
+        """Each run is paired once, by its own name, or named on one side only; ranks pair within a run, never
+        across the runs summed here; each pair's own diff adds up."""
+        if not self.run_pairs:
+            expect(not self.runs_only_before and not self.runs_only_after, "runs on one side only, but no run pair")
+            return
+        names = [p.run for p in self.run_pairs]
+        expect(len(names) == len(set(names)), "a run is paired twice")
+        expect(len({*names, *self.runs_only_before, *self.runs_only_after})
+               == len(names) + len(self.runs_only_before) + len(self.runs_only_after),
+               "a run is both paired and on one side only, or on both sides' only-lists")
+        expect(not self.ranks, "ranks paired across the runs summed (they pair only within a run)")
+        for p in self.run_pairs:
+            expect(p.gate is None or not p.inconclusive, f"run {p.run}: the gate both decided and did not")
+            p.diff.check()
 
     def _check_noise(self) -> None:
         """Noise verdicts are None exactly when a side has fewer than NOISE_MIN_STEPS steps."""
@@ -432,6 +454,52 @@ def _check_figures(side: str, fig: Figures, nblocks: int) -> None:
     if fig.launch_bound is not None:
         expect(launch_bound_holds(fig.launch_bound, fig.idle_us, fig.span_us, near(2, fig.span_us)),
                f"{side}: launch_bound does not follow idle / span")
+
+
+@dataclass(slots=True, kw_only=True)
+class RunPair:
+    """One run found under the same name on both sides (``--by run``'s names), diffed on its own, and what the CI
+    gate made of it: ``gate`` when it decided, ``inconclusive`` (why) when it could not."""
+
+    run: str
+    diff: DiffResult
+    gate: Verdict | None = None
+    inconclusive: str = ""
+
+    @property
+    def verdict(self) -> str:
+        """The gate's word (``regression``, ``pass``, ``inconclusive``) when it was asked; else the pair's own
+        reading of its headline (:func:`pair_reading`)."""
+        if self.gate is not None:
+            return "pass" if self.gate.ok else "regression"
+        return "inconclusive" if self.inconclusive else pair_reading(self.diff)
+
+
+def pair_headline(diff: DiffResult) -> dict[str, Any]:
+    """A run pair's headline figure, as that pair's diff reports it: its basis, before and after (µs), speedup.
+
+    The one place every view of a run pair takes its figure from, so that a change of headline (a per-step or
+    latency basis) reaches them all at once."""
+    return {"basis": str(diff.basis), "before_us": diff.before_figures.total_us,
+            "after_us": diff.after_figures.total_us, "speedup": diff.speedup, "delta_pct": diff.delta_pct,
+            "within_noise": None if diff.noise is None else diff.noise.within_noise,
+            "claims_speedup": not diff.no_claim}
+
+
+def pair_reading(diff: DiffResult) -> str:
+    """``faster``/``slower``/``unchanged``, ``within noise``, or ``no claim`` (launch-bound, nothing paired):
+    what the pair's headline says without a gate. ``faster, noise unknown`` where too few steps give no spread
+    (a 0.01% change is then no finding)."""
+    h = pair_headline(diff)
+    if not h["claims_speedup"]:
+        return "no claim"
+    if h["within_noise"]:
+        return "within noise"
+    s = h["speedup"]
+    if s is None or h["before_us"] <= 0:
+        return "no attention time " + ("after" if s is None else "before")
+    word = "faster" if s > 1 else "slower" if s < 1 else "unchanged"
+    return word + (", noise unknown" if h["within_noise"] is None and word != "unchanged" else "")
 
 
 def peak_of(blocks: list[BlockResult]) -> int | None:

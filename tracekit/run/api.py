@@ -11,14 +11,15 @@ from pathlib import Path
 
 from ..analysis.classify import Classifier
 from ..analysis.compare import diff_attributions
-from ..analysis.gate import gate, parse_percent  # noqa: F401  (the CI gate, for the CLI)
+from ..analysis.gate import gate, gate_runs, parse_percent  # noqa: F401  (the CI gate, for the CLI)
+from ..errors import UsageError
 from ..results.attribution import Attribution
 from ..results.diff import DiffResult
 from ..results.rows import FRAME_GROUPINGS
 from .execute import attribute_inputs
 from .inputs import Inputs, ProgressFn, discover
 from .plan import plan
-from .runs import Discovered, Run, attribute_runs, discover_runs, runs_of
+from .runs import Discovered, Run, attribute_runs, diff_run_results, diff_runs, discover_runs, runs_of, several_runs
 
 
 def analyze(path: str | os.PathLike | Inputs | Discovered, scope: str | None = None,
@@ -91,15 +92,36 @@ def diff_paths(before: str | os.PathLike | Inputs, after: str | os.PathLike | In
     """Load and attribute both sides (files or run folders), then diff them.
 
     Each side is read like ``analyze``: folder warnings, ``jobs``, ``decode_workers`` and ``progress`` apply
-    to both.
+    to both. Two folders of several runs (``--by run``'s names) are diffed run by run, paired by name
+    (:func:`~tracekit.run.runs.diff_runs`: ``run_pairs``); a folder of several runs against one run or trace
+    is a UsageError, since merging its runs would set unrelated runs against one.
     """
     # Discover both sides first: fail on a missing *after* before spending time on a big *before*.
     found_b = before if isinstance(before, Inputs) else discover(before)
     found_a = after if isinstance(after, Inputs) else discover(after)
     how = plan(scope=scope, classifier=classifier, jobs=jobs, decode_workers=decode_workers, progress=progress)
-    result = diff_attributions(attribute_inputs(found_b, how, dask=dask), attribute_inputs(found_a, how, dask=dask))
+    runs_b, runs_a = several_runs(found_b), several_runs(found_a)
+    if runs_b is not None and runs_a is not None:
+        if dask is not None:
+            raise UsageError("two folders of runs are diffed run by run, read here: leave out --dask")
+        result = diff_runs(runs_b, runs_a, how)
+        for p in result.run_pairs:
+            p.diff.labels = side_labels(Path(found_b.path) / p.run, Path(found_a.path) / p.run)
+    elif runs_b is not None or runs_a is not None:
+        raise UsageError(_one_against_many(found_b.path, runs_b, found_a.path, runs_a))
+    else:
+        result = diff_attributions(attribute_inputs(found_b, how, dask=dask),
+                                   attribute_inputs(found_a, how, dask=dask))
     result.labels = side_labels(found_b.path, found_a.path)
     return result
+
+
+def _one_against_many(path_b: Path, runs_b: Discovered | None, path_a: Path, runs_a: Discovered | None) -> str:
+    """Why a folder of several runs is not diffed against a single run or trace."""
+    many, one, found = (path_b, path_a, runs_b) if runs_b is not None else (path_a, path_b, runs_a)
+    n = len(found.runs) if found is not None else 0
+    return (f"{many} is a folder of {n} runs (sub-folders with traces, as --by run names them) and {one} is one "
+            f"run: diff it against one of them ({many}/<run>), or two folders of runs, paired by run name")
 
 
 def side_labels(before: str | os.PathLike, after: str | os.PathLike) -> tuple[str, str]:
@@ -117,9 +139,15 @@ def diff(before: str | os.PathLike | Inputs | Attribution, after: str | os.PathL
          progress: ProgressFn | None = None, *, decode_workers: int | None = None) -> DiffResult:
     """``tracekit.diff(before, after)``: two traces or run folders (as :func:`diff_paths`), or two results of
     ``tracekit.analyze`` (as :func:`~tracekit.analysis.compare.diff_attributions`; ``scope``/``jobs`` then do
-    not apply)."""
+    not apply). Two folders of several runs, or two results read by run (``by="run"``) with several runs each,
+    are diffed run by run, paired by name: ``run_pairs``, ``runs_only_before``, ``runs_only_after``."""
     if isinstance(before, Attribution) and isinstance(after, Attribution):
-        result = diff_attributions(before, after)
+        if len(before.runs) > 1 and len(after.runs) > 1:  # two results read by run: paired by run name
+            result = diff_run_results(before, after)
+            for p in result.run_pairs:
+                p.diff.labels = (f"{before.source}/{p.run}", f"{after.source}/{p.run}")
+        else:
+            result = diff_attributions(before, after)
         result.labels = (before.source, after.source) if before.source != after.source else ("before", "after")
         return result
     if isinstance(before, Attribution) or isinstance(after, Attribution):

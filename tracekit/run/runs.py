@@ -16,8 +16,12 @@ import re
 from pathlib import Path
 
 from ..analysis.attribute import merge
+from ..analysis.compare import diff_attributions
+from ..errors import UsageError
 from ..io.paths import TRACE_SUFFIXES
 from ..results.attribution import Attribution, RunResult
+from ..results.diff import DiffResult, RunPair
+from ..results.ranks import rank_view
 from ..results.sweep import sweep_key  # noqa: F401  (the run-name rule lives with the run rows)
 from .execute import attribute_files
 from .inputs import Inputs, discover
@@ -109,20 +113,20 @@ def _natural(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
-def attribute_runs(found_runs: Discovered | tuple[Inputs, list[Run]], how: Plan) -> Attribution:
+def attribute_runs(found_runs: Discovered | tuple[Inputs, list[Run]], how: Plan, *, sweep: bool = False) -> Attribution:
     """One result per run (``.runs``), and their merge with each block's ``source`` set to its run's name.
 
-    Files are read in one process pool for all runs (``how.jobs``)."""
+    Files are read in one process pool for all runs (``how.jobs``). ``sweep``: the runs are some of a folder of
+    runs (those a diff pairs), so a ``measured.json`` in the folder itself belongs to none of them, even when
+    only one is read."""
     found, runs = (found_runs.inputs, found_runs.runs) if isinstance(found_runs, Discovered) else found_runs
     root = found.path
     files = [f for r in runs for f in r.files]
     parts = iter(attribute_files(files, how))
     results: list[RunResult] = []
     for r in runs:
-        mine = [next(parts) for _ in r.files]
-        one = mine[0] if len(mine) == 1 else merge(mine, source=r.name)
-        one.source = r.name
-        one.measured, notes = measured_beside(r.files, not_in=root if len(runs) > 1 else None)
+        one = _one_run(r, [next(parts) for _ in r.files])
+        one.measured, notes = measured_beside(r.files, not_in=root if len(runs) > 1 or sweep else None)
         one.warnings += notes
         results.append(RunResult(name=r.name, attribution=one))
     result = combine_runs(found.label, results)
@@ -131,10 +135,23 @@ def attribute_runs(found_runs: Discovered | tuple[Inputs, list[Run]], how: Plan)
     return result
 
 
+def _one_run(run: Run, parts: list[Attribution]) -> Attribution:
+    """A run's own result: its one file's, or its files' merge with their rank view (so that a diff pairs ranks
+    within the run)."""
+    if len(parts) == 1:
+        one = parts[0]
+    else:
+        one = merge(parts, source=run.name)
+        one.ranks = rank_view(parts, run.files, run.files[0].parent)
+    one.source = run.name
+    return one
+
+
 def combine_runs(label: str, results: list[RunResult]) -> Attribution:
     """The runs' merge, each block's ``source`` renamed to its run, with ``.runs`` holding each run's own result."""
     named = [dataclasses.replace(one.attribution, blocks=[dataclasses.replace(b, source=one.name)
-                                                          for b in one.attribution.blocks], runs=[])
+                                                          for b in one.attribution.blocks], runs=[],
+                                     ranks=None)  # a run's ranks are its own (.runs), never the merge's
              for one in results]
     result = named[0] if len(named) == 1 else merge(named, source=label)
     result.source = label
@@ -142,3 +159,75 @@ def combine_runs(label: str, results: list[RunResult]) -> Attribution:
     result.warnings = list(result.warnings)
     result.incomplete = result.incomplete or any(r.attribution.incomplete for r in results)
     return result
+
+
+def several_runs(found: Inputs) -> Discovered | None:
+    """``found`` as a folder of several runs (``--by run``'s names), or None: a trace, a run folder, URLs."""
+    if found.urls or not Path(found.path).is_dir():
+        return None
+    mine = dataclasses.replace(found, warnings=list(found.warnings))  # runs_of warns about names it changed
+    runs = runs_of(mine)
+    return Discovered(inputs=mine, runs=runs) if len(runs) > 1 else None
+
+
+def diff_runs(before: Discovered, after: Discovered, how: Plan) -> DiffResult:
+    """Two folders of runs, diffed run by run, paired by name: only the runs in common are read.
+
+    The result's own figures are those runs summed on each side (the same runs both sides, so like with like);
+    ``run_pairs`` holds each run's own diff, and ranks pair only within a run (the runs' merge has no rank view:
+    :func:`combine_runs`). UsageError (exit 2) when the folders share no run name: merging them would compare
+    unrelated runs."""
+    names = [r.name for r in before.runs], [r.name for r in after.runs]
+    common = _common_runs(*names, before.inputs.path, after.inputs.path)
+    sides = [attribute_runs(dataclasses.replace(d, runs=[r for r in d.runs if r.name in common]), how, sweep=True)
+             for d in (before, after)]
+    return _paired(sides[0], sides[1], *([n for n in side if n not in common] for side in names))
+
+
+def diff_run_results(before: Attribution, after: Attribution) -> DiffResult:
+    """Two results read by run (``analyze(..., by="run")``, each with several ``.runs``), diffed as
+    :func:`diff_runs` diffs two folders of runs."""
+    names = [r.name for r in before.runs], [r.name for r in after.runs]
+    common = _common_runs(*names, before.source, after.source)
+    sides = [_kept(att, common) for att in (before, after)]
+    return _paired(sides[0], sides[1], *([n for n in side if n not in common] for side in names))
+
+
+def _kept(att: Attribution, names: list[str]) -> Attribution:
+    """The merge of ``att``'s runs of those names, with ``att``'s own warnings."""
+    kept = combine_runs(att.source, [r for r in att.runs if r.name in names])
+    kept.warnings[:0] = [w for w in att.warnings if w not in kept.warnings]
+    return kept
+
+
+def _paired(before: Attribution, after: Attribution, only_before: list[str], only_after: list[str]) -> DiffResult:
+    """The diff of two merges of the same runs, with each run's own diff (``run_pairs``) and the runs left out."""
+    result = diff_attributions(before, after)
+    own = {r.name: r.attribution for r in after.runs}
+    result.run_pairs = [RunPair(run=r.name, diff=diff_attributions(r.attribution, own[r.name])) for r in before.runs]
+    result.runs_only_before, result.runs_only_after = only_before, only_after
+    result.warnings.insert(0, _pairing_note(result))
+    return result
+
+
+def _common_runs(before: list[str], after: list[str], where_b: object, where_a: object) -> list[str]:
+    """The run names on both sides, in ``before``'s order; UsageError when there is none."""
+    common = [n for n in before if n in set(after)]
+    if not common:
+        raise UsageError(f"{where_b} and {where_a} are folders of runs with no run name in common "
+                         f"({_few(before)} against {_few(after)}); diff the runs themselves")
+    return common
+
+
+def _pairing_note(result: DiffResult) -> str:
+    """The one line saying the runs were paired by name, how many on one side only, and what the figures sum."""
+    only = [f"{len(names)} only {side} ({_few(names)})" for side, names in
+            (("before", result.runs_only_before), ("after", result.runs_only_after)) if names]
+    return (f"runs paired by name: {len(result.run_pairs)} in common{'; ' + '; '.join(only) if only else ''}; "
+            "the figures below sum the runs in common, each run's own diff is in the run table")
+
+
+def _few(names: list[str], shown: int = 4) -> str:
+    """The first few names, then how many more."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
