@@ -429,3 +429,66 @@ def test_a_threshold_too_large_to_be_a_number_is_refused():
     with pytest.raises(ValueError, match="not a percentage"):
         parse_percent("1" * 400)
     assert parse_percent("9" * 308) == float("9" * 308)
+
+
+# ---------------------------------------------------------------------------------------------
+# A CPU-like pair (host self time, one block, no ProfilerStep) with measured.json beside each trace, as
+# scripts/profile_attention.py writes it: one, three and many samples; single, overlapping and separated.
+
+
+def _cpu_run(folder, doc: dict):
+    import json
+
+    from tracekit.results.measured import MEASURED_FILE, MEASURED_SCHEMA
+
+    folder.mkdir(parents=True)
+    cpu_trace(folder / "host.pt.trace.json", 40)
+    (folder / MEASURED_FILE).write_text(json.dumps({"schema": MEASURED_SCHEMA, **doc}))
+    return folder
+
+
+def _one_repeat(ms: float) -> dict:
+    """What the CPU recorder wrote before issue 37 for a forward slower than min_time: one block, ± 0."""
+    return {"median_ms": ms, "low_ms": ms, "high_ms": ms, "spread_kind": "min-max", "repeats": 1, "iters": 1,
+            "what": "forward pass, outside the profiler (CUDA events)"}
+
+
+def _with_samples(*xs: float) -> dict:
+    m = _samples(*xs)
+    return {"median_ms": m.median_ms, "low_ms": m.low_ms, "high_ms": m.high_ms, "spread_kind": "min-max",
+            "repeats": len(xs), "samples_ms": list(xs), "what": "forward pass, outside the profiler (CPU timer)"}
+
+
+def test_cpu_pair_with_one_sample_a_side_is_inconclusive(tmp_path):
+    """The issue's CPU case: 10.0 → 31.47 ms from one repeat each (+214.7 %) is neither a pass nor a failure."""
+    r = diff(_cpu_run(tmp_path / "eager_256", _one_repeat(10.0)), _cpu_run(tmp_path / "sdpa_256", _one_repeat(31.47)))
+    assert str(r.before.time_base) == "host" and r.before.measured.repeats == 1
+    with pytest.raises(InconclusiveError, match="measured latency: before .measured.json. has one repeat; after "):
+        gate(r, 5)
+
+
+@pytest.mark.parametrize("after,outcome", [
+    ((2.15, 2.2, 2.3), "inconclusive"),       # overlapping: against before · 1.05 (2.1, 2.205, 2.31), U 1+1+2 = 4
+    ((2.5, 2.6, 2.7), "regression"),          # separated above: U 9 of 9, p 1/20
+    ((1.8, 1.85, 1.9), "ok"),                 # separated below: U 0, p 1/20
+])
+def test_cpu_pair_with_three_samples_a_side(tmp_path, after, outcome):
+    r = diff(_cpu_run(tmp_path / "b", _with_samples(2.0, 2.1, 2.2)), _cpu_run(tmp_path / "a", _with_samples(*after)))
+    assert r.before.measured.samples_ms == (2.0, 2.1, 2.2)
+    if outcome == "inconclusive":
+        with pytest.raises(InconclusiveError, match=r"Mann-Whitney U 4 of 9, 3 repeats after against 3 before \+5%"):
+            gate(r, 5)
+        return
+    v = gate(r, 5)
+    assert v.compared == Compared.LATENCY and v.ok is (outcome == "ok") and "p 0.05 <= 0.05" in v.evidence
+
+
+def test_cpu_pair_with_many_samples_decides_within_overlapping_spreads(tmp_path):
+    """Ten repeats a side. Before 2.00..2.09 (and one 2.6 outlier in place of 2.09); after 2.20..2.29, which
+    against before · 1.05 (2.1..2.1945, 2.73) lies above all but the outlier: U = 10·10 - 10 = 90 of 100."""
+    before = [2.0 + 0.01 * i for i in range(9)] + [2.6]
+    after = [2.2 + 0.01 * i for i in range(10)]
+    r = diff(_cpu_run(tmp_path / "b", _with_samples(*before)), _cpu_run(tmp_path / "a", _with_samples(*after)))
+    assert r.after.measured.low_ms < r.before.measured.high_ms  # the min-max spreads overlap
+    v = gate(r, 5)
+    assert v.ok is False and "U 90 of 100, 10 repeats after against 10 before +5%" in v.evidence
