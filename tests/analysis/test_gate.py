@@ -327,23 +327,26 @@ def test_one_repeat_a_side_decides_nothing_and_says_so(tmp_path):
     assert gate(r, 50, latency=(_ms(1.0, 0.9, 1.1, repeats=3), _pm(1.0))).ok  # three repeats are enough
 
 
-@pytest.mark.parametrize("after,pct,outcome", [
-    ((2.4, 2.45), 5, "ok"),              # 2.45 <= 2.4 · 1.05 = 2.52: apart, under
-    ((2.3, 2.52), 5, "ok"),              # 2.52 <= 2.52: the pass boundary is inclusive
-    ((2.3, 2.53), 5, "overlap"),         # 2.53 > 2.52 and 2.3 <= 2.6 · 1.05 = 2.73
-    ((2.73, 2.8), 5, "overlap"),         # 2.73 is not above 2.73
-    ((2.74, 2.8), 5, "regression"),      # 2.74 > 2.73: apart, over
+@pytest.mark.parametrize("after,outcome", [
+    ((2.0, 2.25), "ok"),               # 2.25 <= 2.0 · 1.25 = 2.5: apart, under
+    ((2.25, 2.5), "ok"),               # 2.5 <= 2.5: the pass boundary is inclusive
+    ((2.25, 2.5625), "overlap"),       # 2.5625 > 2.5 and 2.25 <= 2.5 · 1.25 = 3.125
+    ((3.125, 3.25), "overlap"),        # 3.125 is not above 3.125: the regression boundary is exclusive
+    ((3.1875, 3.25), "regression"),    # 3.1875 > 3.125: apart, over
 ])
-def test_spreads_decide_only_when_apart(tmp_path, after, pct, outcome):
-    """Before 2.4–2.6 ms (no samples): after's interval against before's raised by PCT."""
+def test_spreads_decide_only_when_apart(tmp_path, after, outcome):
+    """Before 2.0–2.5 ms (no samples) at 25 %: after's interval against before's raised, 2.5–3.125 (binary
+    fractions: the boundaries are exact)."""
     a = write(tmp_path / "a.json", [[busy(eager)]])
     r = diff(a, a)
-    mb, ma = _ms(2.5, 2.4, 2.6), _ms(sum(after) / 2, *after)
+    mb, ma = _ms(2.25, 2.0, 2.5), _ms(sum(after) / 2, *after)
     if outcome == "overlap":
-        with pytest.raises(InconclusiveError, match="measured latency: the spreads overlap: after "):
-            gate(r, pct, latency=(mb, ma))
+        with pytest.raises(InconclusiveError) as e:
+            gate(r, 25, latency=(mb, ma))
+        assert str(e.value) == ("--fail-if-slower: inconclusive: measured latency: the spreads overlap: after "
+                                f"{after[0]:.3f}–{after[1]:.3f} ms against before +25% 2.500–3.125 ms")
         return
-    v = gate(r, pct, latency=(mb, ma))
+    v = gate(r, 25, latency=(mb, ma))
     assert v.ok is (outcome == "ok") and v.evidence.startswith("the spreads are apart: after ")
 
 
