@@ -218,9 +218,10 @@ def test_eager_4096_to_flash_4096_still_headlines_its_gain():
 
 
 def test_gate_compares_span_when_launch_bound(tmp_path):
-    """Busy time halves (10 → 5 µs) but the host range grows (60 → 90 µs): a launch-bound run got slower."""
-    before = launch_bound_trace(tmp_path / "a.json", gemm=10, host=60)
-    after = launch_bound_trace(tmp_path / "b.json", gemm=5, host=90)
+    """Busy time halves (10 → 5 µs) but the host range grows (60 → 90 µs): a launch-bound run got slower. Three
+    equal steps a side: a step-to-step spread of 0, which the gate needs to decide (issue 37)."""
+    before = launch_bound_trace(tmp_path / "a.json", gemm=10, host=60, steps=3)
+    after = launch_bound_trace(tmp_path / "b.json", gemm=5, host=90, steps=3)
     r = diff_paths(before, after).check()
     assert r.before_figures.span_us == pytest.approx(60) and r.after_figures.span_us == pytest.approx(90)
     assert r.speedup == pytest.approx(2)  # busy time alone would say 2× faster
