@@ -169,6 +169,7 @@ def _latency_verdict(pct: float, result: DiffResult, mb: Measured | None, ma: Me
     if why:
         raise InconclusiveError(f"--fail-if-slower: inconclusive: measured latency: {'; '.join(why)}; the gate "
                                 f"needs at least {MIN_REPEATS} repeats a side with their spread")
+    within: bool | None
     if _has_samples(mb) and _has_samples(ma):
         ok, evidence, within = _rank_decision(pct, mb, ma)
     else:
