@@ -14,9 +14,7 @@ the Mann-Whitney U test (analysis/ranktest.py) at ``ALPHA``; busy time and span 
 from __future__ import annotations
 
 import math
-
 import re
-
 import statistics
 
 from ..errors import InconclusiveError, IncomparableError, UsageError
@@ -63,11 +61,11 @@ def parse_latency(text: str, side: str) -> Measured:
     if spread:
         median, half = float(spread.group(1)), float(spread.group(2))
         if median <= 0 or half >= median or not math.isfinite(median + half):
-            raise ValueError(f"{text!r}: a latency ± its half-spread needs 0 < spread < latency (ms)")
+            raise ValueError(f"{text[:40]!r}: a latency ± its half-spread needs 0 <= spread < latency (ms)")
         return Measured(median_ms=median, low_ms=median - half, high_ms=median + half, spread_kind="±",
                         source=source)
     if not _SAMPLES.fullmatch(s):
-        raise ValueError(f"{text!r} is not a latency in ms: give 2.51±0.04, samples 2.49,2.51,2.55, or 2.51")
+        raise ValueError(f"{text[:40]!r} is not a latency in ms: give 2.51±0.04, samples 2.49,2.51,2.55, or 2.51")
     return _samples(tuple(float(x) for x in s.split(",")), text, source)
 
 
