@@ -18,6 +18,7 @@ import re
 import statistics
 
 from ..errors import InconclusiveError, IncomparableError, UsageError
+from ..results.attribution import Attribution
 from ..results.diff import NOISE_MIN_STEPS, DiffResult, Verdict
 from ..results.format import fmt_time
 from ..results.measured import Measured, within_spread
@@ -142,9 +143,9 @@ def _step_verdict(pct: float, result: DiffResult, figures: tuple[float, float, f
                             f"(±{fmt_time(spread)})" if spread > 0 else f"{side} the threshold, no step-to-step spread")
 
 
-def _steps(att: object) -> int:
+def _steps(att: Attribution) -> int:
     """Profiled steps with attention blocks on one side."""
-    return len({b.step for b in getattr(att, "blocks") if b.step is not None})
+    return len({b.step for b in att.blocks if b.step is not None})
 
 
 def _n(n: int, unit: str) -> str:
