@@ -90,12 +90,13 @@ def make_parser():
     p.add_argument("--sparse-mode", choices=("auto", "flex", "masked"), default="auto",
                    help="sparse: FlexAttention block mask, banded-mask fallback, or auto")
     p.add_argument("--min-time", type=float, default=0.2,
-                   help="CPU latency: seconds for benchmark.Timer.blocked_autorange")
+                   help="CPU latency: about this many seconds for all repeats (a slower forward "
+                        "is still timed at least 5 times, once per repeat)")
     p.add_argument("--iters", type=int, default=20,
                    help="GPU latency: timed iterations per repeat (default: 20)")
     p.add_argument("--repeats", type=int, default=5,
-                   help="GPU latency: repeats; Time is their median, ± half their range "
-                        "(default: 5)")
+                   help="latency repeats (CPU: at least 5); Time is their median, ± half their "
+                        "range; each repeat's time goes to measured.json's samples_ms (default: 5)")
     p.add_argument("--timing-seconds", type=float, default=None,
                    help="GPU latency: cap repeats*iters*forward at about this many seconds "
                         "by timing fewer iterations (>= 3) per repeat (default: no cap)")

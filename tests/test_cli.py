@@ -325,3 +325,69 @@ def test_h200_sweep_against_sparse_pairs_the_two_eager_runs(tmp_path):
                                    check=True).stdout)["headline"]
         assert (p["headline"]["before_us"], p["headline"]["after_us"]) == \
             (pytest.approx(alone["before_us"], abs=1e-3), pytest.approx(alone["after_us"], abs=1e-3))
+
+
+# ---------------------------------------------------------------------------------------------
+# --latency-before/--latency-after (issue 37): a spread, samples, a bare number (one sample), or a usage error.
+
+
+@pytest.fixture
+def cpu_pair(tmp_path):
+    from support.pairs import cpu_trace
+
+    return cpu_trace(tmp_path / "a.json", 40), cpu_trace(tmp_path / "b.json", 40)
+
+
+def _gate_cli(pair, before: str, after: str):
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    return CliRunner().invoke(cli, ["diff", str(pair[0]), str(pair[1]), "--fail-if-slower", "5%",
+                                    "--latency-before", before, "--latency-after", after])
+
+
+@pytest.mark.parametrize("before,after,code,words", [
+    ("2.0±0.05", "2.5±0.05", 4, "REGRESSION: measured latency (--latency-before / --latency-after) 2.00 ms → 2.50 ms "
+                                "(+25.0%, median of repeats) is more than 5% slower; the spreads are apart"),
+    ("2.0+-0.05", "1.9+-0.05", 0, "ok: measured latency (--latency-before / --latency-after) 2.00 ms → 1.90 ms"),
+    ("2.0 ± 0.04", "2.02±0.05", 5, "inconclusive: measured latency: the spreads overlap: after 1.970–2.070 ms "
+                                   "against before +5% 2.058–2.142 ms"),
+    ("2.0,2.1,2.2", "2.4,2.5,2.32", 4, "Mann-Whitney U 9 of 9, 3 repeats after against 3 before +5%: slower"),
+    ("2.0,2.1,2.2", "2.15,2.2,2.3", 5, "Mann-Whitney U 4 of 9"),
+    ("2.0", "2.5", 5, "inconclusive: measured latency: before (--latency-before) is one sample (give MS±S, or each "
+                      "repeat's time MS,MS,MS); after (--latency-after) is one sample"),
+    ("2.0,2.1", "2.4,2.5,2.6", 5, "before (--latency-before) has 2 repeats; the gate needs at least 3"),
+])
+def test_latency_options_take_a_spread_or_samples(cpu_pair, before, after, code, words):
+    out = _gate_cli(cpu_pair, before, after)
+    assert out.exit_code == code, out.output
+    [line] = [x for x in out.stderr.splitlines() if x.startswith("fail-if-slower 5%:")]
+    assert words in line
+    assert "Traceback" not in out.output and out.stdout  # the diff itself is still printed
+
+
+@pytest.mark.parametrize("text", ["abc", "2.5±", "±0.1", "2.5±3", "2.5±2.5", "0", "-1", "1,,2", "2.5,abc", "inf",
+                                  "1e3", "2.5ms", "", "0,1,2", "٢.5", "9" * 4000 + "x"])
+@pytest.mark.parametrize("side", ["before", "after"])
+def test_malformed_latency_is_a_one_line_usage_error(cpu_pair, text, side):
+    args = ("2.0±0.1", text) if side == "after" else (text, "2.0±0.1")
+    out = _gate_cli(cpu_pair, *args)
+    assert out.exit_code == 2, out.output
+    assert out.stderr.splitlines() == [out.stderr.strip()] and out.stderr.startswith(f"Error: --latency-{side}: ")
+    assert len(out.stderr) < 200  # the value is quoted, not echoed whole
+    assert out.stdout == ""  # refused before any work
+
+
+def test_latency_parse_forms():
+    from tracekit.analysis.gate import parse_latency
+
+    m = parse_latency("2.51±0.04", "before")
+    assert (m.median_ms, m.samples_ms, m.source, m.spread_kind) == (2.51, None, "--latency-before", "±")
+    assert (m.low_ms, m.high_ms) == pytest.approx((2.47, 2.55))
+    assert parse_latency("2.51+-0.04", "after").high_ms == pytest.approx(2.55)
+    m = parse_latency("2.55,2.49,2.51,2.6", "before")
+    assert (m.median_ms, m.low_ms, m.high_ms, m.repeats) == (pytest.approx(2.53), 2.49, 2.6, 4)
+    assert m.samples_ms == (2.55, 2.49, 2.51, 2.6)
+    one = parse_latency("2.51", "after")
+    assert (one.median_ms, one.sample_count, one.half_spread_ms) == (2.51, 1, None)

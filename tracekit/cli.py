@@ -191,16 +191,18 @@ def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 @click.option("--gate-on", "gate_on", type=click.Choice(GATE_ON), default=None,
               help="What --fail-if-slower compares: busy (device time in the blocks), span (their profiled wall "
                    "clock) or latency (measured outside the profiler). Default: latency, else busy, else exit 5.")
-@click.option("--latency-before", "latency_before", type=click.FloatRange(min=0, min_open=True), metavar="MS",
-              default=None, help="BEFORE's latency measured outside the profiler, in ms (overrides its measured.json).")
-@click.option("--latency-after", "latency_after", type=click.FloatRange(min=0, min_open=True), metavar="MS",
-              default=None, help="AFTER's latency measured outside the profiler, in ms (overrides its measured.json).")
+@click.option("--latency-before", "latency_before", metavar="MS±S|MS,MS,…", default=None,
+              help="BEFORE's latency measured outside the profiler, in ms (overrides its measured.json): a median "
+                   "and its half-spread (2.51±0.04 or 2.51+-0.04) or each repeat's time (2.49,2.51,2.55); a bare "
+                   "number is one sample, which decides nothing (exit 5).")
+@click.option("--latency-after", "latency_after", metavar="MS±S|MS,MS,…", default=None,
+              help="AFTER's latency, as --latency-before.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 @click.option("--decode-workers", type=click.IntRange(min=1), default=None, help=_DECODE_HELP)
 @click.option("--dask", metavar="ADDRESS", default=None, help=_DASK_HELP)
 @_one_shot
 def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: str | None,
-         fail_pct: float | None, gate_on: str | None, latency_before: float | None, latency_after: float | None,
+         fail_pct: float | None, gate_on: str | None, latency_before: str | None, latency_after: str | None,
          jobs: int | None, decode_workers: int | None, dask: str | None) -> None:
     """Compare attention time in BEFORE and AFTER (traces or run folders), by category, block and kernel.
 
@@ -210,12 +212,13 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
     Exit codes: 0 ok; 1 error (and a busy/span gate over a GPU and a CPU-only trace); 2 usage (and two folders
     of runs with no run in common, or a folder of runs against one run); 3 damaged input; 4 regression
     (--fail-if-slower; over folders of runs, any pair); 5 the gate is inconclusive (a side is launch-bound
-    and no latency was measured: give --latency-before/--latency-after or --gate-on; over folders of runs,
-    a pair is and none regresses).
+    and no latency was measured, fewer than 3 repeats or steps a side, or a change within their spread; over
+    folders of runs, a pair is and none regresses).
     """
     if fail_pct is None and (gate_on or latency_before or latency_after):
         raise click.UsageError("--gate-on and --latency-before/--latency-after apply to --fail-if-slower")
     try:
+        given = _latencies(latency_before, latency_after)
         fmt, gz = output_format(fmt, output)
         from .run.api import diff_paths
         from .run.inputs import discover
@@ -228,7 +231,7 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
         result.check()
         # Decided before anything is printed: a gate over sides timed differently is refused with
         # one error line and no report (exit 1). An inconclusive gate still shows the diff (exit 5).
-        said, code = _decide(result, fail_pct, gate_on, (latency_before, latency_after))
+        said, code = _decide(result, fail_pct, gate_on, given)
         _warn_diff(result)
         emit(_diff_renderer(fmt), result, output, gz)  # headed by the paths as given, shortened (result.labels)
         for line in said:
@@ -241,8 +244,7 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
         sys.exit(EXIT_DAMAGED)
 
 
-def _decide(result: Any, pct: float | None, on: str | None,
-            latency: tuple[float | None, float | None]) -> tuple[list[str], int]:
+def _decide(result: Any, pct: float | None, on: str | None, latency: tuple[Any, Any]) -> tuple[list[str], int]:
     """The gate's lines for stderr and its exit code (0, 4 regression, 5 inconclusive); over the run pairs when
     both sides were folders of runs."""
     if pct is not None and result.run_pairs:
@@ -257,8 +259,7 @@ def _decide(result: Any, pct: float | None, on: str | None,
     return [verdict_line(verdict)], 0 if verdict.ok else EXIT_REGRESSION
 
 
-def _gate_runs(result: Any, pct: float, on: str | None,
-               latency: tuple[float | None, float | None]) -> tuple[list[str], int]:
+def _gate_runs(result: Any, pct: float, on: str | None, latency: tuple[Any, Any]) -> tuple[list[str], int]:
     """Each run pair's verdict (or why it is inconclusive), then one line naming the pairs that decide the exit:
     4 when any regresses, else 5 when any is inconclusive."""
     if any(ms is not None for ms in latency):
@@ -288,20 +289,29 @@ def _run_verdict_line(p: Any, head: str) -> str:
     return f"run {printable(p.run)}: {printable(said)}"
 
 
-def _gate(result: Any, pct: float | None, on: str | None,
-          latency: tuple[float | None, float | None]) -> tuple[Any, str]:
+def _latencies(before: str | None, after: str | None) -> tuple[Any, Any]:
+    """``--latency-before``/``--latency-after`` as measurements; a malformed one is a usage error (one line)."""
+    from .run.api import parse_latency
+
+    out = []
+    for text, side in ((before, "before"), (after, "after")):
+        try:
+            out.append(None if text is None else parse_latency(text, side))
+        except ValueError as exc:
+            raise UsageError(f"--latency-{side}: {exc}") from None
+    return out[0], out[1]
+
+
+def _gate(result: Any, pct: float | None, on: str | None, given: tuple[Any, Any]) -> tuple[Any, str]:
     """The gate's verdict, or the one line saying why it cannot decide (exit 5)."""
     if pct is None:
         return None, ""
     from .errors import InconclusiveError
-    from .results.measured import Measured
     from .run.api import gate
     from .vocab import Compared
 
-    given = tuple(None if ms is None else Measured(median_ms=ms, source=f"--latency-{side}")
-                  for ms, side in zip(latency, ("before", "after")))
     try:
-        return gate(result, pct, on=None if on is None else Compared(on), latency=(given[0], given[1])), ""
+        return gate(result, pct, on=None if on is None else Compared(on), latency=given), ""
     except InconclusiveError as exc:
         return None, printable(str(exc)).replace("--fail-if-slower:", f"fail-if-slower {pct:g}%:", 1)
 

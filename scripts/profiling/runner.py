@@ -2,7 +2,7 @@
 
 Why separate latency from profiling: the profiler inflates op times (host
 overhead, record_shapes, stacks), so latency is measured outside it (CUDA
-events on GPU, torch.utils.benchmark on CPU) and the trace is used only for
+events on GPU, a CPU wall-clock timer on CPU) and the trace is used only for
 the *shares* of attention time that tracekit attributes.
 """
 from __future__ import annotations
@@ -32,9 +32,10 @@ def sync(device):
 class Timing:
     """Milliseconds per forward: the median and the spread of repeated measurements.
 
-    GPU: one value per repeat (the mean of `iters` CUDA-event-timed forwards), spread
-    = min..max over repeats. CPU: torch.utils.benchmark's blocked measurements,
-    spread = their IQR. `half_spread` is what the table prints as `± (ms)`.
+    One value per repeat (the mean of `iters` timed forwards; GPU: CUDA events, CPU:
+    time.perf_counter), spread = min..max over repeats. `samples` keeps each repeat's
+    value (tracekit's CI gate tests them), `timer` names the clock that took them.
+    `half_spread` is what the table prints as `± (ms)`.
     """
 
     median: float
@@ -43,6 +44,8 @@ class Timing:
     kind: str  # "min-max" or "IQR"
     repeats: int
     iters: int
+    samples: tuple = ()  # each repeat's ms, in the order taken
+    timer: str = ""  # "CUDA events" or "CPU timer (time.perf_counter)"
 
     @property
     def spread(self):
@@ -57,17 +60,19 @@ class Timing:
         return abs(self.median - other.median) <= slack * (self.half_spread + other.half_spread)
 
 
-def summarize(per_repeat_ms, *, iters, kind="min-max"):
+def summarize(per_repeat_ms, *, iters, kind="min-max", timer=""):
     """Timing from per-repeat values: median and min..max (or IQR by linear quantiles)."""
-    vals = sorted(float(v) for v in per_repeat_ms)
+    samples = tuple(float(v) for v in per_repeat_ms)
+    vals = sorted(samples)
     if not vals:
         raise ValueError("no measurements")
     med = statistics.median(vals)
     if kind == "IQR" and len(vals) >= 2:
         q1, _, q3 = statistics.quantiles(vals, n=4, method="inclusive")
-        return Timing(median=med, low=q1, high=q3, kind=kind, repeats=len(vals), iters=iters)
+        return Timing(median=med, low=q1, high=q3, kind=kind, repeats=len(vals), iters=iters,
+                      samples=samples, timer=timer)
     return Timing(median=med, low=vals[0], high=vals[-1], kind="min-max", repeats=len(vals),
-                  iters=iters)
+                  iters=iters, samples=samples, timer=timer)
 
 
 def plan_iters(est_ms, *, repeats, iters, target_s=None, min_iters=3):
@@ -98,24 +103,39 @@ def time_cuda(fn, device, *, repeats=5, iters=20, target_s=None):
         e.record()
         e.synchronize()
         per.append(s.elapsed_time(e) / n)
-    return summarize(per, iters=n)
+    return summarize(per, iters=n, timer="CUDA events")
+
+
+MIN_CPU_REPEATS = 5  # tracekit's latency gate wants >= 3 repeats a side; 5 lets its U test decide at 5%
+CPU_TIMER = "CPU timer (time.perf_counter)"
+
+
+def time_cpu(fn, *, repeats=MIN_CPU_REPEATS, min_time=0.2):
+    """Median of at least MIN_CPU_REPEATS wall-clock timings of `n` calls each (call after
+    warm-up), `n` chosen from one timed call so that all repeats take about `min_time` s.
+
+    Why not torch.utils.benchmark's blocked_autorange: a forward slower than min_time is
+    measured once, a median of one with a spread of 0, which no gate can trust."""
+    repeats = max(MIN_CPU_REPEATS, int(repeats))
+    t0 = time.perf_counter()
+    fn()
+    est = time.perf_counter() - t0
+    n = max(1, int(min_time / (repeats * max(est, 1e-9))))
+    per = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        per.append((time.perf_counter() - t0) * 1e3 / n)
+    return summarize(per, iters=n, timer=CPU_TIMER)
 
 
 def measure_latency(forward, device, *, min_time=0.2, iters=20, repeats=5, target_s=None):
-    """Timing of one forward pass (call after warm-up): CUDA events on GPU,
-    torch.utils.benchmark (median and IQR of its blocks) on CPU."""
+    """Timing of one forward pass (call after warm-up): CUDA events on GPU, a CPU
+    wall-clock timer on CPU; both keep each repeat's time."""
     if device.type == "cuda":
         return time_cuda(forward, device, repeats=repeats, iters=iters, target_s=target_s)
-    from torch.utils.benchmark import Timer
-
-    # Timer defaults to 1 thread; measure with the threads the profiled run uses.
-    timer = Timer(stmt="forward()", globals={"forward": forward},
-                  num_threads=torch.get_num_threads())
-    m = timer.blocked_autorange(min_run_time=min_time)
-    times = [t * 1e3 for t in m.times]
-    t = summarize(times, iters=m.number_per_run, kind="IQR")
-    return Timing(median=m.median * 1e3, low=t.low, high=t.high, kind=t.kind, repeats=t.repeats,
-                  iters=t.iters)
+    return time_cpu(forward, repeats=repeats, min_time=min_time)
 
 
 def measure_graph(forward, device, *, repeats=5, iters=20, target_s=None):

@@ -170,10 +170,12 @@ def write_measured(run_dir, r, launch_bound, peak_mb, warn=_warn):
     import json
 
     t, g = r["timing"], r.get("graph")
-    doc = {"schema": MEASURED_SCHEMA, "what": "forward pass, outside the profiler (CUDA events)"
-           if r.get("device", "cuda") != "cpu" and t.kind == "min-max" else "forward pass, outside the profiler",
+    timer = getattr(t, "timer", "")  # the clock that took the repeats: CUDA events, or a CPU timer
+    samples = list(getattr(t, "samples", ()))
+    doc = {"schema": MEASURED_SCHEMA,
+           "what": f"forward pass, outside the profiler ({timer})" if timer else "forward pass, outside the profiler",
            "median_ms": t.median, "low_ms": t.low, "high_ms": t.high, "spread_kind": t.kind,
-           "repeats": t.repeats, "iters": t.iters,
+           "repeats": t.repeats, "iters": t.iters, "samples_ms": samples or None,
            "graph_median_ms": None if g is None else g.median, "peak_memory_mb": peak_mb,
            "launch_bound": launch_bound if isinstance(launch_bound, bool) else None,
            "energy_j": r.get("energy_j"), "impl": r["impl"], "seq": r["seq"]}

@@ -893,7 +893,7 @@ BOUND, FREE = 30, 5
 SIDE = {BOUND: (50.0, 30.0, True, "60%"), FREE: (25.0, 5.0, False, "20%")}  # span, idle, launch-bound, idle %
 
 
-@pytest.mark.parametrize("n_steps", [1, 2], ids=["total", "median-step"])
+@pytest.mark.parametrize("n_steps", [1, 3], ids=["total", "median-step"])
 @pytest.mark.parametrize("gap_b,gap_a", [(BOUND, FREE), (FREE, BOUND), (FREE, FREE), (BOUND, BOUND)],
                          ids=["before-bound", "after-bound", "neither", "both"])
 def test_launch_bound_on_one_side_is_reported_and_gated_on_span(tmp_path, gap_b, gap_a, n_steps):
@@ -913,12 +913,20 @@ def test_launch_bound_on_one_side_is_reported_and_gated_on_span(tmp_path, gap_b,
         sides = " and ".join(s for s, lb in (("before", lb_b), ("after", lb_a)) if lb)
         with pytest.raises(InconclusiveError, match=f"inconclusive: {sides} (is|are) launch-bound"):
             gate(r, 5)
-        v = gate(r, 5, on=Compared.SPAN)  # the profiled span, when asked for
+        if n_steps < 3:  # one step: no step-to-step spread, so not even the chosen span decides (issue 37)
+            with pytest.raises(InconclusiveError, match="profiled span has no step-to-step spread"):
+                gate(r, 5, on=Compared.SPAN)
+            return
+        v = gate(r, 5, on=Compared.SPAN)  # the profiled span, when asked for (three equal steps: spread 0)
         assert (v.compared, v.before_us, v.after_us) == ("span", pytest.approx(span_b), pytest.approx(span_a))
         assert v.ok is (span_a <= span_b * 1.05) and v.chosen
     else:
-        v = gate(r, 5)
         assert r.no_claim == ""
+        if n_steps < 3:
+            with pytest.raises(InconclusiveError, match="attention busy time has no step-to-step spread"):
+                gate(r, 5)
+            return
+        v = gate(r, 5)
         assert (v.compared, v.before_us, v.after_us, v.ok) == ("busy", pytest.approx(20), pytest.approx(20), True)
 
 

@@ -21,6 +21,7 @@ from support.pairs import GEMM, GEMM_C, H100, busy, diff, eager, fused, write
 from support.traces import busy_union as _union, read_events
 from support.paths import SWEEP
 from tracekit.analysis.gate import gate
+from tracekit.errors import InconclusiveError
 from tracekit.renderers import JSONRenderer, TerminalRenderer
 from tracekit.renderers.markdown import MarkdownRenderer
 from tracekit.results.attribution import InvariantError
@@ -204,8 +205,9 @@ def test_two_steps_a_side_leave_the_noise_unknown_everywhere(tmp_path):
     out = _json(r)
     assert out["headline"]["within_noise"] is None and out["noise"]["within_noise"] is None
     assert out["noise"]["known"] is False and out["noise"]["categories"]["matmul"]["within_noise"] is None
-    assert gate(r, 5).within_noise is None  # busy
-    assert gate(r, 5, on=Compared.SPAN).within_noise is None  # span: the same rule (analysis/gate.py)
+    for on in (None, Compared.SPAN):  # busy and span alike: no spread, so the gate decides nothing (issue 37)
+        with pytest.raises(InconclusiveError, match="has no step-to-step spread .before 2 steps, after 2 steps"):
+            gate(r, 5, on=on)
 
 
 def test_three_steps_a_side_decide_noise(tmp_path):

@@ -91,14 +91,19 @@ def test_gate_without_measured_latency_is_inconclusive_on_launch_bound_runs():
 
 @requires_h200
 def test_gate_fails_the_real_regression_given_the_measured_latencies():
+    """summary.md gives medians only: given with a ±1 % spread each, the intervals are apart (2.814 > 2.533 ·
+    1.05); given bare, each is one sample, which decides nothing (issue 37)."""
     lat = summary_latency()
     before, after = lat["eager_512"], lat["sdpa-flash_512"]
-    assert after > before * 1.05  # the measured regression, independently of tracekit
+    assert after * 0.99 > before * 1.01 * 1.05  # the measured regression, independently of tracekit
     proc = run_cli("diff", SWEEP / "eager_512", SWEEP / "sdpa-flash_512", "--fail-if-slower", "5%",
-                   "--latency-before", before, "--latency-after", after)
+                   "--latency-before", f"{before}±{before / 100:.4f}", "--latency-after", f"{after}+-{after / 100:.4f}")
     assert proc.returncode == 4, proc.stderr
-    assert "REGRESSION: measured latency" in proc.stderr
+    assert "REGRESSION: measured latency" in proc.stderr and "the spreads are apart" in proc.stderr
     assert f"{100 * (after - before) / before:+.1f}%" in proc.stderr
+    bare = run_cli("diff", SWEEP / "eager_512", SWEEP / "sdpa-flash_512", "--fail-if-slower", "5%",
+                   "--latency-before", before, "--latency-after", after)
+    assert bare.returncode == 5 and "before (--latency-before) is one sample" in bare.stderr
 
 
 @requires_h200
@@ -112,7 +117,9 @@ def test_gate_reads_measured_json_beside_the_traces(tmp_path):
     assert (v.before_us, v.after_us) == pytest.approx((lat["eager_512"] * 1000, lat["sdpa-flash_512"] * 1000))
     assert v.sources == (MEASURED_FILE, MEASURED_FILE)
     assert v.within_noise is False  # |Δ| 0.334 ms > the half-spreads 0.0254 + 0.0284
-    assert gate(r, 14).ok  # +13.3% is within a 14% threshold
+    with pytest.raises(InconclusiveError, match="the spreads overlap"):
+        gate(r, 14)  # +13.3% is within 14 %, but 2.870 > 2.483 · 1.14: the spreads could carry it over
+    assert gate(r, 20).ok  # 2.870 <= 2.483 · 1.2
     proc = run_cli("diff", root / "eager_512", root / "sdpa-flash_512", "--fail-if-slower", "5")
     assert proc.returncode == 4 and "measured latency" in proc.stderr
 
@@ -120,12 +127,12 @@ def test_gate_reads_measured_json_beside_the_traces(tmp_path):
 @requires_h200
 def test_gate_on_choices_are_explicit():
     r = diff_paths(SWEEP / "eager_512", SWEEP / "sdpa-flash_512").check()
-    with pytest.raises(InconclusiveError):
+    with pytest.raises(InconclusiveError, match="launch-bound"):
         gate(r, 5)
-    span = gate(r, 5, on=Compared.SPAN)
-    assert span.compared == Compared.SPAN and span.ok and span.chosen
-    busy = gate(r, 5, on=Compared.BUSY)
-    assert busy.compared == Compared.BUSY and busy.before_us == r.before_figures.total_us
+    # chosen, but two profiled steps a side give no step-to-step spread to decide by (issue 37)
+    for on, what in ((Compared.SPAN, "profiled span"), (Compared.BUSY, "attention busy time")):
+        with pytest.raises(InconclusiveError, match=f"{what} has no step-to-step spread .before 2 steps, after 2"):
+            gate(r, 5, on=on)
     with pytest.raises(UsageError, match="--gate-on latency: no measured latency for before and after"):
         gate(r, 5, on=Compared.LATENCY)
     proc = run_cli("diff", SWEEP / "eager_512", SWEEP / "sdpa-flash_512", "--fail-if-slower", "5",
@@ -134,9 +141,11 @@ def test_gate_on_choices_are_explicit():
 
 
 @requires_h200
-def test_gate_on_a_compute_bound_pair_still_uses_busy_time():
+def test_gate_on_a_compute_bound_pair_uses_busy_time_and_wants_its_spread():
+    """Not launch-bound, so busy time by default; but two profiled steps a side have no step-to-step spread."""
     proc = run_cli("diff", SWEEP / "eager_4096", SWEEP / "sdpa-flash_4096", "--fail-if-slower", "5")
-    assert proc.returncode == 0 and "ok: attention time" in proc.stderr
+    assert proc.returncode == 5
+    assert "inconclusive: attention busy time has no step-to-step spread (before 2 steps, after 2" in proc.stderr
 
 
 def test_gate_options_need_fail_if_slower(tmp_path):
@@ -150,11 +159,14 @@ def test_one_measured_side_is_not_enough(tmp_path):
     before = _launch_bound_trace(tmp_path / "a.json", gemm=10, host=60)
     after = _launch_bound_trace(tmp_path / "b.json", gemm=5, host=90)
     r = diff_paths(before, after).check()
-    with pytest.raises(InconclusiveError):
-        gate(r, 5, latency=(Measured(median_ms=1.0), None))
-    v = gate(r, 5, latency=(Measured(median_ms=1.0), Measured(median_ms=1.02)))
+    with pytest.raises(InconclusiveError, match="launch-bound"):
+        gate(r, 5, latency=(Measured(median_ms=1.0, low_ms=0.99, high_ms=1.01), None))
+    v = gate(r, 5, latency=(Measured(median_ms=1.0, low_ms=0.99, high_ms=1.01),
+                            Measured(median_ms=1.02, low_ms=1.01, high_ms=1.03)))  # 1.03 <= 0.99 · 1.05
     assert v.compared == Compared.LATENCY and v.ok and v.change_pct == pytest.approx(2.0)
-    assert v.within_noise is None  # no spread given
+    assert v.within_noise is True  # |Δ| 0.02 <= 0.01 + 0.01
+    with pytest.raises(InconclusiveError, match="before has no spread; after has no spread"):
+        gate(r, 5, latency=(Measured(median_ms=1.0), Measured(median_ms=1.02)))
 
 
 # -- 1. measured.json: read strictly, never taken for a trace -------------------------------------------------
@@ -175,6 +187,7 @@ def test_measured_json_is_read_beside_a_trace(tmp_path):
     m = res.measured
     assert (m.median_ms, m.low_ms, m.high_ms, m.repeats, m.launch_bound) == (2.5, 2.4, 2.7, 5, True)
     assert m.half_spread_ms == pytest.approx(0.15)
+    assert m.samples_ms is None and m.sample_count == 5  # a file written before samples were kept still reads
     assert [t.source for t in res.traces] == ["host.pt.trace.json"]  # the table is not read as a trace
     out = json.loads(JSONRenderer().render(res))
     assert out["measured"]["median_ms"] == 2.5 and out["measured"]["source"] == MEASURED_FILE
@@ -201,6 +214,12 @@ def test_a_folder_of_plain_json_never_reads_measured_json_as_a_trace(tmp_path):
     (measured_doc(2.0, low_ms=2.5, high_ms=3.0), "inconsistent"),
     (measured_doc(2.0, low_ms=1.5), "inconsistent"),
     (measured_doc(2.0, repeats=0), "repeats must be a whole number"),
+    (measured_doc(2.0, samples_ms="2.0"), "samples_ms must be a non-empty list of positive numbers"),
+    (measured_doc(2.0, samples_ms=[]), "samples_ms must be a non-empty list of positive numbers"),
+    (measured_doc(2.0, samples_ms=[2.0, -1.0]), "samples_ms must be a non-empty list of positive numbers"),
+    (measured_doc(2.0, samples_ms=[2.0, True]), "samples_ms must be a non-empty list of positive numbers"),
+    (measured_doc(2.0, samples_ms=[1.9, 2.1], repeats=3), "inconsistent"),
+    (measured_doc(2.0, samples_ms=[2.1, 2.2]), "inconsistent"),  # the median lies outside its samples
     ([1, 2], "schema"),
     (b"\xff\xfe", "not JSON"),
     ("big", "over 1024 KiB"),
@@ -214,6 +233,30 @@ def test_bad_measured_json_is_a_warning_and_no_figure(tmp_path, doc, why):
     assert "ignored" in w and why in w and "\n" not in w
     proc = run_cli("attribute", tmp_path / "run")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr and "ignored" in proc.stderr
+
+
+def test_samples_are_read_kept_and_written_to_json(tmp_path):
+    doc = measured_doc(2.5, low_ms=2.4, high_ms=2.7, repeats=3, samples_ms=[2.7, 2.4, 2.5])
+    res = analyze(_trace_folder(tmp_path, doc)).check()
+    assert res.measured.samples_ms == (2.7, 2.4, 2.5) and res.measured.sample_count == 3
+    assert json.loads(JSONRenderer().render(res))["measured"]["samples_ms"] == [2.7, 2.4, 2.5]
+
+
+SHARED_MEASURED = sorted(H200.glob("**/measured.json")) if H200.is_dir() else []
+
+
+@pytest.mark.skipif(not SHARED_MEASURED, reason=f"no measured.json under {H200}")
+def test_shared_h200_measured_files_still_read():
+    """The recorder's files on the shared H200 traces, with or without samples_ms (older ones have none): each
+    reads, checks, and holds what its own JSON says."""
+    from tracekit.run.measured import read_measured
+
+    for path in SHARED_MEASURED:
+        raw = json.loads(path.read_text())
+        m = read_measured(path)
+        m.check()
+        assert m.median_ms == raw["median_ms"] and m.repeats == raw.get("repeats")
+        assert m.samples_ms == (None if raw.get("samples_ms") is None else tuple(raw["samples_ms"]))
 
 
 def test_hostile_text_in_measured_json_is_escaped(tmp_path):

@@ -9,6 +9,7 @@ GPU tests carry @pytest.mark.cuda (run by scripts/gpu_check.sh via `pytest -m cu
 from __future__ import annotations
 
 import csv
+import json
 import os
 import statistics
 import subprocess
@@ -198,12 +199,50 @@ def test_plan_iters(torch_prof, est_ms, target, want):
     assert torch_prof.runner.plan_iters(est_ms, repeats=5, iters=20, target_s=target) == want
 
 
-def test_cpu_latency_reports_benchmark_iqr(torch_prof):
+def test_cpu_latency_keeps_each_repeat_and_names_its_timer(torch_prof):
     torch, runner = torch_prof.torch, torch_prof.runner
     x = torch.randn(64, 64)
-    t = runner.measure_latency(lambda: x @ x, torch.device("cpu"), min_time=0.05)
-    assert t.kind in ("IQR", "min-max") and t.repeats >= 1 and t.iters >= 1
-    assert 0 < t.low <= t.median <= t.high or (t.repeats == 1 and t.spread == 0)
+    t = runner.measure_latency(lambda: x @ x, torch.device("cpu"), min_time=0.05, repeats=2)
+    assert t.repeats == len(t.samples) == 5  # at least 5 on CPU, whatever --repeats says
+    assert (t.low, t.high, t.kind) == (min(t.samples), max(t.samples), "min-max")
+    assert t.median == statistics.median(t.samples) and t.timer == "CPU timer (time.perf_counter)"
+
+
+def test_cpu_forward_slower_than_min_time_is_still_timed_five_times(torch_prof, monkeypatch):
+    """issue 37: blocked_autorange measured a forward slower than min_time once (± 0). A fake clock that
+    advances 1 s per call: every repeat is one call of 1000 ms, five of them."""
+    runner = torch_prof.runner
+    clock = {"t": 0.0}
+    monkeypatch.setattr(runner.time, "perf_counter", lambda: clock["t"])
+
+    def forward():
+        clock["t"] += 1.0
+
+    t = runner.time_cpu(forward, repeats=5, min_time=0.2)
+    assert t.samples == (1000.0,) * 5 and (t.repeats, t.iters, t.median) == (5, 1, 1000.0)
+
+
+def test_measured_json_keeps_samples_and_names_the_timer(prof, tmp_path):
+    """write_measured: samples_ms from the timing, and a `what` naming the timer that took them (issue 37: a CPU
+    run said "CUDA events"); a timing without samples (older callers) writes none."""
+    s = prof.summary
+    for timer, samples in (("CPU timer (time.perf_counter)", (2.0, 2.2, 2.1)), ("CUDA events", (1.0, 1.1, 1.2))):
+        t = SimpleNamespace(median=statistics.median(samples), low=min(samples), high=max(samples),
+                            kind="min-max", repeats=3, iters=1, samples=samples, timer=timer)
+        s.write_measured(tmp_path, {"timing": t, "impl": "eager", "seq": 64}, None, None)
+        doc = json.loads((tmp_path / "measured.json").read_text())
+        assert doc["samples_ms"] == list(samples) and doc["what"] == f"forward pass, outside the profiler ({timer})"
+        m = analyze_measured(tmp_path / "measured.json")
+        assert m.samples_ms == samples and m.sample_count == 3
+    s.write_measured(tmp_path, {"timing": _timing(1.0, 0.9, 1.1), "impl": "eager", "seq": 64}, None, None)
+    doc = json.loads((tmp_path / "measured.json").read_text())
+    assert doc["samples_ms"] is None and doc["what"] == "forward pass, outside the profiler"
+
+
+def analyze_measured(path):
+    from tracekit.run.measured import read_measured
+
+    return read_measured(path)
 
 
 # --- OOM / error rows ---
@@ -567,3 +606,20 @@ def test_mixer_dispatches_fp8_core_with_its_cached_mask(torch_prof, causal):
     # the eager path on the same Mixer settings is exact: the error is the fp8 products'
     m.impl = "eager"
     assert _err_cos(m._core(q, k, v), ref)[0] < 1e-5
+
+
+@pytest.mark.slow  # a real CPU profile (about 8 s here)
+def test_cpu_run_writes_five_samples_and_names_the_cpu_timer(tmp_path):
+    """The smallest run of the script on CPU: measured.json keeps each repeat (>= 5) and says which clock took
+    them; tracekit reads the samples back."""
+    pytest.importorskip("torch")
+    proc = run_script("--device", "cpu", "--impl", "eager", "--seq", "16", "--min-time", "0.01", "--repeats", "1",
+                      "--out", tmp_path, *TINY)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "eager_16" / "measured.json").read_text())
+    assert len(doc["samples_ms"]) >= 5 and doc["repeats"] == len(doc["samples_ms"])
+    assert "CPU timer" in doc["what"] and "CUDA" not in doc["what"]
+    assert doc["median_ms"] == statistics.median(doc["samples_ms"])
+    assert (doc["low_ms"], doc["high_ms"]) == (min(doc["samples_ms"]), max(doc["samples_ms"]))
+    m = analyze(tmp_path / "eager_16").check().measured
+    assert m.samples_ms == tuple(doc["samples_ms"])

@@ -532,8 +532,9 @@ def test_gate_percent_is_strict(tmp_path: Path, pct: str) -> None:
 
 @pytest.mark.parametrize("pct", ["5", "5%", "2.5%", "0"])
 def test_gate_percent_accepts_plain_numbers(tmp_path: Path, pct: str) -> None:
-    gpu = _write_doc(tmp_path / "gpu.json", _doc())  # (launch-bound: the gate is told what to compare)
-    code, _, err = fuzzing.invoke("diff", str(gpu), str(gpu), "--fail-if-slower", pct, "--gate-on", "span")
+    gpu = _write_doc(tmp_path / "gpu.json", _doc())  # (launch-bound, no steps: the gate is given latencies, apart)
+    code, _, err = fuzzing.invoke("diff", str(gpu), str(gpu), "--fail-if-slower", pct, "--latency-before", "2±0.1",
+                                  "--latency-after", "1±0.1")
     assert code == 0, (pct, err)
 
 

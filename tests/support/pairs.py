@@ -127,11 +127,11 @@ def diff(before: Path, after: Path, **kw):
     return diff_paths(before, after, **kw).check()
 
 
-def launch_bound_trace(path: Path, gemm: float, host: float) -> Path:
-    """Two steps, one block each: host range ``host`` µs, one GEMM of ``gemm`` µs that starts right after its
-    launch on an idle device. Span = max(host, 3 + gemm); busy = gemm."""
+def launch_bound_trace(path: Path, gemm: float, host: float, steps: int = 2) -> Path:
+    """``steps`` steps (two by default), one block each: host range ``host`` µs, one GEMM of ``gemm`` µs that
+    starts right after its launch on an idle device. Span = max(host, 3 + gemm); busy = gemm."""
     b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
-    for s, t in enumerate((1000, 3000)):
+    for s, t in enumerate(range(1000, 1000 + 2000 * steps, 2000)):
         b.annotation(f"ProfilerStep#{s + 1}", t - 10, 1500)
         b.annotation("layer0.attention", t, host)
         b.op("aten::bmm", t + 1, 2)

@@ -359,7 +359,7 @@ def verdict_line(v: Verdict) -> str:
             return f"{head} ok: no attention time on either side"
         return f"{head} REGRESSION: {what} appeared (0 → {fmt_time(v.after_us)}, {basis})"
     fig = f"{what} {fmt_time(v.before_us)} → {fmt_time(v.after_us)} ({v.change_pct:+.1f}%, {basis})"
-    noise = "; the change is within noise" if v.within_noise else ""
+    noise = ("; the change is within noise" if v.within_noise else "") + (f"; {v.evidence}" if v.evidence else "")
     if v.ok:
         return f"{head} ok: {fig}{noise}"
     return f"{head} REGRESSION: {fig} is more than {v.threshold_pct:g}% slower{noise}"

@@ -163,7 +163,8 @@ def measured_dict(m: Measured) -> dict:
     """The latency measured outside the profiler (ms), as read from measured.json."""
     return {"median_ms": m.median_ms, "low_ms": m.low_ms, "high_ms": m.high_ms, "spread_kind": m.spread_kind,
             "repeats": m.repeats, "iters": m.iters, "graph_median_ms": m.graph_median_ms,
-            "peak_memory_mb": m.peak_memory_mb, "launch_bound": m.launch_bound, "what": m.what, "source": m.source}
+            "peak_memory_mb": m.peak_memory_mb, "launch_bound": m.launch_bound, "what": m.what, "source": m.source,
+            "samples_ms": None if m.samples_ms is None else list(m.samples_ms)}
 
 
 def run_row_dict(r: RunRow) -> dict:

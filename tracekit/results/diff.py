@@ -550,3 +550,6 @@ class Verdict:
     # Where each side's measured latency came from (a measured.json, or --latency-before/--latency-after), when
     # ``compared`` is LATENCY; "" otherwise.
     sources: tuple[str, str] = ("", "")
+    # Why the noise could not carry the figure across the threshold (the spread it beat, or the test and its
+    # p-value; tracekit.analysis.gate): "" for a verdict built without one.
+    evidence: str = ""

@@ -33,6 +33,14 @@ class Measured:
     launch_bound: bool | None = None
     what: str = "forward pass"  # what one measurement covers (trace data: hostile text)
     source: str = ""  # where it was read (a file name), or "--latency-before" and the like
+    # Each repeat's time (ms), when the recorder kept them: the CI gate tests these rather than the spread's ends
+    # (docs/attribution.md, "The CI gate"). None for files written before samples were recorded.
+    samples_ms: tuple[float, ...] | None = None
+
+    @property
+    def sample_count(self) -> int | None:
+        """How many repeats this figure is made of: the samples kept, else the recorder's ``repeats``."""
+        return len(self.samples_ms) if self.samples_ms is not None else self.repeats
 
     @property
     def half_spread_ms(self) -> float | None:
@@ -53,6 +61,16 @@ class Measured:
         for name in ("repeats", "iters"):
             v = getattr(self, name)
             expect(v is None or v >= 1, f"measured: {name} {v}")
+        self._check_samples()
+
+    def _check_samples(self) -> None:
+        """Samples are finite and positive, as many as ``repeats`` says, and the median lies among them."""
+        xs = self.samples_ms
+        if xs is None:
+            return
+        expect(len(xs) >= 1 and all(math.isfinite(x) and x > 0 for x in xs), f"measured: samples {xs}")
+        expect(self.repeats is None or self.repeats == len(xs), f"measured: {len(xs)} samples, repeats {self.repeats}")
+        expect(min(xs) <= self.median_ms <= max(xs), f"measured: median {self.median_ms} outside the samples")
 
 
 def speedup(base: Measured | None, this: Measured | None) -> float | None:

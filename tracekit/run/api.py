@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..analysis.classify import Classifier
 from ..analysis.compare import diff_attributions
-from ..analysis.gate import gate, gate_runs, parse_percent  # noqa: F401  (the CI gate, for the CLI)
+from ..analysis.gate import gate, gate_runs, parse_latency, parse_percent  # noqa: F401  (the CI gate, for the CLI)
 from ..errors import UsageError
 from ..results.attribution import Attribution
 from ..results.diff import DiffResult

@@ -53,7 +53,7 @@ def parse_measured(data: bytes, source: str = "") -> Measured:
         iters=_count(doc, "iters", source), graph_median_ms=_number(doc, "graph_median_ms", source),
         peak_memory_mb=_number(doc, "peak_memory_mb", source),
         launch_bound=doc.get("launch_bound") if isinstance(doc.get("launch_bound"), bool) else None,
-        what=_text(doc.get("what")) or "forward pass", source=source)
+        what=_text(doc.get("what")) or "forward pass", source=source, samples_ms=_samples(doc, source))
     try:
         out.check()
     except AssertionError as exc:
@@ -82,6 +82,17 @@ def _count(doc: dict[str, Any], key: str, source: str) -> int | None:
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         raise MeasuredError(f"{source}: {key} must be a whole number >= 1")
     return v
+
+
+def _samples(doc: dict[str, Any], source: str) -> tuple[float, ...] | None:
+    """``samples_ms``: each repeat's time, a list of positive finite numbers (absent from older files: None)."""
+    v = doc.get("samples_ms")
+    if v is None:
+        return None
+    if not isinstance(v, list) or not v or not all(
+            not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in v):
+        raise MeasuredError(f"{source}: samples_ms must be a non-empty list of positive numbers")
+    return tuple(float(x) for x in v)
 
 
 def _text(v: Any) -> str | None:
