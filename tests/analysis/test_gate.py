@@ -469,7 +469,10 @@ def test_gate_over_run_pairs_without_a_regression(tmp_path):
 
 
 def _measured(folder, ms: float) -> None:
-    (folder / "measured.json").write_text(json.dumps({"schema": "tracekit.measured/1", "median_ms": ms}))
+    """Five repeats within ±1% of ``ms``: enough samples, and a spread narrow enough to decide on."""
+    xs = [round(ms * f, 6) for f in (0.99, 0.995, 1.0, 1.005, 1.01)]
+    (folder / "measured.json").write_text(json.dumps({"schema": "tracekit.measured/1", "median_ms": ms,
+                                                      "repeats": 5, "samples_ms": xs}))
 
 
 def test_gate_over_run_pairs_reads_each_runs_own_latency(tmp_path):
