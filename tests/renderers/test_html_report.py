@@ -176,7 +176,7 @@ def test_sweep_report_shows_measured_latency(browser, tmp_path):
     by_title = dict(charts)
     lat = by_title["latency (measured) (log scale)"]
     assert sorted(lat) == sorted([i, q, ms * 1000] for (i, q), ms in latency.items())
-    speed = {(i, q): v for i, q, v in by_title["speedup over eager (measured) (log scale)"]}
+    speed = {(i, q): v for i, q, v in by_title["latency speedup over eager (measured) (log scale)"]}
     assert speed[("fast", 64)] == pytest.approx(4 / 5) and speed[("fast", 128)] == pytest.approx(8 / 2)
     assert speed[("eager", 64)] == 1
     heads = js(browser, "return Array.from(document.querySelectorAll('th')).map(t => t.textContent)")
@@ -411,11 +411,11 @@ def test_xdit_waterfall_reads_the_change_and_keeps_its_top_label(browser, tmp_pa
     shot(browser, "test_waterfall_xdit")
     data = json.loads(js(browser, "return document.getElementById('tk-data').textContent"))["result"]
     w = js(browser, WATERFALL_JS)
-    levels, level = [data["headline"]["before_us"]], data["headline"]["before_us"]
+    levels, level = [data["attention"]["before_us"]], data["attention"]["before_us"]
     for c in data["categories"].values():
         level += c["delta_us"]
         levels.append(level)
-    assert level == pytest.approx(data["headline"]["after_us"], abs=0.01)
+    assert level == pytest.approx(data["attention"]["after_us"], abs=0.01)
     check_axis(w)
     assert {t["text"].split(" ")[1] for t in w["ticks"]} == {"ms"}
     top = w["ticks"][-1]
@@ -424,7 +424,7 @@ def test_xdit_waterfall_reads_the_change_and_keeps_its_top_label(browser, tmp_pa
     for t in w["ticks"]:  # every label whole inside the svg: none cut at the left
         assert left <= t["box"][0] and t["box"][1] <= right and up <= t["box"][2] and t["box"][3] <= down, t
     assert w["broken"] == "1" and 0 < w["lo"] <= min(levels)
-    change = abs(data["headline"]["delta_us"]) / (w["hi"] - w["lo"])
+    change = abs(data["attention"]["delta_us"]) / (w["hi"] - w["lo"])
     assert change > 0.5, (w["lo"], w["hi"])
 
 
