@@ -113,9 +113,10 @@ def whole_headline(before: Attribution, after: Attribution, step_b: WholeStep | 
                         note="measured outside the profiler (each side's measured.json)")
     if step_b is None or step_a is None:
         sides = [name for name, w in (("before", step_b), ("after", step_a)) if w is None]
-        return Headline(basis=None, note=f"{' and '.join(sides)} has no device time per ProfilerStep (no "
-                                         f"ProfilerStep, or a CPU-only trace) and no measured latency: only "
-                                         f"attention compares")
+        verb = "have" if len(sides) == 2 else "has"
+        return Headline(basis=None, note=f"{' and '.join(sides)} {verb} no device time per ProfilerStep (no "
+                                         f"ProfilerStep, or CPU-only) and no measured latency; attention alone "
+                                         f"compares")
     bound = [name for name, w in (("before", step_b), ("after", step_a))
              if is_launch_bound(w.span_us - w.busy_us, w.span_us)]
     if bound:

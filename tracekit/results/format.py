@@ -99,8 +99,11 @@ def per_step_line(ps: PerStep) -> str:
 
 
 def totals_label(ps: PerStep) -> str:
-    """What the totals line sums, said beside it: ``totals over all 2 steps`` / ``totals, whole trace``."""
-    return "totals, whole trace" if ps.span_us is None else f"totals over all {ps.steps} step{'s' * (ps.steps != 1)}"
+    """What the totals line sums, said beside it: ``totals over all 2 steps`` / ``totals (1 step)`` /
+    ``totals, whole trace``."""
+    if ps.span_us is None:
+        return "totals, whole trace"
+    return "totals (1 step)" if ps.steps == 1 else f"totals over all {ps.steps} steps"
 
 
 def lead_line(r: DiffResult) -> str:
