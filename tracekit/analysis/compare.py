@@ -112,11 +112,7 @@ def whole_headline(before: Attribution, after: Attribution, step_b: WholeStep | 
         return Headline(basis=HEADLINE_LATENCY, before_us=1000 * mb.median_ms, after_us=1000 * ma.median_ms,
                         note="measured outside the profiler (each side's measured.json)")
     if step_b is None or step_a is None:
-        sides = [name for name, w in (("before", step_b), ("after", step_a)) if w is None]
-        verb = "have" if len(sides) == 2 else "has"
-        return Headline(basis=None, note=f"{' and '.join(sides)} {verb} no device time per ProfilerStep (no "
-                                         f"ProfilerStep, or CPU-only) and no measured latency; attention alone "
-                                         f"compares")
+        return _no_lead(step_b, step_a)
     bound = [name for name, w in (("before", step_b), ("after", step_a))
              if is_launch_bound(w.span_us - w.busy_us, w.span_us)]
     if bound:
@@ -124,6 +120,14 @@ def whole_headline(before: Attribution, after: Attribution, step_b: WholeStep | 
                         note=f"{' and '.join(bound)} launch-bound (the device idles over half the step): busy time "
                              f"is not what the user waits for")
     return Headline(basis=HEADLINE_STEP_BUSY, before_us=step_b.busy_us, after_us=step_a.busy_us)
+
+
+def _no_lead(step_b: WholeStep | None, step_a: WholeStep | None) -> Headline:
+    """No lead, and why: the sides without a whole step (no ProfilerStep, or CPU-only) and no measured latency."""
+    sides = [name for name, w in (("before", step_b), ("after", step_a)) if w is None]
+    verb = "have" if len(sides) == 2 else "has"
+    return Headline(basis=None, note=f"{' and '.join(sides)} {verb} no device time per ProfilerStep (no "
+                                     f"ProfilerStep, or CPU-only) and no measured latency; attention alone compares")
 
 
 def _only_in(side: list[KernelTotal], other: list[KernelTotal]) -> list[KernelTotal]:
