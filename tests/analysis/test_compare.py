@@ -998,6 +998,10 @@ def test_the_diff_leads_with_step_busy(tmp_path):
     lead = next(i for i, x in enumerate(lines) if x.startswith("step busy (per step, median of 3): "))
     assert "300 µs → 50.0 µs" in lines[lead] and "6.00× faster" in lines[lead]
     assert lines[lead + 1].startswith("attention (median step): 200 µs → 30.0 µs")
+    from tracekit.renderers import MarkdownRenderer
+
+    assert "step busy (per step, median of 3): 300 µs → 50.0 µs" in MarkdownRenderer().render(r).splitlines()[0]
+    assert "step busy (per step, median of 3): 300 µs → 50.0 µs" in repr(r)
     csv = run_cli("diff", a, b, "--format", "csv", check=True).stdout.splitlines()
     assert csv[1].startswith("headline,total,300.000,50.000,-250.000,0.1667,step busy")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.builders import TraceBuilder, attention_block, eager_trace
+from support.cli import run_cli
 from support.paths import ROOT
 from support.browser import XSS_END, XSS_IMG, hostile_trace, js, open_page, report, shot
 
@@ -123,6 +124,10 @@ def test_diff_report_waterfall_sums_to_the_total(browser, tmp_path):
     assert deltas["matmul"] == pytest.approx(-20) and deltas["softmax"] == pytest.approx(-5)
     summary = js(browser, "return +document.querySelector('.summary').dataset.deltaUs")
     assert summary == pytest.approx(-31)
+    # issue 37: the whole step leads, on the basis the JSON names (the page and the JSON share one headline)
+    doc = json.loads(run_cli("diff", before, after, "--format", "json", check=True).stdout)["headline"]
+    lead = js(browser, "var e = document.querySelector('.lead'); return [e.dataset.basis, e.textContent]")
+    assert lead[0] == doc["basis"] and lead[1].startswith(doc["basis"] + " (per step")
     # layer1's block has no partner after: listed as unpaired, with its 31 µs.
     unpaired = js(browser, "return Array.from(document.querySelectorAll('tr[data-unpaired]')).map(r => "
                            "[r.dataset.unpaired, +r.cells[1].dataset.v, +r.cells[2].dataset.v])")
