@@ -184,7 +184,7 @@ def test_eager_512_to_flash_512_is_flagged_launch_bound_and_claims_no_speedup():
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["launch_bound"] == {"before": True, "after": True}
-    assert out["headline"]["claims_speedup"] is False and "launch-bound" in out["headline"]["no_claim"]
+    assert out["attention"]["claims_speedup"] is False and "launch-bound" in out["attention"]["no_claim"]
     # the span figures are the median step's blocks' spans: with 2 steps, the mean of the two steps' spans
     for side, name in (("before", "eager_512"), ("after", "sdpa-flash_512")):
         blocks = analyze(_file(name)).check().blocks
@@ -197,7 +197,10 @@ def test_eager_512_to_flash_512_is_flagged_launch_bound_and_claims_no_speedup():
     head = [ln for ln in text.splitlines() if ln.startswith("attention (")][0]
     assert "launch-bound: the GPU is idle" in head and "profiled span" in head
     assert "faster" not in text and "slower" not in text
-    busy = out["headline"]["before_us"] / out["headline"]["after_us"]
+    # issue 37: the lead is the median step's span (both sides launch-bound), worded as a span, never "faster"
+    lead = [ln for ln in text.splitlines() if ln.startswith("step span (per step, median of 2")][0]
+    assert "launch-bound" in lead and "× shorter" in lead and out["headline"]["basis"] == "step span"
+    busy = out["attention"]["before_us"] / out["attention"]["after_us"]
     assert f"busy time falls {busy:.2f}×" in head
 
 
@@ -324,7 +327,7 @@ def test_different_discovery_modes_warn_and_claim_nothing_when_nothing_pairs(tmp
     assert "faster" not in headline(r) and "no block pairs" in headline(r)
     proc = run_cli("diff", before, after, "--format", "json")
     out = json.loads(proc.stdout)
-    assert out["headline"]["claims_speedup"] is False
+    assert out["attention"]["claims_speedup"] is False
     assert any("found blocks differently" in w for w in out["warnings"])
     assert "found blocks differently" in proc.stderr
 

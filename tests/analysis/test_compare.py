@@ -28,6 +28,7 @@ from tracekit.errors import InconclusiveError
 from tracekit.vocab import Compared
 from tracekit import diff_paths
 from tracekit.analysis.gate import gate
+from support.paths import requires_h200
 
 PER_STEP_NOTE = ("beyond noise: the kernel's per-step count changed, or its median-step time moved by more than "
                  "(its per-step range before + after) / 2")
@@ -741,17 +742,24 @@ def test_whole_step_follows_the_attention_median_on_the_median_step_basis(tmp_pa
     assert r.step_after.busy_us == 25.0
 
 
-def test_whole_step_is_the_busy_median_on_the_totals_basis(tmp_path):
-    """The after side has its block outside any ProfilerStep, so the headline is whole-trace totals; the before
-    side's whole step is then its median by whole-step busy: step 5 (75 µs), not the attention median (step 6)."""
+def test_whole_step_is_the_sides_own_median_on_the_totals_basis(tmp_path):
+    """The after side has its block outside any ProfilerStep, so the attention headline is whole-trace totals; the
+    before side's whole step is still its own median by attention, step 6 (25 µs busy, not step 5's 75 µs by busy):
+    the step its attribution headlines (issue 37), so attribute and diff cannot disagree."""
     from support.pairs import diff, eager, no_steps
+
+    from tracekit.results.steps import per_step
 
     r = diff(_three_steps(tmp_path / "a.json"), no_steps(tmp_path / "b.json", eager))
     assert r.basis == "total"
-    assert r.step_before.steps == [5] and r.step_before.busy_us == 75.0
+    assert r.step_before.steps == [6] and r.step_before.busy_us == 25.0
+    ps = per_step(r.before)
+    assert (ps.median_steps, ps.busy_us, ps.span_us, ps.attention_us) == (
+        r.step_before.steps, r.step_before.busy_us, r.step_before.span_us, r.step_before.attention_us)
     r = diff(no_steps(tmp_path / "c.json", eager), _three_steps(tmp_path / "d.json"))  # the other way round
     assert r.basis == "total"
-    assert r.step_after.steps == [5] and r.step_after.busy_us == 75.0
+    assert r.step_after.steps == [6] and r.step_after.busy_us == 25.0
+    assert r.step_before is None and r.headline.basis is None and "before" in r.headline.note
 
 
 FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)"
@@ -945,3 +953,106 @@ def test_category_noise_boundary(tmp_path, delta, within):
     assert (sm.before_min_us, sm.before_max_us, sm.after_min_us, sm.after_max_us) == pytest.approx((5, 9, x, x + 2))
     assert sm.within_noise is within
     assert r.noise.categories["matmul"].within_noise is True  # unchanged (40 µs both sides), no spread
+
+
+# ---------------------------------------------------------------------------------------------
+# The lead (issue 37): the whole step, or the measured latency, before attention
+
+
+def _lead_pair(tmp_path, before_steps, after_steps, measured=(None, None)):
+    import json
+
+    """Two runs (folders) of dense steps (tests/results/test_steps.dense_steps), a measured.json beside each side
+    whose latency (ms) is given."""
+    from support.steps import dense_steps
+    from tracekit.results.measured import MEASURED_FILE, MEASURED_SCHEMA
+
+    out = []
+    for name, steps, ms in (("a", before_steps, measured[0]), ("b", after_steps, measured[1])):
+        (tmp_path / name).mkdir()
+        if callable(steps):
+            steps(tmp_path / name / "t.pt.trace.json")
+        else:
+            dense_steps(tmp_path / name / "t.pt.trace.json", steps)
+        if ms is not None:
+            (tmp_path / name / MEASURED_FILE).write_text(json.dumps({"schema": MEASURED_SCHEMA, "median_ms": ms}))
+        out.append(tmp_path / name)
+    return out
+
+
+THREE_BEFORE = [(100.0, 50.0), (300.0, 10.0), (200.0, 100.0)]  # median step 3: busy 300, span 313, attention 200
+THREE_AFTER = [(20.0, 50.0), (40.0, 10.0), (30.0, 20.0)]  # median step 3: busy 50, span 63, attention 30
+
+
+def test_the_diff_leads_with_step_busy(tmp_path):
+    """No measured latency and no launch-bound step: the lead is the median step's busy, 300 → 50 µs (6×), and
+    attention (200 → 30, 6.67×) is the second line."""
+    import json
+
+    from support.cli import run_cli
+    from support.pairs import diff
+
+    a, b = _lead_pair(tmp_path, THREE_BEFORE, THREE_AFTER)
+    r = diff(a, b)
+    h = r.headline
+    assert (h.basis, h.before_us, h.after_us) == ("step busy", pytest.approx(300), pytest.approx(50))
+    assert h.speedup == pytest.approx(6.0)
+    out = json.loads(run_cli("diff", a, b, "--format", "json", check=True).stdout)
+    assert out["headline"]["basis"] == "step busy" and out["headline"]["speedup"] == 6.0
+    assert (out["headline"]["before_us"], out["headline"]["after_us"]) == (300.0, 50.0)
+    assert out["attention"]["speedup"] == pytest.approx(200 / 30, abs=1e-4)
+    from tracekit.renderers import TerminalRenderer
+
+    lines = TerminalRenderer(width=200).render(r).splitlines()
+    lead = next(i for i, x in enumerate(lines) if x.startswith("step busy (per step, median of 3): "))
+    assert "300 µs → 50.0 µs" in lines[lead] and "6.00× faster" in lines[lead]
+    assert lines[lead + 1].startswith("attention (median step): 200 µs → 30.0 µs")
+    from tracekit.renderers import MarkdownRenderer
+
+    assert "step busy (per step, median of 3): 300 µs → 50.0 µs" in MarkdownRenderer().render(r).splitlines()[0]
+    assert "step busy (per step, median of 3): 300 µs → 50.0 µs" in repr(r)
+    csv = run_cli("diff", a, b, "--format", "csv", check=True).stdout.splitlines()
+    assert csv[1].startswith("headline,total,300.000,50.000,-250.000,0.1667,step busy")
+
+
+def test_the_diff_leads_with_measured_latency_when_both_sides_have_it(tmp_path):
+    """Both sides measured: the lead is the latency (4.0 → 2.5 ms: 1.60×), whatever the profiled steps say; one side
+    measured is not enough (the step busy leads)."""
+    from support.pairs import diff
+
+    (tmp_path / "x").mkdir()
+    r = diff(*_lead_pair(tmp_path / "x", THREE_BEFORE, THREE_AFTER, measured=(4.0, 2.5)))
+    assert (r.headline.basis, r.headline.before_us, r.headline.after_us) == ("latency", 4000.0, 2500.0)
+    assert r.headline.speedup == pytest.approx(1.6)
+    (tmp_path / "y").mkdir()
+    r = diff(*_lead_pair(tmp_path / "y", THREE_BEFORE, THREE_AFTER, measured=(4.0, None)))
+    assert r.headline.basis == "step busy" and r.headline.speedup == pytest.approx(6.0)
+
+
+def test_the_diff_leads_with_step_span_where_a_side_is_launch_bound(tmp_path):
+    """After is launch-bound (its 10 µs GEMM in a 1500 µs ProfilerStep): the lead compares the median steps' spans
+    (313 → 1500 µs: slower), not their busy time (300 → 10 µs, which would read 30× faster)."""
+    from functools import partial
+
+    from support.pairs import diff, launch_bound_trace
+
+    r = diff(*_lead_pair(tmp_path, THREE_BEFORE, partial(launch_bound_trace, gemm=10, host=60)))
+    h = r.headline
+    assert h.basis == "step span" and "after" in h.note and "launch-bound" in h.note
+    assert (h.before_us, h.after_us) == (pytest.approx(313), pytest.approx(1500))
+    assert h.speedup == pytest.approx(313 / 1500)
+
+
+@requires_h200
+def test_the_real_diff_leads_with_the_raw_step_busy():
+    """eager_4096 → sdpa-flash_4096 (no measured.json in the shared sweep): the lead is step busy, its speedup the
+    ratio of the median steps' busy by my own walk of the raw JSON (about 8.08×, not attention's 14.04×)."""
+    from support.pairs import diff
+    from support.paths import SWEEP
+    from support.steps import raw_steps
+
+    r = diff(SWEEP / "eager_4096", SWEEP / "sdpa-flash_4096")
+    busy = [sum(b for b, _ in raw_steps(run).values()) / 2 for run in ("eager_4096", "sdpa-flash_4096")]
+    assert r.headline.basis == "step busy"
+    assert r.headline.speedup == pytest.approx(busy[0] / busy[1], rel=1e-5)
+    assert r.speedup > r.headline.speedup * 1.5  # attention alone claims far more: it is the second line

@@ -326,13 +326,12 @@ def test_json_matches_the_golden_contract(eager_fused):
                 "warnings", "basis"):
         assert key in out
     assert out["before"]["total_us"] == 108 and out["after"]["total_us"] == 52
-    # issue 9: tests/analysis/test_attribute_wallclock.py
-    claim = {k: out["headline"].pop(k) for k in ("claims_speedup", "no_claim")}
+    claim = {k: out["attention"].pop(k) for k in ("claims_speedup", "no_claim")}  # issue 9: test_attribute_wallclock
     assert claim["claims_speedup"] is False and claim["no_claim"].startswith("launch-bound")  # hand-built: launch-bound
-    assert out["headline"] == {"before_us": 54.0, "after_us": 26.0, "delta_us": -28.0, "delta_pct": -51.85,
+    assert out["attention"] == {"before_us": 54.0, "after_us": 26.0, "delta_us": -28.0, "delta_pct": -51.85,
                                "speedup": 2.0769, "within_noise": None}  # two steps a side: noise unknown
     assert set(out["categories"]) == set(CATEGORIES)
-    assert sum(c["delta_us"] for c in out["categories"].values()) == pytest.approx(out["headline"]["delta_us"])
+    assert sum(c["delta_us"] for c in out["categories"].values()) == pytest.approx(out["attention"]["delta_us"])
     assert len(out["blocks"]) == 4 and out["unmatched_before"] == out["unmatched_after"] == []
 
 
@@ -584,7 +583,7 @@ def test_hta_pair_without_attention_still_diffs():
     assert any("devices differ" in w and "A100" in w and "V100" in w for w in r.warnings)
     assert "no attention time on either side" in TerminalRenderer().render(r)
     out = json.loads(JSONRenderer().render(r))
-    assert out["blocks"] == [] and out["headline"]["delta_us"] == 0
+    assert out["blocks"] == [] and out["attention"]["delta_us"] == 0
 
 
 @requires_real

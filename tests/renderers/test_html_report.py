@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.builders import TraceBuilder, attention_block, eager_trace
+from support.cli import run_cli
 from support.paths import ROOT
 from support.browser import XSS_END, XSS_IMG, hostile_trace, js, open_page, report, shot
 
@@ -123,6 +124,10 @@ def test_diff_report_waterfall_sums_to_the_total(browser, tmp_path):
     assert deltas["matmul"] == pytest.approx(-20) and deltas["softmax"] == pytest.approx(-5)
     summary = js(browser, "return +document.querySelector('.summary').dataset.deltaUs")
     assert summary == pytest.approx(-31)
+    # issue 37: the whole step leads, on the basis the JSON names (the page and the JSON share one headline)
+    doc = json.loads(run_cli("diff", before, after, "--format", "json", check=True).stdout)["headline"]
+    lead = js(browser, "var e = document.querySelector('.lead'); return [e.dataset.basis, e.textContent]")
+    assert lead[0] == doc["basis"] and lead[1].startswith(doc["basis"] + " (per step")
     # layer1's block has no partner after: listed as unpaired, with its 31 µs.
     unpaired = js(browser, "return Array.from(document.querySelectorAll('tr[data-unpaired]')).map(r => "
                            "[r.dataset.unpaired, +r.cells[1].dataset.v, +r.cells[2].dataset.v])")
@@ -140,7 +145,7 @@ def test_sweep_report_rows_and_charts(browser, tmp_path):
     open_page(browser, tmp_path / "s.html")
     assert shot(browser, "test_sweep") > 8
     rows = js(browser, """return Array.from(document.querySelectorAll('tr[data-run]')).map(r =>
-        [r.dataset.run, +r.cells[1].dataset.v, +r.cells[4].dataset.v])""")
+        [r.dataset.run, +r.cells[1].dataset.v, +r.cells[6].dataset.v])""")  # busy: after latency and 3 speedups
     assert sorted(r[0] for r in rows) == sorted(f"{i}_{s}" for i, s in layers)
     for name, blocks, busy in rows:
         impl, seq = name.split("_")
@@ -150,7 +155,9 @@ def test_sweep_report_rows_and_charts(browser, tmp_path):
     assert len(charts) == 4 and all(n == 4 for _, n in charts), charts
     titles = [t for t, _ in charts]
     # no measured.json: the latency chart is the profiled span, labelled so, and log axes say so
-    assert titles[0] == "attention span per step (profiled) (log scale)" and "profiled span" in titles[1]
+    # issue 37: the speedup chart names what it plots: with no measured latency, the profiled step busy
+    assert titles[0] == "attention span per step (profiled) (log scale)"
+    assert titles[1].startswith("step speedup over fast (profiled step busy)")
     assert titles[2] == "idle share of the attention span"
     # A click on a run draws that run's own report below the table.
     js(browser, "document.querySelector('tr[data-run=\"slow_128\"]').click()")
@@ -176,14 +183,15 @@ def test_sweep_report_shows_measured_latency(browser, tmp_path):
     by_title = dict(charts)
     lat = by_title["latency (measured) (log scale)"]
     assert sorted(lat) == sorted([i, q, ms * 1000] for (i, q), ms in latency.items())
-    speed = {(i, q): v for i, q, v in by_title["speedup over eager (measured) (log scale)"]}
+    speed = {(i, q): v for i, q, v in by_title["latency speedup over eager (measured) (log scale)"]}
     assert speed[("fast", 64)] == pytest.approx(4 / 5) and speed[("fast", 128)] == pytest.approx(8 / 2)
     assert speed[("eager", 64)] == 1
     heads = js(browser, "return Array.from(document.querySelectorAll('th')).map(t => t.textContent)")
     assert "latency (measured)" in heads and "span (profiled)" in heads and "busy (profiled)" in heads
     cells = js(browser, "return Array.from(document.querySelectorAll('tr[data-run=\"fast_128\"] td'))"
                         ".map(t => t.textContent)")
-    assert "4.00\u00d7" in cells and not any("profiled" in c for c in cells)
+    # issue 37: the latency speedup, then the profiled step and attention speedups, kept apart and labelled
+    assert cells[3] == "4.00\u00d7" and "profiled" in cells[4] and "profiled" in cells[5]
 
 
 @pytest.mark.slow
@@ -412,11 +420,11 @@ def test_xdit_waterfall_reads_the_change_and_keeps_its_top_label(browser, tmp_pa
     shot(browser, "test_waterfall_xdit")
     data = json.loads(js(browser, "return document.getElementById('tk-data').textContent"))["result"]
     w = js(browser, WATERFALL_JS)
-    levels, level = [data["headline"]["before_us"]], data["headline"]["before_us"]
+    levels, level = [data["attention"]["before_us"]], data["attention"]["before_us"]
     for c in data["categories"].values():
         level += c["delta_us"]
         levels.append(level)
-    assert level == pytest.approx(data["headline"]["after_us"], abs=0.01)
+    assert level == pytest.approx(data["attention"]["after_us"], abs=0.01)
     check_axis(w)
     assert {t["text"].split(" ")[1] for t in w["ticks"]} == {"ms"}
     top = w["ticks"][-1]
@@ -425,7 +433,7 @@ def test_xdit_waterfall_reads_the_change_and_keeps_its_top_label(browser, tmp_pa
     for t in w["ticks"]:  # every label whole inside the svg: none cut at the left
         assert left <= t["box"][0] and t["box"][1] <= right and up <= t["box"][2] and t["box"][3] <= down, t
     assert w["broken"] == "1" and 0 < w["lo"] <= min(levels)
-    change = abs(data["headline"]["delta_us"]) / (w["hi"] - w["lo"])
+    change = abs(data["attention"]["delta_us"]) / (w["hi"] - w["lo"])
     assert change > 0.5, (w["lo"], w["hi"])
 
 

@@ -203,7 +203,7 @@ def test_two_steps_a_side_leave_the_noise_unknown_everywhere(tmp_path):
     assert next(x for x in text.splitlines() if x.startswith("noise unknown: before 2 steps, after 2 steps"))
     assert _row(text, "total")[-1] == "unknown" and _row(text, "matmul")[-1] == "unknown"
     out = _json(r)
-    assert out["headline"]["within_noise"] is None and out["noise"]["within_noise"] is None
+    assert out["attention"]["within_noise"] is None and out["noise"]["within_noise"] is None
     assert out["noise"]["known"] is False and out["noise"]["categories"]["matmul"]["within_noise"] is None
     for on in (None, Compared.SPAN):  # busy and span alike: no spread, so the gate decides nothing (issue 37)
         with pytest.raises(InconclusiveError, match="has no step-to-step spread .before 2 steps, after 2 steps"):

@@ -29,7 +29,7 @@ from tracekit.results.measured import MEASURED_FILE, MEASURED_SCHEMA, Measured
 from tracekit.results.sweep import run_rows
 from tracekit.run.api import diff_paths
 from tracekit.renderers import JSONRenderer, TerminalRenderer
-from tracekit.vocab import Compared, SpeedupBasis
+from tracekit.vocab import Compared
 
 H200 = REAL.parent / "h200"
 SWEEP = H200 / "sweep"
@@ -279,11 +279,17 @@ def test_by_run_speedup_is_the_measured_ratio(tmp_path):
     for name in ("sdpa-flash_512", "sdpa-flash_4096", "sdpa-cudnn_4096"):
         base = f"eager_{name.rsplit('_', 1)[1]}"
         r = rows[name]
-        assert r.speedup_basis == SpeedupBasis.MEASURED and r.baseline == base
-        assert r.speedup == pytest.approx(lat[base] / lat[name])  # 0.88×, 8.20×, 9.34× in summary.md
-    assert f"{rows['sdpa-flash_512'].speedup:.2f}" == "0.88"
+        assert r.baseline == base
+        assert r.latency_speedup == pytest.approx(lat[base] / lat[name])  # 0.88×, 8.20×, 9.34× in summary.md
+        # kept apart (issue 37): the profiled figures are the median steps' own, never the latency's
+        assert r.step_speedup == pytest.approx(rows[base].per_step.busy_us / r.per_step.busy_us)
+        assert r.attention_speedup == pytest.approx(rows[base].per_step.attention_us / r.per_step.attention_us)
+    assert f"{rows['sdpa-flash_512'].latency_speedup:.2f}" == "0.88"
+    assert rows["sdpa-flash_512"].step_speedup > 1 and rows["sdpa-flash_512"].step_speedup_launch_bound
     text = TerminalRenderer(by="run", width=100).render(res)
     assert "0.88×" in text and "2.70×" not in text  # the profiled span's 2.70× is gone from the headline figure
+    line = next(x for x in text.splitlines() if x.startswith("sdpa-flash_512"))
+    assert "0.88× " in line and f"{rows['sdpa-flash_512'].step_speedup:.2f}× p!" in line
     assert f"{lat['sdpa-flash_512']:.3f}" in text
     df = res.to_dataframe()
     assert list(df["run"]) == names or sorted(df["run"]) == sorted(names)
@@ -301,12 +307,15 @@ def test_by_run_without_measured_latency_marks_profiled_and_launch_bound_speedup
         assert sum(x["idle"] for x in refs) > sum(x["span"] for x in refs) / 2
         assert rows[n].launch_bound is True
     flash = rows["sdpa-flash_512"]
-    assert flash.speedup_basis == SpeedupBasis.PROFILED and flash.speedup_launch_bound
-    assert not rows["sdpa-flash_4096"].speedup_launch_bound and rows["sdpa-flash_4096"].speedup_basis == "profiled span"
+    assert flash.latency_speedup is None and flash.step_speedup_launch_bound and flash.attention_speedup_launch_bound
+    big = rows["sdpa-flash_4096"]
+    assert big.latency_speedup is None and big.step_speedup is not None and big.attention_speedup is not None
+    assert not big.step_speedup_launch_bound and not big.attention_speedup_launch_bound
     text = TerminalRenderer(by="run", width=100).render(res)
     line = next(x for x in text.splitlines() if x.startswith("sdpa-flash_512"))
     assert "p!" in line and "LB" in line
-    assert "p: from the attention blocks' profiled span" in text and "!: a run is launch-bound" in text
+    assert "p: profiled" in text and "!: a run is launch-bound" in text
+    assert "latency×" not in text and "no run has a measured latency" in text  # no latency column to misread
 
 
 def _run_sweep(tmp_path: Path, n: int) -> Path:
@@ -325,7 +334,7 @@ def test_by_run_header_is_compact_and_pooled_lines_are_labelled(tmp_path):
     assert not any("host3.pt.trace.json" in x for x in lines)  # no header line per trace file
     assert sum("12 runs, 12 traces" in x for x in lines) == 1
     table = lines.index(next(x for x in lines if x.startswith("run ")))
-    pooled = lines.index(next(x for x in lines if x.startswith("attention (pooled over 12 runs)")))
+    pooled = lines.index(next(x for x in lines if x.startswith("attention, whole trace (pooled over 12 runs")))
     assert table < pooled  # the run table first
     head = lines[table].split()
     assert "span" in head and "idle" in head  # kept at 100 columns
@@ -365,8 +374,9 @@ def test_python_by_run_and_tracekit_runs(tmp_path):
 
 
 def test_run_rows_profiled_speedup_by_construction(tmp_path):
-    """Hand-built runs: span per step = max(host, 3 + gemm) (test_wallclock), so the profiled speedup of eager
-    (host 60) over fast (host 90 → span 90) is 60 / 90, and both are launch-bound."""
+    """Hand-built runs (support.pairs.launch_bound_trace): per step, busy = attention = the GEMM's 10 µs in a
+    1500 µs ProfilerStep, so eager (host 60) over fast (host 90) is 1.00× on both profiled speedups, each marked
+    launch-bound; a measured latency 3.0 → 2.0 ms then gives latency 1.50× beside them, never in their place."""
     root = tmp_path / "s"
     for name, host in (("eager_64", 60), ("fast_64", 90)):
         (root / name).mkdir(parents=True)
@@ -374,13 +384,14 @@ def test_run_rows_profiled_speedup_by_construction(tmp_path):
     rows = {r.name: r for r in run_rows(analyze(root, by="run").check())}
     fast = rows["fast_64"]
     fast.check()
-    assert fast.speedup == pytest.approx(60 / 90) and fast.speedup_basis == SpeedupBasis.PROFILED
-    assert fast.speedup_launch_bound and fast.baseline == "eager_64" and rows["eager_64"].speedup is None
+    assert fast.step_speedup == pytest.approx(1.0) and fast.attention_speedup == pytest.approx(1.0)
+    assert fast.latency_speedup is None and fast.step_speedup_launch_bound and fast.attention_speedup_launch_bound
+    assert fast.baseline == "eager_64" and rows["eager_64"].step_speedup is None and rows["eager_64"].baseline is None
     (root / "eager_64" / MEASURED_FILE).write_text(json.dumps(measured_doc(3.0)))
     (root / "fast_64" / MEASURED_FILE).write_text(json.dumps(measured_doc(2.0)))
     fast = {r.name: r for r in run_rows(analyze(root, by="run").check())}["fast_64"]
-    assert fast.speedup == pytest.approx(1.5) and fast.speedup_basis == SpeedupBasis.MEASURED
-    assert not fast.speedup_launch_bound
+    assert fast.latency_speedup == pytest.approx(1.5)
+    assert fast.step_speedup == pytest.approx(1.0) and fast.attention_speedup == pytest.approx(1.0)
 
 
 def test_a_table_in_a_sweeps_root_belongs_to_no_run(tmp_path):
@@ -395,12 +406,18 @@ def test_a_table_in_a_sweeps_root_belongs_to_no_run(tmp_path):
 
 
 def test_a_profiled_speedup_is_marked_when_one_run_is_launch_bound(tmp_path):
-    """eager: gemm 100 µs in a 60 µs host range, span 103, idle 3 (not launch-bound); fast: gemm 10 in 90,
-    span 90, idle 80 (launch-bound). Speedup 103 / 90, marked: one of the two runs waits for its host."""
+    """eager: gemm 100 µs in a 60 µs host range, blocks' span 103, idle 3 (not launch-bound); fast: gemm 10 in 90,
+    span 90, idle 80 (launch-bound). Attention busy per step 100 / 10: 10×, marked, one of the two runs waits for
+    its host; step busy the same 10×, marked too (each 1500 µs ProfilerStep idles far over half)."""
     root = tmp_path / "s"
     for name, gemm, host in (("eager_64", 100, 60), ("fast_64", 10, 90)):
         (root / name).mkdir(parents=True)
         _launch_bound_trace(root / name / "t.pt.trace.json", gemm=gemm, host=host)
     rows = {r.name: r for r in run_rows(analyze(root, by="run").check())}
     assert (rows["eager_64"].launch_bound, rows["fast_64"].launch_bound) == (False, True)
-    assert rows["fast_64"].speedup == pytest.approx(103 / 90) and rows["fast_64"].speedup_launch_bound
+    fast = rows["fast_64"]
+    assert fast.attention_speedup == pytest.approx(100 / 10) and fast.attention_speedup_launch_bound
+    assert fast.step_speedup == pytest.approx(100 / 10) and fast.step_speedup_launch_bound
+    text = TerminalRenderer(by="run", width=120).render(analyze(root, by="run").check())
+    line = next(x for x in text.splitlines() if x.startswith("fast_64"))
+    assert line.count("10.00× p!") == 2  # never drawn as a plain speedup

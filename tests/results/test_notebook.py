@@ -113,8 +113,8 @@ def test_diff_frames_hold_the_diff_json_sums(sweep):
     for c in CATEGORIES:
         for k in ("before_us", "after_us", "delta_us"):
             assert _approx(cats.loc[c, k], doc["categories"][c][k]), (c, k)
-    assert _approx(cats.loc["total", "delta_us"], doc["headline"]["delta_us"])
-    assert _approx(cats.drop("total")["delta_us"].sum(), doc["headline"]["delta_us"])
+    assert _approx(cats.loc["total", "delta_us"], doc["attention"]["delta_us"])
+    assert _approx(cats.drop("total")["delta_us"].sum(), doc["attention"]["delta_us"])
     pairs = d.to_dataframe(by="pair")
     assert len(pairs) == len(doc["blocks"])
     assert _approx(pairs["delta_us"].sum(), sum(p["delta_us"] for p in doc["blocks"]))

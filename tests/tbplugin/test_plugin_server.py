@@ -86,7 +86,7 @@ def test_listing_runs_and_reports(server, logdir):
     status, page = get(server, PREFIX + "/report", before="run_a", after="run_b")
     data = embedded(page)
     assert status == 200 and data["report"] == "diff"
-    assert data["result"]["headline"]["delta_us"] == pytest.approx(-31)
+    assert data["result"]["attention"]["delta_us"] == pytest.approx(-31)
 
     status, page = get(server, PREFIX + "/report")  # every run: the logdir as a sweep
     opened = time.perf_counter() - t0

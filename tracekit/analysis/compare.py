@@ -28,8 +28,8 @@ The rules (docs/attribution.md, "Diff"):
   either side is launch-bound (idle > half the span) the headline claims no speedup from busy time
   (``no_claim``) and the CI gate compares span.
 - **Whole step.** Beside attention, each side's median step as a whole (``step_before``/``step_after``): busy
-  and span of all its device work (``TraceSummary.step_figures``). On the per-step basis it is the headline's
-  median step itself; otherwise the median step by whole-step busy.
+  and span of all its device work (``TraceSummary.step_figures``): the side's own median step
+  (tracekit.results.steps, by attention time, else by whole-step busy), the one its attribution headlines.
 - **Memory.** Bytes allocated inside blocks, summed, and the peak (largest ``Total Allocated`` at an allocation
   inside any block), each only when both sides carry memory events.
 """
@@ -40,9 +40,11 @@ import math
 from collections import defaultdict
 
 from ..model import Shape, shape_text
-from ..results.attribution import EPS_US, Attribution, BlockResult, StepFigures, zero_categories
+from ..results.attribution import EPS_US, Attribution, BlockResult, zero_categories
+from ..results.steps import median_whole_step, middle
 from ..results.diff import (
     EAGER_TO_FUSED_ALLOC, NOISE_MIN_STEPS, AllocDelta, BlockPair, CategoryDelta, CategoryNoise, DiffResult, Figures,
+    HEADLINE_LATENCY, HEADLINE_STEP_BUSY, HEADLINE_STEP_SPAN, Headline,
     KernelChange, KernelTotal, Noise, RankPair, Spread, WholeStep, peak_of, shares_defined, totals_figures, whole_steps,
 )
 from ..vocab import (
@@ -83,9 +85,11 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
                                             unknown=noise is not None and not noise.known)
     unit_b, unit_a = _unit(before), _unit(after)
     alloc = _alloc(before, after)
-    # The per-step figures are shown (and pick the median whole step) only when the headline compares steps.
+    # The per-step figures are shown only when the headline compares steps; the median whole step is each side's
+    # own (tracekit.results.steps), the one its attribution headlines, so the two outputs cannot disagree.
     shown_b, shown_a = (per_b, per_a) if basis == Basis.MEDIAN_STEP else ([], [])
     whole_b, whole_a = whole_steps(before), whole_steps(after)
+    step_b, step_a = median_whole_step(before, whole_b), median_whole_step(after, whole_a)
     return DiffResult(
         before=before, after=after, basis=basis, basis_note=basis_note, before_figures=fig_b, after_figures=fig_a,
         categories=cats, pairs=pairs, unmatched_before=ub, unmatched_after=ua,
@@ -95,7 +99,35 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
         warnings=warnings, labels=(before.source, after.source),
         kernels_changed=changed, kernels_changed_note=changed_note, no_claim=no_claim,
         ranks=pair_ranks(before, after), whole_steps_before=whole_b, whole_steps_after=whole_a,
-        step_before=_whole_step(whole_b, shown_b), step_after=_whole_step(whole_a, shown_a))
+        step_before=step_b, step_after=step_a, headline=whole_headline(before, after, step_b, step_a))
+
+
+def whole_headline(before: Attribution, after: Attribution, step_b: WholeStep | None,
+                   step_a: WholeStep | None) -> Headline:
+    """The diff's lead (docs/attribution.md, "Diff"): measured latency when both sides have it; else the median
+    step's busy time; its span where either side's step is launch-bound (busy time is then not what the user
+    waits for); no lead, with the reason, when a side has no whole step."""
+    mb, ma = before.measured, after.measured
+    if mb is not None and ma is not None:
+        return Headline(basis=HEADLINE_LATENCY, before_us=1000 * mb.median_ms, after_us=1000 * ma.median_ms,
+                        note="measured outside the profiler (each side's measured.json)")
+    if step_b is None or step_a is None:
+        return _no_lead(step_b, step_a)
+    bound = [name for name, w in (("before", step_b), ("after", step_a))
+             if is_launch_bound(w.span_us - w.busy_us, w.span_us)]
+    if bound:
+        return Headline(basis=HEADLINE_STEP_SPAN, before_us=step_b.span_us, after_us=step_a.span_us,
+                        note=f"{' and '.join(bound)} launch-bound (the device idles over half the step): busy time "
+                             f"is not what the user waits for")
+    return Headline(basis=HEADLINE_STEP_BUSY, before_us=step_b.busy_us, after_us=step_a.busy_us)
+
+
+def _no_lead(step_b: WholeStep | None, step_a: WholeStep | None) -> Headline:
+    """No lead, and why: the sides without a whole step (no ProfilerStep, or CPU-only) and no measured latency."""
+    sides = [name for name, w in (("before", step_b), ("after", step_a)) if w is None]
+    verb = "have" if len(sides) == 2 else "has"
+    return Headline(basis=None, note=f"{' and '.join(sides)} {verb} no device time per ProfilerStep (no "
+                                     f"ProfilerStep, or CPU-only) and no measured latency; attention alone compares")
 
 
 def _only_in(side: list[KernelTotal], other: list[KernelTotal]) -> list[KernelTotal]:
@@ -351,17 +383,10 @@ def _step_totals(per_step: list[tuple[int, Figures]]) -> list[tuple[float, int]]
     return [(f.total_us, s) for s, f in per_step]
 
 
-def _middle(keyed: list[tuple[float, int]]) -> list[int]:
-    """The step numbers of the median of (figure, step) pairs: the middle one, or the middle two when even."""
-    order = sorted(keyed)
-    n = len(order)
-    return [s for _, s in order[(n - 1) // 2: n // 2 + 1]]
-
-
 def median_step(per_step: list[tuple[int, Figures]]) -> Figures:
     """The step with the median attention total, categories included (mean of the middle two when even)."""
     by = dict(per_step)
-    mid = [by[s] for s in _middle(_step_totals(per_step))]
+    mid = [by[s] for s in middle(_step_totals(per_step))]
     cats = {c: sum(f.categories[c] for f in mid) / len(mid) for c in CATEGORIES}
     return Figures(total_us=sum(f.total_us for f in mid) / len(mid), categories=cats, matmul_roles=_mean_roles(mid),
                    span_us=sum(f.span_us for f in mid) / len(mid), idle_us=sum(f.idle_us for f in mid) / len(mid))
@@ -372,18 +397,6 @@ def _mean_roles(mid: list[Figures]) -> dict[str, float] | None:
     if not all(f.matmul_roles is not None for f in mid):
         return None
     return {r: sum((f.matmul_roles or {})[r] for f in mid) / len(mid) for r in MATMUL_ROLES}
-
-
-def _whole_step(whole: list[StepFigures], per_step: list[tuple[int, Figures]]) -> WholeStep | None:
-    """The side's median step as a whole: the headline's median step(s) when ``per_step`` holds the per-step
-    attention figures, else the median by whole-step busy; None without whole steps (or when a median step has none)."""
-    by = {f.step: f for f in whole}
-    mid = _middle(_step_totals(per_step) if per_step else [(f.busy_us, f.step) for f in whole])
-    if not mid or any(s not in by for s in mid):
-        return None
-    n = len(mid)
-    return WholeStep(steps=sorted(mid), busy_us=sum(by[s].busy_us for s in mid) / n,
-                     span_us=sum(by[s].span_us for s in mid) / n, attention_us=sum(by[s].attention_us for s in mid) / n)
 
 
 def _basis(before: Attribution, after: Attribution, per_b: list[tuple[int, Figures]],

@@ -17,10 +17,12 @@ from ..results.format import (  # noqa: F401  (the renderers' shared wording, im
     basis_label, fmt_bytes, fmt_time, headline, noise_words, pct, printable, ratio_text, share_text, signed,
     step_line, time_base_label,
 )
+from ..results.format import lead_line, per_step_line, totals_label  # noqa: F401  (issue 37: one time base)
+from ..results.steps import per_step  # noqa: F401
 from ..results.rows import (  # noqa: F401
     TABLE_GROUPINGS, PairRow, Row, check_grouping, group_rows, pair_rows, rank_view_of,
 )
-from ..vocab import Basis, Compared, GraphMode, PairedBy, Phase, SpeedupBasis
+from ..vocab import Basis, Compared, GraphMode, PairedBy, Phase
 from .names import short_name
 
 Result = Union[Attribution, DiffResult]
@@ -131,12 +133,28 @@ def _trace_kind_lines(counts: dict[str, int]) -> list[str]:
     return lines
 
 
-def speedup_cell(r: RunRow) -> str:
-    """``0.88×`` (measured), ``2.70× p`` (profiled span), ``2.70× p!`` (profiled, a launch-bound run), or —."""
-    if r.speedup is None:
+# The run table's three speedups (issue 37), in column order: (head, what the footnote says it divides).
+SPEEDUP_HEADS = (
+    ("latency×", "latency_speedup", "measured latency (measured.json on both runs)"),
+    ("step×", "step_speedup", "profiled: the median step's device busy time"),
+    ("attn×", "attention_speedup", "profiled: the attention blocks' busy time in the median step"),
+)
+
+
+def speedup_cell(r: RunRow, which: str = "latency_speedup") -> str:
+    """One of the run's speedups: ``0.88×`` (measured latency), ``7.24× p`` (profiled), ``2.70× p!`` (profiled,
+    either run launch-bound: not what the user waits for), or —."""
+    x = getattr(r, which)
+    if x is None:
         return "—"
-    mark = "" if r.speedup_basis == SpeedupBasis.MEASURED else " p!" if r.speedup_launch_bound else " p"
-    return f"{r.speedup:.2f}×{mark}"
+    if which == "latency_speedup":
+        return f"{x:.2f}×"
+    return f"{x:.2f}× p!" if getattr(r, f"{which}_launch_bound") else f"{x:.2f}× p"
+
+
+def speedup_cols(rows: list[RunRow]) -> list[tuple[str, str]]:
+    """(head, field) of the speedups some row has, in SPEEDUP_HEADS order."""
+    return [(head, which) for head, which, _ in SPEEDUP_HEADS if any(getattr(r, which) is not None for r in rows)]
 
 
 def latency_cell(r: RunRow) -> str:
@@ -150,23 +168,27 @@ def latency_cell(r: RunRow) -> str:
 
 def sweep_notes(rows: list[RunRow]) -> list[str]:
     """The run table's footnotes: what the speedup divides and what the marks mean (only those shown)."""
-    notes = []
     base = next((r.baseline for r in rows if r.baseline), None)
-    if base is not None:
-        what = "measured latency where both runs have a measured.json" if any(
-            r.speedup_basis == SpeedupBasis.MEASURED for r in rows) else "no run has a measured latency"
-        notes.append(f"speedup: over {sweep_key_impl(base)} at the same sequence length; {what}")
+    notes = [] if base is None else [_speedup_note(rows, base)]
     return notes + [text for shown, text in _SWEEP_MARKS if any(shown(r) for r in rows)]
+
+
+def _speedup_note(rows: list[RunRow], base: str) -> str:
+    """What each shown speedup divides, over which baseline; and that none is measured, when none is."""
+    shown = {which for _, which in speedup_cols(rows)}
+    what = "; ".join(f"{head} {text}" for head, which, text in SPEEDUP_HEADS if which in shown)
+    none = "" if "latency_speedup" in shown else "; no run has a measured latency"
+    return f"speedups over {sweep_key_impl(base)} at the same sequence length: {what}{none}"
 
 
 # The run table's marks, in footnote order: each footnote is printed when some row carries its mark.
 _SWEEP_MARKS: tuple[tuple[Callable[[RunRow], object], str], ...] = (
-    (lambda r: r.speedup_basis == SpeedupBasis.PROFILED,
-     "p: from the attention blocks' profiled span per step, inflated by the profiler's own launch overhead; "
-     "measure latency outside the profiler (scripts/profile_attention.py writes measured.json)"),
-    (lambda r: r.speedup_launch_bound,
-     "!: a run is launch-bound (the device idles over half the blocks' span): the profiled speedup is not the "
-     "latency's"),
+    (lambda r: r.step_speedup is not None or r.attention_speedup is not None,
+     "p: profiled (inside the profiler, busy time per step), not the latency; measure latency outside the "
+     "profiler (scripts/profile_attention.py writes measured.json)"),
+    (lambda r: r.step_speedup_launch_bound or r.attention_speedup_launch_bound,
+     "!: a run is launch-bound (the device idles over half the step, or of the blocks' span): that profiled "
+     "speedup is not the latency's"),
     (lambda r: r.launch_bound, "LB: launch-bound run"),
 )
 

@@ -1,7 +1,8 @@
 """CSV in a fixed column order (a contract for scripts: tests/golden/*_header.csv).
 
 An attribution is one row per block × category. A diff is sections in one table with one header:
-``category`` (headline, six rows + ``total``), ``block`` (paired block × category),
+``headline`` (the lead, category ``total``: the whole step or measured latency, ``basis`` naming which; absent
+when neither side pair has one), ``category`` (headline, six rows + ``total``), ``block`` (paired block × category),
 ``block_only_before``/``block_only_after`` (unpaired block × category), ``kernel_only_before``/
 ``kernel_only_after`` (one row per kernel or op), ``kernel_changed`` (a kernel on both sides whose count or
 time changed beyond noise; ``count`` is the after count), ``span`` (the headline's profiled span, category
@@ -129,7 +130,7 @@ class CSVRenderer(Renderer):
     @staticmethod
     def diff_rows(r: DiffResult) -> Iterator[list]:
         """The diff's rows, section by section, in DIFF_COLUMNS order (see the module docstring)."""
-        for section in (_category_rows, _block_rows, _unmatched_rows, _span_rows, _rank_rows, _kernel_rows,
+        for section in (_lead_rows, _category_rows, _block_rows, _unmatched_rows, _span_rows, _rank_rows, _kernel_rows,
                         _run_pair_rows):
             yield from section(r)
 
@@ -146,6 +147,14 @@ def _side(b: BlockResult, tag: str) -> dict:
     """The columns naming one side's block (``tag`` is before or after)."""
     return {f"kind_{tag}": b.kind, f"block_{tag}": b.name, f"step_{tag}": "" if b.step is None else b.step,
             f"ordinal_{tag}": b.ordinal, f"trace_{tag}": b.source}
+
+
+def _lead_rows(r: DiffResult) -> Iterator[list]:
+    """The diff's lead (issue 37): the whole step or the measured latency, ``basis`` naming which; none without one."""
+    h = r.headline
+    if h.basis is not None and h.before_us is not None and h.after_us is not None:
+        yield _row(section="headline", category="total", before_us=_num(h.before_us), after_us=_num(h.after_us),
+                   delta_us=_num(h.after_us - h.before_us), ratio=_ratio(h.before_us, h.after_us), basis=h.basis)
 
 
 def _category_rows(r: DiffResult) -> Iterator[list]:

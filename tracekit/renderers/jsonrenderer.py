@@ -17,6 +17,7 @@ from ..results.attribution import (
 )
 from ..results.diff import NOISE_MIN_STEPS, pair_headline
 from ..results.measured import Measured
+from ..results.steps import PerStep, per_step
 from ..results.sweep import RunRow, run_rows
 from ..results.timeline import Timeline
 from ..vocab import IDLE_CAUSES, LaneKind
@@ -43,7 +44,7 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None, inter
         "time_base": result.time_base,
         "traces": [_trace_dict(s) for s in result.traces],
         "blocks": [_block_dict(b, intervals) for b in result.blocks],
-        "totals": _totals_dict(t),
+        "totals": _totals_dict(t, per_step(result)),
         "top_kernels": [{"name": n, "category": c, "count": k, "total_us": round(us, 3)}
                         for n, c, k, us in result.top_kernels],
     }
@@ -101,8 +102,17 @@ def _trace_dict(s: TraceSummary) -> dict:
     }
 
 
-def _totals_dict(t: Totals) -> dict:
-    """The totals over every block."""
+def per_step_dict(ps: PerStep) -> dict:
+    """``totals.per_step`` (issue 37): the headline figures on the one time base, the median step (``basis``
+    "median step", ``steps`` its count, ``median_steps`` the step(s) it is the mean of), or the whole trace
+    (``basis`` "whole trace", ``steps`` 0, span and idle null, ``note`` why)."""
+    return {"basis": ps.basis, "steps": ps.steps, "median_steps": list(ps.median_steps),
+            "attention_us": _r(ps.attention_us), "busy_us": _r(ps.busy_us), "span_us": _r(ps.span_us),
+            "idle_us": _r(ps.idle_us), "note": ps.note or None}
+
+
+def _totals_dict(t: Totals, ps: PerStep | None = None) -> dict:
+    """The totals over every block, and (``per_step``) the headline figures on the one time base."""
     return {"total_us": round(t.total_us, 3), "categories": {k: round(v, 3) for k, v in t.categories.items()},
             **_roles(t.matmul_roles),
             "attention_share": None if t.attention_share is None else round(t.attention_share, 6),
@@ -110,7 +120,8 @@ def _totals_dict(t: Totals) -> dict:
             "idle_us": round(t.idle_us, 3), "launch_bound": t.launch_bound,
             "idle_by_cause": idle_cause_dict(t.idle_by_cause),
             "efficiency": efficiency_dict(t.efficiency, None if t.blocks else "no attention blocks"),
-            "efficiency_by_category": {k: efficiency_dict(e) for k, e in t.efficiency_by_category.items()}}
+            "efficiency_by_category": {k: efficiency_dict(e) for k, e in t.efficiency_by_category.items()},
+            **({} if ps is None else {"per_step": per_step_dict(ps)})}
 
 
 def _runs_list(result: Attribution, tool: str, intervals: bool) -> list[dict]:
@@ -168,14 +179,17 @@ def measured_dict(m: Measured) -> dict:
 
 
 def run_row_dict(r: RunRow) -> dict:
-    """A run's line of the sweep table: profiled per-step figures, idle, and the speedup with its basis."""
+    """A run's line of the sweep table: profiled figures (totals over its steps), idle, its median step, and the
+    three speedups kept apart (issue 37): measured latency, profiled step busy, profiled attention busy."""
     return {"impl": r.impl, "seq": r.seq, "steps": r.steps, "busy_us": round(r.busy_us, 3),
             "span_us": round(r.span_us, 3), "idle_us": round(r.idle_us, 3),
             "idle_pct": None if r.idle_pct is None else round(r.idle_pct, 3), "launch_bound": r.launch_bound,
             "latency_ms": None if r.measured is None else r.measured.median_ms,
-            "speedup": None if r.speedup is None else round(r.speedup, 4),
-            "speedup_basis": r.speedup_basis, "speedup_launch_bound": r.speedup_launch_bound,
-            "baseline": r.baseline}
+            "latency_speedup": _r(r.latency_speedup, 4), "step_speedup": _r(r.step_speedup, 4),
+            "attention_speedup": _r(r.attention_speedup, 4), "step_speedup_launch_bound": r.step_speedup_launch_bound,
+            "attention_speedup_launch_bound": r.attention_speedup_launch_bound,
+            "baseline": r.baseline, "span_per_step_us": round(r.span_per_step_us, 3),
+            "per_step": per_step_dict(r.per_step)}
 
 
 def _coverage(cv: Coverage) -> dict:
@@ -258,9 +272,20 @@ def _kernels(ks: list[KernelTotal]) -> list[dict]:
     return [{"name": k.name, "category": k.category, "count": k.count, "total_us": _r(k.total_us)} for k in ks]
 
 
+def _lead(r: DiffResult) -> dict:
+    """The diff's lead (issue 37): the whole step, or the measured forward, on one named ``basis`` ("latency",
+    "step busy", "step span"; null with ``note`` saying why there is none), and ``speedup`` on that basis."""
+    h = r.headline
+    return {"basis": h.basis, "before_us": _r(h.before_us), "after_us": _r(h.after_us),
+            "delta_pct": None if h.before_us is None or h.after_us is None or h.before_us <= 0
+            else _r(100 * (h.after_us - h.before_us) / h.before_us, 2),
+            "speedup": _r(h.speedup, 4), "note": h.note or None,
+            "steps_before": len(r.whole_steps_before), "steps_after": len(r.whole_steps_after)}
+
+
 def _headline(r: DiffResult) -> dict:
-    """The headline figures, then what they claim: a busy-time speedup, or none (and why: launch-bound, or
-    no block paired)."""
+    """The attention figures (the diff's second line, ``attention``), then what they claim: a busy-time speedup,
+    or none (and why: launch-bound, or no block paired)."""
     return {"before_us": _r(r.before_figures.total_us), "after_us": _r(r.after_figures.total_us),
             "delta_us": _r(r.delta_us), "delta_pct": _r(r.delta_pct, 2), "speedup": _r(r.speedup, 4),
             "within_noise": None if r.noise is None else r.noise.within_noise,
@@ -363,7 +388,8 @@ def diff_to_dict(r: DiffResult, tool: str) -> dict:
         "basis_note": r.basis_note,
         "before": db["totals"],
         "after": da["totals"],
-        "headline": _headline(r),
+        "headline": _lead(r),
+        "attention": _headline(r),
         "categories": _category_deltas(r),
         **_role_deltas(r.before_figures.matmul_roles, r.after_figures.matmul_roles),
         "blocks": [_pair(p) for p in r.pairs],

@@ -14,6 +14,7 @@ from .base import (
     time_base_label, unmatched_rows,
 )
 from .base import run_pair_cells, runs_only_line
+from .base import lead_line, per_step, per_step_line, totals_label  # issue 37: one time base
 from .names import short_name
 
 if TYPE_CHECKING:
@@ -53,13 +54,17 @@ def _run_lines(result: Attribution) -> list[str]:
     """``--by run`` on a folder of runs: the run table (measured latency and speedup, profiled busy, span, idle,
     category shares) and its footnotes."""
     rows = run_rows(result)
-    cols = ["run", "n", "latency (measured)", "speedup", "busy µs", "span µs", "idle"] + [f"{c} %" for c in CATEGORIES]
+    heads = [("latency speedup (measured)", "latency_speedup"), ("step speedup (profiled)", "step_speedup"),
+             ("attention speedup (profiled)", "attention_speedup")]
+    cols = ["run", "n", "latency (measured)", *(h for h, _ in heads), "busy µs", "span µs", "idle"]
+    cols += [f"{c} %" for c in CATEGORIES]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(["---"] + ["---:"] * (len(cols) - 1)) + "|"]
     for r in rows:
         r.check()
         idle = "—" if r.idle_pct is None else f"{r.idle_pct:.0f}%" + (" LB" if r.launch_bound else "")
-        cells = [_md(r.name), str(r.blocks), latency_cell(r), speedup_cell(r), f"{r.busy_us:,.1f}", f"{r.span_us:,.1f}",
-                 idle] + [f"{pct(r.categories[c], r.busy_us):.1f}" for c in CATEGORIES]
+        cells = [_md(r.name), str(r.blocks), latency_cell(r), *(speedup_cell(r, w) for _, w in heads),
+                 f"{r.busy_us:,.1f}", f"{r.span_us:,.1f}", idle]
+        cells += [f"{pct(r.categories[c], r.busy_us):.1f}" for c in CATEGORIES]
         lines.append("| " + " | ".join(cells) + " |")
     return lines + [""] + [f"- {_md(n)}" for n in sweep_notes(rows)]
 
@@ -126,11 +131,13 @@ class MarkdownRenderer(Renderer):
         t = result.totals
         share = f"{100 * t.attention_share:.1f}%" if t.attention_share is not None else "n/a"
         what = _md(self.title or result.source)  # the path as passed on the command line, else the trace's name
-        lines = [(f"**{what}** — {t.blocks} attention blocks, {t.total_us:,.1f} µs ({share} of "
-                  f"{time_base_label(result.time_base)})"), ""]
+        totals = f"{t.blocks} attention blocks, {t.total_us:,.1f} µs ({share} of {time_base_label(result.time_base)})"
+        ps = per_step(result)  # issue 37: the median step leads, the totals over all steps come second, labelled
+        if ps.span_us is None:
+            lines = [f"**{what}** — {_md(ps.label)}: {totals}", ""]
+        else:
+            lines = [f"**{what}** — {per_step_line(ps)}", "", f"- {totals_label(ps)}: {totals}"]
         runs = self.by == "run" and len(result.runs) > 1
-        if runs:
-            lines[0] = lines[0].replace(" — ", f" — pooled over {len(result.runs)} runs: ", 1)
         lines += [f"- {_md(h)}" for h in (runs_header_lines(result) if runs else header_lines(result))]
         lines.append("")
         if runs:
@@ -169,7 +176,7 @@ class MarkdownRenderer(Renderer):
 
 def _diff_header(r: DiffResult) -> list[str]:
     """The headline, both sides' headers, warnings, the basis, noise, blocks and memory."""
-    lines = [f"**{_md(r.labels[0])} → {_md(r.labels[1])}** — {headline(r)}", ""]
+    lines = [f"**{_md(r.labels[0])} → {_md(r.labels[1])}** — {lead_line(r)}", "", f"- {headline(r)}"]
     lines += [f"- before: {_md(h)}" for h in header_lines(r.before)]
     lines += [f"- after: {_md(h)}" for h in header_lines(r.after)]
     lines += [f"- **warning:** {_md(w)}" for w in r.warnings]

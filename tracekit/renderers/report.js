@@ -329,12 +329,24 @@
     return line;
   }
 
+  /* "per step (median of 2): attention … · busy … · span … · idle …", or "whole trace (why): …" (issue 37). */
+  function perStepLine(ps) {
+    if (ps.span_us === null) return "whole trace (" + ps.note + "): attention " + fmt(ps.attention_us) +
+      " \u00b7 busy " + fmt(ps.busy_us);
+    return (ps.steps === 1 ? "per step (1 step)" : "per step (median of " + ps.steps + ")") + ": attention " +
+      fmt(ps.attention_us) + " \u00b7 busy " + fmt(ps.busy_us) + " \u00b7 span " + fmt(ps.span_us) +
+      " \u00b7 idle " + fmt(ps.idle_us);
+  }
+
   function renderAttribution(parent, R, heading) {
     var t = R.totals, G = R.groups;
     var cats = keys(t.categories);
     var roleKeys = keys(t.matmul_roles);
     add(parent, el("h1", null, heading));
+    var ps = t.per_step;  /* issue 37: the median step leads; the totals below are over all steps, labelled */
+    if (ps) add(parent, el("div", {"class": "lead", "data-basis": ps.basis}, perStepLine(ps)));
     add(parent, el("div", {"class": "summary", "data-total-us": t.total_us, "data-blocks": t.blocks},
+        (ps && ps.span_us !== null ? "totals over all " + ps.steps + " step" + (ps.steps === 1 ? "" : "s") + ": " : "") +
         t.blocks + " attention blocks, " + fmt(t.total_us) + " busy \u00b7 " + pct(t.attention_share) +
         " of " + (R.time_base === "host" ? "host time" : "device busy time") + " (" + fmt(G.base_us) + ")" +
         (t.launch_bound ? " \u00b7 launch-bound: device idle " + pct(G.idle_share) +
@@ -364,9 +376,24 @@
                                                               : "Top device kernels in blocks");
   }
 
+  /* The diff's lead (issue 37): the whole step or the measured latency on its named basis; attention comes second. */
+  function leadLine(L) {
+    if (!L || L.basis === null) return "whole step: not compared (" + ((L && L.note) || "no basis") + ")";
+    var n = Math.max(L.steps_before, L.steps_after);
+    var label = L.basis === "latency" ? "latency (measured)"
+      : L.basis + " (" + (n === 1 ? "per step" : "per step, median of " + n) + (L.note ? "; " + L.note : "") + ")";
+    var w = L.basis === "step span" ? ["shorter", "longer"] : ["faster", "slower"];  /* a span is not a latency */
+    var s = L.speedup === null ? "" : " \u00b7 " + (L.speedup >= 1 ? L.speedup.toFixed(2) + "\u00d7 " + w[0]
+                                                               : (1 / L.speedup).toFixed(2) + "\u00d7 " + w[1]);
+    return label + ": " + fmt(L.before_us) + " \u2192 " + fmt(L.after_us) +
+      (L.delta_pct === null ? "" : " \u00b7 (" + (L.delta_pct > 0 ? "+" : "") + L.delta_pct.toFixed(1) + "%)") + s;
+  }
+
   function renderDiff(parent, R) {
-    var h = R.headline;
+    var h = R.attention;
     add(parent, el("h1", null, "diff: " + R.before_source + " \u2192 " + R.after_source));
+    add(parent, el("div", {"class": "lead", "data-basis": R.headline.basis, "data-speedup": R.headline.speedup},
+        leadLine(R.headline)));
     var word = h.speedup === null ? "" : (h.speedup >= 1 ? h.speedup.toFixed(2) + "\u00d7 faster"
                                                           : (1 / h.speedup).toFixed(2) + "\u00d7 slower");
     add(parent, el("div", {"class": "summary", "data-delta-us": h.delta_us},
@@ -466,7 +493,7 @@
   /* before total, one floating bar per category Δ, after total: the Δs sum to the headline Δ. A category's bar
      keeps its legend colour; its sign is its direction (▲/▼) and its outline. */
   function waterfall(parent, R, cats) {
-    var h = R.headline;
+    var h = R.attention;
     add(parent, el("h2", null, "Where the change comes from (category \u0394s sum to the total \u0394)"));
     var steps = [{label: "before", from: 0, to: h.before_us, total: true}];
     var level = h.before_us, low = Math.min(h.before_us, h.after_us), top = Math.max(h.before_us, h.after_us);
@@ -599,9 +626,18 @@
       if (w.latency_ms !== null) return w.latency_ms * 1000;
       return measured ? null : w.span_per_step_us;
     }
-    function speedText(w) {
-      if (w.speedup === null) return "\u2014";
-      return w.speedup.toFixed(2) + "\u00d7" + (w.speedup_basis === "measured" ? "" : w.speedup_launch_bound ? " profiled, LB" : " profiled");
+    /* The three speedups kept apart (issue 37): measured latency, profiled step busy, profiled attention busy. */
+    function speedText(w, which) {
+      var x = w[which];
+      if (x === null || x === undefined) return "\u2014";
+      if (which === "latency_speedup") return x.toFixed(2) + "\u00d7";
+      return x.toFixed(2) + "\u00d7" + (w[which + "_launch_bound"] ? " profiled, LB" : " profiled");
+    }
+    var lat = runs.some(function (r) { return r.run_row.latency_speedup !== null; });
+    var plotted = lat ? "latency_speedup" : "step_speedup";
+    function speedLB(impl, seq) {  /* a launch-bound profiled figure is hollow: not the latency */
+      var r = byKey[impl + "\u0000" + seq];
+      return !!(r && !lat && r.run_row.step_speedup_launch_bound);
     }
     function lb(impl, seq) { var r = byKey[impl + "\u0000" + seq]; return !!(r && r.run_row.launch_bound); }
     var base = baseline ? baseline.replace(/[_-]\d+$/, "") : "\u2014";
@@ -611,12 +647,14 @@
       lineChart(charts, measured ? "latency (measured)" : "attention span per step (profiled)", impls, seqs,
                 function (impl, seq) { var r = byKey[impl + "\u0000" + seq]; return r ? latency(r) : null; },
                 fmt, col, true, lb);
-      lineChart(charts, "speedup over " + base + (measured ? " (measured)" : " (profiled span)"), impls, seqs,
+      lineChart(charts, lat ? "latency speedup over " + base + " (measured)"
+                            : "step speedup over " + base + " (profiled step busy)",
+                impls, seqs,
                 function (impl, seq) {  /* the baseline's own runs sit at 1× */
                   var r = byKey[impl + "\u0000" + seq];
-                  return !r ? null : r.run_row.speedup !== null ? r.run_row.speedup : (impl === base ? 1 : null);
+                  return !r ? null : r.run_row[plotted] !== null ? r.run_row[plotted] : (impl === base ? 1 : null);
                 },
-                function (v) { return v.toFixed(2) + "\u00d7"; }, col, true, lb);
+                function (v) { return v.toFixed(2) + "\u00d7"; }, col, true, speedLB);
       if (runs.some(function (r) { return r.run_row.idle_pct !== null; })) {  /* device runs: a CPU has no idle device */
         lineChart(charts, "idle share of the attention span", impls, seqs, function (impl, seq) {
           var r = byKey[impl + "\u0000" + seq]; return r && r.run_row.idle_pct !== null ? r.run_row.idle_pct / 100 : null;
@@ -630,7 +668,9 @@
     add(parent, el("h2", null, "Runs"));
     var detail = el("div", {"class": "detail"});
     table(parent, [{name: "run"}, {name: "blocks", num: true}, {name: "latency (measured)", num: true},
-                   {name: "speedup over " + base, num: true}, {name: "busy (profiled)", num: true},
+                   {name: "latency speedup over " + base + " (measured)", num: true},
+                   {name: "step speedup (profiled)", num: true}, {name: "attention speedup (profiled)", num: true},
+                   {name: "busy (profiled)", num: true},
                    {name: "span (profiled)", num: true}, {name: "idle", num: true},
                    {name: "attention share", num: true}, {name: "largest category"}],
           runs.map(function (r) {
@@ -639,7 +679,10 @@
             var lat = w.latency_ms === null ? null : w.latency_ms * 1000;
             return {run: r, attrs: {"data-run": r.name, "data-launch-bound": w.launch_bound ? "1" : "0"},
                     cells: [cell(r.name), cell(String(t.blocks), t.blocks), cell(lat === null ? "\u2014" : fmt(lat), lat),
-                            cell(speedText(w), w.speedup), cell(fmt(t.total_us), t.total_us),
+                            cell(speedText(w, "latency_speedup"), w.latency_speedup),
+                            cell(speedText(w, "step_speedup"), w.step_speedup),
+                            cell(speedText(w, "attention_speedup"), w.attention_speedup),
+                            cell(fmt(t.total_us), t.total_us),
                             cell(fmt(t.span_us), t.span_us),
                             cell(w.idle_pct === null ? "\u2014" : pct(w.idle_pct / 100) + (w.launch_bound ? " LB" : ""), w.idle_pct),
                             cell(pct(t.attention_share), t.attention_share),

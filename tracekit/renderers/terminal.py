@@ -15,11 +15,11 @@ from ..results.attribution import CATEGORIES, IDLE_CAUSES, Attribution, Coverage
 from ..results.sweep import run_rows
 from ..vocab import Phase, UnlinkedReason
 from .base import (
-    latency_cell, measured_lines, runs_header_lines, speedup_cell, sweep_notes,
+    latency_cell, measured_lines, runs_header_lines, speedup_cell, speedup_cols, sweep_notes,
     HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, noise_line, pair_rows,
     pct, printable, rank_from_line, text_lines, rank_pair_cells, rank_view_of, ratio_text, roles_line, share_line,
     share_text, spread_line,
-    signed, step_line, unmatched_rows,
+    signed, step_line, unmatched_rows, lead_line, per_step, per_step_line, totals_label,
 )
 from .base import run_pair_cells, runs_only_line
 from .names import ELLIPSIS, short_name
@@ -398,8 +398,7 @@ def _run_cols(rows: list[RunRow], measured: bool) -> list[Col]:
             Col(head="n", cells=[str(r.blocks) for r in rows], drop=1)]
     if measured:
         cols.append(_latency_col(rows))
-    if any(r.speedup is not None for r in rows):
-        cols.append(Col(head="speedup", cells=[speedup_cell(r) for r in rows]))
+    cols += [Col(head=head, cells=[speedup_cell(r, which) for r in rows]) for head, which in speedup_cols(rows)]
     cols += _busy_span_cols(rows)
     if any(r.launch_bound is not None for r in rows):
         cols.append(Col(head="idle", cells=[_idle_cell(r) for r in rows]))
@@ -583,7 +582,7 @@ class TerminalRenderer(Renderer):
         lines = [f"{self.tool} attribute — {self.title or result.source}"]
         runs = self.by == "run" and len(result.runs) > 1  # a sweep: the run table first, pooled lines labelled
         lines += runs_header_lines(result) if runs else header_lines(result)
-        lines.append(f"attention{_pooled(result) if runs else ''}: {share_line(result)}")
+        lines += _per_step_lines(result)
         if result.coverage is not None:
             cv = result.coverage
             lines.append(f"device time linked to host ops: {pct(cv.linked_us, cv.device_us):.1f}% · "
@@ -659,8 +658,18 @@ class TerminalRenderer(Renderer):
         lines += [f"after:  {h}" for h in header_lines(r.after)]
         lines += [f"warning: {x}" for x in r.warnings]
         step = step_line(r)
+        lines += [lead_line(r)]  # issue 37: the whole step (or the measured forward) leads; attention second
         lines += [headline(r), *([step] if step else []), *measured_lines(r), f"figures: {r.basis_note}", noise_line(r)]
         return _wrap_all(lines, w) + [""]
+
+
+def _per_step_lines(result: Attribution) -> list[str]:
+    """The headline on the one time base (issue 37): the median step first, then the totals over all steps,
+    labelled; without steps (or runs pooled) the totals alone, labelled "whole trace" and why."""
+    ps = per_step(result)
+    if ps.span_us is None:
+        return [f"attention, {ps.label}: {share_line(result)}"]
+    return [per_step_line(ps), f"{totals_label(ps)} — attention: {share_line(result)}"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from .invariants import close, expect, near
 
 __all__ = ["EAGER_TO_FUSED_ALLOC", "NOISE_MIN_STEPS", "AllocDelta", "BlockPair", "CategoryDelta", "CategoryNoise",
            "DiffResult", "Figures", "KernelChange", "KernelTotal", "Noise", "RankPair", "RunPair", "Spread", "Verdict",
-           "WholeStep", "pair_headline", "pair_reading", "peak_of", "shares_defined", "totals_figures", "whole_steps"]
+           "WholeStep", "Headline", "HEADLINE_BASES", "pair_headline", "pair_reading", "peak_of", "shares_defined",
+           "totals_figures", "whole_steps"]
 
 # Conclusions a diff states in words, in every format (DiffResult.conclusions).
 EAGER_TO_FUSED_ALLOC = "eager → fused, the B·H·N² score matrices are no longer allocated"
@@ -155,10 +156,43 @@ class WholeStep:
     """One side's median step as a whole (all its device work, not only attention's), in µs: the mean over
     ``steps`` (the middle two of an even count) of each step's StepFigures, ranks of a run summed per step."""
 
-    steps: list[int]  # the headline's median step(s) on the per-step basis; else the median by whole-step busy
+    steps: list[int]  # the median step(s) by attention time (tracekit.results.steps); else by whole-step busy
     busy_us: float
     span_us: float
     attention_us: float  # the attention blocks' busy inside it (a union: at most the headline's sum of blocks)
+
+
+# What a diff's headline compares (issue 37), the first that both sides have: the latency measured outside the
+# profiler, else the median step's device busy time, else (where a side's step is launch-bound, so busy time is not
+# what the user waits for) the median step's span. Attention alone is the second line, never the lead.
+HEADLINE_LATENCY, HEADLINE_STEP_BUSY, HEADLINE_STEP_SPAN = "latency", "step busy", "step span"
+HEADLINE_BASES = (HEADLINE_LATENCY, HEADLINE_STEP_BUSY, HEADLINE_STEP_SPAN)
+
+
+@dataclass(slots=True, kw_only=True)
+class Headline:
+    """The diff's lead: the whole step (or the measured forward), before and after, on one basis (µs).
+
+    ``basis`` is None when neither side pair has a whole figure (no measured latency, and a side without device
+    ProfilerSteps); ``note`` then says why, and the attention line is all the diff can compare."""
+
+    basis: str | None  # one of HEADLINE_BASES, or None
+    before_us: float | None = None
+    after_us: float | None = None
+    note: str = ""  # why this basis (a launch-bound side), or why none
+
+    @property
+    def speedup(self) -> float | None:
+        """before / after on the basis: above 1 is faster; None without a basis or with nothing after."""
+        if self.before_us is None or self.after_us is None or self.after_us <= 0:
+            return None
+        return self.before_us / self.after_us
+
+    def check(self) -> None:
+        expect(self.basis is None or self.basis in HEADLINE_BASES, f"headline basis {self.basis!r}")
+        expect((self.basis is None) == (self.before_us is None) == (self.after_us is None),
+               f"headline on {self.basis}: figures {self.before_us}, {self.after_us}")
+        expect(self.basis is not None or bool(self.note), "a diff without a whole-step headline must say why")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -216,6 +250,8 @@ class DiffResult:
     # The median step of each, as a whole (the step line beside the attention headline); None without whole steps.
     step_before: WholeStep | None = None
     step_after: WholeStep | None = None
+    # The lead (issue 37): latency, else the median step's busy time, else its span; attention is the second line.
+    headline: Headline = field(default_factory=lambda: Headline(basis=None, note="not computed"))
     # Both sides folders of several runs: the runs of the same name, each diffed on its own (the figures above are
     # then the runs in common, summed); the names found on one side only. [] otherwise.
     run_pairs: list[RunPair] = field(default_factory=list)
@@ -289,6 +325,7 @@ class DiffResult:
         for side in ("before", "after"):
             self._check_whole_step(side)
         self._check_run_pairs()
+        self._check_headline()
         return self
 
     def _check_run_pairs(self) -> None:
@@ -306,6 +343,20 @@ class DiffResult:
         for p in self.run_pairs:
             expect(p.gate is None or not p.inconclusive, f"run {p.run}: the gate both decided and did not")
             p.diff.check()
+
+    def _check_headline(self) -> None:
+        """The lead's figures are the measured latencies or the median whole steps it names, nothing else."""
+        h = self.headline
+        h.check()
+        if h.basis == HEADLINE_LATENCY:
+            mb, ma = self.before.measured, self.after.measured
+            expect(mb is not None and ma is not None and h.before_us == 1000 * mb.median_ms
+                   and h.after_us == 1000 * ma.median_ms, "latency headline is not the measured latencies")
+        elif h.basis is not None:
+            sb, sa = self.step_before, self.step_after
+            attr = "busy_us" if h.basis == HEADLINE_STEP_BUSY else "span_us"
+            expect(sb is not None and sa is not None and h.before_us == getattr(sb, attr)
+                   and h.after_us == getattr(sa, attr), f"{h.basis} headline is not the median steps'")
 
     def _check_noise(self) -> None:
         """Noise verdicts are None exactly when a side has fewer than NOISE_MIN_STEPS steps."""
@@ -478,8 +529,9 @@ class RunPair:
 def pair_headline(diff: DiffResult) -> dict[str, Any]:
     """A run pair's headline figure, as that pair's diff reports it: its basis, before and after (µs), speedup.
 
-    The one place every view of a run pair takes its figure from, so that a change of headline (a per-step or
-    latency basis) reaches them all at once."""
+    The one place every view of a run pair takes its figure from: the pair's attention figure (its basis named),
+    so that its noise verdict and its reading stay on one basis. Leading each pair with its whole-step headline
+    (``diff.headline``, as a single diff leads) is still open (issue 37): change it here and every view follows."""
     return {"basis": str(diff.basis), "before_us": diff.before_figures.total_us,
             "after_us": diff.after_figures.total_us, "speedup": diff.speedup, "delta_pct": diff.delta_pct,
             "within_noise": None if diff.noise is None else diff.noise.within_noise,

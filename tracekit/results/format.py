@@ -12,6 +12,7 @@ from ..vocab import TIME_BASE_LABELS, Basis
 
 if TYPE_CHECKING:
     from .diff import DiffResult
+    from .steps import PerStep
 
 
 def fmt_time(us: float) -> str:
@@ -85,6 +86,54 @@ def headline(r: DiffResult) -> str:
     if r.noise is not None and (b > 0 or a > 0):
         parts.append(noise_words(r.noise.within_noise))
     return " · ".join(parts)
+
+
+def per_step_line(ps: PerStep) -> str:
+    """An attribution's first figure line on the one time base (issue 37): ``per step (median of 2): attention
+    42.30 ms · busy 44.72 ms · span 46.64 ms · idle 1.92 ms (attention 95% of busy)``; on a trace without steps
+    ``whole trace (no ProfilerStep events): attention 84.60 ms · busy 89.43 ms``."""
+    parts = [f"attention {fmt_time(ps.attention_us)}", f"busy {fmt_time(ps.busy_us)}"]
+    if ps.span_us is not None and ps.idle_us is not None:
+        parts += [f"span {fmt_time(ps.span_us)}", f"idle {fmt_time(ps.idle_us)}"]
+    return f"{ps.label}: " + " · ".join(parts) + f" (attention {pct(ps.attention_us, ps.busy_us):.0f}% of busy)"
+
+
+def totals_label(ps: PerStep) -> str:
+    """What the totals line sums, said beside it: ``totals over all 2 steps`` / ``totals (1 step)`` /
+    ``totals, whole trace``."""
+    if ps.span_us is None:
+        return "totals, whole trace"
+    return "totals (1 step)" if ps.steps == 1 else f"totals over all {ps.steps} steps"
+
+
+def lead_line(r: DiffResult) -> str:
+    """The diff's first line, the whole step on one basis (issue 37): ``step busy (per step, median of 2): 44.72 ms →
+    5.54 ms · Δ -39.18 ms (-87.6%) · 8.08× faster``; ``latency (measured)``; ``step span (per step, …; launch-bound
+    …)``; or why there is none. Attention follows on its own line (:func:`headline`)."""
+    h = r.headline
+    if h.basis is None or h.before_us is None or h.after_us is None:
+        return f"whole step: not compared ({h.note})"
+    b, a = h.before_us, h.after_us
+    delta = a - b
+    parts = [f"{_lead_label(r)}: {fmt_time(b)} → {fmt_time(a)}",
+             f"Δ {signed(delta)}" + (f" ({100 * delta / b:+.1f}%)" if b > 0 else "")]
+    speed = h.speedup
+    if speed is not None and b > 0:
+        # A launch-bound step's span holds the profiler's own launch overhead: it is shorter or longer, never
+        # "faster", which only a latency (or busy time on a device that never waits) may claim.
+        words = ("shorter", "longer") if h.basis == "step span" else ("faster", "slower")
+        parts.append(f"{speed:.2f}× {words[0]}" if speed >= 1 else f"{1 / speed:.2f}× {words[1]}")
+    return " · ".join(parts)
+
+
+def _lead_label(r: DiffResult) -> str:
+    """``latency (measured)`` / ``step busy (per step, median of 2)`` / ``step span (per step, …; why)``."""
+    h = r.headline
+    if h.basis == "latency":
+        return "latency (measured)"
+    n = max(len(r.whole_steps_before), len(r.whole_steps_after))
+    label = f"{h.basis} ({'per step' if n == 1 else f'per step, median of {n}'}"
+    return label + (f"; {h.note})" if h.note else ")")
 
 
 def _speed_words(b: float, a: float, speedup: float | None) -> str:

@@ -11,7 +11,8 @@ import html
 from typing import Any
 
 from .attribution import CATEGORIES, Attribution, BlockResult
-from .format import headline
+from .format import headline, lead_line, per_step_line, totals_label
+from .steps import per_step
 from .views import register
 from .rows import DIFF_FRAME_GROUPINGS, FRAME_GROUPINGS, Row, check_grouping, group_rows, pair_rows
 from .sweep import RunRow, run_rows
@@ -69,9 +70,12 @@ def _run_dict(r: RunRow) -> dict[str, Any]:
     m = r.measured
     return {"run": r.name, "impl": r.impl, "seq": r.seq, "blocks": r.blocks, "steps": r.steps,
             "latency_ms": None if m is None else m.median_ms, "latency_low_ms": None if m is None else m.low_ms,
-            "latency_high_ms": None if m is None else m.high_ms, "speedup": r.speedup,
-            "speedup_basis": None if r.speedup_basis is None else str(r.speedup_basis),
-            "speedup_launch_bound": r.speedup_launch_bound, "baseline": r.baseline, "busy_us": r.busy_us,
+            "latency_high_ms": None if m is None else m.high_ms, "latency_speedup": r.latency_speedup,
+            "step_speedup": r.step_speedup, "attention_speedup": r.attention_speedup,
+            "step_speedup_launch_bound": r.step_speedup_launch_bound,
+            "attention_speedup_launch_bound": r.attention_speedup_launch_bound, "baseline": r.baseline,
+            "per_step_basis": r.per_step.basis, "step_busy_us": r.per_step.busy_us,
+            "step_attention_us": r.per_step.attention_us, "busy_us": r.busy_us,
             "span_us": r.span_us, "idle_us": r.idle_us, "idle_pct": r.idle_pct, "launch_bound": r.launch_bound,
             **{f"{c}_us": r.categories[c] for c in CATEGORIES},
             **{f"{c}_share": (r.categories[c] / r.busy_us if r.busy_us > 0 else None) for c in CATEGORIES}}
@@ -154,17 +158,21 @@ def _ms(us: float) -> str:
 
 
 def attribution_repr(result: Attribution) -> str:
-    """One line: what, how many blocks, their time and share, the two largest categories."""
+    """One line: what, its median step (issue 37: the one time base), then the totals over all steps, labelled: how
+    many blocks, their time and share, the two largest categories."""
     t = result.totals
+    ps = per_step(result)
+    lead = f"{per_step_line(ps)}; {totals_label(ps)}: " if ps.span_us is not None else f"{ps.label}: "
     share = f"{100 * t.attention_share:.1f}%" if t.attention_share is not None else "n/a"
     top = sorted(CATEGORIES, key=lambda c: -t.categories[c])[:2]
     cats = ", ".join(f"{c} {100 * t.categories[c] / t.total_us:.1f}%" for c in top) if t.total_us > 0 else "no time"
-    return (f"<Attribution {result.source!r}: {t.blocks} attention blocks, {_ms(t.total_us)} ({share} of "
+    return (f"<Attribution {result.source!r}: {lead}{t.blocks} attention blocks, {_ms(t.total_us)} ({share} of "
             f"{result.time_base} time); {cats}; {len(result.traces)} trace(s) · .to_dataframe(by=...)>")
 
 
 def diff_repr(r: DiffResult) -> str:
-    return (f"<DiffResult {r.labels[0] or r.before.source!r} → {r.labels[1] or r.after.source!r}: {headline(r)}; "
+    return (f"<DiffResult {r.labels[0] or r.before.source!r} → {r.labels[1] or r.after.source!r}: {lead_line(r)}; "
+            f"{headline(r)}; "
             f"{len(r.pairs)} paired blocks · .to_dataframe(by=...)>")
 
 

@@ -1,0 +1,62 @@
+"""Traces with ProfilerSteps whose per-step figures are known (issue 37: one time base), and an independent walk
+of a real trace's raw JSON into the same per-step figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support.builders import TraceBuilder, host_core
+from support.pairs import ADD, GEMM
+from support.paths import SWEEP
+from support.traces import read_doc
+
+STEP_HOST = 20.0  # each ProfilerStep's host range, µs: [t - 10, t + 10]
+STEP_LEAD = 13.0  # the step's span beyond its kernels: from t - 10 to the GEMM's start at t + 3
+
+
+def dense_steps(path: Path, steps: list[tuple[float, float]], first: int = 1) -> Path:
+    """One ProfilerStep per ``(gemm, add)``: an attention block whose GEMM (``gemm`` µs) starts at t + 3, then an
+    add kernel (``add`` µs, launched by an op outside the block) right after it. By construction, per step:
+    attention = gemm, busy = gemm + add, span = STEP_LEAD + gemm + add (from the step's start at t - 10 to the
+    add's end, past the 20 µs host range when gemm + add >= 7), idle = STEP_LEAD."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    t = 1000.0
+    for k, (gemm, add) in enumerate(steps):
+        assert gemm + add >= 7
+        b.annotation(f"ProfilerStep#{first + k}", t - 10, STEP_HOST)
+        b.annotation("layer0.attention", t, 6)
+        b.op("aten::bmm", t + 1, 2)
+        b.launch(GEMM, t + 2, 1, t + 3, gemm)
+        host_core(b, t + 4)
+        b.op("aten::add", t + 7, 1)
+        b.launch(ADD, t + 7.2, 0.5, t + 3 + gemm, add)
+        t += 1000 + gemm + add
+    return b.write(path)
+
+
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def raw_steps(run: str) -> dict[int, tuple[float, float]]:
+    """Step -> (busy, span) µs by my own walk: the device events whose launch call lies in the ProfilerStep#N
+    range, their busy union, and the span from the earlier of the range's start and the first event to the later
+    of its end and the last event's end."""
+    (path,) = (SWEEP / run).glob("*.pt.trace.json*")
+    evs = read_doc(path)["traceEvents"]
+    ranges = {int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"]) for e in evs  # the host's, not the GPU's
+              if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")}
+    launches = [(e["ts"], e["args"]["correlation"]) for e in evs
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})]
+    device = {}
+    for e in evs:
+        if e.get("cat") in DEVICE_CATS:
+            device.setdefault(e["args"]["correlation"], []).append((e["ts"], e["ts"] + e["dur"]))
+    out = {}
+    for s, (lo, hi) in ranges.items():
+        ivs = sorted(iv for ts, c in launches if lo <= ts <= hi for iv in device.get(c, []))
+        busy, end = 0.0, float("-inf")
+        for a, b in ivs:
+            busy += max(0.0, b - max(a, end))
+            end = max(end, b)
+        out[s] = (busy, max(hi, end) - min(lo, ivs[0][0]))
+    return out
