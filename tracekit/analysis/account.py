@@ -190,7 +190,8 @@ class DeviceBlocks:
         if not idles:
             return None, zero_causes()
         gaps = array("q")
-        return gaps, self.idle.split(js, start, end, {h.thread for h in roots}, gaps)
+        return gaps, self.idle.split(js, start, end, {h.thread for h in roots}, gaps,
+                                     [(h.ts, h.ts + h.dur) for h in roots])
 
     def _window(self, blk: Block, js: list[int], evs: list[DeviceEvent], roots: list[HostEvent]) -> tuple[int, int]:
         """The block's span (busy.block_window); with no device work, as in a graph capture, an empty one at its

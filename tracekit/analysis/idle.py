@@ -1,28 +1,35 @@
 """Why a block's device idled: each idle nanosecond of its span goes to one cause (vocab.IdleCause).
 
-The anchor is HTA's idle-time breakdown (host wait / kernel wait / other), which files a whole gap between two
-kernels of a stream under one category. Here each gap is split exactly, at the instants the trace records
+The anchor is HTA's idle-time breakdown, which files a whole gap between two kernels of a stream under one of host
+wait (the CPU did not enqueue kernels fast enough), kernel wait (the short overhead between consecutive kernels,
+below a threshold) or other (what it cannot attribute: stream syncs through CUDA events, launch delays). Here each
+gap is split exactly, at the instants the trace records, by the ordered rules of :data:`IDLE_RULES`
 (docs/attribution.md, "Idle by cause"):
 
 - A gap that a kernel ends is cut at the start of that kernel's launch call (the earliest, when several kernels end
   it). Before the cut the device waited for the host: **sync** where the launching thread sat in a blocking runtime
-  call (:data:`SYNC_CALL_RULES`), **launch** for the rest. After the cut the launch was issued and the kernel had not
-  started (launch latency, queueing, a device-side wait): **other**, even where the host then sat in a sync, which
-  waited for the device and did not hold it (the host of eager_4096 sits 36 ms in ``cudaDeviceSynchronize`` while
-  the device works through kernels it launched long before).
+  call (:data:`SYNC_CALL_RULES`), **launch** for the rest. After the cut the launch was issued: **elsewhere** at the
+  instants the device ran work outside the block (another stream's, or work queued on this one before); the rest
+  **event_wait** where the launching thread queued a device-side wait (``cudaStreamWaitEvent``) right before this
+  launch, else **queued** (launch latency, the device's overhead between queued kernels: HTA's kernel wait). The
+  host sitting in a sync after the cut does not count: that sync waited for the device and did not hold it (the
+  host of eager_4096 sits 36 ms in ``cudaDeviceSynchronize`` while the device works through kernels it launched).
 - The span's tail after the block's last device work (the host still in the block): **sync** where the block's
-  threads sat in a blocking call, else **other**. A gap whose kernels have no launch call in the trace: **other**.
+  threads sat in a blocking call, **elsewhere** where the device ran other work, **host_op** where the block's host
+  op still ran (and launched nothing more); the rest **other**.
+- A gap whose kernels have no launch call in the trace: **elsewhere** where other work ran, else **other**.
 
-Integer ns throughout, so the three sum to ``span - busy`` exactly. CUDA/HIP graph replays: a replayed kernel's
+Integer ns throughout, so the causes sum to ``span - busy`` exactly. CUDA/HIP graph replays: a replayed kernel's
 launch call is its ``cudaGraphLaunch``/``hipGraphLaunch`` (the copies of captured launches that tracekit.analysis.graphs
-adds carry the capture's times and measure nothing), so only the wait for the graph launch itself is ``launch``.
+adds carry the capture's times and measure nothing), so only the wait for the graph launch itself is ``launch``,
+and the gaps between replayed kernels are ``queued`` unless other work ran.
 """
 
 from __future__ import annotations
 
 import re
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -137,9 +144,73 @@ def _blocking_spans(rt: Sequence[RuntimeEvent]) -> dict[int, list[tuple[int, int
     return spans
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdleRule:
+    """One named reason an idle instant has a cause. A gap's pieces are of four kinds (``piece``): before the cut
+    at the ender's launch call, after it, the span's tail, and a gap with no launch call. Each piece goes through
+    the rules of its kind in order: a rule with a ``source`` takes the piece's instants inside those intervals that
+    no earlier rule took; one without takes all that is left, when its ``when`` holds (always, if empty)."""
+
+    name: str
+    cause: IdleCause
+    piece: str  # BEFORE, AFTER, TAIL or NO_CALL
+    source: str = ""  # LAUNCHER_SYNC, BLOCK_SYNC, DEVICE or HOST_OP: instants inside these intervals
+    when: str = ""  # STREAM_WAIT: the rest, if the launching thread queued a device-side wait before the launch
+    why: str
+
+
+BEFORE, AFTER, TAIL, NO_CALL = "before the launch call", "after the launch call", "the span's tail", "no launch call"
+LAUNCHER_SYNC, BLOCK_SYNC, DEVICE, HOST_OP = "launcher sync", "block sync", "device work", "host op"
+STREAM_WAIT = "stream wait"
+
+IDLE_RULES: tuple[IdleRule, ...] = (
+    IdleRule(name="host-held", cause=IdleCause.SYNC, piece=BEFORE, source=LAUNCHER_SYNC,
+             why="the thread that later launched the kernel sat in a call that holds the host (SYNC_CALL_RULES)"),
+    IdleRule(name="host-late", cause=IdleCause.LAUNCH, piece=BEFORE,
+             why="the host had not yet started the kernel's launch call: the device waited for the host (HTA's "
+                 "host wait)"),
+    IdleRule(name="device-busy", cause=IdleCause.ELSEWHERE, piece=AFTER, source=DEVICE,
+             why="the launch was issued and the device ran work outside the block (another stream's kernels, or "
+                 "work queued on this stream before): the kernel waited behind it or for it"),
+    IdleRule(name="stream-wait-event", cause=IdleCause.EVENT_WAIT, piece=AFTER, when=STREAM_WAIT,
+             why="the launching thread's last call before this launch (of the launches and stream waits) was a "
+                 "cudaStreamWaitEvent/hipStreamWaitEvent: the kernel sat behind a device-side wait"),
+    IdleRule(name="issued", cause=IdleCause.QUEUED, piece=AFTER,
+             why="the launch was issued and the device had nothing else to run: launch latency and the device's "
+                 "overhead between queued kernels (HTA's kernel wait)"),
+    IdleRule(name="tail-host-held", cause=IdleCause.SYNC, piece=TAIL, source=BLOCK_SYNC,
+             why="after the block's last device work its threads sat in a call that holds the host"),
+    IdleRule(name="tail-device-busy", cause=IdleCause.ELSEWHERE, piece=TAIL, source=DEVICE,
+             why="after the block's last device work the device ran work outside the block"),
+    IdleRule(name="tail-host-op", cause=IdleCause.HOST_OP, piece=TAIL, source=HOST_OP,
+             why="after the block's last device work its host op still ran and launched nothing more"),
+    IdleRule(name="tail-unexplained", cause=IdleCause.OTHER, piece=TAIL,
+             why="the span's tail outside the block's host ops (a hole between its ranges) with the device idle"),
+    IdleRule(name="no-call-device-busy", cause=IdleCause.ELSEWHERE, piece=NO_CALL, source=DEVICE,
+             why="the kernel has no launch call in the trace, and the device ran work outside the block"),
+    IdleRule(name="no-launch-call", cause=IdleCause.OTHER, piece=NO_CALL,
+             why="the kernel has no launch call in the trace: nothing says why it started when it did"),
+)
+_NC = len(IDLE_CAUSES)
+_IX = {c: k for k, c in enumerate(IDLE_CAUSES)}
+_BY_PIECE = {p: tuple((_IX[r.cause], r.source, r.when) for r in IDLE_RULES if r.piece == p)
+             for p in (BEFORE, AFTER, TAIL, NO_CALL)}
+
+
+def _device_work(tr: Trace) -> dict[object, _Intervals]:
+    """Per device (a stream's first id), all its device work with a positive duration, merged: what ran there."""
+    spans: dict[object, list[tuple[int, int]]] = {}
+    streams = tr.streams
+    for e in tr.device:
+        if e.dur > 0:
+            spans.setdefault(streams[e.stream][0] if e.stream < len(streams) else e.stream, []).append(
+                (e.ts, e.ts + e.dur))
+    return {d: _Intervals(s) for d, s in spans.items()}
+
+
 class IdleSplitter:
-    """Per trace: each device event's launch call, and each host thread's blocking calls; then per block, its idle
-    time by cause (:meth:`split`)."""
+    """Per trace: each device event's launch call, each host thread's blocking calls, the device's work and the
+    stream waits; then per block, its idle time by cause (:meth:`split`)."""
 
     def __init__(self, tr: Trace, graph_launches: Sequence[GraphLaunch] = ()) -> None:
         rt = tr.runtime
@@ -149,6 +220,8 @@ class IdleSplitter:
         self.by_corr.pop(0, None)
         self.graph_call = {j: g.runtime for g in graph_launches for j in g.device}
         self.sync = {t: _Intervals(s) for t, s in _blocking_spans(rt).items()}
+        self._work: dict[object, _Intervals] | None = None  # built at the first gap that needs it
+        self._waits: dict[int, tuple[list[int], list[bool]]] | None = None
         self._rec: array | None = None  # where split() records its gaps, if asked
 
     def call(self, j: int) -> int | None:
@@ -158,15 +231,16 @@ class IdleSplitter:
         return g if g is not None else self.by_corr.get(self.tr.device[j].correlation)
 
     def split(self, js: Sequence[int], start: int, end: int, threads: Iterable[int],
-              gaps: array | None = None) -> dict[str, int]:
+              gaps: array | None = None, host: Iterable[tuple[int, int]] = ()) -> dict[str, int]:
         """The idle ns of the window ``[start, end)`` outside the device events ``js``, by cause. ``threads``: the
-        block's host threads, whose sync calls count in the span's tail (after its last device work). ``gaps``,
-        when given, gets each gap as ``start, end, launch, sync, other`` (ns; IDLE_CAUSES order), for the timeline."""
-        out = zero_causes()
+        block's host threads, whose sync calls count in the span's tail (after its last device work); ``host``: its
+        host ops' (start, end) ns, for the tail's host_op. ``gaps``, when given, gets each gap as ``start, end`` and
+        its ns per cause (IDLE_CAUSES order), for the timeline."""
+        out = [0] * _NC
         self._rec = gaps
         dev = self.tr.device
         evs = sorted((e.ts, e.ts + e.dur, j) for j in js if (e := dev[j]).dur > 0)  # (empty events end no gap)
-        roots = self._blocking(threads)
+        src = {BLOCK_SYNC: self._blocking(threads), DEVICE: self._devices(js), HOST_OP: [_Intervals(host)]}
         covered_to, k, n = start, 0, len(evs)
         while k < n:
             g1, far, i = evs[k][0], covered_to, k
@@ -175,35 +249,99 @@ class IdleSplitter:
                     far = evs[k][1]
                 k += 1
             if g1 > covered_to:
-                self._gap(out, covered_to, g1, [evs[x][2] for x in range(i, k)], roots)
+                self._gap(out, covered_to, g1, [evs[x][2] for x in range(i, k)], src)
             covered_to = far
         if end > covered_to:
-            self._gap(out, covered_to, end, [], roots)
-        return out
+            self._gap(out, covered_to, end, [], src)
+        return dict(zip(IDLE_CAUSES, out))
 
     def _blocking(self, threads: Iterable[int]) -> list[_Intervals]:
         """The blocking-call intervals of the block's host threads that made any."""
         return [self.sync[t] for t in set(threads) if t in self.sync] if self.sync else []
 
-    def _gap(self, out: dict[str, int], g0: int, g1: int, enders: list[int], roots: list[_Intervals]) -> None:
-        """One idle gap, split at the earliest launch call among the kernels that end it: before the call the
-        device waited for the host (sync where the host sat in a blocking call, else launch); after it, other.
-        The span's tail (no ender): sync where the block's threads sat in a blocking call, else other."""
-        rt, rec = self.tr.runtime, self._rec
+    def _devices(self, js: Sequence[int]) -> list[_Intervals]:
+        """All the work of the devices the block's events ran on."""
+        if self._work is None:
+            self._work = _device_work(self.tr)
+        dev, streams, work = self.tr.device, self.tr.streams, self._work
+        ids = {streams[s][0] if s < len(streams) else s for s in {dev[j].stream for j in js}}
+        return [work[d] for d in ids if d in work]
+
+    def _gap(self, out: list[int], g0: int, g1: int, enders: list[int], src: dict[str, list[_Intervals]]) -> None:
+        """One idle gap: cut at the earliest launch call among the kernels that end it; each piece through the
+        rules of its kind (:data:`IDLE_RULES`). The span's tail has no ender; nor has a gap no launch call explains."""
+        got = [0] * _NC
         if not enders:
-            sync = _covered(roots, g0, g1)
-            out[IdleCause.SYNC] += sync
-            out[IdleCause.OTHER] += (g1 - g0) - sync
-            if rec is not None:
-                rec.extend((g0, g1, 0, sync, g1 - g0 - sync))
+            _apply(_BY_PIECE[TAIL], g0, g1, src, False, got)
+        else:
+            rt = self.tr.runtime
+            calls = [c for c in map(self.call, enders) if c is not None]
+            if not calls:
+                _apply(_BY_PIECE[NO_CALL], g0, g1, src, False, got)
+            else:
+                first = min(calls, key=lambda c: (rt[c].ts, c))
+                issued = min(max(rt[first].ts, g0), g1)
+                iv = self.sync.get(rt[first].thread)
+                before = {LAUNCHER_SYNC: [iv] if iv is not None else []}
+                _apply(_BY_PIECE[BEFORE], g0, issued, before, False, got)
+                _apply(_BY_PIECE[AFTER], issued, g1, src, issued < g1 and self._waited(first), got)
+        for x in range(_NC):
+            out[x] += got[x]
+        if self._rec is not None:
+            self._rec.extend((g0, g1, *got))
+
+    def _waited(self, call: int) -> bool:
+        """Whether the launching thread's last call before ``call`` (of its launches and stream waits) was a
+        stream wait (rule ``stream-wait-event``)."""
+        if self._waits is None:
+            self._waits = _stream_waits(self.tr, self.by_corr)
+        if not self._waits:
+            return False
+        r = self.tr.runtime[call]
+        t = self._waits.get(r.thread)
+        if t is None:
+            return False
+        at = bisect_left(t[0], r.ts)
+        return at > 0 and t[1][at - 1]
+
+
+def _stream_waits(tr: Trace, by_corr: dict[int, int]) -> dict[int, tuple[list[int], list[bool]]]:
+    """Per host thread, the start times of its launch calls and stream-wait calls, sorted, each flagged True for
+    a stream wait; empty when the trace has no stream wait (most traces: no pass over the device events)."""
+    rt = tr.runtime
+    waits = [i for i, r in enumerate(rt) if _WAIT.fullmatch(r.name)]
+    if not waits:
+        return {}
+    launches = {by_corr[e.correlation] for e in tr.device if e.correlation in by_corr}
+    rows: dict[int, list[tuple[int, bool]]] = {}
+    for i in sorted(launches) + waits:
+        rows.setdefault(rt[i].thread, []).append((rt[i].ts, i in launches))
+    out = {}
+    for t, row in rows.items():
+        row.sort(key=lambda x: (x[0], x[1]))  # (a wait and a launch at one instant: the wait first)
+        out[t] = ([ts for ts, _ in row], [not is_launch for _, is_launch in row])
+    return out
+
+
+_WAIT = re.compile(rf"(?:cuda|hip|cu)StreamWaitEvent{_SUFFIX}")
+
+
+def _apply(rules: tuple[tuple[int, str, str], ...], a: int, b: int, src: dict[str, list[_Intervals]],
+           waited: bool, got: list[int]) -> None:
+    """Split ``[a, b)`` by the rules of one piece kind, in order, into ``got`` (ns per cause index)."""
+    if b <= a:
+        return
+    left, taken, used = b - a, 0, []  # (taken: ns inside the sources used so far)
+    for ix, source, when in rules:
+        if source:
+            ivs = src.get(source, ())
+            if not ivs:
+                continue
+            used = used + ivs
+            now = _covered(used, a, b)
+            got[ix] += now - taken
+            left -= now - taken
+            taken = now
+        elif not when or (when == STREAM_WAIT and waited):
+            got[ix] += left
             return
-        calls = [c for c in map(self.call, enders) if c is not None]
-        first = min(calls, key=lambda c: (rt[c].ts, c)) if calls else None
-        issued = g0 if first is None else min(max(rt[first].ts, g0), g1)  # (no call: nothing says the host was late)
-        iv = self.sync.get(rt[first].thread) if first is not None else None
-        sync = _covered([iv], g0, issued) if iv is not None else 0
-        out[IdleCause.SYNC] += sync
-        out[IdleCause.LAUNCH] += (issued - g0) - sync
-        out[IdleCause.OTHER] += g1 - issued
-        if rec is not None:
-            rec.extend((g0, g1, issued - g0 - sync, sync, g1 - issued))

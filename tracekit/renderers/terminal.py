@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..results.efficiency import Efficiency
 from ..results.attribution import CATEGORIES, IDLE_CAUSES, Attribution, Coverage
 from ..results.sweep import run_rows
-from ..vocab import Phase, UnlinkedReason
+from ..vocab import IdleCause, Phase, UnlinkedReason
 from .base import (
     latency_cell, measured_lines, runs_header_lines, speedup_cell, sweep_notes,
     HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, noise_line, pair_rows,
@@ -832,7 +832,12 @@ _DIFF_SECTIONS: tuple[Callable[[DiffResult, int], list[str]], ...] = (
 
 
 def idle_cause_line(causes: dict[str, float] | None, idle_us: float) -> str | None:
-    """``idle by cause: launch 80% · sync 5% · other 15%`` (shares of the idle time); None without idle time."""
+    """``idle by cause: launch 20% · sync 5% · queued 60% · other 15%`` (shares of the idle time): launch, sync
+    and other always, the finer causes (vocab.IdleCause) where they took any time; None without idle time."""
     if not causes or idle_us <= 0:
         return None
-    return "idle by cause: " + " · ".join(f"{c} {pct(causes[c], idle_us):.0f}%" for c in IDLE_CAUSES)
+    shown = [c for c in IDLE_CAUSES if c in _ALWAYS_CAUSES or causes.get(c, 0) > 0]
+    return "idle by cause: " + " · ".join(f"{c.replace('_', ' ')} {pct(causes[c], idle_us):.0f}%" for c in shown)
+
+
+_ALWAYS_CAUSES = frozenset({IdleCause.LAUNCH, IdleCause.SYNC, IdleCause.OTHER})
