@@ -71,6 +71,7 @@ SYNC_CALL_RULES: tuple[SyncRule, ...] = (
              "for that reason; one inside a block is a sync)"),
 )
 _RULES = tuple((r, re.compile(r.pattern)) for r in SYNC_CALL_RULES)
+_WAIT = re.compile(rf"(?:cuda|hip|cu)StreamWaitEvent{_SUFFIX}")  # the calls rule stream-wait-event looks for
 
 
 def sync_rule(name: str) -> SyncRule | None:
@@ -134,9 +135,10 @@ def _covered(lists: Sequence[_Intervals], a: int, b: int) -> int:
     return total
 
 
-def _blocking_spans(rt: Sequence[RuntimeEvent]) -> dict[int, list[tuple[int, int]]]:
-    """Per host thread, the (start, end) ns of its calls that hold the host (synchronize, blocking copies)."""
-    holds = {n: holds_host(n) for n in {r.name for r in rt}}
+def _blocking_spans(rt: Sequence[RuntimeEvent], names: Iterable[str]) -> dict[int, list[tuple[int, int]]]:
+    """Per host thread, the (start, end) ns of its calls that hold the host (synchronize, blocking copies);
+    ``names``: the calls' distinct names."""
+    holds = {n: holds_host(n) for n in names}
     spans: dict[int, list[tuple[int, int]]] = {}
     for r in rt if any(holds.values()) else ():  # (most traces have no holding call: no pass over the calls)
         if holds[r.name] and r.dur > 0:
@@ -195,16 +197,20 @@ _NC = len(IDLE_CAUSES)
 _IX = {c: k for k, c in enumerate(IDLE_CAUSES)}
 _BY_PIECE = {p: tuple((_IX[r.cause], r.source, r.when) for r in IDLE_RULES if r.piece == p)
              for p in (BEFORE, AFTER, TAIL, NO_CALL)}
+_SOURCES = {p: tuple(x for _, x, _ in rules if x) for p, rules in _BY_PIECE.items()}
+_LAST = {p: rules[-1][0] for p, rules in _BY_PIECE.items()}  # each piece's last rule: it takes what is left
 
 
 def _device_work(tr: Trace) -> dict[object, _Intervals]:
     """Per device (a stream's first id), all its device work with a positive duration, merged: what ran there."""
+    streams, dev = tr.streams, tr.device
+    ids = [s[0] for s in streams]
+    if len(set(ids)) <= 1:  # one device (most traces): one list
+        return {ids[0] if ids else 0: _Intervals([(e.ts, e.ts + e.dur) for e in dev if e.dur > 0])}
     spans: dict[object, list[tuple[int, int]]] = {}
-    streams = tr.streams
-    for e in tr.device:
+    for e in dev:
         if e.dur > 0:
-            spans.setdefault(streams[e.stream][0] if e.stream < len(streams) else e.stream, []).append(
-                (e.ts, e.ts + e.dur))
+            spans.setdefault(ids[e.stream] if e.stream < len(ids) else e.stream, []).append((e.ts, e.ts + e.dur))
     return {d: _Intervals(s) for d, s in spans.items()}
 
 
@@ -219,9 +225,13 @@ class IdleSplitter:
         self.by_corr = dict(zip(corrs, range(len(rt) - 1, -1, -1)))
         self.by_corr.pop(0, None)
         self.graph_call = {j: g.runtime for g in graph_launches for j in g.device}
-        self.sync = {t: _Intervals(s) for t, s in _blocking_spans(rt).items()}
+        names = {r.name for r in rt}
+        self.sync = {t: _Intervals(s) for t, s in _blocking_spans(rt, names).items()}
+        self._held = {t: {LAUNCHER_SYNC: [iv]} for t, iv in self.sync.items()}  # per thread, rule host-held's source
         self._work: dict[object, _Intervals] | None = None  # built at the first gap that needs it
-        self._waits: dict[int, tuple[list[int], list[bool]]] | None = None
+        # (most traces queue no stream wait: then no pass over the calls for them)
+        self._any_wait = any(_WAIT.fullmatch(n) for n in names)
+        self._waits: dict[int, tuple[list[int], list[bool]]] | None = None if self._any_wait else {}
         self._rec: array | None = None  # where split() records its gaps, if asked
 
     def call(self, j: int) -> int | None:
@@ -236,24 +246,21 @@ class IdleSplitter:
         block's host threads, whose sync calls count in the span's tail (after its last device work); ``host``: its
         host ops' (start, end) ns, for the tail's host_op. ``gaps``, when given, gets each gap as ``start, end`` and
         its ns per cause (IDLE_CAUSES order), for the timeline."""
-        out = [0] * _NC
-        self._rec = gaps
+        rec = self._rec = gaps if gaps is not None else array("q")
+        first = len(rec)
         dev = self.tr.device
         evs = sorted((e.ts, e.ts + e.dur, j) for j in js if (e := dev[j]).dur > 0)  # (empty events end no gap)
-        src = {BLOCK_SYNC: self._blocking(threads), DEVICE: self._devices(js), HOST_OP: [_Intervals(host)]}
-        covered_to, k, n = start, 0, len(evs)
-        while k < n:
-            g1, far, i = evs[k][0], covered_to, k
-            while k < n and evs[k][0] == g1:
-                if evs[k][1] > far:
-                    far = evs[k][1]
-                k += 1
-            if g1 > covered_to:
-                self._gap(out, covered_to, g1, [evs[x][2] for x in range(i, k)], src)
-            covered_to = far
-        if end > covered_to:
-            self._gap(out, covered_to, end, [], src)
-        return dict(zip(IDLE_CAUSES, out))
+        found, busy = _gaps(evs, start, end)
+        work = self._devices(js)
+        # Device work outside the block in its window: the device's busy time there beyond the block's own (one
+        # query per block; most blocks have none, and then no gap asks for it)
+        foreign = work if _covered(work, start, end) > busy else []
+        src = {BLOCK_SYNC: self._blocking(threads), DEVICE: foreign, HOST_OP: [_Intervals(host)]}
+        live = {p: any(src.get(x) for x in xs) for p, xs in _SOURCES.items()}  # the pieces with a source to consult
+        for g0, g1, enders in found:
+            self._gap(g0, g1, enders, src, live)
+        w = 2 + _NC  # (the sums column-wise, from the gaps just recorded: no per-gap adding in Python)
+        return {c: sum(rec[first + 2 + x::w]) for x, c in enumerate(IDLE_CAUSES)}
 
     def _blocking(self, threads: Iterable[int]) -> list[_Intervals]:
         """The blocking-call intervals of the block's host threads that made any."""
@@ -264,31 +271,42 @@ class IdleSplitter:
         if self._work is None:
             self._work = _device_work(self.tr)
         dev, streams, work = self.tr.device, self.tr.streams, self._work
+        if len(work) <= 1:
+            return list(work.values())
         ids = {streams[s][0] if s < len(streams) else s for s in {dev[j].stream for j in js}}
         return [work[d] for d in ids if d in work]
 
-    def _gap(self, out: list[int], g0: int, g1: int, enders: list[int], src: dict[str, list[_Intervals]]) -> None:
+    def _gap(self, g0: int, g1: int, enders: list[int], src: dict[str, list[_Intervals]],
+             live: dict[str, bool]) -> None:
         """One idle gap: cut at the earliest launch call among the kernels that end it; each piece through the
         rules of its kind (:data:`IDLE_RULES`). The span's tail has no ender; nor has a gap no launch call explains."""
         got = [0] * _NC
-        if not enders:
-            _apply(_BY_PIECE[TAIL], g0, g1, src, False, got)
+        calls = [c for c in map(self.call, enders) if c is not None]
+        if calls:
+            self._launched(g0, g1, calls, src, live[AFTER], got)
         else:
-            rt = self.tr.runtime
-            calls = [c for c in map(self.call, enders) if c is not None]
-            if not calls:
-                _apply(_BY_PIECE[NO_CALL], g0, g1, src, False, got)
-            else:
-                first = min(calls, key=lambda c: (rt[c].ts, c))
-                issued = min(max(rt[first].ts, g0), g1)
-                iv = self.sync.get(rt[first].thread)
-                before = {LAUNCHER_SYNC: [iv] if iv is not None else []}
-                _apply(_BY_PIECE[BEFORE], g0, issued, before, False, got)
-                _apply(_BY_PIECE[AFTER], issued, g1, src, issued < g1 and self._waited(first), got)
-        for x in range(_NC):
-            out[x] += got[x]
-        if self._rec is not None:
-            self._rec.extend((g0, g1, *got))
+            piece = NO_CALL if enders else TAIL
+            _apply(piece, g0, g1, src, live[piece], got)
+        rec = self._rec
+        assert rec is not None
+        rec.extend((g0, g1, *got))
+
+    def _launched(self, g0: int, g1: int, calls: list[int], src: dict[str, list[_Intervals]], live: bool,
+                  got: list[int]) -> None:
+        """A gap that launched kernels end: cut at the earliest of their calls, the pieces before and after."""
+        rt = self.tr.runtime
+        first = min(calls, key=lambda c: (rt[c].ts, c)) if len(calls) > 1 else calls[0]
+        issued = min(max(rt[first].ts, g0), g1)
+        held = self._held.get(rt[first].thread) if self._held else None
+        if held is None:  # (no source for the piece's rules: its last takes it all, without a call)
+            got[_LAST[BEFORE]] = issued - g0
+        else:
+            _apply(BEFORE, g0, issued, held, True, got)
+        waited = self._any_wait and issued < g1 and self._waited(first)
+        if live or waited:
+            _apply(AFTER, issued, g1, src, True, got, waited)
+        else:
+            got[_LAST[AFTER]] = g1 - issued
 
     def _waited(self, call: int) -> bool:
         """Whether the launching thread's last call before ``call`` (of its launches and stream waits) was a
@@ -303,6 +321,25 @@ class IdleSplitter:
             return False
         at = bisect_left(t[0], r.ts)
         return at > 0 and t[1][at - 1]
+
+
+def _gaps(evs: list[tuple[int, int, int]], start: int, end: int) -> tuple[list[tuple[int, int, list[int]]], int]:
+    """The window's gaps outside the events ``evs`` ((start, end, index), sorted) as (start, end, the events that
+    end it; none for the span's tail), and the events' busy ns inside the window."""
+    found: list[tuple[int, int, list[int]]] = []
+    covered_to, k, n = start, 0, len(evs)
+    while k < n:
+        g1, far, i = evs[k][0], covered_to, k
+        while k < n and evs[k][0] == g1:
+            if evs[k][1] > far:
+                far = evs[k][1]
+            k += 1
+        if g1 > covered_to:
+            found.append((covered_to, g1, [evs[x][2] for x in range(i, k)]))
+        covered_to = far
+    if end > covered_to:
+        found.append((covered_to, end, []))
+    return found, (end - start) - sum(g1 - g0 for g0, g1, _ in found)  # (the gaps and the busy time tile it)
 
 
 def _stream_waits(tr: Trace, by_corr: dict[int, int]) -> dict[int, tuple[list[int], list[bool]]]:
@@ -323,15 +360,19 @@ def _stream_waits(tr: Trace, by_corr: dict[int, int]) -> dict[int, tuple[list[in
     return out
 
 
-_WAIT = re.compile(rf"(?:cuda|hip|cu)StreamWaitEvent{_SUFFIX}")
 
-
-def _apply(rules: tuple[tuple[int, str, str], ...], a: int, b: int, src: dict[str, list[_Intervals]],
-           waited: bool, got: list[int]) -> None:
-    """Split ``[a, b)`` by the rules of one piece kind, in order, into ``got`` (ns per cause index)."""
+def _apply(piece: str, a: int, b: int, src: dict[str, list[_Intervals]], live: bool, got: list[int],
+           waited: bool = False) -> None:
+    """Split ``[a, b)`` by the rules of one piece kind, in order, into ``got`` (ns per cause index). ``live``:
+    whether any of the piece's sources has intervals or its condition holds (else its last rule takes it all)."""
     if b <= a:
         return
-    left, taken, used = b - a, 0, []  # (taken: ns inside the sources used so far)
+    rules = _BY_PIECE[piece]
+    if not live:
+        got[rules[-1][0]] += b - a
+        return
+    left, taken = b - a, 0  # (taken: ns inside the sources used so far)
+    used: list[_Intervals] = []
     for ix, source, when in rules:
         if source:
             ivs = src.get(source, ())

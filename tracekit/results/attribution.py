@@ -176,10 +176,10 @@ class IdleGaps:
         # Column-wise with builtins (no Python loop per gap): check() runs on every attribution of a 1 GB trace.
         g0, g1, *causes = (f[k::w] for k in range(w))
         expect(_gaps_in_window(g0, g1, lo, hi, o), f"{where}: an idle gap out of order or outside the window")
-        total = causes[0]
+        total = list(causes[0])
         for c in causes[1:]:
             total = list(map(add, total, c))
-        expect(min(map(min, causes)) >= 0 and list(total) == list(map(sub, g1, g0)),
+        expect(min(map(min, causes)) >= 0 and total == list(map(sub, g1, g0)),
                f"{where}: an idle gap whose causes do not sum to its length")
         if b.idle_by_cause is not None:
             _check_gap_causes(b, b.idle_by_cause, tuple(map(sum, causes)), where)
