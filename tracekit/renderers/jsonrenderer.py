@@ -24,6 +24,7 @@ from .base import Renderer
 
 if TYPE_CHECKING:
     from ..results.attribution import StepFigures, Totals, TraceSummary
+    from ..results.rest import StepRest
     from ..results.diff import (
         AllocDelta, BlockPair, DiffResult, KernelChange, KernelTotal, Noise, RankPair, Spread, WholeStep,
     )
@@ -98,7 +99,16 @@ def _trace_dict(s: TraceSummary) -> dict:
         "shapes": [shape_text(x) for x in s.shapes], "graphs": graphs_dict(s.graphs), "origin_us": _us(s.origin_ns),
         "step_figures": [{**_step_figures(f), "start_us": _r(f.start_us), "end_us": _r(f.end_us)}
                          for f in s.step_figures],
+        "step_rest": [step_rest_dict(r) for r in s.step_rest],
     }
+
+
+def step_rest_dict(r: StepRest) -> dict:
+    """One step outside attention (docs/attribution.md, "The rest of the step"), µs."""
+    return {"step": r.step, "outside_us": _r(r.outside_us), "categories": {k: _r(v) for k, v in r.categories.items()},
+            "modules": {k: _r(v) for k, v in r.modules.items()}, "kernels": r.kernels,
+            "host_ops_us": _r(r.host_ops_us),
+            "host_ops": {k: _r(v) for k, v in sorted(r.host_ops.items(), key=lambda kv: -kv[1])}}
 
 
 def _totals_dict(t: Totals) -> dict:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from ..results.efficiency import Efficiency
 from ..results.attribution import CATEGORIES, IDLE_CAUSES, Attribution, Coverage
 from ..results.sweep import run_rows
-from ..vocab import IdleCause, Phase, UnlinkedReason
+from ..results.rest import median_rest
+from ..vocab import IdleCause, Phase, UnlinkedReason, is_launch_bound
 from .base import (
     latency_cell, measured_lines, runs_header_lines, speedup_cell, sweep_notes,
     HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, noise_line, pair_rows,
@@ -584,6 +585,7 @@ class TerminalRenderer(Renderer):
             lines += _run_role_lines(result, w)
         else:
             lines += self._group_lines(result, w)
+            lines += rest_lines(result, w)
         lines += self._tail_lines(result, w, pooled=_pooled(result) if runs else "")
         return text_lines(lines)
 
@@ -841,3 +843,34 @@ def idle_cause_line(causes: dict[str, float] | None, idle_us: float) -> str | No
 
 
 _ALWAYS_CAUSES = frozenset({IdleCause.LAUNCH, IdleCause.SYNC, IdleCause.OTHER})
+
+
+_REST_TOP = 5  # categories, modules and host ops named per line
+
+
+def rest_lines(result: Attribution, w: int) -> list[str]:
+    """The median step outside attention (one trace with steps): its busy time by category and by top-level
+    module, and for a launch-bound step the host side (kernels launched, top-level host op time)."""
+    if len(result.traces) != 1:
+        return []
+    t = result.traces[0]
+    r = median_rest(t.step_rest)
+    if r is None:
+        return []
+    head = f"outside attention, step {r.step} (median of {len(t.step_rest)} by busy outside attention): "
+    lines = ["", *wrap(head + (_top_us(r.categories) or "no device work"), w)]
+    if r.modules:
+        lines += wrap("  by top-level module: " + _top_us(r.modules), w)
+    fig = next((f for f in t.step_figures if f.step == r.step), None)
+    if fig is not None and is_launch_bound(fig.span_us - fig.busy_us, fig.span_us):
+        lines += wrap(f"  launch-bound step (device idle {pct(fig.span_us - fig.busy_us, fig.span_us):.0f}% of "
+                      f"its span): {r.kernels} kernels launched, top-level host ops {fmt_time(r.host_ops_us)} "
+                      f"({_top_us(r.host_ops)})", w)
+    return lines
+
+
+def _top_us(parts: dict[str, float]) -> str:
+    """``elementwise 7.32 ms · matmul 5.83 ms · … (+2 more)``: the largest non-zero parts first."""
+    top = sorted(((v, k) for k, v in parts.items() if v > 0), reverse=True)
+    more = f" (+{len(top) - _REST_TOP} more)" if len(top) > _REST_TOP else ""
+    return " · ".join(f"{short_name(k, 40)} {fmt_time(v)}" for v, k in top[:_REST_TOP]) + more

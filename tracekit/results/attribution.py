@@ -16,6 +16,7 @@ from ..vocab import (
 )
 from .invariants import EPS_US, REL, InvariantError, check_roles, close, expect, near, zero_categories
 from .views import show
+from .rest import StepRest
 
 if TYPE_CHECKING:
     from ..model import Shape
@@ -337,6 +338,8 @@ class TraceSummary:
     graphs: GraphSummary | None = None  # CUDA/HIP graphs; None only on hand-built results
     # Each ProfilerStep as a whole, by step number ([] on CPU-only traces, and on traces without steps).
     step_figures: list[StepFigures] = field(default_factory=list)
+    # Each ProfilerStep outside its attention blocks (tracekit.analysis.rest; [] as step_figures is).
+    step_rest: list[StepRest] = field(default_factory=list)
     # The trace start: the smallest ``ts`` (integer ns, the file's own clock) of the events tracekit reads from it
     # (tracekit.analysis.clock.trace_origin); every start_us/end_us of its blocks and steps counts from it.
     origin_ns: int = 0
@@ -526,6 +529,8 @@ class Attribution:
             for f in t.step_figures:
                 f.check(f"{t.source}: step {f.step}")
                 attention[f.step] = attention.get(f.step, 0.0) + f.attention_us
+            for r in t.step_rest:
+                r.check(f"{t.source}: step {r.step} outside attention")
         for s, us in attention.items():
             blocks = [b.total_us for b in self.blocks if b.step == s]
             expect(us <= sum(blocks) or close(us, sum(blocks), 2 * len(blocks) + 2, us),
