@@ -174,3 +174,31 @@ def test_qwen_step_host_side_matches_a_walk_of_the_raw_json():
     assert set(got) == set(want)
     for n, (top, k) in want.items():
         assert got[n][0] == pytest.approx(top, abs=0.01) and got[n][1] == k, n
+
+
+# -- the diff: median step against median step ---------------------------------------------------------------------
+
+
+def test_diff_shows_the_rest_of_the_step_and_the_host_ops_that_changed(tmp_path):
+    """Before: one _step (linear 20 µs). After: the linear runs 60 µs (covering the 3 µs copy), and an extra
+    aten::mul (4 µs on the host) launches a 6 µs elementwise kernel after the copy. Outside busy 28 → 60 + 5 + 6 =
+    71; matmul 20 → 60, memory 3 → 0 (covered), elementwise 5 → 11; kernels 4 → 5; host ops 29.8 → 33.8, the mul
+    the only changed op (0 → 4). Both steps launch-bound (busy 38 and 81 of a 200 µs span)."""
+    from tracekit import diff
+
+    b = TraceBuilder()
+    _step(b, 1, 0)
+    a = TraceBuilder()
+    _step(a, 1, 0, linear_us=60)
+    a.op("aten::mul", t := 160, 4)
+    a.launch(ELEM, t + 1, 1, 192, 6)
+    r = diff(b.write(tmp_path / "b.json"), a.write(tmp_path / "a.json"))
+    text = " ".join(TerminalRenderer().render(r).split())  # (the lines wrap at the terminal's width)
+    assert "outside attention, median step (step 1 of 1 → step 1 of 1): 28.0 µs → 71.0 µs" in text
+    assert "by category: matmul 20.0 µs → 60.0 µs · elementwise 5.0 µs → 11.0 µs · memory 3.0 µs → 0.0 µs" in text
+    assert "kernels launched 4 → 5; top-level host ops 29.8 µs → 33.8 µs" in text
+    assert "host ops that changed most: aten::mul 0.0 µs → 4.0 µs" in text
+    out = json.loads(JSONRenderer().render(r))["rest_of_step"]
+    assert out["basis"] == "median step" and out["launch_bound"] == {"before": True, "after": True}
+    assert out["before"]["outside_us"] == 28.0 and out["after"]["outside_us"] == 71.0
+    assert out["host_ops_changed"] == [{"name": "aten::mul", "before_us": 0.0, "after_us": 4.0}]

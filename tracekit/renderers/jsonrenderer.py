@@ -17,6 +17,7 @@ from ..results.attribution import (
 )
 from ..results.diff import NOISE_MIN_STEPS
 from ..results.measured import Measured
+from ..results.rest import rest_change
 from ..results.sweep import RunRow, run_rows
 from ..results.timeline import Timeline
 from ..vocab import IDLE_CAUSES, LaneKind
@@ -24,7 +25,7 @@ from .base import Renderer
 
 if TYPE_CHECKING:
     from ..results.attribution import StepFigures, Totals, TraceSummary
-    from ..results.rest import StepRest
+    from ..results.rest import RestChange, StepRest
     from ..results.diff import (
         AllocDelta, BlockPair, DiffResult, KernelChange, KernelTotal, Noise, RankPair, Spread, WholeStep,
     )
@@ -101,6 +102,16 @@ def _trace_dict(s: TraceSummary) -> dict:
                          for f in s.step_figures],
         "step_rest": [step_rest_dict(r) for r in s.step_rest],
     }
+
+
+def rest_change_dict(c: RestChange | None) -> dict | None:
+    """The diff outside attention (median step each side), or None when a side is not one trace with steps."""
+    if c is None:
+        return None
+    return {"basis": "median step", "steps": {"before": c.steps[0], "after": c.steps[1]},
+            "before": step_rest_dict(c.before), "after": step_rest_dict(c.after),
+            "launch_bound": {"before": c.launch_bound[0], "after": c.launch_bound[1]},
+            "host_ops_changed": [{"name": n, "before_us": _r(x), "after_us": _r(y)} for n, x, y in c.host_ops_changed]}
 
 
 def step_rest_dict(r: StepRest) -> dict:
@@ -387,6 +398,7 @@ def diff_to_dict(r: DiffResult, tool: str) -> dict:
                  "ratio": _r(r.span_ratio, 4)},
         "launch_bound": {"before": r.before_figures.launch_bound, "after": r.after_figures.launch_bound},
         "step": _steps(r),
+        "rest_of_step": rest_change_dict(rest_change(r.before.traces, r.after.traces)),
         "kernels_changed": [_kernel_change(k) for k in r.kernels_changed],
         "kernels_changed_note": r.kernels_changed_note,
         **_rank_pairs(r.ranks),

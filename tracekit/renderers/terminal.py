@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..results.efficiency import Efficiency
 from ..results.attribution import CATEGORIES, IDLE_CAUSES, Attribution, Coverage
 from ..results.sweep import run_rows
-from ..results.rest import median_rest
+from ..results.rest import median_rest, rest_change
 from ..vocab import IdleCause, Phase, UnlinkedReason, is_launch_bound
 from .base import (
     latency_cell, measured_lines, runs_header_lines, speedup_cell, sweep_notes,
@@ -874,3 +874,39 @@ def _top_us(parts: dict[str, float]) -> str:
     top = sorted(((v, k) for k, v in parts.items() if v > 0), reverse=True)
     more = f" (+{len(top) - _REST_TOP} more)" if len(top) > _REST_TOP else ""
     return " · ".join(f"{short_name(k, 40)} {fmt_time(v)}" for v, k in top[:_REST_TOP]) + more
+
+
+def rest_diff_lines(r: DiffResult, w: int) -> list[str]:
+    """Outside attention, median step against median step: busy by category and by module, and where either
+    side is launch-bound the host side (kernels launched, top-level host op time, the ops that changed most)."""
+    c = rest_change(r.before.traces, r.after.traces)
+    if c is None:
+        return []
+    b, a = c.before, c.after
+    lines = ["", f"outside attention, median step (step {b.step} of {c.steps[0]} → step {a.step} of {c.steps[1]}): "
+             f"{fmt_time(b.outside_us)} → {fmt_time(a.outside_us)}"]
+    lines.append("  by category: " + _pair_parts(b.categories, a.categories))
+    if b.modules or a.modules:
+        lines.append("  by top-level module: " + _pair_parts(b.modules, a.modules))
+    if any(c.launch_bound):
+        lines.append(f"  host side (launch-bound {'before' if c.launch_bound[0] else ''}"
+                     f"{' and ' if all(c.launch_bound) else ''}{'after' if c.launch_bound[1] else ''}): kernels "
+                     f"launched {b.kernels} → {a.kernels}; top-level host ops {fmt_time(b.host_ops_us)} → "
+                     f"{fmt_time(a.host_ops_us)}")
+        if c.host_ops_changed:
+            lines.append("  host ops that changed most: " + " · ".join(
+                f"{short_name(n, 40)} {fmt_time(x)} → {fmt_time(y)}" for n, x, y in c.host_ops_changed))
+    return _wrap_all(lines, w)
+
+
+def _pair_parts(before: dict[str, float], after: dict[str, float]) -> str:
+    """``matmul 20.0 µs → 5.0 µs · …``: the parts with time on either side, largest first (by the larger side)."""
+    names = sorted((k for k in set(before) | set(after) if before.get(k, 0) > 0 or after.get(k, 0) > 0),
+                   key=lambda k: -max(before.get(k, 0), after.get(k, 0)))
+    more = f" (+{len(names) - _REST_TOP} more)" if len(names) > _REST_TOP else ""
+    return " · ".join(f"{short_name(k, 40)} {fmt_time(before.get(k, 0))} → {fmt_time(after.get(k, 0))}"
+                      for k in names[:_REST_TOP]) + more or "no device work"
+
+
+# The rest of the step joins the diff sections, before the conclusions (issue 37).
+_DIFF_SECTIONS = (*_DIFF_SECTIONS[:-1], rest_diff_lines, _DIFF_SECTIONS[-1])  # (rest of the step: issue 37)

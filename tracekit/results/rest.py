@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..vocab import is_launch_bound
 from .invariants import close, expect
 
 
@@ -47,3 +48,40 @@ def median_rest(steps: list[StepRest]) -> StepRest | None:
         return None
     ordered = sorted(steps, key=lambda r: (r.outside_us, r.step))
     return ordered[(len(ordered) - 1) // 2]
+
+
+_TOP_CHANGED = 5  # host ops named in a diff
+
+
+@dataclass(slots=True, kw_only=True)
+class RestChange:
+    """Each side's median step outside attention (one trace a side), and the top-level host ops whose time per
+    step changed most: (name, before µs, after µs), the largest absolute change first."""
+
+    before: StepRest
+    after: StepRest
+    steps: tuple[int, int]  # how many steps each side's median is taken over
+    host_ops_changed: list[tuple[str, float, float]]
+    launch_bound: tuple[bool | None, bool | None]  # each median step's device idle over half its span (None: unknown)
+
+
+def rest_change(before: list, after: list) -> RestChange | None:
+    """The change outside attention between two sides' traces (TraceSummary lists); None unless each side is one
+    trace with steps (the ranks or runs of a folder are not one step)."""
+    if len(before) != 1 or len(after) != 1:
+        return None
+    b, a = median_rest(before[0].step_rest), median_rest(after[0].step_rest)
+    if b is None or a is None:
+        return None
+    names = set(b.host_ops) | set(a.host_ops)
+    changed = sorted(((n, b.host_ops.get(n, 0.0), a.host_ops.get(n, 0.0)) for n in names),
+                     key=lambda x: (-abs(x[2] - x[1]), x[0]))
+    return RestChange(before=b, after=a, steps=(len(before[0].step_rest), len(after[0].step_rest)),
+                      host_ops_changed=[x for x in changed if x[2] != x[1]][:_TOP_CHANGED],
+                      launch_bound=(_launch_bound(before[0], b.step), _launch_bound(after[0], a.step)))
+
+
+def _launch_bound(trace: object, step: int) -> bool | None:
+    """Whether the step's device idled over half its span (its StepFigures), None without them."""
+    fig = next((f for f in getattr(trace, "step_figures", []) if f.step == step), None)
+    return None if fig is None else is_launch_bound(fig.span_us - fig.busy_us, fig.span_us)
