@@ -397,12 +397,18 @@ def compact_kernel_name(name: str) -> str:
 
 class IdleCause(StrEnum):
     """Why a block's device idled inside its span (docs/attribution.md, "Idle by cause"; tracekit.analysis.idle), in
-    report order. Each idle instant has one: before the launch call of the kernel that ends its gap, sync where the
-    launching thread sat in a blocking call, else launch; from that call on, other."""
+    report order. Each idle instant has one, given by the first of tracekit.analysis.idle.IDLE_RULES that explains
+    it: before the launch call of the kernel that ends its gap the host was late (sync, launch); from that call on
+    the launch was issued (elsewhere, event_wait, queued); in the span's tail the host was still in the block (sync,
+    elsewhere, host_op). ``other`` is only what no rule explains."""
 
     LAUNCH = "launch"  # waiting for the host to issue the launch of the kernel that ended the gap
     SYNC = "sync"  # waiting so, while the launching thread was held in a sync or a blocking copy
-    OTHER = "other"  # the launch was issued (latency, queueing, a device-side wait), or no launch call explains it
+    ELSEWHERE = "elsewhere"  # the device ran work outside the block meanwhile (another stream, or queued before)
+    EVENT_WAIT = "event_wait"  # a device-side wait (cudaStreamWaitEvent) queued just before the kernel's launch
+    QUEUED = "queued"  # the launch was issued, the device had nothing else to run: launch latency, kernel overhead
+    HOST_OP = "host_op"  # the span's tail: the block's host op still ran and launched nothing more
+    OTHER = "other"  # what no rule explains: a gap whose kernel has no launch call in the trace
 
 
 # Plain strings in report order, like CATEGORIES: the keys of every ``idle_by_cause`` dict.

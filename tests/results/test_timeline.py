@@ -18,7 +18,8 @@ import tracekit
 from tracekit.renderers.html import report_data
 from tracekit.results import timeline as tl
 from tracekit.results.invariants import InvariantError
-from tracekit.vocab import CATEGORIES, LaneKind, StepChoice
+from tracekit.results.attribution import GAP_STRIDE
+from tracekit.vocab import CATEGORIES, IDLE_CAUSES, LaneKind, StepChoice
 
 SWEEP = ROOT.parent / "shared" / "traces" / "h200" / "sweep"
 # attention_block's device events, from the block's start t0: (offset µs, duration µs); device work starts at +100
@@ -84,7 +85,7 @@ def test_kernels_gaps_and_host_spans_are_where_the_trace_put_them(steps):
         assert _flat(mine) == pytest.approx(_flat([(s, s + 100), (s + 101, s + 102), (s + 112, s + 113),
                                                    (s + 115, s + 116), (s + 121, s + 122), (s + 125, s + 126)]))
     for i, (a, e) in enumerate(zip(g["start"], g["end"])):
-        assert g["launch"][i] + g["sync"][i] + g["other"][i] == pytest.approx(e - a)
+        assert sum(g[c][i] for c in IDLE_CAUSES) == pytest.approx(e - a)
     assert _flat(zip(t.host["start"], t.host["end"])) == pytest.approx(_flat((s, s + 60) for s in t0s))
     assert t.lanes[0].kind == LaneKind.HOST and t.host["lane"] == [0, 0]  # host lanes come first
     assert (t.start_us, t.end_us) == pytest.approx((900, 900 + 400))  # step 3's ProfilerStep window
@@ -169,6 +170,9 @@ def test_a_sweep_shares_the_page_kernel_budget(steps, monkeypatch):
     assert (len(t.kernels["start"]), t.left_out, t.cap) == (5, 7, 5)
 
 
+_COL = {c: 2 + k for k, c in enumerate(IDLE_CAUSES)}  # an IdleGaps row: start, end, then ns per cause
+
+
 def _gaps_of(block, rows):
     from array import array
 
@@ -183,16 +187,19 @@ def test_idle_gaps_check_refuses_a_bad_gap(steps, fault):
     the trace origin); each fault breaks one rule of IdleGaps.check, and the untouched rows pass."""
     result, _ = steps
     b = next(x for x in result.blocks if x.idle_gaps is not None and len(x.idle_gaps))
-    rows = [list(r) for r in (b.idle_gaps.flat[i:i + 5] for i in range(0, len(b.idle_gaps.flat), 5))]
+    w, f = GAP_STRIDE, b.idle_gaps.flat
+    rows = [list(r) for r in (f[i:i + w] for i in range(0, len(f), w))]
+    # the gap at +0..100 is launch then queued (the kernel was launched at +2): balance faults against queued
+    assert rows[0][_COL["queued"]] > 2000
     _gaps_of(b, rows).check(b, "ok")
     g = [list(r) for r in rows]
     if fault == "order":
         g[0], g[1] = g[1], g[0]
     elif fault == "overlap":
         g[1][0] = g[0][1] - 1  # starts before the previous gap ends (its causes still sum)
-        g[1][4] += 1
+        g[1][_COL["queued"]] += 1
     elif fault == "empty":  # a zero-length gap where the first ends: in order, its causes (none) sum
-        g.insert(1, [g[0][1], g[0][1], 0, 0, 0])
+        g.insert(1, [g[0][1], g[0][1]] + [0] * len(IDLE_CAUSES))
     elif fault == "before":  # the first gap moved 1 ms earlier, before the window opens
         g[0][0] -= 10**6
         g[0][1] -= 10**6
@@ -200,14 +207,15 @@ def test_idle_gaps_check_refuses_a_bad_gap(steps, fault):
         g[-1][0] += 10**6
         g[-1][1] += 10**6
     elif fault == "negative":  # gap 1's launch set to −5 ns and gap 0's raised to match (others balancing each)
+        q = _COL["queued"]
         moved = g[1][2] + 5
-        g[1][2], g[1][4] = -5, g[1][4] + moved
-        g[0][2], g[0][4] = g[0][2] + moved, g[0][4] - moved  # gap 0: 100 µs, its other has room
+        g[1][2], g[1][q] = -5, g[1][q] + moved
+        g[0][2], g[0][q] = g[0][2] + moved, g[0][q] - moved  # gap 0: 100 µs, its queued has room
     elif fault == "sum":
-        g[0][4] += 1
-    elif fault == "total":  # every gap sound, but 1 µs of other moves to launch: the block's causes disagree
+        g[0][_COL["other"]] += 1
+    elif fault == "total":  # every gap sound, but 1 µs of queued moves to launch: the block's causes disagree
         g[0][2] += 1000
-        g[0][4] -= 1000
+        g[0][_COL["queued"]] -= 1000
     with pytest.raises(InvariantError):
         _gaps_of(b, g).check(b, "bad")
 

@@ -30,6 +30,7 @@ from .clock import block_intervals, host_intervals, host_spans, relative_us
 from .flops import block_efficiency, device_info
 from .graphs import replay_threads
 from .idle import IdleSplitter, zero_causes
+from .rest import step_rest
 from .link import NONE, Links, link
 from .roles import GemmRoles, RoleFinder
 from .totals import block_totals, device_coverage, over_steps, sorted_results, trace_summary, whole_steps
@@ -138,6 +139,7 @@ def device_result(tr: Trace, links: Links, cats: list[Category], blocks: list[Bl
     top, members = walk.top, time.members.values()
     summary = trace_summary(tr, links, TimeBase.DEVICE, time.total_ns)
     summary.step_figures = whole_steps(tr, links, blocks, dev_owner, time.free_at, origin)
+    summary.step_rest = step_rest(tr, links, cats, dev_owner)
     return Attribution(
         source=tr.info.source, time_base=TimeBase.DEVICE, traces=[summary],
         blocks=sorted_results(results), totals=block_totals(results, time.in_blocks_ns, time.total_ns),
@@ -190,7 +192,8 @@ class DeviceBlocks:
         if not idles:
             return None, zero_causes()
         gaps = array("q")
-        return gaps, self.idle.split(js, start, end, {h.thread for h in roots}, gaps)
+        return gaps, self.idle.split(js, start, end, {h.thread for h in roots}, gaps,
+                                     [(h.ts, h.ts + h.dur) for h in roots])
 
     def _window(self, blk: Block, js: list[int], evs: list[DeviceEvent], roots: list[HostEvent]) -> tuple[int, int]:
         """The block's span (busy.block_window); with no device work, as in a graph capture, an empty one at its

@@ -1,28 +1,35 @@
 """Why a block's device idled: each idle nanosecond of its span goes to one cause (vocab.IdleCause).
 
-The anchor is HTA's idle-time breakdown (host wait / kernel wait / other), which files a whole gap between two
-kernels of a stream under one category. Here each gap is split exactly, at the instants the trace records
+The anchor is HTA's idle-time breakdown, which files a whole gap between two kernels of a stream under one of host
+wait (the CPU did not enqueue kernels fast enough), kernel wait (the short overhead between consecutive kernels,
+below a threshold) or other (what it cannot attribute: stream syncs through CUDA events, launch delays). Here each
+gap is split exactly, at the instants the trace records, by the ordered rules of :data:`IDLE_RULES`
 (docs/attribution.md, "Idle by cause"):
 
 - A gap that a kernel ends is cut at the start of that kernel's launch call (the earliest, when several kernels end
   it). Before the cut the device waited for the host: **sync** where the launching thread sat in a blocking runtime
-  call (:data:`SYNC_CALL_RULES`), **launch** for the rest. After the cut the launch was issued and the kernel had not
-  started (launch latency, queueing, a device-side wait): **other**, even where the host then sat in a sync, which
-  waited for the device and did not hold it (the host of eager_4096 sits 36 ms in ``cudaDeviceSynchronize`` while
-  the device works through kernels it launched long before).
+  call (:data:`SYNC_CALL_RULES`), **launch** for the rest. After the cut the launch was issued: **elsewhere** at the
+  instants the device ran work outside the block (another stream's, or work queued on this one before); the rest
+  **event_wait** where the launching thread queued a device-side wait (``cudaStreamWaitEvent``) right before this
+  launch, else **queued** (launch latency, the device's overhead between queued kernels: HTA's kernel wait). The
+  host sitting in a sync after the cut does not count: that sync waited for the device and did not hold it (the
+  host of eager_4096 sits 36 ms in ``cudaDeviceSynchronize`` while the device works through kernels it launched).
 - The span's tail after the block's last device work (the host still in the block): **sync** where the block's
-  threads sat in a blocking call, else **other**. A gap whose kernels have no launch call in the trace: **other**.
+  threads sat in a blocking call, **elsewhere** where the device ran other work, **host_op** where the block's host
+  op still ran (and launched nothing more); the rest **other**.
+- A gap whose kernels have no launch call in the trace: **elsewhere** where other work ran, else **other**.
 
-Integer ns throughout, so the three sum to ``span - busy`` exactly. CUDA/HIP graph replays: a replayed kernel's
+Integer ns throughout, so the causes sum to ``span - busy`` exactly. CUDA/HIP graph replays: a replayed kernel's
 launch call is its ``cudaGraphLaunch``/``hipGraphLaunch`` (the copies of captured launches that tracekit.analysis.graphs
-adds carry the capture's times and measure nothing), so only the wait for the graph launch itself is ``launch``.
+adds carry the capture's times and measure nothing), so only the wait for the graph launch itself is ``launch``,
+and the gaps between replayed kernels are ``queued`` unless other work ran.
 """
 
 from __future__ import annotations
 
 import re
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -64,6 +71,7 @@ SYNC_CALL_RULES: tuple[SyncRule, ...] = (
              "for that reason; one inside a block is a sync)"),
 )
 _RULES = tuple((r, re.compile(r.pattern)) for r in SYNC_CALL_RULES)
+_WAIT = re.compile(rf"(?:cuda|hip|cu)StreamWaitEvent{_SUFFIX}")  # the calls rule stream-wait-event looks for
 
 
 def sync_rule(name: str) -> SyncRule | None:
@@ -127,9 +135,10 @@ def _covered(lists: Sequence[_Intervals], a: int, b: int) -> int:
     return total
 
 
-def _blocking_spans(rt: Sequence[RuntimeEvent]) -> dict[int, list[tuple[int, int]]]:
-    """Per host thread, the (start, end) ns of its calls that hold the host (synchronize, blocking copies)."""
-    holds = {n: holds_host(n) for n in {r.name for r in rt}}
+def _blocking_spans(rt: Sequence[RuntimeEvent], names: Iterable[str]) -> dict[int, list[tuple[int, int]]]:
+    """Per host thread, the (start, end) ns of its calls that hold the host (synchronize, blocking copies);
+    ``names``: the calls' distinct names."""
+    holds = {n: holds_host(n) for n in names}
     spans: dict[int, list[tuple[int, int]]] = {}
     for r in rt if any(holds.values()) else ():  # (most traces have no holding call: no pass over the calls)
         if holds[r.name] and r.dur > 0:
@@ -137,9 +146,77 @@ def _blocking_spans(rt: Sequence[RuntimeEvent]) -> dict[int, list[tuple[int, int
     return spans
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdleRule:
+    """One named reason an idle instant has a cause. A gap's pieces are of four kinds (``piece``): before the cut
+    at the ender's launch call, after it, the span's tail, and a gap with no launch call. Each piece goes through
+    the rules of its kind in order: a rule with a ``source`` takes the piece's instants inside those intervals that
+    no earlier rule took; one without takes all that is left, when its ``when`` holds (always, if empty)."""
+
+    name: str
+    cause: IdleCause
+    piece: str  # BEFORE, AFTER, TAIL or NO_CALL
+    source: str = ""  # LAUNCHER_SYNC, BLOCK_SYNC, DEVICE or HOST_OP: instants inside these intervals
+    when: str = ""  # STREAM_WAIT: the rest, if the launching thread queued a device-side wait before the launch
+    why: str
+
+
+BEFORE, AFTER, TAIL, NO_CALL = "before the launch call", "after the launch call", "the span's tail", "no launch call"
+LAUNCHER_SYNC, BLOCK_SYNC, DEVICE, HOST_OP = "launcher sync", "block sync", "device work", "host op"
+STREAM_WAIT = "stream wait"
+
+IDLE_RULES: tuple[IdleRule, ...] = (
+    IdleRule(name="host-held", cause=IdleCause.SYNC, piece=BEFORE, source=LAUNCHER_SYNC,
+             why="the thread that later launched the kernel sat in a call that holds the host (SYNC_CALL_RULES)"),
+    IdleRule(name="host-late", cause=IdleCause.LAUNCH, piece=BEFORE,
+             why="the host had not yet started the kernel's launch call: the device waited for the host (HTA's "
+                 "host wait)"),
+    IdleRule(name="device-busy", cause=IdleCause.ELSEWHERE, piece=AFTER, source=DEVICE,
+             why="the launch was issued and the device ran work outside the block (another stream's kernels, or "
+                 "work queued on this stream before): the kernel waited behind it or for it"),
+    IdleRule(name="stream-wait-event", cause=IdleCause.EVENT_WAIT, piece=AFTER, when=STREAM_WAIT,
+             why="the launching thread's last call before this launch (of the launches and stream waits) was a "
+                 "cudaStreamWaitEvent/hipStreamWaitEvent: the kernel sat behind a device-side wait"),
+    IdleRule(name="issued", cause=IdleCause.QUEUED, piece=AFTER,
+             why="the launch was issued and the device had nothing else to run: launch latency and the device's "
+                 "overhead between queued kernels (HTA's kernel wait)"),
+    IdleRule(name="tail-host-held", cause=IdleCause.SYNC, piece=TAIL, source=BLOCK_SYNC,
+             why="after the block's last device work its threads sat in a call that holds the host"),
+    IdleRule(name="tail-device-busy", cause=IdleCause.ELSEWHERE, piece=TAIL, source=DEVICE,
+             why="after the block's last device work the device ran work outside the block"),
+    IdleRule(name="tail-host-op", cause=IdleCause.HOST_OP, piece=TAIL, source=HOST_OP,
+             why="after the block's last device work its host op still ran and launched nothing more"),
+    IdleRule(name="tail-unexplained", cause=IdleCause.OTHER, piece=TAIL,
+             why="the span's tail outside the block's host ops (a hole between its ranges) with the device idle"),
+    IdleRule(name="no-call-device-busy", cause=IdleCause.ELSEWHERE, piece=NO_CALL, source=DEVICE,
+             why="the kernel has no launch call in the trace, and the device ran work outside the block"),
+    IdleRule(name="no-launch-call", cause=IdleCause.OTHER, piece=NO_CALL,
+             why="the kernel has no launch call in the trace: nothing says why it started when it did"),
+)
+_NC = len(IDLE_CAUSES)
+_IX = {c: k for k, c in enumerate(IDLE_CAUSES)}
+_BY_PIECE = {p: tuple((_IX[r.cause], r.source, r.when) for r in IDLE_RULES if r.piece == p)
+             for p in (BEFORE, AFTER, TAIL, NO_CALL)}
+_SOURCES = {p: tuple(x for _, x, _ in rules if x) for p, rules in _BY_PIECE.items()}
+_LAST = {p: rules[-1][0] for p, rules in _BY_PIECE.items()}  # each piece's last rule: it takes what is left
+
+
+def _device_work(tr: Trace) -> dict[object, _Intervals]:
+    """Per device (a stream's first id), all its device work with a positive duration, merged: what ran there."""
+    streams, dev = tr.streams, tr.device
+    ids = [s[0] for s in streams]
+    if len(set(ids)) <= 1:  # one device (most traces): one list
+        return {ids[0] if ids else 0: _Intervals([(e.ts, e.ts + e.dur) for e in dev if e.dur > 0])}
+    spans: dict[object, list[tuple[int, int]]] = {}
+    for e in dev:
+        if e.dur > 0:
+            spans.setdefault(ids[e.stream] if e.stream < len(ids) else e.stream, []).append((e.ts, e.ts + e.dur))
+    return {d: _Intervals(s) for d, s in spans.items()}
+
+
 class IdleSplitter:
-    """Per trace: each device event's launch call, and each host thread's blocking calls; then per block, its idle
-    time by cause (:meth:`split`)."""
+    """Per trace: each device event's launch call, each host thread's blocking calls, the device's work and the
+    stream waits; then per block, its idle time by cause (:meth:`split`)."""
 
     def __init__(self, tr: Trace, graph_launches: Sequence[GraphLaunch] = ()) -> None:
         rt = tr.runtime
@@ -148,7 +225,13 @@ class IdleSplitter:
         self.by_corr = dict(zip(corrs, range(len(rt) - 1, -1, -1)))
         self.by_corr.pop(0, None)
         self.graph_call = {j: g.runtime for g in graph_launches for j in g.device}
-        self.sync = {t: _Intervals(s) for t, s in _blocking_spans(rt).items()}
+        names = {r.name for r in rt}
+        self.sync = {t: _Intervals(s) for t, s in _blocking_spans(rt, names).items()}
+        self._held = {t: {LAUNCHER_SYNC: [iv]} for t, iv in self.sync.items()}  # per thread, rule host-held's source
+        self._work: dict[object, _Intervals] | None = None  # built at the first gap that needs it
+        # (most traces queue no stream wait: then no pass over the calls for them)
+        self._any_wait = any(_WAIT.fullmatch(n) for n in names)
+        self._waits: dict[int, tuple[list[int], list[bool]]] | None = None if self._any_wait else {}
         self._rec: array | None = None  # where split() records its gaps, if asked
 
     def call(self, j: int) -> int | None:
@@ -158,52 +241,148 @@ class IdleSplitter:
         return g if g is not None else self.by_corr.get(self.tr.device[j].correlation)
 
     def split(self, js: Sequence[int], start: int, end: int, threads: Iterable[int],
-              gaps: array | None = None) -> dict[str, int]:
+              gaps: array | None = None, host: Iterable[tuple[int, int]] = ()) -> dict[str, int]:
         """The idle ns of the window ``[start, end)`` outside the device events ``js``, by cause. ``threads``: the
-        block's host threads, whose sync calls count in the span's tail (after its last device work). ``gaps``,
-        when given, gets each gap as ``start, end, launch, sync, other`` (ns; IDLE_CAUSES order), for the timeline."""
-        out = zero_causes()
-        self._rec = gaps
+        block's host threads, whose sync calls count in the span's tail (after its last device work); ``host``: its
+        host ops' (start, end) ns, for the tail's host_op. ``gaps``, when given, gets each gap as ``start, end`` and
+        its ns per cause (IDLE_CAUSES order), for the timeline."""
+        rec = self._rec = gaps if gaps is not None else array("q")
+        first = len(rec)
         dev = self.tr.device
         evs = sorted((e.ts, e.ts + e.dur, j) for j in js if (e := dev[j]).dur > 0)  # (empty events end no gap)
-        roots = self._blocking(threads)
-        covered_to, k, n = start, 0, len(evs)
-        while k < n:
-            g1, far, i = evs[k][0], covered_to, k
-            while k < n and evs[k][0] == g1:
-                if evs[k][1] > far:
-                    far = evs[k][1]
-                k += 1
-            if g1 > covered_to:
-                self._gap(out, covered_to, g1, [evs[x][2] for x in range(i, k)], roots)
-            covered_to = far
-        if end > covered_to:
-            self._gap(out, covered_to, end, [], roots)
-        return out
+        found, busy = _gaps(evs, start, end)
+        work = self._devices(js)
+        # Device work outside the block in its window: the device's busy time there beyond the block's own (one
+        # query per block; most blocks have none, and then no gap asks for it)
+        foreign = work if _covered(work, start, end) > busy else []
+        src = {BLOCK_SYNC: self._blocking(threads), DEVICE: foreign, HOST_OP: [_Intervals(host)]}
+        live = {p: any(src.get(x) for x in xs) for p, xs in _SOURCES.items()}  # the pieces with a source to consult
+        for g0, g1, enders in found:
+            self._gap(g0, g1, enders, src, live)
+        w = 2 + _NC  # (the sums column-wise, from the gaps just recorded: no per-gap adding in Python)
+        return {c: sum(rec[first + 2 + x::w]) for x, c in enumerate(IDLE_CAUSES)}
 
     def _blocking(self, threads: Iterable[int]) -> list[_Intervals]:
         """The blocking-call intervals of the block's host threads that made any."""
         return [self.sync[t] for t in set(threads) if t in self.sync] if self.sync else []
 
-    def _gap(self, out: dict[str, int], g0: int, g1: int, enders: list[int], roots: list[_Intervals]) -> None:
-        """One idle gap, split at the earliest launch call among the kernels that end it: before the call the
-        device waited for the host (sync where the host sat in a blocking call, else launch); after it, other.
-        The span's tail (no ender): sync where the block's threads sat in a blocking call, else other."""
-        rt, rec = self.tr.runtime, self._rec
-        if not enders:
-            sync = _covered(roots, g0, g1)
-            out[IdleCause.SYNC] += sync
-            out[IdleCause.OTHER] += (g1 - g0) - sync
-            if rec is not None:
-                rec.extend((g0, g1, 0, sync, g1 - g0 - sync))
-            return
+    def _devices(self, js: Sequence[int]) -> list[_Intervals]:
+        """All the work of the devices the block's events ran on."""
+        if self._work is None:
+            self._work = _device_work(self.tr)
+        dev, streams, work = self.tr.device, self.tr.streams, self._work
+        if len(work) <= 1:
+            return list(work.values())
+        ids = {streams[s][0] if s < len(streams) else s for s in {dev[j].stream for j in js}}
+        return [work[d] for d in ids if d in work]
+
+    def _gap(self, g0: int, g1: int, enders: list[int], src: dict[str, list[_Intervals]],
+             live: dict[str, bool]) -> None:
+        """One idle gap: cut at the earliest launch call among the kernels that end it; each piece through the
+        rules of its kind (:data:`IDLE_RULES`). The span's tail has no ender; nor has a gap no launch call explains."""
+        got = [0] * _NC
         calls = [c for c in map(self.call, enders) if c is not None]
-        first = min(calls, key=lambda c: (rt[c].ts, c)) if calls else None
-        issued = g0 if first is None else min(max(rt[first].ts, g0), g1)  # (no call: nothing says the host was late)
-        iv = self.sync.get(rt[first].thread) if first is not None else None
-        sync = _covered([iv], g0, issued) if iv is not None else 0
-        out[IdleCause.SYNC] += sync
-        out[IdleCause.LAUNCH] += (issued - g0) - sync
-        out[IdleCause.OTHER] += g1 - issued
-        if rec is not None:
-            rec.extend((g0, g1, issued - g0 - sync, sync, g1 - issued))
+        if calls:
+            self._launched(g0, g1, calls, src, live[AFTER], got)
+        else:
+            piece = NO_CALL if enders else TAIL
+            _apply(piece, g0, g1, src, live[piece], got)
+        rec = self._rec
+        assert rec is not None
+        rec.extend((g0, g1, *got))
+
+    def _launched(self, g0: int, g1: int, calls: list[int], src: dict[str, list[_Intervals]], live: bool,
+                  got: list[int]) -> None:
+        """A gap that launched kernels end: cut at the earliest of their calls, the pieces before and after."""
+        rt = self.tr.runtime
+        first = min(calls, key=lambda c: (rt[c].ts, c)) if len(calls) > 1 else calls[0]
+        issued = min(max(rt[first].ts, g0), g1)
+        held = self._held.get(rt[first].thread) if self._held else None
+        if held is None:  # (no source for the piece's rules: its last takes it all, without a call)
+            got[_LAST[BEFORE]] = issued - g0
+        else:
+            _apply(BEFORE, g0, issued, held, True, got)
+        waited = self._any_wait and issued < g1 and self._waited(first)
+        if live or waited:
+            _apply(AFTER, issued, g1, src, True, got, waited)
+        else:
+            got[_LAST[AFTER]] = g1 - issued
+
+    def _waited(self, call: int) -> bool:
+        """Whether the launching thread's last call before ``call`` (of its launches and stream waits) was a
+        stream wait (rule ``stream-wait-event``)."""
+        if self._waits is None:
+            self._waits = _stream_waits(self.tr, self.by_corr)
+        if not self._waits:
+            return False
+        r = self.tr.runtime[call]
+        t = self._waits.get(r.thread)
+        if t is None:
+            return False
+        at = bisect_left(t[0], r.ts)
+        return at > 0 and t[1][at - 1]
+
+
+def _gaps(evs: list[tuple[int, int, int]], start: int, end: int) -> tuple[list[tuple[int, int, list[int]]], int]:
+    """The window's gaps outside the events ``evs`` ((start, end, index), sorted) as (start, end, the events that
+    end it; none for the span's tail), and the events' busy ns inside the window."""
+    found: list[tuple[int, int, list[int]]] = []
+    covered_to, k, n = start, 0, len(evs)
+    while k < n:
+        g1, far, i = evs[k][0], covered_to, k
+        while k < n and evs[k][0] == g1:
+            if evs[k][1] > far:
+                far = evs[k][1]
+            k += 1
+        if g1 > covered_to:
+            found.append((covered_to, g1, [evs[x][2] for x in range(i, k)]))
+        covered_to = far
+    if end > covered_to:
+        found.append((covered_to, end, []))
+    return found, (end - start) - sum(g1 - g0 for g0, g1, _ in found)  # (the gaps and the busy time tile it)
+
+
+def _stream_waits(tr: Trace, by_corr: dict[int, int]) -> dict[int, tuple[list[int], list[bool]]]:
+    """Per host thread, the start times of its launch calls and stream-wait calls, sorted, each flagged True for
+    a stream wait; empty when the trace has no stream wait (most traces: no pass over the device events)."""
+    rt = tr.runtime
+    waits = [i for i, r in enumerate(rt) if _WAIT.fullmatch(r.name)]
+    if not waits:
+        return {}
+    launches = {by_corr[e.correlation] for e in tr.device if e.correlation in by_corr}
+    rows: dict[int, list[tuple[int, bool]]] = {}
+    for i in sorted(launches) + waits:
+        rows.setdefault(rt[i].thread, []).append((rt[i].ts, i in launches))
+    out = {}
+    for t, row in rows.items():
+        row.sort(key=lambda x: (x[0], x[1]))  # (a wait and a launch at one instant: the wait first)
+        out[t] = ([ts for ts, _ in row], [not is_launch for _, is_launch in row])
+    return out
+
+
+
+def _apply(piece: str, a: int, b: int, src: dict[str, list[_Intervals]], live: bool, got: list[int],
+           waited: bool = False) -> None:
+    """Split ``[a, b)`` by the rules of one piece kind, in order, into ``got`` (ns per cause index). ``live``:
+    whether any of the piece's sources has intervals or its condition holds (else its last rule takes it all)."""
+    if b <= a:
+        return
+    rules = _BY_PIECE[piece]
+    if not live:
+        got[rules[-1][0]] += b - a
+        return
+    left, taken = b - a, 0  # (taken: ns inside the sources used so far)
+    used: list[_Intervals] = []
+    for ix, source, when in rules:
+        if source:
+            ivs = src.get(source, ())
+            if not ivs:
+                continue
+            used = used + ivs
+            now = _covered(used, a, b)
+            got[ix] += now - taken
+            left -= now - taken
+            taken = now
+        elif not when or (when == STREAM_WAIT and waited):
+            got[ix] += left
+            return

@@ -18,6 +18,7 @@ from ..results.attribution import (
 from ..results.diff import NOISE_MIN_STEPS, pair_headline
 from ..results.measured import Measured
 from ..results.steps import PerStep, per_step
+from ..results.rest import rest_change
 from ..results.sweep import RunRow, run_rows
 from ..results.timeline import Timeline
 from ..vocab import IDLE_CAUSES, LaneKind
@@ -25,6 +26,7 @@ from .base import Renderer
 
 if TYPE_CHECKING:
     from ..results.attribution import StepFigures, Totals, TraceSummary
+    from ..results.rest import RestChange, StepRest
     from ..results.diff import (
         AllocDelta, BlockPair, DiffResult, KernelChange, KernelTotal, Noise, RankPair, Spread, WholeStep,
     )
@@ -99,7 +101,26 @@ def _trace_dict(s: TraceSummary) -> dict:
         "shapes": [shape_text(x) for x in s.shapes], "graphs": graphs_dict(s.graphs), "origin_us": _us(s.origin_ns),
         "step_figures": [{**_step_figures(f), "start_us": _r(f.start_us), "end_us": _r(f.end_us)}
                          for f in s.step_figures],
+        "step_rest": [step_rest_dict(r) for r in s.step_rest],
     }
+
+
+def rest_change_dict(c: RestChange | None) -> dict | None:
+    """The diff outside attention (median step each side), or None when a side is not one trace with steps."""
+    if c is None:
+        return None
+    return {"basis": "median step", "steps": {"before": c.steps[0], "after": c.steps[1]},
+            "before": step_rest_dict(c.before), "after": step_rest_dict(c.after),
+            "launch_bound": {"before": c.launch_bound[0], "after": c.launch_bound[1]},
+            "host_ops_changed": [{"name": n, "before_us": _r(x), "after_us": _r(y)} for n, x, y in c.host_ops_changed]}
+
+
+def step_rest_dict(r: StepRest) -> dict:
+    """One step outside attention (docs/attribution.md, "The rest of the step"), µs."""
+    return {"step": r.step, "outside_us": _r(r.outside_us), "categories": {k: _r(v) for k, v in r.categories.items()},
+            "modules": {k: _r(v) for k, v in r.modules.items()}, "kernels": r.kernels,
+            "host_ops_us": _r(r.host_ops_us),
+            "host_ops": {k: _r(v) for k, v in sorted(r.host_ops.items(), key=lambda kv: -kv[1])}}
 
 
 def per_step_dict(ps: PerStep) -> dict:
@@ -408,6 +429,7 @@ def diff_to_dict(r: DiffResult, tool: str) -> dict:
                  "ratio": _r(r.span_ratio, 4)},
         "launch_bound": {"before": r.before_figures.launch_bound, "after": r.after_figures.launch_bound},
         "step": _steps(r),
+        "rest_of_step": rest_change_dict(rest_change(r.before.traces, r.after.traces)),
         "kernels_changed": [_kernel_change(k) for k in r.kernels_changed],
         "kernels_changed_note": r.kernels_changed_note,
         **_rank_pairs(r.ranks),

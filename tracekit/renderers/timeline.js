@@ -10,7 +10,12 @@ function tkTimeline(parent, T, kit, opts) {
   opts = opts || {};
   var el = kit.el, add = kit.add, fmt = kit.fmt, COL = kit.CAT_COL;
   var CATS = T.categories, CAUSES = T.idle_causes;
-  var CAUSE_COL = {launch: "#d9a400", sync: "#8e6bbf", other: "#9aa3b2"};
+  var CAUSE_COL = {launch: "#d9a400", sync: "#8e6bbf", elsewhere: "#4a90c8", event_wait: "#c2571a",
+                   queued: "#7fae86", host_op: "#d46a9c", other: "#9aa3b2"};
+  // plain words for the idle causes (vocab.IdleCause); a cause without one shows its key
+  var CAUSE_LABEL = {elsewhere: "device busy elsewhere", event_wait: "event wait", queued: "queued (launch issued)",
+                     host_op: "host op, no launch"};
+  function causeLabel(c) { return CAUSE_LABEL[c] || c; }
   var IDLE_FILL = "#e6e9ee";
   var ROW_H = 20, BLOCK_H = 32, MAX_BLOCK_ROWS = 6, AXIS_H = 22, LABEL_W = 178, PAD_R = 10, MIN_RANGE_US = 0.05;
   var FONT = "11px system-ui,-apple-system,'Segoe UI',sans-serif";
@@ -86,7 +91,7 @@ function tkTimeline(parent, T, kit, opts) {
   var readout = add(bar, el("span", {"class": "sub tl-readout"}));
   var legend = add(wrap, el("div", {"class": "legend"}));
   CATS.forEach(function (c) { key(c, COL[c] || "#999"); });
-  CAUSES.forEach(function (c) { key("idle: " + c, CAUSE_COL[c] || "#999"); });
+  CAUSES.forEach(function (c) { key("idle: " + causeLabel(c), CAUSE_COL[c] || "#999"); });
   function key(text, colour) {
     var s = add(legend, el("span"));
     add(s, el("i", {style: "background:" + colour}));
@@ -235,7 +240,7 @@ function tkTimeline(parent, T, kit, opts) {
       return visible(row, function (i, x0, x1) {
         var c = mainCause(i), w = Math.max(x1 - x0, 1);
         ctx.fillStyle = CAUSE_COL[c] || "#999"; ctx.fillRect(x0, y + 3, w, h - 6);
-        if (w > 70) { ctx.fillStyle = "#1d2330"; fitText(ctx, c + " " + fmt(G.end[i] - G.start[i]), x0 + 3, y + h / 2, w - 6); }
+        if (w > 70) { ctx.fillStyle = "#1d2330"; fitText(ctx, causeLabel(c) + " " + fmt(G.end[i] - G.start[i]), x0 + 3, y + h / 2, w - 6); }
       });
     },
     host: function (ctx, row, y, h) {
@@ -304,11 +309,11 @@ function tkTimeline(parent, T, kit, opts) {
       CATS.forEach(function (c) {
         if (b.categories[c]) lines.push(c + " " + fmt(b.categories[c]) + " (" + (100 * b.categories[c] / (b.busy_us || 1)).toFixed(1) + "% of busy)");
       });
-      if (b.idle_by_cause) lines.push("idle by cause: " + CAUSES.map(function (c) { return c + " " + fmt(b.idle_by_cause[c + "_us"]); }).join(" \u00b7 "));
+      if (b.idle_by_cause) lines.push("idle by cause: " + CAUSES.map(function (c) { return causeLabel(c) + " " + fmt(b.idle_by_cause[c + "_us"]); }).join(" \u00b7 "));
     } else if (p.row.kind === "gaps") {
       var G = T.gaps;
       lines = ["device idle " + fmt(G.end[i] - G.start[i]) + " in " + T.blocks[G.block[i]].name,
-               CAUSES.map(function (c) { return c + " " + fmt(G[c][i]); }).join(" \u00b7 "),
+               CAUSES.map(function (c) { return causeLabel(c) + " " + fmt(G[c][i]); }).join(" \u00b7 "),
                "at +" + fmt(G.start[i] - T.start_us)];
     } else if (p.row.kind === "host") {
       lines = ["host op of " + T.blocks[T.host.block[i]].name, fmt(T.host.end[i] - T.host.start[i]) + " at +" +

@@ -16,6 +16,7 @@ from ..vocab import (
 )
 from .invariants import EPS_US, REL, InvariantError, check_roles, close, expect, near, zero_categories
 from .views import show
+from .rest import StepRest
 
 if TYPE_CHECKING:
     from ..model import Shape
@@ -141,41 +142,48 @@ class Intervals:
                f"{where}: device intervals {lo}..{hi} µs outside the block's window {start_us}..{end_us} µs")
 
 
+# Columns of an IdleGaps row: its start and end, then its ns per cause (IDLE_CAUSES order).
+GAP_STRIDE = 2 + len(IDLE_CAUSES)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IdleGaps:
     """A block's idle gaps (tracekit.analysis.idle): each stretch of its span where none of its device events ran,
     with the ns of it that each cause took, so that the timeline can label a gap by why the device waited. One flat
-    'q' array of ``start, end, launch, sync, other`` per gap (ns, absolute; IDLE_CAUSES order)."""
+    'q' array of ``start, end`` and the ns per cause (IDLE_CAUSES order) per gap: GAP_STRIDE numbers (ns,
+    absolute)."""
 
     origin_ns: int
     flat: array
 
     def __len__(self) -> int:
-        return len(self.flat) // 5
+        return len(self.flat) // GAP_STRIDE
 
-    def rows(self) -> list[tuple[float, float, float, float, float]]:
-        """(start_us, end_us, launch_us, sync_us, other_us) per gap, times µs from the trace start."""
-        f, o = self.flat, self.origin_ns
-        return [((f[i] - o) / 1000, (f[i + 1] - o) / 1000, f[i + 2] / 1000, f[i + 3] / 1000, f[i + 4] / 1000)
-                for i in range(0, len(f), 5)]
+    def rows(self) -> list[tuple[float, ...]]:
+        """(start_us, end_us, then µs per cause in IDLE_CAUSES order) per gap, times µs from the trace start."""
+        f, o, w = self.flat, self.origin_ns, GAP_STRIDE
+        return [((f[i] - o) / 1000, (f[i + 1] - o) / 1000, *(x / 1000 for x in f[i + 2:i + w]))
+                for i in range(0, len(f), w)]
 
     def check(self, b: BlockResult, where: str) -> None:
         """Gaps in order, disjoint and inside the window; each gap's causes sum to its length; and the gaps' causes
         sum to the block's idle by cause (integer ns against µs figures: within rounding)."""
-        f, o = self.flat, self.origin_ns
-        expect(len(f) % 5 == 0, f"{where}: idle gaps array of length {len(f)}")
+        f, o, w = self.flat, self.origin_ns, GAP_STRIDE
+        expect(len(f) % w == 0, f"{where}: idle gaps array of length {len(f)}")
         assert b.start_us is not None and b.end_us is not None
         if not f:
             return
         lo, hi = b.start_us - near(1, b.start_us), b.end_us + near(1, b.end_us)  # (µs: epoch ns overflow a float)
         # Column-wise with builtins (no Python loop per gap): check() runs on every attribution of a 1 GB trace.
-        g0, g1, launch, sync, other = (f[k::5] for k in range(5))
+        g0, g1, *causes = (f[k::w] for k in range(w))
         expect(_gaps_in_window(g0, g1, lo, hi, o), f"{where}: an idle gap out of order or outside the window")
-        expect(min(launch) >= 0 and min(sync) >= 0 and min(other) >= 0
-               and list(map(add, map(add, launch, sync), other)) == list(map(sub, g1, g0)),
+        total = list(causes[0])
+        for c in causes[1:]:
+            total = list(map(add, total, c))
+        expect(min(map(min, causes)) >= 0 and total == list(map(sub, g1, g0)),
                f"{where}: an idle gap whose causes do not sum to its length")
         if b.idle_by_cause is not None:
-            _check_gap_causes(b, b.idle_by_cause, (sum(launch), sum(sync), sum(other)), where)
+            _check_gap_causes(b, b.idle_by_cause, tuple(map(sum, causes)), where)
 
 
 def _gaps_in_window(g0: array, g1: array, lo: float, hi: float, origin_ns: int) -> bool:
@@ -184,8 +192,8 @@ def _gaps_in_window(g0: array, g1: array, lo: float, hi: float, origin_ns: int) 
             and (g1[-1] - origin_ns) / 1000 <= hi)
 
 
-def _check_gap_causes(b: BlockResult, causes: dict[str, float], sums: tuple[int, int, int], where: str) -> None:
-    """The gaps' launch, sync and other ns sum to the block's idle by cause (µs figures: within rounding)."""
+def _check_gap_causes(b: BlockResult, causes: dict[str, float], sums: tuple[int, ...], where: str) -> None:
+    """The gaps' ns per cause sum to the block's idle by cause (µs figures: within rounding)."""
     for cause, ns in zip(IDLE_CAUSES, sums):
         expect(close(ns / 1000, causes[cause], 2, b.span_us),
                f"{where}: idle gaps give {cause} {ns / 1000} µs, the block {causes[cause]}")
@@ -330,6 +338,8 @@ class TraceSummary:
     graphs: GraphSummary | None = None  # CUDA/HIP graphs; None only on hand-built results
     # Each ProfilerStep as a whole, by step number ([] on CPU-only traces, and on traces without steps).
     step_figures: list[StepFigures] = field(default_factory=list)
+    # Each ProfilerStep outside its attention blocks (tracekit.analysis.rest; [] as step_figures is).
+    step_rest: list[StepRest] = field(default_factory=list)
     # The trace start: the smallest ``ts`` (integer ns, the file's own clock) of the events tracekit reads from it
     # (tracekit.analysis.clock.trace_origin); every start_us/end_us of its blocks and steps counts from it.
     origin_ns: int = 0
@@ -519,6 +529,8 @@ class Attribution:
             for f in t.step_figures:
                 f.check(f"{t.source}: step {f.step}")
                 attention[f.step] = attention.get(f.step, 0.0) + f.attention_us
+            for r in t.step_rest:
+                r.check(f"{t.source}: step {r.step} outside attention")
         for s, us in attention.items():
             blocks = [b.total_us for b in self.blocks if b.step == s]
             expect(us <= sum(blocks) or close(us, sum(blocks), 2 * len(blocks) + 2, us),
