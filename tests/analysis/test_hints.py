@@ -476,7 +476,7 @@ def test_eager_softmax_message_evidence_and_saving():
     """softmax 20 + mul 10 of 100 µs busy: 30%, exactly the threshold (it fires at >= 30%). No platform: the
     catch-all advice."""
     h = check("eager-softmax", group({SOFTMAX_ROW: 20.0, MUL_ROW: 10.0, GEMM_ROW: 70.0}))
-    assert h.message == ("attn: eager softmax + mask/scale kernels are 30.0% of busy time (30.0 µs per step); use "
+    assert h.message == ("attn: eager softmax + mask/scale kernels are 30.0% of busy time (30.0 µs); use "
                          "F.scaled_dot_product_attention (a fused backend: flash or mem-efficient)")
     assert h.evidence == {"softmax_us": 20.0, "elementwise_us": 10.0, "busy_us": 100.0, "share_pct": 30.0,
                           "kernels": ["softmax_k", "mul_k"], "advice": "any-fused-sdpa"}
@@ -494,7 +494,7 @@ def test_eager_softmax_advice_follows_the_platform():
     g = group({SOFTMAX_ROW: 40.0, GEMM_ROW: 60.0}, platforms=[platform("NVIDIA H100 80GB HBM3", "CUDA 12.4")])
     h = check("eager-softmax", g)
     assert h.message.endswith("(fused: flash/mem-efficient/cuDNN)") and h.evidence["advice"] == "cuda-fused-sdpa"
-    assert h.message.startswith("attn: eager softmax + mask/scale kernels are 40.0% of busy time (40.0 µs per step)")
+    assert h.message.startswith("attn: eager softmax + mask/scale kernels are 40.0% of busy time (40.0 µs)")
 
 
 @pytest.mark.parametrize("rows,categories", [
@@ -517,7 +517,7 @@ M_DIV = ("div", "elementwise", "aten::div", "sdpa-math")
 def test_sdpa_math_message_evidence_and_saving():
     """Math path: softmax 10 + bmm 30 + div 5 = 45 µs of kernels; the saving is what is not matmul, 10 + 5 = 15."""
     h = check("sdpa-math-fallback", group({M_SOFT: 10.0, M_MM: 30.0, M_DIV: 5.0, GEMM_ROW: 55.0}))
-    assert h.message == ("attn: SDPA ran its math fallback (softmax kernels inside the SDPA op, 45.0 µs per step of "
+    assert h.message == ("attn: SDPA ran its math fallback (softmax kernels inside the SDPA op, 45.0 µs of "
                          "kernels); make a fused backend eligible (bf16/fp16 inputs, is_causal instead of a mask, "
                          "supported head_dim) or check sdpa_kernel()/torch.backends settings")
     assert h.evidence == {"math_path_us": 45.0, "softmax_us": 10.0, "non_matmul_us": 15.0, "busy_us": 100.0,
@@ -540,7 +540,7 @@ def test_launch_bound_eager_blocks():
     """Idle 150 of a 200 µs span (75%), 50 µs busy over 2 + 3 kernels: 10 µs each. The saving is the idle time,
     as a share of the span."""
     h = check("launch-bound", group({}, busy=50.0, span=200.0, idle=150.0, kernels=(2, 3)))
-    assert h.message == ("attn: launch-bound, the GPU is idle 75% of the blocks' span (150.0 µs per step); "
+    assert h.message == ("attn: launch-bound, the GPU is idle 75% of the blocks' span (150.0 µs); "
                          "capture CUDA graphs (torch.compile mode='reduce-overhead') or fuse kernels "
                          "(torch.compile), and judge speedups by wall time, not busy time; busy-time savings on "
                          "these blocks will not reach latency")
@@ -564,7 +564,7 @@ def test_launch_bound_blocks_that_run_from_a_graph():
     """Replayed 40 of 50 µs busy (80% > half): the gaps are inside the graph."""
     g = group({}, busy=50.0, span=200.0, idle=150.0, replayed_us=40.0, graph_modes=["replay"])
     h = check("launch-bound", g)
-    assert h.message == ("attn: launch-bound, the GPU is idle 75% of the blocks' span (150.0 µs per step); the "
+    assert h.message == ("attn: launch-bound, the GPU is idle 75% of the blocks' span (150.0 µs); the "
                          "blocks already run from a CUDA/HIP graph, so the gaps are not launch overhead: they are "
                          "dependencies inside the graph (event waits, host callbacks, kernels in series); fuse "
                          "kernels (torch.compile) or overlap independent work on another stream, and judge speedups "
@@ -576,7 +576,7 @@ def test_launch_bound_blocks_that_run_from_a_graph():
 def test_launch_bound_eager_blocks_beside_graphs():
     """A mixed trace, nothing of these blocks replayed: capture attention too."""
     h = check("launch-bound", group({}, busy=50.0, span=200.0, idle=150.0, graph_modes=["eager", "mixed"]))
-    assert h.message == ("attn: launch-bound, the GPU is idle 75% of the blocks' span (150.0 µs per step); the "
+    assert h.message == ("attn: launch-bound, the GPU is idle 75% of the blocks' span (150.0 µs); the "
                          "trace replays CUDA/HIP graphs but these blocks run eagerly outside them (as attention does "
                          "between the pieces of a piecewise graph), where each kernel pays its launch; capture "
                          "attention in the graph too (vLLM: a FULL cudagraph mode for decode) or fuse its kernels, "
@@ -618,7 +618,7 @@ def test_kv_cat_message_evidence_and_saving():
     g.facts.kernels[KV] = [4, 5.0]
     h = check("kv-cache-cat", g)
     assert h.message == ("attn: KV-cache concatenation (torch.cat of past and new K/V) is 5.0% of busy time "
-                         "(5.0 µs per step); use a static, pre-allocated cache (transformers StaticCache, "
+                         "(5.0 µs); use a static, pre-allocated cache (transformers StaticCache, "
                          "index_copy_ of the new tokens)")
     assert h.evidence == {"cat_us": 5.0, "busy_us": 100.0, "share_pct": 5.0, "calls": 4, "kernels": ["cat_k"]}
     assert (h.saving_us, h.saving_pct) == (5.0, 5.0)
@@ -641,7 +641,7 @@ BASIS_MASK = ("upper bound: the masked_fill kernels' time, what removing them sa
 def test_mask_fills_and_masked_sdpa_calls():
     """masked_fill 3 µs of 100 (3% >= 2%), and 2 of 4 SDPA calls were given a mask."""
     h = check("materialised-mask", group({MASK: 3.0}, sdpa_calls=4, sdpa_masked=2))
-    assert h.message == ("attn: a materialised mask: masked_fill kernels take 3.0% of busy time (3.0 µs per step); "
+    assert h.message == ("attn: a materialised mask: masked_fill kernels take 3.0% of busy time (3.0 µs); "
                          "2 of 4 SDPA calls were passed an attn_mask tensor; if it is causal, call "
                          "F.scaled_dot_product_attention(..., is_causal=True) instead (no mask tensor, and the flash "
                          "backend becomes eligible)")
@@ -654,8 +654,7 @@ def test_mask_fills_and_masked_sdpa_calls():
 def test_mask_fills_alone():
     """2 µs of 100: the 2% threshold itself; no SDPA call."""
     h = check("materialised-mask", group({MASK: 2.0}))
-    assert h.message.startswith("attn: a materialised mask: masked_fill kernels take 2.0% of busy time (2.0 µs per "
-                                "step); if")
+    assert h.message.startswith("attn: a materialised mask: masked_fill kernels take 2.0% of busy time (2.0 µs); if")
     assert (h.saving_us, h.saving_basis) == (2.0, BASIS_MASK)
 
 
@@ -685,9 +684,9 @@ def test_fp32_softmax_message_evidence_and_estimate():
     """fp32 softmax 10 µs of 100 beside bf16 GEMM ops (2 kernels), casts 4 µs: the estimate is half the softmax
     plus the casts, 5 + 4 = 9 µs."""
     h = check("fp32-softmax", group({F32: 10.0, CAST: 4.0, GEMM_ROW: 86.0}, gemm_16bit=2))
-    assert h.message == ("attn: softmax runs in fp32 (10.0 µs per step, 10.0% of busy time) while the matmuls are "
+    assert h.message == ("attn: softmax runs in fp32 (10.0 µs, 10.0% of busy time) while the matmuls are "
                          "bf16/fp16; keep the scores in bf16 (softmax accumulates in fp32 inside the kernel) and "
-                         "drop the casts around it (4.0 µs per step)")
+                         "drop the casts around it (4.0 µs)")
     assert h.evidence == {"fp32_softmax_us": 10.0, "cast_us": 4.0, "busy_us": 100.0, "gemm_ops_16bit": 2,
                           "kernels": ["smf"]}
     assert (h.saving_us, h.saving_pct) == (9.0, 9.0)
@@ -721,7 +720,7 @@ RK2 = ("cp2", "memory", "aten::repeat_interleave", "repeat-kv")
 def test_repeat_kv_message_evidence_and_saving():
     """Copies 3 + 2 = 5 µs of 100."""
     h = check("gqa-repeat-kv", group({RK2: 2.0, RK1: 3.0, GEMM_ROW: 95.0}))
-    assert h.message == ("attn: GQA repeat_kv copies K/V per query head (5.0 µs per step, 5.0% of busy time); pass "
+    assert h.message == ("attn: GQA repeat_kv copies K/V per query head (5.0 µs, 5.0% of busy time); pass "
                          "enable_gqa=True to F.scaled_dot_product_attention or use a GQA-aware kernel")
     assert h.evidence == {"copy_us": 5.0, "busy_us": 100.0, "share_pct": 5.0,
                           "launchers": ["aten::copy_", "aten::repeat_interleave"], "kernels": ["cp", "cp2"]}
@@ -748,7 +747,7 @@ def test_layout_copies_message_evidence_and_saving():
             ("fill_kernel", "memory", "aten::fill_", ""): 20.0,
             ("nchwToNhwc", "elementwise", "aten::permute", ""): 20.0}
     h = check("layout-copies", group(rows))
-    assert h.message == ("attn: transpose/contiguous copies are 16.0% of busy time (16.0 µs per step); keep tensors "
+    assert h.message == ("attn: transpose/contiguous copies are 16.0% of busy time (16.0 µs); keep tensors "
                          "in the layout the next op reads (e.g. (B, S, H, D) into flash-attn, no .contiguous() before "
                          "SDPA) or let torch.compile fuse the copies")
     assert h.evidence == {"copy_us": 16.0, "busy_us": 100.0, "share_pct": 16.0, "launchers": ["aten::copy_"],
@@ -777,7 +776,7 @@ NEG = ("negk", "elementwise", "aten::neg", "neg")
 def test_rotary_message_evidence_and_saving():
     """cat 3 + neg 2 = 5 µs of 100: the 5% threshold itself."""
     h = check("rotary-cat", group({HALVES: 3.0, NEG: 2.0}))
-    assert h.message == ("attn: rotary embedding by rotate_half (cat of the two halves + neg) costs 5.0 µs per step "
+    assert h.message == ("attn: rotary embedding by rotate_half (cat of the two halves + neg) costs 5.0 µs "
                          "(5.0% of busy time) before the muls and adds; use a fused rotary kernel (flash_attn's "
                          "apply_rotary_emb, Liger, or torch.compile)")
     assert h.evidence == {"cat_us": 3.0, "neg_us": 2.0, "busy_us": 100.0, "share_pct": 5.0,
@@ -802,7 +801,7 @@ COMM = ("nccl_allreduce", "other", "", "comm")
 def test_collective_message_evidence_and_saving():
     """An all-reduce of 10 µs in 100: the 10% threshold itself."""
     h = check("collective-in-block", group({COMM: 10.0}))
-    assert h.message == ("attn: collectives run inside the attention block (10.0 µs per step, 10.0% of busy time: "
+    assert h.message == ("attn: collectives run inside the attention block (10.0 µs, 10.0% of busy time: "
                          "tensor-parallel all-reduce?); overlap them with compute (async TP) or check the TP degree "
                          "for this size")
     assert h.evidence == {"comm_us": 10.0, "busy_us": 100.0, "share_pct": 10.0, "kernels": ["nccl_allreduce"]}

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..results.attribution import CATEGORIES, Attribution
+from ..results.hints import NO_STEPS_BASIS, step_unit
 from ..results.sweep import run_rows
 from .base import (
     latency_cell, runs_header_lines, speedup_cell, sweep_notes,
@@ -97,15 +98,21 @@ def _hint_lines(hints: list[Hint]) -> list[str]:
 def _per_step(h: Hint) -> str:
     """The saving per step (the headline) with its basis and bound; the latency caveat on launch-bound blocks."""
     of = "span" if h.rule == "launch-bound" else "busy time"
-    text = (f"{h.saving_per_step_us or 0.0:,.1f} µs per step ({h.per_step_basis}; a step's attention {of} is "
+    unit, whose = step_unit(h.per_step_basis), ("the trace's" if h.per_step_basis == NO_STEPS_BASIS else "a step's")
+    text = (f"{h.saving_per_step_us or 0.0:,.1f} µs{unit} ({h.per_step_basis}; {whose} attention {of} is "
             f"{h.step_attention_us or 0.0:,.1f} µs)")
     return text + (", busy time only: will not reach latency (launch-bound)" if h.reaches_latency is False else "")
+
+
+def _over(h: Hint) -> str:
+    """What the total covers: "over N steps", or "in all" where no step was recorded (the total is the trace's)."""
+    return "in all" if h.per_step_basis == NO_STEPS_BASIS else f"over {h.steps} step{'s' if h.steps != 1 else ''}"
 
 
 def _saving_text(h: Hint) -> str:
     """What a hint saves (when estimated), on what basis, and the first kernels it counts."""
     saving = ("" if h.saving_us is None
-              else f" Saving: {_per_step(h)}; {h.saving_us:,.1f} µs over {h.steps} step{'s' if h.steps != 1 else ''} "
+              else f" Saving: {_per_step(h)}; {h.saving_us:,.1f} µs {_over(h)} "
                    f"({h.saving_pct:.1f}%), {h.saving_basis}.")
     if h.saving_kernels:
         names = ", ".join(short_name(n, 60) for n in h.saving_kernels[:3])

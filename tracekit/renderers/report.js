@@ -306,9 +306,13 @@
     });
   }
   /* The headline: the saving per step, its basis and its bound (one step's attention time). */
+  /* A trace that recorded no step (results.hints.NO_STEPS_BASIS): its figures are the whole trace's, so worded. */
+  var NO_STEPS = "whole trace (no steps recorded)";
   function perStep(h) {
     if (h.saving_per_step_us === null || h.saving_per_step_us === undefined) return "";
-    return fmt(h.saving_per_step_us) + " per step (" + h.per_step_basis + "; a step's attention " +
+    var none = h.per_step_basis === NO_STEPS;
+    return fmt(h.saving_per_step_us) + (none ? " (" : " per step (") + h.per_step_basis +
+           (none ? "; the trace's attention " : "; a step's attention ") +
            (h.rule === "launch-bound" ? "span" : "busy time") + " is " + fmt(h.step_attention_us) + "), ";
   }
   function savingLine(h) {
@@ -321,8 +325,8 @@
     var line = el("div", {"class": "saving", "data-saving-us": h.saving_us,
                           "data-saving-per-step-us": h.saving_per_step_us === null ? "" : h.saving_per_step_us,
                           "data-saving-pct": h.saving_pct === null ? "" : h.saving_pct, title: h.saving_basis},
-                  (upper ? "saves at most " : "saves about ") + perStep(h) + fmt(h.saving_us) + " over " +
-                  h.steps + (h.steps === 1 ? " step" : " steps") +
+                  (upper ? "saves at most " : "saves about ") + perStep(h) + fmt(h.saving_us) +
+                  (h.per_step_basis === NO_STEPS ? " in all" : " over " + h.steps + (h.steps === 1 ? " step" : " steps")) +
                   (h.saving_pct === null ? "" : " (" + h.saving_pct.toFixed(1) + "% of " + of + ")") +
                   (h.reaches_latency === false ? "; busy time only: will not reach latency (launch-bound)" : ""));
     add(line, el("span", {"class": "basis"}, " \u00b7 " + h.saving_basis));

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..results.efficiency import Efficiency
 from ..results.attribution import CATEGORIES, IDLE_CAUSES, Attribution, Coverage
+from ..results.hints import NO_STEPS_BASIS, step_unit
 from ..results.sweep import run_rows
 from ..results.rest import median_rest, rest_change
 from ..vocab import IdleCause, Phase, UnlinkedReason, is_launch_bound
@@ -535,7 +536,8 @@ def _saving_line(h: Hint, saving_us: float) -> str:
     counts = ", ".join(short_name(n, 48) for n in names[:_SAVING_NAMES]) + (
         f" (+{len(names) - _SAVING_NAMES} more)" if len(names) > _SAVING_NAMES else "")
     how = "up to" if h.saving_basis.startswith("upper bound") else "about"
-    return (f"    saving: {how} {_per_step_text(h)}; {fmt_time(saving_us)} {_over_steps(h.steps)} "
+    over = "in all" if h.per_step_basis == NO_STEPS_BASIS else _over_steps(h.steps)
+    return (f"    saving: {how} {_per_step_text(h)}; {fmt_time(saving_us)} {over} "
             f"({h.saving_pct:.1f}%); {h.saving_basis}" + (f"; counts {counts}" if counts else ""))
 
 
@@ -550,7 +552,8 @@ def _per_step_text(h: Hint) -> str:
     if h.saving_per_step_us is None:
         return "n/a per step"
     of = "span" if h.rule == "launch-bound" else "busy time"
-    text = (f"{fmt_time(h.saving_per_step_us)} per step ({h.per_step_basis}; a step's attention {of} is "
+    unit, whose = step_unit(h.per_step_basis), ("the trace's" if h.per_step_basis == NO_STEPS_BASIS else "a step's")
+    text = (f"{fmt_time(h.saving_per_step_us)}{unit} ({h.per_step_basis}; {whose} attention {of} is "
             f"{fmt_time(h.step_attention_us or 0.0)})")
     return text + ("; will not reach latency (launch-bound)" if h.reaches_latency is False else "")
 

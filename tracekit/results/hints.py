@@ -15,6 +15,17 @@ __all__ = ["GroupFacts", "Hint", "HintFacts", "HintOverlap", "KernelRow", "merge
 # blocks' busy time (each device event sits on one row, at its share of its block's busy time).
 KernelRow = tuple[str, str, str, str]
 
+# A trace that recorded no ProfilerStep has no step: its "per step" figures are the whole trace's, and are worded so
+# (``step_unit``), never "per step" beside a headline that says "whole trace" (issue 37: one time base, stated).
+NO_STEPS_BASIS = "whole trace (no steps recorded)"
+
+
+def step_unit(per_step_basis: str | None) -> str:
+    """The words after a per-step figure: " per step", or none where no step was recorded (the figure is then
+    the whole trace's, and its basis says so)."""
+    return "" if per_step_basis == NO_STEPS_BASIS else " per step"
+
+
 _US_SLACK = 0.002  # µs: figures are rounded to 3 decimals on their own before a check compares them
 
 

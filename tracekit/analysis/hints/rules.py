@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...results.efficiency import Efficiency, efficiency_dict, sum_efficiency
-from ...results.hints import GroupFacts, Hint, HintFacts, HintOverlap, KernelRow
+from ...results.hints import NO_STEPS_BASIS, GroupFacts, Hint, HintFacts, HintOverlap, KernelRow, step_unit
 from ...vocab import LAUNCH_BOUND_IDLE_SHARE, Category, GraphMode, is_launch_bound
 from .advice import AdviceTopic, advise
 from .facts import HintTag
@@ -53,7 +53,7 @@ class StepBasis:
     count: int  # the steps a whole-trace saving covers (1 where no step was recorded)
     busy_us: float
     span_us: float
-    label: str  # "median of N steps", "whole trace over N steps" or "whole trace (no steps recorded)"
+    label: str  # "median of N steps", "whole trace over N steps" or NO_STEPS_BASIS
 
 
 def _step_basis(blocks: Sequence[BlockResult]) -> StepBasis:
@@ -62,7 +62,7 @@ def _step_basis(blocks: Sequence[BlockResult]) -> StepBasis:
     n = max(1, len(stepped))
     if stepped and all(b.step is not None for b in blocks):
         return _median_basis(blocks, stepped)
-    label = f"whole trace over {n} step{'s' if n != 1 else ''}" if stepped else "whole trace (no steps recorded)"
+    label = f"whole trace over {n} step{'s' if n != 1 else ''}" if stepped else NO_STEPS_BASIS
     return StepBasis(steps=(), count=n, busy_us=sum(b.total_us for b in blocks) / n,
                      span_us=sum(b.span_us for b in blocks) / n, label=label)
 
@@ -109,7 +109,7 @@ class Group:
         if self.step_basis is not None:
             return self.step_basis
         return StepBasis(steps=(), count=1, busy_us=self.busy_us, span_us=self.span_us,
-                         label="whole trace (no steps recorded)")
+                         label=NO_STEPS_BASIS)
 
     @property
     def launch_bound(self) -> bool:
@@ -215,7 +215,7 @@ def _hint(rule: HintRule, g: Group, message: str, evidence: dict[str, Any], savi
 
 def _ps(g: Group, rows: Sequence[tuple[str, str, str, str, int, float]]) -> str:
     """These rows' time in one step (Group.per_step), for a message: "1.2 ms per step"."""
-    return f"{_t(g.per_step(_us(rows), counted=_full(rows)))} per step"
+    return f"{_t(g.per_step(_us(rows), counted=_full(rows)))}{step_unit(g.basis.label)}"
 
 
 def _eager_softmax(g: Group, rule: HintRule) -> Hint | None:
@@ -266,7 +266,7 @@ def _launch_bound(g: Group, rule: HintRule) -> Hint | None:
     if _CAPTURES.intersection(g.facts.graph_modes) and g.share(g.facts.replayed_us) <= 0.5:
         return None  # the eager calls of a capture trace are its warm-up: their gaps are the capture's, not a cost
     kernels = sum(b.kernels for b in g.blocks)
-    idle = f"{_t(g.per_step(g.idle_us, idle=True))} per step"
+    idle = f"{_t(g.per_step(g.idle_us, idle=True))}{step_unit(g.basis.label)}"
     return _hint(rule, g, f"{g.label}: launch-bound, the GPU is idle {100 * g.idle_us / g.span_us:.0f}% of the "
                           f"blocks' span ({idle}); {_launch_advice(g)}, and judge speedups by wall time, not busy "
                           f"time; busy-time savings on these blocks will not reach latency",
@@ -559,7 +559,8 @@ def _mark_overlaps(hints: Sequence[Hint], groups: dict[str, Group]) -> None:
             if len(members) > 1:
                 g = groups[label]
                 ov = _overlap(members, label, g.busy_us)
-                ov.union_per_step_us = _r(g.per_step(ov.union_us, counted=_union_rows(members)))
+                if g.basis.label != NO_STEPS_BASIS:  # no step recorded: the union in all is the only figure
+                    ov.union_per_step_us = _r(g.per_step(ov.union_us, counted=_union_rows(members)))
                 ov.check()
                 for h in members:
                     h.overlap = ov
