@@ -39,7 +39,7 @@ class Evidence:
 
     ``names`` are the core's op or kernel names (trace data: hostile in every output); ``shapes`` the
     recorded input dims of an eager core's three ops, when the trace has them. ``group`` names the
-    multi-kernel group (tracekit.analysis.scopes.KERNEL_GROUPS) whose kernels joined the block, if any.
+    multi-kernel group (tracekit.analysis.blocks.kernels.KERNEL_GROUPS) whose kernels joined the block, if any.
     """
 
     rule: str
@@ -295,7 +295,7 @@ class Coverage:
 
 @dataclass(slots=True, kw_only=True)
 class StepFigures:
-    """One ``ProfilerStep#N`` of a trace as a whole (tracekit.analysis.attribute._whole_steps), in µs: all the
+    """One ``ProfilerStep#N`` of a trace as a whole (tracekit.analysis.totals.whole_steps), in µs: all the
     device work of the step (the events its host ops launched, and those its attention blocks own), not only
     attention's. ``span_us`` follows the blocks' rule, with the ProfilerStep range as the host side."""
 
