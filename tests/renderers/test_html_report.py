@@ -96,7 +96,7 @@ def test_single_report_draws_the_json(browser, tmp_path):
         blocks = [b for b in data["blocks"] if b["name"] == label]
         assert us == pytest.approx(sum(b["total_us"] for b in blocks))
     # The kernel table: the JSON's rows, full names on hover; sorting by time puts the largest first.
-    table = "document.querySelectorAll('table')[0]"
+    table = "Array.from(document.querySelectorAll('h2')).find(h => h.textContent.startsWith('Top ')).nextElementSibling"
     names = js(browser, f"return Array.from({table}.querySelectorAll('tbody td.name')).map(td => td.title)")
     assert names == [k["name"] for k in data["top_kernels"]]
     js(browser, f"{table}.querySelectorAll('th')[3].click()")
