@@ -418,3 +418,23 @@ def test_a_step_that_is_not_launch_bound_shows_no_host_side(tmp_path):
     assert _rest_text(idle)[-1] == (
         "  launch-bound step (device idle 78% of its span): 3 kernels launched, top-level host ops 23.8 µs "
         "(aten::linear 10.0 µs · aten::bmm 8.4 µs · aten::add 5.0 µs · aten::_softmax 0.4 µs)")
+
+
+def test_a_diff_where_a_side_holds_several_traces_points_to_the_json(tmp_path):
+    """Two traces a side are two processes, not one step: the diff compares no median step outside attention, says
+    so in one line, and the JSON holds each trace's step_rest; one trace a side compares (25.0 → 45.0 µs)."""
+    from support.steps import rest_steps
+
+    from tracekit import diff
+
+    for side in ("b", "a"):
+        (tmp_path / side).mkdir()
+        for k, linear in enumerate((20, 40)):
+            rest_steps(tmp_path / side / f"r{k}.pt.trace.json", [linear])
+    text = " ".join(TerminalRenderer(width=400).render(diff(tmp_path / "b", tmp_path / "a")).split())
+    assert ("outside attention: not compared, a side holds several traces (ranks or runs); see --format json "
+            "(traces.before and traces.after, each trace's step_rest)") in text
+    one = diff(tmp_path / "b" / "r0.pt.trace.json", tmp_path / "a" / "r1.pt.trace.json")
+    text = TerminalRenderer(width=400).render(one)
+    assert "outside attention, median step (step 1 of 1 → step 1 of 1): 25.0 µs → 45.0 µs" in text
+    assert "not compared" not in text
