@@ -615,28 +615,43 @@ def rest_rows(d) -> dict[tuple[str, str], list]:
     return {(r["by"], r["name"]): [tuple(v) for v in r["values"]] for r in js(d, REST_ROWS_JS)}
 
 
+def check_rest_rows(rows: dict[tuple[str, str], list], step_rest: dict) -> None:
+    """Each row of the rest-of-step table prints the JSON's figure for its step (``step_rest``), in the page's
+    units, and holds it as its value."""
+    for (by, name), [(text, us)] in rows.items():
+        assert us == step_rest[REST_KEYS[by]][name] and text == fmt_us(us), (by, name)
+
+
 @pytest.mark.slow
-def test_rest_of_step_table_equals_the_json_and_lists_no_zero_idle_cause(browser, tmp_path):
+def test_rest_of_step_table_equals_the_json(browser, tmp_path):
     """Linears 20, 60, 40: outside busy 25, 65, 45, so the median step is step 3 (matmul 40, elementwise 5;
     Head 40, Encoder 5), launch-bound (idle 195 of 250 µs), so its host ops follow. Each figure in the table is
-    the JSON's ``step_rest`` of step 3, and the construction's. The blocks idle by launch, queued and host op only:
-    the other causes (sync, elsewhere, event wait, other) are zero and listed nowhere."""
+    the JSON's ``step_rest`` of step 3, and the construction's."""
     from support.steps import REST_HOST_OPS, rest_steps
 
     report(rest_steps(tmp_path / "t.pt.trace.json", [20, 60, 40]), "-o", tmp_path / "r.html")
     open_page(browser, tmp_path / "r.html")
-    data = js(browser, JSON_JS)["result"]
-    (step3,) = [r for r in data["traces"][0]["step_rest"] if r["step"] == 3]
+    (step3,) = [r for r in js(browser, JSON_JS)["result"]["traces"][0]["step_rest"] if r["step"] == 3]
     rows = rest_rows(browser)
     want = {("category", "matmul"): 40, ("category", "elementwise"): 5, ("module", "Head"): 40,
             ("module", "Encoder"): 5, **{("host op", k): v for k, v in REST_HOST_OPS.items()}}
     assert {k: v[0][1] for k, v in rows.items()} == pytest.approx(want)
-    for (by, name), [(text, us)] in rows.items():
-        assert us == step3[REST_KEYS[by]][name] and text == fmt_us(us), (by, name)
+    check_rest_rows(rows, step3)
     sub = js(browser, "return document.querySelector('[data-section=\"rest\"] .sub').textContent")
     assert sub == ("step 3 (median of 3 by busy outside attention): 45.0 \u00b5s busy outside attention \u00b7 "
                    "launch-bound step (device idle 78% of its span): 3 kernels launched, top-level host ops "
                    "23.8 \u00b5s")
+
+
+@pytest.mark.slow
+def test_the_report_lists_no_idle_cause_that_took_no_time(browser, tmp_path):
+    """rest_steps' blocks idle by launch, queued and host op only: the other causes (sync, elsewhere, event wait,
+    other) are zero, and neither the idle bar's hover nor the timeline's key lists them."""
+    from support.steps import rest_steps
+
+    report(rest_steps(tmp_path / "t.pt.trace.json", [20, 60, 40]), "-o", tmp_path / "r.html")
+    open_page(browser, tmp_path / "r.html")
+    data = js(browser, JSON_JS)["result"]
     causes = data["totals"]["idle_by_cause"]
     assert {c for c, us in causes.items() if us == 0} == {"sync_us", "elsewhere_us", "event_wait_us", "other_us"}
     (bar,) = segments(browser, '[data-section="By block kind"] .bars')
@@ -686,6 +701,5 @@ def test_h200_rest_of_step_table_equals_the_json(browser, tmp_path):
     step = int(re.match(r"step (\d+) \(median of", sub).group(1))
     (rest,) = [r for r in data["traces"][0]["step_rest"] if r["step"] == step]
     rows = rest_rows(browser)
-    for (by, name), [(text, us)] in rows.items():
-        assert us == rest[REST_KEYS[by]][name] and text == fmt_us(us), (by, name)
+    check_rest_rows(rows, rest)
     assert {n for by, n in rows if by == "category"} == {c for c, us in rest["categories"].items() if us > 0}
