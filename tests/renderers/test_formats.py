@@ -185,3 +185,67 @@ def test_verdict_line_is_importable_from_the_package():
                 basis=Basis.MEDIAN_STEP, within_noise=None)
     assert verdict_line(v) == ("fail-if-slower 5%: REGRESSION: attention time 100 µs → 120 µs (+20.0%, median step) "
                                "is more than 5% slower")
+
+
+# -- the rest of the step in markdown (issue 37, item 7) ------------------------------------------------------------
+# support.steps.rest_steps: per step, outside attention matmul = the linear's µs and elementwise 5; by top-level
+# module Head = the linear (+ the mul), Encoder 5; kernels 3 (+1 with the mul), top-level host ops 23.8 µs (+4);
+# the step's range 250 µs holds every kernel, busy 15 + linear (+ mul): launch-bound.
+
+
+def _rest_bullets(text: str) -> list[str]:
+    """The markdown list that starts at "- outside attention", to its end."""
+    lines = text.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("- outside attention"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].lstrip().startswith("- ")), len(lines))
+    return lines[start:end]
+
+
+def test_markdown_shows_each_steps_rest_as_the_terminal_does(tmp_path):
+    """Linears 20, 60 and 40: outside busy 25, 65, 45, so the median is step 3 (matmul 40, elementwise 5); its
+    span 250, busy 55: idle 195 (78%), launch-bound, so the host side follows. The terminal's lines, as a list."""
+    from support.steps import rest_steps
+
+    res = analyze(rest_steps(tmp_path / "t.pt.trace.json", [20, 60, 40])).check()
+    want = [
+        "- outside attention, step 3 (median of 3 by busy outside attention): matmul 40.0 µs · elementwise 5.0 µs",
+        "  - by top-level module: Head 40.0 µs · Encoder 5.0 µs",
+        "  - launch-bound step (device idle 78% of its span): 3 kernels launched, top-level host ops 23.8 µs "
+        "(aten::linear 10.0 µs · aten::bmm 8.4 µs · aten::add 5.0 µs · aten::_softmax 0.4 µs)"]
+    assert _rest_bullets(MarkdownRenderer().render(res)) == want
+    terminal = TerminalRenderer(width=400).render(res).splitlines()
+    assert [x.replace("- ", "", 1) for x in want] == [x for x in terminal if x.lstrip().startswith(
+        ("outside attention", "by top-level module", "launch-bound step"))]
+
+
+def test_markdown_diff_shows_the_rest_of_the_step(tmp_path):
+    """Before: a 20 µs linear. After: a 60 µs linear and an aten::mul (4 µs on the host) launching a 6 µs add:
+    outside 25 → 71 µs; matmul 20 → 60, elementwise 5 → 11; Head 20 → 66; kernels 3 → 4; host ops 23.8 → 27.8,
+    the mul the only op that changed; both steps launch-bound (busy 35 and 81 of 250 µs)."""
+    from support.steps import rest_steps
+
+    before = analyze(rest_steps(tmp_path / "b.pt.trace.json", [20])).check()
+    after = analyze(rest_steps(tmp_path / "a.pt.trace.json", [60], mul_us=6)).check()
+    text = MarkdownRenderer().render(diff_attributions(before, after).check())
+    assert _rest_bullets(text) == [
+        "- outside attention, median step (step 1 of 1 → step 1 of 1): 25.0 µs → 71.0 µs",
+        "  - by category: matmul 20.0 µs → 60.0 µs · elementwise 5.0 µs → 11.0 µs",
+        "  - by top-level module: Head 20.0 µs → 66.0 µs · Encoder 5.0 µs → 5.0 µs",
+        "  - host side (launch-bound before and after): kernels launched 3 → 4; top-level host ops 23.8 µs → "
+        "27.8 µs",
+        "  - host ops that changed most: aten::mul 0.0 µs → 4.0 µs"]
+
+
+def test_markdown_escapes_a_hostile_name_in_the_rest_of_the_step(tmp_path):
+    """A host op named as markup stays text: its brackets and pipes escaped, no raw HTML."""
+    from support.steps import rest_steps
+
+    path = rest_steps(tmp_path / "t.pt.trace.json", [20])
+    doc = json.loads(path.read_text())
+    for ev in doc["traceEvents"]:
+        if ev["name"] == "aten::linear":
+            ev["name"] = "<img src=x>|[x](y)"
+    path.write_text(json.dumps(doc))
+    text = MarkdownRenderer().render(analyze(path).check())
+    (host,) = [x for x in _rest_bullets(text) if "launch-bound step" in x]
+    assert "&lt;img src=x&gt;\\|\\[x\\](y) 10.0 µs" in host and "<img" not in text

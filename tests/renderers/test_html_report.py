@@ -96,7 +96,7 @@ def test_single_report_draws_the_json(browser, tmp_path):
         blocks = [b for b in data["blocks"] if b["name"] == label]
         assert us == pytest.approx(sum(b["total_us"] for b in blocks))
     # The kernel table: the JSON's rows, full names on hover; sorting by time puts the largest first.
-    table = "document.querySelectorAll('table')[0]"
+    table = "Array.from(document.querySelectorAll('h2')).find(h => h.textContent.startsWith('Top ')).nextElementSibling"
     names = js(browser, f"return Array.from({table}.querySelectorAll('tbody td.name')).map(td => td.title)")
     assert names == [k["name"] for k in data["top_kernels"]]
     js(browser, f"{table}.querySelectorAll('th')[3].click()")
@@ -516,8 +516,17 @@ def check_idle(rows: list[dict], blocks_per_row: dict[str, int], causes: dict[st
         (idle,) = [s for s in r["segs"] if s["key"] == "idle"]
         assert idle["tag"] == "line" and idle["l"] >= max(s["l"] + s["w"] for s in busy) - 0.5
         assert idle["w"] / r["svgW"] == pytest.approx(105 * n / longest, abs=0.003)
-        for c, us in causes[r["label"]].items():
-            assert f"{c.removesuffix('_us')} {fmt_us(us)}" in idle["title"], (c, idle["title"])
+        assert idle["title"].endswith(cause_words(causes[r["label"]])), idle["title"]
+
+
+def cause_words(causes: dict[str, float]) -> str:
+    """The end of an idle hover: the causes that took time, in vocab.IdleCause's order, in the terminal's words
+    (``host op``, not ``host_op``); a cause at zero is not listed. (Dicts read back from the page lose their key
+    order, so the order is the vocabulary's.)"""
+    from tracekit.vocab import IDLE_CAUSES
+
+    timed = [f"{c.replace('_', ' ')} {fmt_us(causes[c + '_us'])}" for c in IDLE_CAUSES if causes.get(c + "_us", 0) > 0]
+    return "; " + ", ".join(timed) + ")" if timed else " of the span)"
 
 
 def causes_of(blocks: list[dict], key: str) -> dict[str, dict[str, float]]:
@@ -587,3 +596,110 @@ def test_diff_report_of_folders_of_runs_has_a_row_per_run_pair(browser, tmp_path
     assert rows[1][3:] == ["+80.0%", "slower"] and rows[0][4] == "no claim"
     subs = js(browser, "return Array.from(document.querySelectorAll('.sub')).map(e => e.textContent)")
     assert "runs only before: gone" in subs and "runs only after: new" in subs
+
+
+# ---------------------------------------------------------------------------------------------
+# The rest of the step (issue 37, item 7). support.steps.rest_steps: per step, outside attention matmul = the
+# linear's µs and elementwise 5; by top-level module Head = the linear (+ the mul), Encoder 5; top-level host ops
+# REST_HOST_OPS (+ aten::mul 4); its 250 µs range holds every kernel, busy 15 + linear (+ mul): launch-bound.
+
+REST_ROWS_JS = """return Array.from(document.querySelectorAll('[data-section="rest"] tbody tr')).map(r => ({
+    by: r.dataset.restBy, name: r.cells[1].dataset.v,
+    values: Array.from(r.cells).slice(2).map(c => [c.textContent, c.dataset.v === '' ? null : +c.dataset.v])}))"""
+JSON_JS = "return JSON.parse(document.getElementById('tk-data').textContent)"
+REST_KEYS = {"category": "categories", "module": "modules", "host op": "host_ops"}
+
+
+def rest_rows(d) -> dict[tuple[str, str], list]:
+    """The rest-of-step table as {(by, name): [(text, value), ...]}, in page order."""
+    return {(r["by"], r["name"]): [tuple(v) for v in r["values"]] for r in js(d, REST_ROWS_JS)}
+
+
+def check_rest_rows(rows: dict[tuple[str, str], list], step_rest: dict) -> None:
+    """Each row of the rest-of-step table prints the JSON's figure for its step (``step_rest``), in the page's
+    units, and holds it as its value."""
+    for (by, name), [(text, us)] in rows.items():
+        assert us == step_rest[REST_KEYS[by]][name] and text == fmt_us(us), (by, name)
+
+
+@pytest.mark.slow
+def test_rest_of_step_table_equals_the_json(browser, tmp_path):
+    """Linears 20, 60, 40: outside busy 25, 65, 45, so the median step is step 3 (matmul 40, elementwise 5;
+    Head 40, Encoder 5), launch-bound (idle 195 of 250 µs), so its host ops follow. Each figure in the table is
+    the JSON's ``step_rest`` of step 3, and the construction's."""
+    from support.steps import REST_HOST_OPS, rest_steps
+
+    report(rest_steps(tmp_path / "t.pt.trace.json", [20, 60, 40]), "-o", tmp_path / "r.html")
+    open_page(browser, tmp_path / "r.html")
+    (step3,) = [r for r in js(browser, JSON_JS)["result"]["traces"][0]["step_rest"] if r["step"] == 3]
+    rows = rest_rows(browser)
+    want = {("category", "matmul"): 40, ("category", "elementwise"): 5, ("module", "Head"): 40,
+            ("module", "Encoder"): 5, **{("host op", k): v for k, v in REST_HOST_OPS.items()}}
+    assert {k: v[0][1] for k, v in rows.items()} == pytest.approx(want)
+    check_rest_rows(rows, step3)
+    sub = js(browser, "return document.querySelector('[data-section=\"rest\"] .sub').textContent")
+    assert sub == ("step 3 (median of 3 by busy outside attention): 45.0 \u00b5s busy outside attention \u00b7 "
+                   "launch-bound step (device idle 78% of its span): 3 kernels launched, top-level host ops "
+                   "23.8 \u00b5s")
+
+
+@pytest.mark.slow
+def test_the_report_lists_no_idle_cause_that_took_no_time(browser, tmp_path):
+    """rest_steps' blocks idle by launch, queued and host op only: the other causes (sync, elsewhere, event wait,
+    other) are zero, and neither the idle bar's hover nor the timeline's key lists them."""
+    from support.steps import rest_steps
+
+    report(rest_steps(tmp_path / "t.pt.trace.json", [20, 60, 40]), "-o", tmp_path / "r.html")
+    open_page(browser, tmp_path / "r.html")
+    data = js(browser, JSON_JS)["result"]
+    causes = data["totals"]["idle_by_cause"]
+    assert {c for c, us in causes.items() if us == 0} == {"sync_us", "elsewhere_us", "event_wait_us", "other_us"}
+    (bar,) = segments(browser, '[data-section="By block kind"] .bars')
+    (idle,) = [x for x in bar["segs"] if x["key"] == "idle"]
+    assert idle["title"].endswith(cause_words(causes)) and "sync" not in idle["title"], idle["title"]
+    legend = js(browser, "return Array.from(document.querySelectorAll('.legend span')).map(e => e.textContent)")
+    gaps = data["timeline"]["gaps"]
+    shown = [x for x in legend if x.startswith("idle: ")]
+    assert len(shown) == sum(1 for c in data["timeline"]["idle_causes"] if any(v > 0 for v in gaps[c])) == 3
+
+
+@pytest.mark.slow
+def test_diff_rest_of_step_table_equals_the_json(browser, tmp_path):
+    """Before: a 20 µs linear; after: 60 µs and an aten::mul (4 µs on the host) launching a 6 µs add. Matmul
+    20 → 60, elementwise 5 → 11; Head 20 → 66, Encoder 5 → 5; both launch-bound, so the host op that changed
+    follows (aten::mul 0 → 4). Each row is the JSON's ``rest_of_step``, its Δ after − before."""
+    from support.steps import rest_steps
+
+    report(rest_steps(tmp_path / "b.pt.trace.json", [20]), rest_steps(tmp_path / "a.pt.trace.json", [60], mul_us=6),
+           "-o", tmp_path / "d.html")
+    open_page(browser, tmp_path / "d.html")
+    rest = js(browser, JSON_JS)["result"]["rest_of_step"]
+    rows = rest_rows(browser)
+    want = {("category", "matmul"): (20, 60), ("category", "elementwise"): (5, 11), ("module", "Head"): (20, 66),
+            ("module", "Encoder"): (5, 5), ("host op", "aten::mul"): (0, 4)}
+    assert list(rows) == list(want)
+    for (by, name), (b, a) in want.items():
+        (bt, bv), (at, av), (dt, dv) = rows[by, name]
+        if by == "host op":
+            (json_b, json_a), = [(x["before_us"], x["after_us"]) for x in rest["host_ops_changed"]
+                                 if x["name"] == name]
+        else:
+            json_b, json_a = rest["before"][REST_KEYS[by]][name], rest["after"][REST_KEYS[by]][name]
+        assert (bv, av) == (json_b, json_a) == pytest.approx((b, a)) and dv == pytest.approx(a - b)
+        assert (bt, at) == (fmt_us(b), fmt_us(a)), (by, name)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SWEEP / "eager_512").is_dir(), reason=f"the H200 sweep is not at {SWEEP}")
+def test_h200_rest_of_step_table_equals_the_json(browser, tmp_path):
+    """eager_512: each row of the table is its median step's figure in the JSON's step_rest (the step named above
+    the table), and every category with time in that step has a row."""
+    report(SWEEP / "eager_512", "-o", tmp_path / "r.html")
+    open_page(browser, tmp_path / "r.html")
+    data = js(browser, JSON_JS)["result"]
+    sub = js(browser, "return document.querySelector('[data-section=\"rest\"] .sub').textContent")
+    step = int(re.match(r"step (\d+) \(median of", sub).group(1))
+    (rest,) = [r for r in data["traces"][0]["step_rest"] if r["step"] == step]
+    rows = rest_rows(browser)
+    check_rest_rows(rows, rest)
+    assert {n for by, n in rows if by == "category"} == {c for c, us in rest["categories"].items() if us > 0}

@@ -352,3 +352,89 @@ def test_json_keeps_the_full_kernel_name():
             if "MulFunctor<float> >, std::array" in n and "BFloat16" in n]
     names = {k["name"] for k in doc["top_kernels"]}
     assert full and set(full) <= names and all(len(n) > 200 for n in full)
+
+
+# -- the rest of the step for a folder of several traces (issue 37, item 7) -----------------------------------------
+# support.steps.rest_steps: per step, outside attention matmul = the linear's µs and elementwise 5; Head = the
+# linear, Encoder 5; 3 kernels launched and 23.8 µs of top-level host ops; launch-bound (span 250, busy 15 + linear).
+
+
+def _rest_text(res, by: str = "kind") -> list[str]:
+    """The lines from "outside attention" on, up to the next blank line, at a width nothing wraps."""
+    lines = TerminalRenderer(by=by, width=400).render(res).splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("outside attention"))
+    return lines[start:lines.index("", start)]
+
+
+def test_a_folder_of_a_few_traces_shows_each_traces_own_median_step(tmp_path):
+    """Two traces (linears 20, 60, 40 and 80): each its own median step (step 3, 45 µs; step 1, 85 µs), named by
+    its file; never one median over both."""
+    from support.steps import rest_steps
+
+    rest_steps(tmp_path / "a.pt.trace.json", [20, 60, 40])
+    rest_steps(tmp_path / "b.pt.trace.json", [80])
+    heads = [x for x in _rest_text(analyze(tmp_path).check()) if x.startswith("outside attention")]
+    assert heads == [
+        "outside attention (a.pt.trace.json), step 3 (median of 3 by busy outside attention): matmul 40.0 µs · "
+        "elementwise 5.0 µs",
+        "outside attention (b.pt.trace.json), step 1 (median of 1 by busy outside attention): matmul 80.0 µs · "
+        "elementwise 5.0 µs"]
+
+
+def test_a_folder_of_many_traces_says_where_each_traces_figures_are(tmp_path):
+    """Five traces with steps, past REST_TRACES_SHOWN (4): one line naming --format json, no trace listed."""
+    from support.steps import rest_steps
+
+    for k in range(5):
+        rest_steps(tmp_path / f"r{k}.pt.trace.json", [20 + k])
+    assert _rest_text(analyze(tmp_path).check()) == [
+        "outside attention: 5 traces with steps, each with its own median step, too many to list here: see "
+        "--format json (each trace's step_rest)"]
+
+
+def test_a_folder_of_runs_names_each_run(tmp_path):
+    """--by run: each run's trace named by its run (its folder), figures its own (linear 20 and 40)."""
+    from support.steps import rest_steps
+
+    for name, linear in (("fast_64", 20), ("slow_64", 40)):
+        (tmp_path / name).mkdir()
+        rest_steps(tmp_path / name / "host.1.pt.trace.json", [linear])
+    text = _rest_text(analyze(tmp_path, by="run").check(), by="run")
+    assert [x.split(",")[0] for x in text if not x.startswith(" ")] == [
+        "outside attention (fast_64)", "outside attention (slow_64)"]
+    assert "matmul 20.0 µs" in text[0] and any("matmul 40.0 µs" in x for x in text[1:])
+
+
+def test_a_step_that_is_not_launch_bound_shows_no_host_side(tmp_path):
+    """A 300 µs linear from t + 120 ends past the step's range: span 430, busy 315, idle 115 (not over half): the
+    figures outside attention without the host side; with a 20 µs linear the step is launch-bound (78% idle)."""
+    from support.steps import rest_steps
+
+    busy = analyze(rest_steps(tmp_path / "busy.pt.trace.json", [300])).check()
+    assert _rest_text(busy) == [
+        "outside attention, step 1 (median of 1 by busy outside attention): matmul 300 µs · elementwise 5.0 µs",
+        "  by top-level module: Head 300 µs · Encoder 5.0 µs"]
+    idle = analyze(rest_steps(tmp_path / "idle.pt.trace.json", [40])).check()
+    assert _rest_text(idle)[-1] == (
+        "  launch-bound step (device idle 78% of its span): 3 kernels launched, top-level host ops 23.8 µs "
+        "(aten::linear 10.0 µs · aten::bmm 8.4 µs · aten::add 5.0 µs · aten::_softmax 0.4 µs)")
+
+
+def test_a_diff_where_a_side_holds_several_traces_points_to_the_json(tmp_path):
+    """Two traces a side are two processes, not one step: the diff compares no median step outside attention, says
+    so in one line, and the JSON holds each trace's step_rest; one trace a side compares (25.0 → 45.0 µs)."""
+    from support.steps import rest_steps
+
+    from tracekit import diff
+
+    for side in ("b", "a"):
+        (tmp_path / side).mkdir()
+        for k, linear in enumerate((20, 40)):
+            rest_steps(tmp_path / side / f"r{k}.pt.trace.json", [linear])
+    text = " ".join(TerminalRenderer(width=400).render(diff(tmp_path / "b", tmp_path / "a")).split())
+    assert ("outside attention: not compared, a side holds several traces (ranks or runs); see --format json "
+            "(traces.before and traces.after, each trace's step_rest)") in text
+    one = diff(tmp_path / "b" / "r0.pt.trace.json", tmp_path / "a" / "r1.pt.trace.json")
+    text = TerminalRenderer(width=400).render(one)
+    assert "outside attention, median step (step 1 of 1 → step 1 of 1): 25.0 µs → 45.0 µs" in text
+    assert "not compared" not in text

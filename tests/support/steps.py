@@ -60,3 +60,42 @@ def raw_steps(run: str) -> dict[int, tuple[float, float]]:
             end = max(end, b)
         out[s] = (busy, max(hi, end) - min(lo, ivs[0][0]))
     return out
+
+
+# -- the rest of the step (issue 37, item 7) -----------------------------------------------------------------------
+
+REST_STEP = 250.0  # each rest_steps ProfilerStep's host range, µs: [t - 10, t + 240]
+REST_GEMM, REST_ADD = 10.0, 5.0  # the attention GEMM and the Encoder's add kernel, µs
+REST_HOST_OPS = {"aten::linear": 10.0, "aten::bmm": 8.4, "aten::add": 5.0, "aten::_softmax": 0.4}  # top-level, a step
+
+
+def rest_steps(path: Path, linears: list[float], mul_us: float | None = None) -> Path:
+    """One ProfilerStep per ``linears`` entry (1000 µs apart, from ProfilerStep#1), each in nn.Module Model_0 with
+    two children: Encoder_0 holds the attention range (a 10 µs GEMM, its bmm op 8 µs on the host, host_core 0.8)
+    and an aten::add (5 µs on the host) launching a 5 µs add kernel; Head_0 holds an aten::linear (10 µs on the
+    host) launching a GEMM of ``linear`` µs at t + 120. ``mul_us``: in Head_0 an aten::mul (4 µs on the host) also
+    launches a ``mul_us`` add kernel at t + 235.
+
+    By construction, per step: outside attention, matmul = linear and elementwise = 5 (+ mul_us); by top-level
+    module, Head = linear (+ mul_us) and Encoder = 5; kernels launched 3 (4 with the mul); top-level host ops
+    REST_HOST_OPS (23.8 µs; + aten::mul 4). While the kernels end inside the step's 250 µs range, its span is 250
+    and its busy 15 + linear (+ mul_us): launch-bound while that is under 125."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    for k, linear in enumerate(linears):
+        t = 1000.0 * (k + 1)
+        b.annotation(f"ProfilerStep#{k + 1}", t - 10, REST_STEP)
+        b.module("Model_0", t - 5, 240)
+        b.module("Encoder_0", t, 60)
+        b.annotation("layer0.attention", t + 1, 40)
+        b.op("aten::bmm", t + 2, 8)
+        b.launch(GEMM, t + 3, 1, t + 12, REST_GEMM)
+        host_core(b, t + 11)
+        b.op("aten::add", t + 45, 5)
+        b.launch(ADD, t + 46, 1, t + 50, REST_ADD)
+        b.module("Head_0", t + 100, 134)
+        b.op("aten::linear", t + 110, 10)
+        b.launch(GEMM, t + 111, 1, t + 120, linear)
+        if mul_us is not None:
+            b.op("aten::mul", t + 225, 4)
+            b.launch(ADD, t + 226, 1, t + 235, mul_us)
+    return b.write(path)

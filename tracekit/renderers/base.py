@@ -22,6 +22,7 @@ from ..results.steps import per_step  # noqa: F401
 from ..results.rows import (  # noqa: F401
     TABLE_GROUPINGS, PairRow, Row, check_grouping, group_rows, pair_rows, rank_view_of,
 )
+from ..results.rest import RestChange, TraceRest, rest_change, trace_rest  # issue 37: the rest of the step
 from ..vocab import Basis, Compared, GraphMode, PairedBy, Phase
 from .names import short_name
 
@@ -395,3 +396,146 @@ def _compared_label(v: Verdict) -> str:
     if v.compared == Compared.SPAN:
         return "profiled span" + ("" if v.chosen else " (launch-bound: busy time is not the wait)")
     return "attention time" + (" (busy, --gate-on busy)" if v.chosen else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# The rest of the step (issue 37, item 7): the lines the terminal and markdown share, and the parts every format
+# names (the HTML report draws the same parts as a table)
+
+REST_TOP = 5  # categories, modules and host ops named per line; the rest are counted
+REST_TRACES_SHOWN = 4  # traces shown one by one; past this, one line names --format json
+
+
+def top_parts(parts: dict[str, float], n: int = REST_TOP) -> tuple[list[tuple[str, float]], int]:
+    """The parts with time, largest first: the first ``n`` as (name, µs), and how many more have time."""
+    top = sorted(((v, k) for k, v in parts.items() if v > 0), reverse=True)
+    return [(k, v) for v, k in top[:n]], max(0, len(top) - n)
+
+
+def changed_parts(before: dict[str, float], after: dict[str, float], n: int = REST_TOP) -> tuple[list[str], int]:
+    """The parts with time on either side, largest first (by the larger side): the first ``n``, and how many more."""
+    names = sorted((k for k in set(before) | set(after) if before.get(k, 0) > 0 or after.get(k, 0) > 0),
+                   key=lambda k: (-max(before.get(k, 0), after.get(k, 0)), k))
+    return names[:n], max(0, len(names) - n)
+
+
+def _more(n: int) -> str:
+    return f" (+{n} more)" if n else ""
+
+
+def top_us(parts: dict[str, float]) -> str:
+    """``elementwise 7.32 ms · matmul 5.83 ms · … (+2 more)``: the largest parts with time first."""
+    top, more = top_parts(parts)
+    return " · ".join(f"{short_name(k, 40)} {fmt_time(v)}" for k, v in top) + _more(more)
+
+
+def pair_us(before: dict[str, float], after: dict[str, float]) -> str:
+    """``matmul 20.0 µs → 5.0 µs · …``: the parts with time on either side, largest first."""
+    names, more = changed_parts(before, after)
+    return " · ".join(f"{short_name(k, 40)} {fmt_time(before.get(k, 0))} → {fmt_time(after.get(k, 0))}"
+                      for k in names) + _more(more) or "no device work"
+
+
+def rest_traces(result: Attribution) -> list[TraceRest]:
+    """Each trace's median step outside attention, named by its run in a folder of runs (``run/file`` where a
+    run holds several traces), else by its file; traces without steps are left out."""
+    if result.runs:
+        named = [(r.name if len(r.attribution.traces) == 1 else f"{r.name}/{t.source}", t)
+                 for r in result.runs for t in r.attribution.traces]
+    else:
+        named = [(t.source, t) for t in result.traces]
+    return [x for label, t in named if (x := trace_rest(t, label)) is not None]
+
+
+def rest_shown(result: Attribution) -> tuple[list[TraceRest], str | None]:
+    """The traces whose rest of the step is shown, and the line said instead when there are too many.
+
+    The rule for a folder of several traces (ranks of one job, or runs): each trace is shown on its own, named,
+    while at most REST_TRACES_SHOWN of them have steps; past that, one line says where each trace's figures are
+    (``--format json``, its ``step_rest``). The traces are never pooled into one median step: they are different
+    processes (ranks that ran at the same time, or different programs), so a median over them is no step at all."""
+    shown = rest_traces(result)
+    if len(shown) <= REST_TRACES_SHOWN:
+        return shown, None
+    return [], (f"outside attention: {len(shown)} traces with steps, each with its own median step, too many to "
+                f"list here: see --format json (each trace's step_rest)")
+
+
+def rest_lines(result: Attribution) -> list[str]:
+    """The rest of the step as lines (sub-lines indented two spaces), by :func:`rest_shown`'s rule; a trace's
+    head names it when the result holds several traces."""
+    shown, note = rest_shown(result)
+    named = len(result.traces) > 1
+    return [note] if note else [x for tr in shown for x in trace_rest_lines(tr, named)]
+
+
+def trace_rest_lines(tr: TraceRest, named: bool = False) -> list[str]:
+    """One trace's median step outside attention: its busy time by category and by top-level module, and for a
+    launch-bound step the host side (kernels launched, top-level host op time)."""
+    r = tr.rest
+    lines = [f"outside attention{f' ({tr.label})' if named else ''}, {rest_step_words(tr)}: "
+             + (top_us(r.categories) or "no device work")]
+    if r.modules:
+        lines.append("  by top-level module: " + top_us(r.modules))
+    host = rest_host_words(tr)
+    if host:
+        lines.append(f"  {host} ({top_us(r.host_ops)})")
+    return lines
+
+
+def rest_step_words(tr: TraceRest) -> str:
+    """``step 2 (median of 2 by busy outside attention)``: which step the figures are."""
+    return f"step {tr.rest.step} (median of {tr.steps} by busy outside attention)"
+
+
+def rest_host_words(tr: TraceRest) -> str | None:
+    """``launch-bound step (device idle 87% of its span): 86 kernels launched, top-level host ops 5.75 ms``; None
+    unless the step is launch-bound (the host side is what such a step waits on)."""
+    if not tr.launch_bound or tr.span_us is None:
+        return None
+    return (f"launch-bound step (device idle {pct(tr.idle_us or 0.0, tr.span_us):.0f}% of its span): "
+            f"{tr.rest.kernels} kernels launched, top-level host ops {fmt_time(tr.rest.host_ops_us)}")
+
+
+def rest_change_lines(r: DiffResult) -> list[str]:
+    """Outside attention, median step against median step (one trace a side): busy by category and by module, and
+    where either side is launch-bound the host side (kernels launched, top-level host op time, the ops that
+    changed most). Where a side holds several traces, one line says where each trace's figures are."""
+    c = rest_change(r.before.traces, r.after.traces)
+    if c is None:
+        several = any(len(s.traces) > 1 and any(t.step_rest for t in s.traces) for s in (r.before, r.after))
+        return ["outside attention: not compared, a side holds several traces (ranks or runs); see --format json "
+                "(traces.before and traces.after, each trace's step_rest)"] if several else []
+    return _rest_change_lines(c)
+
+
+def _rest_change_lines(c: RestChange) -> list[str]:
+    b, a = c.before, c.after
+    lines = [f"outside attention, {rest_change_words(c)}", "  by category: " + pair_us(b.categories, a.categories)]
+    if b.modules or a.modules:
+        lines.append("  by top-level module: " + pair_us(b.modules, a.modules))
+    host = rest_change_host_words(c)
+    if host:
+        lines.append(f"  {host}")
+        if c.host_ops_changed:
+            lines.append("  host ops that changed most: " + " · ".join(
+                f"{short_name(n, 40)} {fmt_time(x)} → {fmt_time(y)}" for n, x, y in c.host_ops_changed))
+    return lines
+
+
+def rest_change_words(c: RestChange) -> str:
+    """``median step (step 2 of 2 → step 2 of 3): 360 µs → 359 µs``: which steps, and their busy outside attention."""
+    b, a = c.before, c.after
+    return (f"median step (step {b.step} of {c.steps[0]} → step {a.step} of {c.steps[1]}): "
+            f"{fmt_time(b.outside_us)} → {fmt_time(a.outside_us)}")
+
+
+def rest_change_host_words(c: RestChange) -> str | None:
+    """``host side (launch-bound before and after): kernels launched 86 → 46; top-level host ops 5.75 ms → 2.77
+    ms``; None unless a side's median step is launch-bound."""
+    sides = [side for side, lb in zip(("before", "after"), c.launch_bound) if lb]
+    if not sides:
+        return None
+    b, a = c.before, c.after
+    return (f"host side (launch-bound {' and '.join(sides)}): kernels launched {b.kernels} → {a.kernels}; "
+            f"top-level host ops {fmt_time(b.host_ops_us)} → {fmt_time(a.host_ops_us)}")

@@ -21,10 +21,15 @@ import orjson
 
 from ..results.attribution import Attribution, BlockResult, Totals
 from ..results.efficiency import Efficiency, efficiency_dict
+from ..results.rest import RestChange, TraceRest, rest_change
 from ..results.rows import PairRow, Row, group_rows, pair_rows
 from ..results.sweep import run_rows
 from ..results.timeline import run_cap, timeline
 from .base import Renderer, largest_change, unmatched_rows
+from .base import (  # issue 37: the rest of the step, in the terminal's wording and choice of parts
+    changed_parts, rest_change_host_words, rest_change_lines, rest_change_words, rest_host_words, rest_shown,
+    rest_step_words, top_parts,
+)
 from .jsonrenderer import diff_to_dict, idle_cause_dict, timeline_dict, to_dict
 
 if TYPE_CHECKING:
@@ -149,14 +154,76 @@ def pair_groups_data(result: DiffResult) -> dict:
             "before": _unpaired(result.unmatched_before), "after": _unpaired(result.unmatched_after)}
 
 
+def _rest_rows(by: str, parts: dict[str, float]) -> tuple[list[dict], int]:
+    """The parts the terminal names (renderers.base.top_parts) as table rows, and how many more have time."""
+    top, more = top_parts(parts)
+    return [{"by": by, "name": k, "us": _r(v)} for k, v in top], more
+
+
+def _trace_rest_dict(tr: TraceRest, named: bool) -> dict:
+    """One trace's median step outside attention as the page draws it: the terminal's words for the step and
+    (launch-bound) its host side, and one table row per part the terminal names: by category, by top-level
+    module, and the top-level host ops where the step is launch-bound; ``more``: the parts left out, by kind."""
+    r = tr.rest
+    rows: list[dict] = []
+    more: dict[str, int] = {}
+    host = rest_host_words(tr)
+    for by, parts in (("category", r.categories), ("module", r.modules), ("host op", r.host_ops if host else {})):
+        got, n = _rest_rows(by, parts)
+        rows += got
+        if n:
+            more[by] = n
+    return {"label": tr.label if named else None, "step": r.step, "steps": tr.steps, "words": rest_step_words(tr),
+            "outside_us": _r(r.outside_us), "launch_bound": tr.launch_bound, "host": host, "rows": rows, "more": more}
+
+
+def rest_data(result: Attribution) -> dict | None:
+    """The rest of the step (issue 37): each shown trace's median step (renderers.base.rest_shown: a few traces
+    each named, many as one note); None when no trace has steps."""
+    shown, note = rest_shown(result)
+    if not shown and note is None:
+        return None
+    named = len(result.traces) > 1
+    return {"traces": [_trace_rest_dict(tr, named) for tr in shown], "note": note}
+
+
+def _pair_rest_rows(by: str, before: dict[str, float], after: dict[str, float]) -> list[dict]:
+    names, _ = changed_parts(before, after)
+    return [{"by": by, "name": k, "before_us": _r(before.get(k, 0.0)), "after_us": _r(after.get(k, 0.0)),
+             "delta_us": _r(after.get(k, 0.0) - before.get(k, 0.0))} for k in names]
+
+
+def rest_change_data(result: DiffResult) -> dict | None:
+    """The diff outside attention (issue 37) as the page draws it: the terminal's words for the steps and the host
+    side, and a row (before, after, Δ) per part the terminal names: categories, top-level modules, and where a
+    side is launch-bound the host ops that changed most. Where a side holds several traces, the terminal's note;
+    None when neither applies."""
+    c = rest_change(result.before.traces, result.after.traces)
+    if c is None:
+        lines = rest_change_lines(result)
+        return {"note": lines[0]} if lines else None
+    return _rest_change_dict(c)
+
+
+def _rest_change_dict(c: RestChange) -> dict:
+    b, a = c.before, c.after
+    host = rest_change_host_words(c)
+    rows = _pair_rest_rows("category", b.categories, a.categories) + _pair_rest_rows("module", b.modules, a.modules)
+    rows += [{"by": "host op", "name": n, "before_us": _r(x), "after_us": _r(y), "delta_us": _r(y - x)}
+             for n, x, y in (c.host_ops_changed if host else [])]
+    return {"words": rest_change_words(c), "host": host, "before_us": _r(b.outside_us), "after_us": _r(a.outside_us),
+            "rows": rows, "note": None}
+
+
 def report_data(result: Attribution | DiffResult, tool: str, step: int | None = None) -> dict:
     """What the page embeds: ``{"report": kind, "result": <the JSON renderer's dict>}``.
 
     The dict is the JSON renderer's, less what the page never draws (per-block efficiency by category, and for
     a folder of runs the merged ``blocks``: each run carries its own), plus each attribution's ``timeline`` of
-    one step (``step``, else its median step; tracekit.results.timeline) and its ``groups`` (groups_data). A
-    folder's run rows carry ``span_per_step_us``. A diff carries ``pair_groups`` (pair_groups_data) and
-    ``timelines``, one per side (``before``/``after``), that the page draws on one time scale.
+    one step (``step``, else its median step; tracekit.results.timeline), its ``groups`` (groups_data) and its
+    ``rest`` of the step (rest_data). A folder's run rows carry ``span_per_step_us``. A diff carries
+    ``pair_groups`` (pair_groups_data), ``rest`` (rest_change_data) and ``timelines``, one per side
+    (``before``/``after``), that the page draws on one time scale.
     """
     if isinstance(result, Attribution):
         d = _drawn(to_dict(result, tool))
@@ -168,12 +235,15 @@ def report_data(result: Attribution | DiffResult, tool: str, step: int | None = 
                          for r, run in zip(d["runs"], result.runs)]
             for r, run in zip(d["runs"], result.runs):
                 r["groups"] = groups_data(run.attribution)
+                r["rest"] = rest_data(run.attribution)
                 r["run_row"]["span_per_step_us"] = per_step[r["name"]]
             return {"report": SWEEP, "result": d}
         d["groups"] = groups_data(result)
+        d["rest"] = rest_data(result)
         return {"report": SINGLE, "result": _with_timeline(d, result, step)}
     d = diff_to_dict(result, tool)
     d["pair_groups"] = pair_groups_data(result)
+    d["rest"] = rest_change_data(result)
     sides = {"before": _timeline(result.before, step), "after": _timeline(result.after, step)}
     if all(sides.values()):
         d["timelines"] = sides

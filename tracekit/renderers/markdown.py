@@ -16,6 +16,7 @@ from .base import (
 )
 from .base import run_pair_cells, runs_only_line
 from .base import lead_line, per_step, per_step_line, totals_label  # issue 37: one time base
+from .base import rest_change_lines, rest_lines  # issue 37: the rest of the step
 from .names import short_name
 
 if TYPE_CHECKING:
@@ -148,9 +149,10 @@ class MarkdownRenderer(Renderer):
         lines += [f"- {_md(h)}" for h in (runs_header_lines(result) if runs else header_lines(result))]
         lines.append("")
         if runs:
-            lines += _run_lines(result) + _run_hint_lines(result)
+            lines += _run_lines(result) + _rest_md(rest_lines(result)) + _run_hint_lines(result)
         else:
             lines += _rank_lines(result) if self.by == "rank" else self._group_lines(result)
+            lines += _rest_md(rest_lines(result))
             lines += _hint_lines(result.hints) if result.hints else []
         return "\n".join(lines) + "\n"
 
@@ -278,3 +280,22 @@ _DIFF_SECTIONS: tuple[Callable[[DiffResult], list[str]], ...] = (
     _diff_category_lines, _diff_pair_lines, _diff_rank_lines, _diff_unmatched_lines, _diff_gone_new_lines,
     _diff_changed_lines,
 )
+
+
+def _rest_md(lines: list[str]) -> list[str]:
+    """The rest of the step's lines (renderers.base: the terminal's wording) as a list, each sub-line (indented
+    two spaces) a nested item, after a blank line; nothing without lines."""
+    out = []
+    for line in lines:
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        out.append("  " * depth + "- " + _md(line.strip()))
+    return [""] + out if out else []
+
+
+def _diff_rest_lines(r: DiffResult) -> list[str]:
+    """Outside attention, median step against median step (renderers.base.rest_change_lines)."""
+    return _rest_md(rest_change_lines(r))
+
+
+# The rest of the step closes the diff report, as in the terminal (issue 37).
+_DIFF_SECTIONS = (*_DIFF_SECTIONS, _diff_rest_lines)

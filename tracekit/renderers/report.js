@@ -201,8 +201,9 @@
     return g.total > 0 ? v / g.total : 0;
   }
   function idleHover(g) {
-    var causes = keys(g.causes).map(function (c) {
-      return c.replace(/_us$/, "") + " " + fmt(g.causes[c]);
+    /* only the causes that took time, in vocab.IdleCause order (the JSON's key order), as the terminal names them */
+    var causes = keys(g.causes).filter(function (c) { return g.causes[c] > 0; }).map(function (c) {
+      return c.replace(/_us$/, "").replace(/_/g, " ") + " " + fmt(g.causes[c]);
     });
     return g.label + " \u2014 idle: " + fmt(g.idle) + " (" + pct(g.idleShare) + " of the span" +
            (causes.length ? "; " + causes.join(", ") : "") + ")";
@@ -374,6 +375,7 @@
     blockSection(parent, "By block kind", kinds, cats, roleKeys);
     roofTable(parent, R, kinds);
     blockSection(parent, "By layer", G.layer.map(barGroup), cats, roleKeys);
+    restSection(parent, R.rest);
     if (R.timeline) tkTimeline(parent, R.timeline, KIT);
     hintSection(parent, R.hints || []);
     kernelTable(parent, R.top_kernels, R.time_base === "host" ? "Top host ops in blocks (self time)"
@@ -441,7 +443,43 @@
     }
     kernelTable(parent, R.only_before, "Only before (gone)");
     kernelTable(parent, R.only_after, "Only after (new)");
+    restDiffSection(parent, R.rest);
     (R.conclusions || []).forEach(function (c) { add(parent, el("div", {"class": "hint"}, c)); });
+  }
+
+  /* The rest of the step (issue 37): what each trace's median step spends outside attention, as Python chose and
+     worded it (tracekit.renderers.html.rest_data; the terminal's lines): a row per category and top-level module,
+     and the top-level host ops where the step is launch-bound. */
+  var REST_TITLE = "Outside attention (the rest of the step)";
+  function restSection(parent, D) {
+    if (!D) return;
+    add(parent, el("h2", null, REST_TITLE));
+    var sec = add(parent, el("div", {"class": "section", "data-section": "rest"}));
+    if (D.note) add(sec, el("div", {"class": "sub", "data-rest-note": "1"}, D.note));
+    D.traces.forEach(function (T) {
+      var box = add(sec, el("div", {"data-rest-step": T.step, "data-rest-trace": T.label}));
+      add(box, el("div", {"class": "sub"}, (T.label === null ? "" : T.label + ": ") + T.words + ": " +
+          fmt(T.outside_us) + " busy outside attention" + (T.host ? " \u00b7 " + T.host : "")));
+      table(box, [{name: "by"}, {name: "name"}, {name: "time", num: true}], T.rows.map(function (x) {
+        return {attrs: {"data-rest-by": x.by}, cells: [cell(x.by), nameCell(x.name), cell(fmt(x.us), x.us)]};
+      }));
+      var more = keys(T.more).map(function (by) { return T.more[by] + " more by " + by; });
+      if (more.length) add(box, el("div", {"class": "sub"}, "not listed: " + more.join(", ") + " (--format json)"));
+    });
+  }
+  function restDiffSection(parent, D) {
+    if (!D) return;
+    add(parent, el("h2", null, REST_TITLE));
+    var sec = add(parent, el("div", {"class": "section", "data-section": "rest"}));
+    if (D.note) { add(sec, el("div", {"class": "sub", "data-rest-note": "1"}, D.note)); return; }
+    add(sec, el("div", {"class": "sub"}, D.words + (D.host ? " \u00b7 " + D.host : "")));
+    table(sec, [{name: "by"}, {name: "name"}, {name: "before", num: true}, {name: "after", num: true},
+                {name: "\u0394", num: true}], D.rows.map(function (x) {
+      var d = x.delta_us;
+      return {attrs: {"data-rest-by": x.by},
+              cells: [cell(x.by), nameCell(x.name), cell(fmt(x.before_us), x.before_us), cell(fmt(x.after_us), x.after_us),
+                      cell(signed(d), d, {cls: "num" + (Math.abs(d) < 0.05 ? "" : d > 0 ? " pos" : " neg")})]};
+    }));
   }
   /* Two folders of runs: a row per run on both sides (its own headline and verdict), then the runs on one side
      only. Nothing otherwise. */

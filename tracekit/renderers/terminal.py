@@ -14,8 +14,7 @@ from ..results.efficiency import Efficiency
 from ..results.attribution import CATEGORIES, IDLE_CAUSES, Attribution, Coverage
 from ..results.hints import NO_STEPS_BASIS, step_unit
 from ..results.sweep import run_rows
-from ..results.rest import median_rest, rest_change
-from ..vocab import IdleCause, Phase, UnlinkedReason, is_launch_bound
+from ..vocab import IdleCause, Phase, UnlinkedReason
 from .base import (
     latency_cell, measured_lines, runs_header_lines, speedup_cell, speedup_cols, sweep_notes,
     HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, noise_line, pair_rows,
@@ -24,6 +23,7 @@ from .base import (
     signed, step_line, unmatched_rows, lead_line, per_step, per_step_line, totals_label,
 )
 from .base import run_pair_cells, runs_only_line
+from .base import rest_change_lines, rest_lines as base_rest_lines  # issue 37: the rest of the step
 from .names import ELLIPSIS, short_name
 
 if TYPE_CHECKING:
@@ -605,7 +605,7 @@ class TerminalRenderer(Renderer):
             lines += _run_role_lines(result, w)
         else:
             lines += self._group_lines(result, w)
-            lines += rest_lines(result, w)
+        lines += rest_lines(result, w)  # every grouping: each trace's own median step (base.rest_shown's rule)
         lines += self._tail_lines(result, w, pooled=_pooled(result) if runs else "")
         return text_lines(lines)
 
@@ -888,67 +888,18 @@ def idle_cause_line(causes: dict[str, float] | None, idle_us: float) -> str | No
 _ALWAYS_CAUSES = frozenset({IdleCause.LAUNCH, IdleCause.SYNC, IdleCause.OTHER})
 
 
-_REST_TOP = 5  # categories, modules and host ops named per line
-
-
 def rest_lines(result: Attribution, w: int) -> list[str]:
-    """The median step outside attention (one trace with steps): its busy time by category and by top-level
-    module, and for a launch-bound step the host side (kernels launched, top-level host op time)."""
-    if len(result.traces) != 1:
-        return []
-    t = result.traces[0]
-    r = median_rest(t.step_rest)
-    if r is None:
-        return []
-    head = f"outside attention, step {r.step} (median of {len(t.step_rest)} by busy outside attention): "
-    lines = ["", *wrap(head + (_top_us(r.categories) or "no device work"), w)]
-    if r.modules:
-        lines += wrap("  by top-level module: " + _top_us(r.modules), w)
-    fig = next((f for f in t.step_figures if f.step == r.step), None)
-    if fig is not None and is_launch_bound(fig.span_us - fig.busy_us, fig.span_us):
-        lines += wrap(f"  launch-bound step (device idle {pct(fig.span_us - fig.busy_us, fig.span_us):.0f}% of "
-                      f"its span): {r.kernels} kernels launched, top-level host ops {fmt_time(r.host_ops_us)} "
-                      f"({_top_us(r.host_ops)})", w)
-    return lines
-
-
-def _top_us(parts: dict[str, float]) -> str:
-    """``elementwise 7.32 ms · matmul 5.83 ms · … (+2 more)``: the largest non-zero parts first."""
-    top = sorted(((v, k) for k, v in parts.items() if v > 0), reverse=True)
-    more = f" (+{len(top) - _REST_TOP} more)" if len(top) > _REST_TOP else ""
-    return " · ".join(f"{short_name(k, 40)} {fmt_time(v)}" for v, k in top[:_REST_TOP]) + more
+    """The rest of the step outside attention (renderers.base.rest_lines): each trace's median step by category
+    and by top-level module, and for a launch-bound step its host side; one trace alone, a few traces each named,
+    many traces one line naming --format json (base.rest_shown states the rule)."""
+    lines = base_rest_lines(result)
+    return ["", *_wrap_all(lines, w)] if lines else []
 
 
 def rest_diff_lines(r: DiffResult, w: int) -> list[str]:
-    """Outside attention, median step against median step: busy by category and by module, and where either
-    side is launch-bound the host side (kernels launched, top-level host op time, the ops that changed most)."""
-    c = rest_change(r.before.traces, r.after.traces)
-    if c is None:
-        return []
-    b, a = c.before, c.after
-    lines = ["", f"outside attention, median step (step {b.step} of {c.steps[0]} → step {a.step} of {c.steps[1]}): "
-             f"{fmt_time(b.outside_us)} → {fmt_time(a.outside_us)}"]
-    lines.append("  by category: " + _pair_parts(b.categories, a.categories))
-    if b.modules or a.modules:
-        lines.append("  by top-level module: " + _pair_parts(b.modules, a.modules))
-    if any(c.launch_bound):
-        lines.append(f"  host side (launch-bound {'before' if c.launch_bound[0] else ''}"
-                     f"{' and ' if all(c.launch_bound) else ''}{'after' if c.launch_bound[1] else ''}): kernels "
-                     f"launched {b.kernels} → {a.kernels}; top-level host ops {fmt_time(b.host_ops_us)} → "
-                     f"{fmt_time(a.host_ops_us)}")
-        if c.host_ops_changed:
-            lines.append("  host ops that changed most: " + " · ".join(
-                f"{short_name(n, 40)} {fmt_time(x)} → {fmt_time(y)}" for n, x, y in c.host_ops_changed))
-    return _wrap_all(lines, w)
-
-
-def _pair_parts(before: dict[str, float], after: dict[str, float]) -> str:
-    """``matmul 20.0 µs → 5.0 µs · …``: the parts with time on either side, largest first (by the larger side)."""
-    names = sorted((k for k in set(before) | set(after) if before.get(k, 0) > 0 or after.get(k, 0) > 0),
-                   key=lambda k: -max(before.get(k, 0), after.get(k, 0)))
-    more = f" (+{len(names) - _REST_TOP} more)" if len(names) > _REST_TOP else ""
-    return " · ".join(f"{short_name(k, 40)} {fmt_time(before.get(k, 0))} → {fmt_time(after.get(k, 0))}"
-                      for k in names[:_REST_TOP]) + more or "no device work"
+    """Outside attention, median step against median step (renderers.base.rest_change_lines)."""
+    lines = rest_change_lines(r)
+    return ["", *_wrap_all(lines, w)] if lines else []
 
 
 # The rest of the step joins the diff sections, before the conclusions (issue 37).

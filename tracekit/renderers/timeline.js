@@ -16,6 +16,10 @@ function tkTimeline(parent, T, kit, opts) {
   var CAUSE_LABEL = {elsewhere: "device busy elsewhere", event_wait: "event wait", queued: "queued (launch issued)",
                      host_op: "host op, no launch"};
   function causeLabel(c) { return CAUSE_LABEL[c] || c; }
+  // the idle causes that took time (values(c): its times), in vocab.IdleCause order: a cause at zero is not listed
+  function timed(causes, values) {
+    return causes.filter(function (c) { return (values(c) || []).some(function (v) { return v > 0; }); });
+  }
   var IDLE_FILL = "#e6e9ee";
   var ROW_H = 20, BLOCK_H = 32, MAX_BLOCK_ROWS = 6, AXIS_H = 22, LABEL_W = 178, PAD_R = 10, MIN_RANGE_US = 0.05;
   var FONT = "11px system-ui,-apple-system,'Segoe UI',sans-serif";
@@ -91,7 +95,7 @@ function tkTimeline(parent, T, kit, opts) {
   var readout = add(bar, el("span", {"class": "sub tl-readout"}));
   var legend = add(wrap, el("div", {"class": "legend"}));
   CATS.forEach(function (c) { key(c, COL[c] || "#999"); });
-  CAUSES.forEach(function (c) { key("idle: " + causeLabel(c), CAUSE_COL[c] || "#999"); });
+  timed(CAUSES, function (c) { return T.gaps[c]; }).forEach(function (c) { key("idle: " + causeLabel(c), CAUSE_COL[c] || "#999"); });
   function key(text, colour) {
     var s = add(legend, el("span"));
     add(s, el("i", {style: "background:" + colour}));
@@ -309,11 +313,11 @@ function tkTimeline(parent, T, kit, opts) {
       CATS.forEach(function (c) {
         if (b.categories[c]) lines.push(c + " " + fmt(b.categories[c]) + " (" + (100 * b.categories[c] / (b.busy_us || 1)).toFixed(1) + "% of busy)");
       });
-      if (b.idle_by_cause) lines.push("idle by cause: " + CAUSES.map(function (c) { return causeLabel(c) + " " + fmt(b.idle_by_cause[c + "_us"]); }).join(" \u00b7 "));
+      if (b.idle_by_cause && b.idle_us > 0) lines.push("idle by cause: " + timed(CAUSES, function (c) { return [b.idle_by_cause[c + "_us"]]; }).map(function (c) { return causeLabel(c) + " " + fmt(b.idle_by_cause[c + "_us"]); }).join(" \u00b7 "));
     } else if (p.row.kind === "gaps") {
       var G = T.gaps;
       lines = ["device idle " + fmt(G.end[i] - G.start[i]) + " in " + T.blocks[G.block[i]].name,
-               CAUSES.map(function (c) { return causeLabel(c) + " " + fmt(G[c][i]); }).join(" \u00b7 "),
+               timed(CAUSES, function (c) { return [G[c][i]]; }).map(function (c) { return causeLabel(c) + " " + fmt(G[c][i]); }).join(" \u00b7 "),
                "at +" + fmt(G.start[i] - T.start_us)];
     } else if (p.row.kind === "host") {
       lines = ["host op of " + T.blocks[T.host.block[i]].name, fmt(T.host.end[i] - T.host.start[i]) + " at +" +

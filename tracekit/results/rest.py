@@ -85,3 +85,37 @@ def _launch_bound(trace: object, step: int) -> bool | None:
     """Whether the step's device idled over half its span (its StepFigures), None without them."""
     fig = next((f for f in getattr(trace, "step_figures", []) if f.step == step), None)
     return None if fig is None else is_launch_bound(fig.span_us - fig.busy_us, fig.span_us)
+
+
+@dataclass(slots=True, kw_only=True)
+class TraceRest:
+    """One trace's median step outside attention, as every format shows it (issue 37, item 7): the step
+    (median_rest), how many steps it is the median of, and that step's span and busy time from its StepFigures
+    (None without them), which say whether the step is launch-bound and so whether its host side is shown."""
+
+    label: str  # what names the trace where several are shown: its file, or its run's name
+    rest: StepRest
+    steps: int
+    span_us: float | None = None
+    busy_us: float | None = None
+
+    @property
+    def idle_us(self) -> float | None:
+        return None if self.span_us is None or self.busy_us is None else self.span_us - self.busy_us
+
+    @property
+    def launch_bound(self) -> bool | None:
+        """The step's device idled over half its span (vocab.is_launch_bound); None without its figures."""
+        idle = self.idle_us
+        return None if idle is None or self.span_us is None else is_launch_bound(idle, self.span_us)
+
+
+def trace_rest(trace: object, label: str) -> TraceRest | None:
+    """A TraceSummary's median step outside attention; None on a trace without steps."""
+    steps: list[StepRest] = getattr(trace, "step_rest", [])
+    r = median_rest(steps)
+    if r is None:
+        return None
+    fig = next((f for f in getattr(trace, "step_figures", []) if f.step == r.step), None)
+    return TraceRest(label=label, rest=r, steps=len(steps), span_us=None if fig is None else fig.span_us,
+                     busy_us=None if fig is None else fig.busy_us)
