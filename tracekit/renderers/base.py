@@ -12,7 +12,7 @@ from typing import Union
 
 from ..results.attribution import CATEGORIES, Attribution, BlockResult, GraphSummary, RankView, TraceSummary
 from ..results.sweep import RunRow, sweep_key
-from ..results.diff import DiffResult, RankPair, RunPair, Verdict, pair_headline
+from ..results.diff import HEADLINE_STEP_SPAN, DiffResult, RankPair, RunPair, Verdict, pair_headline
 from ..results.format import (  # noqa: F401  (the renderers' shared wording, imported from here)
     basis_label, fmt_bytes, fmt_time, headline, noise_words, pct, printable, ratio_text, share_text, signed,
     step_line, time_base_label,
@@ -22,7 +22,7 @@ from ..results.steps import per_step  # noqa: F401
 from ..results.rows import (  # noqa: F401
     TABLE_GROUPINGS, PairRow, Row, check_grouping, group_rows, pair_rows, rank_view_of,
 )
-from ..vocab import Basis, Compared, GraphMode, PairedBy, Phase
+from ..vocab import Compared, GraphMode, PairedBy, Phase
 from .names import short_name
 
 Result = Union[Attribution, DiffResult]
@@ -354,14 +354,16 @@ def rank_pair_cells(p: RankPair) -> tuple[str, str, str, str]:
 
 
 def run_pair_cells(p: RunPair) -> tuple[str, str, str, str, str]:
-    """(basis, before, after, change, verdict) of one run pair, from its headline (:func:`pair_headline`)."""
+    """(basis, before, after, change, verdict) of one run pair, from its headline (:func:`pair_headline`): its whole
+    step as a single diff leads (a step span reads ``× shorter``/``× longer``, never faster), else its attention."""
     h = pair_headline(p.diff)
     b, a, s = h["before_us"], h["after_us"], h["speedup"]
     change = "" if h["delta_pct"] is None else f"{h['delta_pct']:+.1f}%"
-    if s is not None and b > 0 and h["claims_speedup"]:
-        change += f" ({s:.2f}× faster)" if s >= 1 else f" ({1 / s:.2f}× slower)"
-    basis = basis_label(h["basis"]) if h["basis"] in (Basis.MEDIAN_STEP, Basis.TOTAL) else str(h["basis"])
-    return basis, fmt_time(b), fmt_time(a), change, p.verdict
+    span = h["basis"] == HEADLINE_STEP_SPAN
+    if s is not None and b > 0 and (h["claims_speedup"] or span):
+        up, down = ("shorter", "longer") if span else ("faster", "slower")
+        change += f" ({s:.2f}× {up})" if s >= 1 else f" ({1 / s:.2f}× {down})"
+    return str(h["basis"]), fmt_time(b), fmt_time(a), change, p.verdict
 
 
 def runs_only_line(r: DiffResult) -> str | None:
