@@ -237,7 +237,10 @@ def test_folders_of_runs_exit_4_naming_the_regressing_pair(tmp_path):
     assert err[-3].startswith("run bound: fail-if-slower 5%: inconclusive: before and after are launch-bound")
     rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()
             if line.startswith(("bound ", "slower "))}
-    assert rows["slower"][-1] == "regression" and rows["bound"][-1] == "inconclusive"
+    # the row leads on the whole step (step span); the gate decided on attention, and the verdict says so
+    assert rows["slower"][-1] == "regression†" and rows["bound"][-1] == "inconclusive"
+    assert "† the gate's verdict, decided on its own basis, not the row's: attention (median step) for slower" \
+        in " ".join(proc.stdout.split())  # (wrapped to the terminal's width)
     assert "runs only before: gone · only after: new" in proc.stdout
 
 
@@ -307,7 +310,9 @@ def test_folders_of_runs_in_json_csv_and_markdown(tmp_path):
     assert (data["runs_only_before"], data["runs_only_after"]) == ([], []) and "ranks" not in data
     sweeps = paired_sweeps(tmp_path / "gate")  # runs on one side only, and a gate that decides
     gated = json.loads(run_cli("diff", *sweeps, "--format", "json", "--fail-if-slower", "5").stdout)
-    assert [p["verdict"] for p in gated["run_pairs"]] == ["inconclusive", "regression"]
+    assert [(p["verdict"], p["verdict_basis"]) for p in gated["run_pairs"]] == [
+        ("inconclusive", None), ("regression", "attention (median step)")]  # the gate's basis, not the headline's
+    assert [p["verdict_basis"] for p in data["run_pairs"]] == [h["basis"] for h in heads.values()]  # ungated
     assert (gated["runs_only_before"], gated["runs_only_after"]) == (["gone"], ["new"])
 
     rows = list(csv.DictReader(io.StringIO(run_cli("diff", before, after, "--format", "csv", check=True).stdout)))

@@ -449,7 +449,7 @@
           R.run_pairs.map(function (p) {
             var h = p.headline;
             return {cells: [cell(p.run), cell(h.basis), cell(fmt(h.before_us), h.before_us),
-                            cell(fmt(h.after_us), h.after_us), cell(pairChange(h), h.delta_pct), cell(p.verdict)]};
+                            cell(fmt(h.after_us), h.after_us), cell(pairChange(h), h.delta_pct), cell(pairVerdict(p))]};
           }));
     [["before", R.runs_only_before], ["after", R.runs_only_after]].forEach(function (s) {
       if (s[1].length) add(parent, el("div", {"class": "sub"}, "runs only " + s[0] + ": " + s[1].join(", ")));
@@ -464,6 +464,12 @@
     var w = span ? ["shorter", "longer"] : ["faster", "slower"];
     return pct + (h.speedup >= 1 ? " (" + h.speedup.toFixed(2) + "\u00d7 " + w[0] + ")"
                                  : " (" + (1 / h.speedup).toFixed(2) + "\u00d7 " + w[1] + ")");
+  }
+  /* The verdict, with the gate's basis where it decided on another figure than the row's headline. */
+  function pairVerdict(p) {
+    var on = p.verdict_basis;
+    return on === null || on === undefined || on === p.headline.basis ? p.verdict
+                                                                      : p.verdict + " on " + on.split(" (")[0];
   }
   function mapCats(cats, field) {
     var o = {};

@@ -16,7 +16,7 @@ from .invariants import EPS_US, close, expect, near
 __all__ = ["EAGER_TO_FUSED_ALLOC", "NOISE_MIN_STEPS", "AllocDelta", "BlockPair", "CategoryDelta", "CategoryNoise",
            "DiffResult", "Figures", "KernelChange", "KernelTotal", "Noise", "RankPair", "RunPair", "Spread", "Verdict",
            "WholeStep", "Headline", "HEADLINE_BASES", "pair_headline", "pair_reading", "peak_of", "shares_defined",
-           "totals_figures", "whole_steps", "PAIR_ATTENTION_BASES", "whole_noise"]
+           "totals_figures", "whole_steps", "PAIR_ATTENTION_BASES", "gate_basis", "whole_noise"]
 
 # Conclusions a diff states in words, in every format (DiffResult.conclusions).
 EAGER_TO_FUSED_ALLOC = "eager → fused, the B·H·N² score matrices are no longer allocated"
@@ -524,6 +524,24 @@ class RunPair:
         if self.gate is not None:
             return "pass" if self.gate.ok else "regression"
         return "inconclusive" if self.inconclusive else pair_reading(self.diff)
+
+    @property
+    def verdict_basis(self) -> str | None:
+        """What the verdict was decided on: the gate's own basis when it decided (:func:`gate_basis`), which need
+        not be the headline's; the headline's basis when no gate was asked; None when the gate could not decide."""
+        if self.gate is not None:
+            return gate_basis(self.gate)
+        return None if self.inconclusive else str(pair_headline(self.diff)["basis"])
+
+
+def gate_basis(v: Verdict) -> str:
+    """The CI gate's basis, named as a run pair's headline names its own: ``latency``, ``attention (median step)``
+    (attention busy time, as the attention line), or ``attention span (median step)``; ``total`` for median step
+    where a side has no steps."""
+    if v.compared == Compared.LATENCY:
+        return HEADLINE_LATENCY
+    att = PAIR_ATTENTION_BASES[v.basis]
+    return att.replace("attention", "attention span", 1) if v.compared == Compared.SPAN else att
 
 
 # A run pair's lead when it has no whole step (``diff.headline.basis`` None): its attention figure, named as such.
