@@ -237,7 +237,10 @@ def test_folders_of_runs_exit_4_naming_the_regressing_pair(tmp_path):
     assert err[-3].startswith("run bound: fail-if-slower 5%: inconclusive: before and after are launch-bound")
     rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()
             if line.startswith(("bound ", "slower "))}
-    assert rows["slower"][-1] == "regression" and rows["bound"][-1] == "inconclusive"
+    # the row leads on the whole step (step span); the gate decided on attention, and the verdict says so
+    assert rows["slower"][-1] == "regression†" and rows["bound"][-1] == "inconclusive"
+    assert "† the gate's verdict, decided on its own basis, not the row's: attention (median step) for slower" \
+        in " ".join(proc.stdout.split())  # (wrapped to the terminal's width)
     assert "runs only before: gone · only after: new" in proc.stdout
 
 
@@ -282,29 +285,53 @@ def test_a_run_pairs_own_warnings_name_the_run(tmp_path):
 
 
 def test_folders_of_runs_in_json_csv_and_markdown(tmp_path):
+    """support.steps.lead_sweeps: each pair leads on its own whole step (step busy, step span), or on its attention
+    where it has no ProfilerStep, with figures known by construction; the gate's verdicts are its own."""
     from support.pairs import paired_sweeps
+    from support.steps import lead_sweeps
 
-    before, after = paired_sweeps(tmp_path)
+    before, after = lead_sweeps(tmp_path / "lead")
     data = json.loads(run_cli("diff", before, after, "--format", "json", check=True).stdout)
     assert [(p["run"], p["before"], p["after"], p["verdict"]) for p in data["run_pairs"]] == [
-        ("bound", "before/bound", "after/bound", "no claim"), ("slower", "before/slower", "after/slower", "slower")]
-    h = data["run_pairs"][1]["headline"]
-    assert (h["basis"], h["before_us"], h["after_us"]) == ("median_step", 25, 45)
-    assert h["speedup"] == pytest.approx(25 / 45, abs=1e-4)
-    assert (data["runs_only_before"], data["runs_only_after"]) == (["gone"], ["new"]) and "ranks" not in data
-    gated = json.loads(run_cli("diff", before, after, "--format", "json", "--fail-if-slower", "5").stdout)
-    assert [p["verdict"] for p in gated["run_pairs"]] == ["inconclusive", "regression"]
+        ("heavier", "before/heavier", "after/heavier", "slower"), ("longer", "before/longer", "after/longer", "longer"),
+        ("noisy", "before/noisy", "after/noisy", "within noise"),
+        ("unstepped", "before/unstepped", "after/unstepped", "slower, noise unknown")]
+    heads = {p["run"]: p["headline"] for p in data["run_pairs"]}
+    assert [(h["basis"], h["before_us"], h["after_us"], h["within_noise"], h["claims_speedup"])
+            for h in heads.values()] == [("step busy", 150, 200, False, True), ("step span", 1020, 2020, False, False),
+                                         ("step busy", 150, 160, True, True),
+                                         ("attention (total)", 25, 45, None, True)]
+    assert heads["heavier"]["speedup"] == pytest.approx(150 / 200, abs=1e-4)
+    assert heads["longer"]["note"].startswith("before and after launch-bound")
+    for run, h in heads.items():  # each pair's headline is the lead of a diff of those two run folders alone
+        alone = json.loads(run_cli("diff", before / run, after / run, "--format", "json", check=True).stdout)
+        lead = alone["headline"] if alone["headline"]["basis"] else {**alone["attention"], "basis": "attention (total)"}
+        assert (h["basis"], h["before_us"], h["after_us"]) == (lead["basis"], lead["before_us"], lead["after_us"])
+    assert (data["runs_only_before"], data["runs_only_after"]) == ([], []) and "ranks" not in data
+    sweeps = paired_sweeps(tmp_path / "gate")  # runs on one side only, and a gate that decides
+    gated = json.loads(run_cli("diff", *sweeps, "--format", "json", "--fail-if-slower", "5").stdout)
+    assert [(p["verdict"], p["verdict_basis"]) for p in gated["run_pairs"]] == [
+        ("inconclusive", None), ("regression", "attention (median step)")]  # the gate's basis, not the headline's
+    assert [p["verdict_basis"] for p in data["run_pairs"]] == [h["basis"] for h in heads.values()]  # ungated
+    assert (gated["runs_only_before"], gated["runs_only_after"]) == (["gone"], ["new"])
 
     rows = list(csv.DictReader(io.StringIO(run_cli("diff", before, after, "--format", "csv", check=True).stdout)))
-    pairs = [(r["trace_before"], r["before_us"], r["after_us"], r["paired_by"]) for r in rows
+    pairs = [(r["trace_before"], r["basis"], r["before_us"], r["after_us"], r["paired_by"]) for r in rows
              if r["section"] == "run_pair"]
-    assert pairs == [("bound", "25.000", "25.000", "no claim"), ("slower", "25.000", "45.000", "slower")]
-    assert [(r["section"], r["trace_before"], r["trace_after"]) for r in rows if r["section"].startswith("run_only")] \
+    assert pairs == [("heavier", "step busy", "150.000", "200.000", "slower"),
+                     ("longer", "step span", "1020.000", "2020.000", "longer"),
+                     ("noisy", "step busy", "150.000", "160.000", "within noise"),
+                     ("unstepped", "attention (total)", "25.000", "45.000", "slower, noise unknown")]
+    gone = list(csv.DictReader(io.StringIO(run_cli("diff", *sweeps, "--format", "csv", check=True).stdout)))
+    assert [(r["section"], r["trace_before"], r["trace_after"]) for r in gone if r["section"].startswith("run_only")] \
         == [("run_only_before", "gone", ""), ("run_only_after", "", "new")]
 
     md = run_cli("diff", before, after, "--format", "markdown", check=True).stdout
-    assert "| slower | median step | 25.0 µs | 45.0 µs | +80.0% (1.80× slower) | slower |" in md
-    assert "- runs only before: gone · only after: new" in md
+    assert "| heavier | step busy | 150 µs | 200 µs | +33.3% (1.33× slower) | slower |" in md
+    assert "| longer | step span | 1.02 ms | 2.02 ms | +98.0% (1.98× longer) | longer |" in md
+    assert "| unstepped | attention (total) | 25.0 µs | 45.0 µs | +80.0% (1.80× slower) | slower, noise unknown |" in md
+    assert "- runs only before: gone · only after: new" in run_cli("diff", *sweeps, "--format", "markdown",
+                                                                   check=True).stdout
 
 
 @requires_h200
@@ -321,11 +348,13 @@ def test_h200_sweep_against_sparse_pairs_the_two_eager_runs(tmp_path):
     assert [p["run"] for p in data["run_pairs"]] == ["eager_512", "eager_4096"] and "ranks" not in data
     assert data["runs_only_after"] == ["sparse_512", "sparse_4096"] and len(data["runs_only_before"]) == 30
     assert [p["verdict"] for p in data["run_pairs"]] == ["inconclusive", "inconclusive"]
-    for p in data["run_pairs"]:
+    for p in data["run_pairs"]:  # a pair leads as a diff of its two run folders alone: the whole step
         alone = json.loads(run_cli("diff", SWEEP / p["run"], H200 / "sparse" / p["run"], "--format", "json",
-                                   check=True).stdout)["attention"]  # a pair's figure is its attention line
-        assert (p["headline"]["before_us"], p["headline"]["after_us"]) == \
-            (pytest.approx(alone["before_us"], abs=1e-3), pytest.approx(alone["after_us"], abs=1e-3))
+                                   check=True).stdout)["headline"]
+        assert (p["headline"]["basis"], p["headline"]["before_us"], p["headline"]["after_us"]) == \
+            (alone["basis"], pytest.approx(alone["before_us"], abs=1e-3), pytest.approx(alone["after_us"], abs=1e-3))
+    # eager_512 is launch-bound both sides: its lead is the step span; eager_4096 is not: the step busy time
+    assert [p["headline"]["basis"] for p in data["run_pairs"]] == ["step span", "step busy"]
 
 
 # ---------------------------------------------------------------------------------------------

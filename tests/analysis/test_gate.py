@@ -444,11 +444,17 @@ def test_gate_over_run_pairs_names_the_regressing_pair(tmp_path):
     from support.pairs import paired_sweeps
 
     from tracekit.analysis.gate import gate_runs
+    from tracekit.results.diff import pair_headline
 
     r = diff(*paired_sweeps(tmp_path))
+    # ungated, each pair reads its lead: the whole 1020 µs step span, unchanged on both (mostly idle steps)
+    assert [p.verdict for p in r.run_pairs] == ["within noise", "within noise"]
     bad = gate_runs(r, 5)
     assert [p.run for p in bad] == ["slower"]
     bound, slower = r.run_pairs
+    # the gate decides on its own basis, and says which: attention busy time per median step, not the pair's lead
+    assert (slower.gate.compared, slower.gate.basis) == (Compared.BUSY, "median_step")
+    assert pair_headline(slower.diff)["basis"] == "step span"
     assert (slower.gate.before_us, slower.gate.after_us, slower.gate.change_pct) == pytest.approx((25, 45, 80))
     assert bound.gate is None and bound.inconclusive.startswith("before and after are launch-bound")
     assert [p.verdict for p in r.run_pairs] == ["inconclusive", "regression"]

@@ -581,19 +581,29 @@ def test_waterfall_from_zero_keeps_one_unit(browser, tmp_path):
 
 @pytest.mark.slow
 def test_diff_report_of_folders_of_runs_has_a_row_per_run_pair(browser, tmp_path):
-    """support.pairs.paired_sweeps: ``slower`` goes 25 -> 45 µs a step (+80%), ``bound`` stays at 25 µs."""
+    """support.steps.lead_sweeps: each row leads on its run's own whole step (step busy 150 -> 200 µs, +33.3%; a
+    launch-bound step's span 1020 -> 2020 µs, longer, never slower), else on its attention."""
     from support.pairs import paired_sweeps
+    from support.steps import lead_sweeps
 
-    before, after = paired_sweeps(tmp_path)
-    report(before, after, "-o", tmp_path / "d.html")
-    open_page(browser, tmp_path / "d.html")
-    rows = js(browser, """const h = Array.from(document.querySelectorAll('h2'))
-        .find(e => e.textContent === 'Runs paired by name');
-        let t = h.nextElementSibling;
-        while (t.tagName !== 'TABLE') t = t.querySelector('table') || t.nextElementSibling;
-        return Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.textContent))""")
-    assert [r[0] for r in rows] == ["bound", "slower"]
-    assert rows[1][3:] == ["+80.0%", "slower"] and rows[0][4] == "no claim"
+    def pair_rows(before, after):
+        report(before, after, "-o", tmp_path / "d.html")
+        open_page(browser, tmp_path / "d.html")
+        return js(browser, """const h = Array.from(document.querySelectorAll('h2'))
+            .find(e => e.textContent === 'Runs paired by name');
+            let t = h.nextElementSibling;
+            while (t.tagName !== 'TABLE') t = t.querySelector('table') || t.nextElementSibling;
+            return Array.from(t.querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.textContent))""")
+
+    rows = pair_rows(*lead_sweeps(tmp_path / "lead"))
+    assert [(r[0], r[1], r[4], r[5]) for r in rows] == [
+        ("heavier", "step busy", "+33.3% (1.33\u00d7 slower)", "slower"),
+        ("longer", "step span", "+98.0% (1.98\u00d7 longer)", "longer"),
+        ("noisy", "step busy", "+6.7% (1.07\u00d7 slower)", "within noise"),
+        ("unstepped", "attention (total)", "+80.0% (1.80\u00d7 slower)", "slower, noise unknown")]
+    rows = pair_rows(*paired_sweeps(tmp_path / "gate"))  # runs on one side only
+    assert [(r[0], r[1], r[5]) for r in rows] == [("bound", "step span", "within noise"),
+                                                  ("slower", "step span", "within noise")]
     subs = js(browser, "return Array.from(document.querySelectorAll('.sub')).map(e => e.textContent)")
     assert "runs only before: gone" in subs and "runs only after: new" in subs
 

@@ -127,7 +127,12 @@ def test_folders_of_runs_pair_by_run_name(tmp_path):
     assert slower.labels == ("before/slower", "after/slower")
     assert len(slower.pairs) == 3 and not slower.unmatched_before  # the run's own 3 blocks, none of another run
     assert len(r.pairs) == 6 and {b.source for p in r.pairs for b in (p.before, p.after)} == {"bound", "slower"}
-    assert [p.verdict for p in r.run_pairs] == ["no claim", "slower"]  # no gate asked: each pair's own reading
+    # no gate asked: each pair's own reading of its lead, the whole step. Each step is its 1020 µs ProfilerStep
+    # window (the blocks' kernels inside it), mostly idle: launch-bound, so the lead is the step span, 1020 µs on both
+    # sides in every step (no spread, no change): within noise, though slower's attention goes 25 -> 45 µs.
+    assert [(p.diff.headline.basis, p.diff.headline.before_us, p.diff.headline.after_us) for p in r.run_pairs] \
+        == [("step span", pytest.approx(1020), pytest.approx(1020))] * 2
+    assert [p.verdict for p in r.run_pairs] == ["within noise", "within noise"]
     # the diff's own figures are the runs in common, summed per step: bound 25 + slower 25 -> 25 + 45
     assert (r.before_figures.total_us, r.after_figures.total_us) == pytest.approx((50, 70))
     assert not r.ranks and "runs paired by name: 2 in common; 1 only before (gone); 1 only after (new)" \
@@ -226,13 +231,45 @@ def test_two_results_read_by_run_pair_by_run_name(tmp_path):
 
 
 def test_a_pairs_reading_says_when_its_noise_is_unknown(tmp_path):
-    """Two steps a side give no spread: a pair 25 -> 45 µs reads ``slower, noise unknown``; three steps, ``slower``."""
-    from support.pairs import busy, eager, run_folders, steps_of
+    """Two steps a side give no spread: a pair whose step busy goes 150 -> 200 µs (support.steps.dense_steps: gemm
+    100 + add 50 -> 100) reads ``slower, noise unknown``; three steps, ``slower``. A run without ProfilerSteps falls
+    back to its attention, whole trace, which has no spread: ``slower, noise unknown`` at any count."""
+    from support.steps import dense_runs
 
     from tracekit.run.api import diff_paths
 
     for steps in (2, 3):
-        b = run_folders(tmp_path / f"b{steps}", {n: steps_of(busy(eager), "gemm", [10] * steps) for n in ("x", "y")})
-        a = run_folders(tmp_path / f"a{steps}", {n: steps_of(busy(eager), "gemm", [20] * steps) for n in ("x", "y")})
+        b = dense_runs(tmp_path / f"b{steps}", {n: [(100, 50)] * steps for n in ("x", "y")})
+        a = dense_runs(tmp_path / f"a{steps}", {n: [(100, 100)] * steps for n in ("x", "y")})
         word = "slower" + (", noise unknown" if steps == 2 else "")
         assert [p.verdict for p in diff_paths(b, a).check().run_pairs] == [word, word]
+
+
+def test_each_run_pair_leads_with_its_whole_step(tmp_path):
+    """support.steps.lead_sweeps: each pair leads on the basis its own diff leads on, with figures known by
+    construction, and reads them on that basis alone (its noise the whole step's spread, never attention's)."""
+    from support.steps import lead_sweeps
+
+    from tracekit.results.diff import pair_headline
+    from tracekit.run.api import diff_paths
+
+    before, after = lead_sweeps(tmp_path)
+    r = diff_paths(before, after).check()
+    got = {p.run: (pair_headline(p.diff)["basis"], pair_headline(p.diff)["before_us"],
+                   pair_headline(p.diff)["after_us"], p.verdict) for p in r.run_pairs}
+    assert got == {"heavier": ("step busy", pytest.approx(150), pytest.approx(200), "slower"),
+                   "noisy": ("step busy", pytest.approx(150), pytest.approx(160), "within noise"),
+                   "longer": ("step span", pytest.approx(1020), pytest.approx(2020), "longer"),
+                   "unstepped": ("attention (total)", pytest.approx(25), pytest.approx(45), "slower, noise unknown")}
+    heavier = r.run_pairs[0].diff
+    assert (heavier.before_figures.total_us, heavier.after_figures.total_us) == pytest.approx((100, 100))
+    for p in r.run_pairs:  # each pair's headline is the lead of a diff of those two run folders alone
+        alone = diff_paths(before / p.run, after / p.run).check()
+        h = pair_headline(p.diff)
+        if alone.headline.basis is None:
+            assert (h["basis"], h["before_us"], h["after_us"]) == ("attention (total)", alone.before_figures.total_us,
+                                                                   alone.after_figures.total_us)
+            assert h["note"] == alone.headline.note
+        else:
+            assert (h["basis"], h["before_us"], h["after_us"], h["speedup"]) == \
+                (alone.headline.basis, alone.headline.before_us, alone.headline.after_us, alone.headline.speedup)

@@ -34,6 +34,41 @@ def dense_steps(path: Path, steps: list[tuple[float, float]], first: int = 1) ->
     return b.write(path)
 
 
+def dense_runs(root: Path, runs: dict[str, list[tuple[float, float]]]) -> Path:
+    """A folder of runs: one sub-folder per name, each holding one trace of ``dense_steps``."""
+    for name, steps in runs.items():
+        (root / name).mkdir(parents=True)
+        dense_steps(root / name / "w.pt.trace.json", steps)
+    return root
+
+
+def lead_sweeps(tmp_path: Path) -> tuple[Path, Path]:
+    """Two folders of runs, three steps a run, each pair leading on a different basis, by construction:
+
+    - ``heavier`` (dense_steps): step busy 100 + 50 = 150 -> 100 + 100 = 200 µs a step (+33.3%, every step alike,
+      so no spread: beyond noise), while attention stays at 100 µs.
+    - ``noisy`` (dense_steps): attention 99/100/101 -> 109/110/111, the add 40/50/60 both sides: step busy
+      139/150/161 -> 149/160/171, median (the median step by attention) 150 -> 160; Δ 10 within the busy spread
+      (22 + 22) / 2, though beyond attention's (2 + 2) / 2.
+    - ``longer`` (support.pairs: launch-bound eager blocks, one ProfilerStep of 1020 µs per block): one block a
+      step before, two after (layer0 + layer1): step span 1020 -> 2020 µs, the steps alike.
+    - ``unstepped``: one busy eager block per run and no ProfilerStep (no whole step): attention, whole trace,
+      25 -> 45 µs (2·gemm + softmax, gemm 10 -> 20)."""
+    from functools import partial
+
+    from support.pairs import busy, eager, no_steps, steps_of, two_layers, write
+
+    before = dense_runs(tmp_path / "before", {"heavier": [(100, 50)] * 3, "noisy": [(99, 40), (100, 50), (101, 60)]})
+    after = dense_runs(tmp_path / "after", {"heavier": [(100, 100)] * 3, "noisy": [(109, 40), (110, 50), (111, 60)]})
+    for root, longer, gemm in ((before, steps_of(eager, "gemm", [10] * 3), 10),
+                               (after, two_layers(eager, gemm=[10] * 3), 20)):
+        for name in ("longer", "unstepped"):
+            (root / name).mkdir()
+        write(root / "longer" / "w.pt.trace.json", longer)
+        no_steps(root / "unstepped" / "w.pt.trace.json", partial(busy(eager), gemm=gemm))
+    return before, after
+
+
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 

@@ -12,7 +12,7 @@ from typing import Union
 
 from ..results.attribution import CATEGORIES, Attribution, BlockResult, GraphSummary, RankView, TraceSummary
 from ..results.sweep import RunRow, sweep_key
-from ..results.diff import DiffResult, RankPair, RunPair, Verdict, pair_headline
+from ..results.diff import HEADLINE_STEP_SPAN, DiffResult, RankPair, RunPair, Verdict, pair_headline
 from ..results.format import (  # noqa: F401  (the renderers' shared wording, imported from here)
     basis_label, fmt_bytes, fmt_time, headline, noise_words, pct, printable, ratio_text, share_text, signed,
     step_line, time_base_label,
@@ -23,7 +23,7 @@ from ..results.rows import (  # noqa: F401
     TABLE_GROUPINGS, PairRow, Row, check_grouping, group_rows, pair_rows, rank_view_of,
 )
 from ..results.rest import RestChange, TraceRest, rest_change, trace_rest  # issue 37: the rest of the step
-from ..vocab import Basis, Compared, GraphMode, PairedBy, Phase
+from ..vocab import Compared, GraphMode, PairedBy, Phase
 from .names import short_name
 
 Result = Union[Attribution, DiffResult]
@@ -354,15 +354,46 @@ def rank_pair_cells(p: RankPair) -> tuple[str, str, str, str]:
     return b, a, signed(p.delta_us or 0.0), ratio_text(p.before.total_us, p.after.total_us)
 
 
+GATE_MARK = "†"  # a run pair's verdict that the gate decided on another basis than the row's (run_pair_gate_note)
+
+
 def run_pair_cells(p: RunPair) -> tuple[str, str, str, str, str]:
-    """(basis, before, after, change, verdict) of one run pair, from its headline (:func:`pair_headline`)."""
+    """(basis, before, after, change, verdict) of one run pair, from its headline (:func:`pair_headline`): its whole
+    step as a single diff leads (a step span reads ``× shorter``/``× longer``, never faster), else its attention."""
     h = pair_headline(p.diff)
     b, a, s = h["before_us"], h["after_us"], h["speedup"]
     change = "" if h["delta_pct"] is None else f"{h['delta_pct']:+.1f}%"
-    if s is not None and b > 0 and h["claims_speedup"]:
-        change += f" ({s:.2f}× faster)" if s >= 1 else f" ({1 / s:.2f}× slower)"
-    basis = basis_label(h["basis"]) if h["basis"] in (Basis.MEDIAN_STEP, Basis.TOTAL) else str(h["basis"])
-    return basis, fmt_time(b), fmt_time(a), change, p.verdict
+    span = h["basis"] == HEADLINE_STEP_SPAN
+    if s is not None and b > 0 and (h["claims_speedup"] or span):
+        up, down = ("shorter", "longer") if span else ("faster", "slower")
+        change += f" ({s:.2f}× {up})" if s >= 1 else f" ({1 / s:.2f}× {down})"
+    return str(h["basis"]), fmt_time(b), fmt_time(a), change, run_pair_verdict(p, GATE_MARK)
+
+
+def run_pair_verdict(p: RunPair, mark: str = "") -> str:
+    """The pair's verdict, and where the gate decided on another figure than the row's headline (one basis per
+    figure) either ``mark`` (a table's footnote, :func:`run_pair_gate_note`) or ``on attention`` in words."""
+    on = gate_elsewhere(p)
+    return p.verdict if on is None else p.verdict + (mark or f" on {on.split(' (')[0]}")
+
+
+def gate_elsewhere(p: RunPair) -> str | None:
+    """The gate's basis when it decided this pair on another than the row's headline; None otherwise."""
+    on = p.verdict_basis
+    return None if on is None or on == pair_headline(p.diff)["basis"] else on
+
+
+def run_pair_gate_note(r: DiffResult, mark: str = GATE_MARK) -> str | None:
+    """The footnote to ``mark``: which basis the gate decided the marked pairs on; None when none is marked."""
+    by: dict[str, list[str]] = {}
+    for p in r.run_pairs:
+        on = gate_elsewhere(p)
+        if on is not None:
+            by.setdefault(on, []).append(printable(p.run))
+    if not by:
+        return None
+    where = "; ".join(f"{on} for {', '.join(runs)}" for on, runs in by.items())
+    return f"{mark} the gate's verdict, decided on its own basis, not the row's: {where}"
 
 
 def runs_only_line(r: DiffResult) -> str | None:

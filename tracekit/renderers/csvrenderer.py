@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..results.attribution import CATEGORIES, Attribution, BlockResult
 from ..results.diff import pair_headline
-from .base import Renderer, Result, pct
+from .base import Renderer, Result, pct, run_pair_verdict
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
@@ -217,7 +217,8 @@ def _run_pair_rows(r: DiffResult) -> Iterator[list]:
         h = pair_headline(p.diff)
         b, a = h["before_us"], h["after_us"]
         yield _row(section="run_pair", category="total", before_us=_num(b), after_us=_num(a), delta_us=_num(a - b),
-                   ratio=_ratio(b, a), basis=h["basis"], paired_by=p.verdict, trace_before=p.run, trace_after=p.run)
+                   ratio=_ratio(b, a), basis=h["basis"], paired_by=run_pair_verdict(p), trace_before=p.run,
+                   trace_after=p.run)
     for tag, names in (("before", r.runs_only_before), ("after", r.runs_only_after)):
         for name in names:
             yield _row(section=f"run_only_{tag}", category="total", **{f"trace_{tag}": name})

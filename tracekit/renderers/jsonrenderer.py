@@ -439,14 +439,15 @@ def diff_to_dict(r: DiffResult, tool: str) -> dict:
 
 
 def _run_pairs(r: DiffResult) -> dict:
-    """``run_pairs`` (each run on both sides: its own headline and verdict), ``runs_only_before``/``_after``;
+    """``run_pairs`` (each run on both sides: its own headline, its verdict and the basis that verdict was decided on,
+    which a gate may take from another figure than the headline), ``runs_only_before``/``_after``;
     absent unless both sides were folders of runs."""
     if not r.run_pairs:
         return {}
     return {"run_pairs": [{"run": p.run, "before": p.diff.labels[0], "after": p.diff.labels[1],
                            "headline": {k: _r(v, 4) if isinstance(v, float) else v
                                         for k, v in pair_headline(p.diff).items()},
-                           "verdict": p.verdict} for p in r.run_pairs],
+                           "verdict": p.verdict, "verdict_basis": p.verdict_basis} for p in r.run_pairs],
             "runs_only_before": list(r.runs_only_before), "runs_only_after": list(r.runs_only_after)}
 
 

@@ -14,7 +14,7 @@ from .base import (
     pct, printable, rank_from_line, rank_pair_cells, rank_view_of, ratio_text, share_text, spread_line, step_line,
     time_base_label, unmatched_rows,
 )
-from .base import run_pair_cells, runs_only_line
+from .base import run_pair_cells, run_pair_gate_note, runs_only_line
 from .base import lead_line, per_step, per_step_line, totals_label  # issue 37: one time base
 from .base import rest_change_lines, rest_lines  # issue 37: the rest of the step
 from .names import short_name
@@ -226,8 +226,7 @@ def _diff_run_pair_lines(r: DiffResult) -> list[str]:
     lines = ["", "Runs paired by name (each run's own headline):", "",
              "| run | basis | before | after | change | verdict |", "|---|---|---:|---:|---:|---|"]
     lines += [f"| {_md(p.run)} | " + " | ".join(run_pair_cells(p)) + " |" for p in r.run_pairs]
-    only = runs_only_line(r)
-    return lines + ([f"- {_md(only)}"] if only else [])
+    return lines + [f"- {_md(n)}" for n in (run_pair_gate_note(r), runs_only_line(r)) if n]
 
 
 def _diff_rank_lines(r: DiffResult) -> list[str]:

@@ -481,22 +481,37 @@
                       cell(signed(d), d, {cls: "num" + (Math.abs(d) < 0.05 ? "" : d > 0 ? " pos" : " neg")})]};
     }));
   }
-  /* Two folders of runs: a row per run on both sides (its own headline and verdict), then the runs on one side
-     only. Nothing otherwise. */
+  /* Two folders of runs: a row per run on both sides (its own headline, on the basis it names: the whole step as a
+     single diff leads, else its attention; and its verdict), then the runs on one side only. Nothing otherwise. */
   function runPairs(parent, R) {
     if (!R.run_pairs) return;
     add(parent, el("h2", null, "Runs paired by name"));
-    table(parent, [{name: "run"}, {name: "before", num: true}, {name: "after", num: true}, {name: "change", num: true},
-                   {name: "verdict"}],
+    table(parent, [{name: "run"}, {name: "basis"}, {name: "before", num: true}, {name: "after", num: true},
+                   {name: "change", num: true}, {name: "verdict"}],
           R.run_pairs.map(function (p) {
             var h = p.headline;
-            return {cells: [cell(p.run), cell(fmt(h.before_us), h.before_us), cell(fmt(h.after_us), h.after_us),
-                            cell(h.delta_pct === null ? "" : (h.delta_pct > 0 ? "+" : "") + h.delta_pct.toFixed(1) + "%",
-                                 h.delta_pct), cell(p.verdict)]};
+            return {cells: [cell(p.run), cell(h.basis), cell(fmt(h.before_us), h.before_us),
+                            cell(fmt(h.after_us), h.after_us), cell(pairChange(h), h.delta_pct), cell(pairVerdict(p))]};
           }));
     [["before", R.runs_only_before], ["after", R.runs_only_after]].forEach(function (s) {
       if (s[1].length) add(parent, el("div", {"class": "sub"}, "runs only " + s[0] + ": " + s[1].join(", ")));
     });
+  }
+  /* A run pair's change: ``+80.0% (1.80× slower)``; a step span reads shorter or longer (a span is not a latency),
+     and an attention figure that claims no speedup shows only its percentage. */
+  function pairChange(h) {
+    var pct = h.delta_pct === null ? "" : (h.delta_pct > 0 ? "+" : "") + h.delta_pct.toFixed(1) + "%";
+    var span = h.basis === "step span";
+    if (h.speedup === null || !(h.before_us > 0) || !(h.claims_speedup || span)) return pct;
+    var w = span ? ["shorter", "longer"] : ["faster", "slower"];
+    return pct + (h.speedup >= 1 ? " (" + h.speedup.toFixed(2) + "\u00d7 " + w[0] + ")"
+                                 : " (" + (1 / h.speedup).toFixed(2) + "\u00d7 " + w[1] + ")");
+  }
+  /* The verdict, with the gate's basis where it decided on another figure than the row's headline. */
+  function pairVerdict(p) {
+    var on = p.verdict_basis;
+    return on === null || on === undefined || on === p.headline.basis ? p.verdict
+                                                                      : p.verdict + " on " + on.split(" (")[0];
   }
   function mapCats(cats, field) {
     var o = {};

@@ -22,7 +22,7 @@ from .base import (
     share_text, spread_line,
     signed, step_line, unmatched_rows, lead_line, per_step, per_step_line, totals_label,
 )
-from .base import run_pair_cells, runs_only_line
+from .base import run_pair_cells, run_pair_gate_note, runs_only_line
 from .base import rest_change_lines, rest_lines as base_rest_lines  # issue 37: the rest of the step
 from .names import ELLIPSIS, short_name
 
@@ -853,9 +853,9 @@ def _run_pair_lines(r: DiffResult, w: int) -> list[str]:
         return []
     rows = [["run", "basis", "before", "after", "change", "verdict"]]
     rows += [[printable(p.run), *run_pair_cells(p)] for p in r.run_pairs]
-    only = runs_only_line(r)
+    notes = [n for n in (run_pair_gate_note(r), runs_only_line(r)) if n]
     return ["runs paired by name (each run's own headline):",
-            *_table(rows, right={2, 3, 4}, width=w, names=0), *(wrap(only, w) if only else []), ""]
+            *_table(rows, right={2, 3, 4}, width=w, names=0), *_wrap_all(notes, w), ""]
 
 
 def _conclusion_lines(r: DiffResult, w: int) -> list[str]:

@@ -11,12 +11,12 @@ from typing import Any
 from ..vocab import CATEGORIES, MATMUL_ROLES, Basis, Category, Compared, FoundBy, PairedBy, TimeBase, launch_bound_holds
 from .views import show
 from .attribution import Attribution, BlockResult, RankRow, StepFigures
-from .invariants import close, expect, near
+from .invariants import EPS_US, close, expect, near
 
 __all__ = ["EAGER_TO_FUSED_ALLOC", "NOISE_MIN_STEPS", "AllocDelta", "BlockPair", "CategoryDelta", "CategoryNoise",
            "DiffResult", "Figures", "KernelChange", "KernelTotal", "Noise", "RankPair", "RunPair", "Spread", "Verdict",
            "WholeStep", "Headline", "HEADLINE_BASES", "pair_headline", "pair_reading", "peak_of", "shares_defined",
-           "totals_figures", "whole_steps"]
+           "totals_figures", "whole_steps", "PAIR_ATTENTION_BASES", "gate_basis", "whole_noise"]
 
 # Conclusions a diff states in words, in every format (DiffResult.conclusions).
 EAGER_TO_FUSED_ALLOC = "eager → fused, the B·H·N² score matrices are no longer allocated"
@@ -525,33 +525,87 @@ class RunPair:
             return "pass" if self.gate.ok else "regression"
         return "inconclusive" if self.inconclusive else pair_reading(self.diff)
 
+    @property
+    def verdict_basis(self) -> str | None:
+        """What the verdict was decided on: the gate's own basis when it decided (:func:`gate_basis`), which need
+        not be the headline's; the headline's basis when no gate was asked; None when the gate could not decide."""
+        if self.gate is not None:
+            return gate_basis(self.gate)
+        return None if self.inconclusive else str(pair_headline(self.diff)["basis"])
+
+
+def gate_basis(v: Verdict) -> str:
+    """The CI gate's basis, named as a run pair's headline names its own: ``latency``, ``attention (median step)``
+    (attention busy time, as the attention line), or ``attention span (median step)``; ``total`` for median step
+    where a side has no steps."""
+    if v.compared == Compared.LATENCY:
+        return HEADLINE_LATENCY
+    att = PAIR_ATTENTION_BASES[v.basis]
+    return att.replace("attention", "attention span", 1) if v.compared == Compared.SPAN else att
+
+
+# A run pair's lead when it has no whole step (``diff.headline.basis`` None): its attention figure, named as such.
+PAIR_ATTENTION_BASES = {Basis.MEDIAN_STEP: "attention (median step)", Basis.TOTAL: "attention (total)"}
+
 
 def pair_headline(diff: DiffResult) -> dict[str, Any]:
-    """A run pair's headline figure, as that pair's diff reports it: its basis, before and after (µs), speedup.
+    """A run pair's headline, as that pair's diff leads: its basis, before and after (µs), speedup, noise.
 
-    The one place every view of a run pair takes its figure from: the pair's attention figure (its basis named),
-    so that its noise verdict and its reading stay on one basis. Leading each pair with its whole-step headline
-    (``diff.headline``, as a single diff leads) is still open (issue 37): change it here and every view follows."""
-    return {"basis": str(diff.basis), "before_us": diff.before_figures.total_us,
-            "after_us": diff.after_figures.total_us, "speedup": diff.speedup, "delta_pct": diff.delta_pct,
-            "within_noise": None if diff.noise is None else diff.noise.within_noise,
-            "claims_speedup": not diff.no_claim}
+    The one place every view of a run pair takes its figure from. The pair leads like a single diff, with its whole
+    step (``diff.headline``: latency, step busy or step span); only a pair without one falls back to its attention
+    figure (basis ``attention (median step)`` / ``attention (total)``). One basis per row: the noise verdict and the
+    reading are on the basis the row names (:func:`whole_noise`), never attention's beside a whole-step figure."""
+    h = diff.headline
+    if h.basis is None or h.before_us is None or h.after_us is None:
+        return {"basis": PAIR_ATTENTION_BASES[diff.basis], "before_us": diff.before_figures.total_us,
+                "after_us": diff.after_figures.total_us, "speedup": diff.speedup, "delta_pct": diff.delta_pct,
+                "within_noise": None if diff.noise is None else diff.noise.within_noise,
+                "claims_speedup": not diff.no_claim, "note": h.note or None}
+    b, a = h.before_us, h.after_us
+    return {"basis": h.basis, "before_us": b, "after_us": a, "speedup": h.speedup,
+            "delta_pct": 100 * (a - b) / b if b > 0 else None, "within_noise": whole_noise(diff),
+            # a launch-bound step's span is not what the user waits for: shorter or longer, never a speedup
+            "claims_speedup": h.basis != HEADLINE_STEP_SPAN, "note": h.note or None}
+
+
+def whole_noise(diff: DiffResult) -> bool | None:
+    """Whether the whole-step lead's change is within its own per-step spread, by the attention rule (|Δ| <= (range
+    before + range after) / 2, docs/attribution.md, "Noise") over each side's whole steps on the lead's basis. None
+    (unknown) on a latency lead (its repeats are the gate's to test), or with fewer than NOISE_MIN_STEPS steps."""
+    h = diff.headline
+    per_b, per_a = diff.whole_steps_before, diff.whole_steps_after
+    if h.basis not in (HEADLINE_STEP_BUSY, HEADLINE_STEP_SPAN) or min(len(per_b), len(per_a)) < NOISE_MIN_STEPS:
+        return None
+    if h.before_us is None or h.after_us is None:
+        return None
+    attr = "busy_us" if h.basis == HEADLINE_STEP_BUSY else "span_us"
+
+    def spread(steps: list[StepFigures]) -> float:
+        return max(getattr(f, attr) for f in steps) - min(getattr(f, attr) for f in steps)
+    return abs(h.after_us - h.before_us) <= (spread(per_b) + spread(per_a)) / 2 + EPS_US
 
 
 def pair_reading(diff: DiffResult) -> str:
-    """``faster``/``slower``/``unchanged``, ``within noise``, or ``no claim`` (launch-bound, nothing paired):
-    what the pair's headline says without a gate. ``faster, noise unknown`` where too few steps give no spread
-    (a 0.01% change is then no finding)."""
+    """What the pair's headline says without a gate, on its own basis: ``faster``/``slower``/``unchanged`` (latency,
+    step busy, attention), ``shorter``/``longer``/``unchanged`` (step span: a launch-bound step's span is not a
+    latency), ``within noise``, or ``no claim`` (an attention fallback that is launch-bound or paired nothing);
+    ``…, noise unknown`` where no spread says whether the change is more than noise."""
     h = pair_headline(diff)
-    if not h["claims_speedup"]:
+    if h["basis"] not in HEADLINE_BASES and not h["claims_speedup"]:
         return "no claim"
     if h["within_noise"]:
         return "within noise"
     s = h["speedup"]
     if s is None or h["before_us"] <= 0:
-        return "no attention time " + ("after" if s is None else "before")
-    word = "faster" if s > 1 else "slower" if s < 1 else "unchanged"
-    return word + (", noise unknown" if h["within_noise"] is None and word != "unchanged" else "")
+        what = "attention" if h["basis"] not in HEADLINE_BASES else h["basis"]
+        return f"no {what} time " + ("after" if s is None else "before")
+    return _change_word(h["basis"], s) + (", noise unknown" if h["within_noise"] is None and s != 1 else "")
+
+
+def _change_word(basis: str, speedup: float) -> str:
+    """``faster``/``slower`` (``shorter``/``longer`` on a step span, which is not a latency) or ``unchanged``."""
+    up, down = ("shorter", "longer") if basis == HEADLINE_STEP_SPAN else ("faster", "slower")
+    return up if speedup > 1 else down if speedup < 1 else "unchanged"
 
 
 def peak_of(blocks: list[BlockResult]) -> int | None:
