@@ -60,23 +60,34 @@ def _outside(tr: Trace, links: Links, cats: Sequence[Category], js: list[int],
     c = dict.fromkeys(CATEGORIES, 0)
     mods: dict[str, int] = defaultdict(int)
     leaf = links.device_leaf
+    by_leaf: dict[int, int] = defaultdict(int)  # the module is looked up once per launching op, not per kernel
     for j, ns in zip(js, share):
         c[cats[j]] += ns
-        m = module(leaf[j]) if module.any else None
-        if m is not None:
-            mods[m] += ns
+        by_leaf[leaf[j]] += ns
+    if module.any:
+        for lf, ns in by_leaf.items():
+            m = module(lf)
+            if m is not None:
+                mods[m] += ns
     return c, mods
 
 
 def _host_ops(tr: Trace, links: Links) -> tuple[dict[int, int], dict[int, dict[str, int]]]:
     """Per step, the ns of its top-level host ops (kind OP inside no other op), in all and by name. A graph
-    replay's copies of captured ops carry the capture's times and are left out."""
-    host, step, op_parent = tr.host, links.step, links.op_parent
+    replay's copies of captured ops carry the capture's times and are left out.
+
+    Why through ``links.launcher``: an event is an op exactly when it is its own launcher, so the walk over every
+    host event reads two lists and touches an event's fields only for the few top-level ops (this pass sees all
+    events of a GB trace)."""
+    host, step, op_parent, launcher = tr.host, links.step, links.op_parent, links.launcher
     skip = replay_threads(tr) if tr.graphs is not None and tr.graphs.launches else frozenset()
     total: dict[int, int] = defaultdict(int)
     by_name: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for h, s, p in zip(host, step, op_parent):
-        if s is None or h.kind != OP or (p != NONE and host[p].kind == OP) or h.thread in skip:
+    for i, (s, p) in enumerate(zip(step, op_parent)):
+        if s is None or launcher[i] != i or (p != NONE and launcher[p] == p):
+            continue
+        h = host[i]
+        if skip and h.thread in skip:
             continue
         total[s] += h.dur
         by_name[s][h.name] += h.dur
