@@ -14,7 +14,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
-from ..model import MODULE, OP, Trace
+from ..model import MODULE, Trace
 from ..results.rest import StepRest
 from ..vocab import CATEGORIES, Category
 from .busy import busy_time
