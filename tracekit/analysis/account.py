@@ -31,6 +31,7 @@ from .flops import block_efficiency, device_info
 from .graphs import replay_threads
 from .idle import IdleSplitter, zero_causes
 from .rest import step_rest
+from .stepindex import step_index
 from .link import NONE, Links, link
 from .roles import GemmRoles, RoleFinder
 from .totals import block_totals, device_coverage, over_steps, sorted_results, trace_summary, whole_steps
@@ -138,8 +139,9 @@ def device_result(tr: Trace, links: Links, cats: list[Category], blocks: list[Bl
     """The device trace's Attribution: blocks sorted, totals, coverage, the kernel table and the step figures."""
     top, members = walk.top, time.members.values()
     summary = trace_summary(tr, links, TimeBase.DEVICE, time.total_ns)
-    summary.step_figures = whole_steps(tr, links, blocks, dev_owner, time.free_at, origin)
-    summary.step_rest = step_rest(tr, links, cats, dev_owner)
+    index = step_index(tr, links, blocks, dev_owner)  # one walk of each event list for both per-step figures
+    summary.step_figures = whole_steps(tr, index, time.free_at, origin)
+    summary.step_rest = step_rest(tr, links, cats, index)
     return Attribution(
         source=tr.info.source, time_base=TimeBase.DEVICE, traces=[summary],
         blocks=sorted_results(results), totals=block_totals(results, time.in_blocks_ns, time.total_ns),

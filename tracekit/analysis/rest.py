@@ -11,24 +11,25 @@ host ops, only on traces with steps.
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from operator import attrgetter
+from collections import defaultdict
 from collections.abc import Sequence
 
 from ..model import MODULE, Trace
 from ..results.rest import StepRest
 from ..vocab import CATEGORIES, Category
 from .busy import busy_time
-from .graphs import replay_threads
 from .link import NONE, Links
+from .stepindex import StepIndex
 
 
-def step_rest(tr: Trace, links: Links, cats: Sequence[Category], dev_owner: Sequence[int]) -> list[StepRest]:
-    """Each step's figures outside attention, in step order; [] on a trace without steps."""
+def step_rest(tr: Trace, links: Links, cats: Sequence[Category], index: StepIndex) -> list[StepRest]:
+    """Each step's figures outside attention, in step order; [] on a trace without steps. ``index``: each step's
+    events and top-level host ops (tracekit.analysis.stepindex), found once for this and the whole-step figures."""
     if not tr.info.steps:
         return []
-    outside, launched = _step_events(links, dev_owner)
+    outside, launched, ops, by_name = index.outside, index.launched, index.ops_ns, index.ops_by_name
     module = _ModuleOf(tr, links)
-    ops, by_name = _host_ops(tr, links)
     out = []
     for s in sorted(set(tr.info.steps) & (set(launched) | set(ops))):
         c, mods = _outside(tr, links, cats, outside.get(s, []), module)
@@ -37,20 +38,6 @@ def step_rest(tr: Trace, links: Links, cats: Sequence[Category], dev_owner: Sequ
                             kernels=launched[s], host_ops_us=ops.get(s, 0) / 1000,
                             host_ops={k: v / 1000 for k, v in by_name.get(s, {}).items()}))
     return out
-
-
-def _step_events(links: Links, dev_owner: Sequence[int]) -> tuple[dict[int, list[int]], Counter[int]]:
-    """Per step (of the launching host op), the device events no block owns, and the count of all it launched."""
-    step, leaf = links.step, links.device_leaf
-    outside: dict[int, list[int]] = defaultdict(list)
-    launched: Counter[int] = Counter()
-    for j, (b, lf) in enumerate(zip(dev_owner, leaf)):
-        s = step[lf] if lf != NONE else None
-        if s is not None:
-            launched[s] += 1
-            if b == NONE:
-                outside[s].append(j)
-    return outside, launched
 
 
 def _outside(tr: Trace, links: Links, cats: Sequence[Category], js: list[int],
@@ -72,28 +59,6 @@ def _outside(tr: Trace, links: Links, cats: Sequence[Category], js: list[int],
     return c, mods
 
 
-def _host_ops(tr: Trace, links: Links) -> tuple[dict[int, int], dict[int, dict[str, int]]]:
-    """Per step, the ns of its top-level host ops (kind OP inside no other op), in all and by name. A graph
-    replay's copies of captured ops carry the capture's times and are left out.
-
-    Why through ``links.launcher``: an event is an op exactly when it is its own launcher, so the walk over every
-    host event reads two lists and touches an event's fields only for the few top-level ops (this pass sees all
-    events of a GB trace)."""
-    host, step, op_parent, launcher = tr.host, links.step, links.op_parent, links.launcher
-    skip = replay_threads(tr) if tr.graphs is not None and tr.graphs.launches else frozenset()
-    total: dict[int, int] = defaultdict(int)
-    by_name: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for i, (s, p) in enumerate(zip(step, op_parent)):
-        if s is None or launcher[i] != i or (p != NONE and launcher[p] == p):
-            continue
-        h = host[i]
-        if skip and h.thread in skip:
-            continue
-        total[s] += h.dur
-        by_name[s][h.name] += h.dur
-    return total, by_name
-
-
 def module_kind(name: str) -> str:
     """``nn.Module: Qwen2DecoderLayer_17`` -> ``Qwen2DecoderLayer``: the module's class, its instances summed."""
     return _INSTANCE.sub("", name.removeprefix("nn.Module: "))
@@ -108,7 +73,7 @@ class _ModuleOf:
 
     def __init__(self, tr: Trace, links: Links) -> None:
         self.host, self.parent = tr.host, links.parent
-        self.any = any(h.kind == MODULE for h in tr.host)
+        self.any = any(map(MODULE.__eq__, map(attrgetter("kind"), tr.host)))  # (C-level: this sees every event)
         self.memo: dict[int, str | None] = {}
 
     def __call__(self, i: int) -> str | None:

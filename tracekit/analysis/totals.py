@@ -4,20 +4,21 @@ kernel table. Shared by the accounting stage (one trace) and :mod:`.merge` (seve
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 from itertools import compress, repeat
 from operator import eq
 
-from ..model import HostEvent, Trace
+from ..model import Trace
 from ..results.attribution import BlockResult, Coverage, StepFigures, Totals, TraceSummary, zero_categories
 from ..results.efficiency import sum_efficiency, sum_efficiency_maps
 from ..vocab import IDLE_CAUSES, MATMUL_ROLES, Category, Phase, TimeBase, UNLINKED_REASONS, is_launch_bound
-from .blocks.discovery import Block, short_kernel_name
+from .blocks.discovery import short_kernel_name
 from .busy import block_window, busy_time
 from .clock import relative_us
 from .link import NONE, Links
+from .stepindex import StepIndex
 
 
 def trace_summary(tr: Trace, links: Links | None, time_base: TimeBase, base_ns: int) -> TraceSummary:
@@ -110,16 +111,14 @@ def by_count(names: Counter[str]) -> dict[str, int]:
     return dict(sorted(names.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def whole_steps(tr: Trace, links: Links, blocks: list[Block], dev_owner: list[int],
-                free_at: list[int], origin: int = 0) -> list[StepFigures]:
+def whole_steps(tr: Trace, index: StepIndex, free_at: list[int], origin: int = 0) -> list[StepFigures]:
     """Per ProfilerStep#N, all the device work of the step, not only attention's: the events its host ops launched
     (and those its blocks own), their busy union, and their span by the blocks' rule (:func:`block_window`, the
     ProfilerStep range as the host side). What the user waits for per step, beside the attention figures."""
     if not tr.info.steps:
         return []
     dev = tr.device
-    roots = _step_roots(tr, links)
-    events, attention = _step_events(links, blocks, dev_owner)
+    roots, events, attention = index.roots, index.events, index.attention
     out = []
     for s in sorted(roots):
         js = events.get(s, [])
@@ -132,31 +131,3 @@ def whole_steps(tr: Trace, links: Links, blocks: list[Block], dev_owner: list[in
     return out
 
 
-def _step_roots(tr: Trace, links: Links) -> dict[int, list[HostEvent]]:
-    """Step number -> its ProfilerStep#N host ranges."""
-    step, host = links.step, tr.host
-    roots: dict[int, list[HostEvent]] = defaultdict(list)
-    names = {f"ProfilerStep#{n}": n for n in tr.info.steps}  # (a dict lookup per host event: this loop sees all)
-    for i, h in enumerate(host):
-        s = step[i]
-        if s is not None and names.get(h.name) == s:
-            roots[s].append(h)
-    return roots
-
-
-def _step_events(links: Links, blocks: list[Block],
-                 dev_owner: list[int]) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
-    """Step -> its device events (a block's step for the events blocks own, else the launching op's), and step ->
-    the events its blocks own."""
-    step, leaf = links.step, links.device_leaf
-    events: dict[int, list[int]] = defaultdict(list)
-    attention: dict[int, list[int]] = defaultdict(list)
-    for j, b in enumerate(dev_owner):
-        s = blocks[b].step if b != NONE else None
-        if s is not None:
-            attention[s].append(j)
-        elif leaf[j] != NONE:
-            s = step[leaf[j]]
-        if s is not None:
-            events[s].append(j)
-    return events, attention

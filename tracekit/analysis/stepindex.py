@@ -1,0 +1,86 @@
+"""Which step each event belongs to, found once for every per-step figure (whole steps, the rest of the step).
+
+Why one index: the whole-step figures (tracekit.analysis.totals.whole_steps) and the rest of the step
+(tracekit.analysis.rest.step_rest) both need each step's ProfilerStep ranges, its device events and its top-level
+host ops. Each of those is a walk over every host or device event of a GB trace, so they are walked once here, by
+one pass over the host events and one over the device events, and both figures read the result.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..model import HostEvent, Trace
+from .blocks.discovery import Block
+from .graphs import replay_threads
+from .link import NONE, Links
+
+
+@dataclass(slots=True, kw_only=True)
+class StepIndex:
+    """Per step number: its ProfilerStep#N ranges, its device events (``events``: a block's step for the events
+    blocks own, else the launching op's; ``attention``: those its blocks own), by the launching op's step the
+    events no block owns (``outside``) and all it launched (``launched``), and its top-level host ops' ns."""
+
+    roots: dict[int, list[HostEvent]] = field(default_factory=dict)
+    events: dict[int, list[int]] = field(default_factory=dict)
+    attention: dict[int, list[int]] = field(default_factory=dict)
+    outside: dict[int, list[int]] = field(default_factory=dict)
+    launched: Counter[int] = field(default_factory=Counter)
+    ops_ns: dict[int, int] = field(default_factory=dict)
+    ops_by_name: dict[int, dict[str, int]] = field(default_factory=dict)
+
+
+def step_index(tr: Trace, links: Links, blocks: Sequence[Block], dev_owner: Sequence[int]) -> StepIndex:
+    """The index of a trace with steps; an empty one without (no walk at all)."""
+    index = StepIndex()
+    if tr.info.steps:
+        _host_pass(tr, links, index)
+        _device_pass(links, blocks, dev_owner, index)
+    return index
+
+
+def _host_pass(tr: Trace, links: Links, index: StepIndex) -> None:
+    """ProfilerStep ranges and top-level host ops (kind OP inside no other op: an op is its own launcher), per
+    step. A graph replay's copies of captured ops carry the capture's times and are left out of the ops."""
+    host, step, op_parent, launcher = tr.host, links.step, links.op_parent, links.launcher
+    names = {f"ProfilerStep#{n}": n for n in tr.info.steps}
+    skip = replay_threads(tr) if tr.graphs is not None and tr.graphs.launches else frozenset()
+    roots: dict[int, list[HostEvent]] = defaultdict(list)
+    total: dict[int, int] = defaultdict(int)
+    by_name: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for i, (s, p) in enumerate(zip(step, op_parent)):
+        if s is None:
+            continue
+        h = host[i]
+        if names.get(h.name) == s:
+            roots[s].append(h)
+        if launcher[i] == i and (p == NONE or launcher[p] != p) and not (skip and h.thread in skip):
+            total[s] += h.dur
+            by_name[s][h.name] += h.dur
+    index.roots, index.ops_ns, index.ops_by_name = roots, total, by_name
+
+
+def _device_pass(links: Links, blocks: Sequence[Block], dev_owner: Sequence[int], index: StepIndex) -> None:
+    """Each device event into its step's lists (see :class:`StepIndex`)."""
+    step, leaf = links.step, links.device_leaf
+    events: dict[int, list[int]] = defaultdict(list)
+    attention: dict[int, list[int]] = defaultdict(list)
+    outside: dict[int, list[int]] = defaultdict(list)
+    launched: Counter[int] = Counter()
+    for j, (b, lf) in enumerate(zip(dev_owner, leaf)):
+        ls = step[lf] if lf != NONE else None
+        if ls is not None:
+            launched[ls] += 1
+            if b == NONE:
+                outside[ls].append(j)
+        s = blocks[b].step if b != NONE else None
+        if s is not None:
+            attention[s].append(j)
+        else:
+            s = ls
+        if s is not None:
+            events[s].append(j)
+    index.events, index.attention, index.outside, index.launched = events, attention, outside, launched
