@@ -18,6 +18,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -567,6 +568,7 @@ def main() -> None:
         code = exc.code
         if isinstance(exc, Interrupted):
             _quiet_echo("Interrupted")
+            _let_threads_end()
     if not isinstance(code, int) or _threads_alive() or _children_alive():
         sys.exit(code)  # (a message, or something left to clean up: Python's own exit)
     try:
@@ -602,6 +604,16 @@ def _threads_alive() -> bool:
     ``--dask``'s cluster and client are closed, and waiting for Python's own exit cost 0.3 s of a 7.7 s run."""
     return any(t is not threading.main_thread() and not t.name.startswith("Dask-Offload")
                for t in threading.enumerate())
+
+
+def _let_threads_end(timeout_s: float = 2.0) -> None:
+    """After Ctrl-C, give the threads the run leaves (a process pool's manager, ending its terminated workers) a
+    moment to finish. Why: one still alive sends the exit through Python's own, whose pool hook can then wake a
+    pipe the manager just closed and print a traceback after "Interrupted" (seen on a loaded machine)."""
+    deadline = time.monotonic() + timeout_s
+    for t in threading.enumerate():
+        if t is not threading.main_thread() and not t.daemon:  # (daemon threads, Dask's, do not hold the exit)
+            t.join(max(0.0, deadline - time.monotonic()))
 
 
 def _children_alive() -> bool:
