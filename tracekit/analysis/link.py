@@ -35,6 +35,7 @@ class Links:
     device_linked: list[bool]  # per device event: linked to a launch or op at all
     external_ids_trusted: bool
     step: list[int | None]  # per host event: the ProfilerStep#N around it (None outside steps)
+    step_roots: list[int] = field(default_factory=list)  # the ProfilerStep#N events themselves, in sweep order
     unlinked: list[int] = field(default_factory=list)  # the device events not linked, in index order
     unlinked_reason: list[UnlinkedReason] = field(default_factory=list)  # parallel to ``unlinked``
 
@@ -109,15 +110,18 @@ def host_order(host: list[HostEvent]) -> list[int]:
     return order
 
 
-def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], list[int | None]]:
+def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], list[int | None], list[int]]:
     """One stack sweep per thread; O(n log n) for the sort, linear after. It also hands each event the
-    ``ProfilerStep#N`` around it (None outside steps), inherited down the nesting, when the trace has steps."""
+    ``ProfilerStep#N`` around it (None outside steps), inherited down the nesting, when the trace has steps, and
+    lists the ProfilerStep#N events themselves (found here, where each name is read anyway: no later pass over
+    every host event needs to read names to find them)."""
     host = tr.host
     n = len(host)
     parent = [NONE] * n
     op_parent = [NONE] * n
     launcher = [NONE] * n
     step: list[int | None] = [None] * n
+    roots: list[int] = []
     stepped = bool(tr.info.steps)
     step_of: dict[str, int] = {}  # name -> its step number, -1 for a name that is no ProfilerStep#N
     order = host_order(host)
@@ -147,11 +151,12 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], li
                 s = step_of[h.name] = _step_number(h.name)
             if s >= 0:
                 step[i] = s
+                roots.append(i)
             elif p != NONE:
                 step[i] = step[p]
         stack.append(i)
         ends.append(h.ts + h.dur)
-    return order, parent, op_parent, launcher, step
+    return order, parent, op_parent, launcher, step, roots
 
 
 def _step_number(name: str) -> int:
@@ -207,7 +212,7 @@ def external_ids_trusted(tr: Trace) -> bool:
 
 
 def link(tr: Trace) -> Links:
-    order, parent, op_parent, launcher, step = nest_host(tr)
+    order, parent, op_parent, launcher, step, roots = nest_host(tr)
     rleaf = runtime_leaves(tr, order, parent)
     # correlation id -> its first runtime call (later writes win: reversed, the first is written last)
     rt_corrs = [rt.correlation for rt in reversed(tr.runtime)]
@@ -220,7 +225,7 @@ def link(tr: Trace) -> Links:
     pending = [] if all(linked) else _link_by_ext(tr, launch, leaf, linked, trusted)
     if pending and tr.gpu_annotations:
         _link_by_annotation(tr, pending, leaf, linked)
-    links = Links(order, parent, op_parent, launcher, leaf, linked, trusted, step)
+    links = Links(order, parent, op_parent, launcher, leaf, linked, trusted, step, roots)
     if pending:
         _record_unlinked(links, tr, pending, rt_corrs)
     return links

@@ -43,23 +43,27 @@ def step_index(tr: Trace, links: Links, blocks: Sequence[Block], dev_owner: Sequ
 
 
 def _host_pass(tr: Trace, links: Links, index: StepIndex) -> None:
-    """ProfilerStep ranges and top-level host ops (kind OP inside no other op: an op is its own launcher), per
-    step. A graph replay's copies of captured ops carry the capture's times and are left out of the ops."""
+    """ProfilerStep ranges (``links.step_roots``, those of the trace's steps) and top-level host ops (kind OP
+    inside no other op: an op is its own launcher), per step. The ops' walk reads lists only and touches an
+    event's fields for the top-level ops alone. A graph replay's copies of captured ops carry the capture's times
+    and are left out of the ops."""
     host, step, op_parent, launcher = tr.host, links.step, links.op_parent, links.launcher
     names = {f"ProfilerStep#{n}": n for n in tr.info.steps}
-    skip = replay_threads(tr) if tr.graphs is not None and tr.graphs.launches else frozenset()
     roots: dict[int, list[HostEvent]] = defaultdict(list)
+    for i in links.step_roots:
+        if names.get(host[i].name) == step[i]:
+            roots[step[i]].append(host[i])  # type: ignore[index]
+    skip = replay_threads(tr) if tr.graphs is not None and tr.graphs.launches else frozenset()
     total: dict[int, int] = defaultdict(int)
     by_name: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for i, (s, p) in enumerate(zip(step, op_parent)):
-        if s is None:
+        if s is None or launcher[i] != i or (p != NONE and launcher[p] == p):
             continue
         h = host[i]
-        if names.get(h.name) == s:
-            roots[s].append(h)
-        if launcher[i] == i and (p == NONE or launcher[p] != p) and not (skip and h.thread in skip):
-            total[s] += h.dur
-            by_name[s][h.name] += h.dur
+        if skip and h.thread in skip:
+            continue
+        total[s] += h.dur
+        by_name[s][h.name] += h.dur
     index.roots, index.ops_ns, index.ops_by_name = roots, total, by_name
 
 
