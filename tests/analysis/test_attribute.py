@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from support.builders import TraceBuilder, attention_block
+from support.builders import repeat_kv_block
 from tracekit import analyze
 from tracekit.results.attribution import CATEGORIES
 from functools import partial
@@ -369,26 +370,10 @@ def test_attribute_trace_gives_hints_by_default(tmp_path: Path) -> None:
     repeat_kv trace of tests/analysis/test_hints.py (reshape → clone of a 5-D expand → copy_) fires gqa-repeat-kv."""
     from tracekit import attribute_trace, load_trace
     b = TraceBuilder()
-    _repeat_kv(b, [1, 2, 4, 100, 64])
+    repeat_kv_block(b, [1, 2, 4, 100, 64])
     path = b.write(tmp_path / "t.json")
     assert "gqa-repeat-kv" in [h.rule for h in attribute_trace(load_trace(path)).hints]
     assert attribute_trace(load_trace(path), hints=False).hints == []
-
-
-def _repeat_kv(b: TraceBuilder, shape: list[int]) -> None:
-    """HF repeat_kv's ops (reshape → clone of an expand of ``shape`` → copy_, one 20 µs copy kernel) beside a
-    bmm → softmax → mm attention pattern inside layer0.attention."""
-    copy = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
-            "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const>(int)")
-    b.annotation("layer0.attention", 0, 200)
-    b.op("aten::bmm", 0.2, 0.5)
-    b.op("aten::reshape", 1, 30)
-    b.op("aten::clone", 2, 28)["args"].update({"Input Dims": [shape, []], "Input type": [BF, "Scalar"]})
-    b.op("aten::copy_", 3, 20)["args"].update({"Input Dims": [shape, shape, []]})
-    b.launch(copy, 4, 1, 1000, 20)
-    b.op("aten::_softmax", 36, 2)
-    b.op("aten::mm", 40, 8)
-    b.launch(GEMM, 41, 1, 1020, 20)
 
 
 def test_a_cpu_blocks_host_time_is_its_range(tmp_path: Path) -> None:

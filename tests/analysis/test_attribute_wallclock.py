@@ -20,7 +20,7 @@ from support.builders import TraceBuilder, host_core
 from support.paths import REAL, SAMPLES
 from support.cli import run_cli
 from support.pairs import launch_bound_trace
-from support.traces import read_events
+from support.traces import independent_block, read_events
 from tracekit import analyze
 from tracekit.run.api import diff_paths
 from tracekit.analysis.gate import gate
@@ -34,47 +34,11 @@ requires_h200 = pytest.mark.skipif(not SWEEP.is_dir(), reason=f"H200 sweep trace
 
 GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
 SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)"
-DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
 def _file(name: str) -> Path:
     [f] = sorted((SWEEP / name).glob("*.json*"))
     return f
-
-
-def _union(intervals: list[tuple[float, float]]) -> float:
-    total, end = 0.0, None
-    for s, e in sorted(intervals):
-        if end is None or s > end:
-            total += e - s
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
-
-
-def _independent_block(events: list[dict], name: str, nth: int) -> dict:
-    """Span, busy and idle of the ``nth`` ``user_annotation`` called ``name``, straight from the JSON:
-    the kernels launched (correlation) from inside its host range on its thread, and the device work
-    queued before its first kernel (host time before that ends is queueing, docs/attribution.md)."""
-    ann = [e for e in events if e.get("cat") == "user_annotation" and e["name"] == name]
-    ann.sort(key=lambda e: e["ts"])
-    a = ann[nth]
-    h0, h1 = a["ts"], a["ts"] + a["dur"]
-    corr = {e["args"]["correlation"] for e in events
-            if e.get("cat") in ("cuda_runtime", "cuda_driver") and e.get("tid") == a["tid"]
-            and h0 <= e["ts"] and e["ts"] + e.get("dur", 0) <= h1 and "correlation" in e.get("args", {})}
-    dev = [e for e in events if e.get("cat") in DEVICE_CATS]
-    mine = [e for e in dev if e["args"].get("correlation") in corr]
-    d0 = min(e["ts"] for e in mine)
-    d1 = max(e["ts"] + e["dur"] for e in mine)
-    free = max((e["ts"] + e["dur"] for e in dev if e["ts"] < d0), default=None)
-    start = d0 if h0 >= d0 else max(h0, min(free, d0) if free is not None else h0)
-    span = max(d1, h1) - start
-    busy = _union([(e["ts"], e["ts"] + e["dur"]) for e in mine])
-    return {"span": span, "busy": busy, "idle": span - busy, "kernels": len(mine), "host_start": h0, "free": free,
-            "start": start, "end": max(d1, h1), "intervals": sorted((e["ts"], e["ts"] + e["dur"]) for e in mine)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,7 +53,7 @@ def test_block_span_and_idle_match_an_independent_count(trace):
     events = read_events(path)
     for layer, nth in (("layer0.attention", 0), ("layer2.attention", 1)):  # a first and a later block
         blk = [b for b in res.blocks if b.name == layer][nth]
-        ref = _independent_block(events, layer, nth)
+        ref = independent_block(events, layer, nth)
         assert blk.kernels == ref["kernels"]
         assert blk.total_us == pytest.approx(ref["busy"], abs=0.01)
         assert blk.span_us == pytest.approx(ref["span"], abs=0.01)
@@ -120,7 +84,7 @@ def test_host_running_ahead_is_not_idle_time():
     path = _file("eager_4096")
     res = analyze(path).check()
     blk = [b for b in res.blocks if b.name == "layer3.attention"][0]
-    ref = _independent_block(read_events(path), "layer3.attention", 0)
+    ref = independent_block(read_events(path), "layer3.attention", 0)
     assert ref["host_start"] < ref["free"] - 1000  # the host really ran more than 1 ms ahead of the device
     assert blk.span_us == pytest.approx(ref["span"], abs=0.01)
     assert not blk.launch_bound and blk.idle_us < 0.1 * blk.span_us

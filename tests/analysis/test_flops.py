@@ -35,6 +35,7 @@ import orjson
 from tracekit.analysis.flops import _fallback
 from tracekit.model import OP, HostEvent, OpInputs, Trace, TraceInfo
 from support.builders import TraceBuilder, attribute_built, with_dims
+from support.builders import two_fp32_products
 from support.traces import read_events
 from tracekit.results.efficiency import NO_FORMULA
 from math import prod
@@ -876,25 +877,11 @@ def test_a_block_without_counted_ops_says_why(tmp_path: Path) -> None:
     assert second.efficiency.ops == 0 and second.efficiency.reason == NO_FORMULA
 
 
-def _two_fp32_products(b: TraceBuilder) -> None:
-    """A block (mm → softmax → mm) whose two mm calls have fp32 inputs ([2,3]·[3,4], then [2,4]·[4,5]), each
-    launching one GEMM kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax
-    kernel."""
-    b.annotation("layer0.attention", 0, 200)
-    with_dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], ["float", "float"])
-    b.launch(GEMM, 11, 1, 1000, 20)
-    with_dims(b.op("aten::_softmax", 30, 8), [[2, 4], [], []], ["float", "Scalar", "Scalar"])
-    b.launch("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)",
-             31, 1, 1030, 5)
-    with_dims(b.op("aten::mm", 50, 8), [[2, 4], [4, 5]], ["float", "float"])
-    b.launch(GEMM, 51, 1, 1040, 20)
-
-
 def test_efficiency_sums_the_bytes_of_unequal_calls(tmp_path: Path) -> None:
     """The two fp32 products of different shapes are two groups; their bytes add up in matmul: mm [2,3]·[3,4] reads
     6 + 12 and writes 8 elements, mm [2,4]·[4,5] reads 8 + 20 and writes 10: (26 + 38) · 4 bytes."""
     b = TraceBuilder()
-    _two_fp32_products(b)
+    two_fp32_products(b)
     [blk] = attribute_built(tmp_path, b).blocks
     assert blk.efficiency_by_category["matmul"].bytes == 256.0
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 from support.builders import TraceBuilder
+from support.builders import two_fp32_products
+from support.builders import repeat_kv_block
 from support.paths import REAL
 from support.cli import run_cli
 
@@ -25,7 +27,7 @@ from tracekit.results.hints import GroupFacts, merge_facts
 from types import SimpleNamespace
 from tracekit.analysis.hints.rules import Group, _names, _t, evaluate
 from tracekit.hardware import platform
-from support.builders import attribute_built, with_dims
+from support.builders import attribute_built
 from support.paths import requires_real
 from support.traces import read_events
 from tracekit.analysis.hints.facts import _cat_tag, _Inputs
@@ -1105,43 +1107,13 @@ def test_a_hints_share_in_its_evidence_is_the_share_its_message_prints(rel: str)
         assert abs(100 * (e["cat_us"] + e["neg_us"]) / e["busy_us"] - e["share_pct"]) <= 0.05 + 1e-3
 
 
-def _two_fp32_products(b: TraceBuilder) -> None:
-    """A block (mm → softmax → mm) whose two mm calls have fp32 inputs ([2,3]·[3,4], then [2,4]·[4,5]), each
-    launching one GEMM kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax
-    kernel."""
-    b.annotation("layer0.attention", 0, 200)
-    with_dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], ["float", "float"])
-    b.launch(GEMM, 11, 1, 1000, 20)
-    with_dims(b.op("aten::_softmax", 30, 8), [[2, 4], [], []], ["float", "Scalar", "Scalar"])
-    b.launch("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)",
-             31, 1, 1030, 5)
-    with_dims(b.op("aten::mm", 50, 8), [[2, 4], [4, 5]], ["float", "float"])
-    b.launch(GEMM, 51, 1, 1040, 20)
-
-
 def test_fp32_gemm_kernels_are_counted_one_by_one(tmp_path: Path) -> None:
     """Two GEMM kernels launched by fp32 GEMM ops in the block: the block kind's facts count 2, none 16-bit."""
     b = TraceBuilder()
-    _two_fp32_products(b)
+    two_fp32_products(b)
     res = attribute_built(tmp_path, b)
     [facts] = res.hint_facts.values()
     assert (facts.gemm_fp32, facts.gemm_16bit) == (2, 0)
-
-
-def _repeat_kv(b: TraceBuilder, shape: list[int]) -> None:
-    """HF repeat_kv's ops (reshape → clone of an expand of ``shape`` → copy_, one 20 µs copy kernel) beside a
-    bmm → softmax → mm attention pattern inside layer0.attention."""
-    copy = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
-            "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const>(int)")
-    b.annotation("layer0.attention", 0, 200)
-    b.op("aten::bmm", 0.2, 0.5)
-    b.op("aten::reshape", 1, 30)
-    b.op("aten::clone", 2, 28)["args"].update({"Input Dims": [shape, []], "Input type": [BF, "Scalar"]})
-    b.op("aten::copy_", 3, 20)["args"].update({"Input Dims": [shape, shape, []]})
-    b.launch(copy, 4, 1, 1000, 20)
-    b.op("aten::_softmax", 36, 2)
-    b.op("aten::mm", 40, 8)
-    b.launch(GEMM, 41, 1, 1020, 20)
 
 
 @pytest.mark.parametrize("shape", [[1, 8, 100, 64], [8, 100, 64]])
@@ -1150,7 +1122,7 @@ def test_repeat_kv_needs_a_five_d_expand(tmp_path: Path, shape: list[int]) -> No
     (B, H_kv, n_rep, S, D) expand, so no gqa-repeat-kv hint. (A 5-D clone elsewhere in the file, launching
     nothing, lets the walk run at all: without one it is skipped.)"""
     b = TraceBuilder()
-    _repeat_kv(b, shape)
+    repeat_kv_block(b, shape)
     b.op("aten::clone", 300, 5)["args"].update({"Input Dims": [[1, 2, 4, 100, 64], []], "Input type": [BF, "Scalar"]})
     assert [h.rule for h in attribute_built(tmp_path, b).hints if h.rule == "gqa-repeat-kv"] == []
 

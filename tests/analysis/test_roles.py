@@ -23,7 +23,7 @@ from tracekit.analysis.roles import NAME_RULES, SHAPE_RULES, RoleFinder, op_role
 from tracekit.vocab import MATMUL_ROLES
 from tracekit.analysis.roles import _operands
 from support.pairs import GEMM, H100, SOFTMAX
-from support.builders import attribute_built, with_dims
+from support.builders import attribute_built, two_fp32_products, with_dims
 from support.traces import read_events
 from tracekit.vocab import MatmulRole
 
@@ -352,25 +352,11 @@ def test_operands_that_decide_no_role(tmp_path, op, dims):
 BF = "c10::BFloat16"
 
 
-def _two_fp32_products(b: TraceBuilder) -> None:
-    """A block (mm → softmax → mm) whose two mm calls have fp32 inputs ([2,3]·[3,4], then [2,4]·[4,5]), each
-    launching one GEMM kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax
-    kernel."""
-    b.annotation("layer0.attention", 0, 200)
-    with_dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], ["float", "float"])
-    b.launch(GEMM, 11, 1, 1000, 20)
-    with_dims(b.op("aten::_softmax", 30, 8), [[2, 4], [], []], ["float", "Scalar", "Scalar"])
-    b.launch("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)",
-             31, 1, 1030, 5)
-    with_dims(b.op("aten::mm", 50, 8), [[2, 4], [4, 5]], ["float", "float"])
-    b.launch(GEMM, 51, 1, 1040, 20)
-
-
 def test_only_matrix_products_have_a_matmul_role(tmp_path: Path) -> None:
     """The counted ops are the two mm calls and the softmax. Matmul roles split the matmul category only, so the
     role figures hold the two mm calls (2·2·3·4 + 2·2·4·5 = 128 FLOPs) and never the softmax."""
     b = TraceBuilder()
-    _two_fp32_products(b)
+    two_fp32_products(b)
     [blk] = attribute_built(tmp_path, b).blocks
     by = blk.efficiency_by_category
     roles = {k: e for k, e in by.items() if k in {r.value for r in MatmulRole}}

@@ -282,3 +282,36 @@ def replay_graph(b: TraceBuilder, kernels: list[tuple[str, float]], t0: float, h
         else:
             b.device_only(name, t, dur, corr=77)
         t += dur + 1
+
+
+CUTLASS_BF16_GEMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
+
+
+def repeat_kv_block(b: TraceBuilder, shape: list[int]) -> None:
+    """HF repeat_kv's ops (reshape → clone of an expand of ``shape`` → copy_, one 20 µs copy kernel) beside a
+    bmm → softmax → mm attention pattern inside layer0.attention."""
+    copy = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+            "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const>(int)")
+    b.annotation("layer0.attention", 0, 200)
+    b.op("aten::bmm", 0.2, 0.5)
+    b.op("aten::reshape", 1, 30)
+    b.op("aten::clone", 2, 28)["args"].update({"Input Dims": [shape, []], "Input type": ["c10::BFloat16", "Scalar"]})
+    b.op("aten::copy_", 3, 20)["args"].update({"Input Dims": [shape, shape, []]})
+    b.launch(copy, 4, 1, 1000, 20)
+    b.op("aten::_softmax", 36, 2)
+    b.op("aten::mm", 40, 8)
+    b.launch(CUTLASS_BF16_GEMM, 41, 1, 1020, 20)
+
+
+def two_fp32_products(b: TraceBuilder) -> None:
+    """A block (mm → softmax → mm) whose two mm calls have fp32 inputs ([2,3]·[3,4], then [2,4]·[4,5]), each
+    launching one GEMM kernel; the softmax has recorded shapes too (a counted vector op) and launches a softmax
+    kernel."""
+    b.annotation("layer0.attention", 0, 200)
+    with_dims(b.op("aten::mm", 10, 8), [[2, 3], [3, 4]], ["float", "float"])
+    b.launch(CUTLASS_BF16_GEMM, 11, 1, 1000, 20)
+    with_dims(b.op("aten::_softmax", 30, 8), [[2, 4], [], []], ["float", "Scalar", "Scalar"])
+    b.launch("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)",
+             31, 1, 1030, 5)
+    with_dims(b.op("aten::mm", 50, 8), [[2, 4], [4, 5]], ["float", "float"])
+    b.launch(CUTLASS_BF16_GEMM, 51, 1, 1040, 20)
