@@ -36,6 +36,7 @@ class Links:
     external_ids_trusted: bool
     step: list[int | None]  # per host event: the ProfilerStep#N around it (None outside steps)
     step_roots: list[int] = field(default_factory=list)  # the ProfilerStep#N events themselves, in sweep order
+    step_ops: list[int] = field(default_factory=list)  # ops in a step inside no other op (its top level), in order
     unlinked: list[int] = field(default_factory=list)  # the device events not linked, in index order
     unlinked_reason: list[UnlinkedReason] = field(default_factory=list)  # parallel to ``unlinked``
 
@@ -110,11 +111,12 @@ def host_order(host: list[HostEvent]) -> list[int]:
     return order
 
 
-def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], list[int | None], list[int]]:
+def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], list[int | None], list[int], list[int]]:
     """One stack sweep per thread; O(n log n) for the sort, linear after. It also hands each event the
     ``ProfilerStep#N`` around it (None outside steps), inherited down the nesting, when the trace has steps, and
-    lists the ProfilerStep#N events themselves (found here, where each name is read anyway: no later pass over
-    every host event needs to read names to find them)."""
+    lists the ProfilerStep#N events themselves and each step's top-level ops (ops whose innermost enclosing
+    op/annotation is no op), in index order: found here, where each name and parent is read anyway, so no later
+    pass over every host event (tracekit.analysis.stepindex) needs to read them again."""
     host = tr.host
     n = len(host)
     parent = [NONE] * n
@@ -122,6 +124,7 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], li
     launcher = [NONE] * n
     step: list[int | None] = [None] * n
     roots: list[int] = []
+    tops: list[int] = []
     stepped = bool(tr.info.steps)
     step_of: dict[str, int] = {}  # name -> its step number, -1 for a name that is no ProfilerStep#N
     order = host_order(host)
@@ -153,10 +156,13 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], li
                 step[i] = s
                 roots.append(i)
             elif p != NONE:
-                step[i] = step[p]
+                s = step[i] = step[p]
+                if s is not None and h.kind == OP and ((q := op_parent[i]) == NONE or launcher[q] != q):
+                    tops.append(i)
         stack.append(i)
         ends.append(h.ts + h.dur)
-    return order, parent, op_parent, launcher, step, roots
+    tops.sort()
+    return order, parent, op_parent, launcher, step, roots, tops
 
 
 def _step_number(name: str) -> int:
@@ -212,7 +218,7 @@ def external_ids_trusted(tr: Trace) -> bool:
 
 
 def link(tr: Trace) -> Links:
-    order, parent, op_parent, launcher, step, roots = nest_host(tr)
+    order, parent, op_parent, launcher, step, roots, tops = nest_host(tr)
     rleaf = runtime_leaves(tr, order, parent)
     # correlation id -> its first runtime call (later writes win: reversed, the first is written last)
     rt_corrs = [rt.correlation for rt in reversed(tr.runtime)]
@@ -225,7 +231,7 @@ def link(tr: Trace) -> Links:
     pending = [] if all(linked) else _link_by_ext(tr, launch, leaf, linked, trusted)
     if pending and tr.gpu_annotations:
         _link_by_annotation(tr, pending, leaf, linked)
-    links = Links(order, parent, op_parent, launcher, leaf, linked, trusted, step, roots)
+    links = Links(order, parent, op_parent, launcher, leaf, linked, trusted, step, roots, tops)
     if pending:
         _record_unlinked(links, tr, pending, rt_corrs)
     return links

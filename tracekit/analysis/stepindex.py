@@ -43,11 +43,11 @@ def step_index(tr: Trace, links: Links, blocks: Sequence[Block], dev_owner: Sequ
 
 
 def _host_pass(tr: Trace, links: Links, index: StepIndex) -> None:
-    """ProfilerStep ranges (``links.step_roots``, those of the trace's steps) and top-level host ops (kind OP
-    inside no other op: an op is its own launcher), per step. The ops' walk reads lists only and touches an
-    event's fields for the top-level ops alone. A graph replay's copies of captured ops carry the capture's times
-    and are left out of the ops."""
-    host, step, op_parent, launcher = tr.host, links.step, links.op_parent, links.launcher
+    """ProfilerStep ranges (``links.step_roots``, those of the trace's steps) and top-level host ops
+    (``links.step_ops``: ops inside no other op, an op being its own launcher), per step: both lists were found by
+    the host nesting's sweep, so this reads only their events. A graph replay's copies of captured ops carry the
+    capture's times and are left out of the ops."""
+    host, step = tr.host, links.step
     names = {f"ProfilerStep#{n}": n for n in tr.info.steps}
     roots: dict[int, list[HostEvent]] = defaultdict(list)
     for i in links.step_roots:
@@ -56,12 +56,11 @@ def _host_pass(tr: Trace, links: Links, index: StepIndex) -> None:
     skip = replay_threads(tr) if tr.graphs is not None and tr.graphs.launches else frozenset()
     total: dict[int, int] = defaultdict(int)
     by_name: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for i, (s, p) in enumerate(zip(step, op_parent)):
-        if s is None or launcher[i] != i or (p != NONE and launcher[p] == p):
-            continue
+    for i in links.step_ops:
         h = host[i]
         if skip and h.thread in skip:
             continue
+        s: int = step[i]  # type: ignore[assignment]
         total[s] += h.dur
         by_name[s][h.name] += h.dur
     index.roots, index.ops_ns, index.ops_by_name = roots, total, by_name

@@ -44,6 +44,7 @@ _MAX_TS_US = 2**53
 _MAX_DUR_US = 10**12
 _MIN_TS_US = -_MAX_TS_US
 _MIN_EXACT_US, _MAX_DUR_F = -_EXACT_US, float(_MAX_DUR_US)  # float bounds for float values: faster compares
+_ROUND = float.__round__  # round() of a value known to be a float: the same int, called directly
 _MAX_BYTES = 2**48  # one allocation of 256 TiB: far beyond any device
 _MAX_TOTAL = 2**52  # an allocator's ``Total Allocated`` of 4 PiB: beyond any device, so a corrupt figure
 _MAX_STEP = 2**63  # ProfilerStep numbers go to JSON output: keep them within int64
@@ -251,6 +252,7 @@ class TraceBuilder:
         """Validate what every event role shares (ts, dur, name, External id), then hand X events to
         their role's method. This is the hot loop: fast paths are a type test and one comparison."""
         roles, role_of, names, dropped = self.roles, self._role, self.names, self.dropped
+        fround = _ROUND  # (round(x) of a float, without the builtin's dispatch: about 30 ns an event less)
         ts_ns: int | None
         dur_ns: int | None
         ext: int | None
@@ -269,7 +271,7 @@ class TraceBuilder:
                     continue
                 ts = e.ts
                 if type(ts) is float and _MIN_EXACT_US < ts < _EXACT_US:
-                    ts_ns = round(ts * 1000)
+                    ts_ns = fround(ts * 1000)
                 elif type(ts) is int and _MIN_TS_US < ts < _MAX_TS_US:
                     ts_ns = ts * 1000
                 else:
@@ -278,7 +280,7 @@ class TraceBuilder:
                         continue
                 dur = e.dur
                 if type(dur) is float and 0.0 <= dur <= _MAX_DUR_F:
-                    dur_ns = round(dur * 1000)
+                    dur_ns = fround(dur * 1000)
                 elif type(dur) is int and 0 <= dur <= _MAX_DUR_US:
                     dur_ns = dur * 1000
                 else:
@@ -477,7 +479,7 @@ class TraceBuilder:
         ts = e.ts
         ts_ns: int | None
         if type(ts) is float and _MIN_EXACT_US < ts < _EXACT_US:
-            ts_ns = round(ts * 1000)
+            ts_ns = _ROUND(ts * 1000)
         else:
             ts_ns = self._ts_ns(ts)
             if ts_ns is None:

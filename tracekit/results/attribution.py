@@ -49,12 +49,13 @@ class Evidence:
     group: str | None = None
 
     def check(self, where: str = "block") -> None:
-        expect(bool(self.rule), f"{where}: evidence without a rule")
-        expect(isinstance(self.core, CoreKind), f"{where}: evidence core {self.core!r} is not a CoreKind")
-        expect(len(self.names) > 0, f"{where}: evidence names no core")
+        expect(bool(self.rule), lambda: f"{where}: evidence without a rule")
+        expect(isinstance(self.core, CoreKind),
+               lambda: f"{where}: evidence core {self.core!r} is not a CoreKind")
+        expect(len(self.names) > 0, lambda: f"{where}: evidence names no core")
         if self.core == CoreKind.EAGER_OPS:
-            expect(len(self.names) == 3, f"{where}: an eager core is a score, a softmax and a context op")
-            expect(len(self.shapes) in (0, 3), f"{where}: eager core shapes are all three or none")
+            expect(len(self.names) == 3, lambda: f"{where}: an eager core is a score, a softmax and a context op")
+            expect(len(self.shapes) in (0, 3), lambda: f"{where}: eager core shapes are all three or none")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -131,15 +132,15 @@ class Intervals:
         """Every event lies inside the block's window [start_us, end_us] and ends after it starts."""
         n = len(self.start_ns)
         expect(len(self.end_ns) == n and len(self.category) == n and len(self.stream) == n,
-               f"{where}: interval arrays of different lengths")
+               lambda: f"{where}: interval arrays of different lengths")
         if not n:
             return
         expect(max(self.category) < len(CATEGORIES) and max(self.stream) < len(self.streams) and min(self.stream) >= 0,
-               f"{where}: an interval's category or stream is out of range")
-        expect(all(map(le, self.start_ns, self.end_ns)), f"{where}: an interval ends before it starts")
+               lambda: f"{where}: an interval's category or stream is out of range")
+        expect(all(map(le, self.start_ns, self.end_ns)), lambda: f"{where}: an interval ends before it starts")
         lo, hi = (min(self.start_ns) - self.origin_ns) / 1000, (max(self.end_ns) - self.origin_ns) / 1000
         expect(lo >= start_us - near(1, start_us) and hi <= end_us + near(1, end_us),
-               f"{where}: device intervals {lo}..{hi} µs outside the block's window {start_us}..{end_us} µs")
+               lambda: f"{where}: device intervals {lo}..{hi} µs outside the block's window {start_us}..{end_us} µs")
 
 
 # Columns of an IdleGaps row: its start and end, then its ns per cause (IDLE_CAUSES order).
@@ -169,19 +170,20 @@ class IdleGaps:
         """Gaps in order, disjoint and inside the window; each gap's causes sum to its length; and the gaps' causes
         sum to the block's idle by cause (integer ns against µs figures: within rounding)."""
         f, o, w = self.flat, self.origin_ns, GAP_STRIDE
-        expect(len(f) % w == 0, f"{where}: idle gaps array of length {len(f)}")
+        expect(len(f) % w == 0, lambda: f"{where}: idle gaps array of length {len(f)}")
         assert b.start_us is not None and b.end_us is not None
         if not f:
             return
         lo, hi = b.start_us - near(1, b.start_us), b.end_us + near(1, b.end_us)  # (µs: epoch ns overflow a float)
         # Column-wise with builtins (no Python loop per gap): check() runs on every attribution of a 1 GB trace.
         g0, g1, *causes = (f[k::w] for k in range(w))
-        expect(_gaps_in_window(g0, g1, lo, hi, o), f"{where}: an idle gap out of order or outside the window")
+        expect(_gaps_in_window(g0, g1, lo, hi, o),
+               lambda: f"{where}: an idle gap out of order or outside the window")
         total = list(causes[0])
         for c in causes[1:]:
             total = list(map(add, total, c))
         expect(min(map(min, causes)) >= 0 and total == list(map(sub, g1, g0)),
-               f"{where}: an idle gap whose causes do not sum to its length")
+               lambda: f"{where}: an idle gap whose causes do not sum to its length")
         if b.idle_by_cause is not None:
             _check_gap_causes(b, b.idle_by_cause, tuple(map(sum, causes)), where)
 
@@ -196,7 +198,7 @@ def _check_gap_causes(b: BlockResult, causes: dict[str, float], sums: tuple[int,
     """The gaps' ns per cause sum to the block's idle by cause (µs figures: within rounding)."""
     for cause, ns in zip(IDLE_CAUSES, sums):
         expect(close(ns / 1000, causes[cause], 2, b.span_us),
-               f"{where}: idle gaps give {cause} {ns / 1000} µs, the block {causes[cause]}")
+               lambda: f"{where}: idle gaps give {cause} {ns / 1000} µs, the block {causes[cause]}")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -581,10 +583,11 @@ class RunResult:
 
 def _check_block(b: BlockResult, time_base: TimeBase) -> None:
     """A block's categories sum to its time; a device block's busy + idle is its span, launch-bound by the rule."""
-    expect(set(b.categories) == set(CATEGORIES), f"block {b.name}: category keys {sorted(b.categories)}")
+    expect(set(b.categories) == set(CATEGORIES), lambda: f"block {b.name}: category keys {sorted(b.categories)}")
     s = sum(b.categories.values())
-    expect(close(s, b.total_us, len(CATEGORIES)), f"block {b.name}: categories sum {s} != total {b.total_us}")
-    expect(all(v >= -EPS_US for v in b.categories.values()), f"block {b.name}: negative category")
+    expect(close(s, b.total_us, len(CATEGORIES)),
+           lambda: f"block {b.name}: categories sum {s} != total {b.total_us}")
+    expect(all(v >= -EPS_US for v in b.categories.values()), lambda: f"block {b.name}: negative category")
     if b.matmul_roles is not None:
         check_roles(b.matmul_roles, b.categories[Category.MATMUL], f"block {b.name}")
     if b.evidence is not None:
@@ -592,7 +595,8 @@ def _check_block(b: BlockResult, time_base: TimeBase) -> None:
     if b.idle_by_cause is not None:
         _check_idle_causes(b.idle_by_cause, b.idle_us, f"block {b.name}", 1)
     if b.alloc_peak_bytes is not None:  # a peak comes from the same memory events as the allocated sum
-        expect(b.alloc_peak_bytes >= 0 and b.alloc_bytes is not None, f"block {b.name}: peak {b.alloc_peak_bytes}")
+        expect(b.alloc_peak_bytes >= 0 and b.alloc_bytes is not None,
+               lambda: f"block {b.name}: peak {b.alloc_peak_bytes}")
     if b.start_us is not None and b.end_us is not None:
         _check_window(b)
     _check_busy_idle(b, time_base)
@@ -601,15 +605,15 @@ def _check_block(b: BlockResult, time_base: TimeBase) -> None:
 def _check_busy_idle(b: BlockResult, time_base: TimeBase) -> None:
     """A CPU-only block has no idle time; a device block's busy + idle is its span, launch-bound by the rule."""
     if b.launch_bound is None:
-        expect(time_base != TimeBase.DEVICE, f"block {b.name}: device block without launch_bound")
-        expect(b.idle_us == 0.0, f"block {b.name}: idle time on a CPU-only block")
-        expect(not any((b.idle_by_cause or {}).values()), f"block {b.name}: idle causes on a CPU-only block")
+        expect(time_base != TimeBase.DEVICE, lambda: f"block {b.name}: device block without launch_bound")
+        expect(b.idle_us == 0.0, lambda: f"block {b.name}: idle time on a CPU-only block")
+        expect(not any((b.idle_by_cause or {}).values()), lambda: f"block {b.name}: idle causes on a CPU-only block")
         return
     expect(close(b.total_us + b.idle_us, b.span_us, 2),
-           f"block {b.name}: busy {b.total_us} + idle {b.idle_us} != span {b.span_us}")
-    expect(b.idle_us >= -EPS_US, f"block {b.name}: negative idle {b.idle_us}")
+           lambda: f"block {b.name}: busy {b.total_us} + idle {b.idle_us} != span {b.span_us}")
+    expect(b.idle_us >= -EPS_US, lambda: f"block {b.name}: negative idle {b.idle_us}")
     expect(launch_bound_holds(b.launch_bound, b.idle_us, b.span_us, near(2, b.span_us)),
-           f"block {b.name}: launch_bound {b.launch_bound} but idle {b.idle_us} of span {b.span_us}")
+           lambda: f"block {b.name}: launch_bound {b.launch_bound} but idle {b.idle_us} of span {b.span_us}")
 
 
 def _check_window(b: BlockResult) -> None:
@@ -617,22 +621,23 @@ def _check_window(b: BlockResult) -> None:
     busy time fits in it."""
     assert b.start_us is not None and b.end_us is not None
     expect(close(b.end_us - b.start_us, b.span_us, 2, b.end_us),
-           f"block {b.name}: end {b.end_us} - start {b.start_us} != span {b.span_us}")
+           lambda: f"block {b.name}: end {b.end_us} - start {b.start_us} != span {b.span_us}")
     if b.launch_bound is not None:
         expect(b.total_us <= b.span_us + near(2, b.span_us),
-               f"block {b.name}: busy {b.total_us} beyond span {b.span_us}")
+               lambda: f"block {b.name}: busy {b.total_us} beyond span {b.span_us}")
     if b.intervals is not None:
-        expect(len(b.intervals) == b.kernels, f"block {b.name}: {len(b.intervals)} intervals for {b.kernels} kernels")
+        expect(len(b.intervals) == b.kernels,
+               lambda: f"block {b.name}: {len(b.intervals)} intervals for {b.kernels} kernels")
         b.intervals.check(b.start_us, b.end_us, f"block {b.name}")
         expect(not b.intervals.names or len(b.intervals.names) == len(b.intervals),
-               f"block {b.name}: {len(b.intervals.names)} kernel names for {len(b.intervals)} intervals")
+               lambda: f"block {b.name}: {len(b.intervals.names)} kernel names for {len(b.intervals)} intervals")
     if b.idle_gaps is not None:
         b.idle_gaps.check(b, f"block {b.name}")
     if b.host_ops is not None:
         b.host_ops.check(b.start_us, b.end_us, f"block {b.name} (host ops)")
     for pid, tid, s, e in b.host_spans:
         # (not inside the window: a host op may run ahead of the device, and a capture's window is an instant)
-        expect(s <= e, f"block {b.name}: host span {s}..{e} µs on {pid}/{tid} ends before it starts")
+        expect(s <= e, lambda: f"block {b.name}: host span {s}..{e} µs on {pid}/{tid} ends before it starts")
 
 
 def _check_totals(blocks: list[BlockResult], t: Totals) -> None:
@@ -685,7 +690,7 @@ def _check_total_launch_bound(blocks: list[BlockResult], t: Totals, n: int) -> N
 
 def _check_idle_causes(causes: dict[str, float], idle_us: float, where: str, blocks: int) -> None:
     """The idle causes partition ``idle_us``: every cause key, none negative, summing to it (each term rounded)."""
-    expect(list(causes) == list(IDLE_CAUSES), f"{where}: idle cause keys {list(causes)}")
-    expect(all(v >= -EPS_US for v in causes.values()), f"{where}: negative idle cause")
+    expect(list(causes) == list(IDLE_CAUSES), lambda: f"{where}: idle cause keys {list(causes)}")
+    expect(all(v >= -EPS_US for v in causes.values()), lambda: f"{where}: negative idle cause")
     expect(close(sum(causes.values()), idle_us, (len(IDLE_CAUSES) + 1) * blocks, idle_us),
-           f"{where}: idle causes sum {sum(causes.values())} != idle {idle_us}")
+           lambda: f"{where}: idle causes sum {sum(causes.values())} != idle {idle_us}")

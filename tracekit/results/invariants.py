@@ -6,6 +6,8 @@ the same for every result type, and every result module may import this one with
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..vocab import CATEGORIES, MATMUL_ROLES
 
 EPS_US = 0.002  # 1 ns rounding on each side of a sum
@@ -16,10 +18,13 @@ class InvariantError(AssertionError):
     """A result broke one of its invariants: a tracekit bug, never a user error."""
 
 
-def expect(ok: bool, msg: str) -> None:
-    """Raise InvariantError(msg) unless ``ok``: one invariant per call, one line each in a ``check()``."""
+def expect(ok: bool, msg: str | Callable[[], str]) -> None:
+    """Raise InvariantError(msg) unless ``ok``: one invariant per call, one line each in a ``check()``.
+
+    ``msg`` may be a function that makes it: the checks that run once per block (thousands on a 1 GB trace) pass
+    their f-strings as lambdas, so that numbers are formatted only for a message that is raised."""
     if not ok:
-        raise InvariantError(msg)
+        raise InvariantError(msg() if callable(msg) else msg)
 
 
 def zero_categories() -> dict[str, float]:
@@ -39,7 +44,7 @@ def close(a: float, b: float, terms: int = 1, scale: float = 0.0) -> bool:
 
 def check_roles(roles: dict[str, float], matmul: float, where: str) -> None:
     """The matmul roles partition ``matmul``: every role key, none negative, summing to it."""
-    expect(list(roles) == list(MATMUL_ROLES), f"{where}: matmul role keys {list(roles)}")
-    expect(all(v >= -EPS_US for v in roles.values()), f"{where}: negative matmul role")
+    expect(list(roles) == list(MATMUL_ROLES), lambda: f"{where}: matmul role keys {list(roles)}")
+    expect(all(v >= -EPS_US for v in roles.values()), lambda: f"{where}: negative matmul role")
     expect(close(sum(roles.values()), matmul, len(MATMUL_ROLES), matmul),
-           f"{where}: matmul roles sum {sum(roles.values())} != matmul {matmul}")
+           lambda: f"{where}: matmul roles sum {sum(roles.values())} != matmul {matmul}")

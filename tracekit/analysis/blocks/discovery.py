@@ -485,12 +485,14 @@ def _eager_triples(tr: Trace, links: Links, names: frozenset[str],
 
 def _softmax_siblings(tr: Trace, links: Links, soft_names: set[str], key: Callable[[int], int]) -> list[list[int]]:
     """The ops (parents first) under each sibling key that has a softmax op among its ops."""
-    host, op_kind = tr.host, OP
+    host, parent, op_kind = tr.host, links.parent, OP
     parents = {key(i) for i, h in enumerate(host) if h.name in soft_names and h.kind == op_kind}
     kids: dict[int, list[int]] = defaultdict(list)
     for i in links.order:
         if host[i].kind == op_kind:
-            p = key(i)
+            p = parent[i]  # (an op's parent op is its key: most ops' parents are ops, so no call for them)
+            if p == NONE or host[p].kind != op_kind:
+                p = key(i)
             if p in parents:
                 kids[p].append(i)
     return list(kids.values())
