@@ -133,21 +133,22 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], li
     cur_thread = None
     for i in order:
         h = host[i]
+        ts, kind = h.ts, h.kind
         if h.thread != cur_thread:
             stack.clear()
             ends.clear()
             cur_thread = h.thread
-        while ends and ends[-1] <= h.ts and not (h.dur == 0 and ends[-1] == h.ts and host[stack[-1]].ts < h.ts):
+        while ends and ends[-1] <= ts and not (h.dur == 0 and ends[-1] == ts and host[stack[-1]].ts < ts):
             stack.pop()
             ends.pop()
         if stack:
             p = stack[-1]
             parent[i] = p
             op_parent[i] = p if host[p].kind >= ANNOTATION else op_parent[p]
-            launcher[i] = i if h.kind == OP else launcher[p]
+            launcher[i] = i if kind == OP else launcher[p]
         else:
             p = NONE
-            launcher[i] = i if h.kind == OP else NONE
+            launcher[i] = i if kind == OP else NONE
         if stepped:
             s = step_of.get(h.name)
             if s is None:
@@ -157,10 +158,10 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], li
                 roots.append(i)
             elif p != NONE:
                 s = step[i] = step[p]
-                if s is not None and h.kind == OP and ((q := op_parent[i]) == NONE or launcher[q] != q):
+                if s is not None and kind == OP and ((q := op_parent[i]) == NONE or launcher[q] != q):
                     tops.append(i)
         stack.append(i)
-        ends.append(h.ts + h.dur)
+        ends.append(ts + h.dur)
     tops.sort()
     return order, parent, op_parent, launcher, step, roots, tops
 
