@@ -36,7 +36,7 @@ class Links:
     external_ids_trusted: bool
     step: list[int | None]  # per host event: the ProfilerStep#N around it (None outside steps)
     step_roots: list[int] = field(default_factory=list)  # the ProfilerStep#N events themselves, in sweep order
-    step_ops: list[int] = field(default_factory=list)  # ops in a step inside no other op (its top level), in order
+    top_ops: list[int] = field(default_factory=list)  # ops inside no other op (top level), in index order; if steps
     unlinked: list[int] = field(default_factory=list)  # the device events not linked, in index order
     unlinked_reason: list[UnlinkedReason] = field(default_factory=list)  # parallel to ``unlinked``
 
@@ -114,8 +114,8 @@ def host_order(host: list[HostEvent]) -> list[int]:
 def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], list[int | None], list[int], list[int]]:
     """One stack sweep per thread; O(n log n) for the sort, linear after. It also hands each event the
     ``ProfilerStep#N`` around it (None outside steps), inherited down the nesting, when the trace has steps, and
-    lists the ProfilerStep#N events themselves and each step's top-level ops (ops whose innermost enclosing
-    op/annotation is no op), in index order: found here, where each name and parent is read anyway, so no later
+    lists the ProfilerStep#N events themselves and the top-level ops (ops whose innermost enclosing op/annotation
+    is no op), in index order: found here, where each name and parent is read anyway, so no later
     pass over every host event (tracekit.analysis.stepindex) needs to read them again."""
     host = tr.host
     n = len(host)
@@ -157,9 +157,9 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], li
                 step[i] = s
                 roots.append(i)
             elif p != NONE:
-                s = step[i] = step[p]
-                if s is not None and kind == OP and ((q := op_parent[i]) == NONE or launcher[q] != q):
-                    tops.append(i)
+                step[i] = step[p]
+            if kind == OP and ((q := op_parent[i]) == NONE or launcher[q] != q):
+                tops.append(i)  # (whatever its step now: backward ops get theirs later, blocks.backward)
         stack.append(i)
         ends.append(ts + h.dur)
     tops.sort()

@@ -44,7 +44,7 @@ def step_index(tr: Trace, links: Links, blocks: Sequence[Block], dev_owner: Sequ
 
 def _host_pass(tr: Trace, links: Links, index: StepIndex) -> None:
     """ProfilerStep ranges (``links.step_roots``, those of the trace's steps) and top-level host ops
-    (``links.step_ops``: ops inside no other op, an op being its own launcher), per step: both lists were found by
+    (``links.top_ops``: ops inside no other op, an op being its own launcher), per step: both lists were found by
     the host nesting's sweep, so this reads only their events. A graph replay's copies of captured ops carry the
     capture's times and are left out of the ops."""
     host, step = tr.host, links.step
@@ -56,11 +56,13 @@ def _host_pass(tr: Trace, links: Links, index: StepIndex) -> None:
     skip = replay_threads(tr) if tr.graphs is not None and tr.graphs.launches else frozenset()
     total: dict[int, int] = defaultdict(int)
     by_name: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for i in links.step_ops:
+    for i in links.top_ops:
+        s = step[i]
+        if s is None:
+            continue
         h = host[i]
         if skip and h.thread in skip:
             continue
-        s: int = step[i]  # type: ignore[assignment]
         total[s] += h.dur
         by_name[s][h.name] += h.dur
     index.roots, index.ops_ns, index.ops_by_name = roots, total, by_name
@@ -68,22 +70,25 @@ def _host_pass(tr: Trace, links: Links, index: StepIndex) -> None:
 
 def _device_pass(links: Links, blocks: Sequence[Block], dev_owner: Sequence[int], index: StepIndex) -> None:
     """Each device event into its step's lists (see :class:`StepIndex`)."""
-    step, leaf = links.step, links.device_leaf
+    step = links.step
+    # (each event's launching step, and each block's step, looked up once: the loop below only appends)
+    launch_step = [step[lf] if lf != NONE else None for lf in links.device_leaf]
+    block_step = [b.step for b in blocks]
+    launched: Counter[int] = Counter(launch_step)
+    launched.pop(None, None)  # type: ignore[call-overload]
     events: dict[int, list[int]] = defaultdict(list)
     attention: dict[int, list[int]] = defaultdict(list)
     outside: dict[int, list[int]] = defaultdict(list)
-    launched: Counter[int] = Counter()
-    for j, (b, lf) in enumerate(zip(dev_owner, leaf)):
-        ls = step[lf] if lf != NONE else None
-        if ls is not None:
-            launched[ls] += 1
-            if b == NONE:
+    for j, (b, ls) in enumerate(zip(dev_owner, launch_step)):
+        if b == NONE:
+            if ls is not None:
                 outside[ls].append(j)
-        s = blocks[b].step if b != NONE else None
+                events[ls].append(j)
+            continue
+        s = block_step[b]
         if s is not None:
             attention[s].append(j)
-        else:
-            s = ls
-        if s is not None:
             events[s].append(j)
+        elif ls is not None:
+            events[ls].append(j)
     index.events, index.attention, index.outside, index.launched = events, attention, outside, launched
