@@ -72,6 +72,18 @@ def test_a_region_no_attention_scope_surrounds_is_listed_outside_blocks(tmp_path
     assert "no attention scope" in co.reason
 
 
+def test_a_region_holding_a_block_is_not_listed(tmp_path: Path):
+    """Compiled SDPA: the fused op stays a visible extern call inside the region and is the block (rule fused-op),
+    so the region is not attention outside blocks."""
+    b = TraceBuilder()
+    _region(b, 10, 80)
+    b.op("aten::scaled_dot_product_attention", 20, 30)
+    b.op("aten::_scaled_dot_product_flash_attention_for_cpu", 21, 28)
+    res = attribute_built(tmp_path, b)
+    assert [str(x.found_by) for x in res.blocks] == ["fused-op"]
+    assert res.compiled_outside is None
+
+
 def test_a_region_inside_another_is_listed_once(tmp_path: Path):
     b = TraceBuilder()
     _region(b, 10, 80)
@@ -95,8 +107,8 @@ def _compiled_eager(b: TraceBuilder, t0: float, softmax: bool = False) -> None:
 
 
 def test_compiled_eager_attention_is_named_by_its_bmm_pair(tmp_path: Path):
-    """The region's batched products name the core; without the region the same ops in a scope would be a
-    softmax-free (linear attention) core: the compiled region decides first. The six products are matmul time."""
+    """The region's batched products name the core (the 2-D mm projections do not); the six products are matmul
+    time, the rest of the slice (region, graph call, Python) other."""
     b = TraceBuilder()
     _compiled_eager(b, 0)
     res = attribute_built(tmp_path, b)

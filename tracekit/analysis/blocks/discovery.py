@@ -318,8 +318,8 @@ class _Cores:
         """Rule innermost-scope, compiled code (issue 38): a scope around a torch.compile region holds a
         ``compiled-region`` core. A scope whose core is only kernels (a FlexAttention template, GEMM → softmax →
         GEMM) says its core is compiled; a scope with no core takes what its regions show (compiled.SIGHTS), if
-        anything. Layer containers never qualify. Before claim_products: compiled eager attention's two bmms
-        are no linear attention."""
+        anything. Layer containers never qualify. Before claim_products, so that a compiled call's bmm pair is
+        never taken for linear attention."""
         regions = region_events(self.tr, self.names)
         if not regions:
             return
