@@ -239,6 +239,7 @@ CASES: list[Case] = [
     Case("llama", "flex_attention", stack=True, shapes=True),
     Case("llama", "eager", compile=True, seen=False),
     Case("llama", "eager", stack=True, regional=True),
+    Case("llama", "eager", mode="train", stack=True, regional=True),  # (CPU FlexAttention has no backward)
 ]
 
 
