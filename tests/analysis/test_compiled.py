@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from support.builders import TraceBuilder, attribute_built
-from support.pairs import H100
+from support.pairs import GEMM, H100
 from tracekit.analysis.blocks.compiled import SIGHTS
 from tracekit.vocab import CoreKind
 
@@ -179,3 +179,23 @@ def test_a_gpu_region_that_launched_only_pointwise_kernels_makes_no_block(tmp_pa
     pointwise kernel (a fused norm or RoPE) holds no attention core."""
     res = attribute_built(tmp_path, _gpu_flex("LlamaAttention_0", (POINTWISE,)))
     assert res.blocks == []
+
+
+TRITON_SOFTMAX = "triton_per_fused__softmax_0"
+
+
+def test_a_gpu_gemm_softmax_gemm_run_in_a_compiled_region_is_a_compiled_region_core(tmp_path: Path):
+    """Regional compilation on a GPU: the region launches QKᵀ's GEMM, inductor's fused softmax and PV's GEMM. The
+    run names the core (rule innermost-scope's kernel triple), and the core says it is compiled."""
+    [blk] = attribute_built(tmp_path, _gpu_flex("LlamaAttention_0", (GEMM, TRITON_SOFTMAX, GEMM))).blocks
+    assert blk.evidence.core == CoreKind.COMPILED_REGION
+    assert blk.evidence.names[1] == TRITON_SOFTMAX and len(blk.evidence.names) == 3
+    assert blk.categories["matmul"] == pytest.approx(20) and blk.categories["softmax"] == pytest.approx(10)
+
+
+def test_a_gpu_softmax_kernel_alone_names_the_compiled_core(tmp_path: Path):
+    """No GEMM run around it (the products are templates the classifier cannot tell, or elsewhere): the region's
+    softmax kernel is what shows the call."""
+    [blk] = attribute_built(tmp_path, _gpu_flex("LlamaAttention_0", (POINTWISE, TRITON_SOFTMAX))).blocks
+    assert blk.evidence.core == CoreKind.COMPILED_REGION and blk.evidence.names == (TRITON_SOFTMAX,)
+    assert blk.categories["softmax"] == pytest.approx(10) and blk.categories["elementwise"] == pytest.approx(10)
