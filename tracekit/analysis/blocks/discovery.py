@@ -5,7 +5,8 @@ Order (docs/attribution.md, "Attention blocks"): a scope-matching ``record_funct
 then an inferred eager pattern (matmul → softmax → matmul under one parent). Then, once the device
 events are classified (:func:`find_kernel_blocks`, in :mod:`.kernels`, a later stage): fused attention
 kernels that no host block owns (CUDA/HIP graphs, compiled regions) become ``fused-kernel`` blocks, and a
-GEMM → softmax → GEMM run of kernels that none owns an ``inferred`` one. All block discovery lives in this package.
+GEMM → softmax → GEMM run of kernels that none owns an ``inferred`` one. A scope around torch.compile code takes a
+``compiled-region`` core (:mod:`.compiled`, issue 38). All block discovery lives in this package.
 """
 
 from __future__ import annotations
@@ -443,7 +444,8 @@ class _Claim:
         self.eager.append((names, shapes if all(shapes) else ()))
 
     def evidence(self, rule: str) -> Evidence:
-        """Fused ops first (they name the call), then fused kernels, then the first eager triple."""
+        """Fused ops first (they name the call), then what a compiled region shows (a host eager triple, though,
+        is a visible core of its own), then fused kernels, then the first eager triple."""
         if self.fused:
             return Evidence(rule=rule, core=CoreKind.FUSED_OP, names=tuple(self.fused[:4]))
         if self.region is not None and not self.eager:
