@@ -65,6 +65,9 @@ class CoreKind(StrEnum):
     EAGER_OPS = "score-softmax-context"  # a score product, its softmax and the context product (host ops)
     EAGER_KERNELS = "gemm-softmax-gemm"  # the same three as kernels, when no host op shows them
     PRODUCTS = "products-no-softmax"  # linear attention: a scope's own products (φ(K)ᵀV, φ(Q)·KV), no softmax
+    # torch.compile code inside an attention scope, no op naming the call: what it shows of it (flex kernels,
+    # an inductor softmax kernel, batched products), else the region's own name (issue 38)
+    COMPILED_REGION = "compiled-region"
 
 
 class TimeBase(StrEnum):
@@ -245,6 +248,20 @@ COMPOSITE_GEMM_OPS = frozenset({"aten::matmul", "aten::linear", "aten::einsum"})
 # The eager pattern (matmul → softmax → matmul under one parent) that infers a block.
 EAGER_MATMUL_OPS = OpPattern("eager-matmul", f"{PRODUCT_OPS.pattern}|{EINSUM_OPS.pattern}",
                              "the QKᵀ and PV products of eager attention")
+
+# torch.compile (issue 38). Dynamo records one ``Torch-Compiled Region: F/G`` per call of a compiled frame, and
+# inductor's graph call (``## Call CompiledFxGraph <hash> ##``) inside it runs the generated kernels: on GPU they
+# are device events like any other; on CPU they are C++ functions the profiler does not record (unless inductor's
+# ``cpp.enable_kernel_profile`` names each one, ``graph_<n>_cpp_fused_<ops>_<k>``), so the call's self time is all
+# the trace shows of them. Extern kernels (aten::mm, aten::bmm, the SDPA ops) stay visible ops inside it.
+COMPILED_REGION_OPS = OpPattern("compiled-region", r"Torch-Compiled Region(?::\s*\S+)?",
+                                "dynamo's range around one call of a compiled frame")
+COMPILED_GRAPH_OPS = OpPattern("compiled-graph-call", r"## Call CompiledFxGraph[^#]*##",
+                               "inductor's call of its generated code: its self time is the kernels no event shows")
+INDUCTOR_CPP_KERNELS = r"(?:graph_\d+_)?cpp_fused_\w*"  # inductor's C++ kernels, named after the ATen ops they fuse
+BATCHED_PRODUCT_OPS = OpPattern("batched-product", r"aten::(?:bmm|baddbmm)",
+                                "batched products: compiled attention's QKᵀ and PV run as extern bmm calls (one batch "
+                                "per head), where the projections are 2-D mm")
 
 # The one softmax vocabulary (issue 36): every softmax op name tracekit reads, by family. Each user builds its
 # pattern or set from these tuples; where a user takes other families than the attention softmax, the

@@ -216,6 +216,20 @@ def test_folder_sums_its_traces(tmp_path):
     assert set(res.totals.categories) == set(CATEGORIES)
 
 
+def test_folder_sums_its_compiled_regions_outside_blocks(tmp_path):
+    """Issue 38: each CPU trace lists its compiled regions no block covers; a folder lists them all (k + 1 regions
+    of 50 µs, one bmm each, in trace k)."""
+    for k in (0, 1):
+        b = TraceBuilder()
+        for i in range(k + 1):
+            b.op(f"Torch-Compiled Region: {k}/0", 100 * i, 50)
+            b.op("aten::bmm", 100 * i + 10, 5)
+        b.write(tmp_path / f"w{k}.pt.trace.json.gz")
+    co = analyze(tmp_path).check().compiled_outside
+    assert co is not None and (co.regions, co.batched_products) == (3, 3) and co.host_us == pytest.approx(150)
+    assert co.names == {"Torch-Compiled Region: 1/0": 2, "Torch-Compiled Region: 0/0": 1}
+
+
 def test_parallel_folder_equals_serial(tmp_path):
     from tracekit.renderers.jsonrenderer import to_dict
     for rank in range(3):

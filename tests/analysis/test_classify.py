@@ -739,6 +739,14 @@ HOST_CASES = [
     ("aten::multinomial", "other", None), ("aten::linear_backward", "other", None),
     ("aten::softmax_foo", "other", None), ("ProfilerStep#3", "other", None),
     ("nn.Module: Attention_0", "other", None), ("aten::scaled_dot_product_attention_x", "other", None),
+    # torch.compile on CPU (issue 38): inductor's C++ kernels as cpp.enable_kernel_profile names them (torch 2.13)
+    ("graph_1_cpp_fused__softmax_view_0", "softmax", "host-inductor-cpp-softmax"),
+    ("cpp_fused__log_softmax_0", "other", "host-inductor-cpp-log-softmax"),
+    ("graph_0_cpp_fused_add_mean_mul_pow_rsqrt_0", "other", "host-inductor-cpp-norm"),
+    ("graph_0_cpp_fused_ones_zeros_0", "elementwise", "host-inductor-cpp"),
+    ("Torch-Compiled Region: 1/0", "other", "host-compiled-code"),
+    ("## Call CompiledFxGraph fybktpjmprjjmupjuhqek66ewiuxrkpxnexkwlc6uusenqypsobk ##", "other", "host-compiled-code"),
+    ("graph_0_kernel", "other", None),  # CPU FlexAttention's template: its name says nothing
 ]
 
 

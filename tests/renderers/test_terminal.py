@@ -438,3 +438,24 @@ def test_a_diff_where_a_side_holds_several_traces_points_to_the_json(tmp_path):
     text = TerminalRenderer(width=400).render(one)
     assert "outside attention, median step (step 1 of 1 → step 1 of 1): 25.0 µs → 45.0 µs" in text
     assert "not compared" not in text
+
+
+def test_compiled_regions_outside_blocks_are_shown_and_in_the_json(tmp_path):
+    """Issue 38: a CPU trace whose two compiled regions no attention scope surrounds prints them on the
+    "attention outside blocks" line (count, host time, names, reason) and the JSON carries them; a trace without
+    any leaves the JSON key out."""
+    b = TraceBuilder()
+    for k in range(2):
+        b.op("Torch-Compiled Region: 1/0", 10 + 100 * k, 60)
+        b.op("## Call CompiledFxGraph abc ##", 12 + 100 * k, 56)
+    res = analyze(b.write(tmp_path / "t.json")).check()
+    text = TerminalRenderer(width=200).render_attribution(res)
+    [line] = [ln for ln in text.splitlines() if ln.startswith("attention outside blocks:")]
+    assert "2 compiled regions, 120 µs host time (Torch-Compiled Region: 1/0 ×2)" in line
+    assert "no attention scope" in " ".join(text.split())
+    doc = json.loads(JSONRenderer().render_attribution(res))
+    assert doc["compiled_outside_blocks"]["regions"] == 2 and doc["compiled_outside_blocks"]["host_us"] == 120
+    plain = TraceBuilder()
+    plain.op("aten::mm", 0, 5)
+    assert "compiled_outside_blocks" not in json.loads(JSONRenderer().render_attribution(
+        analyze(plain.write(tmp_path / "p.json"))))

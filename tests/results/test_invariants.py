@@ -108,3 +108,15 @@ def test_result_dataclasses_are_keyword_only():
         assert all(f.kw_only for f in dataclasses.fields(cls)), cls
     with pytest.raises(TypeError):
         Totals(1.0, zero_categories(), None, 0)  # type: ignore[misc]
+
+
+def test_compiled_regions_outside_blocks_must_add_up(tmp_path):
+    """Issue 38: the listed regions' name counts are their number, and each listing says why."""
+    b = TraceBuilder()
+    b.op("Torch-Compiled Region: 0/0", 10, 60)
+    res = analyze(b.write(tmp_path / "t.json")).check()
+    assert res.compiled_outside is not None and res.compiled_outside.regions == 1
+    for broken in ({"regions": 2}, {"names": {"Torch-Compiled Region: 0/0": 1, "x": 1}}, {"reason": ""},
+                   {"host_us": -1.0}):
+        with pytest.raises(InvariantError):
+            dataclasses.replace(res, compiled_outside=dataclasses.replace(res.compiled_outside, **broken)).check()

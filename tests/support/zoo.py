@@ -162,12 +162,25 @@ class Case:
     experts: str | None = None  # MoE experts_implementation: batched_mm | grouped_mm
     compile: bool = False  # torch.compile (CPU inductor)
     slow: bool = False  # marked @pytest.mark.slow
+    # Issue 38: torch.compile of each attention module alone (Module.compile(), "regional compilation"): its
+    # nn.Module slice, in a stack trace, holds a Torch-Compiled Region.
+    regional: bool = False
+    # False: the attention runs in compiled code that no op names and no attention scope surrounds (a plain
+    # flex_attention trace, a whole compiled eager model). No block can be found; tracekit must list the compiled
+    # regions under "attention outside blocks" instead (tests/suites/test_zoo.py).
+    seen: bool = True
 
     @property
     def id(self) -> str:
         parts = [self.arch, self.experts, self.attn, self.mode, "stack" if self.stack else "plain",
-                 "shapes" if self.shapes else None, "compiled" if self.compile else None]
+                 "shapes" if self.shapes else None, "compiled" if self.compile else None,
+                 "regional" if self.regional else None]
         return "-".join(p for p in parts if p)
+
+    @property
+    def compiled(self) -> bool:
+        """Compiled in any way (the whole model, or each attention module)."""
+        return self.compile or self.regional
 
 
 CASES: list[Case] = [
@@ -220,6 +233,13 @@ CASES: list[Case] = [
     Case("clip", "eager"),
     Case("llama", compile=True, slow=True),
     Case("llama", mode="train", compile=True, slow=True),
+    # Compiled attention that no op names (issue 38): FlexAttention (transformers compiles flex_attention itself,
+    # one bare Torch-Compiled Region per call on CPU), compiled eager attention (extern bmm calls in the region).
+    Case("llama", "flex_attention", seen=False),
+    Case("llama", "flex_attention", stack=True, shapes=True),
+    Case("llama", "eager", compile=True, seen=False),
+    Case("llama", "eager", stack=True, regional=True),
+    Case("llama", "eager", mode="train", stack=True, regional=True),  # (CPU FlexAttention has no backward)
 ]
 
 
@@ -257,6 +277,9 @@ def make_step(model: Any, inputs: dict, case: Case) -> Callable[[], None]:
     import torch
 
     run = torch.compile(model) if case.compile else model
+    if case.regional:
+        for _, m in attention_modules(model):
+            m.compile()
     if case.mode == "train":
         model.train()
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -333,9 +356,9 @@ def record(case: Case, out: Path) -> Recorded:
     """
     model, inputs = build(case)
     counter = CallCounter(model)
-    eager_counts = _count_eager(model, inputs, case, counter) if case.compile else None
+    eager_counts = _count_eager(model, inputs, case, counter) if case.compiled else None
     step = make_step(model, inputs, case)
-    for _ in range(2 if case.compile else 1):  # un-profiled: compilation, allocator, lazy init
+    for _ in range(2 if case.compiled else 1):  # un-profiled: compilation, allocator, lazy init
         counter.next_step()
         step()
     path = _profile(step, counter, case, out)
@@ -347,7 +370,7 @@ def record(case: Case, out: Path) -> Recorded:
 
 def _count_eager(model: Any, inputs: dict, case: Case, counter: CallCounter) -> list[int]:
     """STEPS eager steps of the not yet compiled model, counted; then the hooks go."""
-    eager = make_step(model, inputs, replace(case, compile=False))
+    eager = make_step(model, inputs, replace(case, compile=False, regional=False))
     for _ in range(STEPS):
         counter.next_step()
         eager()

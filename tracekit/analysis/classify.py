@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..vocab import (
-    CATEGORIES, FUSED_ATTENTION_OP_RE, GEMM_OPS, LINEAR_ATTENTION_SSM_OPS, LOG_SOFTMAX_BACKWARD_OPS, LOG_SOFTMAX_OPS,
+    CATEGORIES, COMPILED_GRAPH_OPS, COMPILED_REGION_OPS, FUSED_ATTENTION_OP_RE, GEMM_OPS, INDUCTOR_CPP_KERNELS,
+    LINEAR_ATTENTION_SSM_OPS, LOG_SOFTMAX_BACKWARD_OPS, LOG_SOFTMAX_OPS,
     MASKED_SOFTMAX_OPS, SOFTMAX_BACKWARD_OPS, SOFTMAX_OPS, Category, OpPattern, alternation, anchored,
 )
 
@@ -226,6 +227,21 @@ HOST_RULES: tuple[Rule, ...] = (
          why="loss, not attention"),
     Rule("host-sdpa-math", Category.OTHER, _H(r"_scaled_dot_product_attention_math\w*"),
          why="the un-fused math path; its bmm/softmax children carry the work"),
+    # -- torch.compile on CPU (issue 38): inductor's C++ kernels, named when cpp.enable_kernel_profile records them
+    # (graph_1_cpp_fused__softmax_view_0), like its Triton ones: the fused ATen ops say what each computes.
+    Rule("host-inductor-cpp-log-softmax", Category.OTHER, rf"^{INDUCTOR_CPP_KERNELS}_log_softmax\w*$",
+         why="a loss's log_softmax also contains '_softmax'"),
+    Rule("host-inductor-cpp-softmax", Category.SOFTMAX, rf"^{INDUCTOR_CPP_KERNELS}_softmax\w*$",
+         why="'_softmax' among the fused ops: the kernel is the attention softmax (exp/max/sum), whatever else it "
+             "fuses"),
+    Rule("host-inductor-cpp-norm", Category.OTHER,
+         rf"^{INDUCTOR_CPP_KERNELS}(?:native_layer_norm|_rms_norm|mean_\w*rsqrt)\w*$",
+         why="fused RMS/layer norms are norms, 'other' like their Triton twins"),
+    Rule("host-inductor-cpp", Category.ELEMENTWISE, rf"^{INDUCTOR_CPP_KERNELS}$",
+         why="inductor's other C++ kernels are pointwise math and reductions over it (scale, mask, RoPE, casts)"),
+    Rule("host-compiled-code", Category.OTHER, anchored(COMPILED_REGION_OPS, COMPILED_GRAPH_OPS),
+         why="a compiled region's and its graph call's self time is code no event names (dynamo's guards, the C++ "
+             "kernels a CPU trace does not record): of unknown kind, so 'other', never guessed into attention math"),
     Rule("host-linear-attention-ssm", Category.OTHER, _SSM_OPS,
          why="linear attention (gated delta net, KDA, lightning) and SSM mixers (Mamba selective scan, SSD, "
              "causal-conv1d): no softmax over keys, so never fused attention; before host-fused-attention, whose "

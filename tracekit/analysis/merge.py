@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from itertools import chain
 
-from ..results.attribution import Attribution, Coverage
+from ..results.attribution import Attribution, CompiledOutside, Coverage
 from ..results.efficiency import merge_device
 from ..results.hints import merge_facts
 from ..vocab import TimeBase, UNLINKED_REASONS
@@ -30,7 +30,8 @@ def merge_attributions(parts: list[Attribution], source: str) -> Attribution:
                        device_events_owned=total(parts, "device_events_owned"),
                        device_events_owned_distinct=total(parts, "device_events_owned_distinct"),
                        hint_facts=merge_facts(p.hint_facts for p in parts),
-                       device=merge_device([p.device for p in parts]))
+                       device=merge_device([p.device for p in parts]),
+                       compiled_outside=_compiled_outside(parts))
 
 
 _COVERAGE_SUMS = ("device_us", "linked_us", "in_blocks_us", "unlinked_us", "device_events", "linked_events",
@@ -48,6 +49,19 @@ def _coverage(parts: list[Attribution]) -> Coverage | None:
     return Coverage(**{f: sum(getattr(c, f) for c in covs) for f in _COVERAGE_SUMS},
                     unlinked_by_reason={k: sum(c.unlinked_by_reason[k] for c in covs) for k in UNLINKED_REASONS},
                     attention_outside_names=by_count(names))
+
+
+def _compiled_outside(parts: list[Attribution]) -> CompiledOutside | None:
+    """The parts' compiled regions outside blocks summed (None when no part has any)."""
+    got = [p.compiled_outside for p in parts if p.compiled_outside is not None]
+    if not got:
+        return None
+    names: Counter[str] = Counter()
+    for c in got:
+        names.update(c.names)
+    return CompiledOutside(regions=sum(c.regions for c in got), host_us=sum(c.host_us for c in got),
+                           names=by_count(names), batched_products=sum(c.batched_products for c in got),
+                           reason=got[0].reason)
 
 
 def _attention_share(parts: list[Attribution]) -> float | None:

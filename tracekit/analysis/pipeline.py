@@ -23,6 +23,7 @@ from .account import (
     own_device_events,
 )
 from .blocks.backward import attach_backward
+from .blocks.compiled import compiled_outside
 from .blocks.discovery import BlockFinder
 from .classify import Classifier
 from .clock import trace_origin
@@ -129,6 +130,15 @@ def account_host(ctx: StageContext) -> None:
                                       ctx.config.classifier, ctx.origin)
 
 
+def list_compiled_outside(ctx: StageContext) -> None:
+    """CPU-only traces: the compiled regions no block covers, under "attention outside blocks" (issue 38)."""
+    if ctx.cats is None:
+        result = ctx.need(ctx.result, "result")
+        names = ctx.tr.names if ctx.tr.names is not None else frozenset(h.name for h in ctx.tr.host)
+        result.compiled_outside = compiled_outside(ctx.tr, ctx.need(ctx.links, "links"),
+                                                   [b.roots for b in ctx.blocks], ctx.owner, names)
+
+
 def summarize_graphs(ctx: StageContext) -> None:
     """The trace's clock origin and graph summary on the result, the graph warnings, and each block kind's graph
     mode on the hint facts (the launch-bound rule reads it)."""
@@ -172,6 +182,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("assemble-device", assemble_device, "sorts blocks and sums totals once every block figure is in"),
     Stage("collect-hint-facts", collect_hint_facts, "reads the block results' kinds and the busy shares"),
     Stage("account-host", account_host, "CPU-only traces: host self time instead of the device stages"),
+    Stage("list-compiled-outside", list_compiled_outside,
+          "CPU-only traces, once every block is final: a compiled region is outside blocks or not"),
     Stage("summarize-graphs", summarize_graphs, "adds graph modes to the hint facts, which the rules read"),
     Stage("evaluate-hints", evaluate_hints, "last: rules read figures every other stage adds (efficiency, graphs)"),
 )

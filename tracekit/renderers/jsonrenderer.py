@@ -12,8 +12,8 @@ import orjson
 from ..model import shape_text
 from ..results.efficiency import efficiency_dict
 from ..results.attribution import (
-    CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Coverage, Evidence, GraphSummary,
-    RankRow, RankView,
+    CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, CompiledOutside, Coverage, Evidence,
+    GraphSummary, RankRow, RankView,
 )
 from ..results.diff import NOISE_MIN_STEPS, pair_headline
 from ..results.measured import Measured
@@ -59,6 +59,7 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None, inter
         out["runs"] = _runs_list(result, tool, intervals)
     if result.coverage is not None:
         out["coverage"] = _coverage(result.coverage)
+    out.update(compiled_outside_dict(result.compiled_outside))
     view = ranks or result.ranks
     if view is not None:
         out["ranks"] = ranks_dict(view)
@@ -221,6 +222,16 @@ def _coverage(cv: Coverage) -> dict:
             "attention_outside_blocks": {"kernels": cv.attention_outside_kernels,
                                          "busy_us": round(cv.attention_outside_us, 3),
                                          "names": dict(cv.attention_outside_names)}}
+
+
+def compiled_outside_dict(co: CompiledOutside | None) -> dict:
+    """``{"compiled_outside_blocks": …}``: the compiled regions no block covers on a CPU-only trace, "attention
+    outside blocks" there (issue 38); {} when there are none (the key is left out)."""
+    if co is None:
+        return {}
+    return {"compiled_outside_blocks": {"regions": co.regions, "host_us": round(co.host_us, 3),
+                                        "names": dict(co.names), "batched_products": co.batched_products,
+                                        "reason": co.reason}}
 
 
 def graphs_dict(g: GraphSummary | None) -> dict | None:

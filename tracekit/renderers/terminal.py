@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..results.efficiency import Efficiency
-from ..results.attribution import CATEGORIES, IDLE_CAUSES, Attribution, Coverage
+from ..results.attribution import CATEGORIES, IDLE_CAUSES, Attribution, CompiledOutside, Coverage
 from ..results.hints import NO_STEPS_BASIS, step_unit
 from ..results.sweep import run_rows
 from ..vocab import IdleCause, Phase, UnlinkedReason
@@ -355,6 +355,22 @@ def _coverage_detail(cv: Coverage) -> list[str]:
     return lines
 
 
+def compiled_outside_lines(co: CompiledOutside | None) -> list[str]:
+    """CPU-only traces (issue 38): the compiled regions no block covers, under "attention outside blocks", with
+    their most frequent names, the batched products inside them and the reason."""
+    if co is None:
+        return []
+    names = [f"{short_name(printable(name), _OUTSIDE_NAME_WIDTH)} ×{k}"
+             for name, k in list(co.names.items())[:_OUTSIDE_NAMES_SHOWN]]
+    more = len(co.names) - _OUTSIDE_NAMES_SHOWN
+    if more > 0:
+        names.append(f"+{more} more")
+    products = f", {co.batched_products:,} batched products (bmm) inside" if co.batched_products else ""
+    n = co.regions
+    return [f"attention outside blocks: {n:,} compiled region{'s' if n != 1 else ''}, {fmt_time(co.host_us)} host "
+            f"time ({', '.join(names)}){products}. {co.reason}"]
+
+
 _RECORDED_KINDS, _RECORDED_NAMES = 4, 4  # block kinds, and kernel names of each, listed from a capture
 
 
@@ -593,6 +609,7 @@ class TerminalRenderer(Renderer):
                          f"in attention blocks: {pct(cv.in_blocks_us, cv.device_us):.1f}% · "
                          f"unlinked: {pct(cv.unlinked_us, cv.device_us):.1f}% ({fmt_time(cv.unlinked_us)})")
             lines += _coverage_detail(cv)
+        lines += compiled_outside_lines(result.compiled_outside)
         lines = _wrap_all(lines, w)
         lines.append("")
         if not result.blocks:

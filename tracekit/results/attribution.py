@@ -295,6 +295,34 @@ class Coverage:
     attention_outside_names: dict[str, int]
 
 
+COMPILED_OUTSIDE_REASON = ("torch.compile runs these regions' code with no op naming an attention call, and no "
+                           "attention scope is around them: their attention calls, if any, make no block. Record "
+                           "with with_stack=True (nn.Module slices) or wrap the attention in a record_function "
+                           "range named like attention.")
+
+
+@dataclass(slots=True, kw_only=True)
+class CompiledOutside:
+    """CPU-only traces: the outermost compiled regions (``Torch-Compiled Region``) that no block covers, whose
+    code the trace does not show (tracekit.analysis.blocks.compiled; issue 38). ``host_us`` is their host time
+    (duration, children included: a region's kernels are its graph call's self time); ``names`` region name ->
+    count, the most frequent first (trace data); ``batched_products`` the extern bmm/baddbmm calls inside them
+    (compiled eager attention runs two per call)."""
+
+    regions: int
+    host_us: float
+    names: dict[str, int]
+    batched_products: int
+    reason: str
+
+    def check(self) -> None:
+        expect(self.regions > 0 and sum(self.names.values()) == self.regions,
+               "compiled regions outside blocks: name counts != regions")
+        expect(self.host_us >= -EPS_US and self.batched_products >= 0,
+               "compiled regions outside blocks: negative time or products")
+        expect(bool(self.reason), "compiled regions outside blocks without a reason")
+
+
 @dataclass(slots=True, kw_only=True)
 class StepFigures:
     """One ``ProfilerStep#N`` of a trace as a whole (tracekit.analysis.totals.whole_steps), in µs: all the
@@ -447,6 +475,9 @@ class Attribution:
     # The latency measured outside the profiler, read from measured.json beside the traces (tracekit.run.measured);
     # None without one. A merge of several runs has none: each run keeps its own.
     measured: Measured | None = None
+    # CPU-only traces: compiled regions no block covers, listed under "attention outside blocks" (issue 38); None
+    # when there are none.
+    compiled_outside: CompiledOutside | None = None
 
     def to_dataframe(self, by: str | None = None) -> Any:
         """A pandas DataFrame (``pip install 'tracekit[notebook]'``): one row per ``by`` = "block", "kind",
@@ -478,6 +509,8 @@ class Attribution:
         self._check_kernels()
         if self.coverage is not None:
             self._check_coverage(self.coverage)
+        if self.compiled_outside is not None:
+            self.compiled_outside.check()
         self._check_parts()
         self._check_members()
         self._check_steps()

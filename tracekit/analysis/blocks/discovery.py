@@ -5,7 +5,8 @@ Order (docs/attribution.md, "Attention blocks"): a scope-matching ``record_funct
 then an inferred eager pattern (matmul → softmax → matmul under one parent). Then, once the device
 events are classified (:func:`find_kernel_blocks`, in :mod:`.kernels`, a later stage): fused attention
 kernels that no host block owns (CUDA/HIP graphs, compiled regions) become ``fused-kernel`` blocks, and a
-GEMM → softmax → GEMM run of kernels that none owns an ``inferred`` one. All block discovery lives in this package.
+GEMM → softmax → GEMM run of kernels that none owns an ``inferred`` one. A scope around torch.compile code takes a
+``compiled-region`` core (:mod:`.compiled`, issue 38). All block discovery lives in this package.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ...vocab import (
     opens_fused_block,
 )
 from ..link import NONE, Links
+from .compiled import Regions, core_names, region_events, region_work
 
 DEFAULT_SCOPE = r"attention|attn|SelfAttention|MultiheadAttention"
 
@@ -152,6 +154,7 @@ class _Cores:
         self.kernels = _kernel_sites(links, cats)  # launch-site host event -> fused kernels
         self._scope_of: dict[int, int] = {}
         self.cats = cats
+        self.names = names
 
     def scope_around(self, i: int) -> int:
         """The innermost scope-opening host event around ``i`` (itself included), or NONE."""
@@ -218,6 +221,7 @@ class _Cores:
         fused_blocks: dict[int, _Claim] = {}  # outermost fused op outside scopes -> what it holds
         free_eager = self.claim_cores(claimed, fused_blocks)
         self.claim_kernel_triples(claimed)
+        self.claim_compiled(claimed)
         self.claim_products(claimed)
         return self.make_blocks(claimed, fused_blocks, free_eager)
 
@@ -311,6 +315,41 @@ class _Cores:
                 continue  # a projection's or an expert's GEMM (a router's gate) is no score or context product
             open_scopes[sc].append(j)
 
+    def claim_compiled(self, claimed: dict[int, _Claim]) -> None:
+        """Rule innermost-scope, compiled code (issue 38): a scope around a torch.compile region holds a
+        ``compiled-region`` core. A scope whose core is only kernels (a FlexAttention template, GEMM → softmax →
+        GEMM) says its core is compiled; a scope with no core takes what its regions show (compiled.SIGHTS), if
+        anything. Layer containers never qualify. Before claim_products, so that a compiled call's bmm pair is
+        never taken for linear attention."""
+        regions = region_events(self.tr, self.names)
+        if not regions:
+            return
+        around = _around(self.links.parent, claimed)
+        open_scopes: dict[int, list[int]] = defaultdict(list)
+        for r in regions:
+            s = self.scope_around(r)
+            if s == NONE or s in around:
+                continue
+            c = claimed.get(s)
+            if c is None:
+                open_scopes[s].append(r)
+            elif c.region is None and not c.fused and not c.eager:
+                c.region = self.tr.host[r].name
+        if open_scopes:
+            self._claim_regions(claimed, open_scopes, regions)
+
+    def _claim_regions(self, claimed: dict[int, _Claim], open_scopes: dict[int, list[int]],
+                       regions: list[int]) -> None:
+        """Each open scope whose regions show a core (compiled.core_names) holds a compiled-region core."""
+        host = self.tr.host
+        wanted = {r for rs in open_scopes.values() for r in rs}
+        work = region_work(self.tr, self.links, self.cats, Regions(self.links, regions), wanted, self.names)
+        for s, rs in open_scopes.items():
+            seen = core_names(self.tr, [work[r] for r in rs], host[rs[0]].name, short_kernel_name)
+            if seen:
+                c = claimed[s] = _Claim()
+                c.region, c.kernels = host[rs[0]].name, list(seen)
+
     def claim_products(self, claimed: dict[int, _Claim]) -> None:
         """Rule innermost-scope, linear attention: a scope with no core and no block inside it whose own products
         (matrix products not inside another op) number two or more holds a softmax-free attention core. A layer
@@ -388,6 +427,7 @@ class _Claim:
     eager: list[tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
     products: list[str] = field(default_factory=list)
     kernel_triple: bool = False  # ``kernels`` are a GEMM → softmax → GEMM run, not fused attention kernels
+    region: str | None = None  # the core runs in this compiled region (issue 38): ``kernels`` are what it shows
 
     def add_name(self, name: str) -> None:
         if name not in self.fused:
@@ -404,9 +444,12 @@ class _Claim:
         self.eager.append((names, shapes if all(shapes) else ()))
 
     def evidence(self, rule: str) -> Evidence:
-        """Fused ops first (they name the call), then fused kernels, then the first eager triple."""
+        """Fused ops first (they name the call), then what a compiled region shows (a host eager triple, though,
+        is a visible core of its own), then fused kernels, then the first eager triple."""
         if self.fused:
             return Evidence(rule=rule, core=CoreKind.FUSED_OP, names=tuple(self.fused[:4]))
+        if self.region is not None and not self.eager:
+            return Evidence(rule=rule, core=CoreKind.COMPILED_REGION, names=tuple(self.kernels[:4]))
         if self.kernels:
             core = CoreKind.EAGER_KERNELS if self.kernel_triple else CoreKind.FUSED_KERNEL
             return Evidence(rule=rule, core=core, names=tuple(self.kernels[:4]))
