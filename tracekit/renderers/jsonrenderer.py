@@ -12,7 +12,7 @@ import orjson
 from ..model import shape_text
 from ..results.efficiency import efficiency_dict
 from ..results.attribution import (
-    CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Coverage, Evidence, GraphSummary,
+    CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, Coverage, Evidence, GraphSummary, Layer,
     RankRow, RankView,
 )
 from ..results.diff import NOISE_MIN_STEPS, pair_headline
@@ -86,6 +86,7 @@ def _block_dict(b: BlockResult, intervals: bool) -> dict:
         "efficiency": efficiency_dict(b.efficiency),
         "efficiency_by_category": {k: efficiency_dict(e) for k, e in b.efficiency_by_category.items()},
         "evidence": evidence_dict(b.evidence),
+        "layer": layer_dict(b.layer),
         **({} if b.recorded is None else {"recorded": dict(b.recorded)}),
         "start_us": _r(b.start_us), "end_us": _r(b.end_us),
         **({"intervals": intervals_list(b)} if intervals else {}),
@@ -266,6 +267,16 @@ def _role_deltas(before: dict[str, float] | None, after: dict[str, float] | None
         return {}
     return {"matmul_roles": {k: {"before_us": _r(before[k]), "after_us": _r(after[k]),
                                  "delta_us": _r(after[k] - before[k])} for k in before}}
+
+
+def layer_dict(layer: Layer | None) -> dict | None:
+    """``blocks[].layer``: the attention layer around the block's core, or None where the block is its own."""
+    if layer is None:
+        return None
+    return {"name": layer.name, "total_us": round(layer.total_us, 3),
+            "categories": {k: round(v, 3) for k, v in layer.categories.items()},
+            "matmul_roles": None if layer.matmul_roles is None else {
+                k: round(v, 3) for k, v in layer.matmul_roles.items()}}
 
 
 def evidence_dict(e: Evidence | None) -> dict | None:
