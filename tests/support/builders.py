@@ -315,3 +315,30 @@ def two_fp32_products(b: TraceBuilder) -> None:
              31, 1, 1030, 5)
     with_dims(b.op("aten::mm", 50, 8), [[2, 4], [4, 5]], ["float", "float"])
     b.launch(CUTLASS_BF16_GEMM, 51, 1, 1040, 20)
+
+
+# -- attention layers (issue 38, class 4) ------------------------------------------------------------------------
+LAYER_GEMM_K = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
+LAYER_FLASH_K = "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4> >(Params)"
+LAYER_SILU_K = ("void at::native::vectorized_elementwise_kernel<4, at::native::silu_kernel(at::TensorIteratorBase&)"
+                "::{lambda()#1}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, float)")
+
+
+def projection(b: TraceBuilder, t: float, name: str = "Linear_0", kernel_at: float | None = None,
+               kernel_us: float = 0) -> None:
+    """An ``nn.Linear`` call at host time ``t`` (4 µs: aten::linear 3 µs, no children), launching one GEMM of
+    ``kernel_us`` at ``kernel_at`` when given (a CPU-only trace has none)."""
+    b.module(name, t, 4)
+    b.op("aten::linear", t + 0.5, 3)
+    if kernel_at is not None:
+        b.launch(LAYER_GEMM_K, t + 1, 1, kernel_at, kernel_us)
+
+
+def sdpa_core(b: TraceBuilder, t: float, name: str = "CoreAttention_0", kernel_at: float | None = None,
+              kernel_us: float = 0) -> None:
+    """An attention module at host time ``t`` (6 µs) around one SDPA op (5 µs, no children): the core a block is
+    made of, launching one flash kernel of ``kernel_us`` at ``kernel_at`` when given."""
+    b.module(name, t, 6)
+    b.op("aten::scaled_dot_product_attention", t + 0.5, 5)
+    if kernel_at is not None:
+        b.launch(LAYER_FLASH_K, t + 1, 1, kernel_at, kernel_us)
