@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from support.builders import LAYER_FLASH_K, LAYER_SILU_K, TraceBuilder, attribute_built, projection, sdpa_core
+from support.builders import LAYER_FLASH_K, TraceBuilder, attribute_built, llama_layer, projection, sdpa_core
 from support.paths import REAL
 from tracekit import analyze
 from tracekit.analysis.blocks.layer import FEED_FORWARD_SCOPE, LAYER_RULES
@@ -35,23 +35,9 @@ def test_rules_are_named_ordered_data_with_reasons() -> None:
     assert all(r.why for r in LAYER_RULES)
 
 
-def _llama_layer(b: TraceBuilder, t: float = 0, k: float = 1000, n: int = 0) -> None:
-    """DecoderLayer ⊃ [SelfAttn ⊃ (q_proj GEMM 10 µs, core flash 20 µs, o_proj GEMM 7 µs), LlamaMLP ⊃ (GEMM 30 µs,
-    silu 3 µs)]. Device kernels back to back from ``k``: the layer is SelfAttn, 37 µs busy, 17 of them GEMMs."""
-    b.module(f"DecoderLayer_{n}", t, 100)
-    b.module(f"SelfAttn_{n}", t + 1, 40)
-    projection(b, t + 2, f"Linear_{3 * n}", k, 10)
-    sdpa_core(b, t + 10, f"CoreAttention_{n}", k + 11, 20)
-    projection(b, t + 20, f"Linear_{3 * n + 1}", k + 32, 7)
-    b.module(f"LlamaMLP_{n}", t + 50, 40)
-    projection(b, t + 51, f"Linear_{3 * n + 2}", k + 40, 30)
-    b.op("aten::silu", t + 56, 3)
-    b.launch(LAYER_SILU_K, t + 57, 1, k + 71, 3)
-
-
 def test_a_layer_adds_the_projections_around_an_sdpa_core(tmp_path: Path) -> None:
     b = TraceBuilder()
-    _llama_layer(b)
+    llama_layer(b)
     res = attribute_built(tmp_path, b)
     (blk,) = res.blocks
     assert blk.name == "CoreAttention_0" and blk.total_us == 20.0
@@ -140,7 +126,7 @@ def test_a_cpu_only_layer_is_host_time_the_module_gap_included(tmp_path: Path) -
 
 def test_the_json_writes_the_layer_beside_the_block(tmp_path: Path) -> None:
     b = TraceBuilder()
-    _llama_layer(b)
+    llama_layer(b)
     doc = to_dict(attribute_built(tmp_path, b), "t")
     layer = doc["blocks"][0]["layer"]
     assert set(layer) == {"name", "total_us", "categories", "matmul_roles"}
@@ -150,7 +136,7 @@ def test_the_json_writes_the_layer_beside_the_block(tmp_path: Path) -> None:
 
 def test_check_holds_a_layer_to_its_invariants(tmp_path: Path) -> None:
     b = TraceBuilder()
-    _llama_layer(b)
+    llama_layer(b)
     res = attribute_built(tmp_path, b)
     layer = res.blocks[0].layer
     assert layer is not None

@@ -342,3 +342,18 @@ def sdpa_core(b: TraceBuilder, t: float, name: str = "CoreAttention_0", kernel_a
     b.op("aten::scaled_dot_product_attention", t + 0.5, 5)
     if kernel_at is not None:
         b.launch(LAYER_FLASH_K, t + 1, 1, kernel_at, kernel_us)
+
+
+def llama_layer(b: TraceBuilder, t: float = 0, k: float = 1000, n: int = 0, q_us: float = 10) -> None:
+    """DecoderLayer ⊃ [SelfAttn ⊃ (q_proj GEMM ``q_us``, core flash 20 µs, o_proj GEMM 7 µs), LlamaMLP ⊃ (GEMM 30 µs,
+    silu 3 µs)], device kernels back to back from ``k`` (1 µs apart). The block is CoreAttention (20 µs), its
+    layer SelfAttn: ``q_us`` + 27 µs busy, of which ``q_us`` + 7 µs projection GEMMs; the MLP is outside it."""
+    b.module(f"DecoderLayer_{n}", t, 100)
+    b.module(f"SelfAttn_{n}", t + 1, 40)
+    projection(b, t + 2, f"Linear_{3 * n}", k, q_us)
+    sdpa_core(b, t + 10, f"CoreAttention_{n}", k + q_us + 1, 20)
+    projection(b, t + 20, f"Linear_{3 * n + 1}", k + q_us + 22, 7)
+    b.module(f"LlamaMLP_{n}", t + 50, 40)
+    projection(b, t + 51, f"Linear_{3 * n + 2}", k + q_us + 30, 30)
+    b.op("aten::silu", t + 56, 3)
+    b.launch(LAYER_SILU_K, t + 57, 1, k + q_us + 61, 3)

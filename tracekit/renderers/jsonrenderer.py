@@ -19,6 +19,7 @@ from ..results.diff import NOISE_MIN_STEPS, pair_headline
 from ..results.measured import Measured
 from ..results.steps import PerStep, per_step
 from ..results.rest import rest_change
+from ..results.rows import layer_or_own  # issue 38: a pair's layers
 from ..results.sweep import RunRow, run_rows
 from ..results.timeline import Timeline
 from ..vocab import IDLE_CAUSES, LaneKind
@@ -341,7 +342,21 @@ def _pair(p: BlockPair) -> dict:
                            "delta_us": _r(p.after.categories[c] - p.before.categories[c])} for c in CATEGORIES},
         "alloc_before_bytes": p.before.alloc_bytes, "alloc_after_bytes": p.after.alloc_bytes,
         "alloc_peak_before_bytes": p.before.alloc_peak_bytes, "alloc_peak_after_bytes": p.after.alloc_peak_bytes,
+        "layer": _pair_layer(p),
     }
+
+
+def _pair_layer(p: BlockPair) -> dict | None:
+    """The pair's layers before and after (issue 38; a side whose block is its own layer counts its block, its
+    name null), or None where neither side has a layer."""
+    if p.before.layer is None and p.after.layer is None:
+        return None
+    (bt, bc), (at, ac) = layer_or_own(p.before), layer_or_own(p.after)
+    return {"before": None if p.before.layer is None else p.before.layer.name,
+            "after": None if p.after.layer is None else p.after.layer.name,
+            "before_us": _r(bt), "after_us": _r(at), "delta_us": _r(at - bt),
+            "categories": {c: {"before_us": _r(bc[c]), "after_us": _r(ac[c]), "delta_us": _r(ac[c] - bc[c])}
+                           for c in CATEGORIES}}
 
 
 def _spread(s: Spread) -> dict:

@@ -139,34 +139,48 @@ def _start(parent: Sequence[int], roots: Sequence[int]) -> int:
 
 def find_layers(tr: Trace, links: Links, blocks: Sequence[Block]) -> list[LayerSpan | None]:
     """Each block's layer (LAYER_RULES), or None where the block is its own layer."""
-    parent, host = links.parent, tr.host
+    parent = links.parent
     starts = [_start(parent, b.roots) if b.roots and b.phase == Phase.FORWARD else NONE for b in blocks]
-    cores: dict[int, int] = defaultdict(int)  # host event -> blocks whose core it holds (rule one-core)
-    for s in starts:
-        k = s
-        while k != NONE:
-            cores[k] += 1
-            k = parent[k]
+    cores = _core_counts(parent, starts)
     tree = _Tree(tr, links)
     out: list[LayerSpan | None] = []
     for s in starts:
-        best = NONE
-        k = s
-        while k != NONE and cores[k] == 1:
-            h = host[k]
-            if h.kind == ANNOTATION and h.name.startswith("ProfilerStep#"):
-                break
-            if h.kind != OP:
-                if tree.holds_ffn(k):
-                    break
-                best = k
-            k = parent[k]
+        best = _outermost(tr, parent, cores, tree, s)
         if best == NONE:
             out.append(None)
         else:
             lo, hi = tree.span(best)
             out.append(LayerSpan(root=best, lo=lo, hi=hi))
     return out
+
+
+def _core_counts(parent: Sequence[int], starts: Sequence[int]) -> dict[int, int]:
+    """Host event -> how many blocks' cores it holds (rule one-core): one walk up from each block's start."""
+    cores: dict[int, int] = defaultdict(int)
+    for s in starts:
+        k = s
+        while k != NONE:
+            cores[k] += 1
+            k = parent[k]
+    return cores
+
+
+def _outermost(tr: Trace, parent: Sequence[int], cores: dict[int, int], tree: _Tree, start: int) -> int:
+    """The outermost scope from ``start`` outward that passes rules scope, one-core and no-feed-forward (the walk
+    stops at the first that fails), or NONE."""
+    host = tr.host
+    best = NONE
+    k = start
+    while k != NONE and cores[k] == 1:
+        h = host[k]
+        if h.kind == ANNOTATION and h.name.startswith("ProfilerStep#"):
+            break
+        if h.kind != OP:
+            if tree.holds_ffn(k):
+                break
+            best = k
+        k = parent[k]
+    return best
 
 
 def layer_name(tr: Trace, span: LayerSpan) -> str:
