@@ -243,9 +243,11 @@ MOE_OPS = OpPattern("moe", r"(?:\w+::)?\w*(?:fused_moe|moe_align|moe_sum|moe_for
                     "a MoE router's top-k gating and the experts' fused kernels-ops (vLLM/SGLang fused_moe, "
                     "_moe_C::topk_softmax; the same router names classify.py's moe-router-softmax rule reads)")
 MLP_ACTIVATION_OPS = OpPattern("mlp-activation", r"aten::(?:gelu|silu|relu|mish|glu)_?"
-                                                 r"|(?:\w+::)?\w*(?:silu|gelu|gelu_tanh|act)_and_mul\w*",
+                                                 r"|(?:\w+::)?\w*(?:silu|gelu|gelu_tanh|act)_and_mul\w*"
+                                                 r"|(?:triton|cpp)_\w*fused_\w*?(?:silu|gelu|relu|mish)\w*",
                                "the MLP's activation between its two GEMMs (BERT's gelu, Llama's silu, vLLM/SGLang "
-                               "silu_and_mul); softmax attention applies none")
+                               "silu_and_mul, inductor's triton_poi_fused_..._silu_2 launch op in a compiled "
+                               "graph); softmax attention applies none")
 FEED_FORWARD_OPS: tuple[OpPattern, ...] = (GROUPED_GEMM_OPS, MOE_OPS, MLP_ACTIVATION_OPS)
 # The ops whose recorded shapes give a FLOP count and a matmul role (SHAPED_OPS keeps their inputs).
 SHAPED_GEMM_OPS: tuple[OpPattern, ...] = (LINEAR_OPS, PRODUCT_OPS, EINSUM_OPS, LOW_PRECISION_GEMM_OPS)

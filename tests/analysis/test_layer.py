@@ -22,6 +22,7 @@ from tracekit.renderers.jsonrenderer import to_dict
 from tracekit.results.attribution import InvariantError, Layer
 
 BERT = REAL / "tracelens" / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz"
+COMPILED = REAL / "tracelens" / "torch_compile_triton" / "trace.json.gz"
 SGLANG = REAL / "tracelens" / "inference" / "sglang_prefilldecode" / "sglang_Qwen3-8B_prefilldecode.json.gz"
 
 
@@ -194,8 +195,13 @@ def _enclosing(mods: list[dict], inner: dict) -> list[str]:
     return [m["name"][len("nn.Module: "):] for m in sorted(out, key=lambda m: m["dur"])]
 
 
-@pytest.mark.parametrize(("path", "core", "layer"), [(BERT, "BertSdpaSelfAttention", "BertAttention"),
-                                                    (SGLANG, "RadixAttention", "Qwen3Attention")])
+@pytest.mark.parametrize(("path", "core", "layer"), [
+    (BERT, "BertSdpaSelfAttention", "BertAttention"), (SGLANG, "RadixAttention", "Qwen3Attention"),
+    (REAL / "tracelens" / "b200" / "eager_trace.json.gz", "Attention", "OAIAttention"),  # vLLM GPT-OSS
+    (REAL / "tracelens" / "h100" / "Falconsai_nsfw_image_detection__1016002.json.gz", "ViTSdpaSelfAttention",
+     "ViTSdpaAttention"),
+    (REAL / "tracelens" / "h100" / "facebook_timesformer-base-finetuned-k400__1016002.json.gz",
+     "TimesformerSelfAttention", "TimeSformerAttention")])
 def test_real_layers_are_the_attention_module_around_the_core(path: Path, core: str, layer: str) -> None:
     if not path.exists():
         pytest.skip(f"{path} not here")
@@ -213,3 +219,29 @@ def test_real_layers_are_the_attention_module_around_the_core(path: Path, core: 
     for blk in res.blocks:
         assert blk.layer is not None
         assert blk.layer.total_us == pytest.approx(_busy_launched_in(events, windows[blk.layer.name]), abs=0.01)
+
+
+def test_a_compiled_graph_holding_the_mlp_is_no_layer(tmp_path: Path) -> None:
+    """A compiled transformer block: one CompiledFxGraph range holds the projections, the SDPA core and the MLP,
+    whose activation is inductor's fused launch op (triton_poi_fused_..._silu_N): no layer around the core."""
+    b = TraceBuilder()
+    b.annotation("## Call CompiledFxGraph abc ##", 0, 100)
+    b.op("aten::mm", 2, 3)
+    b.op("aten::scaled_dot_product_attention", 10, 5)
+    b.launch(LAYER_FLASH_K, 11, 1, 1011, 20)
+    b.op("aten::mm", 20, 3)
+    b.op("triton_poi_fused__unsafe_view_mul_silu_2", 30, 3)
+    assert _layers(attribute_built(tmp_path, b)) == [None]
+
+
+def test_the_real_compiled_trace_holds_its_mlp_in_the_same_graph() -> None:
+    """torch_compile_triton: the raw JSON's CompiledFxGraph range holds the SDPA op and a fused silu launch op."""
+    if not COMPILED.exists():
+        pytest.skip(f"{COMPILED} not here")
+    events = _raw_events(COMPILED)
+    graph = next(e for e in events if e.get("cat") == "user_annotation" and "CompiledFxGraph" in e["name"])
+    inside = {e["name"] for e in events if e.get("cat") == "cpu_op" and e["tid"] == graph["tid"]
+              and graph["ts"] <= e["ts"] <= graph["ts"] + graph["dur"]}
+    assert "aten::_scaled_dot_product_flash_attention" in inside and any("silu" in n for n in inside)
+    res = analyze(COMPILED).check()
+    assert [b.name for b in res.blocks] == ["aten::_scaled_dot_product_flash_attention"] and _layers(res) == [None]
