@@ -245,3 +245,24 @@ def test_the_real_compiled_trace_holds_its_mlp_in_the_same_graph() -> None:
     assert "aten::_scaled_dot_product_flash_attention" in inside and any("silu" in n for n in inside)
     res = analyze(COMPILED).check()
     assert [b.name for b in res.blocks] == ["aten::_scaled_dot_product_flash_attention"] and _layers(res) == [None]
+
+
+def test_sglang_decode_replay_layers_hold_the_projections_the_core_lacks() -> None:
+    """The issue's case: SGLang decode replayed from a graph, mapped to its capture. Each RadixAttention block has
+    no GEMM; its layer is the Qwen3Attention module the capture's raw JSON nests it in, and holds the projections."""
+    from support.paths import GRAPHS
+
+    replay = GRAPHS / "sglang_decode" / "sglang_Qwen3-8B_decode.json.gz"
+    capture = GRAPHS / "sglang_decode" / "capture_traces" / "bs_32_rank0.json.gz"
+    if not (replay.exists() and capture.exists()):
+        pytest.skip("../shared/traces/graphs not present")
+    mods = _raw_modules(capture)
+    nest = {m["name"][len("nn.Module: "):]: _enclosing(mods, m) for m in mods
+            if m["name"].startswith("nn.Module: RadixAttention_")}
+    res = analyze(replay, captures=(capture,), jobs=1, decode_workers=1).check()
+    assert len(res.blocks) == len(nest) == 36
+    for b in res.blocks:
+        assert b.layer is not None and b.layer.name == next(n for n in nest[b.name] if n.startswith("Qwen3Attention_"))
+        assert b.categories["matmul"] == 0.0 and b.layer.categories["matmul"] > 0.0
+        assert b.layer.matmul_roles is not None and b.layer.matmul_roles["projection"] == b.layer.categories["matmul"]
+        assert b.layer.total_us > b.total_us

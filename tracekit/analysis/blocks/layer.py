@@ -252,8 +252,8 @@ def _host_layer(tr: Trace, links: Links, clf: Classifier, roles: RoleFinder, spa
     c = dict.fromkeys(CATEGORIES, 0)
     mr = dict.fromkeys(MATMUL_ROLES, 0)
     for i, ns in self_ns.items():
-        if owner[i] == b:
-            continue
+        if owner[i] != NONE:
+            continue  # the block's own ops, already in its split
         h = host[i]
         cat = clf.host(h.name) if h.kind == OP else Category.OTHER
         c[cat] += ns
