@@ -8,7 +8,7 @@ block also names its layer, with a split of its own (:data:`LAYER_RULES` say whi
 Cost: nothing here walks every event. The blocks' ancestors are walked once each (the core counts); a candidate
 scope's subtree is a contiguous run of ``Links.order`` (parents come first, per thread by start), found by bisection
 and read once, and only for a scope that holds this one core. The device side reads each event's launch site once,
-at C speed, and only when some block has a layer.
+at C speed (a set test, no per-event list), and only when some block has a layer.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import ne
+from itertools import compress
 
 from ...model import ANNOTATION, MODULE, OP, Trace
 from ...results.attribution import CATEGORIES, BlockResult, Layer
@@ -212,17 +211,17 @@ def layer_figures(tr: Trace, links: Links, blocks: Sequence[Block], spans: Seque
 def _extra_device_events(tr: Trace, links: Links, spans: Sequence[LayerSpan | None],
                          owner: Sequence[int]) -> dict[int, list[int]]:
     """Block -> the device events launched inside its layer but outside its own block (projections, norms)."""
-    mark = [NONE] * (len(tr.host) + 1)  # the extra NONE is what a launch site NONE (-1) reads
+    mark: dict[int, int] = {}  # host event in a layer, outside every block -> the block (only those: no per-event list)
     order = links.order
     for b, span in enumerate(spans):
         if span is not None:
             for i in order[span.lo:span.hi]:
                 if owner[i] == NONE:
                     mark[i] = b
-    at = list(map(mark.__getitem__, links.device_leaf))  # (one C-speed read per device event, no Python loop)
+    leaf = links.device_leaf
     out: dict[int, list[int]] = defaultdict(list)
-    for j in compress(range(len(at)), map(ne, at, repeat(NONE))):
-        out[at[j]].append(j)
+    for j in compress(range(len(leaf)), map(mark.__contains__, leaf)):  # (a C-speed test per device event)
+        out[mark[leaf[j]]].append(j)
     return out
 
 
