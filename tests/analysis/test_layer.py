@@ -125,6 +125,21 @@ def test_a_cpu_only_layer_is_host_time_the_module_gap_included(tmp_path: Path) -
     assert layer.matmul_roles is not None and layer.matmul_roles["projection"] == pytest.approx(6.0)
 
 
+def test_a_cpu_only_range_layer_counts_the_blocks_python_time_once(tmp_path: Path) -> None:
+    """A record_function range (40 µs) ⊃ linear 3 µs, CoreAttention_0 (6 µs module ⊃ SDPA 5 µs), linear 3 µs. The
+    module's 1 µs outside its op is the block's ``other`` and also lies in the range's own time: the layer is the
+    range's 40 µs, no more."""
+    b = TraceBuilder()
+    b.annotation("layer0.mixer", 1, 40)
+    projection(b, 2, "Linear_0")
+    sdpa_core(b, 10, "CoreAttention_0")
+    projection(b, 20, "Linear_1")
+    (blk,) = attribute_built(tmp_path, b).blocks
+    assert blk.total_us == 6.0 and blk.categories["other"] == 1.0
+    assert blk.layer is not None and blk.layer.name == "layer0.mixer"
+    assert blk.layer.total_us == pytest.approx(40.0) and blk.layer.categories["other"] == pytest.approx(29.0)
+
+
 def test_the_json_writes_the_layer_beside_the_block(tmp_path: Path) -> None:
     b = TraceBuilder()
     llama_layer(b)

@@ -205,7 +205,7 @@ def layer_figures(tr: Trace, links: Links, blocks: Sequence[Block], spans: Seque
         return
     for b, span in enumerate(spans):
         if span is not None:
-            results[b].layer = _host_layer(tr, links, classifier, roles, span, owner, b, results[b])
+            results[b].layer = _host_layer(tr, links, classifier, roles, span, owner, blocks[b], b, results[b])
 
 
 def _extra_device_events(tr: Trace, links: Links, spans: Sequence[LayerSpan | None],
@@ -243,11 +243,12 @@ def _device_layer(tr: Trace, links: Links, cats: Sequence[Category], roles: Role
 
 
 def _host_layer(tr: Trace, links: Links, clf: Classifier, roles: RoleFinder, span: LayerSpan, owner: Sequence[int],
-                b: int, res: BlockResult) -> Layer:
+                blk: Block, b: int, res: BlockResult) -> Layer:
     """The layer's host time: the block's split plus the self time of the layer's other ops and ranges, and a
     module layer's time outside any op (``other``, as a module block's)."""
     host = tr.host
     self_ns = _subtree_self_times(tr, links, span)
+    _without_block_gap(tr, links, blk.roots[0], self_ns, owner, b)
     c = dict.fromkeys(CATEGORIES, 0)
     mr = dict.fromkeys(MATMUL_ROLES, 0)
     for i, ns in self_ns.items():
@@ -266,6 +267,17 @@ def _host_layer(tr: Trace, links: Links, clf: Classifier, roles: RoleFinder, spa
         cats[Category.OTHER] += max(0.0, _clipped_dur(tr, links, span.root) / 1000 - sum(cats.values()))
     return Layer(name=layer_name(tr, span), total_us=sum(cats.values()), categories=cats,
                  matmul_roles=layer_roles if res.matmul_roles is not None else None)
+
+
+def _without_block_gap(tr: Trace, links: Links, root: int, self_ns: dict[int, int], owner: Sequence[int],
+                       b: int) -> None:
+    """A module block's time outside its ops (account._module_gap: ``other`` in the block) is also in the self time
+    of the op or range around the module: taken out of that one here, so that the layer counts it once."""
+    p = links.op_parent[root]
+    if tr.host[root].kind != MODULE or p not in self_ns:
+        return
+    covered = sum(ns for i, ns in self_ns.items() if owner[i] == b)
+    self_ns[p] = max(0, self_ns[p] - max(0, _clipped_dur(tr, links, root) - covered))
 
 
 def _clipped_dur(tr: Trace, links: Links, i: int) -> int:
