@@ -239,6 +239,19 @@ VECTOR_PRODUCT_OPS = OpPattern("vector-product", r"aten::(?:addmv|mv|dot|vdot|te
                                "matrix-vector and dot products: matmul time, no shape rule")
 GROUPED_GEMM_OPS = OpPattern("grouped-gemm", r"aten::(?:_grouped_mm|_scaled_grouped_mm)", "MoE experts' grouped GEMMs")
 QUANTIZED_LINEAR_OPS = OpPattern("quantized-linear", r"quantized::linear\w*", "int8 linear layers (eager quantisation)")
+# The feed-forward half of a transformer layer, by op family: an attention layer (tracekit.analysis.blocks.layer)
+# never holds one of these, so the layer search stops below the scope that does.
+MOE_OPS = OpPattern("moe", r"(?:\w+::)?\w*(?:fused_moe|moe_align|moe_sum|moe_forward|topk_softmax|topk_sigmoid"
+                           r"|fused_experts|grouped_topk)\w*",
+                    "a MoE router's top-k gating and the experts' fused kernels-ops (vLLM/SGLang fused_moe, "
+                    "_moe_C::topk_softmax; the same router names classify.py's moe-router-softmax rule reads)")
+MLP_ACTIVATION_OPS = OpPattern("mlp-activation", r"aten::(?:gelu|silu|relu|mish|glu)_?"
+                                                 r"|(?:\w+::)?\w*(?:silu|gelu|gelu_tanh|act)_and_mul\w*"
+                                                 r"|(?:triton|cpp)_\w*fused_\w*?(?:silu|gelu|relu|mish)\w*",
+                               "the MLP's activation between its two GEMMs (BERT's gelu, Llama's silu, vLLM/SGLang "
+                               "silu_and_mul, inductor's triton_poi_fused_..._silu_2 launch op in a compiled "
+                               "graph); softmax attention applies none")
+FEED_FORWARD_OPS: tuple[OpPattern, ...] = (GROUPED_GEMM_OPS, MOE_OPS, MLP_ACTIVATION_OPS)
 # The ops whose recorded shapes give a FLOP count and a matmul role (SHAPED_OPS keeps their inputs).
 SHAPED_GEMM_OPS: tuple[OpPattern, ...] = (LINEAR_OPS, PRODUCT_OPS, EINSUM_OPS, LOW_PRECISION_GEMM_OPS)
 GEMM_OPS: tuple[OpPattern, ...] = (*SHAPED_GEMM_OPS, VECTOR_PRODUCT_OPS, GROUPED_GEMM_OPS, QUANTIZED_LINEAR_OPS)

@@ -37,9 +37,9 @@ def _until(tr: Trace, last: str, **config) -> StageContext:
 def test_the_stages_run_in_this_order_each_with_a_reason():
     assert stage_names() == [
         "find-graphs", "read-origin", "replay-captures", "link", "classify-device", "find-host-blocks",
-        "attach-backward", "record-captured", "find-kernel-blocks", "measure-busy", "account-device",
-        "add-efficiency", "assemble-device", "collect-hint-facts", "account-host", "list-compiled-outside",
-        "summarize-graphs", "evaluate-hints",
+        "attach-backward", "record-captured", "find-kernel-blocks", "find-layers", "measure-busy",
+        "account-device", "add-efficiency", "assemble-device", "collect-hint-facts", "account-host",
+        "list-compiled-outside", "account-layers", "summarize-graphs", "evaluate-hints",
     ]
     assert all(s.why and s.run.__doc__ for s in STAGES)
 

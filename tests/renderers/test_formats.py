@@ -249,3 +249,62 @@ def test_markdown_escapes_a_hostile_name_in_the_rest_of_the_step(tmp_path):
     text = MarkdownRenderer().render(analyze(path).check())
     (host,) = [x for x in _rest_bullets(text) if "launch-bound step" in x]
     assert "&lt;img src=x&gt;\\|\\[x\\](y) 10.0 µs" in host and "<img" not in text
+
+
+# -- the attention layer's row (issue 38, class 4) ---------------------------------------------------------------
+# llama_layer: block CoreAttention_0 20 µs; its layer SelfAttn_0 37 µs busy (q 10 + o 7 GEMMs, the 20 µs core).
+
+def _layered(tmp_path):
+    from support.builders import llama_layer
+
+    b = TraceBuilder()
+    llama_layer(b)
+    return analyze(b.write(tmp_path / "layer.json")).check()
+
+
+def test_the_terminal_shows_a_layer_row_under_its_kind_without_span_or_idle(tmp_path):
+    text = TerminalRenderer(width=140).render(_layered(tmp_path))
+    rows = [line for line in text.splitlines() if line.startswith(("CoreAttention", "  layer SelfAttn"))]
+    assert len(rows) == 2 and rows[1].startswith("  layer SelfAttn")
+    assert rows[0].split()[1:4] == ["1", "20.0", "µs"] and rows[1].split()[2:5] == ["1", "37.0", "µs"]
+    assert rows[1].split()[5:7] == ["17.0", "µs"]  # no span, no idle share: the matmul cell comes next
+    assert "layer SelfAttn: projection 17.0 µs" in text  # its matmul by role
+
+
+def test_markdown_and_csv_carry_the_layer(tmp_path):
+    res = _layered(tmp_path)
+    md = MarkdownRenderer().render(res)
+    assert "| layer SelfAttn | forward | 1 | 37.0 | 17.0 (45.9%) |" in md
+    rows = list(csv.DictReader(io.StringIO(CSVRenderer().render(res))))
+    by_cat = {r["category"]: r for r in rows}
+    assert {r["layer"] for r in rows} == {"SelfAttn_0"}
+    assert by_cat["matmul"]["layer_time_us"] == "17.000" and by_cat["matmul"]["time_us"] == "0.000"
+    assert by_cat["fused_attention"]["layer_time_us"] == "20.000"
+    assert {r["layer_total_us"] for r in rows} == {"37.000"}
+
+
+def test_the_page_draws_the_layer_rows_python_summed(tmp_path):
+    from tracekit.renderers.html import groups_data
+
+    rows = groups_data(_layered(tmp_path))["kind_layers"]
+    assert [(r["label"], r["layer"], r["total_us"]) for r in rows] == [
+        ("CoreAttention", False, 20.0), ("layer SelfAttn", True, 37.0)]
+    assert rows[1]["idle_share"] is None and rows[1]["matmul_roles"]["projection"] == 17.0
+
+
+def test_a_kind_whose_blocks_are_partly_their_own_layers_sums_each_blocks_layer_or_itself(tmp_path):
+    """Top ⊃ [Head_0 ⊃ (Linear 10 µs, core 20 µs), core 20 µs]: Top holds two cores, so the second core is its own
+    layer; the kind's layer row is Head_0 (30 µs) plus that core (20 µs)."""
+    from support.builders import projection, sdpa_core
+    from tracekit.results.rows import layer_rows
+
+    b = TraceBuilder()
+    b.module("Top_0", 0, 100)
+    b.module("Head_0", 1, 30)
+    projection(b, 2, "Linear_0", 1000, 10)
+    sdpa_core(b, 10, "CoreAttention_0", 1011, 20)
+    sdpa_core(b, 50, "CoreAttention_1", 1040, 20)
+    res = analyze(b.write(tmp_path / "mixed.json")).check()
+    (row,) = layer_rows(res, "kind")
+    assert row is not None and row.label == "layer Head" and row.blocks == 2
+    assert row.total_us == 50.0 and row.categories["matmul"] == 10.0 and row.categories["fused_attention"] == 40.0

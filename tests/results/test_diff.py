@@ -400,3 +400,39 @@ def test_h200_4096_memory_line_reads_as_sum_and_peak():
     assert r.alloc.before_bytes > 141e9 / 3 > peak_b > peak_a  # sum ≫ any device's memory share; peak below it
     line = next(x for x in _text(r, 160).splitlines() if x.startswith("memory in blocks:"))
     assert line.startswith(f"memory in blocks: peak {peak_b / (1 << 30):.1f} GB → {peak_a / (1 << 20):.1f} MB")
+
+
+# -- layers pair as well as cores (issue 38, class 4) -------------------------------------------------------------
+# llama_layer(q_us=…): the core is 20 µs on both sides; the layer is q_us + 27 µs (q GEMM, core, o GEMM 7 µs).
+
+def _layer_pair(tmp_path: Path):
+    from support.builders import llama_layer
+
+    sides = []
+    for name, q in (("before.json", 10), ("after.json", 25)):
+        b = TraceBuilder()
+        llama_layer(b, q_us=q)
+        sides.append(b.write(tmp_path / name))
+    return diff(*sides)
+
+
+def test_a_diff_pairs_the_layers_around_paired_cores(tmp_path: Path) -> None:
+    r = _layer_pair(tmp_path)
+    (pair,) = json.loads(JSONRenderer().render(r))["blocks"]
+    assert pair["delta_us"] == 0.0  # the cores did not change
+    layer = pair["layer"]
+    assert (layer["before"], layer["after"]) == ("SelfAttn_0", "SelfAttn_0")
+    assert (layer["before_us"], layer["after_us"], layer["delta_us"]) == (37.0, 52.0, 15.0)
+    assert layer["categories"]["matmul"] == {"before_us": 17.0, "after_us": 32.0, "delta_us": 15.0}
+
+
+def test_the_diff_views_show_a_layer_row_before_and_after(tmp_path: Path) -> None:
+    from tracekit.renderers import CSVRenderer
+
+    r = _layer_pair(tmp_path)
+    text = _text(r, 140)
+    row = next(line for line in text.splitlines() if line.startswith("  layer SelfAttn"))
+    assert "37.0" in row and "52.0" in row and "matmul +15.0" in row
+    assert "| layer SelfAttn | forward | 1 | 37.0 | 52.0 | +15.0 |" in MarkdownRenderer().render(r)
+    rows = [x for x in CSVRenderer().render(r).splitlines() if x.startswith("block_layer,matmul,")]
+    assert len(rows) == 1 and rows[0].split(",")[2:5] == ["17.000", "32.000", "15.000"]

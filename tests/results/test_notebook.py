@@ -73,6 +73,8 @@ def _check_frames_against_json(res) -> None:
     blocks = res.to_dataframe(by="block")
     assert len(blocks) == tot["blocks"] == len(doc["blocks"])
     assert list(blocks["block"]) == [b["name"] for b in doc["blocks"]]
+    assert [None if x != x else x for x in blocks["layer"]] == [  # (NaN: a missing layer in a float column)
+        b["layer"]["name"] if b["layer"] else None for b in doc["blocks"]]
     # by kind: the JSON's blocks summed by (kind, phase), in first-appearance order
     want: dict[tuple[str, str], float] = defaultdict(float)
     for b in doc["blocks"]:
@@ -207,3 +209,13 @@ def test_import_tracekit_and_the_api_never_load_pandas():
             "assert 'pandas' not in sys.modules, 'pandas loaded'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT),
                    "PATH": "/usr/bin:/bin"})
+
+
+def test_the_block_frame_names_each_blocks_attention_layer(tmp_path):
+    """llama_layer: block CoreAttention_0 (20 µs) inside its layer SelfAttn_0 (37 µs busy), by construction."""
+    from support.builders import TraceBuilder, llama_layer
+
+    b = TraceBuilder()
+    llama_layer(b)
+    df = tracekit.analyze(b.write(tmp_path / "layer.json")).check().to_dataframe(by="block")
+    assert list(df["layer"]) == ["SelfAttn_0"] and list(df["layer_total_us"]) == [37.0]

@@ -318,3 +318,47 @@ def test_hidden_compiled_attention_is_counted_outside_blocks(analysed: Analysed)
         assert listed.batched_products == 2 * analysed.rec.forward_calls, listed
     else:
         assert listed.regions >= analysed.rec.forward_calls, listed
+
+
+# -- the attention layer (issue 38, class 4) ---------------------------------------------------------------
+def test_each_block_names_its_attention_layer(analysed: Analysed) -> None:
+    """Where modules are recorded, each block of an innermost attention class names the layer the model's
+    structure gives around that class (zoo.expected_layers: the outermost module holding this one attention module
+    and no activation), or none where the attention module is its own layer."""
+    if not analysed.rec.case.stack:
+        pytest.skip("no nn.Module slices in a plain trace: no scope to be a layer")
+    model, _ = zoo.build(analysed.rec.case)
+    expected = zoo.expected_layers(model)
+    got: dict[str, set[str | None]] = defaultdict(set)
+    for b in analysed.blocks("forward"):
+        cls = re.sub(r"_\d+$", "", b.name)
+        if cls in expected:
+            got[cls].add(None if b.layer is None else re.sub(r"_\d+$", "", b.layer.name))
+    assert got, f"no block of the attention classes {sorted(expected)}: {_describe(analysed.blocks('forward'))}"
+    assert dict(got) == {c: expected[c] for c in got}
+
+
+def test_layer_totals_match_own_walk(analysed: Analysed) -> None:
+    """Each forward block's layer total against our sum over the layer module's slice (host self time of the ops
+    inside it plus its Python time, as test_block_totals_match_own_walk sums a block), paired by step and order."""
+    if not analysed.rec.case.stack:
+        pytest.skip("no nn.Module slices in a plain trace: no scope to be a layer")
+    layered = [b for b in analysed.blocks("forward") if b.layer is not None]
+    if not layered:
+        pytest.skip("no block of this model has a layer around it (zoo.expected_layers says which do)")
+    events = _events(analysed.rec.trace)
+    ops = [e for e in events if e.get("cat") in HOST_OPS and not STEP.match(e["name"])]
+    nesting = _nesting(ops)
+    steps = {int(STEP.match(e["name"]).group(1)): e for e in events if STEP.match(e["name"])}
+    per_op = 4 * _resolution(events)
+    wrong = []
+    for b in sorted(layered, key=lambda b: (b.step, b.ordinal)):
+        layer = b.layer
+        assert layer is not None
+        same = sorted((e for e in events if e["name"] == f"nn.Module: {layer.name}" and _inside(e, steps[b.step])),
+                      key=lambda e: e["ts"])
+        mine = [x for x in layered if x.step == b.step and x.layer is not None and x.layer.name == layer.name]
+        own = _own_block(same[mine.index(b)], ops, nesting)
+        if abs(layer.total_us - own.total_us) > per_op * (own.ops + 2):
+            wrong.append(f"step {b.step} {layer.name}: own {own.total_us:.3f} µs vs layer {layer.total_us:.3f} µs")
+    assert not wrong, "\n".join(wrong)

@@ -315,3 +315,45 @@ def two_fp32_products(b: TraceBuilder) -> None:
              31, 1, 1030, 5)
     with_dims(b.op("aten::mm", 50, 8), [[2, 4], [4, 5]], ["float", "float"])
     b.launch(CUTLASS_BF16_GEMM, 51, 1, 1040, 20)
+
+
+# -- attention layers (issue 38, class 4) ------------------------------------------------------------------------
+LAYER_GEMM_K = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
+LAYER_FLASH_K = "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4> >(Params)"
+LAYER_SILU_K = ("void at::native::vectorized_elementwise_kernel<4, at::native::silu_kernel(at::TensorIteratorBase&)"
+                "::{lambda()#1}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, float)")
+
+
+def projection(b: TraceBuilder, t: float, name: str = "Linear_0", kernel_at: float | None = None,
+               kernel_us: float = 0) -> None:
+    """An ``nn.Linear`` call at host time ``t`` (4 µs: aten::linear 3 µs, no children), launching one GEMM of
+    ``kernel_us`` at ``kernel_at`` when given (a CPU-only trace has none)."""
+    b.module(name, t, 4)
+    b.op("aten::linear", t + 0.5, 3)
+    if kernel_at is not None:
+        b.launch(LAYER_GEMM_K, t + 1, 1, kernel_at, kernel_us)
+
+
+def sdpa_core(b: TraceBuilder, t: float, name: str = "CoreAttention_0", kernel_at: float | None = None,
+              kernel_us: float = 0) -> None:
+    """An attention module at host time ``t`` (6 µs) around one SDPA op (5 µs, no children): the core a block is
+    made of, launching one flash kernel of ``kernel_us`` at ``kernel_at`` when given."""
+    b.module(name, t, 6)
+    b.op("aten::scaled_dot_product_attention", t + 0.5, 5)
+    if kernel_at is not None:
+        b.launch(LAYER_FLASH_K, t + 1, 1, kernel_at, kernel_us)
+
+
+def llama_layer(b: TraceBuilder, t: float = 0, k: float = 1000, n: int = 0, q_us: float = 10) -> None:
+    """DecoderLayer ⊃ [SelfAttn ⊃ (q_proj GEMM ``q_us``, core flash 20 µs, o_proj GEMM 7 µs), LlamaMLP ⊃ (GEMM 30 µs,
+    silu 3 µs)], device kernels back to back from ``k`` (1 µs apart). The block is CoreAttention (20 µs), its
+    layer SelfAttn: ``q_us`` + 27 µs busy, of which ``q_us`` + 7 µs projection GEMMs; the MLP is outside it."""
+    b.module(f"DecoderLayer_{n}", t, 100)
+    b.module(f"SelfAttn_{n}", t + 1, 40)
+    projection(b, t + 2, f"Linear_{3 * n}", k, q_us)
+    sdpa_core(b, t + 10, f"CoreAttention_{n}", k + q_us + 1, 20)
+    projection(b, t + 20, f"Linear_{3 * n + 1}", k + q_us + 22, 7)
+    b.module(f"LlamaMLP_{n}", t + 50, 40)
+    projection(b, t + 51, f"Linear_{3 * n + 2}", k + q_us + 30, 30)
+    b.op("aten::silu", t + 56, 3)
+    b.launch(LAYER_SILU_K, t + 57, 1, k + q_us + 61, 3)

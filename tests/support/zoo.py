@@ -114,6 +114,12 @@ ARCHS: dict[str, Arch] = {
                       vision_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                          num_attention_heads=4, image_size=32, patch_size=8))),
     "llama": Arch("LlamaConfig", "LlamaForCausalLM", "causal", dict(TINY)),
+    # An attention layer around the core (issue 38, class 4): BertAttention adds the output projection around the
+    # innermost BertSelfAttention; BertLayer also holds the MLP (BertIntermediate).
+    "bert": Arch("BertConfig", "BertForMaskedLM", "masked",
+                 dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      vocab_size=VOCAB, max_position_embeddings=64, hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0)),
 }
 
 
@@ -231,6 +237,8 @@ CASES: list[Case] = [
     Case("swin", mode="train"),
     Case("clip", mode="train", stack=True),
     Case("clip", "eager"),
+    Case("bert", stack=True),  # issue 38, class 4: the layer around the core
+    Case("bert", "eager", mode="train", stack=True, shapes=True),
     Case("llama", compile=True, slow=True),
     Case("llama", mode="train", compile=True, slow=True),
     # Compiled attention that no op names (issue 38): FlexAttention (transformers compiles flex_attention itself,
@@ -423,3 +431,42 @@ def cached_record(case: Case, root: Path) -> Recorded:
     meta.write_text(json.dumps({"case": asdict(case), "forward_calls": rec.forward_calls,
                                 "attention_classes": rec.attention_classes, "per_step": rec.per_step}))
     return rec
+
+
+# -- the attention layer around each call (issue 38, class 4) ---------------------------------------------
+ACTIVATION_CLASS = re.compile(r"(?i)(?:gelu|silu|relu|swish|mish|activation)$")
+
+
+def _activation(m: Any) -> bool:
+    """An MLP's activation module: torch's or transformers' own, or a model's (BloomGelu); softmax and
+    nn.MultiheadAttention live in torch's activation module too and are none."""
+    cls = type(m)
+    return ((cls.__module__ in ("torch.nn.modules.activation", "transformers.activations")
+             or ACTIVATION_CLASS.search(cls.__name__) is not None)
+            and "Softmax" not in cls.__name__ and cls.__name__ != "MultiheadAttention")
+
+
+def expected_layers(model: Any) -> dict[str, set[str | None]]:
+    """Attention class -> the class names of the layers around its instances (None: it is its own layer), from the
+    model's structure alone: walking out from each innermost attention module, the outermost called module that
+    holds this one attention module, no other and no activation (an MLP or MoE expert has one). Containers that are
+    never called (ModuleList, ModuleDict) are passed through."""
+    import torch
+
+    attn = attention_modules(model)
+    names = [n for n, _ in attn]
+    mods = dict(model.named_modules())
+    acts = [n for n, m in mods.items() if _activation(m)]
+    out: dict[str, set[str | None]] = {}
+    for n, m in attn:
+        best = None
+        parts = n.split(".")
+        for k in range(len(parts) - 1, -1, -1):  # the ancestors, from the parent outward ("" is the model)
+            a = ".".join(parts[:k])
+            under = [o for o in names + acts if a == "" or o == a or o.startswith(a + ".")]
+            if sum(o in names for o in under) != 1 or any(o in acts for o in under):
+                break
+            if not isinstance(mods[a], (torch.nn.ModuleList, torch.nn.ModuleDict)):
+                best = a
+        out.setdefault(type(m).__name__, set()).add(None if best is None else type(mods[best]).__name__)
+    return out

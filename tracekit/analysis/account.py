@@ -345,12 +345,14 @@ def _add_module_gaps(tr: Trace, links: Links, blocks: list[Block], t: _HostTime)
 
 
 def host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[int], clf: Classifier,
-                     origin: int = 0) -> Attribution:
-    """CPU-only traces: each block's host self time by category (docs/attribution.md, "Time"), and the result."""
+                     origin: int = 0, results: list[BlockResult] | None = None) -> Attribution:
+    """CPU-only traces: each block's host self time by category (docs/attribution.md, "Time"), and the result.
+    ``results``, when given, receives the block results in block order (the layers stage reads them so)."""
     t = _split_host_time(tr, links, blocks, owner, clf)
     _add_module_gaps(tr, links, blocks, t)
     alloc, ordinal = alloc_bytes(tr, blocks, device_side=False), ordinals(blocks)
-    results = [_host_block(tr, blk, b, t, ordinal[b], alloc[b], origin) for b, blk in enumerate(blocks)]
+    results = results if results is not None else []
+    results[:] = [_host_block(tr, blk, b, t, ordinal[b], alloc[b], origin) for b, blk in enumerate(blocks)]
     for res, peak in zip(results, alloc_peaks(tr, blocks, device_side=False)):
         res.alloc_peak_bytes = peak
     in_blocks = sum(sum(x.values()) for x in t.cats)

@@ -18,6 +18,7 @@ from ..model import GraphFacts, Trace
 from ..results.attribution import Attribution, BlockResult
 from ..vocab import Category
 from .blocks.discovery import Block
+from .blocks.layer import LayerSpan
 from .classify import Classifier
 from .graphs import ReplayMap
 from .link import Links
@@ -58,6 +59,7 @@ class StageContext:
     blocks: list[Block] = field(default_factory=list)  # every attention block found so far
     owner: list[int] = field(default_factory=list)  # host event -> owning block index or NONE
     dev_owner: list[int] | None = None  # device event -> owning block index or NONE (find-kernel-blocks)
+    layers: list[LayerSpan | None] = field(default_factory=list)  # per block: its attention layer (find-layers)
     # -- time
     device_time: DeviceTime | None = None  # the whole device's busy time (measure-busy)
     walk: DeviceBlocks | None = None  # per-event block shares, roles and the kernel table (account-device)

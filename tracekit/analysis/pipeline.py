@@ -25,6 +25,7 @@ from .account import (
 from .blocks.backward import attach_backward
 from .blocks.compiled import compiled_outside
 from .blocks.discovery import BlockFinder
+from .blocks.layer import find_layers, layer_figures
 from .classify import Classifier
 from .clock import trace_origin
 from .context import AttributeConfig, StageContext
@@ -127,7 +128,19 @@ def account_host(ctx: StageContext) -> None:
     """CPU-only traces: each block's host self time by category, and the Attribution."""
     if ctx.cats is None:
         ctx.result = host_attribution(ctx.tr, ctx.need(ctx.links, "links"), ctx.blocks, ctx.owner,
-                                      ctx.config.classifier, ctx.origin)
+                                      ctx.config.classifier, ctx.origin, results=ctx.block_results)
+
+
+def find_block_layers(ctx: StageContext) -> None:
+    """Each block's attention layer: the outermost scope around its core holding no other core and no MLP/MoE."""
+    ctx.layers = find_layers(ctx.tr, ctx.need(ctx.links, "links"), ctx.blocks)
+
+
+def account_layers(ctx: StageContext) -> None:
+    """Each block's layer figures on the block's own time base, set on its result (blocks.layer)."""
+    time = ctx.device_time
+    layer_figures(ctx.tr, ctx.need(ctx.links, "links"), ctx.blocks, ctx.layers, ctx.block_results, ctx.owner,
+                  cats=ctx.cats, members=time.members if time is not None else None, classifier=ctx.config.classifier)
 
 
 def list_compiled_outside(ctx: StageContext) -> None:
@@ -176,6 +189,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("attach-backward", attach_backward_blocks, "backward ops join forward blocks before owners reach kernels"),
     Stage("record-captured", record_captured_blocks, "a capture's blocks, with their owners final, record kernels"),
     Stage("find-kernel-blocks", find_device_blocks, "kernel blocks take only the device events no host block owns"),
+    Stage("find-layers", find_block_layers, "every block is known (host, backward, kernel): one core per layer"),
     Stage("measure-busy", measure_busy, "block figures, coverage and step figures share one busy-time split"),
     Stage("account-device", account_device, "needs every block and its events: after all block finders"),
     Stage("add-efficiency", add_block_efficiency, "reads each event's share of its block's busy time"),
@@ -184,6 +198,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("account-host", account_host, "CPU-only traces: host self time instead of the device stages"),
     Stage("list-compiled-outside", list_compiled_outside,
           "CPU-only traces, once every block is final: a compiled region is outside blocks or not"),
+    Stage("account-layers", account_layers, "a layer's figures add to its block's: after either accounting"),
     Stage("summarize-graphs", summarize_graphs, "adds graph modes to the hint facts, which the rules read"),
     Stage("evaluate-hints", evaluate_hints, "last: rules read figures every other stage adds (efficiency, graphs)"),
 )

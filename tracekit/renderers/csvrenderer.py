@@ -1,8 +1,10 @@
 """CSV in a fixed column order (a contract for scripts: tests/golden/*_header.csv).
 
-An attribution is one row per block × category. A diff is sections in one table with one header:
+An attribution is one row per block × category, with the block's attention layer (``layer``: empty where the block
+is its own) and the layer's time in that category. A diff is sections in one table with one header:
 ``headline`` (the lead, category ``total``: the whole step or measured latency, ``basis`` naming which; absent
 when neither side pair has one), ``category`` (headline, six rows + ``total``), ``block`` (paired block × category),
+``block_layer`` (their attention layers × category, where a side has one),
 ``block_only_before``/``block_only_after`` (unpaired block × category), ``kernel_only_before``/
 ``kernel_only_after`` (one row per kernel or op), ``kernel_changed`` (a kernel on both sides whose count or
 time changed beyond noise; ``count`` is the after count), ``span`` (the headline's profiled span, category
@@ -24,13 +26,15 @@ from typing import TYPE_CHECKING
 
 from ..results.attribution import CATEGORIES, Attribution, BlockResult
 from ..results.diff import pair_headline
+from ..results.rows import layer_or_own
 from .base import Renderer, Result, pct, run_pair_verdict
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
 
 COLUMNS = ("trace", "step", "phase", "ordinal", "block", "kind", "found_by", "category", "time_us",
-           "pct_of_block", "block_total_us", "kernels")
+           "pct_of_block", "block_total_us", "kernels",
+           "layer", "layer_time_us", "pct_of_layer", "layer_total_us")  # the block's attention layer (issue 38)
 DIFF_COLUMNS = ("section", "category", "before_us", "after_us", "delta_us", "ratio", "basis", "paired_by", "phase",
                 "kind_before", "kind_after", "block_before", "block_after", "step_before", "step_after",
                 "ordinal_before", "ordinal_after", "trace_before", "trace_after", "kernel", "count", "rank")
@@ -111,10 +115,14 @@ class CSVRenderer(Renderer):
     @staticmethod
     def attribution_rows(result: Attribution) -> Iterator[list]:
         for b in result.blocks:
+            lay = b.layer
             for c in CATEGORIES:
                 yield [b.source, "" if b.step is None else b.step, b.phase, b.ordinal, b.name, b.kind,
                        b.found_by, c, f"{b.categories[c]:.3f}", f"{pct(b.categories[c], b.total_us):.2f}",
-                       f"{b.total_us:.3f}", b.kernels]
+                       f"{b.total_us:.3f}", b.kernels,
+                       *(("", "", "", "") if lay is None else (
+                           lay.name, f"{lay.categories[c]:.3f}", f"{pct(lay.categories[c], lay.total_us):.2f}",
+                           f"{lay.total_us:.3f}"))]
 
     @staticmethod
     def rank_rows(result: Attribution) -> Iterator[list]:
@@ -130,8 +138,8 @@ class CSVRenderer(Renderer):
     @staticmethod
     def diff_rows(r: DiffResult) -> Iterator[list]:
         """The diff's rows, section by section, in DIFF_COLUMNS order (see the module docstring)."""
-        for section in (_lead_rows, _category_rows, _block_rows, _unmatched_rows, _span_rows, _rank_rows, _kernel_rows,
-                        _run_pair_rows):
+        for section in (_lead_rows, _category_rows, _block_rows, _layer_rows, _unmatched_rows, _span_rows,
+                        _rank_rows, _kernel_rows, _run_pair_rows):
             yield from section(r)
 
 
@@ -174,6 +182,20 @@ def _block_rows(r: DiffResult) -> Iterator[list]:
             bu, au = p.before.categories[c], p.after.categories[c]
             yield _row(section="block", category=c, before_us=_num(bu), after_us=_num(au), delta_us=_num(au - bu),
                        ratio=_ratio(bu, au), paired_by=p.paired_by, phase=p.before.phase,
+                       **_side(p.before, "before"), **_side(p.after, "after"))
+
+
+def _layer_rows(r: DiffResult) -> Iterator[list]:
+    """Each block pair's layers × category (section ``block_layer``; a side whose block is its own layer counts its
+    block), for the pairs where either side has a layer (issue 38)."""
+    for p in r.pairs:
+        if p.before.layer is None and p.after.layer is None:
+            continue
+        (_, bc), (_, ac) = layer_or_own(p.before), layer_or_own(p.after)
+        for c in CATEGORIES:
+            bu, au = bc[c], ac[c]
+            yield _row(section="block_layer", category=c, before_us=_num(bu), after_us=_num(au),
+                       delta_us=_num(au - bu), ratio=_ratio(bu, au), paired_by=p.paired_by, phase=p.before.phase,
                        **_side(p.before, "before"), **_side(p.after, "after"))
 
 

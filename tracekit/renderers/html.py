@@ -22,7 +22,7 @@ import orjson
 from ..results.attribution import Attribution, BlockResult, Totals
 from ..results.efficiency import Efficiency, efficiency_dict
 from ..results.rest import RestChange, TraceRest, rest_change
-from ..results.rows import PairRow, Row, group_rows, pair_rows
+from ..results.rows import PairRow, Row, group_rows, layer_rows, pair_layer_rows, pair_rows, with_layers
 from ..results.sweep import run_rows
 from ..results.timeline import run_cap, timeline
 from .base import Renderer, largest_change, unmatched_rows
@@ -133,9 +133,22 @@ def groups_data(result: Attribution) -> dict:
     the blocks' idle share of their span."""
     t = result.totals
     return {"kind": [group_dict(g) for g in group_rows(result, "kind")],
+            "kind_layers": _kind_layer_rows(result),
             "layer": [group_dict(g) for g in group_rows(result, "layer")],
             "all": _all_blocks(t), "base_us": _r(sum(s.base_us for s in result.traces)),
             "idle_share": _share(t.idle_us, t.span_us) if t.launch_bound is not None else None}
+
+
+def _kind_layer_rows(result: Attribution) -> list[dict]:
+    """The kind rows, each followed by its attention layer's row (tracekit.results.rows.layer_rows, ``"layer":
+    true``; issue 38): the page's "By block kind" bars, drawn as Python summed them."""
+    out: list[dict] = []
+    for g, lay in zip(group_rows(result, "kind"), layer_rows(result, "kind")):
+        out.append({**group_dict(g), "layer": False})
+        if lay is not None:
+            out.append({**group_dict(lay), "idle_us": None, "idle_share": None, "idle_by_cause": None,
+                        "layer": True})
+    return out
 
 
 def _pair_dict(p: PairRow) -> dict:
@@ -150,7 +163,8 @@ def _unpaired(blocks: list[BlockResult]) -> list[dict]:
 
 def pair_groups_data(result: DiffResult) -> dict:
     """The diff's paired blocks grouped by kind (tracekit.results.rows.pair_rows) and its unpaired ones by kind."""
-    return {"pairs": [_pair_dict(p) for p in pair_rows(result)],
+    pairs = with_layers(pair_rows(result), pair_layer_rows(result))  # each paired kind, then its layers' (issue 38)
+    return {"pairs": [_pair_dict(p) for p in pairs],
             "before": _unpaired(result.unmatched_before), "after": _unpaired(result.unmatched_after)}
 
 

@@ -13,12 +13,13 @@ from ..model import shape_text
 from ..results.efficiency import efficiency_dict
 from ..results.attribution import (
     CATEGORIES, DIFF_SCHEMA_VERSION, SCHEMA_VERSION, Attribution, BlockResult, CompiledOutside, Coverage, Evidence,
-    GraphSummary, RankRow, RankView,
+    GraphSummary, Layer, RankRow, RankView,
 )
 from ..results.diff import NOISE_MIN_STEPS, pair_headline
 from ..results.measured import Measured
 from ..results.steps import PerStep, per_step
 from ..results.rest import rest_change
+from ..results.rows import layer_or_own  # issue 38: a pair's layers
 from ..results.sweep import RunRow, run_rows
 from ..results.timeline import Timeline
 from ..vocab import IDLE_CAUSES, LaneKind
@@ -87,6 +88,7 @@ def _block_dict(b: BlockResult, intervals: bool) -> dict:
         "efficiency": efficiency_dict(b.efficiency),
         "efficiency_by_category": {k: efficiency_dict(e) for k, e in b.efficiency_by_category.items()},
         "evidence": evidence_dict(b.evidence),
+        "layer": layer_dict(b.layer),
         **({} if b.recorded is None else {"recorded": dict(b.recorded)}),
         "start_us": _r(b.start_us), "end_us": _r(b.end_us),
         **({"intervals": intervals_list(b)} if intervals else {}),
@@ -279,6 +281,16 @@ def _role_deltas(before: dict[str, float] | None, after: dict[str, float] | None
                                  "delta_us": _r(after[k] - before[k])} for k in before}}
 
 
+def layer_dict(layer: Layer | None) -> dict | None:
+    """``blocks[].layer``: the attention layer around the block's core, or None where the block is its own."""
+    if layer is None:
+        return None
+    return {"name": layer.name, "total_us": round(layer.total_us, 3),
+            "categories": {k: round(v, 3) for k, v in layer.categories.items()},
+            "matmul_roles": None if layer.matmul_roles is None else {
+                k: round(v, 3) for k, v in layer.matmul_roles.items()}}
+
+
 def evidence_dict(e: Evidence | None) -> dict | None:
     """Why the block is attention: the discovery rule, the core's kind, its op/kernel names and shapes."""
     if e is None:
@@ -341,7 +353,21 @@ def _pair(p: BlockPair) -> dict:
                            "delta_us": _r(p.after.categories[c] - p.before.categories[c])} for c in CATEGORIES},
         "alloc_before_bytes": p.before.alloc_bytes, "alloc_after_bytes": p.after.alloc_bytes,
         "alloc_peak_before_bytes": p.before.alloc_peak_bytes, "alloc_peak_after_bytes": p.after.alloc_peak_bytes,
+        "layer": _pair_layer(p),
     }
+
+
+def _pair_layer(p: BlockPair) -> dict | None:
+    """The pair's layers before and after (issue 38; a side whose block is its own layer counts its block, its
+    name null), or None where neither side has a layer."""
+    if p.before.layer is None and p.after.layer is None:
+        return None
+    (bt, bc), (at, ac) = layer_or_own(p.before), layer_or_own(p.after)
+    return {"before": None if p.before.layer is None else p.before.layer.name,
+            "after": None if p.after.layer is None else p.after.layer.name,
+            "before_us": _r(bt), "after_us": _r(at), "delta_us": _r(at - bt),
+            "categories": {c: {"before_us": _r(bc[c]), "after_us": _r(ac[c]), "delta_us": _r(ac[c] - bc[c])}
+                           for c in CATEGORIES}}
 
 
 def _spread(s: Spread) -> dict:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..results.attribution import CATEGORIES, Attribution
 from ..results.hints import NO_STEPS_BASIS, step_unit
 from ..results.sweep import run_rows
+from ..results.rows import layer_rows, pair_layer_rows, with_layers  # issue 38: a group's attention layer row
 from .base import (
     latency_cell, runs_header_lines, speedup_cell, sweep_notes,
     Renderer, alloc_line, blocks_line, group_rows, header_lines, headline, largest_change, noise_line, pair_rows,
@@ -162,12 +163,12 @@ class MarkdownRenderer(Renderer):
         cols = ["block", "phase", "n", "total µs"] + [f"{c} µs (%)" for c in CATEGORIES]
         lines.append("| " + " | ".join(cols) + " |")
         lines.append("|" + "|".join(["---"] + ["---"] + ["---:"] * (len(cols) - 2)) + "|")
-        for g in group_rows(result, self.by):
+        groups = with_layers(group_rows(result, self.by), layer_rows(result, self.by))  # then its layer's (issue 38)
+        for g in groups:
             cells = [_md(g.label), g.phase, str(g.blocks), f"{g.total_us:,.1f}"]
             cells += [f"{g.categories[c]:,.1f} ({pct(g.categories[c], g.total_us):.1f}%)" for c in CATEGORIES]
             lines.append("| " + " | ".join(cells) + " |")
-        by_role = [(g, g.matmul_roles) for g in group_rows(result, self.by)
-                   if g.matmul_roles is not None and g.categories["matmul"] > 0]
+        by_role = [(g, g.matmul_roles) for g in groups if g.matmul_roles is not None and g.categories["matmul"] > 0]
         if by_role:
             lines.append("")
             lines += [f"- matmul by role, {_md(g.label)}: " + " · ".join(
@@ -213,7 +214,7 @@ def _diff_pair_lines(r: DiffResult) -> list[str]:
         return []
     lines = ["", "| paired blocks (all steps) | phase | n | before µs | after µs | Δ µs | largest change |",
              "|---|---|---:|---:|---:|---:|---|"]
-    for g in pair_rows(r):
+    for g in with_layers(pair_rows(r), pair_layer_rows(r)):
         lines.append(f"| {_md(g.label)} | {g.phase} | {g.n} | {g.before_us:,.1f} | {g.after_us:,.1f} | "
                      f"{g.after_us - g.before_us:+,.1f} | {largest_change(g.deltas)} |")
     return lines

@@ -213,7 +213,8 @@
      its sums, shares, idle (null: no device block, nothing could idle) and efficiency, as Python computed them. */
   function barGroup(row) {
     var e = row.efficiency;
-    return {label: row.label + phaseSuffix(row), total: row.total_us, parts: row.categories, shares: row.shares,
+    return {label: (row.layer ? "\u2514 " : "") + row.label + phaseSuffix(row), total: row.total_us,
+            parts: row.categories, shares: row.shares,
             roles: row.matmul_roles, roleShares: row.role_shares, idle: row.idle_us, idleShare: row.idle_share,
             causes: row.idle_by_cause || {}, row: row,
             note: e.tflops_per_s === null ? null
@@ -372,7 +373,8 @@
       s.appendChild(document.createTextNode("idle (device waiting)"));
     }
     var kinds = G.kind.map(barGroup);
-    blockSection(parent, "By block kind", kinds, cats, roleKeys);
+    /* each kind, then its attention layer's row (Python's layer_rows; older payloads have none) */
+    blockSection(parent, "By block kind", (G.kind_layers || G.kind).map(barGroup), cats, roleKeys);
     roofTable(parent, R, kinds);
     blockSection(parent, "By layer", G.layer.map(barGroup), cats, roleKeys);
     restSection(parent, R.rest);

@@ -7,13 +7,14 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..results.efficiency import Efficiency
 from ..results.attribution import CATEGORIES, IDLE_CAUSES, Attribution, CompiledOutside, Coverage
 from ..results.hints import NO_STEPS_BASIS, step_unit
 from ..results.sweep import run_rows
+from ..results.rows import Row, layer_rows, pair_layer_rows, with_layers  # issue 38: a group's attention layer row
 from ..vocab import IdleCause, Phase, UnlinkedReason
 from .base import (
     latency_cell, measured_lines, runs_header_lines, speedup_cell, speedup_cols, sweep_notes,
@@ -506,6 +507,31 @@ def _hint_lines(hints: list[Hint], w: int) -> list[str]:
 _GroupRow = tuple[str, str, int, float, float, float, dict[str, float]]  # label, phase, n, total, span, idle, cats
 
 
+def _indented(rows: list) -> list:
+    """Layer rows (results.rows) indented under the row they belong to; None stays None."""
+    return [None if x is None else replace(x, label=f"  {x.label}") for x in rows]
+
+
+def _with_layer_rows(groups: list[Row], layers: list[Row | None]) -> tuple[list[Row], set[int]]:
+    """Each group followed by its layer row (results.rows.layer_rows), and the positions of the layer rows."""
+    out: list[Row] = []
+    at: set[int] = set()
+    for g, lay in zip(groups, layers):
+        out.append(g)
+        if lay is not None:
+            at.add(len(out))
+            out.append(replace(lay, label=f"  {lay.label}"))
+    return out, at
+
+
+def _blank_layer_spans(cols: list[Col], layers: set[int]) -> list[Col]:
+    """A layer row has a busy total and split, but no span or idle of its own: those cells stay blank."""
+    for c in cols:
+        if c.head in ("span", "idle"):
+            c.cells = [("" if k in layers else x) for k, x in enumerate(c.cells)]
+    return cols
+
+
 def _group_cols(label: str, rows: list[_GroupRow], idle: bool) -> list[Col]:
     """The grouped table's columns: the group, phase, blocks, total, span, idle share (device blocks only) and
     each category's time and share of the group's total (its share alone when narrowed)."""
@@ -634,11 +660,12 @@ class TerminalRenderer(Renderer):
                  "run": "run"}[self.by]
         idle = tot.launch_bound is not None  # device blocks: span and idle share (a CPU has no idle device)
         groups = group_rows(result, self.by)
+        groups, layers = _with_layer_rows(groups, layer_rows(result, self.by))
         rows: list[_GroupRow] = [
             (g.label, g.phase, g.blocks, g.total_us, g.span_us, g.idle_us, g.categories) for g in groups]
-        if len(groups) > 1:
+        if len(groups) - len(layers) > 1:
             rows.append(("all blocks", "", tot.blocks, tot.total_us, tot.span_us, tot.idle_us, tot.categories))
-        lines += fit_table(_drop_forward_phase(_group_cols(label, rows, idle)), w)
+        lines += fit_table(_blank_layer_spans(_drop_forward_phase(_group_cols(label, rows, idle)), layers), w)
         lines += _idle_notes(tot, idle, w)
         by_role = [roles_line(short_name(g.label, 40) + ("" if g.phase == Phase.FORWARD else f" ({g.phase})"),
                               g.categories["matmul"], g.matmul_roles) for g in groups]
@@ -778,7 +805,7 @@ def _pair_lines(r: DiffResult, w: int) -> list[str]:
     lines = ["", *wrap(blocks_line(r), w)]
     if not r.pairs:
         return lines
-    prs = pair_rows(r)
+    prs = with_layers(pair_rows(r), _indented(pair_layer_rows(r)))  # each kind, then its layers' row (issue 38)
     u = time_unit([g.before_us for g in prs] + [g.after_us for g in prs])  # one unit for the table, as above
     cols = [Col(head="paired blocks, all steps", cells=[g.label for g in prs], right=False, names=True),
             Col(head="phase", cells=[g.phase for g in prs], right=False),

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .hints import Hint, HintFacts
 
 __all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "EPS_US", "IDLE_CAUSES", "SCHEMA_VERSION", "Attribution",
-           "BlockResult", "Coverage", "Evidence", "GraphSummary", "Intervals", "InvariantError", "RankRow",
+           "BlockResult", "Coverage", "Evidence", "GraphSummary", "Intervals", "InvariantError", "Layer", "RankRow",
            "RankSpread", "RankView", "RunResult", "StepFigures", "Totals", "TraceSummary", "close", "near",
            "zero_categories"]
 
@@ -202,6 +202,30 @@ def _check_gap_causes(b: BlockResult, causes: dict[str, float], sums: tuple[int,
 
 
 @dataclass(slots=True, kw_only=True)
+class Layer:
+    """The attention layer around a block's core (tracekit.analysis.blocks.layer): the outermost scope holding
+    this one core, no other and no feed-forward part, e.g. the Q/K/V and output projections around SGLang's
+    ``RadixAttention``. Its own split, on the block's time base: categories sum to ``total_us``, and ``matmul``
+    splits by role. It holds the core, so its total is at least the block's."""
+
+    name: str
+    total_us: float
+    categories: dict[str, float]
+    matmul_roles: dict[str, float] | None = None
+
+    def check(self, block_total_us: float, where: str) -> None:
+        expect(set(self.categories) == set(CATEGORIES), f"{where}: layer category keys {sorted(self.categories)}")
+        s = sum(self.categories.values())
+        expect(close(s, self.total_us, len(CATEGORIES) + 1, self.total_us),
+               f"{where}: layer categories sum {s} != layer total {self.total_us}")
+        expect(all(v >= -EPS_US for v in self.categories.values()), f"{where}: negative layer category")
+        if self.matmul_roles is not None:
+            check_roles(self.matmul_roles, self.categories[Category.MATMUL], f"{where} (layer)")
+        expect(self.total_us >= block_total_us - near(len(CATEGORIES) + 1, self.total_us),
+               f"{where}: layer total {self.total_us} below the core's {block_total_us}")
+
+
+@dataclass(slots=True, kw_only=True)
 class BlockResult:
     """One attention block. Time figures in µs; ``total_us`` is device busy time or host time (one name in Python;
     the JSON also writes it as ``busy_us`` beside ``span_us`` and ``idle_us``, schema version 1)."""
@@ -258,6 +282,9 @@ class BlockResult:
     # threads (``streams`` are (pid, tid) of threads): the timeline's ops, where a device trace has kernels. Not
     # in the JSON. None on device traces and hand-built results.
     host_ops: Intervals | None = None
+    # The attention layer around this block's core (its projections, norms and glue; tracekit.analysis.blocks.layer);
+    # None where the block is its own layer, and on backward and kernel-only blocks (no module scope around them).
+    layer: Layer | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -625,6 +652,8 @@ def _check_block(b: BlockResult, time_base: TimeBase) -> None:
         check_roles(b.matmul_roles, b.categories[Category.MATMUL], f"block {b.name}")
     if b.evidence is not None:
         b.evidence.check(f"block {b.name}")
+    if b.layer is not None:
+        b.layer.check(b.total_us, f"block {b.name}")
     if b.idle_by_cause is not None:
         _check_idle_causes(b.idle_by_cause, b.idle_us, f"block {b.name}", 1)
     if b.alloc_peak_bytes is not None:  # a peak comes from the same memory events as the allocated sum

@@ -48,14 +48,16 @@ def attribution_rows(result: Attribution, by: str) -> list[dict[str, Any]]:
 
 
 def _block_dict(b: BlockResult) -> dict[str, Any]:
-    """A block's row: where it is, how it was found, its figures by category and its evidence."""
+    """A block's row: where it is, how it was found, its figures by category, its evidence and its attention layer's
+    name and total (None where the block is its own layer)."""
     return {"trace": b.source, "step": b.step, "ordinal": b.ordinal, "block": b.name, "kind": b.kind,
             "phase": str(b.phase), "found_by": str(b.found_by), "kernels": b.kernels, "total_us": b.total_us,
             "span_us": b.span_us, "idle_us": b.idle_us, **{f"{c}_us": b.categories[c] for c in CATEGORIES},
             "launch_bound": b.launch_bound, "alloc_bytes": b.alloc_bytes,
             "evidence_rule": b.evidence.rule if b.evidence else None,
             "evidence_core": str(b.evidence.core) if b.evidence else None,
-            "evidence": " → ".join(b.evidence.names) if b.evidence else None}
+            "evidence": " → ".join(b.evidence.names) if b.evidence else None,
+            "layer": b.layer.name if b.layer else None, "layer_total_us": b.layer.total_us if b.layer else None}
 
 
 def _group_dict(g: Row, by: str) -> dict[str, Any]:

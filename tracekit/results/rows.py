@@ -6,6 +6,7 @@ Each grouping is named data with the outputs it applies to and why it exists (``
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..vocab import CATEGORIES, IDLE_CAUSES, MATMUL_ROLES, Phase, StrEnum
@@ -124,6 +125,50 @@ def group_rows(result: Attribution, by: str) -> list[Row]:
     return list(rows.values())
 
 
+LAYER_LABEL = "layer"  # the second row of a group: its blocks' attention layers (tracekit.analysis.blocks.layer)
+
+
+def layer_rows(result: Attribution, by: str) -> list[Row | None]:
+    """Each group_rows(result, by) row's second row, in the same order: its blocks' layers summed (a block that is
+    its own layer adds its own figures, so the row holds the whole group and is at least its total), labelled
+    ``layer <name>`` with the layers' name, instance numbers folded; None for a group where no block has a layer.
+    Span and idle are the core's only: the layer row has none (0)."""
+    rows: dict[tuple, Row] = {}
+    names: dict[tuple, set[str]] = {}
+    for b in result.blocks:
+        k = _key(b, by)
+        r = rows.get(k)
+        if r is None:
+            r = rows[k] = Row(label=LAYER_LABEL, phase=b.phase, blocks=0, total_us=0.0, categories=zero_categories(),
+                              kernels=0, matmul_roles=dict.fromkeys(MATMUL_ROLES, 0.0), idle_by_cause=None)
+            names[k] = set()
+        names[k].update(_layer_names(b))
+        total, cats = layer_or_own(b)
+        r.blocks += 1
+        r.total_us += total
+        for c in CATEGORIES:
+            r.categories[c] += cats[c]
+        r.matmul_roles = _add_parts(r.matmul_roles, b.layer.matmul_roles if b.layer is not None else b.matmul_roles)
+    for k, r in rows.items():
+        r.label = _layer_label(names[k])
+    return [r if names[k] else None for k, r in rows.items()]
+
+
+def _layer_names(*blocks: BlockResult) -> set[str]:
+    """The blocks' layer names with instance numbers folded (none for a block that is its own layer)."""
+    return {re.sub(r"_\d+$", "", b.layer.name) for b in blocks if b.layer is not None}
+
+
+def _layer_label(names: set[str]) -> str:
+    """``layer <name>`` when a row's layers share one name, else ``layer``."""
+    return f"{LAYER_LABEL} {next(iter(names))}" if len(names) == 1 else LAYER_LABEL
+
+
+def with_layers(rows: list, layers: list) -> list:
+    """Each row followed by its layer row where it has one (layer_rows, pair_layer_rows): the order views draw."""
+    return [x for g, lay in zip(rows, layers) for x in (g, lay) if x is not None]
+
+
 def _add_parts(acc: dict[str, float] | None, part: dict[str, float] | None) -> dict[str, float] | None:
     """``part`` added into ``acc`` key by key; None once any block lacks the split (a partial sum would mislead)."""
     if acc is None or part is None:
@@ -166,3 +211,34 @@ def pair_rows(r: DiffResult) -> list[PairRow]:
         for c in CATEGORIES:
             row.deltas[c] += p.after.categories[c] - p.before.categories[c]
     return list(rows.values())
+
+
+def layer_or_own(b: BlockResult) -> tuple[float, dict[str, float]]:
+    """A block's layer total and split, or the block's own where it is its own layer: what a diff pairs."""
+    return (b.layer.total_us, b.layer.categories) if b.layer is not None else (b.total_us, b.categories)
+
+
+def pair_layer_rows(r: DiffResult) -> list[PairRow | None]:
+    """Each pair_rows(r) row's layer row, in the same order: the pairs' layers before and after (a block that is its
+    own layer counts as one), labelled ``layer <name>`` as layer_rows labels them; None for a group where neither
+    side's blocks have a layer."""
+    rows: dict[tuple, PairRow] = {}
+    names: dict[tuple, set[str]] = {}
+    for p in r.pairs:
+        label = p.before.kind if p.before.kind == p.after.kind else f"{p.before.kind} → {p.after.kind}"
+        k = (label, p.before.phase)
+        row = rows.get(k)
+        if row is None:
+            row = rows[k] = PairRow(label=LAYER_LABEL, phase=p.before.phase, n=0, before_us=0.0, after_us=0.0,
+                                    deltas=zero_categories())
+            names[k] = set()
+        names[k].update(_layer_names(p.before, p.after))
+        (bt, bc), (at, ac) = layer_or_own(p.before), layer_or_own(p.after)
+        row.n += 1
+        row.before_us += bt
+        row.after_us += at
+        for c in CATEGORIES:
+            row.deltas[c] += ac[c] - bc[c]
+    for k, row in rows.items():
+        row.label = _layer_label(names[k])
+    return [row if names[k] else None for k, row in rows.items()]
