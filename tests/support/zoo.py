@@ -27,6 +27,7 @@ from typing import Any
 
 STEPS = 2  # profiled steps per trace
 SEQ = 16  # tokens per sequence (text models)
+LONG_SEQ = 64  # tokens per sequence where a model needs more (BigBird's block-sparse attention)
 VOCAB = 256
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=64)
@@ -48,6 +49,8 @@ def _moe(**kw: Any) -> dict:
     return {**TINY, **kw}
 
 
+_LONGFORMER = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=VOCAB,
+                   max_position_embeddings=64, attention_window=4)
 ARCHS: dict[str, Arch] = {
     "mixtral": Arch("MixtralConfig", "MixtralForCausalLM", "causal",
                     _moe(num_local_experts=4, num_experts_per_tok=2)),
@@ -114,6 +117,20 @@ ARCHS: dict[str, Arch] = {
                       vision_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                          num_attention_heads=4, image_size=32, patch_size=8))),
     "llama": Arch("LlamaConfig", "LlamaForCausalLM", "causal", dict(TINY)),
+    # Issue 38. GPT-OSS: attention sinks (scores cat a sink column before the softmax, sliced off after it).
+    "gpt_oss": Arch("GptOssConfig", "GptOssForCausalLM", "causal",
+                    _moe(head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=8)),
+    # Longformer: chunked sliding-window scores (einsum chunks, pads, diagonals) → softmax [B, L, H, 2w + 1].
+    "longformer": Arch("LongformerConfig", "LongformerForMaskedLM", "causal", _LONGFORMER),
+    # ... with token 0 global (a classifier's CLS): the global keys' scores cat to the window's before the softmax,
+    # and a second attention of the global token over all (its own projections, bmm → softmax → bmm) in one call.
+    "longformer_global": Arch("LongformerConfig", "LongformerForMaskedLM", "global", _LONGFORMER),
+    # BigBird block-sparse: five softmaxes per attention call (first, second, middle bands, second last, last).
+    # Block-sparse runs only beyond (5 + 2 * num_random_blocks) * block_size = 56 tokens: LONG_SEQ is 64.
+    "big_bird": Arch("BigBirdConfig", "BigBirdModel", "long",
+                     dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                          vocab_size=VOCAB, max_position_embeddings=128, attention_type="block_sparse",
+                          block_size=8, num_random_blocks=1)),
 }
 
 
@@ -124,6 +141,18 @@ def _causal(torch: Any, g: Any) -> dict:
 
 def _masked(torch: Any, g: Any) -> dict:
     return _causal(torch, g)
+
+
+def _global(torch: Any, g: Any) -> dict:
+    """Causal-style inputs and a global attention mask with the first token global (Longformer's CLS)."""
+    d = _causal(torch, g)
+    mask = torch.zeros_like(d["input_ids"])
+    mask[:, 0] = 1
+    return {**d, "global_attention_mask": mask}
+
+
+def _long(torch: Any, g: Any) -> dict:
+    return {"input_ids": torch.randint(3, VOCAB, (1, LONG_SEQ), generator=g)}
 
 
 def _seq2seq(torch: Any, g: Any) -> dict:
@@ -146,7 +175,8 @@ def _clip(torch: Any, g: Any) -> dict:
 
 
 INPUTS: dict[str, Callable[[Any, Any], dict]] = {
-    "causal": _causal, "masked": _masked, "seq2seq": _seq2seq, "speech": _speech, "image": _image, "clip": _clip}
+    "causal": _causal, "masked": _masked, "seq2seq": _seq2seq, "speech": _speech, "image": _image, "clip": _clip,
+    "global": _global, "long": _long}
 
 
 # -- the cases -----------------------------------------------------------------------------------------
@@ -218,6 +248,18 @@ CASES: list[Case] = [
     Case("swin", mode="train"),
     Case("clip", mode="train", stack=True),
     Case("clip", "eager"),
+    # Issue 38: sinks and chunked windows (glue between the score product and the softmax), several softmaxes
+    # in one call (block-sparse)
+    Case("gpt_oss", "eager"),
+    Case("gpt_oss", "eager", shapes=True),
+    Case("gpt_oss", "eager", mode="train", stack=True),
+    Case("longformer", "eager"),
+    Case("longformer", "eager", shapes=True),
+    Case("longformer_global", "eager", stack=True, shapes=True),
+    Case("longformer_global", "eager", mode="train", stack=True),
+    Case("big_bird", "eager"),
+    Case("big_bird", "eager", shapes=True),
+    Case("big_bird", "eager", stack=True),
     Case("llama", compile=True, slow=True),
     Case("llama", mode="train", compile=True, slow=True),
 ]
