@@ -175,3 +175,41 @@ def test_a_chain_ends_beyond_the_gap(tmp_path: Path) -> None:
         _op(b, t, "aten::mul")
     _band(b, t)
     assert len(attribute_built(tmp_path, b).blocks) == 2
+
+
+# -- class 5: a quantise kernel alone ---------------------------------------------------------------------------
+
+GEMM_K = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)"
+FILL_K = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+
+
+@pytest.mark.parametrize(("between", "fwd", "blocks"), [
+    ([FILL_K], "sage_fwd", 1),  # the quantise's block takes its attention kernel: one call, one block
+    ([], "sage_fwd", 1),
+    ([FILL_K] * 6, "sage_fwd", 2),  # beyond MAX_BETWEEN kernels: another call's
+    ([GEMM_K], "sage_fwd", 2),  # a GEMM between: two calls
+    ([FILL_K], "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)", 2),  # not sage's
+])
+def test_a_free_attention_kernel_joins_the_block_that_owns_its_quantise(tmp_path: Path, between: list, fwd: str,
+                                                                        blocks: int) -> None:
+    """SageAttention quantises Q/K in a kernel of its own: here an attention-named range launches it (a block, its
+    core the quantise kernel) and the attention kernel is launched outside any block. One call is one block
+    (rule owned-lead): the free attention kernel right after the owned quantise joins that block."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 1000)
+    b.annotation("sage_attn_quant", 10, 20)
+    b.op("sage::quant", 11, 5)
+    b.launch("sage_quant_kernel", 12, 1, 200, 4)
+    t, k = 40.0, 205.0
+    for name in between:
+        b.op("aten::fill_" if name == FILL_K else "aten::mm", t, 3)
+        b.launch(name, t + 1, 1, k, 2)
+        t, k = t + 5, k + 3
+    b.op("sage::fwd", t, 5)
+    b.launch(fwd, t + 1, 1, k, 30)
+    res = attribute_built(tmp_path, b)
+    assert len(res.blocks) == blocks
+    first = res.blocks[0]
+    assert first.name == "sage_attn_quant"
+    if blocks == 1:
+        assert first.categories["fused_attention"] == pytest.approx(34) and first.evidence.group == "sage-attention"

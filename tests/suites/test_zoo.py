@@ -102,6 +102,42 @@ def test_each_step_holds_its_calls(analysed: Analysed) -> None:
     assert [per_step[s] for s in sorted(per_step)] == analysed.rec.per_step, _describe(analysed.blocks("forward"))
 
 
+# -- softmaxes: each attention softmax inside a block ---------------------------------------------------
+SOFTMAX_NAMES = {f"aten::{n}" for n in zoo.SOFTMAX_OPS}
+
+
+def _softmaxes_in_blocks_by_step(events: list[dict], result: Any) -> list[int]:
+    """Per ProfilerStep#N (in order), the outermost softmax ops of the raw trace that lie inside a block's host
+    span on their thread (a softmax called inside another softmax op is one call)."""
+    ops = [e for e in events if e.get("cat") in HOST_OPS and not STEP.match(e["name"])]
+    nesting = _nesting(ops)
+
+    def under_softmax(e: dict) -> bool:
+        p = nesting[id(e)].parent
+        return p is not None and (p["name"] in SOFTMAX_NAMES or under_softmax(p))
+
+    origin_us = min(t.origin_ns for t in result.traces) / 1000
+    spans = [(pid, tid, s + origin_us, e + origin_us) for b in result.blocks for pid, tid, s, e in b.host_spans]
+    soft = [e for e in ops if e["name"] in SOFTMAX_NAMES and not under_softmax(e)]
+    inside = [e for e in soft if any((e["pid"], e["tid"]) == (pid, tid) and e["ts"] >= s - NS and _end(e) <= t + NS
+                                     for pid, tid, s, t in spans)]
+    steps = sorted((e for e in events if STEP.match(e["name"])), key=lambda e: int(STEP.match(e["name"]).group(1)))
+    return [sum(1 for e in inside if _inside(e, step)) for step in steps]
+
+
+def test_each_attention_softmax_falls_inside_a_block(analysed: Analysed) -> None:
+    """Issue 38: counting blocks is not enough (a block can hold the wrong softmax: Longformer's global-token
+    attention instead of its windowed one). In each step, the softmax ops inside blocks number exactly the softmax
+    calls the attention modules made (zoo.count_softmaxes, a dispatch mode under forward hooks): none missed, and
+    no other softmax (a MoE router's, a loss's) inside a block."""
+    rec = analysed.rec
+    if rec.case.compile:
+        pytest.skip("inductor fuses the softmax into its own kernels: the trace has no softmax op to place")
+    got = _softmaxes_in_blocks_by_step(_events(rec.trace), analysed.result)
+    assert got == [rec.softmaxes] * len(rec.per_step), (
+        f"{rec.softmaxes} softmax calls per step inside {rec.attention_classes}; inside blocks per step: {got}")
+
+
 # -- totals against our own walk of the raw trace ----------------------------------------------------
 def _events(path: Path) -> list[dict]:
     return [e for e in read_events(path) if e.get("ph") == "X"]

@@ -350,6 +350,47 @@ class CallCounter:
             h.remove()
 
 
+# Softmax op names (aten overload packets) that a softmax call reaches below autograd; the trace names them aten::<…>.
+SOFTMAX_OPS = frozenset({"softmax", "_softmax", "_safe_softmax", "_masked_softmax"})
+
+
+def count_softmaxes(model: Any, inputs: dict, case: Case) -> int:
+    """Softmax calls made inside the attention modules in one eager (never compiled), un-profiled step: forward
+    pre-hooks and hooks keep the depth of attention calls, and a dispatch mode counts each softmax op that runs
+    while it is above 0 (an op dispatched inside another's kernel is not seen twice). Not during profiling: a
+    Python dispatch mode records every op twice there."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    depth = [0]
+    count = [0]
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if depth[0] and func._overloadpacket.__name__ in SOFTMAX_OPS:
+                count[0] += 1
+            return func(*args, **(kwargs or {}))
+
+    def enter(*_: object) -> None:
+        depth[0] += 1
+
+    def leave(*_: object) -> None:
+        depth[0] -= 1
+
+    handles = []
+    for _, m in attention_modules(model):
+        handles += [m.register_forward_pre_hook(enter), m.register_forward_hook(leave)]
+    step = make_step(model, inputs, replace(case, compile=False))
+    try:
+        with Count():
+            step()
+    finally:
+        for h in handles:
+            h.remove()
+    assert depth[0] == 0 and torch is not None
+    return count[0]
+
+
 # -- recording ----------------------------------------------------------------------------------------
 @dataclass
 class Recorded:
@@ -360,6 +401,7 @@ class Recorded:
     forward_calls: int  # attention forward calls in the profiled steps
     attention_classes: list[str]  # class names of the innermost attention modules
     per_step: list[int]  # forward calls per profiled step
+    softmaxes: int = 0  # softmax calls inside the attention modules in one step (count_softmaxes)
 
     @property
     def backward_calls(self) -> int:
@@ -374,6 +416,8 @@ def record(case: Case, out: Path) -> Recorded:
     every step (the profiled steps would then hold compilation, not the model).
     """
     model, inputs = build(case)
+    _check_runs_as_configured(model, inputs, case)
+    softmaxes = count_softmaxes(model, inputs, case)
     counter = CallCounter(model)
     eager_counts = _count_eager(model, inputs, case, counter) if case.compile else None
     step = make_step(model, inputs, case)
@@ -384,7 +428,17 @@ def record(case: Case, out: Path) -> Recorded:
     counter.remove()
     active = eager_counts or counter.per_step[-STEPS:]
     classes = sorted({type(m).__name__ for _, m in counter.modules})
-    return Recorded(case, path, sum(active), classes, active)
+    return Recorded(case, path, sum(active), classes, active, softmaxes)
+
+
+def _check_runs_as_configured(model: Any, inputs: dict, case: Case) -> None:
+    """One un-profiled step, then each string setting of the config is still what the case set: BigBird switches
+    itself to full attention when the sequence is too short for block-sparse (the case would test another thing)."""
+    make_step(model, inputs, replace(case, compile=False))()
+    for key, want in ARCHS[case.arch].kwargs.items():
+        if isinstance(want, str):
+            got = {getattr(m, key) for m in (model.config, *model.modules()) if isinstance(getattr(m, key, None), str)}
+            assert got == {want}, (case.id, key, got)
 
 
 def _count_eager(model: Any, inputs: dict, case: Case, counter: CallCounter) -> list[int]:
@@ -437,8 +491,10 @@ def cached_record(case: Case, root: Path) -> Recorded:
     meta = out / "expected.json"
     if meta.is_file():
         d = json.loads(meta.read_text())
-        return Recorded(case, out / "trace.json.gz", d["forward_calls"], d["attention_classes"], d["per_step"])
+        return Recorded(case, out / "trace.json.gz", d["forward_calls"], d["attention_classes"], d["per_step"],
+                        d["softmaxes"])
     rec = record(case, out)
     meta.write_text(json.dumps({"case": asdict(case), "forward_calls": rec.forward_calls,
-                                "attention_classes": rec.attention_classes, "per_step": rec.per_step}))
+                                "attention_classes": rec.attention_classes, "per_step": rec.per_step,
+                                "softmaxes": rec.softmaxes}))
     return rec

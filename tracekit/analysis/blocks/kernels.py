@@ -107,6 +107,7 @@ class _KernelRun:
         self.reset()
 
     def reset(self) -> None:
+        self.lead: tuple[int, int, str] | None = None  # (position, kernel, group) of an owned "before" member
         self.members: list[int] = []  # the run's kernels so far (attention and group members)
         self.between: list[int] = []  # kernels since the last member, joined if another member follows
         self.core = False  # an attention kernel is in the run
@@ -134,11 +135,47 @@ class _KernelRun:
     def walk(self, g: list[int]) -> None:
         """One stream's events in start order; only free kernels and those met while a run is open are looked at."""
         owner, linked, step = self.dev_owner, self.links.device_linked, self._step
-        for j in g:
+        watch = self.any_members
+        for k, j in enumerate(g):
             free = owner[j] == NONE and linked[j]
+            if self.lead is not None and self._follows_lead(k, j, free):
+                continue
             if free or self.members:  # (else the common case: a kernel a host block owns, no run open)
                 step(j, free)
+            elif watch:
+                self._note_lead(k, j)
         self.close()
+
+    def _note_lead(self, k: int, j: int) -> None:
+        """Rule owned-lead: an owned kernel that runs before a call's attention kernel (a KERNEL_GROUPS "before"
+        member: SageAttention's quantise) may lead a free attention kernel of the same call (its ``k``: the
+        position on the stream)."""
+        role = _member_of(self.tr.device[j].name, self.memo)
+        if role is not None and role[0] == "before":
+            self.lead = (k, j, role[1])
+        elif self.cats[j] == Category.FUSED_ATTENTION:
+            self.lead = None
+
+    def _follows_lead(self, k: int, j: int, free: bool) -> bool:
+        """A free attention kernel within MAX_BETWEEN kernels after the owned lead of its group joins the lead's
+        block: one call is one block, even where a host block owns only the call's first kernel (a replay mapped to
+        its capture, a quantise launched under the attention scope and the attention kernel outside it). A GEMM or
+        a softmax between ends the lead (two calls), as it ends a run."""
+        assert self.lead is not None
+        at, lead, group = self.lead
+        cat = self.cats[j]
+        if cat in _ENDS_RUN or k - at > MAX_BETWEEN + 1:
+            self.lead = None
+            return False
+        if not free or self.members or cat != Category.FUSED_ATTENTION or not _core_of(group, self.tr.device[j].name):
+            return False
+        b = self.dev_owner[lead]
+        self.dev_owner[j] = b
+        blk = self.blocks[b]
+        if blk.evidence is not None and blk.evidence.group is None:
+            blk.evidence = replace(blk.evidence, group=group)
+        self.lead = None
+        return True
 
     def _step(self, j: int, free: bool) -> None:
         """A kernel that no block owns extends, opens or closes the run; an owned one closes it, or takes it over
