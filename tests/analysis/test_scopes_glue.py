@@ -213,3 +213,39 @@ def test_a_free_attention_kernel_joins_the_block_that_owns_its_quantise(tmp_path
     assert first.name == "sage_attn_quant"
     if blocks == 1:
         assert first.categories["fused_attention"] == pytest.approx(34) and first.evidence.group == "sage-attention"
+
+
+def _captured_sage(tmp_path: Path, between: list[str], fwd: str) -> list[dict | None]:
+    """A graph capture (no kernel runs): an SDPA op (a fused-op block) records sage_quant_kernel; after it returns,
+    launches outside any op record ``between`` and then ``fwd``. Each block's recorded kernels."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 1000)
+    b._x("cuda_runtime", "hipStreamBeginCapture", 1, 1, 100, 1, correlation=0)
+    b.op("aten::scaled_dot_product_attention", 5, 10)
+
+    def launch(ts: float, kernel: str) -> None:
+        b._corr += 1
+        b._x("cuda_runtime", "hipLaunchKernel", ts, 1, 100, 1, correlation=b._corr, kernel=kernel)
+    launch(6, "sage_quant_kernel")
+    t = 20.0
+    for name in between:
+        launch(t, name)
+        t += 3
+    launch(t, fwd)
+    b._x("cuda_runtime", "hipStreamEndCapture", t + 10, 1, 100, 1, correlation=0)
+    res = attribute_built(tmp_path, b)
+    return [x.recorded for x in res.blocks]
+
+
+@pytest.mark.parametrize(("between", "fwd", "recorded"), [
+    ([], "sage_fwd", {"sage_quant_kernel": 1, "sage_fwd": 1}),
+    ([FILL_K], "sage_fwd", {"sage_quant_kernel": 1, "sage_fwd": 1}),
+    ([GEMM_K], "sage_fwd", {"sage_quant_kernel": 1}),  # a GEMM between: not the same call
+    ([FILL_K] * 6, "sage_fwd", {"sage_quant_kernel": 1}),  # too far
+    ([], "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Params)", {"sage_quant_kernel": 1}),
+])
+def test_in_a_capture_the_attention_launch_after_a_blocks_quantise_is_recorded_by_that_block(
+        tmp_path: Path, between: list, fwd: str, recorded: dict) -> None:
+    """Class 5 in a graph capture: the block that recorded the quantise also records its call's attention kernel,
+    launched just after it outside the block's op (rule owned-lead, tracekit.analysis.blocks.kernels.CaptureLead)."""
+    assert _captured_sage(tmp_path, between, fwd) == [recorded]

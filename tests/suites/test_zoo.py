@@ -110,19 +110,37 @@ def _softmaxes_in_blocks_by_step(events: list[dict], result: Any) -> list[int]:
     """Per ProfilerStep#N (in order), the outermost softmax ops of the raw trace that lie inside a block's host
     span on their thread (a softmax called inside another softmax op is one call)."""
     ops = [e for e in events if e.get("cat") in HOST_OPS and not STEP.match(e["name"])]
+    spans = _block_host_spans(result)
+    inside = [e for e in _outermost_softmaxes(ops) if any(_in_span(e, sp) for sp in spans)]
+    return [sum(1 for e in inside if _inside(e, step)) for step in _steps_in_order(events)]
+
+
+def _steps_in_order(events: list[dict]) -> list[dict]:
+    """The ProfilerStep#N events, by N."""
+    return sorted((e for e in events if STEP.match(e["name"])), key=lambda e: int(STEP.match(e["name"]).group(1)))
+
+
+def _outermost_softmaxes(ops: list[dict]) -> list[dict]:
+    """The softmax ops not nested inside another softmax op (time nesting on each thread)."""
     nesting = _nesting(ops)
 
     def under_softmax(e: dict) -> bool:
         p = nesting[id(e)].parent
         return p is not None and (p["name"] in SOFTMAX_NAMES or under_softmax(p))
 
+    return [e for e in ops if e["name"] in SOFTMAX_NAMES and not under_softmax(e)]
+
+
+def _block_host_spans(result: Any) -> list[tuple]:
+    """Every block's host spans as (pid, tid, start, end) in the raw trace's µs (the results count from the
+    trace's origin)."""
     origin_us = min(t.origin_ns for t in result.traces) / 1000
-    spans = [(pid, tid, s + origin_us, e + origin_us) for b in result.blocks for pid, tid, s, e in b.host_spans]
-    soft = [e for e in ops if e["name"] in SOFTMAX_NAMES and not under_softmax(e)]
-    inside = [e for e in soft if any((e["pid"], e["tid"]) == (pid, tid) and e["ts"] >= s - NS and _end(e) <= t + NS
-                                     for pid, tid, s, t in spans)]
-    steps = sorted((e for e in events if STEP.match(e["name"])), key=lambda e: int(STEP.match(e["name"]).group(1)))
-    return [sum(1 for e in inside if _inside(e, step)) for step in steps]
+    return [(pid, tid, s + origin_us, e + origin_us) for b in result.blocks for pid, tid, s, e in b.host_spans]
+
+
+def _in_span(e: dict, span: tuple) -> bool:
+    pid, tid, s, t = span
+    return (e["pid"], e["tid"]) == (pid, tid) and e["ts"] >= s - NS and _end(e) <= t + NS
 
 
 def test_each_attention_softmax_falls_inside_a_block(analysed: Analysed) -> None:

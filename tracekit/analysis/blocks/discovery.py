@@ -528,17 +528,32 @@ def _score_out(tr: Trace, score: int) -> tuple[int, int, int] | None:
 def _cat_explains(tr: Trace, cat: int, out: tuple[int, int, int], s: list[int]) -> bool:
     """One of the cat's inputs is the score [.., Lq, Lk] (of its rank) and the inputs joined along one dim are
     ``s``."""
+    parts = _cat_parts(tr, cat, len(s))
+    if parts is None or not any(len(p) == out[0] and p[-2:] == [out[1], out[2]] for p in parts):
+        return False
+    return any(_joined_along(parts, s, d) for d in range(len(s)))
+
+
+def _cat_parts(tr: Trace, cat: int, rank: int) -> list[list[int]] | None:
+    """The cat's recorded input shapes (its first argument, a tensor list), each of ``rank`` int dims; else None."""
     dims = _dims(tr, cat)
     parts = dims[0] if dims and isinstance(dims[0], list) else None
-    if not parts or not all(isinstance(p, list) and len(p) == len(s) for p in parts):
-        return False
-    if not any(len(p) == out[0] and p[-2:] == [out[1], out[2]] for p in parts):
-        return False
-    for d in range(len(s)):
-        others = all(p[k] == s[k] for p in parts for k in range(len(s)) if k != d)
-        if others and sum(p[d] for p in parts if isinstance(p[d], int)) == s[d]:
-            return True
-    return False
+    if not parts or not all(isinstance(p, list) and len(p) == rank and all(isinstance(x, int) for x in p)
+                            for p in parts):
+        return None
+    return parts
+
+
+def _joined_along(parts: list[list[int]], s: list[int], d: int) -> bool:
+    """``parts`` agree with ``s`` on every dim but ``d``, and sum to it there."""
+    others = all(p[k] == s[k] for p in parts for k in range(len(s)) if k != d)
+    return others and sum(p[d] for p in parts) == s[d]
+
+
+def _first_matrix(tr: Trace, i: int) -> list[int] | None:
+    """The recorded dims of a product's first matrix operand (baddbmm's is its second input); None if unknown."""
+    d = _dims(tr, i)
+    return _matrix(d, _LEFT_OPERANDS.get(tr.host[i].name, 0)) if d is not None else None
 
 
 def _context_through_glue(tr: Trace, context: int, s: list[int], between: list[int]) -> bool:
@@ -548,13 +563,11 @@ def _context_through_glue(tr: Trace, context: int, s: list[int], between: list[i
     names = [host[i].name for i in between if _GLUE["context"].fullmatch(host[i].name)]
     if not any(_GLUE_OP["narrow"].fullmatch(n) for n in names):
         return False
-    dc = _dims(tr, context)
-    p = _matrix(dc, _LEFT_OPERANDS.get(host[context].name, 0)) if dc is not None else None
+    p = _first_matrix(tr, context)
     if p is None or len(p) != len(s):
         return False
-    if any(_GLUE_OP["layout"].fullmatch(n) for n in names):
-        p, s = sorted(p), sorted(s)
-    return all(a <= b for a, b in zip(p, s))
+    transposed = any(_GLUE_OP["layout"].fullmatch(n) for n in names)
+    return all(a <= b for a, b in zip(*((sorted(p), sorted(s)) if transposed else (p, s))))
 
 
 def _score_agrees(tr: Trace, score: int, s: list[int]) -> bool:

@@ -16,6 +16,7 @@ from itertools import groupby
 from ...model import DeviceEvent, Trace
 from ...results.attribution import Evidence
 from ...vocab import Category, CoreKind, FoundBy, KernelLabel, Phase, kernel_label
+from ..classify import Classifier
 from ..link import NONE, Links
 from .discovery import BREAKER, MAX_BETWEEN, SOFTMAX_OPS, Block, gemm_softmax_gemm, short_kernel_name
 
@@ -247,6 +248,47 @@ class _KernelRun:
 
 
 _ENDS_RUN = frozenset({Category.MATMUL, Category.SOFTMAX})  # a GEMM or softmax between two kernels: two calls
+
+
+class CaptureLead:
+    """Rule owned-lead in a graph capture, where no kernel runs and blocks only record their launches: a launch
+    that no block owns, recording a group's attention kernel within MAX_BETWEEN launches after a block's recorded
+    "before" member (SageAttention's quantise), is that block's. One call is one block, in captures too.
+    Launches are fed in capture order (:meth:`owner`); kernels are judged by the default classifier."""
+
+    def __init__(self) -> None:
+        self.clf = Classifier()
+        self.memo: dict[str, tuple[str, str] | None] = {}
+        self.lead: tuple[int, int, str] | None = None  # (position, block, group)
+
+    def owner(self, pos: int, name: str | None, b: int) -> int:
+        """The block that records launch number ``pos`` (kernel ``name``, owned by block ``b`` or NONE)."""
+        if name is None:
+            return b
+        if b != NONE:
+            self._owned(pos, name, b)
+            return b
+        return self._free(pos, name) if self.lead is not None else NONE
+
+    def _owned(self, pos: int, name: str, b: int) -> None:
+        """A block's launch: a "before" member leads; another block's launch ends the lead."""
+        role = _member_of(name, self.memo)
+        if role is not None and role[0] == "before":
+            self.lead = (pos, b, role[1])
+        elif self.lead is not None and self.lead[1] != b:
+            self.lead = None
+
+    def _free(self, pos: int, name: str) -> int:
+        """A launch no block owns: the lead's block when it records the lead's attention kernel, else NONE."""
+        assert self.lead is not None
+        at, b, group = self.lead
+        cat = self.clf.device(name, "kernel", None)
+        if cat in _ENDS_RUN or pos - at > MAX_BETWEEN + 1:
+            self.lead = None
+        elif cat == Category.FUSED_ATTENTION and _core_of(group, name):
+            self.lead = None
+            return b
+        return NONE
 
 
 def _core_label(dev: Sequence[DeviceEvent], cores: list[int]) -> tuple[KernelLabel | None, str]:
