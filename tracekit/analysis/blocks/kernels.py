@@ -104,7 +104,9 @@ class _KernelRun:
         self.memo: dict[str, tuple[str, str] | None] = {}
         self.new: list[int] = []
         names = tr.names if tr.names is not None else frozenset(d.name for d in tr.device)
-        self.any_members = any(_member_of(n, self.memo) is not None for n in names)
+        roles = {_member_of(n, self.memo) for n in names}
+        self.any_members = any(r is not None for r in roles)
+        self.any_before = any(r is not None and r[0] == "before" for r in roles)  # (else no owned kernel can lead)
         self.reset()
 
     def reset(self) -> None:
@@ -136,7 +138,7 @@ class _KernelRun:
     def walk(self, g: list[int]) -> None:
         """One stream's events in start order; only free kernels and those met while a run is open are looked at."""
         owner, linked, step = self.dev_owner, self.links.device_linked, self._step
-        watch = self.any_members
+        watch = self.any_before
         for k, j in enumerate(g):
             free = owner[j] == NONE and linked[j]
             if self.lead is not None and self._follows_lead(k, j, free):
