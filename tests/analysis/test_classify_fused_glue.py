@@ -59,3 +59,53 @@ def test_the_wrapper_rules_fire_on_their_op_and_an_unfused_child_only() -> None:
         assert c.host_child_rule(op, "aten::bmm").name == name
         assert c.host_child_rule(op, "aten::_scaled_dot_product_flash_attention_for_cpu") is None
     assert c.host_child_rule("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::bmm") is None
+
+
+def _self_times(events: list[dict]) -> dict[str, list[float]]:
+    """Independent of tracekit: each cpu_op's self time (its duration less its direct children's), by name, in
+    time order; parents found by a stack of the enclosing ops on each thread."""
+    ops = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"),
+                 key=lambda e: (e["tid"], e["ts"], -e["dur"]))
+    selfs = [float(e["dur"]) for e in ops]
+    stack: list[int] = []
+    for k, e in enumerate(ops):
+        while stack and (ops[stack[-1]]["tid"] != e["tid"] or ops[stack[-1]]["ts"] + ops[stack[-1]]["dur"] <= e["ts"]):
+            stack.pop()
+        if stack:
+            selfs[stack[-1]] -= e["dur"]
+        stack.append(k)
+    out: dict[str, list[float]] = {}
+    for k in sorted(range(len(ops)), key=lambda k: ops[k]["ts"]):
+        out.setdefault(ops[k]["name"], []).append(selfs[k])
+    return out
+
+
+def test_eager_flex_and_mha_fallback_on_a_recorded_cpu_trace(tmp_path) -> None:
+    """torch's own names and nesting: eager flex_attention and nn.MultiheadAttention's fast path on CPU (bmm and
+    softmax under both). Each op's own time, walked from the raw JSON, is filed as other and none as fused."""
+    torch = pytest.importorskip("torch")
+    import json
+    import warnings
+
+    from torch.nn.attention.flex_attention import flex_attention
+    from torch.profiler import ProfilerActivity, profile
+
+    q = torch.randn(1, 2, 16, 8)
+    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+    x = torch.randn(1, 10, 16)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # flex_attention's "called without torch.compile"
+        flex_attention(q, q, q)
+        mha(x, x, x, need_weights=False)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            flex_attention(q, q, q)
+            mha(x, x, x, need_weights=False)
+    path = tmp_path / "eager.json"
+    prof.export_chrome_trace(str(path))
+    selfs = _self_times(json.loads(path.read_text())["traceEvents"])
+    res = analyze(path).check()
+    for op in WRAPPERS:
+        assert len(selfs.get(op, [])) == 1, f"{op}: the recording no longer runs it (torch changed its path)"
+        assert res.kernels[(op, "other")][1] == pytest.approx(selfs[op][0], abs=2e-3)
+        assert (op, "fused_attention") not in res.kernels
+    assert all(b.categories["fused_attention"] == 0 for b in res.blocks)
