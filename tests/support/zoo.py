@@ -51,6 +51,8 @@ def _moe(**kw: Any) -> dict:
 
 _LONGFORMER = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=VOCAB,
                    max_position_embeddings=64, attention_window=4)
+_BIG_BIRD = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=VOCAB,
+                 max_position_embeddings=128, attention_type="block_sparse", block_size=8, num_random_blocks=1)
 ARCHS: dict[str, Arch] = {
     "mixtral": Arch("MixtralConfig", "MixtralForCausalLM", "causal",
                     _moe(num_local_experts=4, num_experts_per_tok=2)),
@@ -127,10 +129,8 @@ ARCHS: dict[str, Arch] = {
     "longformer_global": Arch("LongformerConfig", "LongformerForMaskedLM", "global", _LONGFORMER),
     # BigBird block-sparse: five softmaxes per attention call (first, second, middle bands, second last, last).
     # Block-sparse runs only beyond (5 + 2 * num_random_blocks) * block_size = 56 tokens: LONG_SEQ is 64.
-    "big_bird": Arch("BigBirdConfig", "BigBirdModel", "long",
-                     dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                          vocab_size=VOCAB, max_position_embeddings=128, attention_type="block_sparse",
-                          block_size=8, num_random_blocks=1)),
+    "big_bird": Arch("BigBirdConfig", "BigBirdModel", "long", _BIG_BIRD),
+    "big_bird_mlm": Arch("BigBirdConfig", "BigBirdForMaskedLM", "long_labels", _BIG_BIRD),  # (a loss to train on)
 }
 
 
@@ -155,6 +155,11 @@ def _long(torch: Any, g: Any) -> dict:
     return {"input_ids": torch.randint(3, VOCAB, (1, LONG_SEQ), generator=g)}
 
 
+def _long_labels(torch: Any, g: Any) -> dict:
+    ids = torch.randint(3, VOCAB, (1, LONG_SEQ), generator=g)
+    return {"input_ids": ids, "labels": ids}
+
+
 def _seq2seq(torch: Any, g: Any) -> dict:
     return {"input_ids": torch.randint(3, VOCAB, (1, SEQ), generator=g),
             "labels": torch.randint(3, VOCAB, (1, SEQ // 2), generator=g)}
@@ -176,7 +181,7 @@ def _clip(torch: Any, g: Any) -> dict:
 
 INPUTS: dict[str, Callable[[Any, Any], dict]] = {
     "causal": _causal, "masked": _masked, "seq2seq": _seq2seq, "speech": _speech, "image": _image, "clip": _clip,
-    "global": _global, "long": _long}
+    "global": _global, "long": _long, "long_labels": _long_labels}
 
 
 # -- the cases -----------------------------------------------------------------------------------------
@@ -260,6 +265,7 @@ CASES: list[Case] = [
     Case("big_bird", "eager"),
     Case("big_bird", "eager", shapes=True),
     Case("big_bird", "eager", stack=True),
+    Case("big_bird_mlm", "eager", mode="train"),
     Case("llama", compile=True, slow=True),
     Case("llama", mode="train", compile=True, slow=True),
 ]
