@@ -9,6 +9,8 @@ never come from tracekit:
   (Python), which the block also owns. The call is the innermost attention module's ``nn.Module:`` slice in
   stack traces, the outermost fused attention op in plain SDPA traces (plain eager traces have no such
   interval and are not summed);
+- softmaxes (issue 38): in each step, the softmax ops inside blocks are exactly the softmax calls the attention
+  modules made, counted by a dispatch mode under forward hooks in an un-profiled step (zoo.count_softmaxes);
 - evidence: each block names the core it found (a fused attention op, or the softmax of the score/context
   pair), with the core's shapes when the trace recorded them.
 """
