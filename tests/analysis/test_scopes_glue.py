@@ -249,3 +249,23 @@ def test_in_a_capture_the_attention_launch_after_a_blocks_quantise_is_recorded_b
     """Class 5 in a graph capture: the block that recorded the quantise also records its call's attention kernel,
     launched just after it outside the block's op (rule owned-lead, tracekit.analysis.blocks.kernels.CaptureLead)."""
     assert _captured_sage(tmp_path, between, fwd) == [recorded]
+
+
+@pytest.mark.parametrize(("between", "first"), [
+    ("aten::add", "aten::einsum"),  # the window einsum's scores, then the mask's einsum: one call from the first
+    ("aten::linear", "aten::bmm"),  # a projection between: the earlier einsum is another layer's
+])
+def test_the_block_starts_at_the_first_product_of_its_scores(tmp_path: Path, between: str, first: str) -> None:
+    """Longformer computes its window scores with one einsum and its mask's with another before the softmax: the
+    nearest product is the score for the shape test, and the block starts at the first one (rule eager-ops)."""
+    b, t = _trace()
+    _op(b, t, "aten::einsum")
+    _op(b, t, between)
+    _op(b, t, "aten::bmm")
+    _op(b, t, "aten::add")
+    _op(b, t, "aten::softmax")
+    _op(b, t, "aten::bmm")
+    [blk] = attribute_built(tmp_path, b).blocks
+    starts = {e["ts"]: e["name"] for e in b.events if e["cat"] == "cpu_op"}
+    assert starts[min(s for _, _, s, _ in blk.host_spans)] == first
+    assert blk.evidence.names == ("aten::bmm", "aten::softmax", "aten::bmm")

@@ -628,14 +628,27 @@ def _triples_among(tr: Trace, sibs: list[int], soft_names: set[str]) -> list[_Ea
         hi = _product_near(host, sibs, pos, 1, len(sibs))
         if lo is None or hi is None or not _shapes_agree(tr, sibs, lo, pos, hi):
             continue
-        e = _Eager(sibs[lo], i, sibs[hi], sibs[lo: hi + 1])
-        if out and _one_chain(host, sibs, used, lo):
+        lo, start = _first_score(host, sibs, lo, used)
+        e = _Eager(sibs[lo], i, sibs[hi], sibs[start: hi + 1])
+        if out and _one_chain(host, sibs, used, start):
             e = _Eager(out[-1].score, out[-1].softmax, out[-1].context, out[-1].roots + sibs[used + 1: hi + 1])
             out[-1] = e
         else:
             out.append(e)
         used = hi
     return out
+
+
+def _first_score(host: Sequence[HostEvent], sibs: list[int], lo: int, used: int) -> tuple[int, int]:
+    """(the score product, the first sibling of the call): products before the score product with no breaker or
+    softmax between (within MAX_EAGER_GAP, layout glue not counted) compute the same scores in parts: Longformer's
+    window einsum before its mask einsum, BigBird's band products, a relative-position product."""
+    start = lo
+    k = _product_near(host, sibs, lo, -1, used)
+    while k is not None:
+        start = k
+        k = _product_near(host, sibs, k, -1, used)
+    return lo, start
 
 
 def _one_chain(host: Sequence[HostEvent], sibs: list[int], end: int, start: int) -> bool:
