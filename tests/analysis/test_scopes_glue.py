@@ -269,3 +269,40 @@ def test_the_block_starts_at_the_first_product_of_its_scores(tmp_path: Path, bet
     starts = {e["ts"]: e["name"] for e in b.events if e["cat"] == "cpu_op"}
     assert starts[min(s for _, _, s, _ in blk.host_spans)] == first
     assert blk.evidence.names == ("aten::bmm", "aten::softmax", "aten::bmm")
+
+
+@pytest.mark.parametrize(("after", "last"), [
+    # Longformer: the global columns' context by matmul, then the window's by einsum, then the output projection
+    ([("aten::narrow", None), ("aten::einsum", None), ("aten::linear", None)], "aten::einsum"),
+    # a product with a 2-D operand is a projection written as a matmul: not the context
+    ([("aten::einsum", [[], [[1, 16, 64], [64, 64]], []]), ("aten::add", None)], "aten::matmul"),
+    # a product a softmax follows (before any breaker) is the next call's score: not this context
+    ([("aten::bmm", None), ("aten::add", None), ("aten::softmax", None), ("aten::bmm", None),
+      ("aten::linear", None)], "aten::bmm"),
+])
+def test_the_block_ends_at_the_last_product_of_its_context(tmp_path: Path, after: list, last: str) -> None:
+    b, t = _trace()
+    _op(b, t, "aten::bmm")
+    _op(b, t, "aten::softmax")
+    _op(b, t, "aten::matmul")
+    for name, dims in after:
+        _op(b, t, name, dims)
+    [blk] = attribute_built(tmp_path, b).blocks
+    ends = {e["ts"] + e["dur"]: e["name"] for e in b.events if e["cat"] == "cpu_op"}
+    end = max(e for _, _, _, e in blk.host_spans)
+    assert ends[end] == last
+    if last == "aten::bmm":  # the chain's second call ends it: the last op of the trace's attention
+        assert end == max(e["ts"] + e["dur"] for e in b.events if e["name"] == "aten::bmm")
+
+
+def test_a_projection_before_the_scores_is_not_the_start(tmp_path: Path) -> None:
+    """``x @ W`` (a 2-D weight) before the score product is a projection, recorded shapes say: the block starts
+    at the score."""
+    b, t = _trace()
+    _op(b, t, "aten::matmul", [[1, 16, 64], [64, 64]])
+    _op(b, t, "aten::bmm", [[4, 16, 16], [4, 16, 16]])
+    _op(b, t, "aten::softmax", [[4, 16, 16], [], []])
+    _op(b, t, "aten::bmm", [[4, 16, 16], [4, 16, 16]])
+    [blk] = attribute_built(tmp_path, b).blocks
+    starts = {e["ts"]: e["name"] for e in b.events if e["cat"] == "cpu_op"}
+    assert starts[min(s for _, _, s, _ in blk.host_spans)] == "aten::bmm"

@@ -628,27 +628,74 @@ def _triples_among(tr: Trace, sibs: list[int], soft_names: set[str]) -> list[_Ea
         hi = _product_near(host, sibs, pos, 1, len(sibs))
         if lo is None or hi is None or not _shapes_agree(tr, sibs, lo, pos, hi):
             continue
-        lo, start = _first_score(host, sibs, lo, used)
-        e = _Eager(sibs[lo], i, sibs[hi], sibs[start: hi + 1])
+        lo, start = _first_score(tr, sibs, lo, used)
+        end = _last_context(tr, sibs, hi)
+        e = _Eager(sibs[lo], i, sibs[hi], sibs[start: end + 1])
         if out and _one_chain(host, sibs, used, start):
             e = _Eager(out[-1].score, out[-1].softmax, out[-1].context, out[-1].roots + sibs[used + 1: hi + 1])
             out[-1] = e
         else:
             out.append(e)
-        used = hi
+        used = end
     return out
 
 
-def _first_score(host: Sequence[HostEvent], sibs: list[int], lo: int, used: int) -> tuple[int, int]:
+def _first_score(tr: Trace, sibs: list[int], lo: int, used: int) -> tuple[int, int]:
     """(the score product, the first sibling of the call): products before the score product with no breaker or
     softmax between (within MAX_EAGER_GAP, layout glue not counted) compute the same scores in parts: Longformer's
-    window einsum before its mask einsum, BigBird's band products, a relative-position product."""
+    window einsum before its mask einsum, BigBird's band products, a relative-position product (never a
+    projection)."""
+    host = tr.host
     start = lo
     k = _product_near(host, sibs, lo, -1, used)
-    while k is not None:
+    while k is not None and not _projection(tr, sibs[k]):
         start = k
         k = _product_near(host, sibs, k, -1, used)
     return lo, start
+
+
+def _last_context(tr: Trace, sibs: list[int], hi: int) -> int:
+    """The last sibling of the call from its context product at ``hi``: products after it with no breaker or
+    softmax between (within MAX_EAGER_GAP) that are no next call's scores (no softmax follows them before a
+    breaker) compute the same context in parts: Longformer's global columns by matmul, then its window by einsum
+    (never a projection)."""
+    host = tr.host
+    end = hi
+    k = _product_near(host, sibs, hi, 1, len(sibs))
+    while k is not None and not _projection(tr, sibs[k]) and _product_near_softmax(host, sibs, k) is None:
+        end = k
+        k = _product_near(host, sibs, k, 1, len(sibs))
+    return end
+
+
+def _projection(tr: Trace, i: int) -> bool:
+    """A product with a recorded 2-D operand (a weight matrix: ``x @ W`` written as a matmul) is a projection,
+    never part of the scores or the context, whose operands are batched (≥ 3-D); unknown without shapes."""
+    dims = _dims(tr, i)
+    if dims is None:
+        return False
+    name = tr.host[i].name
+    if name == "aten::einsum":
+        dims = dims[1] if len(dims) > 1 and isinstance(dims[1], list) else []
+    k = _LEFT_OPERANDS.get(name, 0)
+    return any(isinstance(d, list) and len(d) == 2 and all(isinstance(x, int) for x in d) for d in dims[k: k + 2])
+
+
+def _product_near_softmax(host: Sequence[HostEvent], sibs: list[int], k: int) -> int | None:
+    """The softmax a product at ``k`` would be the score of: the first softmax after it within MAX_EAGER_GAP
+    (layout glue not counted) before any breaker; None if there is none."""
+    j = k + 1
+    gap = 0
+    while j < len(sibs) and gap <= MAX_EAGER_GAP:
+        nm = host[sibs[j]].name
+        if SOFTMAX_OPS.match(nm):
+            return j
+        if BREAKER.match(nm):
+            return None
+        if not GAP_FREE.fullmatch(nm):
+            gap += 1
+        j += 1
+    return None
 
 
 def _one_chain(host: Sequence[HostEvent], sibs: list[int], end: int, start: int) -> bool:
