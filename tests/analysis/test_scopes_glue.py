@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from support.builders import TraceBuilder, attribute_built
-from tracekit.analysis.blocks.discovery import GAP_FREE, MAX_EAGER_GAP, SHAPE_GLUE
+from tracekit.analysis.blocks.discovery import DISCOVERY_RULES, EXTENT_RULES, GAP_FREE, MAX_EAGER_GAP, SHAPE_GLUE
 
 
 def _op(b: TraceBuilder, t: list[float], name: str, dims: list | None = None, concrete: list | None = None) -> dict:
@@ -53,9 +53,11 @@ def _sink(b: TraceBuilder, t: list[float], shapes: bool = True, cat_parts=((1, 4
     _op(b, t, "aten::linear", d([[1, 16, 32], [32, 32], [32]]))  # o_proj: the next call is another block
 
 
-def test_glue_rules_are_named_data_with_reasons() -> None:
+def test_glue_and_extent_rules_are_named_data_with_reasons() -> None:
     names = [g.name for g in SHAPE_GLUE]
     assert len(set(names)) == len(names) and all(g.why and g.side in ("score", "context") for g in SHAPE_GLUE)
+    names = [r.name for r in (*DISCOVERY_RULES, *EXTENT_RULES)]
+    assert len(set(names)) == len(names) and all(r.why for r in EXTENT_RULES)
 
 
 @pytest.mark.parametrize("shapes", [True, False])

@@ -101,6 +101,27 @@ SHAPE_GLUE: tuple[GlueRule, ...] = (
              "a narrowed probability matrix transposed before its product (Longformer's global part): with a "
              "narrowing, the first matrix's dims are compared sorted, each no larger than the softmax's"),
 )
+# How far one call reaches, beyond its core (issue 38): refinements of rules eager-ops and fused-kernels, in the order
+# they apply. (Data for the docs and tests; the functions named in each reason apply them.)
+EXTENT_RULES: tuple[DiscoveryRule, ...] = (
+    DiscoveryRule("first-score", FoundBy.INFERRED,
+                  "products before the score product with no breaker or softmax between, and no recorded 2-D operand "
+                  "(a projection), compute the same scores in parts (Longformer's window einsum before its mask "
+                  "einsum, BigBird's bands): the block starts at the first (_first_score)"),
+    DiscoveryRule("last-context", FoundBy.INFERRED,
+                  "products after the context product with no breaker or softmax between that no softmax follows "
+                  "before a breaker compute the same context in parts (Longformer's window context after its global "
+                  "columns'): the block ends at the last (_last_context)"),
+    DiscoveryRule("one-chain", FoundBy.INFERRED,
+                  "consecutive score → softmax → context triples with at most MAX_EAGER_GAP siblings and no breaker "
+                  "between are one call (BigBird's block-sparse attention: five softmaxes a call); layers are always "
+                  "apart by a projection (_one_chain)"),
+    DiscoveryRule("owned-lead", FoundBy.FUSED_KERNEL,
+                  "a free attention kernel of a KERNEL_GROUPS group within MAX_BETWEEN kernels after a group's "
+                  "'before' member that a block owns (SageAttention's quantise) joins that block, and in a graph "
+                  "capture its launch is recorded by that block: one call, one block (kernels._KernelRun, "
+                  "kernels.CaptureLead)"),
+)
 _GLUE = {side: re.compile("|".join(f"(?:{g.ops})" for g in SHAPE_GLUE if g.side == side))
          for side in ("score", "context")}
 _GLUE_OP = {g.name: re.compile(g.ops) for g in SHAPE_GLUE}
