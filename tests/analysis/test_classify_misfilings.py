@@ -132,7 +132,7 @@ def test_sdpa_over_a_fused_backend_or_alone_stays_fused(tmp_path, child):
 
 
 def test_sdpa_child_rule_fires_on_the_math_child_only():
-    rule, = HOST_CHILD_RULES
+    [rule] = [r for r in HOST_CHILD_RULES if r.name == "host-sdpa-math-dispatch"]
     c = Classifier()
     assert c.host_child_rule("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math") is rule
     assert c.host_child_rule("aten::scaled_dot_product_attention",

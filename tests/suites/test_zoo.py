@@ -9,6 +9,8 @@ never come from tracekit:
   (Python), which the block also owns. The call is the innermost attention module's ``nn.Module:`` slice in
   stack traces, the outermost fused attention op in plain SDPA traces (plain eager traces have no such
   interval and are not summed);
+- softmaxes (issue 38): in each step, the softmax ops inside blocks are exactly the softmax calls the attention
+  modules made, counted by a dispatch mode under forward hooks in an un-profiled step (zoo.count_softmaxes);
 - evidence: each block names the core it found (a fused attention op, or the softmax of the score/context
   pair), with the core's shapes when the trace recorded them.
 """
@@ -109,6 +111,60 @@ def test_each_step_holds_its_calls(analysed: Analysed) -> None:
     for b in analysed.blocks("forward"):
         per_step[b.step] += 1
     assert [per_step[s] for s in sorted(per_step)] == analysed.rec.per_step, _describe(analysed.blocks("forward"))
+
+
+# -- softmaxes: each attention softmax inside a block ---------------------------------------------------
+SOFTMAX_NAMES = {f"aten::{n}" for n in zoo.SOFTMAX_OPS}
+
+
+def _softmaxes_in_blocks_by_step(events: list[dict], result: Any) -> list[int]:
+    """Per ProfilerStep#N (in order), the outermost softmax ops of the raw trace that lie inside a block's host
+    span on their thread (a softmax called inside another softmax op is one call)."""
+    ops = [e for e in events if e.get("cat") in HOST_OPS and not STEP.match(e["name"])]
+    spans = _block_host_spans(result)
+    inside = [e for e in _outermost_softmaxes(ops) if any(_in_span(e, sp) for sp in spans)]
+    return [sum(1 for e in inside if _inside(e, step)) for step in _steps_in_order(events)]
+
+
+def _steps_in_order(events: list[dict]) -> list[dict]:
+    """The ProfilerStep#N events, by N."""
+    return sorted((e for e in events if STEP.match(e["name"])), key=lambda e: int(STEP.match(e["name"]).group(1)))
+
+
+def _outermost_softmaxes(ops: list[dict]) -> list[dict]:
+    """The softmax ops not nested inside another softmax op (time nesting on each thread)."""
+    nesting = _nesting(ops)
+
+    def under_softmax(e: dict) -> bool:
+        p = nesting[id(e)].parent
+        return p is not None and (p["name"] in SOFTMAX_NAMES or under_softmax(p))
+
+    return [e for e in ops if e["name"] in SOFTMAX_NAMES and not under_softmax(e)]
+
+
+def _block_host_spans(result: Any) -> list[tuple]:
+    """Every block's host spans as (pid, tid, start, end) in the raw trace's µs (the results count from the
+    trace's origin)."""
+    origin_us = min(t.origin_ns for t in result.traces) / 1000
+    return [(pid, tid, s + origin_us, e + origin_us) for b in result.blocks for pid, tid, s, e in b.host_spans]
+
+
+def _in_span(e: dict, span: tuple) -> bool:
+    pid, tid, s, t = span
+    return (e["pid"], e["tid"]) == (pid, tid) and e["ts"] >= s - NS and _end(e) <= t + NS
+
+
+def test_each_attention_softmax_falls_inside_a_block(analysed: Analysed) -> None:
+    """Issue 38: counting blocks is not enough (a block can hold the wrong softmax: Longformer's global-token
+    attention instead of its windowed one). In each step, the softmax ops inside blocks number exactly the softmax
+    calls the attention modules made (zoo.count_softmaxes, a dispatch mode under forward hooks): none missed, and
+    no other softmax (a MoE router's, a loss's) inside a block."""
+    rec = analysed.rec
+    if rec.case.compile:
+        pytest.skip("inductor fuses the softmax into its own kernels: the trace has no softmax op to place")
+    got = _softmaxes_in_blocks_by_step(_events(rec.trace), analysed.result)
+    assert got == [rec.softmaxes] * len(rec.per_step), (
+        f"{rec.softmaxes} softmax calls per step inside {rec.attention_classes}; inside blocks per step: {got}")
 
 
 # -- totals against our own walk of the raw trace ----------------------------------------------------

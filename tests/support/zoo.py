@@ -27,6 +27,7 @@ from typing import Any
 
 STEPS = 2  # profiled steps per trace
 SEQ = 16  # tokens per sequence (text models)
+LONG_SEQ = 64  # tokens per sequence where a model needs more (BigBird's block-sparse attention)
 VOCAB = 256
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=64)
@@ -48,6 +49,10 @@ def _moe(**kw: Any) -> dict:
     return {**TINY, **kw}
 
 
+_LONGFORMER = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=VOCAB,
+                   max_position_embeddings=64, attention_window=4)
+_BIG_BIRD = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=VOCAB,
+                 max_position_embeddings=128, attention_type="block_sparse", block_size=8, num_random_blocks=1)
 ARCHS: dict[str, Arch] = {
     "mixtral": Arch("MixtralConfig", "MixtralForCausalLM", "causal",
                     _moe(num_local_experts=4, num_experts_per_tok=2)),
@@ -120,6 +125,18 @@ ARCHS: dict[str, Arch] = {
                  dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                       vocab_size=VOCAB, max_position_embeddings=64, hidden_dropout_prob=0.0,
                       attention_probs_dropout_prob=0.0)),
+    # Issue 38. GPT-OSS: attention sinks (scores cat a sink column before the softmax, sliced off after it).
+    "gpt_oss": Arch("GptOssConfig", "GptOssForCausalLM", "causal",
+                    _moe(head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=8)),
+    # Longformer: chunked sliding-window scores (einsum chunks, pads, diagonals) → softmax [B, L, H, 2w + 1].
+    "longformer": Arch("LongformerConfig", "LongformerForMaskedLM", "causal", _LONGFORMER),
+    # ... with token 0 global (a classifier's CLS): the global keys' scores cat to the window's before the softmax,
+    # and a second attention of the global token over all (its own projections, bmm → softmax → bmm) in one call.
+    "longformer_global": Arch("LongformerConfig", "LongformerForMaskedLM", "global", _LONGFORMER),
+    # BigBird block-sparse: five softmaxes per attention call (first, second, middle bands, second last, last).
+    # Block-sparse runs only beyond (5 + 2 * num_random_blocks) * block_size = 56 tokens: LONG_SEQ is 64.
+    "big_bird": Arch("BigBirdConfig", "BigBirdModel", "long", _BIG_BIRD),
+    "big_bird_mlm": Arch("BigBirdConfig", "BigBirdForMaskedLM", "long_labels", _BIG_BIRD),  # (a loss to train on)
 }
 
 
@@ -130,6 +147,23 @@ def _causal(torch: Any, g: Any) -> dict:
 
 def _masked(torch: Any, g: Any) -> dict:
     return _causal(torch, g)
+
+
+def _global(torch: Any, g: Any) -> dict:
+    """Causal-style inputs and a global attention mask with the first token global (Longformer's CLS)."""
+    d = _causal(torch, g)
+    mask = torch.zeros_like(d["input_ids"])
+    mask[:, 0] = 1
+    return {**d, "global_attention_mask": mask}
+
+
+def _long(torch: Any, g: Any) -> dict:
+    return {"input_ids": torch.randint(3, VOCAB, (1, LONG_SEQ), generator=g)}
+
+
+def _long_labels(torch: Any, g: Any) -> dict:
+    ids = torch.randint(3, VOCAB, (1, LONG_SEQ), generator=g)
+    return {"input_ids": ids, "labels": ids}
 
 
 def _seq2seq(torch: Any, g: Any) -> dict:
@@ -152,7 +186,8 @@ def _clip(torch: Any, g: Any) -> dict:
 
 
 INPUTS: dict[str, Callable[[Any, Any], dict]] = {
-    "causal": _causal, "masked": _masked, "seq2seq": _seq2seq, "speech": _speech, "image": _image, "clip": _clip}
+    "causal": _causal, "masked": _masked, "seq2seq": _seq2seq, "speech": _speech, "image": _image, "clip": _clip,
+    "global": _global, "long": _long, "long_labels": _long_labels}
 
 
 # -- the cases -----------------------------------------------------------------------------------------
@@ -239,6 +274,19 @@ CASES: list[Case] = [
     Case("clip", "eager"),
     Case("bert", stack=True),  # issue 38, class 4: the layer around the core
     Case("bert", "eager", mode="train", stack=True, shapes=True),
+    # Issue 38: sinks and chunked windows (glue between the score product and the softmax), several softmaxes
+    # in one call (block-sparse)
+    Case("gpt_oss", "eager"),
+    Case("gpt_oss", "eager", shapes=True),
+    Case("gpt_oss", "eager", mode="train", stack=True),
+    Case("longformer", "eager"),
+    Case("longformer", "eager", shapes=True),
+    Case("longformer_global", "eager", stack=True, shapes=True),
+    Case("longformer_global", "eager", mode="train", stack=True),
+    Case("big_bird", "eager"),
+    Case("big_bird", "eager", shapes=True),
+    Case("big_bird", "eager", stack=True),
+    Case("big_bird_mlm", "eager", mode="train"),
     Case("llama", compile=True, slow=True),
     Case("llama", mode="train", compile=True, slow=True),
     # Compiled attention that no op names (issue 38): FlexAttention (transformers compiles flex_attention itself,
@@ -339,6 +387,47 @@ class CallCounter:
             h.remove()
 
 
+# Softmax op names (aten overload packets) that a softmax call reaches below autograd; the trace names them aten::<…>.
+SOFTMAX_OPS = frozenset({"softmax", "_softmax", "_safe_softmax", "_masked_softmax"})
+
+
+def count_softmaxes(model: Any, inputs: dict, case: Case) -> int:
+    """Softmax calls made inside the attention modules in one eager (never compiled), un-profiled step: forward
+    pre-hooks and hooks keep the depth of attention calls, and a dispatch mode counts each softmax op that runs
+    while it is above 0 (an op dispatched inside another's kernel is not seen twice). Not during profiling: a
+    Python dispatch mode records every op twice there."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    depth = [0]
+    count = [0]
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if depth[0] and func._overloadpacket.__name__ in SOFTMAX_OPS:
+                count[0] += 1
+            return func(*args, **(kwargs or {}))
+
+    def enter(*_: object) -> None:
+        depth[0] += 1
+
+    def leave(*_: object) -> None:
+        depth[0] -= 1
+
+    handles = []
+    for _, m in attention_modules(model):
+        handles += [m.register_forward_pre_hook(enter), m.register_forward_hook(leave)]
+    step = make_step(model, inputs, replace(case, compile=False))
+    try:
+        with Count():
+            step()
+    finally:
+        for h in handles:
+            h.remove()
+    assert depth[0] == 0 and torch is not None
+    return count[0]
+
+
 # -- recording ----------------------------------------------------------------------------------------
 @dataclass
 class Recorded:
@@ -349,6 +438,7 @@ class Recorded:
     forward_calls: int  # attention forward calls in the profiled steps
     attention_classes: list[str]  # class names of the innermost attention modules
     per_step: list[int]  # forward calls per profiled step
+    softmaxes: int = 0  # softmax calls inside the attention modules in one step (count_softmaxes)
 
     @property
     def backward_calls(self) -> int:
@@ -363,6 +453,8 @@ def record(case: Case, out: Path) -> Recorded:
     every step (the profiled steps would then hold compilation, not the model).
     """
     model, inputs = build(case)
+    _check_runs_as_configured(model, inputs, case)
+    softmaxes = count_softmaxes(model, inputs, case)
     counter = CallCounter(model)
     eager_counts = _count_eager(model, inputs, case, counter) if case.compiled else None
     step = make_step(model, inputs, case)
@@ -373,7 +465,17 @@ def record(case: Case, out: Path) -> Recorded:
     counter.remove()
     active = eager_counts or counter.per_step[-STEPS:]
     classes = sorted({type(m).__name__ for _, m in counter.modules})
-    return Recorded(case, path, sum(active), classes, active)
+    return Recorded(case, path, sum(active), classes, active, softmaxes)
+
+
+def _check_runs_as_configured(model: Any, inputs: dict, case: Case) -> None:
+    """One un-profiled step, then each string setting of the config is still what the case set: BigBird switches
+    itself to full attention when the sequence is too short for block-sparse (the case would test another thing)."""
+    make_step(model, inputs, replace(case, compile=False))()
+    for key, want in ARCHS[case.arch].kwargs.items():
+        if isinstance(want, str):
+            got = {getattr(m, key) for m in (model.config, *model.modules()) if isinstance(getattr(m, key, None), str)}
+            assert got == {want}, (case.id, key, got)
 
 
 def _count_eager(model: Any, inputs: dict, case: Case, counter: CallCounter) -> list[int]:
@@ -426,10 +528,12 @@ def cached_record(case: Case, root: Path) -> Recorded:
     meta = out / "expected.json"
     if meta.is_file():
         d = json.loads(meta.read_text())
-        return Recorded(case, out / "trace.json.gz", d["forward_calls"], d["attention_classes"], d["per_step"])
+        return Recorded(case, out / "trace.json.gz", d["forward_calls"], d["attention_classes"], d["per_step"],
+                        d["softmaxes"])
     rec = record(case, out)
     meta.write_text(json.dumps({"case": asdict(case), "forward_calls": rec.forward_calls,
-                                "attention_classes": rec.attention_classes, "per_step": rec.per_step}))
+                                "attention_classes": rec.attention_classes, "per_step": rec.per_step,
+                                "softmaxes": rec.softmaxes}))
     return rec
 
 

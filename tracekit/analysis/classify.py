@@ -272,6 +272,8 @@ HOST_RULES: tuple[Rule, ...] = (
 )
 
 
+# The children that show an attention op ran unfused: its products and softmax are ops of their own.
+_UNFUSED_CORE = r"^aten::(?:matmul|bmm|baddbmm|_?softmax|_safe_softmax|_masked_softmax)$"
 HOST_CHILD_RULES: tuple[ChildRule, ...] = (
     ChildRule("host-sdpa-math-dispatch", Category.OTHER, r"^aten::scaled_dot_product_attention$",
               r"^aten::_scaled_dot_product_attention_math\w*$",
@@ -279,6 +281,14 @@ HOST_CHILD_RULES: tuple[ChildRule, ...] = (
                   "argument checks, dispatch overhead like its _scaled_dot_product_attention_math child's (other); "
                   "the bmm/softmax below carry the attention. Under a fused backend (_flash_attention_for_cpu, "
                   "_efficient, _cudnn) it stays fused_attention (host-fused-attention)"),
+    ChildRule("host-flex-eager-wrapper", Category.OTHER, r"^FlexAttentionAutogradOp$", _UNFUSED_CORE,
+              why="eager (uncompiled) FlexAttention runs its reference implementation under this autograd op: the "
+                  "matmul/bmm and softmax children carry the attention, and the op's own time is Python glue around "
+                  "them (mask and score_mod calls, layout), not a fused kernel"),
+    ChildRule("host-mha-math-fallback", Category.OTHER, r"^aten::_native_multi_head_attention$", _UNFUSED_CORE,
+              why="nn.MultiheadAttention's fast path falls back to math on CPU: bmm, (_masked_)softmax and bmm run "
+                  "under it as ops of their own, so its own time is the dispatch and layout glue between them; with a "
+                  "fused SDPA child instead it stays fused_attention (host-fused-attention)"),
 )
 
 

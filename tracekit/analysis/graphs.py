@@ -36,6 +36,7 @@ from ..results.attribution import GraphSummary
 from ..vocab import Category, GraphMode
 from .link import NONE, Links, runtime_leaves
 from .blocks.discovery import Block, short_kernel_name
+from .blocks.kernels import CaptureLead
 
 # The process of the threads that replays' copies of the captured host tree live on: their times are the capture's,
 # shifted to the graph launch, so they place and nest the ops but measure nothing (spans use the device's times).
@@ -382,12 +383,13 @@ def record_captured(tr: Trace, links: Links, facts: GraphFacts, blocks: list[Blo
     by short name (the call's kind where it names no kernel): the captured structure of the call."""
     leaf = runtime_leaves(tr, links.order, links.parent)
     for cap in facts.captures:
-        for r in cap.launches:
+        lead = CaptureLead()  # (rule owned-lead: a call's attention kernel joins the block of its quantise)
+        for pos, r in enumerate(cap.launches):
             lf = leaf[r]
-            b = owner[lf] if lf != NONE else NONE
+            rt = tr.runtime[r]
+            b = lead.owner(pos, rt.kernel, owner[lf] if lf != NONE else NONE)
             if b == NONE:
                 continue
-            rt = tr.runtime[r]
             name = short_kernel_name(rt.kernel) if rt.kernel else _UNNAMED_LABEL[capture_token(rt)]
             rec = blocks[b].recorded
             if rec is None:

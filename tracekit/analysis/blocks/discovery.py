@@ -73,8 +73,68 @@ EAGER_BREAKERS: tuple[OpPattern, ...] = (
               "a norm between two products is a layer boundary (pre-norm blocks start with one)"),
 )
 BREAKER = re.compile(anchored(*EAGER_BREAKERS))
+
+
+@dataclass(frozen=True, slots=True)
+class GlueRule:
+    """Shape-changing glue that rule eager-ops looks through when a recorded shape disagrees: ``side`` says where it
+    sits ("score": between the score product and the softmax; "context": between the softmax and the context
+    product), ``ops`` which sibling ops it is (a full match), ``why`` what it does to the dims and how they are
+    checked. The glue explains a disagreement only where its own check holds: the shape test is kept, not dropped."""
+
+    name: str
+    side: str
+    ops: str
+    why: str
+
+
+SHAPE_GLUE: tuple[GlueRule, ...] = (
+    GlueRule("cat-columns", "score", r"aten::cat",
+             "attention sinks (GPT-OSS: [B, H, Lq, Lk] cat a sink column to Lk + 1) and Longformer's global keys' "
+             "scores join the scores before the softmax: one of the cat's recorded inputs is the score product's "
+             "[.., Lq, Lk] and the inputs summed along one dim are the softmax input"),
+    GlueRule("pad", "score", r"aten::(?:pad|constant_pad_nd)",
+             "chunked sliding windows pad their scores (Longformer): the softmax input has the score's rank and no "
+             "smaller Lq or Lk (a pad's own dims are not kept at load)"),
+    GlueRule("narrow", "context", r"aten::(?:narrow|slice|select|split\w*|chunk|unbind|index)",
+             "the sink column is sliced off after the softmax (GPT-OSS), a band or the global part narrowed out "
+             "(BigBird, Longformer): the context product's first matrix has the softmax's rank and no larger dim"),
+    GlueRule("layout", "context", r"aten::(?:transpose|permute|t|swapaxes|movedim)",
+             "a narrowed probability matrix transposed before its product (Longformer's global part): with a "
+             "narrowing, the first matrix's dims are compared sorted, each no larger than the softmax's"),
+)
+# How far one call reaches, beyond its core (issue 38): refinements of rules eager-ops and fused-kernels, in the order
+# they apply. (Data for the docs and tests; the functions named in each reason apply them.)
+EXTENT_RULES: tuple[DiscoveryRule, ...] = (
+    DiscoveryRule("first-score", FoundBy.INFERRED,
+                  "products before the score product with no breaker or softmax between, and no recorded 2-D operand "
+                  "(a projection), compute the same scores in parts (Longformer's window einsum before its mask "
+                  "einsum, BigBird's bands): the block starts at the first (_first_score)"),
+    DiscoveryRule("last-context", FoundBy.INFERRED,
+                  "products after the context product with no breaker or softmax between that no softmax follows "
+                  "before a breaker compute the same context in parts (Longformer's window context after its global "
+                  "columns'): the block ends at the last (_last_context)"),
+    DiscoveryRule("one-chain", FoundBy.INFERRED,
+                  "consecutive score → softmax → context triples with at most MAX_EAGER_GAP siblings and no breaker "
+                  "between are one call (BigBird's block-sparse attention: five softmaxes a call); layers are always "
+                  "apart by a projection (_one_chain)"),
+    DiscoveryRule("owned-lead", FoundBy.FUSED_KERNEL,
+                  "a free attention kernel of a KERNEL_GROUPS group within MAX_BETWEEN kernels after a group's "
+                  "'before' member that a block owns (SageAttention's quantise) joins that block, and in a graph "
+                  "capture its launch is recorded by that block: one call, one block (kernels._KernelRun, "
+                  "kernels.CaptureLead)"),
+)
+_GLUE = {side: re.compile("|".join(f"(?:{g.ops})" for g in SHAPE_GLUE if g.side == side))
+         for side in ("score", "context")}
+_GLUE_OP = {g.name: re.compile(g.ops) for g in SHAPE_GLUE}
 MAX_EAGER_GAP = 48  # sibling ops allowed between a product and the softmax: scale, softcap, mask, casts, views, and
 # T5's first layer computing its relative position bias (about 30 ops); the breakers, not the gap, end a layer
+# Siblings that do not count against MAX_EAGER_GAP: views, slices, transposes, copies and joins only move or reshape
+# the scores. Chunked sliding windows (Longformer) build their diagonals from about 40 of them between the score
+# einsum and the softmax; an op that computes (a mask, a scale, a where) still counts.
+GAP_FREE = re.compile(r"aten::(?:view|reshape|_reshape_alias|_unsafe_view|as_strided|slice|select|narrow|transpose|"
+                      r"permute|t|expand|expand_as|unsqueeze|squeeze|flatten|unflatten|contiguous|clone|copy_|to|"
+                      r"_to_copy|cat|pad|constant_pad_nd|item|_local_scalar_dense|detach|alias|lift_fresh)")
 _LEFT_OPERANDS = {"aten::baddbmm": 1, "aten::addbmm": 1}  # where the first matrix operand sits (else 0)
 MAX_BETWEEN = 4  # kernels allowed between a GEMM run and the softmax (scale, mask, dropout, layout)
 
@@ -482,15 +542,96 @@ def _matrix(dims: list, k: int) -> list[int] | None:
     return m if all(isinstance(x, int) for x in m) else None
 
 
-def _shapes_agree(tr: Trace, score: int, softmax: int, context: int) -> bool:
-    """The softmax input is [..., Lq, Lk]: the score product makes it (its operands [..., Lq, d] and [..., d, Lk])
-    and the context product consumes it as its first matrix. True where a shape was not recorded (or for einsum,
+def _shapes_agree(tr: Trace, sibs: list[int], lo: int, pos: int, hi: int) -> bool:
+    """The softmax input (sibling ``pos``) is [..., Lq, Lk]: the score product (``lo``) makes it (its operands
+    [..., Lq, d] and [..., d, Lk]) and the context product (``hi``) consumes it as its first matrix, directly or
+    through the shape-changing glue between them (SHAPE_GLUE). True where a shape was not recorded (or for einsum,
     whose equation decides its operands)."""
-    ds = _dims(tr, softmax)
+    ds = _dims(tr, sibs[pos])
     if ds is None:
         return True
     s = _matrix(ds, 0)
-    return s is not None and _score_agrees(tr, score, s) and _context_agrees(tr, context, s)
+    if s is None:
+        return False
+    score, context = sibs[lo], sibs[hi]
+    return ((_score_agrees(tr, score, s) or _score_through_glue(tr, score, s, sibs[lo + 1: pos]))
+            and (_context_agrees(tr, context, s) or _context_through_glue(tr, context, s, sibs[pos + 1: hi])))
+
+
+def _score_through_glue(tr: Trace, score: int, s: list[int], between: list[int]) -> bool:
+    """The score product's [.., Lq, Lk] becomes the softmax input ``s`` through a cat or a pad between them."""
+    out = _score_out(tr, score)
+    if out is None:
+        return False
+    host = tr.host
+    for i in between:
+        name = host[i].name
+        if not _GLUE["score"].fullmatch(name):
+            continue
+        if _GLUE_OP["cat-columns"].fullmatch(name):
+            if _cat_explains(tr, i, out, s):
+                return True
+        elif len(s) == out[0] and s[-2] >= out[1] and s[-1] >= out[2]:
+            return True  # a pad: its own dims are not kept, the ranks and sizes are checked
+    return False
+
+
+def _score_out(tr: Trace, score: int) -> tuple[int, int, int] | None:
+    """(rank, Lq, Lk) of the score product's output from its recorded operands; None where not recorded."""
+    name = tr.host[score].name
+    da = _dims(tr, score) if name != "aten::einsum" else None
+    if da is None:
+        return None
+    k = _LEFT_OPERANDS.get(name, 0)
+    a, b = _matrix(da, k), _matrix(da, k + 1)
+    if a is None or b is None:
+        return None
+    return max(len(a), len(b)), a[-2], b[-1]
+
+
+def _cat_explains(tr: Trace, cat: int, out: tuple[int, int, int], s: list[int]) -> bool:
+    """One of the cat's inputs is the score [.., Lq, Lk] (of its rank) and the inputs joined along one dim are
+    ``s``."""
+    parts = _cat_parts(tr, cat, len(s))
+    if parts is None or not any(len(p) == out[0] and p[-2:] == [out[1], out[2]] for p in parts):
+        return False
+    return any(_joined_along(parts, s, d) for d in range(len(s)))
+
+
+def _cat_parts(tr: Trace, cat: int, rank: int) -> list[list[int]] | None:
+    """The cat's recorded input shapes (its first argument, a tensor list), each of ``rank`` int dims; else None."""
+    dims = _dims(tr, cat)
+    parts = dims[0] if dims and isinstance(dims[0], list) else None
+    if not parts or not all(isinstance(p, list) and len(p) == rank and all(isinstance(x, int) for x in p)
+                            for p in parts):
+        return None
+    return parts
+
+
+def _joined_along(parts: list[list[int]], s: list[int], d: int) -> bool:
+    """``parts`` agree with ``s`` on every dim but ``d``, and sum to it there."""
+    others = all(p[k] == s[k] for p in parts for k in range(len(s)) if k != d)
+    return others and sum(p[d] for p in parts) == s[d]
+
+
+def _first_matrix(tr: Trace, i: int) -> list[int] | None:
+    """The recorded dims of a product's first matrix operand (baddbmm's is its second input); None if unknown."""
+    d = _dims(tr, i)
+    return _matrix(d, _LEFT_OPERANDS.get(tr.host[i].name, 0)) if d is not None else None
+
+
+def _context_through_glue(tr: Trace, context: int, s: list[int], between: list[int]) -> bool:
+    """The context product's first matrix is the softmax output ``s`` narrowed (and maybe transposed) by the
+    glue between them: same rank, no dim larger (compared sorted where a transpose is among the glue)."""
+    host = tr.host
+    names = [host[i].name for i in between if _GLUE["context"].fullmatch(host[i].name)]
+    if not any(_GLUE_OP["narrow"].fullmatch(n) for n in names):
+        return False
+    p = _first_matrix(tr, context)
+    if p is None or len(p) != len(s):
+        return False
+    transposed = any(_GLUE_OP["layout"].fullmatch(n) for n in names)
+    return all(a <= b for a, b in zip(*((sorted(p), sorted(s)) if transposed else (p, s))))
 
 
 def _score_agrees(tr: Trace, score: int, s: list[int]) -> bool:
@@ -551,23 +692,100 @@ def _triples_among(tr: Trace, sibs: list[int], soft_names: set[str]) -> list[_Ea
             continue
         lo = _product_near(host, sibs, pos, -1, used)
         hi = _product_near(host, sibs, pos, 1, len(sibs))
-        if lo is None or hi is None or not _shapes_agree(tr, sibs[lo], i, sibs[hi]):
+        if lo is None or hi is None or not _shapes_agree(tr, sibs, lo, pos, hi):
             continue
-        out.append(_Eager(sibs[lo], i, sibs[hi], sibs[lo: hi + 1]))
-        used = hi
+        lo, start = _first_score(tr, sibs, lo, used)
+        end = _last_context(tr, sibs, hi)
+        e = _Eager(sibs[lo], i, sibs[hi], sibs[start: end + 1])
+        if out and _one_chain(host, sibs, used, start):
+            e = _Eager(out[-1].score, out[-1].softmax, out[-1].context, out[-1].roots + sibs[used + 1: hi + 1])
+            out[-1] = e
+        else:
+            out.append(e)
+        used = end
     return out
 
 
+def _first_score(tr: Trace, sibs: list[int], lo: int, used: int) -> tuple[int, int]:
+    """(the score product, the first sibling of the call): products before the score product with no breaker or
+    softmax between (within MAX_EAGER_GAP, layout glue not counted) compute the same scores in parts: Longformer's
+    window einsum before its mask einsum, BigBird's band products, a relative-position product (never a
+    projection)."""
+    host = tr.host
+    start = lo
+    k = _product_near(host, sibs, lo, -1, used)
+    while k is not None and not _projection(tr, sibs[k]):
+        start = k
+        k = _product_near(host, sibs, k, -1, used)
+    return lo, start
+
+
+def _last_context(tr: Trace, sibs: list[int], hi: int) -> int:
+    """The last sibling of the call from its context product at ``hi``: products after it with no breaker or
+    softmax between (within MAX_EAGER_GAP) that are no next call's scores (no softmax follows them before a
+    breaker) compute the same context in parts: Longformer's global columns by matmul, then its window by einsum
+    (never a projection)."""
+    host = tr.host
+    end = hi
+    k = _product_near(host, sibs, hi, 1, len(sibs))
+    while k is not None and not _projection(tr, sibs[k]) and _product_near_softmax(host, sibs, k) is None:
+        end = k
+        k = _product_near(host, sibs, k, 1, len(sibs))
+    return end
+
+
+def _projection(tr: Trace, i: int) -> bool:
+    """A product with a recorded 2-D operand (a weight matrix: ``x @ W`` written as a matmul) is a projection,
+    never part of the scores or the context, whose operands are batched (≥ 3-D); unknown without shapes."""
+    dims = _dims(tr, i)
+    if dims is None:
+        return False
+    name = tr.host[i].name
+    if name == "aten::einsum":
+        dims = dims[1] if len(dims) > 1 and isinstance(dims[1], list) else []
+    k = _LEFT_OPERANDS.get(name, 0)
+    return any(isinstance(d, list) and len(d) == 2 and all(isinstance(x, int) for x in d) for d in dims[k: k + 2])
+
+
+def _product_near_softmax(host: Sequence[HostEvent], sibs: list[int], k: int) -> int | None:
+    """The softmax a product at ``k`` would be the score of: the first softmax after it within MAX_EAGER_GAP
+    (layout glue not counted) before any breaker; None if there is none."""
+    j = k + 1
+    gap = 0
+    while j < len(sibs) and gap <= MAX_EAGER_GAP:
+        nm = host[sibs[j]].name
+        if SOFTMAX_OPS.match(nm):
+            return j
+        if BREAKER.match(nm):
+            return None
+        if not GAP_FREE.fullmatch(nm):
+            gap += 1
+        j += 1
+    return None
+
+
+def _one_chain(host: Sequence[HostEvent], sibs: list[int], end: int, start: int) -> bool:
+    """Rule one-chain: a triple starting at sibling ``start`` continues the chain whose last context product is at
+    ``end`` when at most MAX_EAGER_GAP siblings and no breaker lie between: block-sparse attention (BigBird) runs
+    several score → softmax → context triples in one call, and layers are always apart by a projection."""
+    if start - end - 1 > MAX_EAGER_GAP:
+        return False
+    return not any(BREAKER.match(host[sibs[k]].name) for k in range(end + 1, start))
+
+
 def _product_near(host: Sequence[HostEvent], sibs: list[int], pos: int, step: int, stop: int) -> int | None:
-    """The nearest product op from ``pos`` in direction ``step`` within MAX_EAGER_GAP siblings, before any
-    breaker or other softmax, not reaching ``stop``; None if there is none."""
+    """The nearest product op from ``pos`` in direction ``step`` within MAX_EAGER_GAP siblings (layout glue not
+    counted: GAP_FREE_GLUE), before any breaker or other softmax, not reaching ``stop``; None if there is none."""
     k = pos + step
-    while k != stop and 0 <= k < len(sibs) and abs(k - pos) <= MAX_EAGER_GAP + 1:
+    gap = 0
+    while k != stop and 0 <= k < len(sibs) and gap <= MAX_EAGER_GAP:
         nm = host[sibs[k]].name
         if MATMUL_OPS.match(nm):
             return k
         if BREAKER.match(nm) or SOFTMAX_OPS.match(nm):
             return None
+        if not GAP_FREE.fullmatch(nm):
+            gap += 1
         k += step
     return None
 

@@ -16,6 +16,7 @@ from itertools import groupby
 from ...model import DeviceEvent, Trace
 from ...results.attribution import Evidence
 from ...vocab import Category, CoreKind, FoundBy, KernelLabel, Phase, kernel_label
+from ..classify import Classifier
 from ..link import NONE, Links
 from .discovery import BREAKER, MAX_BETWEEN, SOFTMAX_OPS, Block, gemm_softmax_gemm, short_kernel_name
 
@@ -103,10 +104,13 @@ class _KernelRun:
         self.memo: dict[str, tuple[str, str] | None] = {}
         self.new: list[int] = []
         names = tr.names if tr.names is not None else frozenset(d.name for d in tr.device)
-        self.any_members = any(_member_of(n, self.memo) is not None for n in names)
+        roles = {_member_of(n, self.memo) for n in names}
+        self.any_members = any(r is not None for r in roles)
+        self.any_before = any(r is not None and r[0] == "before" for r in roles)  # (else no owned kernel can lead)
         self.reset()
 
     def reset(self) -> None:
+        self.lead: tuple[int, int, str] | None = None  # (position, kernel, group) of an owned "before" member
         self.members: list[int] = []  # the run's kernels so far (attention and group members)
         self.between: list[int] = []  # kernels since the last member, joined if another member follows
         self.core = False  # an attention kernel is in the run
@@ -134,11 +138,47 @@ class _KernelRun:
     def walk(self, g: list[int]) -> None:
         """One stream's events in start order; only free kernels and those met while a run is open are looked at."""
         owner, linked, step = self.dev_owner, self.links.device_linked, self._step
-        for j in g:
+        watch = self.any_before
+        for k, j in enumerate(g):
             free = owner[j] == NONE and linked[j]
+            if self.lead is not None and self._follows_lead(k, j, free):
+                continue
             if free or self.members:  # (else the common case: a kernel a host block owns, no run open)
                 step(j, free)
+            elif watch:
+                self._note_lead(k, j)
         self.close()
+
+    def _note_lead(self, k: int, j: int) -> None:
+        """Rule owned-lead: an owned kernel that runs before a call's attention kernel (a KERNEL_GROUPS "before"
+        member: SageAttention's quantise) may lead a free attention kernel of the same call (its ``k``: the
+        position on the stream)."""
+        role = _member_of(self.tr.device[j].name, self.memo)
+        if role is not None and role[0] == "before":
+            self.lead = (k, j, role[1])
+        elif self.cats[j] == Category.FUSED_ATTENTION:
+            self.lead = None
+
+    def _follows_lead(self, k: int, j: int, free: bool) -> bool:
+        """A free attention kernel within MAX_BETWEEN kernels after the owned lead of its group joins the lead's
+        block: one call is one block, even where a host block owns only the call's first kernel (a replay mapped to
+        its capture, a quantise launched under the attention scope and the attention kernel outside it). A GEMM or
+        a softmax between ends the lead (two calls), as it ends a run."""
+        assert self.lead is not None
+        at, lead, group = self.lead
+        cat = self.cats[j]
+        if cat in _ENDS_RUN or k - at > MAX_BETWEEN + 1:
+            self.lead = None
+            return False
+        if not free or self.members or cat != Category.FUSED_ATTENTION or not _core_of(group, self.tr.device[j].name):
+            return False
+        b = self.dev_owner[lead]
+        self.dev_owner[j] = b
+        blk = self.blocks[b]
+        if blk.evidence is not None and blk.evidence.group is None:
+            blk.evidence = replace(blk.evidence, group=group)
+        self.lead = None
+        return True
 
     def _step(self, j: int, free: bool) -> None:
         """A kernel that no block owns extends, opens or closes the run; an owned one closes it, or takes it over
@@ -210,6 +250,47 @@ class _KernelRun:
 
 
 _ENDS_RUN = frozenset({Category.MATMUL, Category.SOFTMAX})  # a GEMM or softmax between two kernels: two calls
+
+
+class CaptureLead:
+    """Rule owned-lead in a graph capture, where no kernel runs and blocks only record their launches: a launch
+    that no block owns, recording a group's attention kernel within MAX_BETWEEN launches after a block's recorded
+    "before" member (SageAttention's quantise), is that block's. One call is one block, in captures too.
+    Launches are fed in capture order (:meth:`owner`); kernels are judged by the default classifier."""
+
+    def __init__(self) -> None:
+        self.clf = Classifier()
+        self.memo: dict[str, tuple[str, str] | None] = {}
+        self.lead: tuple[int, int, str] | None = None  # (position, block, group)
+
+    def owner(self, pos: int, name: str | None, b: int) -> int:
+        """The block that records launch number ``pos`` (kernel ``name``, owned by block ``b`` or NONE)."""
+        if name is None:
+            return b
+        if b != NONE:
+            self._owned(pos, name, b)
+            return b
+        return self._free(pos, name) if self.lead is not None else NONE
+
+    def _owned(self, pos: int, name: str, b: int) -> None:
+        """A block's launch: a "before" member leads; another block's launch ends the lead."""
+        role = _member_of(name, self.memo)
+        if role is not None and role[0] == "before":
+            self.lead = (pos, b, role[1])
+        elif self.lead is not None and self.lead[1] != b:
+            self.lead = None
+
+    def _free(self, pos: int, name: str) -> int:
+        """A launch no block owns: the lead's block when it records the lead's attention kernel, else NONE."""
+        assert self.lead is not None
+        at, b, group = self.lead
+        cat = self.clf.device(name, "kernel", None)
+        if cat in _ENDS_RUN or pos - at > MAX_BETWEEN + 1:
+            self.lead = None
+        elif cat == Category.FUSED_ATTENTION and _core_of(group, name):
+            self.lead = None
+            return b
+        return NONE
 
 
 def _core_label(dev: Sequence[DeviceEvent], cores: list[int]) -> tuple[KernelLabel | None, str]:
