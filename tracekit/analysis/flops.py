@@ -45,7 +45,8 @@ from ..results.efficiency import HOST_ONLY, NO_FORMULA, NO_SHAPES, DeviceInfo, E
 from ..vocab import COMPOSITE_GEMM_OPS, LOG_SOFTMAX_OPS, SHAPED_GEMM_OPS, SOFTMAX_OPS, alternation, anchored
 from .link import NONE, Links
 
-__all__ = ["VECTOR_RULES", "ByteRule", "OpCost", "attention_flops", "block_efficiency", "device_info", "op_cost", "vector_rule"]
+__all__ = ["VECTOR_RULES", "ByteRule", "OpCost", "attention_flops", "block_efficiency", "device_info", "op_cost",
+           "vector_rule"]
 
 # Bytes per element of the dtype names ``Input type`` uses, and the class whose peak applies.
 _DTYPES: dict[str, tuple[int, str | None]] = {
