@@ -45,8 +45,8 @@ from ..results.efficiency import HOST_ONLY, NO_FORMULA, NO_SHAPES, DeviceInfo, E
 from ..vocab import COMPOSITE_GEMM_OPS, LOG_SOFTMAX_OPS, SHAPED_GEMM_OPS, SOFTMAX_OPS, alternation, anchored
 from .link import NONE, Links
 
-__all__ = ["VECTOR_RULES", "ByteRule", "OpCost", "attention_flops", "block_efficiency", "device_info", "op_cost",
-           "vector_rule"]
+__all__ = ["VECTOR_RULES", "ByteRule", "OpCost", "attention_flops", "block_efficiency", "device_info", "dtype_class",
+           "op_cost", "vector_rule"]
 
 # Bytes per element of the dtype names ``Input type`` uses, and the class whose peak applies.
 _DTYPES: dict[str, tuple[int, str | None]] = {
@@ -108,6 +108,12 @@ def _tensor(dims: list, types: list, k: int) -> _Tensor | None:
         return None
     size, cls = _DTYPES[t]
     return d, size, cls
+
+
+def dtype_class(type_name: object) -> str | None:
+    """The dtype class (tracekit.hardware.DTYPES) of a recorded ``Input type`` name, or None."""
+    got = _DTYPES.get(type_name) if isinstance(type_name, str) else None
+    return got[1] if got else None
 
 
 def _numel(shape: Sequence[int]) -> int:

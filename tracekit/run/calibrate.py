@@ -18,7 +18,7 @@ import orjson
 
 from ..analysis.flops import attention_flops, cost_of
 from ..analysis.pipeline import attribute_trace
-from ..analysis.whatif import fit_curve, occupancy
+from ..analysis.whatif.model import fit_curve, occupancy
 from ..calibration import Calibration
 from ..errors import TracekitError
 from ..hardware import lookup, normalise
