@@ -139,3 +139,106 @@ class WhatIf:
             expect(close(s.eager_us - s.fused_us, s.saving_us, len(self.blocks) + 1, s.eager_us),
                    lambda: f"whatif step {s.step}: eager {s.eager_us} - fused {s.fused_us} != saving {s.saving_us}")
         return self
+
+
+# -- rows: what every view shows, computed once here (the renderers only lay them out) ------------------------------
+WHATIF_GROUPINGS: tuple[str, ...] = ("kind", "block", "step")
+
+
+@dataclass(slots=True, kw_only=True)
+class WhatIfRow:
+    """One row of a whatif table: per call medians of its blocks, and the saving per step (the median over steps of
+    the row's blocks' savings in each step); figures None where no block of the row has a prediction."""
+
+    label: str
+    phase: Phase | None
+    n: int
+    shape: Shape | None
+    mask: str | None
+    mask_assumed: bool
+    confidence: str
+    eager_core_us: float
+    fused_us: float | None
+    block_us: float
+    fused_block_us: float | None
+    saving_per_step_us: float | None
+    steps: int  # the steps the saving per step is the median of (0: blocks outside steps, summed)
+    launch_bound_predicted: bool
+    reason: str | None
+
+    @property
+    def error(self) -> float | None:
+        return CONFIDENCE_ERRORS.get(self.confidence)
+
+
+def whatif_rows(w: WhatIf, by: str = "kind") -> list[WhatIfRow]:
+    """One row per block kind and phase, per block, or per step, in the blocks' order."""
+    if by not in WHATIF_GROUPINGS:
+        raise ValueError(f"unknown grouping {by!r}; choose from {', '.join(WHATIF_GROUPINGS)}")
+    groups: dict[tuple[object, ...], list[WhatIfBlock]] = {}
+    for k, b in enumerate(w.blocks):
+        key: tuple[object, ...] = ((b.kind, b.phase) if by == "kind" else (k,) if by == "block" else (b.step,))
+        groups.setdefault(key, []).append(b)
+    return [_row(_label(by, rows[0]), rows, by) for rows in groups.values()]
+
+
+def _label(by: str, b: WhatIfBlock) -> str:
+    if by == "kind":
+        return b.kind if b.phase == Phase.FORWARD else f"{b.kind} ({b.phase})"
+    if by == "block":
+        return b.name if b.step is None else f"{b.name} (step {b.step})"
+    return "outside steps" if b.step is None else f"step {b.step}"
+
+
+def _row(label: str, rows: list[WhatIfBlock], by: str) -> WhatIfRow:
+    done = [b for b in rows if b.fused_us is not None]
+    first = done[0] if done else rows[0]
+    saving, steps = _saving_per_step(done)
+    return WhatIfRow(label=label, phase=first.phase if by != "step" else None, n=len(rows), shape=first.shape,
+                     mask=first.mask, mask_assumed=first.mask_assumed, confidence=_worst(rows),
+                     eager_core_us=_median([b.eager_core_us for b in rows]),
+                     fused_us=_median([b.fused_us for b in done if b.fused_us is not None]) if done else None,
+                     block_us=_median([b.block_us for b in rows]),
+                     fused_block_us=_median([b.fused_block_us for b in done if b.fused_block_us is not None])
+                     if done else None, saving_per_step_us=saving, steps=steps,
+                     launch_bound_predicted=any(b.launch_bound_predicted for b in done),
+                     reason=first.reason)
+
+
+def _saving_per_step(done: list[WhatIfBlock]) -> tuple[float | None, int]:
+    if not done:
+        return None, 0
+    by_step: dict[int | None, float] = {}
+    for b in done:
+        by_step[b.step] = by_step.get(b.step, 0.0) + (b.saving_us or 0.0)
+    stepped = [v for s, v in by_step.items() if s is not None]
+    if not stepped:
+        return by_step[None], 0
+    return _median(stepped), len(stepped)
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+_ORDER = list(CONFIDENCE_ERRORS)
+
+
+def _worst(rows: list[WhatIfBlock]) -> str:
+    """The row's confidence: its blocks' least certain label (CONFIDENCE_ERRORS order, ``none`` first)."""
+    return min((b.confidence for b in rows), key=_ORDER.index)
+
+
+def shape_text(s: Shape | None, mask: str | None = None, assumed: bool = False) -> str:
+    """``B4 H16/4 L1024² d128 bf16 causal (assumed)``: a shape as the table prints it."""
+    if s is None:
+        return "—"
+    heads = (f"B{s.batch} H{s.heads_q}" + (f"/{s.heads_kv}" if s.heads_kv and s.heads_kv != s.heads_q else "")
+             if s.batch is not None else f"BH{s.batch_heads}")
+    length = f"L{s.len_q}²" if s.len_q == s.len_k else f"Lq{s.len_q} Lk{s.len_k}"
+    out = f"{heads} {length} d{s.head_dim}" + (f" {s.dtype}" if s.dtype else "")
+    if mask:
+        out += f" {mask}" + (" (assumed)" if assumed else "")
+    return out
