@@ -6,13 +6,20 @@ shared H200 sweep's own traces, never from a figure tracekit printed.
 
 from __future__ import annotations
 
+import gzip
+import json
+import statistics
 from dataclasses import replace
 from math import isclose
+from pathlib import Path
 
 import orjson
 import pytest
 
-from support.paths import SWEEP, requires_h200
+from support.builders import CUTLASS_BF16_GEMM, TraceBuilder, with_dims
+from support.paths import SWEEP, requires_h200, sweep_file
+from tracekit import whatif
+from tracekit.results.whatif import Shape, WhatIf
 from tracekit.analysis.flops import attention_flops, op_cost
 from tracekit.analysis.whatif import efficiency, fit_curve, fused_time_us, occupancy
 from tracekit.calibration import BACKENDS, CALIBRATIONS, calibration, calibrations_for
@@ -142,3 +149,131 @@ def test_replace_keeps_a_calibration_frozen() -> None:
     with pytest.raises(AttributeError):
         H200.eta_max = 1.0  # type: ignore[misc]
     assert replace(H200, eta_max=0.1).eta_max == 0.1
+
+
+# -- one hand-built eager block: every figure known by construction -------------------------------------------------
+MASK_K = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+          "at::native::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}>(int)")
+SOFT_K = "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 8, false, false>(x)"
+COPY_K = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+          "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const>(int)")
+BF = "c10::BFloat16"
+B, HQ, HKV, L, D = 2, 8, 2, 256, 64
+# (kernel, µs) launched by each op, back to back on one stream: the busy shares are the durations
+KERNELS = {"proj": 30.0, "copy": 20.0, "score": 40.0, "mask": 10.0, "soft": 25.0, "context": 30.0, "out": 30.0}
+
+
+def _gqa_block(device: str = "NVIDIA H200", dims: bool = True, mask: bool = True) -> TraceBuilder:
+    """ProfilerStep#1 > layer0.attention: a q projection, HF repeat_kv's copy of K (H_kv 2 to 8 heads), the eager
+    core (matmul, masked_fill, softmax, matmul) and the output projection, each op launching one kernel."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": device}])
+    b.annotation("ProfilerStep#1", 0, 400)
+    b.annotation("layer0.attention", 1, 390)
+    t, k = 2.0, 1000.0
+
+    def op(name: str, kernel: str, us: float, d: list | None = None, types: list | None = None) -> None:
+        nonlocal t, k
+        ev = b.op(name, t, 20)
+        if dims and d is not None:
+            with_dims(ev, d, types or [BF] * len(d))
+        b.launch(kernel, t + 1, 1, k, us)
+        t, k = t + 30, k + us
+
+    op("aten::linear", CUTLASS_BF16_GEMM, KERNELS["proj"], [[B, L, 512], [512, 512]])
+    b.op("aten::reshape", t, 25)
+    with_dims(b.op("aten::clone", t + 1, 23), [[B, HKV, HQ // HKV, L, D], []], [BF, "Scalar"])
+    b.op("aten::copy_", t + 2, 20)
+    b.launch(COPY_K, t + 3, 1, k, KERNELS["copy"])
+    t, k = t + 30, k + KERNELS["copy"]
+    op("aten::matmul", CUTLASS_BF16_GEMM, KERNELS["score"], [[B, HQ, L, D], [B, HQ, D, L]])
+    if mask:
+        op("aten::masked_fill", MASK_K, KERNELS["mask"], [[B, HQ, L, L], [1, 1, L, L], []], [BF, "bool", "Scalar"])
+    op("aten::softmax", SOFT_K, KERNELS["soft"], [[B, HQ, L, L], [], []], [BF, "Scalar", "Scalar"])
+    op("aten::matmul", CUTLASS_BF16_GEMM, KERNELS["context"], [[B, HQ, L, L], [B, HQ, L, D]])
+    op("aten::linear", CUTLASS_BF16_GEMM, KERNELS["out"], [[B, L, 512], [512, 512]])
+    return b
+
+
+def _one(tmp_path: Path, b: TraceBuilder, **kw: str) -> WhatIf:
+    [w] = whatif(b.write(tmp_path / "t.json"), **kw)
+    return w.check()
+
+
+def test_a_hand_built_block_gives_the_figures_of_its_construction(tmp_path: Path) -> None:
+    w = _one(tmp_path, _gqa_block(), backend="cudnn")
+    [row] = w.blocks
+    core = KERNELS["score"] + KERNELS["mask"] + KERNELS["soft"] + KERNELS["context"]
+    assert row.block_us == pytest.approx(sum(KERNELS.values()))
+    assert row.eager_core_us == pytest.approx(core)
+    assert row.repeat_kv_us == pytest.approx(KERNELS["copy"])
+    assert row.shape == Shape(batch_heads=B * HQ, batch=B, heads_q=HQ, heads_kv=HKV, len_q=L, len_k=L, head_dim=D,
+                              dtype="bf16")
+    assert (row.mask, row.mask_assumed, row.confidence) == ("causal", True, "in-scope")
+    cal = calibration("NVIDIA H200", "cudnn")
+    assert cal is not None
+    flops = 4 * B * HQ * L * L * D / 2  # causal, Lq = Lk: half the two products
+    n_cta = B * HQ * 2  # ceil(256 / 128) query tiles per head
+    by_hand = flops / (cal.eta_max * L / (L + cal.l_half) * (n_cta / 132) * 989.4e12) * 1e6
+    assert row.flops == flops
+    assert row.fused_us == pytest.approx(max(cal.floor_us, by_hand), abs=1e-3)
+    assert row.fused_block_us == pytest.approx(sum(KERNELS.values()) - core - KERNELS["copy"] + row.fused_us
+                                               + cal.small_us, abs=2e-3)
+    assert row.saving_us == pytest.approx(row.block_us - row.fused_block_us, abs=2e-3)
+    assert [(s.step, s.saving_us) for s in w.per_step] == [(1, row.saving_us)]
+
+
+def test_the_mask_option_and_auto_without_a_mask_op(tmp_path: Path) -> None:
+    causal = _one(tmp_path, _gqa_block(), backend="cudnn", mask="causal").blocks[0]
+    none = _one(tmp_path, _gqa_block(), backend="cudnn", mask="none").blocks[0]
+    dense = _one(tmp_path, _gqa_block(), backend="cudnn", mask="dense").blocks[0]
+    assert none.flops == 2 * causal.flops and dense.flops == none.flops
+    assert (causal.mask_assumed, none.mask_assumed) == (False, False)
+    assert dense.confidence == "masked" and none.confidence == "in-scope"
+    unmasked = _one(tmp_path, _gqa_block(mask=False), backend="cudnn").blocks[0]
+    assert (unmasked.mask, unmasked.mask_assumed) == ("none", True)
+
+
+def test_no_number_without_shapes_or_a_calibrated_device(tmp_path: Path) -> None:
+    bare = _one(tmp_path, _gqa_block(dims=False), backend="cudnn").blocks[0]
+    assert bare.fused_us is None and bare.confidence == "none" and "record_shapes" in (bare.reason or "")
+    other = _one(tmp_path, _gqa_block(device="NVIDIA GeForce RTX 4090"))
+    assert other.calibration is None and other.blocks[0].fused_us is None
+    assert "no fused-attention calibration for NVIDIA GeForce RTX 4090" in (other.reason or "")
+
+
+def test_best_picks_the_fastest_backend_and_all_lists_each(tmp_path: Path) -> None:
+    path = _gqa_block().write(tmp_path / "t.json")
+    every = whatif(path, backend="all")
+    assert [w.backend for w in every] == sorted(BACKENDS, key=lambda be: next(
+        w.totals.fused_us for w in every if w.backend == be))
+    [best] = whatif(path)
+    assert best.backend == every[0].backend
+    assert best.totals.fused_us == min(w.totals.fused_us for w in every)
+
+
+# -- the shared H200 sweep: eager_L against the measured sdpa-cudnn_L ------------------------------------------------
+def _fused_kernel_us(run: str) -> float:
+    """The median duration of the cuDNN SDPA forward kernels of a sweep run: a walk of the raw JSON."""
+    with gzip.open(sweep_file(run)) as f:
+        doc = json.load(f)
+    durs = [e["dur"] for e in doc["traceEvents"] if e.get("cat") == "kernel" and "sdpa" in e.get("name", "")
+            and "cudnn" in e.get("name", "")]
+    assert durs
+    return statistics.median(durs)
+
+
+@requires_h200
+@pytest.mark.parametrize("length", [1024, 2048, 4096])
+def test_eager_l_predicts_the_measured_cudnn_kernel_within_15_percent(length: int) -> None:
+    [w] = whatif(sweep_file(f"eager_{length}"), backend="cudnn")
+    measured = _fused_kernel_us(f"sdpa-cudnn_{length}")
+    for b in w.blocks:
+        assert b.fused_us is not None and b.confidence == "in-scope"
+        assert abs(b.fused_us / measured - 1) <= 0.15, (b.name, b.fused_us, measured)
+
+
+@requires_h200
+def test_the_launch_check_fires_at_512() -> None:
+    """At L = 512 the measured latency got worse with SDPA (summary.md): the host outlasts the fused block."""
+    [w] = whatif(sweep_file("eager_512"), backend="cudnn")
+    assert w.blocks and all(b.launch_bound_predicted for b in w.blocks)
