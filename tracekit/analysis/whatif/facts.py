@@ -137,4 +137,4 @@ def _masked(tr: Trace, inp: _Inputs, blk: Block) -> bool:
 
 def _tensor_operand(inp: _Inputs, i: int) -> bool:
     dims = inp.dims(i)
-    return bool(dims) and len(dims) > 1 and isinstance(dims[1], list) and len(dims[1]) >= 2
+    return dims is not None and len(dims) > 1 and isinstance(dims[1], list) and len(dims[1]) >= 2
