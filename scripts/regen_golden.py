@@ -18,6 +18,8 @@ Sources, as the tests that read the files produce them:
   diff.json, diff_header.csv            tests/support/pairs.py's eager/fused pair, ``tracekit diff``
   real_attribution.json.gz              every trace under ../shared/traces/real, through the JSON
                                         renderer's to_dict (skipped, with a note, when absent)
+  whatif_eager_4096.json                ``tracekit whatif --backend all --format json`` of the shared H200
+                                        sweep's eager_4096 (skipped, with a note, when absent)
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ GOLDEN = ROOT / "tests" / "golden"
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's tracekit, and the tests' builders
 
 from support.cli import diff_json, run_cli  # noqa: E402  (tests/support is importable only after the sys.path line)
-from support.paths import REAL, real_trace_files  # noqa: E402  (likewise)
+from support.paths import REAL, SWEEP, real_trace_files  # noqa: E402  (likewise)
 
 
 def _json_text(doc: Any) -> str:
@@ -76,6 +78,16 @@ def real_golden() -> dict[str, bytes]:
            for f in files}
     text = json.dumps(doc, indent=0, sort_keys=True)
     return {"real_attribution.json.gz": gzip.compress(text.encode(), mtime=0)}
+
+
+def whatif_golden() -> dict[str, bytes]:
+    run = SWEEP / "eager_4096"
+    if not run.is_dir():
+        print(f"whatif_eager_4096.json: skipped, no H200 sweep at {SWEEP}")
+        return {}
+    out = json.loads(run_cli("whatif", run, "--backend", "all", "--format", "json", check=True).stdout)
+    out["tool"] = "tracekit X.Y.Z"
+    return {"whatif_eager_4096.json": _json_text(out).encode()}
 
 
 # -- what changed -----------------------------------------------------------------------------------
@@ -134,12 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         makers: list[Callable[[], dict[str, bytes]]] = [
-            lambda: attribute_goldens(tmp), lambda: diff_goldens(tmp), real_golden]
+            lambda: attribute_goldens(tmp), lambda: diff_goldens(tmp), real_golden, whatif_golden]
         fresh: dict[str, bytes] = {}
         for make in makers:
             fresh.update(make())
     stale = sorted(p.name for p in GOLDEN.iterdir() if p.is_file() and p.suffix != ".md"
-                   and p.name not in fresh and not (p.name == "real_attribution.json.gz" and not REAL.is_dir()))
+                   and p.name not in fresh and not (p.name == "real_attribution.json.gz" and not REAL.is_dir())
+                   and not (p.name == "whatif_eager_4096.json" and not SWEEP.is_dir()))
     changed = False
     for name, data in fresh.items():
         path = GOLDEN / name

@@ -421,3 +421,61 @@ def test_latency_parse_forms():
     assert m.samples_ms == (2.55, 2.49, 2.51, 2.6)
     one = parse_latency("2.51", "after")
     assert (one.median_ms, one.sample_count, one.half_spread_ms) == (2.51, 1, None)
+
+
+# -- tracekit whatif (issue 39) --------------------------------------------------------------------------------------
+def _hostile_eager(tmp_path: Path) -> Path:
+    """An H200 trace whose one eager block carries a hostile name (a formula start, markdown and a newline)."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H200"}])
+    b.annotation("=HYPERLINK(1)|*x*\nattention", 0, 200)
+    dims = {"Input Dims": [[1, 4, 256, 64], [1, 4, 64, 256]], "Input type": ["c10::BFloat16"] * 2}
+    b.op("aten::matmul", 1, 10)["args"].update(dims)
+    b.launch("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)",
+             2, 1, 1000, 40)
+    b.op("aten::softmax", 20, 10)["args"].update({"Input Dims": [[1, 4, 256, 256], [], []],
+                                                   "Input type": ["c10::BFloat16", "Scalar", "Scalar"]})
+    b.launch("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 8>(x)",
+             21, 1, 1040, 20)
+    b.op("aten::matmul", 40, 10)["args"].update({"Input Dims": [[1, 4, 256, 256], [1, 4, 256, 64]],
+                                                  "Input type": ["c10::BFloat16"] * 2})
+    b.launch("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)",
+             41, 1, 1060, 30)
+    return b.write(tmp_path / "t.pt.trace.json")
+
+
+def test_whatif_formats_agree_and_keep_hostile_names_inert(tmp_path):
+    trace = _hostile_eager(tmp_path)
+    doc = json.loads(run_cli("whatif", trace, "--format", "json", check=True).stdout)
+    [block] = doc["whatif"]["blocks"]
+    assert block["name"] == "=HYPERLINK(1)|*x*\nattention" and block["fused_us"] > 0
+    assert block["eager_core_us"] == pytest.approx(90.0) and block["confidence"] == "in-scope"
+    table = run_cli("whatif", trace, check=True).stdout
+    assert "\\n" in table and "\nattention" not in table  # the newline shown as its escape, never a line break
+    rows = list(csv.reader(io.StringIO(run_cli("whatif", trace, "--format", "csv", check=True).stdout)))
+    assert rows[1][1].startswith("'=HYPERLINK")  # a formula start written as text
+    md = run_cli("whatif", trace, "--format", "markdown", check=True).stdout
+    assert "=HYPERLINK(1)\\|*x*\\\\nattention |" in md  # the cell separator escaped, the newline shown as \\n
+
+
+def test_whatif_writes_a_file_and_never_over_its_input(tmp_path):
+    trace = _hostile_eager(tmp_path)
+    out = tmp_path / "w.json"
+    run_cli("whatif", trace, "-o", out, check=True)
+    assert json.loads(out.read_text())["whatif"]["backend"] in ("cudnn", "flash", "efficient")
+    proc = run_cli("whatif", trace, "--format", "json", "-o", trace)
+    assert proc.returncode != 0 and proc.stderr.startswith("Error: ") and "Traceback" not in proc.stderr
+    assert json.loads(trace.read_text())["traceEvents"]
+
+
+def test_whatif_refuses_what_it_cannot_read_with_one_line(tmp_path):
+    missing = run_cli("whatif", tmp_path / "nope.json")
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and missing.stderr.startswith("Error: ")
+    _hostile_eager(tmp_path)
+    (tmp_path / "u.pt.trace.json").write_text((tmp_path / "t.pt.trace.json").read_text())
+    two = run_cli("whatif", tmp_path)
+    assert two.returncode == 2 and "whatif reads one trace" in two.stderr and "Traceback" not in two.stderr
+
+
+def test_whatif_on_a_cpu_trace_says_why_there_is_no_number(tmp_path):
+    proc = run_cli("whatif", ROOT / "sample_traces" / "cpu_eager_256.pt.trace.json.gz", check=True)
+    assert "no prediction: a CPU-only trace" in proc.stdout

@@ -21,20 +21,21 @@ _LAZY = {
     "discover": ".run.inputs",
     "diff_paths": ".run.api",
     "diff": ".run.api",
+    "whatif": ".run.api",
     "Attribution": ".results",
     "CATEGORIES": ".results",
     "TracekitError": ".errors",
 }
 
 __all__ = ["analyze", "attribute_trace", "load_trace", "find_trace_files", "discover", "diff", "diff_paths",
-           "Attribution", "CATEGORIES", "TracekitError", "__version__"]
+           "whatif", "Attribution", "CATEGORIES", "TracekitError", "__version__"]
 
 if TYPE_CHECKING:
     from .analysis.attribute import attribute_trace
     from .errors import TracekitError
     from .io.load import load_trace
     from .results import CATEGORIES, Attribution
-    from .run.api import analyze, diff, diff_paths
+    from .run.api import analyze, diff, diff_paths, whatif
     from .run.inputs import discover, find_trace_files
 
 

@@ -446,6 +446,49 @@ def annotate(path: Path, output: Path, scope: str | None) -> None:
         sys.exit(EXIT_DAMAGED)
 
 
+@cli.command()
+@click.argument("path", type=click.Path(readable=False))
+@click.option("--backend", type=click.Choice(("best", "all", "cudnn", "flash", "efficient")), default="best",
+              show_default=True, help="The fused SDPA backend to predict: the fastest calibrated one, all of them, "
+                                      "or one.")
+@click.option("--mask", type=click.Choice(("auto", "causal", "none", "dense")), default="auto", show_default=True,
+              help="The mask the fused kernel would apply: auto guesses causal where Lq = Lk and the core masks; "
+                   "dense gives a lower bound on the fused time.")
+@click.option("--by", type=click.Choice(("kind", "block", "step")), default="kind", show_default=True,
+              help="One row per block kind, block or step.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS),
+              help="Output format (default: table, or from -o's extension).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, readable=False, path_type=Path),
+              help="Write to this file instead of stdout (.json/.csv/.md/.txt, + .gz to compress).")
+@click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges.")
+@_one_shot
+def whatif(path: str, backend: str, mask: str, by: str, fmt: str | None, output: Path | None,
+           scope: str | None) -> None:
+    """Predict what a fused attention kernel would take for each eager block of PATH (one trace), and the saving."""
+    try:
+        fmt, gz = output_format(fmt, output)
+        from .renderers.whatif import render_whatif
+        from .run.api import whatif as predict
+        from .run.inputs import discover
+
+        found = discover(path)
+        refuse_clobber(output, [found])
+        results = predict(found, backend=backend, mask=mask, scope=scope)
+        emit(_WhatIfText(render_whatif(results, fmt, by, tool=TOOL, title=str(path))), None, output, gz)
+    except TracekitError as exc:
+        raise _fail(exc) from None
+
+
+class _WhatIfText:
+    """Already rendered text, for emit()."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def render(self, result: object) -> str:
+        return self.text
+
+
 # ---------------------------------------------------------------------------------------------
 # Renderers (the only place the CLI names renderer classes)
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from support.paths import ROOT
+from support.paths import ROOT, SWEEP
 
 
 @pytest.mark.slow
@@ -18,3 +18,5 @@ def test_golden_files_are_what_the_regen_script_makes() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for name in ("attribute.json", "attribute_header.csv", "diff.json", "diff_header.csv"):
         assert f"{name}: unchanged" in proc.stdout, proc.stdout
+    if SWEEP.is_dir():
+        assert "whatif_eager_4096.json: unchanged" in proc.stdout, proc.stdout

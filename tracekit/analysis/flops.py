@@ -45,7 +45,8 @@ from ..results.efficiency import HOST_ONLY, NO_FORMULA, NO_SHAPES, DeviceInfo, E
 from ..vocab import COMPOSITE_GEMM_OPS, LOG_SOFTMAX_OPS, SHAPED_GEMM_OPS, SOFTMAX_OPS, alternation, anchored
 from .link import NONE, Links
 
-__all__ = ["VECTOR_RULES", "ByteRule", "OpCost", "block_efficiency", "device_info", "op_cost", "vector_rule"]
+__all__ = ["VECTOR_RULES", "ByteRule", "OpCost", "attention_flops", "block_efficiency", "device_info", "dtype_class",
+           "op_cost", "vector_rule"]
 
 # Bytes per element of the dtype names ``Input type`` uses, and the class whose peak applies.
 _DTYPES: dict[str, tuple[int, str | None]] = {
@@ -107,6 +108,12 @@ def _tensor(dims: list, types: list, k: int) -> _Tensor | None:
         return None
     size, cls = _DTYPES[t]
     return d, size, cls
+
+
+def dtype_class(type_name: object) -> str | None:
+    """The dtype class (tracekit.hardware.DTYPES) of a recorded ``Input type`` name, or None."""
+    got = _DTYPES.get(type_name) if isinstance(type_name, str) else None
+    return got[1] if got else None
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -251,14 +258,20 @@ def _attention(name: str, dims: list, types: list, concrete: list) -> OpCost | N
         (b, hq, lq, dqk), (_, hk, lk, _), (_, hv, _, dv) = q[0], k[0], v[0]
     else:
         (b, lq, hq, dqk), (_, lk, hk, _), (_, _, hv, dv) = q[0], k[0], v[0]
-    frac = _causal_fraction(lq, lk) if _causal(name, concrete, cpos, ckind) else 1.0
-    flops = 2.0 * b * hq * lq * lk * (dqk + dv) * frac
+    flops = attention_flops(b * hq, lq, lk, dqk, dv, causal=_causal(name, concrete, cpos, ckind), backward=backward)
     elem = q[1]
     io = b * hq * lq * dqk + b * hk * lk * dqk + b * hv * lk * dv + b * hq * lq * dv  # Q, K, V read; O written
     if backward:
-        flops *= _BWD_FACTOR
         io *= 2  # Q, K, V, O and dO read; dQ, dK, dV written
     return OpCost(flops, float(io * elem), q[2], True)
+
+
+def attention_flops(batch_heads: int, lq: int, lk: int, dqk: int, dv: int, *, causal: bool, backward: bool) -> float:
+    """A fused attention call's FLOPs (the module docstring's conventions): its two products over the query heads,
+    the causal fraction of the score matrix, 2.5x for the backward. The one formula: the fused ops' counts and
+    ``tracekit whatif``'s predictions (tracekit.analysis.whatif) both read it."""
+    flops = 2.0 * batch_heads * lq * lk * (dqk + dv) * (_causal_fraction(lq, lk) if causal else 1.0)
+    return flops * _BWD_FACTOR if backward else flops
 
 
 def _tensors(dims: list, types: list) -> list[_Tensor]:

@@ -74,8 +74,7 @@ def _device_pass(links: Links, blocks: Sequence[Block], dev_owner: Sequence[int]
     # (each event's launching step, and each block's step, looked up once: the loop below only appends)
     launch_step = [step[lf] if lf != NONE else None for lf in links.device_leaf]
     block_step = [b.step for b in blocks]
-    launched: Counter[int] = Counter(launch_step)
-    launched.pop(None, None)  # type: ignore[call-overload]
+    launched: Counter[int] = Counter(s for s in launch_step if s is not None)
     events: dict[int, list[int]] = defaultdict(list)
     attention: dict[int, list[int]] = defaultdict(list)
     outside: dict[int, list[int]] = defaultdict(list)

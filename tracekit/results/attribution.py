@@ -687,12 +687,12 @@ def _check_window(b: BlockResult) -> None:
     if b.launch_bound is not None:
         expect(b.total_us <= b.span_us + near(2, b.span_us),
                lambda: f"block {b.name}: busy {b.total_us} beyond span {b.span_us}")
-    if b.intervals is not None:
-        expect(len(b.intervals) == b.kernels,
-               lambda: f"block {b.name}: {len(b.intervals)} intervals for {b.kernels} kernels")
-        b.intervals.check(b.start_us, b.end_us, f"block {b.name}")
-        expect(not b.intervals.names or len(b.intervals.names) == len(b.intervals),
-               lambda: f"block {b.name}: {len(b.intervals.names)} kernel names for {len(b.intervals)} intervals")
+    iv = b.intervals
+    if iv is not None:
+        expect(len(iv) == b.kernels, lambda: f"block {b.name}: {len(iv)} intervals for {b.kernels} kernels")
+        iv.check(b.start_us, b.end_us, f"block {b.name}")
+        expect(not iv.names or len(iv.names) == len(iv),
+               lambda: f"block {b.name}: {len(iv.names)} kernel names for {len(iv)} intervals")
     if b.idle_gaps is not None:
         b.idle_gaps.check(b, f"block {b.name}")
     if b.host_ops is not None:

@@ -16,6 +16,8 @@ from ..errors import UsageError
 from ..results.attribution import Attribution
 from ..results.diff import DiffResult
 from ..results.rows import FRAME_GROUPINGS
+from ..results.whatif import MASKS, WhatIf
+from ..calibration import BACKENDS
 from .execute import attribute_inputs
 from .inputs import Inputs, ProgressFn, discover
 from .plan import plan
@@ -154,3 +156,37 @@ def diff(before: str | os.PathLike | Inputs | Attribution, after: str | os.PathL
         raise TypeError("tracekit.diff takes two paths or two Attribution results, not one of each")
     return diff_paths(before, after, scope=scope, classifier=classifier, jobs=jobs, progress=progress,
                       decode_workers=decode_workers)
+
+
+WHATIF_BACKENDS: tuple[str, ...] = ("best", "all", *BACKENDS)
+WHATIF_MASKS: tuple[str, ...] = ("auto", *MASKS)
+
+
+def whatif(path: str | os.PathLike | Inputs, backend: str = "best", mask: str = "auto",
+           scope: str | None = None) -> list[WhatIf]:
+    """Predict what a fused attention kernel would take for each eager block of one trace (``tracekit whatif``).
+
+    ``backend``: ``best`` (the fastest calibrated one: one result), ``all`` (one result per calibrated backend,
+    the fastest first) or a name of tracekit.calibration.BACKENDS; ``mask``: ``auto`` (causal where Lq = Lk and
+    the core masks, else none), ``causal``, ``none`` or ``dense`` (a lower bound on the fused time). ``path`` is
+    one trace file, or a run folder holding one. Each result's ``check()`` holds. docs/whatif.md.
+    """
+    if backend not in WHATIF_BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose from {', '.join(WHATIF_BACKENDS)}")
+    if mask not in WHATIF_MASKS:
+        raise ValueError(f"unknown mask {mask!r}; choose from {', '.join(WHATIF_MASKS)}")
+    found = path if isinstance(path, Inputs) else discover(path)
+    if len(found.files) != 1 or found.urls:
+        raise UsageError(f"whatif reads one trace; {found.path} holds {len(found.files) + len(found.urls)} "
+                         "(pass one file)")
+    from ..analysis.whatif import whatif_trace
+    from ..io.load import load_trace
+    from ..memory import one_file
+
+    with one_file():
+        results = whatif_trace(load_trace(found.files[0]), backend=backend, mask=mask, scope=scope)
+    if backend == "all":
+        results.sort(key=lambda w: w.totals.fused_us)
+    for w in results:
+        w.check()
+    return results

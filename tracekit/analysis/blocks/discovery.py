@@ -153,6 +153,9 @@ class Block:
     forward: int | None = None  # a backward block: index of the forward block it is the backward of
     evidence: Evidence | None = None
     recorded: dict[str, int] | None = None  # in a graph capture: the kernels its launches recorded, by name
+    # The host ops of its eager core chains (score product .. context product, with the ops between), in order:
+    # what a fused kernel would replace (tracekit.analysis.whatif). () without an eager core.
+    core_ops: tuple[int, ...] = ()
 
 
 @dataclass(slots=True)
@@ -317,14 +320,14 @@ class _Cores:
             h = host[s]
             name = self.finder.scope_name(h.kind, h.name) or h.name
             out.append(Block(name, FoundBy.MODULE if h.kind == MODULE else FoundBy.ANNOTATION, [s], ts=h.ts,
-                             evidence=c.evidence("innermost-scope")))
+                             evidence=c.evidence("innermost-scope"), core_ops=tuple(c.core_ops)))
         for f, c in fused_blocks.items():
             out.append(Block(host[f].name, FoundBy.FUSED_OP, [f], ts=host[f].ts, evidence=c.evidence("fused-op")))
         for e in free_eager:
             c = _Claim()
             c.add_eager(self, e)
             out.append(Block("inferred attention", FoundBy.INFERRED, e.roots, ts=host[e.roots[0]].ts,
-                             evidence=c.evidence("eager-ops")))
+                             evidence=c.evidence("eager-ops"), core_ops=tuple(c.core_ops)))
         out.sort(key=lambda b: (b.ts, b.roots[0]))
         return out
 
@@ -488,6 +491,7 @@ class _Claim:
     products: list[str] = field(default_factory=list)
     kernel_triple: bool = False  # ``kernels`` are a GEMM → softmax → GEMM run, not fused attention kernels
     region: str | None = None  # the core runs in this compiled region (issue 38): ``kernels`` are what it shows
+    core_ops: list[int] = field(default_factory=list)  # the eager chains' ops (Block.core_ops)
 
     def add_name(self, name: str) -> None:
         if name not in self.fused:
@@ -502,6 +506,7 @@ class _Claim:
         names = tuple(tr.host[i].name for i in (e.score, e.softmax, e.context))
         shapes = tuple(_dims_text(tr, i) for i in (e.score, e.softmax, e.context))
         self.eager.append((names, shapes if all(shapes) else ()))
+        self.core_ops.extend(e.roots)
 
     def evidence(self, rule: str) -> Evidence:
         """Fused ops first (they name the call), then what a compiled region shows (a host eager triple, though,

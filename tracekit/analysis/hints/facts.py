@@ -454,3 +454,29 @@ def block_facts(tr: Trace, links: Links, results: Sequence[Any], dev_owner: Sequ
         if g is not None:
             g.replayed_us += busy_ns[j] / 1000
     return facts
+
+
+class RepeatKv:
+    """HF repeat_kv's K/V copies, as the gqa-repeat-kv hint finds them, for one trace: whether a launcher op is
+    one (``is_copy``) and the KV heads its 5-D clone had (``heads_kv``). Read by ``tracekit whatif``: SDPA with
+    ``enable_gqa`` makes no such copy."""
+
+    def __init__(self, tr: Trace, links: Links) -> None:
+        self._c = _FactCollector(tr, links)
+        self._inp = _Inputs(tr)
+        self._op_parent = links.op_parent
+        self._host = tr.host
+
+    def is_copy(self, la: int) -> bool:
+        return self._c._repeat_kv_tag(la) == HintTag.REPEAT_KV
+
+    def heads_kv(self, la: int) -> int | None:
+        """H_kv of the (B, H_kv, n_rep, S, D) clone above launcher ``la`` (a repeat_kv copy), or None."""
+        p, depth = la, 0
+        while p != NONE and depth < 6:
+            if self._host[p].name == "aten::clone":
+                dims = self._inp.dims(p)
+                shape = dims[0] if dims else None
+                return shape[1] if isinstance(shape, list) and len(shape) == 5 else None
+            p, depth = self._op_parent[p], depth + 1
+        return None
