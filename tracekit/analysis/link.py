@@ -39,6 +39,13 @@ class Links:
     top_ops: list[int] = field(default_factory=list)  # ops inside no other op (top level), in index order; if steps
     unlinked: list[int] = field(default_factory=list)  # the device events not linked, in index order
     unlinked_reason: list[UnlinkedReason] = field(default_factory=list)  # parallel to ``unlinked``
+    order_index: OrderIndex | None = None  # ``order`` bisectable (index_of_order); None until someone needs it
+
+    def index_of_order(self, tr: Trace) -> OrderIndex:
+        """:class:`OrderIndex` of ``order``, built at the first call when linking did not need it."""
+        if self.order_index is None:
+            self.order_index = order_index(tr, self.order)
+        return self.order_index
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +178,32 @@ def _step_number(name: str) -> int:
     return int(name[13:]) if name.startswith("ProfilerStep#") and name[13:].isdigit() else -1
 
 
-def runtime_leaves(tr: Trace, order: list[int], parent: list[int]) -> list[int]:
+@dataclass(slots=True, kw_only=True)
+class OrderIndex:
+    """``Links.order`` as bisectable runs: each host event's start in that order, and each thread's run of it.
+    Built once (by the runtime-call linking, or by the first later reader) and kept: the layer finder bisects it
+    for each block's subtree."""
+
+    starts: list[int]  # host[order[k]].ts
+    first: dict[int, int]  # thread -> its first position in order
+    stop: dict[int, int]  # thread -> one past its last position
+
+    def run(self, thread: int) -> tuple[int, int]:
+        """(first, stop) positions of the thread's events in ``order``; (0, 0) for a thread with none."""
+        return self.first.get(thread, 0), self.stop.get(thread, 0)
+
+
+def order_index(tr: Trace, order: list[int]) -> OrderIndex:
+    hs = [tr.host[i] for i in order]
+    starts = [h.ts for h in hs]
+    threads = [h.thread for h in hs]
+    del hs
+    n = len(order)
+    return OrderIndex(starts=starts, first=dict(zip(reversed(threads), range(n - 1, -1, -1))),
+                      stop=dict(zip(threads, range(1, n + 1))))
+
+
+def runtime_leaves(tr: Trace, order: list[int], parent: list[int], index: OrderIndex | None = None) -> list[int]:
     """For each runtime call, the innermost host event on its thread that contains it (ends included).
 
     The last host event on the thread to start at or before the call (a bisection of ``order``) is
@@ -183,14 +215,8 @@ def runtime_leaves(tr: Trace, order: list[int], parent: list[int]) -> list[int]:
     leaf = [NONE] * len(tr.runtime)
     if not leaf:
         return leaf
-    hs = [host[i] for i in order]
-    starts = [h.ts for h in hs]
-    threads = [h.thread for h in hs]
-    del hs
-    n = len(order)
-    first = dict(zip(reversed(threads), range(n - 1, -1, -1)))  # thread -> its first position in order
-    stop = dict(zip(threads, range(1, n + 1)))  # thread -> one past its last position
-    del threads
+    index = index or order_index(tr, order)
+    starts, first, stop = index.starts, index.first, index.stop
     for r, rt in enumerate(tr.runtime):
         lo = first.get(rt.thread)
         if lo is None:
@@ -220,7 +246,8 @@ def external_ids_trusted(tr: Trace) -> bool:
 
 def link(tr: Trace) -> Links:
     order, parent, op_parent, launcher, step, roots, tops = nest_host(tr)
-    rleaf = runtime_leaves(tr, order, parent)
+    index = order_index(tr, order) if tr.runtime else None
+    rleaf = runtime_leaves(tr, order, parent, index)
     # correlation id -> its first runtime call (later writes win: reversed, the first is written last)
     rt_corrs = [rt.correlation for rt in reversed(tr.runtime)]
     by_corr = dict(zip(rt_corrs, range(len(tr.runtime) - 1, -1, -1)))
@@ -233,6 +260,7 @@ def link(tr: Trace) -> Links:
     if pending and tr.gpu_annotations:
         _link_by_annotation(tr, pending, leaf, linked)
     links = Links(order, parent, op_parent, launcher, leaf, linked, trusted, step, roots, tops)
+    links.order_index = index
     if pending:
         _record_unlinked(links, tr, pending, rt_corrs)
     return links

@@ -15,6 +15,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import orjson
 
@@ -784,15 +785,30 @@ def _product_near(host: Sequence[HostEvent], sibs: list[int], pos: int, step: in
     k = pos + step
     gap = 0
     while k != stop and 0 <= k < len(sibs) and gap <= MAX_EAGER_GAP:
-        nm = host[sibs[k]].name
-        if MATMUL_OPS.match(nm):
+        what = _sibling_class(host[sibs[k]].name)
+        if what == _PRODUCT:
             return k
-        if BREAKER.match(nm) or SOFTMAX_OPS.match(nm):
+        if what == _STOP:
             return None
-        if not GAP_FREE.fullmatch(nm):
+        if what == _COUNTED:
             gap += 1
         k += step
     return None
+
+
+_PRODUCT, _STOP, _COUNTED, _FREE = range(4)
+
+
+@lru_cache(maxsize=1 << 14)
+def _sibling_class(name: str) -> int:
+    """What a sibling op is to the eager pattern's walk, in the order the walk tests it: a product, a breaker or
+    another softmax (the walk stops), layout glue (not counted against the gap), or any other op. Memoised per
+    name: the walk meets the same few names at every layer."""
+    if MATMUL_OPS.match(name):
+        return _PRODUCT
+    if BREAKER.match(name) or SOFTMAX_OPS.match(name):
+        return _STOP
+    return _FREE if GAP_FREE.fullmatch(name) else _COUNTED
 
 
 def _assign_steps(links: Links, blocks: list[Block]) -> None:

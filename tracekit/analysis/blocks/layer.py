@@ -14,11 +14,12 @@ at C speed (a set test, no per-event list), and only when some block has a layer
 from __future__ import annotations
 
 import re
+from itertools import compress
+from operator import attrgetter
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import compress
 
 from ...model import ANNOTATION, MODULE, OP, Trace
 from ...results.attribution import CATEGORIES, BlockResult, Layer
@@ -59,6 +60,7 @@ LAYER_RULES: tuple[LayerRule, ...] = (
 FEED_FORWARD_SCOPE = (r"(?i:mlp|ffn|moe|feed_?forward)|Intermediate|Experts?(?![a-z])|Router(?![a-z])"
                       r"|Dense(?:Relu|Act|Gated\w*)Dense|LayerFF")
 _FFN_SCOPE = re.compile(FEED_FORWARD_SCOPE)
+_NAME = attrgetter("name")
 _FFN_OP = re.compile("^(?:" + "|".join(p.pattern for p in FEED_FORWARD_OPS) + ")$")
 
 
@@ -77,8 +79,11 @@ class _Tree:
     def __init__(self, tr: Trace, links: Links) -> None:
         self.host, self.order, self.parent = tr.host, links.order, links.parent
         self._span: dict[int, tuple[int, int]] = {}
+        self.index = links.index_of_order(tr)  # order's starts and per-thread runs, for bisection
         self._ffn_name: dict[str, bool] = {}
         self._ffn: dict[int, bool] = {}
+        names = tr.names if tr.names is not None else frozenset(map(_NAME, tr.host))
+        self._maybe = frozenset(n for n in names if _FFN_OP.match(n) or _FFN_SCOPE.search(n))  # of any kind
 
     def span(self, i: int) -> tuple[int, int]:
         """(lo, hi): ``order[lo]`` is ``i`` and ``order[lo+1:hi]`` its descendants (same thread, inside it)."""
@@ -87,12 +92,13 @@ class _Tree:
             return got
         host, order = self.host, self.order
         h = host[i]
-        lo = bisect_left(order, (h.thread, h.ts), key=lambda k: (host[k].thread, host[k].ts))
+        index = self.index
+        first, stop = index.run(h.thread)
+        lo = bisect_left(index.starts, h.ts, first, stop)
         while order[lo] != i:  # ties on (thread, ts): parents first, so i is among the next few
             lo += 1
-        end, hi, n = h.ts + h.dur, lo + 1, len(order)
-        while hi < n and host[order[hi]].thread == h.thread and host[order[hi]].ts < end:
-            hi += 1
+        # ``order`` is sorted by (thread, ts): the subtree ends at the thread's first event starting at its end
+        hi = max(lo + 1, bisect_left(index.starts, h.ts + h.dur, lo + 1, stop))
         self._span[i] = (lo, hi)
         return lo, hi
 
@@ -108,13 +114,23 @@ class _Tree:
             self._ffn_name[name] = hit
         return hit
 
-    def holds_ffn(self, a: int) -> bool:
-        """Whether scope ``a`` is, or holds, a feed-forward part (rule no-feed-forward)."""
+    def holds_ffn(self, a: int, clean: tuple[int, int] | None = None) -> bool:
+        """Whether scope ``a`` is, or holds, a feed-forward part (rule no-feed-forward). ``clean``: a run of
+        ``order`` inside ``a``'s already known to hold none (the scope the walk out came from), not read again. The
+        names are tested lazily at C speed against those that could be one (whatever their kind); only those events
+        get the exact test, and the first hit ends the walk."""
         got = self._ffn.get(a)
         if got is None:
-            host, lo_hi = self.host, self.span(a)
-            got = self._ffn[a] = any(self.is_ffn(host[k].name, host[k].kind) for k in self.order[lo_hi[0]:lo_hi[1]])
+            lo, hi = self.span(a)
+            runs = [(lo, hi)] if clean is None else [(lo, clean[0]), (clean[1], hi)]
+            # (last first: a layer's feed-forward part follows its attention, so a hit comes after a few events)
+            got = self._ffn[a] = any(self._ffn_in(self.order[y - 1:x - 1 if x else None:-1]) for x, y in runs)
         return got
+
+    def _ffn_in(self, sub: list[int]) -> bool:
+        host = self.host
+        maybe = compress(sub, map(self._maybe.__contains__, map(_NAME, map(host.__getitem__, sub))))
+        return any(self.is_ffn(host[k].name, host[k].kind) for k in maybe)
 
 
 def _start(parent: Sequence[int], roots: Sequence[int]) -> int:
@@ -169,15 +185,16 @@ def _outermost(tr: Trace, parent: Sequence[int], cores: dict[int, int], tree: _T
     stops at the first that fails), or NONE."""
     host = tr.host
     best = NONE
+    clean: tuple[int, int] | None = None  # the last scope found free of feed-forward parts, as a run of order
     k = start
     while k != NONE and cores[k] == 1:
         h = host[k]
         if h.kind == ANNOTATION and h.name.startswith("ProfilerStep#"):
             break
         if h.kind != OP:
-            if tree.holds_ffn(k):
+            if tree.holds_ffn(k, clean):
                 break
-            best = k
+            best, clean = k, tree.span(k)
         k = parent[k]
     return best
 
