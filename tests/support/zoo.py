@@ -550,17 +550,21 @@ def _activation(m: Any) -> bool:
             and "Softmax" not in cls.__name__ and cls.__name__ != "MultiheadAttention")
 
 
+MOE_CLASS = re.compile(r"(?:Router|Experts|MoE|Moe|MoeBlock)$")  # a MoE's router or its experts, by class name
+
+
 def expected_layers(model: Any) -> dict[str, set[str | None]]:
     """Attention class -> the class names of the layers around its instances (None: it is its own layer), from the
     model's structure alone: walking out from each innermost attention module, the outermost called module that
-    holds this one attention module, no other and no activation (an MLP or MoE expert has one). Containers that are
-    never called (ModuleList, ModuleDict) are passed through."""
+    holds this one attention module, no other, no activation (an MLP or MoE expert has one) and no MoE router or
+    experts module (GPT-OSS's experts apply their gated activation inline, without an activation module).
+    Containers that are never called (ModuleList, ModuleDict) are passed through."""
     import torch
 
     attn = attention_modules(model)
     names = [n for n, _ in attn]
     mods = dict(model.named_modules())
-    acts = [n for n, m in mods.items() if _activation(m)]
+    acts = [n for n, m in mods.items() if _activation(m) or MOE_CLASS.search(type(m).__name__)]
     out: dict[str, set[str | None]] = {}
     for n, m in attn:
         best = None
