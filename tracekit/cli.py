@@ -150,7 +150,7 @@ def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None
             result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode_workers or jobs,
                              progress=progress.update, hints=not no_hints, dask=dask, captures=captures,
                              by="run" if by == "run" else None)
-        result.check()
+        result.check(arrays=with_intervals)  # (the per-event arrays are written only with --with-intervals)
         _warn(result)
         renderer = _attribution_renderer(fmt, by)
         renderer.title = str(path)  # the header names what was passed, not the trace file's hashed name

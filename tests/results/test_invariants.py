@@ -120,3 +120,27 @@ def test_compiled_regions_outside_blocks_must_add_up(tmp_path):
                    {"host_us": -1.0}):
         with pytest.raises(InvariantError):
             dataclasses.replace(res, compiled_outside=dataclasses.replace(res.compiled_outside, **broken)).check()
+
+
+def test_check_without_arrays_skips_only_the_per_event_arrays(tmp_path):
+    """check(arrays=False) (the CLI's attribute without --with-intervals) still checks every figure, and the
+    arrays' lengths, but not each interval and gap element by element; check() checks those too."""
+    from array import array
+
+    b = TraceBuilder()
+    attention_block(b, 1000)
+    res = analyze(b.write(tmp_path / "t.json")).check()
+    [blk] = res.blocks
+    assert blk.intervals is not None and len(blk.intervals) > 0
+    good = blk.intervals
+    blk.intervals = dataclasses.replace(good, end_ns=array("q", [s - 1 for s in good.start_ns]))  # each ends first
+    res.check(arrays=False)
+    with pytest.raises(InvariantError, match="ends before it starts"):
+        res.check()
+    blk.intervals = dataclasses.replace(good, end_ns=good.end_ns[:-1])  # one end missing: a length, always checked
+    with pytest.raises(InvariantError):
+        res.check(arrays=False)
+    blk.intervals = good
+    blk.total_us += 1.0  # a figure: always checked
+    with pytest.raises(InvariantError):
+        res.check(arrays=False)

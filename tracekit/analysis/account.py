@@ -213,19 +213,29 @@ class DeviceBlocks:
         matmul, other_role = Category.MATMUL, str(MatmulRole.OTHER)
         c = dict.fromkeys(CATEGORIES, 0)
         mr = dict.fromkeys(MATMUL_ROLES, 0)  # each matmul event's busy share, by its launching op's role
+        share = self.dev_share
+        mine: dict[tuple[str, Category], list[int]] = {}  # (kernel name, category) -> [count, ns], in first-seen order
         for j, s in zip(js, bshare):
-            self.dev_share[j] = s
-            c[cats[j]] += s
-            if cats[j] == matmul:
+            share[j] = s
+            cat, e = cats[j], dev[j]
+            c[cat] += s
+            if cat == matmul:
                 lf = leaf[j]
                 la = launcher[lf] if lf != NONE else NONE
                 mr[self.roles.role(la if la != NONE else lf) if lf != NONE else other_role] += s
-            row = (compact_kernel_name(dev[j].name), cats[j], step)
+            t = mine.get((e.name, cat))
+            if t is None:
+                mine[(e.name, cat)] = [1, e.dur]
+            else:
+                t[0] += 1
+                t[1] += e.dur
+        for (name, cat), (n, ns) in mine.items():  # (names compacted once per block, not once per event)
+            row = (compact_kernel_name(name), cat, step)
             t = top.get(row)
             if t is None:
                 t = top[row] = [0, 0]
-            t[0] += 1
-            t[1] += dev[j].dur
+            t[0] += n
+            t[1] += ns
         return c, mr
 
 
