@@ -79,3 +79,17 @@ def test_tree_pss_counts_the_children() -> None:
     finally:
         p.kill()
         p.wait()
+
+
+def test_stage_timer_lists_every_stage_and_their_sum():
+    """benchmarks/stages.py (the per-stage CPU times notes quote) runs, names each stage of STAGES once, in order,
+    and its analysis line is the sum of the stage lines."""
+    from tracekit.analysis.pipeline import stage_names
+
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "stages.py"),
+                           str(SAMPLES / "cpu_eager_256.pt.trace.json.gz"), "--reps", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    rows = [ln.split() for ln in proc.stdout.splitlines()[1:]]
+    assert [r[0] for r in rows] == ["load", *stage_names(), "analysis"]
+    assert float(rows[-1][1]) == pytest.approx(sum(float(r[1]) for r in rows[1:-1]), abs=0.1 * len(rows))
