@@ -1311,3 +1311,47 @@ def test_eager_512_busy_savings_follow_the_launch_bound_hint() -> None:
     rules = [h.rule for h in a.hints]
     assert rules[0] == "launch-bound" and {"eager-softmax", "layout-copies"} <= set(rules[1:])
     assert all(h.reaches_latency is False and h.message.endswith("will not reach latency") for h in a.hints[1:])
+
+
+# -- the eager-softmax hint's line from tracekit whatif (issue 39) ---------------------------------------------------
+@requires_h200
+def test_eager_softmax_names_the_fused_kernel_time_per_step_on_a_calibrated_device():
+    """On the H200 sweep's eager_1024 (4 layers a step) the hint says what a fused kernel would take per step: the
+    whatif prediction, 4 calls a step, and within 15 % of the measured cuDNN kernels of sdpa-cudnn_1024 (4 a step,
+    durations from a walk of the raw JSON)."""
+    import gzip
+    import json
+
+    from support.paths import sweep_file
+    from tracekit import whatif
+
+    res = analyze(sweep_file("eager_1024")).check()
+    [h] = [h for h in res.hints if h.rule == "eager-softmax"]
+    [w] = whatif(sweep_file("eager_1024"))
+    per_call = {b.fused_us for b in w.blocks}
+    assert len(per_call) == 1 and h.evidence["fused_backend"] == w.backend
+    assert h.evidence["fused_us_per_step"] == pytest.approx(4 * per_call.pop(), abs=1e-3)
+    assert "a fused kernel (cudnn) would take about" in h.message and "tracekit whatif" in h.message
+    with gzip.open(sweep_file("sdpa-cudnn_1024")) as f:
+        durs = [e["dur"] for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel" and "sdpa" in e["name"]]
+    assert len(durs) == 8  # 2 steps x 4 layers
+    assert abs(h.evidence["fused_us_per_step"] / (sum(durs) / 2) - 1) <= 0.15
+
+
+def test_no_fused_kernel_line_without_a_calibration():
+    """An H100 trace with an eager-softmax hint: no calibration for the H100, so no predicted line."""
+    res = real("tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz")
+    [h] = [h for h in res.hints if h.rule == "eager-softmax"]
+    assert "fused_us_per_step" not in h.evidence and "would take about" not in h.message
+
+
+def test_merged_facts_sum_the_fused_estimates_per_step_and_keep_one_backend():
+    a = GroupFacts(fused_us_by_step={1: 10.0, 2: 20.0}, fused_backend="cudnn")
+    b = GroupFacts(fused_us_by_step={2: 5.0, 3: 1.0}, fused_backend="cudnn")
+    c = GroupFacts(fused_us_by_step={1: 1.0}, fused_backend="flash")
+    m = merge_facts([{("k", "forward"): a}, {("k", "forward"): b}])
+    assert m is not None and m[("k", "forward")].fused_us_by_step == {1: 10.0, 2: 25.0, 3: 1.0}
+    assert m[("k", "forward")].fused_backend == "cudnn"
+    mixed = merge_facts([{("k", "forward"): GroupFacts(fused_us_by_step={1: 10.0}, fused_backend="cudnn")},
+                         {("k", "forward"): c}])
+    assert mixed is not None and mixed[("k", "forward")].fused_backend is None  # two backends: no one name

@@ -29,6 +29,7 @@ from .blocks.layer import find_layers, layer_figures
 from .classify import Classifier
 from .clock import trace_origin
 from .context import AttributeConfig, StageContext
+from .whatif import add_fused_estimates
 from .graphs import graph_warnings, record_captured, replay_with_captures, summarize
 from .hints import evaluate
 from .hints.facts import block_facts
@@ -122,6 +123,7 @@ def collect_hint_facts(ctx: StageContext) -> None:
         result.hint_facts = block_facts(ctx.tr, ctx.need(ctx.links, "links"), ctx.block_results,
                                         ctx.need(ctx.dev_owner, "device owners"), ctx.cats,
                                         ctx.need(ctx.walk, "device walk").dev_share, ctx.replays.replayed)
+        add_fused_estimates(ctx, result.hint_facts)  # (a calibrated device only: tracekit.calibration)
 
 
 def account_host(ctx: StageContext) -> None:

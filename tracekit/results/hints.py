@@ -152,6 +152,10 @@ class GroupFacts:
     # ``kernels``' µs split by the owning block's ProfilerStep number (blocks outside every step: not here), so a
     # hint's per-step saving is the very kernels' time in each step; summed over ranks like the rows.
     step_us: dict[int, dict[KernelRow, float]] = field(default_factory=dict)
+    # ``tracekit whatif``'s fused kernel time for these blocks per ProfilerStep, on ``fused_backend`` (the fastest
+    # calibrated one); empty where the device has no calibration or no block has an eager core with shapes.
+    fused_us_by_step: dict[int, float] = field(default_factory=dict)
+    fused_backend: str | None = None
 
     def check(self) -> GroupFacts:
         """Raise InvariantError unless the counts can be true: a broken row would skew every share a rule computes.
@@ -210,6 +214,10 @@ def merge_facts(parts: Iterable[HintFacts | None]) -> HintFacts | None:
                 into = m.step_us.setdefault(step, {})
                 for row, us in rows.items():
                     into[row] = into.get(row, 0.0) + us
+            for step, us in g.fused_us_by_step.items():
+                m.fused_us_by_step[step] = m.fused_us_by_step.get(step, 0.0) + us
+            m.fused_backend = m.fused_backend if m.fused_backend == g.fused_backend or not g.fused_backend else (
+                g.fused_backend if not m.fused_backend else None)  # (ranks on two backends: no one name)
             m.graph_modes = sorted(set(m.graph_modes) | set(g.graph_modes))
             m.platforms = sorted(set(m.platforms) | set(g.platforms))
     return out if seen else None

@@ -179,12 +179,16 @@ def whatif(path: str | os.PathLike | Inputs, backend: str = "best", mask: str = 
     if len(found.files) != 1 or found.urls:
         raise UsageError(f"whatif reads one trace; {found.path} holds {len(found.files) + len(found.urls)} "
                          "(pass one file)")
-    from ..analysis.whatif import whatif_trace
+    from ..analysis.context import AttributeConfig, StageContext
+    from ..analysis.pipeline import run_stages
+    from ..analysis.whatif import whatif_of
     from ..io.load import load_trace
     from ..memory import one_file
 
     with one_file():
-        results = whatif_trace(load_trace(found.files[0]), backend=backend, mask=mask, scope=scope)
+        tr = load_trace(found.files[0])
+        ctx = run_stages(StageContext(tr=tr, config=AttributeConfig(scope=scope, hints=False)))
+        results = whatif_of(ctx, backend=backend, mask=mask)
     if backend == "all":
         results.sort(key=lambda w: w.totals.fused_us)
     for w in results:

@@ -228,14 +228,25 @@ def _eager_softmax(g: Group, rule: HintRule) -> Hint | None:
     if share < rule.threshold:
         return None
     advice = advise(AdviceTopic.FUSED_SDPA, g.facts.platforms)
+    fused = _fused_per_step(g)
     return _hint(rule, g, f"{g.label}: eager softmax + mask/scale kernels are {100 * share:.1f}% of busy time "
-                          f"({_ps(g, rows)}); use F.scaled_dot_product_attention ({advice.text})",
+                          f"({_ps(g, rows)}); use F.scaled_dot_product_attention ({advice.text})"
+                          + (f"; a fused kernel ({g.facts.fused_backend}) would take about {_t(fused)} per step "
+                             "(`tracekit whatif` for the detail)" if fused is not None else ""),
                  {"softmax_us": _r(sm), "elementwise_us": _r(ew), "busy_us": _r(g.busy_us),
-                  "share_pct": round(100 * share, 1), "kernels": _names(rows), "advice": advice.name},
+                  "share_pct": round(100 * share, 1), "kernels": _names(rows), "advice": advice.name,
+                  **({"fused_us_per_step": _r(fused), "fused_backend": g.facts.fused_backend}
+                     if fused is not None else {})},
                  sm + ew, "upper bound: these softmax/mask/scale kernels' time, what removing them saves at most; "
                           "not a prediction of SDPA: its fused kernel also replaces the score/context matmuls and "
                           "copies (not counted here) and costs time the trace cannot tell, so switching can remove "
                           "more busy time than this", counted=_full(rows))
+
+
+def _fused_per_step(g: Group) -> float | None:
+    """The median over steps of ``tracekit whatif``'s fused kernel time for this kind (None: not predicted)."""
+    per_step = list(g.facts.fused_us_by_step.values())
+    return median(per_step) if per_step and g.facts.fused_backend is not None else None
 
 
 def _sdpa_math(g: Group, rule: HintRule) -> Hint | None:
