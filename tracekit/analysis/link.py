@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, groupby, islice, repeat
 from operator import attrgetter, eq, not_
@@ -171,6 +171,28 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], li
         ends.append(ts + h.dur)
     tops.sort()
     return order, parent, op_parent, launcher, step, roots, tops
+
+
+def nearest_above(parent: Sequence[int], i: int, hit: Callable[[int], bool], memo: dict[int, int]) -> int:
+    """The innermost host event around ``i`` (itself included) for which ``hit`` holds, or NONE. ``memo`` (one per
+    predicate) keeps the answer of every event the walk passed, so a tree's events are each walked once however
+    many of their descendants ask: the scope around an op, the compiled region around it, the core it is in."""
+    path = []
+    found = NONE
+    k = i
+    while k != NONE:
+        got = memo.get(k)
+        if got is not None:
+            found = got
+            break
+        path.append(k)
+        if hit(k):
+            found = k
+            break
+        k = parent[k]
+    for k in path:
+        memo[k] = found
+    return found
 
 
 def _step_number(name: str) -> int:

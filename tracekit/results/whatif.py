@@ -8,6 +8,7 @@ it (the 1 GB benchmark does not pay for it), and every view labels it as a predi
 from __future__ import annotations
 
 from collections.abc import Iterator
+from statistics import median
 from dataclasses import dataclass, field
 
 from ..vocab import Phase
@@ -196,10 +197,10 @@ def _row(label: str, rows: list[WhatIfBlock], by: str) -> WhatIfRow:
     saving, steps = _saving_per_step(done)
     return WhatIfRow(label=label, phase=first.phase if by != "step" else None, n=len(rows), shape=first.shape,
                      mask=first.mask, mask_assumed=first.mask_assumed, confidence=_worst(rows),
-                     eager_core_us=_median([b.eager_core_us for b in rows]),
-                     fused_us=_median([b.fused_us for b in done if b.fused_us is not None]) if done else None,
-                     block_us=_median([b.block_us for b in rows]),
-                     fused_block_us=_median([b.fused_block_us for b in done if b.fused_block_us is not None])
+                     eager_core_us=median([b.eager_core_us for b in rows]),
+                     fused_us=median([b.fused_us for b in done if b.fused_us is not None]) if done else None,
+                     block_us=median([b.block_us for b in rows]),
+                     fused_block_us=median([b.fused_block_us for b in done if b.fused_block_us is not None])
                      if done else None, saving_per_step_us=saving, steps=steps,
                      launch_bound_predicted=any(b.launch_bound_predicted for b in done),
                      reason=first.reason)
@@ -214,13 +215,7 @@ def _saving_per_step(done: list[WhatIfBlock]) -> tuple[float | None, int]:
     stepped = [v for s, v in by_step.items() if s is not None]
     if not stepped:
         return by_step[None], 0
-    return _median(stepped), len(stepped)
-
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+    return median(stepped), len(stepped)
 
 
 _ORDER = list(CONFIDENCE_ERRORS)

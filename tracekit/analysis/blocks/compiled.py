@@ -20,7 +20,7 @@ from ...results.attribution import COMPILED_OUTSIDE_REASON, CompiledOutside
 from ...vocab import (
     BATCHED_PRODUCT_OPS, COMPILED_REGION_OPS, INDUCTOR_CPP_KERNELS, Category, anchored,
 )
-from ..link import NONE, Links
+from ..link import NONE, Links, nearest_above
 
 REGION = re.compile(anchored(COMPILED_REGION_OPS))
 BATCHED = re.compile(anchored(BATCHED_PRODUCT_OPS))
@@ -79,23 +79,7 @@ class Regions:
 
     def around(self, i: int) -> int:
         """The innermost compiled region around host event ``i`` (itself included), or NONE."""
-        parent, memo, regions = self.parent, self._memo, self.regions
-        path = []
-        found = NONE
-        k = i
-        while k != NONE:
-            got = memo.get(k)
-            if got is not None:
-                found = got
-                break
-            path.append(k)
-            if k in regions:
-                found = k
-                break
-            k = parent[k]
-        for k in path:
-            memo[k] = found
-        return found
+        return nearest_above(self.parent, i, self.regions.__contains__, self._memo)
 
 
 def region_work(tr: Trace, links: Links, cats: Sequence[Category] | None, regions: Regions,

@@ -26,7 +26,7 @@ from ...vocab import (
     QUANTIZED_LINEAR_OPS, Category, CoreKind, FoundBy, OpPattern, Phase, anchored, compact_kernel_name,
     opens_fused_block,
 )
-from ..link import NONE, Links
+from ..link import NONE, Links, nearest_above
 from .compiled import Regions, core_names, region_events, region_work
 
 DEFAULT_SCOPE = r"attention|attn|SelfAttention|MultiheadAttention"
@@ -222,24 +222,11 @@ class _Cores:
 
     def scope_around(self, i: int) -> int:
         """The innermost scope-opening host event around ``i`` (itself included), or NONE."""
-        host, parent, memo = self.tr.host, self.links.parent, self._scope_of
-        path = []
-        found = NONE
-        k = i
-        while k != NONE:
-            got = memo.get(k)
-            if got is not None:
-                found = got
-                break
-            path.append(k)
-            h = host[k]
-            if h.kind != OP and self.finder.scope_name(h.kind, h.name) is not None:
-                found = k
-                break
-            k = parent[k]
-        for k in path:
-            memo[k] = found
-        return found
+        return nearest_above(self.links.parent, i, self._opens_scope, self._scope_of)
+
+    def _opens_scope(self, k: int) -> bool:
+        h = self.tr.host[k]
+        return h.kind != OP and self.finder.scope_name(h.kind, h.name) is not None
 
     def sibling_key(self, i: int) -> int:
         """The event whose ops count as ``i``'s siblings for rule eager-ops: the nearest op, scope or

@@ -21,7 +21,7 @@ from ..blocks.discovery import Block
 from ..context import StageContext
 from ..flops import dtype_class
 from ..hints.facts import RepeatKv, _Inputs
-from ..link import NONE, Links
+from ..link import NONE, Links, nearest_above
 from .predict import CoreFacts
 
 __all__ = ["MASK_OPS", "core_facts"]
@@ -69,7 +69,7 @@ def _split(links: Links, blk: Block, js: Sequence[int], share: Sequence[int],
     core = set(blk.core_ops)
     if not core:
         return 0, 0, None
-    inside: dict[int, bool] = {}
+    inside: dict[int, int] = {}  # (nearest_above's memo: the core op around each event walked, or NONE)
     parent, leaf, launcher = links.parent, links.device_leaf, links.launcher
     core_ns = kv_ns = 0
     heads_kv = None
@@ -77,31 +77,12 @@ def _split(links: Links, blk: Block, js: Sequence[int], share: Sequence[int],
         lf = leaf[j]
         if lf == NONE:
             continue
-        if _under(lf, core, parent, inside):
+        if nearest_above(parent, lf, core.__contains__, inside) != NONE:
             core_ns += share[j]
         elif (la := launcher[lf]) != NONE and kv.is_copy(la):
             kv_ns += share[j]
             heads_kv = heads_kv or kv.heads_kv(la)
     return core_ns, kv_ns, heads_kv
-
-
-def _under(i: int, core: set[int], parent: Sequence[int], memo: dict[int, bool]) -> bool:
-    """Whether host event ``i`` is one of the core's ops or inside one (memoised along the walk)."""
-    path = []
-    k, found = i, False
-    while k != NONE:
-        got = memo.get(k)
-        if got is not None:
-            found = got
-            break
-        path.append(k)
-        if k in core:
-            found = True
-            break
-        k = parent[k]
-    for k in path:
-        memo[k] = found
-    return found
 
 
 def _shape(tr: Trace, inp: _Inputs, blk: Block, heads_kv: int | None) -> tuple[Shape | None, str | None]:
