@@ -991,3 +991,14 @@ def test_matmul_broadcast_batch_flops(sa, sb, out_batch):
     assert c is not None
     assert c.flops == 2 * out_batch * M * N * K
     assert c.bytes == 2 * (prod(sa) + prod(sb) + out_batch * M * N)  # bf16: a, b read, [BATCH, HEADS, M, N] written
+
+
+@pytest.mark.parametrize("bad", [-4, True])
+def test_a_negative_or_boolean_dim_is_no_shape(bad):
+    """A recorded dim that no tensor can have (negative; JSON true) gives no count, never a negative FLOP figure
+    that check() would then refuse with a traceback."""
+    dims = json.dumps([[1, bad, 256, 64], [1, 4, 64, 256]]).encode()
+    types = json.dumps(["c10::BFloat16"] * 2).encode()
+    assert flops_mod.op_cost("aten::matmul", dims, types, b"") is None
+    good = json.dumps([[1, 4, 256, 64], [1, 4, 64, 256]]).encode()
+    assert flops_mod.op_cost("aten::matmul", good, types, b"").flops == 2 * 4 * 256 * 256 * 64

@@ -104,7 +104,7 @@ def _tensor(dims: list, types: list, k: int) -> _Tensor | None:
     d, t = dims[k], types[k]
     if not isinstance(d, list) or not isinstance(t, str) or t not in _DTYPES:
         return None
-    if d and not all(isinstance(x, int) for x in d):
+    if d and not all(type(x) is int and x >= 0 for x in d):  # (a negative or boolean dim: no tensor's shape)
         return None
     size, cls = _DTYPES[t]
     return d, size, cls

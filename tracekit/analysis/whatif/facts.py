@@ -96,7 +96,7 @@ def _shape(tr: Trace, inp: _Inputs, blk: Block, heads_kv: int | None) -> tuple[S
     k = _LEFT.get(tr.host[score].name, 0)
     q, kt = (dims[k], dims[k + 1]) if len(dims) > k + 1 else (None, None)
     if not (isinstance(q, list) and isinstance(kt, list) and len(q) in (3, 4) and len(kt) == len(q)
-            and all(isinstance(x, int) and x > 0 for x in q + kt) and q[-1] == kt[-2]):
+            and all(type(x) is int and x > 0 for x in q + kt) and q[-1] == kt[-2]):
         return None, f"the score product's inputs are not [..., Lq, d] @ [..., d, Lk] ({tr.host[score].name})"
     four = len(q) == 4
     bh = q[0] * q[1] if four else q[0]
