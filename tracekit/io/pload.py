@@ -41,7 +41,7 @@ MIN_PARALLEL = 64 << 20
 # 2.2x its JSON) at a time, so this bounds the workers' memory; at 16 MB the whole process tree of
 # ``--decode-workers 2`` peaked below the serial path on a 1 GB trace, as fast as with 32 MB
 # (benchmarks/README.md).
-PARALLEL_CHUNK = 16 << 20
+PARALLEL_CHUNK = 8 << 20
 # Workers a big file gets by default: the parent reads, copies and merges about 40% of the serial CPU
 # time itself, so past 3-4 workers more only add memory (about one window each).
 MAX_DEFAULT_WORKERS = 4

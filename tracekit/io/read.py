@@ -46,7 +46,7 @@ else:
     _zlib = isal_zlib
     _INFLATE_ERRORS += (cast("type[Exception]", isal_zlib.error),)  # its stub calls the class an instance
 
-CHUNK = 32 << 20
+CHUNK = 4 << 20
 _START = re.compile(rb'"traceEvents"\s*:\s*\[')
 _TRAILER_WINDOW = 4 << 20  # header keys after the events are small: keep the last 4 MB to judge the ending
 _END_WINDOW = 4 << 20  # look for the events' closing ']' this far from the end before scanning
