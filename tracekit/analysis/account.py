@@ -21,7 +21,7 @@ from ..results.efficiency import HOST_ONLY, Efficiency
 from ..vocab import (
     IDLE_CAUSES, MATMUL_ROLES, Category, FoundBy, MatmulRole, TimeBase, compact_kernel_name, is_launch_bound,
 )
-from .allocations import alloc_bytes, alloc_peaks
+from .allocations import block_allocations
 from .blocks.discovery import Block
 from .blocks.kernels import find_kernel_blocks
 from .busy import block_window, busy_time
@@ -117,10 +117,10 @@ def account_device_blocks(tr: Trace, links: Links, blocks: list[Block], cats: li
     """Each block's figures (device busy time split by category and matmul role, span, idle, memory), in block
     order, and the walk that holds each owned event's share of its block's busy time."""
     walk = DeviceBlocks(tr, links, cats, time.free_at, IdleSplitter(tr, graph_launches), origin)
-    alloc, ordinal = alloc_bytes(tr, blocks, device_side=True), ordinals(blocks)
+    (alloc, peaks), ordinal = block_allocations(tr, blocks, device_side=True), ordinals(blocks)
     members = time.members
     results = [walk.block(blk, members.get(b, []), ordinal[b], alloc[b]) for b, blk in enumerate(blocks)]
-    for r, peak in zip(results, alloc_peaks(tr, blocks, device_side=True)):
+    for r, peak in zip(results, peaks):
         r.alloc_peak_bytes = peak
     return results, walk
 
@@ -360,10 +360,10 @@ def host_attribution(tr: Trace, links: Links, blocks: list[Block], owner: list[i
     ``results``, when given, receives the block results in block order (the layers stage reads them so)."""
     t = _split_host_time(tr, links, blocks, owner, clf)
     _add_module_gaps(tr, links, blocks, t)
-    alloc, ordinal = alloc_bytes(tr, blocks, device_side=False), ordinals(blocks)
+    (alloc, peaks), ordinal = block_allocations(tr, blocks, device_side=False), ordinals(blocks)
     results = results if results is not None else []
     results[:] = [_host_block(tr, blk, b, t, ordinal[b], alloc[b], origin) for b, blk in enumerate(blocks)]
-    for res, peak in zip(results, alloc_peaks(tr, blocks, device_side=False)):
+    for res, peak in zip(results, peaks):
         res.alloc_peak_bytes = peak
     in_blocks = sum(sum(x.values()) for x in t.cats)
     ops = t.ops

@@ -9,21 +9,50 @@ from ..model import Trace
 from .blocks.discovery import Block
 
 
-def alloc_bytes(tr: Trace, blocks: list[Block], device_side: bool) -> list[int | None]:
-    """Bytes allocated inside each block's host intervals (``profile_memory`` traces only)."""
-    if not tr.memory:
-        return [None] * len(blocks)
-    per_thread: dict[int, tuple[list[int], list[int]]] = {}
+class _ThreadAllocs:
+    """One host thread's allocations of one side (device or host), in time order: their times, the running sum of
+    their bytes, and the ``Total Allocated`` each reported (-1 where none)."""
+
+    __slots__ = ("cum", "totals", "ts")
+
+    def __init__(self) -> None:
+        self.ts: list[int] = []
+        self.cum: list[int] = [0]  # cum[k]: bytes of the first k allocations
+        self.totals: list[int] = []
+
+
+def _by_thread(tr: Trace, device_side: bool) -> dict[int, _ThreadAllocs]:
+    """Thread -> its allocations on ``device_side``: one sort of the memory events for both figures (a trace's
+    events come in time order per thread already, so the sort is a linear merge)."""
+    out: dict[int, _ThreadAllocs] = {}
     mem = sorted((m for m in tr.memory if m.nbytes > 0 and (m.device_type != 0) == device_side),
                  key=lambda m: (m.thread, m.ts))
     for t, g in groupby(mem, key=lambda m: m.thread):
-        ts, cum, acc = [], [0], 0
+        a = out[t] = _ThreadAllocs()
+        acc = 0
         for m in g:
-            ts.append(m.ts)
+            a.ts.append(m.ts)
             acc += m.nbytes
-            cum.append(acc)
-        per_thread[t] = (ts, cum)
+            a.cum.append(acc)
+            a.totals.append(m.total)
+    return out
+
+
+def block_allocations(tr: Trace, blocks: list[Block], device_side: bool) -> tuple[list[int | None], list[int | None]]:
+    """Per block, the bytes allocated inside its host intervals and its peak (``profile_memory`` traces only; None
+    without memory events), from one index of the allocations. The peak is the largest ``Total Allocated`` the
+    allocator reported at an allocation inside those intervals: the block's peak memory as
+    ``torch.cuda.max_memory_allocated`` reads it (docs/attribution.md, "Diff"); None where no allocation there
+    carries the total (older traces write none): a peak the trace cannot tell."""
+    if not tr.memory:
+        return [None] * len(blocks), [None] * len(blocks)
+    per_thread = _by_thread(tr, device_side)
+    return _bytes(tr, blocks, per_thread), _peaks(tr, blocks, per_thread)
+
+
+def _bytes(tr: Trace, blocks: list[Block], per_thread: dict[int, _ThreadAllocs]) -> list[int | None]:
     out: list[int | None] = []
+    none = _ThreadAllocs()
     for b in blocks:
         if not b.roots:
             out.append(None)
@@ -31,38 +60,24 @@ def alloc_bytes(tr: Trace, blocks: list[Block], device_side: bool) -> list[int |
         total = 0
         for r in b.roots:
             h = tr.host[r]
-            ts, cum = per_thread.get(h.thread, ([], [0]))
-            total += cum[bisect_right(ts, h.ts + h.dur)] - cum[bisect_left(ts, h.ts)]
+            a = per_thread.get(h.thread, none)
+            total += a.cum[bisect_right(a.ts, h.ts + h.dur)] - a.cum[bisect_left(a.ts, h.ts)]
         out.append(total)
     return out
 
 
-def alloc_peaks(tr: Trace, blocks: list[Block], device_side: bool) -> list[int | None]:
-    """Per block, the largest ``Total Allocated`` the allocator reported at an allocation inside its host intervals:
-    its peak memory as ``torch.cuda.max_memory_allocated`` reads it (docs/attribution.md, "Diff"). None where no
-    allocation there carries the total (older traces write none): a peak the trace cannot tell."""
-    per_thread = _totals_by_thread(tr, device_side)
-    if not per_thread:
+def _peaks(tr: Trace, blocks: list[Block], per_thread: dict[int, _ThreadAllocs]) -> list[int | None]:
+    if not any(t >= 0 for a in per_thread.values() for t in a.totals):
         return [None] * len(blocks)
     out: list[int | None] = []
+    none = _ThreadAllocs()
     for b in blocks:
-        peaks = []
+        peak = -1
         for r in b.roots:
             h = tr.host[r]
-            ts, totals = per_thread.get(h.thread, ([], []))
-            lo, hi = bisect_left(ts, h.ts), bisect_right(ts, h.ts + h.dur)
+            a = per_thread.get(h.thread, none)
+            lo, hi = bisect_left(a.ts, h.ts), bisect_right(a.ts, h.ts + h.dur)
             if hi > lo:
-                peaks.append(max(totals[lo:hi]))
-        out.append(max(peaks) if peaks else None)
+                peak = max(peak, max(a.totals[lo:hi]))
+        out.append(peak if peak >= 0 else None)
     return out
-
-
-def _totals_by_thread(tr: Trace, device_side: bool) -> dict[int, tuple[list[int], list[int]]]:
-    """Thread -> (times, ``Total Allocated``) of its allocations that report the total, in time order."""
-    mem = sorted((m for m in tr.memory if m.nbytes > 0 and m.total >= 0 and (m.device_type != 0) == device_side),
-                 key=lambda m: (m.thread, m.ts))
-    per_thread: dict[int, tuple[list[int], list[int]]] = {}
-    for t, g in groupby(mem, key=lambda m: m.thread):
-        ms = list(g)
-        per_thread[t] = ([m.ts for m in ms], [m.total for m in ms])
-    return per_thread

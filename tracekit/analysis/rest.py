@@ -75,6 +75,8 @@ class _ModuleOf:
         self.host, self.parent = tr.host, links.parent
         self.any = any(map(MODULE.__eq__, map(attrgetter("kind"), tr.host)))  # (C-level: this sees every event)
         self.memo: dict[int, str | None] = {}
+        self._pair: dict[int, tuple[int, int]] = {NONE: (NONE, NONE)}  # event -> (outermost module, its child)
+        self._kinds: dict[str, str] = {}  # module event name -> module_kind (layers repeat their names)
 
     def __call__(self, i: int) -> str | None:
         if i == NONE:
@@ -82,12 +84,31 @@ class _ModuleOf:
         got = self.memo.get(i, "")
         if got != "":
             return got
-        outer = inner = NONE
-        k = i
-        while k != NONE:
-            if self.host[k].kind == MODULE:
-                outer, inner = k, outer
-            k = self.parent[k]
-        name = None if outer == NONE else module_kind(self.host[inner if inner != NONE else outer].name)
+        outer, inner = self._modules(i)
+        name = None
+        if outer != NONE:
+            raw = self.host[inner if inner != NONE else outer].name
+            name = self._kinds.get(raw)
+            if name is None:
+                name = self._kinds[raw] = module_kind(raw)
         self.memo[i] = name
         return name
+
+    def _modules(self, i: int) -> tuple[int, int]:
+        """(outermost nn.Module around ``i``, the next one inside it on the way to ``i``), NONE where none; each
+        event's pair kept, so that a tree's events are walked once however many launching ops ask."""
+        host, parent, pair = self.host, self.parent, self._pair
+        path = []
+        k = i
+        while k not in pair:
+            path.append(k)
+            k = parent[k]
+        outer, inner = pair[k]
+        for k in reversed(path):  # outermost first: each event's pair from its parent's
+            if host[k].kind == MODULE:
+                if outer == NONE:
+                    outer = k
+                elif inner == NONE:
+                    inner = k
+            pair[k] = (outer, inner)
+        return outer, inner

@@ -138,6 +138,7 @@ class RoleFinder:
         self._by_names: dict[int, MatmulRole | None] = {}  # per host index: innermost named evidence
         self._dims: dict[bytes, list | None] = {}  # parsed Input Dims, per distinct bytes
         self._role: dict[int, str] = {}
+        self._gemm: dict[str, bool] = {}  # per distinct op name: a matrix product or not
         # Whether any range or module name in the file says a role: when none does (most traces without
         # record_function names), the walk up each launcher's ranges is skipped.
         names = tr.names
@@ -176,9 +177,11 @@ class RoleFinder:
         path: list[int] = []
         found: MatmulRole | None = None
         k = i
+        by_names = self._by_names
         while k != NONE:
-            if k in self._by_names:
-                found = self._by_names[k]
+            got = by_names.get(k, by_names)  # (the dict itself: no answer kept yet)
+            if got is not by_names:
+                found = got  # type: ignore[assignment]
                 break
             path.append(k)
             h = host[k]
@@ -188,7 +191,7 @@ class RoleFinder:
                     break
             k = parent[k]
         for p in path:
-            self._by_names[p] = found
+            by_names[p] = found
         return found
 
     def _from_ops(self, i: int) -> MatmulRole | None:
@@ -196,7 +199,7 @@ class RoleFinder:
         host, parent = self.tr.host, self.parent
         chain: list[int] = []
         k = i
-        while k != NONE and host[k].kind == OP and GEMM_OP.match(host[k].name):
+        while k != NONE and host[k].kind == OP and self._is_gemm(host[k].name):
             chain.append(k)
             k = parent[k]
         for k in reversed(chain):
@@ -209,6 +212,13 @@ class RoleFinder:
                     if rule.test(*ops):
                         return rule.role
         return None
+
+    def _is_gemm(self, name: str) -> bool:
+        """Whether op ``name`` is a matrix product (GEMM_OP), memoised per distinct name."""
+        got = self._gemm.get(name)
+        if got is None:
+            got = self._gemm[name] = GEMM_OP.match(name) is not None
+        return got
 
     def _operands(self, k: int) -> tuple[Dims, Dims] | None:
         rec = self.tr.op_inputs.get(k)

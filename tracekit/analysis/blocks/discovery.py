@@ -174,9 +174,17 @@ class BlockFinder:
 
     def __init__(self, scope: str | None = None) -> None:
         self.scope = re.compile(scope or DEFAULT_SCOPE, re.IGNORECASE)
+        self._named: dict[tuple[int, str], str | None] = {}  # (kind, name) -> scope_name: layers repeat names
 
     def scope_name(self, kind: int, name: str) -> str | None:
         """The block name if this host event opens a scope; ProfilerStep never does."""
+        key = (kind, name)
+        got = self._named.get(key, self)
+        if got is self:
+            got = self._named[key] = self._scope_name(kind, name)
+        return got  # type: ignore[return-value]  # (self: the miss marker, replaced above)
+
+    def _scope_name(self, kind: int, name: str) -> str | None:
         if kind == MODULE:
             label = name[len("nn.Module: "):]
             return label if self.scope.search(label) else None
@@ -665,11 +673,16 @@ def _softmax_siblings(tr: Trace, links: Links, soft_names: set[str], key: Callab
     host, parent, op_kind = tr.host, links.parent, OP
     parents = {key(i) for i, h in enumerate(host) if h.name in soft_names and h.kind == op_kind}
     kids: dict[int, list[int]] = defaultdict(list)
+    key_under: dict[int, int] = {}  # a non-op parent -> the key of the ops directly under it (one call per parent)
     for i in links.order:
-        if host[i].kind == op_kind:
+        h = host[i]
+        if h.kind == op_kind:
             p = parent[i]  # (an op's parent op is its key: most ops' parents are ops, so no call for them)
-            if p == NONE or host[p].kind != op_kind:
-                p = key(i)
+            if p != NONE and host[p].kind != op_kind:
+                q = key_under.get(p)
+                if q is None:
+                    q = key_under[p] = key(i)
+                p = q
             if p in parents:
                 kids[p].append(i)
     return list(kids.values())
