@@ -7,6 +7,7 @@ elementwise 2, memory 4, six device events).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -175,3 +176,109 @@ def test_no_owner_left_unset_for_events_outside_blocks(tmp_path):
     ctx = _until(load_trace(b.write(tmp_path / "t.json")), "find-host-blocks")
     first = min(range(len(ctx.tr.host)), key=lambda i: ctx.tr.host[i].ts)
     assert ctx.owner[first] == NONE
+
+
+# -- walks over the events: what each stage may cost on a big trace ---------------------------------------------
+# Each stage's walks over the trace's event lists, in pass-equivalents on the trace built below (40 layers, 2 steps,
+# an allocation per layer): a whole iteration is one pass, index reads count 1/len each. The analysis is linear and
+# each walk over every event is what the 1 GB benchmark sees, so an added one must fail here, naming the stage and
+# the list (issue 40): lower a budget when a walk goes, raise one only with its reason.
+PASS_BUDGET: dict[str, tuple[dict[str, int], str]] = {
+    "read-origin": ({"host": 1, "device": 1, "runtime": 1, "memory": 1}, "each list's earliest timestamp"),
+    "link": ({"host": 5, "device": 2, "runtime": 2},
+             "host: the ts and thread key lists of the sort, the nesting sweep and its parents' kinds, the runtime "
+             "calls' leaves; device: correlation ids and the External-id check; runtime: correlation ids, leaves"),
+    "classify-device": ({"host": 1, "device": 1}, "each kernel's name and its launching op's"),
+    "find-host-blocks": ({"host": 7},
+                         "softmax ops' keys, the sibling walk and its parents' kinds, the product ops, the eager "
+                         "triples' neighbours and scopes"),
+    "find-kernel-blocks": ({"device": 2}, "the start and stream key lists of the per-stream sort"),
+    "measure-busy": ({"device": 2}, "busy_time: the start key list and the first-come sweep"),
+    "account-device": ({"host": 2, "device": 5, "runtime": 2, "memory": 1},
+                       "device: the device's merged work, each block's events, busy split, categories and the "
+                       "enders' calls; host: roots and product ops' roles; runtime: names for the blocking calls "
+                       "and each gap's launch call; memory: one sort for the bytes and peaks"),
+    "assemble-device": ({"host": 1, "device": 3}, "the step index's passes and the events outside blocks"),
+    "collect-hint-facts": ({"host": 2, "device": 1}, "each owned kernel and its launching op"),
+}
+_LISTS = ("host", "device", "runtime", "memory")
+
+
+class _Walked(list):
+    """An event list that counts the walks over it: iterations (also reversed and ``in``) and index reads."""
+
+    def __init__(self, items) -> None:
+        super().__init__(items)
+        self.iters = self.reads = 0
+
+    def __iter__(self):
+        self.iters += 1
+        return super().__iter__()
+
+    def __reversed__(self):
+        self.iters += 1
+        return super().__reversed__()
+
+    def __contains__(self, x) -> bool:
+        self.iters += 1
+        return super().__contains__(x)
+
+    def __getitem__(self, i):
+        self.reads += 1 if isinstance(i, int) else len(range(*i.indices(len(self))))
+        return super().__getitem__(i)
+
+    def passes(self) -> float:
+        return self.iters + self.reads / max(1, len(self))
+
+
+def _walks_per_stage(tmp_path, stages=STAGES) -> dict[str, dict[str, float]]:
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    t = 0
+    for s in range(2):
+        b.annotation(f"ProfilerStep#{s + 1}", t, 400 * 40)
+        for i in range(40):
+            attention_block(b, t + 1 + 400 * i, name=f"layer{i}.attention")
+            b.memory(t + 2 + 400 * i, 1024, total=4096 + i)
+        t += 400 * 40 + 10
+    tr = load_trace(b.write(tmp_path / "walked.json"))
+    for f in _LISTS:
+        setattr(tr, f, _Walked(getattr(tr, f)))
+    ctx = StageContext(tr=tr, config=AttributeConfig())
+    out = {}
+    for stage in stages:
+        before = {f: getattr(tr, f).passes() for f in _LISTS}
+        stage.run(ctx)
+        out[stage.name] = {f: getattr(tr, f).passes() - before[f] for f in _LISTS}
+    attribution = ctx.result
+    assert attribution is not None and len(attribution.blocks) == 80
+    attribution.check()
+    return out
+
+
+def _over_budget(walks: dict[str, dict[str, float]]) -> list[str]:
+    """'stage list: passes > budget' for each list a stage walks more often than PASS_BUDGET allows (half a pass
+    of slack: index reads over part of a list count a fraction)."""
+    over = []
+    for stage, per_list in walks.items():
+        budget = PASS_BUDGET.get(stage, ({}, ""))[0]
+        over += [f"{stage} {f}: {n:.2f} > {budget.get(f, 0)}" for f, n in per_list.items()
+                 if n > budget.get(f, 0) + 0.5]
+    return over
+
+
+def test_no_stage_walks_the_events_more_often_than_its_budget(tmp_path):
+    walks = _walks_per_stage(tmp_path)
+    assert _over_budget(walks) == []
+    assert all(PASS_BUDGET[s][1] for s in PASS_BUDGET) and set(PASS_BUDGET) <= set(stage_names())
+
+
+def test_an_added_walk_over_the_events_is_caught(tmp_path):
+    """The counting itself: a stage that also walks every host event (as a new feature's loop would) is reported."""
+    stage = STAGES[stage_names().index("find-layers")]
+
+    def walk_then_run(ctx: StageContext) -> None:
+        sum(1 for h in ctx.tr.host if h.dur > 0)
+        stage.run(ctx)
+
+    patched = [dataclasses.replace(s, run=walk_then_run) if s is stage else s for s in STAGES]
+    assert _over_budget(_walks_per_stage(tmp_path, patched)) == ["find-layers host: 1.00 > 0"]

@@ -93,3 +93,28 @@ def test_stage_timer_lists_every_stage_and_their_sum():
     rows = [ln.split() for ln in proc.stdout.splitlines()[1:]]
     assert [r[0] for r in rows] == ["load", *stage_names(), "analysis"]
     assert float(rows[-1][1]) == pytest.approx(sum(float(r[1]) for r in rows[1:-1]), abs=0.1 * len(rows))
+
+
+def _git_checkout() -> bool:
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _git_checkout(), reason="not a git checkout: --baseline COMMIT needs one")
+def test_benchmark_baseline_commit_runs_in_a_worktree_that_is_removed_after(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench.py"), "--smoke", "--tools", "tracekit",
+                           "--baseline", "HEAD", "--work", str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "baseline tracekit attribute (.json)" in proc.stdout
+    assert "this checkout / baseline, median of per-rep ratios" in proc.stdout
+    trees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
+    assert not (tmp_path / "baseline-HEAD").exists() and str(tmp_path) not in trees
+
+
+@pytest.mark.skipif(not _git_checkout(), reason="not a git checkout: --baseline COMMIT needs one")
+def test_benchmark_baseline_that_is_no_folder_nor_commit_is_a_one_line_error(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench.py"), "--smoke", "--tools", "tracekit",
+                           "--baseline", "no-such-ref-xyz", "--work", str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().startswith("Error: --baseline no-such-ref-xyz:") and len(proc.stderr.splitlines()) == 1

@@ -116,7 +116,8 @@ def account_device_blocks(tr: Trace, links: Links, blocks: list[Block], cats: li
                           origin: int = 0) -> tuple[list[BlockResult], DeviceBlocks]:
     """Each block's figures (device busy time split by category and matmul role, span, idle, memory), in block
     order, and the walk that holds each owned event's share of its block's busy time."""
-    walk = DeviceBlocks(tr, links, cats, time.free_at, IdleSplitter(tr, graph_launches), origin)
+    walk = DeviceBlocks(tr, links, cats, time.free_at, IdleSplitter(tr, graph_launches, links.device_call),
+                        origin)
     (alloc, peaks), ordinal = block_allocations(tr, blocks, device_side=True), ordinals(blocks)
     members = time.members
     results = [walk.block(blk, members.get(b, []), ordinal[b], alloc[b]) for b, blk in enumerate(blocks)]

@@ -218,12 +218,18 @@ class IdleSplitter:
     """Per trace: each device event's launch call, each host thread's blocking calls, the device's work and the
     stream waits; then per block, its idle time by cause (:meth:`split`)."""
 
-    def __init__(self, tr: Trace, graph_launches: Sequence[GraphLaunch] = ()) -> None:
+    def __init__(self, tr: Trace, graph_launches: Sequence[GraphLaunch] = (),
+                 device_call: Sequence[int | None] = ()) -> None:
+        """``device_call``: each device event's launch call as the linker found it (``Links.device_call``); looked
+        up here from the correlation ids when not given."""
         rt = tr.runtime
         self.tr = tr
-        corrs = [r.correlation for r in reversed(rt)]  # correlation -> its first call, as the linker takes it
-        self.by_corr = dict(zip(corrs, range(len(rt) - 1, -1, -1)))
-        self.by_corr.pop(0, None)
+        if len(device_call) != len(tr.device):
+            corrs = [r.correlation for r in reversed(rt)]  # correlation -> its first call, as the linker takes it
+            by_corr = dict(zip(corrs, range(len(rt) - 1, -1, -1)))
+            by_corr.pop(0, None)
+            device_call = [by_corr.get(e.correlation) for e in tr.device]
+        self.launch = device_call
         self.graph_call = {j: g.runtime for g in graph_launches for j in g.device}
         names = {r.name for r in rt}
         self.sync = {t: _Intervals(s) for t, s in _blocking_spans(rt, names).items()}
@@ -238,7 +244,7 @@ class IdleSplitter:
         """The runtime call that launched device event ``j``: its graph launch for a replayed one, else the first
         call with its correlation id; None when the trace has none."""
         g = self.graph_call.get(j)
-        return g if g is not None else self.by_corr.get(self.tr.device[j].correlation)
+        return g if g is not None else self.launch[j]
 
     def split(self, js: Sequence[int], start: int, end: int, threads: Iterable[int],
               gaps: array | None = None, host: Iterable[tuple[int, int]] = ()) -> dict[str, int]:
@@ -312,7 +318,7 @@ class IdleSplitter:
         """Whether the launching thread's last call before ``call`` (of its launches and stream waits) was a
         stream wait (rule ``stream-wait-event``)."""
         if self._waits is None:
-            self._waits = _stream_waits(self.tr, self.by_corr)
+            self._waits = _stream_waits(self.tr, self.launch)
         if not self._waits:
             return False
         r = self.tr.runtime[call]
@@ -342,14 +348,14 @@ def _gaps(evs: list[tuple[int, int, int]], start: int, end: int) -> tuple[list[t
     return found, (end - start) - sum(g1 - g0 for g0, g1, _ in found)  # (the gaps and the busy time tile it)
 
 
-def _stream_waits(tr: Trace, by_corr: dict[int, int]) -> dict[int, tuple[list[int], list[bool]]]:
+def _stream_waits(tr: Trace, launch: Sequence[int | None]) -> dict[int, tuple[list[int], list[bool]]]:
     """Per host thread, the start times of its launch calls and stream-wait calls, sorted, each flagged True for
     a stream wait; empty when the trace has no stream wait (most traces: no pass over the device events)."""
     rt = tr.runtime
     waits = [i for i, r in enumerate(rt) if _WAIT.fullmatch(r.name)]
     if not waits:
         return {}
-    launches = {by_corr[e.correlation] for e in tr.device if e.correlation in by_corr}
+    launches = {c for c in launch if c is not None}
     rows: dict[int, list[tuple[int, bool]]] = {}
     for i in sorted(launches) + waits:
         rows.setdefault(rt[i].thread, []).append((rt[i].ts, i in launches))

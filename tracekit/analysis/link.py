@@ -40,6 +40,9 @@ class Links:
     unlinked: list[int] = field(default_factory=list)  # the device events not linked, in index order
     unlinked_reason: list[UnlinkedReason] = field(default_factory=list)  # parallel to ``unlinked``
     order_index: OrderIndex | None = None  # ``order`` bisectable (index_of_order); None until someone needs it
+    # per device event: the first runtime call with its correlation id (the launch), None where none; empty when the
+    # Links were built by hand (tracekit.analysis.idle then looks the calls up itself)
+    device_call: list[int | None] = field(default_factory=list)
 
     def index_of_order(self, tr: Trace) -> OrderIndex:
         """:class:`OrderIndex` of ``order``, built at the first call when linking did not need it."""
@@ -92,7 +95,12 @@ UNLINKED_RULES: tuple[UnlinkedRule, ...] = (
 
 
 def host_order(host: list[HostEvent]) -> list[int]:
-    """Host event indices sorted by (thread, ts, -dur, kind), ties in file order: parents before children.
+    """Host event indices sorted by (thread, ts, -dur, kind), ties in file order: parents before children."""
+    return _host_order(host)[0]
+
+
+def _host_order(host: list[HostEvent]) -> tuple[list[int], OrderIndex]:
+    """:func:`host_order`, and that order bisectable (:class:`OrderIndex`), from the same key lists.
 
     Sorted by ts alone first, a key list of the events' own ints, then runs of equal ts re-sorted by
     the rest, then a stable sort by thread. The same order as one sort on 4-tuples, without building
@@ -102,7 +110,6 @@ def host_order(host: list[HostEvent]) -> list[int]:
     ts = [h.ts for h in host]
     order = sorted(range(n), key=ts.__getitem__)
     in_order = list(map(ts.__getitem__, order))
-    del ts
     tied = list(compress(range(1, n), map(eq, in_order, islice(in_order, 1, None))))  # order[k] ties order[k-1]
     del in_order
     k, end_k = 0, len(tied)
@@ -115,10 +122,11 @@ def host_order(host: list[HostEvent]) -> list[int]:
         order[start:end] = sorted(order[start:end], key=lambda i: (host[i].thread, -host[i].dur, host[i].kind))
     threads = [h.thread for h in host]
     order.sort(key=threads.__getitem__)
-    return order
+    return order, _index(list(map(ts.__getitem__, order)), list(map(threads.__getitem__, order)))
 
 
-def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], list[int | None], list[int], list[int]]:
+def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], list[int | None], list[int], list[int],
+                                  OrderIndex]:
     """One stack sweep per thread; O(n log n) for the sort, linear after. It also hands each event the
     ``ProfilerStep#N`` around it (None outside steps), inherited down the nesting, when the trace has steps, and
     lists the ProfilerStep#N events themselves and the top-level ops (ops whose innermost enclosing op/annotation
@@ -134,7 +142,7 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], li
     tops: list[int] = []
     stepped = bool(tr.info.steps)
     step_of: dict[str, int] = {}  # name -> its step number, -1 for a name that is no ProfilerStep#N
-    order = host_order(host)
+    order, index = _host_order(host)
     stack: list[int] = []
     ends: list[int] = []
     cur_thread = None
@@ -170,7 +178,7 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], li
         stack.append(i)
         ends.append(ts + h.dur)
     tops.sort()
-    return order, parent, op_parent, launcher, step, roots, tops
+    return order, parent, op_parent, launcher, step, roots, tops, index
 
 
 def nearest_above(parent: Sequence[int], i: int, hit: Callable[[int], bool], memo: dict[int, int]) -> int:
@@ -217,10 +225,12 @@ class OrderIndex:
 
 def order_index(tr: Trace, order: list[int]) -> OrderIndex:
     hs = [tr.host[i] for i in order]
-    starts = [h.ts for h in hs]
-    threads = [h.thread for h in hs]
-    del hs
-    n = len(order)
+    return _index([h.ts for h in hs], [h.thread for h in hs])
+
+
+def _index(starts: list[int], threads: list[int]) -> OrderIndex:
+    """The OrderIndex of an order whose events start at ``starts`` on ``threads``."""
+    n = len(starts)
     return OrderIndex(starts=starts, first=dict(zip(reversed(threads), range(n - 1, -1, -1))),
                       stop=dict(zip(threads, range(1, n + 1))))
 
@@ -267,8 +277,7 @@ def external_ids_trusted(tr: Trace) -> bool:
 
 
 def link(tr: Trace) -> Links:
-    order, parent, op_parent, launcher, step, roots, tops = nest_host(tr)
-    index = order_index(tr, order) if tr.runtime else None
+    order, parent, op_parent, launcher, step, roots, tops, index = nest_host(tr)
     rleaf = runtime_leaves(tr, order, parent, index)
     # correlation id -> its first runtime call (later writes win: reversed, the first is written last)
     rt_corrs = [rt.correlation for rt in reversed(tr.runtime)]
@@ -282,7 +291,7 @@ def link(tr: Trace) -> Links:
     if pending and tr.gpu_annotations:
         _link_by_annotation(tr, pending, leaf, linked)
     links = Links(order, parent, op_parent, launcher, leaf, linked, trusted, step, roots, tops)
-    links.order_index = index
+    links.order_index, links.device_call = index, launch
     if pending:
         _record_unlinked(links, tr, pending, rt_corrs)
     return links

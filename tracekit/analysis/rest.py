@@ -73,7 +73,10 @@ class _ModuleOf:
 
     def __init__(self, tr: Trace, links: Links) -> None:
         self.host, self.parent = tr.host, links.parent
-        self.any = any(map(MODULE.__eq__, map(attrgetter("kind"), tr.host)))  # (C-level: this sees every event)
+        # Whether any event is an nn.Module: the file's distinct names tell without a pass over the events (a name
+        # that reads like a module on another kind only costs lookups that find nothing)
+        self.any = (any(n.startswith("nn.Module: ") for n in tr.names) if tr.names is not None
+                    else any(map(MODULE.__eq__, map(attrgetter("kind"), tr.host))))
         self.memo: dict[int, str | None] = {}
         self._pair: dict[int, tuple[int, int]] = {NONE: (NONE, NONE)}  # event -> (outermost module, its child)
         self._kinds: dict[str, str] = {}  # module event name -> module_kind (layers repeat their names)

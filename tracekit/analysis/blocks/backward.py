@@ -194,7 +194,8 @@ def _regions(parent: list[int], orphans: list[int],
 def _orphans(tr: Trace, links: Links, owner: list[int]) -> list[int]:
     """Fused attention backward ops (parents first) that no block owns."""
     host = tr.host
-    names = {n for n in {h.name for h in host} if is_fused_attention_op(n) and is_backward_op(n)}
+    distinct = tr.names if tr.names is not None else {h.name for h in host}  # (the file's names: no pass)
+    names = {n for n in distinct if is_fused_attention_op(n) and is_backward_op(n)}
     if not names:  # the common case (inference): one pass over the names, no per-op work
         return []
     return [i for i in links.order if owner[i] == NONE and host[i].kind == OP and host[i].name in names]
