@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from itertools import groupby
+from itertools import accumulate
+from operator import attrgetter
 
-from ..model import Trace
+from ..model import MemoryEvent, Trace
 from .blocks.discovery import Block
 
 
@@ -22,19 +23,24 @@ class _ThreadAllocs:
 
 
 def _by_thread(tr: Trace, device_side: bool) -> dict[int, _ThreadAllocs]:
-    """Thread -> its allocations on ``device_side``: one sort of the memory events for both figures (a trace's
-    events come in time order per thread already, so the sort is a linear merge)."""
+    """Thread -> its allocations on ``device_side``: one pass over the memory events for both figures, then each
+    thread's sorted by time (a trace writes them in time order per thread already: a linear check)."""
+    per_thread: dict[int, list[MemoryEvent]] = {}
+    for m in tr.memory:
+        if m.nbytes > 0 and (m.device_type != 0) == device_side:
+            got = per_thread.get(m.thread)
+            if got is None:
+                per_thread[m.thread] = [m]
+            else:
+                got.append(m)
     out: dict[int, _ThreadAllocs] = {}
-    mem = sorted((m for m in tr.memory if m.nbytes > 0 and (m.device_type != 0) == device_side),
-                 key=lambda m: (m.thread, m.ts))
-    for t, g in groupby(mem, key=lambda m: m.thread):
+    for t in sorted(per_thread):
+        ms = per_thread[t]
+        ms.sort(key=attrgetter("ts"))  # (stable, as the file's order of equal times; already sorted in most traces)
         a = out[t] = _ThreadAllocs()
-        acc = 0
-        for m in g:
-            a.ts.append(m.ts)
-            acc += m.nbytes
-            a.cum.append(acc)
-            a.totals.append(m.total)
+        a.ts = [m.ts for m in ms]
+        a.cum += accumulate(m.nbytes for m in ms)
+        a.totals = [m.total for m in ms]
     return out
 
 
