@@ -3,7 +3,7 @@
 Exit codes: 0 ok; 1 input could not be analysed (``Error: …``); 2 usage error;
 3 results were produced from damaged input (truncated trace, dropped events, skipped files);
 4 ``diff --fail-if-slower`` found a regression; 5 ``diff --fail-if-slower`` is inconclusive (a side is
-launch-bound and no measured latency was given: README, "CI gate"). Over two folders of runs the gate decides
+launch-bound and no measured latency was given: docs/diff.md, "CI gate"). Over two folders of runs the gate decides
 each run pair: 4 when any pair regresses, else 5 when any is inconclusive.
 
 Only click and the standard library load at import: the analysis, the renderers and the process

@@ -1,6 +1,6 @@
 """The CI gate (``tracekit diff --fail-if-slower PCT``): its threshold's parsing, and its decision on a diff.
 
-The rule (README, "CI gate"; docs/attribution.md, "The CI gate"): compare the latency measured outside the
+The rule (docs/diff.md, "CI gate"; docs/attribution.md, "The CI gate"): compare the latency measured outside the
 profiler when both sides have it; otherwise busy time, unless a side is launch-bound: then neither busy time
 nor the profiled span is what the user waits for, and the gate refuses to decide (InconclusiveError, exit 5).
 ``--gate-on busy|span|latency`` makes the choice explicit.

@@ -42,7 +42,7 @@ def analyze(path: str | os.PathLike | Inputs | Discovered, scope: str | None = N
     own result in ``.runs`` (with its measured latency, when measured.json lies beside its traces), and one
     DataFrame row per run, named after its folder. ``captures`` (files or folders, ``--capture``) are the
     traces of the CUDA/HIP graph captures that the traces replay, however the files are read (here, a pool,
-    Dask, a URL, runs); without them, a ``capture_traces/`` folder beside a replay is read (README, "Graph
+    Dask, a URL, runs); without them, a ``capture_traces/`` folder beside a replay is read (docs/graphs.md, "Graph
     traces"). ``path`` may be what discovery found already (``Inputs``, or the
     CLI's :class:`~tracekit.run.runs.Discovered`): it is not discovered again.
     """

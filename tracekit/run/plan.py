@@ -1,6 +1,6 @@
 """How one set of files is read: the :class:`Plan` every file's task gets whole, and its defaults.
 
-Two numbers, two meanings (README, "Parallelism"): ``jobs`` is how many files are analysed at once (pool
+Two numbers, two meanings (docs/performance.md, "Parallelism"): ``jobs`` is how many files are analysed at once (pool
 processes, or a local Dask cluster's workers); ``decode_workers`` is how many processes decode one big file
 (tracekit.io.pload) when the input is a single file. The CLI and ``tracekit.analyze`` take the same defaults
 from here (None: :func:`default_jobs`, :func:`default_decode_workers`).
