@@ -459,3 +459,16 @@ def test_compiled_regions_outside_blocks_are_shown_and_in_the_json(tmp_path):
     plain.op("aten::mm", 0, 5)
     assert "compiled_outside_blocks" not in json.loads(JSONRenderer().render_attribution(
         analyze(plain.write(tmp_path / "p.json"))))
+
+
+@pytest.mark.parametrize("width", [100, 80, 60, 45])
+def test_a_named_kernel_keeps_its_own_name_and_loses_template_arguments_first(width):
+    """Issue 42: vLLM ROCm's two paged-attention kernels printed as ``paged…<0, __hip_bfloat16, …`` (both as
+    ``paged…<`` at 80): the function name is the identity, its template arguments go first."""
+    qkv = ("void paged_attention_ll4mi_QKV_mfma16_kernel<__hip_bfloat16, __hip_bfloat16, "
+           "(vllm::Fp8KVCacheDataType)0, 16, 128, 256, 1, false>(int, int, float const*, __hip_bfloat16*)")
+    reduce = ("void paged_attention_ll4mi_reduce_kernel<__hip_bfloat16, __hip_bfloat16, 128, 256, 512, 8>"
+              "(__hip_bfloat16*, float const*, float const*, __hip_bfloat16 const*, int const*, int)")
+    a, b = short_name(qkv, width), short_name(reduce, width)
+    assert len(a) <= width and len(b) <= width
+    assert a.startswith("paged_attention_ll4mi_QKV_mfma16_kernel") and b.startswith("paged_attention_ll4mi_reduce_kernel")

@@ -203,7 +203,9 @@ def _identifier_tokens(s: str, width: int) -> str:
     """A long ``a_b_c`` identifier (cuBLAS/cuDNN names, alone or as a template argument such as
     ``cutlass::Kernel2<cutlass_80_wmma_…>``) loses whole tokens, lowest rank first and the rightmost first
     among equals, until the name fits; each run of dropped tokens becomes ``…``."""
-    idents = [m for m in re.finditer(r"[A-Za-z_]\w*", s) if m.group().count("_") >= 3]
+    args_at = s.find("<")  # (the kernel's own name before its template arguments is its identity: kept whole
+    # here, cut only by template-args when nothing else is left; a name without arguments is fair game)
+    idents = [m for m in re.finditer(r"[A-Za-z_]\w*", s) if m.group().count("_") >= 3 and m.start() > args_at]
     if not idents:
         return s
     m = max(idents, key=lambda m: len(m.group()))
@@ -231,6 +233,42 @@ def _numeric_templates(s: str) -> str:
 
 _FOCUSED = re.compile(r"<…(\w+)<[^<>]*>…>$")
 _FOCUSED_NAME = re.compile(r"^[\w:]+(<…\w+(?:<[^<>]*>)?…>)$")
+
+
+def _split_args(inner: str) -> list[str]:
+    """The top-level comma-separated arguments of a template's inside (``a, b<c, d>, e`` -> three)."""
+    out, depth, start = [], 0, 0
+    for i, c in enumerate(inner):
+        if c in "<(":
+            depth += 1
+        elif c in ">)":
+            depth -= 1
+        elif c == "," and depth == 0:
+            out.append(inner[start:i].strip())
+            start = i + 1
+    out.append(inner[start:].strip())
+    return out
+
+
+def _template_tail(s: str, width: int) -> str:
+    """``kernel<a, b, c, d>`` -> ``kernel<a, b, …>``: the last template arguments go first, the kernel's name last
+    (``paged_attention_ll4mi_reduce_kernel<…>`` and ``…_QKV_mfma16_kernel<…>`` stay two names at any width); a
+    name alone still too wide loses whole ``a_b_c`` tokens."""
+    head, rest = _outer(s)
+    if not rest.startswith("<") or not head or _FOCUSED_NAME.match(s):
+        return s  # (a generic launcher focused on its functor or op: that is the identity, the final cut keeps it)
+    inner, end = _template_args(rest, 0)
+    args = [a for a in _split_args(inner[1:-1]) if a != ELLIPSIS]
+    tail = rest[end:]
+    while args:
+        t = f"{head}<{', '.join(args)}, {ELLIPSIS}>{tail}" if len(args) < len(_split_args(inner[1:-1])) else s
+        if len(t) <= width:
+            return t
+        args.pop()
+    t = f"{head}<{ELLIPSIS}>"
+    if len(t) <= width:
+        return t
+    return _shorten_identifier(head, width) if head.count("_") >= 3 else head
 
 
 def _focus_args(s: str) -> str:
@@ -263,6 +301,8 @@ NAME_RULES: tuple[NameRule, ...] = (
              apply=_identifier_tokens),
     NameRule(name="focus-args", keeps="the launcher and the functor or op, without its template arguments",
              apply=lambda s, w: _focus_args(s)),
+    NameRule(name="template-args", keeps="the kernel's own name and its first template arguments",
+             apply=_template_tail),
 )
 
 
