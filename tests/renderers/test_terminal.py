@@ -471,4 +471,5 @@ def test_a_named_kernel_keeps_its_own_name_and_loses_template_arguments_first(wi
               "(__hip_bfloat16*, float const*, float const*, __hip_bfloat16 const*, int const*, int)")
     a, b = short_name(qkv, width), short_name(reduce, width)
     assert len(a) <= width and len(b) <= width
-    assert a.startswith("paged_attention_ll4mi_QKV_mfma16_kernel") and b.startswith("paged_attention_ll4mi_reduce_kernel")
+    assert a.startswith("paged_attention_ll4mi_QKV_mfma16_kernel")
+    assert b.startswith("paged_attention_ll4mi_reduce_kernel")
