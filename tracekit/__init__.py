@@ -7,8 +7,9 @@ until a name is used. The public names load on first access (PEP 562), which kee
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+from typing import TYPE_CHECKING
+from typing import Any as _Any
 
 __version__ = "0.1.0"
 
@@ -45,18 +46,20 @@ _MODULES = {"runs": ".run.runs", "run": ".run", "io": ".io", "analysis": ".analy
             "renderers": ".renderers"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     if name in _MODULES:
-        value = importlib.import_module(_MODULES[name], __name__)
+        value = _importlib.import_module(_MODULES[name], __name__)
         globals()[name] = value
         return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tracekit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    value = getattr(_importlib.import_module(module, __name__), name)
     globals()[name] = value  # later lookups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public names and the modules reachable from the package (not its own imports: issue 42's ``dir``)."""
+    loaded = {n for n in globals() if not n.startswith("_") and n not in ("TYPE_CHECKING", "annotations")}
+    return sorted(loaded | set(__all__) | set(_MODULES))

@@ -473,3 +473,18 @@ def test_a_named_kernel_keeps_its_own_name_and_loses_template_arguments_first(wi
     assert len(a) <= width and len(b) <= width
     assert a.startswith("paged_attention_ll4mi_QKV_mfma16_kernel")
     assert b.startswith("paged_attention_ll4mi_reduce_kernel")
+
+
+def test_replayed_kernels_without_a_host_op_are_said_to_be_linked_through_their_graph_launch(tmp_path):
+    """Issue 42: a replay without its capture printed "linked to host ops: 100.0%" right under "replayed kernels
+    have no host op"; its kernels are linked only through the graph launch call, and the line says so."""
+    from support.builders import graph_pair
+
+    replay, capture, _ = graph_pair(tmp_path)
+    res = analyze(str(replay)).check()
+    assert any("replayed kernels have no host op" in w for t in res.traces for w in t.warnings)
+    alone = TerminalRenderer(width=200).render(res)
+    assert "mapped to captured ops: 0.0%" in alone
+    assert "device time linked to host ops or graph launches: 100.0%" in alone
+    mapped = TerminalRenderer(width=200).render(analyze(str(replay), captures=(str(capture),)).check())
+    assert "device time linked to host ops: 100.0%" in mapped and "graph launches:" not in mapped

@@ -219,3 +219,12 @@ def test_the_block_frame_names_each_blocks_attention_layer(tmp_path):
     llama_layer(b)
     df = tracekit.analyze(b.write(tmp_path / "layer.json")).check().to_dataframe(by="block")
     assert list(df["layer"]) == ["SelfAttn_0"] and list(df["layer_total_us"]) == [37.0]
+
+
+def test_dir_of_the_package_shows_its_api_not_its_own_imports():
+    """Issue 42: ``dir(tracekit)`` listed ``Any``, ``TYPE_CHECKING`` and ``importlib``."""
+    import tracekit
+
+    names = dir(tracekit)
+    assert {"analyze", "diff", "whatif", "Attribution", "runs"} <= set(names)
+    assert not {"Any", "TYPE_CHECKING", "importlib", "annotations"} & set(names)

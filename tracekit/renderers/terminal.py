@@ -609,6 +609,14 @@ def _together_line(ov: HintOverlap) -> str:
             f"twice, in {', '.join(short_name(n, 48) for n in ov.shared_kernels[:_SAVING_NAMES])})")
 
 
+def _linked_to(result: Attribution) -> str:
+    """What the coverage line's linked time is linked to: a replayed kernel left unmapped to a captured op is
+    linked only through its graph launch call (issue 42: "100.0% linked" under "replayed kernels have no host op"
+    read as a contradiction)."""
+    unmapped = sum(t.graphs.replayed_us - t.graphs.mapped_us for t in result.traces if t.graphs is not None)
+    return "host ops or graph launches" if unmapped > 0 else "host ops"
+
+
 class TerminalRenderer(Renderer):
     """Plain-text tables that fit ``width`` columns (default: :func:`terminal_width` at render time)."""
 
@@ -631,7 +639,7 @@ class TerminalRenderer(Renderer):
         lines += _per_step_lines(result)
         if result.coverage is not None:
             cv = result.coverage
-            lines.append(f"device time linked to host ops: {pct(cv.linked_us, cv.device_us):.1f}% · "
+            lines.append(f"device time linked to {_linked_to(result)}: {pct(cv.linked_us, cv.device_us):.1f}% · "
                          f"in attention blocks: {pct(cv.in_blocks_us, cv.device_us):.1f}% · "
                          f"unlinked: {pct(cv.unlinked_us, cv.device_us):.1f}% ({fmt_time(cv.unlinked_us)})")
             lines += _coverage_detail(cv)
