@@ -228,3 +228,20 @@ def test_dir_of_the_package_shows_its_api_not_its_own_imports():
     names = dir(tracekit)
     assert {"analyze", "diff", "whatif", "Attribution", "runs"} <= set(names)
     assert not {"Any", "TYPE_CHECKING", "importlib", "annotations"} & set(names)
+
+
+def test_the_run_frame_gives_shares_as_fractions_and_missing_figures_as_nan(tmp_path):
+    """Issue 42: ``to_dataframe(by="run")`` mixed ``idle_pct`` (0-100) with ``*_share`` (0-1), and held None objects
+    where NaN belongs (``latency_ms`` of runs without measured.json was an object column)."""
+    for run, t0 in (("eager_256", 10), ("sdpa_256", 10)):
+        b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100"}])
+        b.annotation("ProfilerStep#1", 0, 2000)
+        attention_block(b, t0, name="layer0.attention")
+        (tmp_path / run).mkdir()
+        b.write(tmp_path / run / "w.pt.trace.json")
+    res = tracekit.analyze(tmp_path, by="run").check()
+    df = res.to_dataframe(by="run")
+    assert "idle_pct" not in df.columns
+    assert len(df) == 2 and df["idle_us"].gt(0).all()
+    assert list(df["idle_share"]) == pytest.approx(list(df["idle_us"] / df["span_us"]))
+    assert df["latency_ms"].dtype == float and df["latency_ms"].isna().all()

@@ -78,7 +78,8 @@ def _run_dict(r: RunRow) -> dict[str, Any]:
             "attention_speedup_launch_bound": r.attention_speedup_launch_bound, "baseline": r.baseline,
             "per_step_basis": r.per_step.basis, "step_busy_us": r.per_step.busy_us,
             "step_attention_us": r.per_step.attention_us, "busy_us": r.busy_us,
-            "span_us": r.span_us, "idle_us": r.idle_us, "idle_pct": r.idle_pct, "launch_bound": r.launch_bound,
+            "span_us": r.span_us, "idle_us": r.idle_us,
+            "idle_share": None if r.idle_pct is None else r.idle_pct / 100, "launch_bound": r.launch_bound,
             **{f"{c}_us": r.categories[c] for c in CATEGORIES},
             **{f"{c}_share": (r.categories[c] / r.busy_us if r.busy_us > 0 else None) for c in CATEGORIES}}
 
@@ -135,13 +136,26 @@ def attribution_frame(result: Attribution, by: str = "kind") -> Any:
     """``Attribution.to_dataframe``: a pandas DataFrame of :func:`attribution_rows`."""
     pd = _pandas()
     rows = attribution_rows(result, by)
-    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=_empty_columns(by))
+    return _numeric(pd.DataFrame(rows)) if rows else pd.DataFrame(columns=_empty_columns(by))
 
 
 def diff_frame(r: DiffResult, by: str = "category") -> Any:
     """``DiffResult.to_dataframe``: a pandas DataFrame of :func:`diff_rows`."""
     pd = _pandas()
-    return pd.DataFrame(diff_rows(r, by))
+    return _numeric(pd.DataFrame(diff_rows(r, by)))
+
+
+# Columns that hold a figure whatever their rows hold: a figure the trace cannot give is NaN there, never a None
+# object (a column of None alone, such as latency_ms in a sweep without measured.json, was an object column).
+_FIGURE_SUFFIXES = ("_us", "_ms", "_share", "_speedup", "_bytes")
+
+
+def _numeric(df: Any) -> Any:
+    pd = _pandas()
+    for col in df.columns:
+        if str(col).endswith(_FIGURE_SUFFIXES) and df[col].dtype == object:
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    return df
 
 
 def _empty_columns(by: str) -> list[str]:
