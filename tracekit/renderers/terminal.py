@@ -646,8 +646,9 @@ class TerminalRenderer(Renderer):
         lines += compiled_outside_lines(result.compiled_outside)
         lines = _wrap_all(lines, w)
         lines.append("")
-        if not result.blocks:
+        if not result.blocks:  # (the step is still worth a page: where its time went, outside any attention)
             lines += wrap("no attention blocks found (try --scope REGEX to name your attention modules or ranges)", w)
+            lines += rest_lines(result, w)
             return text_lines(lines)
         if self.by == "rank":
             lines += _rank_lines(result, w)
