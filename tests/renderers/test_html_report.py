@@ -852,6 +852,24 @@ def test_several_traces_get_whatifs_one_trace_line(tmp_path):
     assert reason.endswith(" holds 2 (pass one file)") and "Error: whatif reads one trace; " in res.output
 
 
+def test_each_run_of_a_sweep_report_has_its_own_whatif_section(tmp_path):
+    """A folder of runs: each run's view (drawn when its row is picked) carries its own trace's prediction."""
+    from support.builders import whatif_trace
+
+    traces = {}
+    for run, steps in (("eager_256", 1), ("eager_512", 3)):
+        (tmp_path / "sweep" / run).mkdir(parents=True)
+        traces[run] = whatif_trace(tmp_path / "sweep" / run / "a.pt.trace.json", steps=steps)
+    report(tmp_path / "sweep", "-o", tmp_path / "s.html")
+    runs = {r["name"]: r["whatif"] for r in _page_data(tmp_path / "s.html")["runs"]}
+    assert set(runs) == set(traces)
+    for run, trace in traces.items():
+        want = _whatif_of(trace)
+        assert _section_rows(runs[run]) == want["rows"] and runs[run]["per_step"] == want["per_step"]
+    assert (runs["eager_256"]["basis"], runs["eager_512"]["basis"]) == ("per step (median of 1)",
+                                                                        "per step (median of 3)")
+
+
 def test_attribute_makes_no_prediction(tmp_path):
     """The 1 GB benchmark's command never pays for the section: its result carries no prediction."""
     import tracekit
