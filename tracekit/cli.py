@@ -336,7 +336,7 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
     charted against sequence length when runs are named <impl>_<seq>.
     """
     try:
-        from .run.api import analyze, analyze_runs, diff_paths
+        from .run.api import analyze_for_report, diff_paths
         from .run.inputs import discover
         from .run.runs import discover_runs
 
@@ -351,11 +351,10 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
             else:
                 found = discover_runs(path, by_run=True)  # the one discovery of PATH
                 refuse_clobber(output, [found.inputs])
-                if len(found.runs) > 1:
-                    result = analyze_runs(found, scope=scope, jobs=jobs, progress=progress.update)
-                else:
-                    result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode_workers,
-                                     progress=progress.update)
+                # (each trace with its what-if prediction: the page's "What if" section, issue 39)
+                result = analyze_for_report(found, scope=scope, jobs=jobs, decode_workers=decode_workers,
+                                            progress=progress.update)
+                if len(found.runs) <= 1:
                     result.source = found.runs[0].name  # the page is headed by what was passed, not a file's name
         result.check()
         if after is not None:

@@ -730,3 +730,186 @@ def test_the_kind_section_draws_each_kinds_layer_row(browser, tmp_path):
         Array.from(r.querySelectorAll('rect')).map(x => [x.dataset.key, +x.dataset.us])])""")
     assert [(r[0], r[1]) for r in rows] == [("CoreAttention", 20.0), ("\u2514 layer SelfAttn", 37.0)]
     assert dict(rows[1][2]) == pytest.approx({"matmul": 17.0, "fused_attention": 20.0})
+
+
+# ---------------------------------------------------------------------------------------------
+# "What if" (issue 39): tracekit whatif's prediction as a section of the report
+
+
+def _cli(*args: object):
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def _page_data(page: Path) -> dict:
+    return json.loads(re.search(r'id="tk-data">(.*?)</script>', page.read_text(), re.S).group(1))["result"]
+
+
+def _whatif_of(path: Path) -> dict:
+    """tracekit.whatif's own rows per kind (results.whatif_rows), per step and headline: what the section must say."""
+    import tracekit
+    from tracekit.renderers.whatif import step_line
+    from tracekit.results.whatif import shape_text, whatif_rows
+
+    [w] = tracekit.whatif(path)
+    rows = [{"label": r.label, "n": r.n, "shape": shape_text(r.shape, r.mask, r.mask_assumed),
+             "confidence": r.confidence, "eager_core_us": r.eager_core_us, "fused_us": r.fused_us,
+             "block_us": r.block_us, "fused_block_us": r.fused_block_us, "saving_per_step_us": r.saving_per_step_us,
+             "launch_bound_predicted": r.launch_bound_predicted} for r in whatif_rows(w, "kind")]
+    steps = [{"step": s.step, "eager_us": s.eager_us, "fused_us": s.fused_us, "saving_us": s.saving_us}
+             for s in w.per_step]
+    return {"rows": rows, "per_step": steps, "headline": step_line(w), "backend": w.backend, "reason": w.reason,
+            "blocks": w.blocks}
+
+
+def _section_rows(section: dict) -> list[dict]:
+    keys = ("label", "n", "shape", "confidence", "eager_core_us", "fused_us", "block_us", "fused_block_us",
+            "saving_per_step_us", "launch_bound_predicted")
+    return [{k: r[k] for k in keys} for r in section["rows"]]
+
+
+def test_the_whatif_section_is_whatifs_own_rows_on_a_hand_built_h200_trace(tmp_path):
+    """whatif_trace: two steps of one calibrated eager block, 165 µs busy of which the core is 105 µs (score 40,
+    mask 10, softmax 25, context 30) by construction; the section shows tracekit.whatif's rows, figure for figure."""
+    from support.builders import whatif_trace
+
+    trace = whatif_trace(tmp_path / "w.json", steps=2)
+    report(trace, "-o", tmp_path / "w.html")
+    section = _page_data(tmp_path / "w.html")["whatif"]
+    want = _whatif_of(trace)
+    assert section["reason"] is None and section["backend"] == "cuDNN" and want["backend"] == "cudnn"
+    assert _section_rows(section) == want["rows"] and section["per_step"] == want["per_step"]
+    [row] = section["rows"]
+    assert (row["n"], row["block_us"], row["eager_core_us"]) == (2, pytest.approx(165), pytest.approx(105))
+    assert row["shape"] == "B2 H8 L256² d64 bf16 causal (assumed)" and row["error_text"] == "±10%"
+    assert section["basis"] == "per step (median of 2)" and section["headline"] == want["headline"]
+    assert section["headline"].startswith("per step (median of 2): ")
+    assert row["launch_bound_predicted"] is True  # 20 µs host ops x 6 outlast the predicted 67 µs block
+    assert any(n.startswith("mask: assumed by --mask auto") for n in section["notes"])
+    assert any(n.startswith("launch-bound after the switch") for n in section["notes"])
+
+
+@pytest.mark.parametrize("run", ["eager_512", "eager_4096"])
+def test_the_whatif_section_is_whatifs_own_rows_on_the_h200_sweep(tmp_path, run):
+    trace_dir = SWEEP / run
+    if not trace_dir.is_dir():
+        pytest.skip(f"the H200 sweep is not at {SWEEP}")
+    [trace] = sorted(trace_dir.glob("*.json*"))
+    report(trace_dir, "-o", tmp_path / "r.html")
+    section = _page_data(tmp_path / "r.html")["whatif"]
+    want = _whatif_of(trace)
+    assert section["reason"] is None and want["rows"] and _section_rows(section) == want["rows"]
+    assert section["per_step"] == want["per_step"] and section["headline"] == want["headline"]
+    assert all(r["fused_us"] is not None for r in section["rows"])
+    if run == "eager_512":  # where the measured latency got worse with SDPA: the launch check fires (issue 39)
+        assert all(r["launch_bound_predicted"] for r in section["rows"])
+        assert any(n.startswith("launch-bound after the switch") for n in section["notes"])
+
+
+def _cpu_trace(tmp_path: Path) -> Path:
+    return ROOT / "sample_traces" / "cpu_eager_256.pt.trace.json.gz"
+
+
+def _h100_trace(tmp_path: Path) -> Path:
+    from support.builders import whatif_trace
+
+    return whatif_trace(tmp_path / "h100.json", device="NVIDIA H100 80GB HBM3")
+
+
+def _no_shapes_trace(tmp_path: Path) -> Path:
+    from support.builders import whatif_trace
+
+    return whatif_trace(tmp_path / "bare.json", dims=False)
+
+
+@pytest.mark.parametrize("make", [_cpu_trace, _h100_trace, _no_shapes_trace], ids=["cpu", "uncalibrated", "no-shapes"])
+def test_the_whatif_section_is_one_line_where_nothing_is_predicted(tmp_path, make):
+    """A CPU-only trace, a device without a calibration, a trace without shapes: the reason tracekit whatif gives,
+    and no figure at all."""
+    trace = make(tmp_path)
+    report(trace, "-o", tmp_path / "n.html")
+    section = _page_data(tmp_path / "n.html")["whatif"]
+    want = _whatif_of(trace)
+    reasons = [want["reason"]] if want["reason"] else sorted({b.reason for b in want["blocks"]})
+    assert len(reasons) == 1 and reasons[0]
+    assert section["reason"] == f"no prediction: {reasons[0]}"
+    assert set(section) == {"backend", "device", "mask_option", "reason"}  # no rows, no headline: nothing guessed
+
+
+def test_several_traces_get_whatifs_one_trace_line(tmp_path):
+    from support.builders import whatif_trace
+
+    (tmp_path / "run").mkdir()
+    for rank in (0, 1):
+        whatif_trace(tmp_path / "run" / f"rank{rank}.pt.trace.json")
+    report(tmp_path / "run", "-o", tmp_path / "r.html")
+    reason = _page_data(tmp_path / "r.html")["whatif"]["reason"]
+    res = _cli("whatif", tmp_path / "run")
+    assert res.exit_code != 0 and reason.startswith("no prediction: whatif reads one trace; ")
+    assert reason.endswith(" holds 2 (pass one file)") and "Error: whatif reads one trace; " in res.output
+
+
+def test_each_run_of_a_sweep_report_has_its_own_whatif_section(tmp_path):
+    """A folder of runs: each run's view (drawn when its row is picked) carries its own trace's prediction."""
+    from support.builders import whatif_trace
+
+    traces = {}
+    for run, steps in (("eager_256", 1), ("eager_512", 3)):
+        (tmp_path / "sweep" / run).mkdir(parents=True)
+        traces[run] = whatif_trace(tmp_path / "sweep" / run / "a.pt.trace.json", steps=steps)
+    report(tmp_path / "sweep", "-o", tmp_path / "s.html")
+    runs = {r["name"]: r["whatif"] for r in _page_data(tmp_path / "s.html")["runs"]}
+    assert set(runs) == set(traces)
+    for run, trace in traces.items():
+        want = _whatif_of(trace)
+        assert _section_rows(runs[run]) == want["rows"] and runs[run]["per_step"] == want["per_step"]
+    assert (runs["eager_256"]["basis"], runs["eager_512"]["basis"]) == ("per step (median of 1)",
+                                                                        "per step (median of 3)")
+
+
+def test_attribute_makes_no_prediction(tmp_path):
+    """The 1 GB benchmark's command never pays for the section: its result carries no prediction."""
+    import tracekit
+    from support.builders import whatif_trace
+
+    trace = whatif_trace(tmp_path / "w.json")
+    assert tracekit.analyze(trace).whatif is None
+    res = _cli("attribute", trace, "--format", "json")
+    assert res.exit_code == 0 and '"whatif"' not in res.output
+
+
+@pytest.mark.slow
+def test_the_whatif_section_draws_in_chromium_and_hostile_names_stay_inert(browser, tmp_path):
+    """The section's rows are the embedded figures, drawn as text: a block named with markup runs nothing."""
+    from support.builders import whatif_trace
+
+    trace = whatif_trace(tmp_path / "x.json", name=f"layer0.attention{XSS_IMG}{XSS_END}",
+                         softmax_kernel=f"softmax_{XSS_IMG}{XSS_END}")
+    report(trace, "-o", tmp_path / "x.html")
+    open_page(browser, tmp_path / "x.html")
+    assert js(browser, "return [window.__pwned, window.__pwned2, document.images.length, "
+                       "document.querySelectorAll('script').length]") == [None, None, 0, 2]
+    want = _whatif_of(trace)
+    sec = "document.querySelector('[data-section=\"What if\"]')"
+    lead = js(browser, f"var e = {sec}.querySelector('.whatif-lead'); return [e.dataset.basis, e.textContent]")
+    assert lead == ["per step (median of 2)", want["headline"]]
+    rows = js(browser, f"""return Array.from({sec}.querySelectorAll('table')[0].querySelectorAll('tbody tr')).map(r =>
+        [r.dataset.kind, r.cells[0].title].concat(Array.from(r.cells).slice(3, 8).map(c => +c.dataset.v)))""")
+    [r] = want["rows"]
+    assert rows == [[r["label"], r["label"], r["eager_core_us"], r["fused_us"], r["block_us"], r["fused_block_us"],
+                     r["saving_per_step_us"]]]
+    assert XSS_IMG in r["label"] and XSS_END in r["label"]
+    text = js(browser, f"return {sec}.textContent")
+    assert "in-scope (±10%)" in text and "launch-bound" in text and "mask: assumed by --mask auto" in text
+    assert XSS_IMG in text  # the name, as text
+    steps = js(browser, f"return Array.from({sec}.querySelectorAll('tr[data-step]')).map(r => +r.dataset.step)")
+    assert steps == [s["step"] for s in want["per_step"]] == [1, 2]
+
+    report(_h100_trace(tmp_path), "-o", tmp_path / "n.html")
+    open_page(browser, tmp_path / "n.html")
+    none = js(browser, f"var s = {sec}; return [s.querySelectorAll('table').length, "
+                       "s.querySelector('.whatif-none').textContent]")
+    assert none == [0, f"no prediction: {_whatif_of(_h100_trace(tmp_path))['reason']}"]

@@ -357,3 +357,44 @@ def llama_layer(b: TraceBuilder, t: float = 0, k: float = 1000, n: int = 0, q_us
     projection(b, t + 51, f"Linear_{3 * n + 2}", k + q_us + 30, 30)
     b.op("aten::silu", t + 56, 3)
     b.launch(LAYER_SILU_K, t + 57, 1, k + q_us + 61, 3)
+
+
+# -- a calibrated eager block for `tracekit whatif` and the report's "What if" section (issue 39) ------------------
+WHATIF_MASK_K = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+                 "at::native::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}>(int)")
+WHATIF_SOFTMAX_K = ("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 8, false, "
+                    "false>(x)")
+# (op, kernel, µs): each op launches one kernel, back to back on one stream, so the busy shares are the durations;
+# the eager core is the score product, the mask, the softmax and the context product (105 of 165 µs).
+WHATIF_OPS = (("proj", CUTLASS_BF16_GEMM, 30.0), ("score", CUTLASS_BF16_GEMM, 40.0), ("mask", WHATIF_MASK_K, 10.0),
+              ("soft", WHATIF_SOFTMAX_K, 25.0), ("context", CUTLASS_BF16_GEMM, 30.0), ("out", CUTLASS_BF16_GEMM, 30.0))
+
+
+def whatif_trace(path: Path, steps: int = 2, name: str = "layer0.attention", softmax_kernel: str = WHATIF_SOFTMAX_K,
+                 device: str = "NVIDIA H200", dims: bool = True) -> Path:
+    """``steps`` ProfilerSteps of one eager attention block on ``device`` (an H200: calibrated), B 2, H 8, L 256,
+    d 64, bf16, with a masked_fill (so ``--mask auto`` assumes causal): a prediction tracekit whatif can make.
+    ``dims=False``: no recorded shapes (no prediction). ``name`` and ``softmax_kernel`` may be hostile."""
+    bsz, heads, length, d = 2, 8, 256, 64
+    shapes = {"proj": [[bsz, length, 512], [512, 512]], "score": [[bsz, heads, length, d], [bsz, heads, d, length]],
+              "mask": [[bsz, heads, length, length], [1, 1, length, length], []],
+              "soft": [[bsz, heads, length, length], [], []],
+              "context": [[bsz, heads, length, length], [bsz, heads, length, d]],
+              "out": [[bsz, length, 512], [512, 512]]}
+    ops = {"proj": "aten::linear", "score": "aten::matmul", "mask": "aten::masked_fill", "soft": "aten::softmax",
+           "context": "aten::matmul", "out": "aten::linear"}
+    bf = "c10::BFloat16"
+    types = {"mask": [bf, "bool", "Scalar"], "soft": [bf, "Scalar", "Scalar"]}
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": device}])
+    for s in range(steps):
+        t0 = 400.0 * s
+        b.annotation(f"ProfilerStep#{s + 1}", t0, 390)
+        b.annotation(name, t0 + 1, 380)
+        t, k = t0 + 2, 10000.0 + 400 * s
+        for role, kernel, us in WHATIF_OPS:
+            ev = b.op(ops[role], t, 20)
+            if dims:
+                with_dims(ev, shapes[role], types.get(role, [bf] * len(shapes[role])))
+            b.launch(softmax_kernel if role == "soft" else kernel, t + 1, 1, k, us)
+            t, k = t + 30, k + us
+    return b.write(path)

@@ -54,3 +54,38 @@ def test_same_size_and_mtime_other_content_is_analysed_again(tmp_path: Path) -> 
     again = cache.attribution(run)
     assert cache.analysed == 2 and [b.name for b in again.blocks] == ["layer9.attention"]
     assert [b.name for b in first.blocks] == ["layer0.attention"]
+
+
+def test_the_tabs_report_has_the_whatif_section(tmp_path: Path) -> None:
+    """Issue 39: the tab serves the report page with its "What if" section, tracekit.whatif's own rows for the run's
+    trace (a calibrated H200 eager block, tests/support/builders.py); an uncalibrated run's section is its reason."""
+    import json
+    import re
+
+    from support.builders import whatif_trace
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    import tracekit
+    from tracekit.results.whatif import whatif_rows
+    from tracekit.tbplugin.plugin import TracekitPlugin
+
+    logs = tmp_path / "logs"
+    for run, device in (("h200", "NVIDIA H200"), ("h100", "NVIDIA H100 80GB HBM3")):
+        (logs / run).mkdir(parents=True)
+        whatif_trace(logs / run / "a.pt.trace.json", device=device)
+    client = Client(TracekitPlugin(base_plugin.TBContext(logdir=str(logs))).get_plugin_apps()["/report"])
+
+    def section(run: str) -> dict:
+        page = client.get(f"/report?run={run}").get_data(as_text=True)
+        return json.loads(re.search(r'id="tk-data">(.*?)</script>', page, re.S).group(1))["result"]["whatif"]
+
+    [w] = tracekit.whatif(logs / "h200" / "a.pt.trace.json")
+    got = section("h200")
+    assert [(r["label"], r["eager_core_us"], r["fused_us"], r["fused_block_us"], r["saving_per_step_us"])
+            for r in got["rows"]] == [(r.label, r.eager_core_us, r.fused_us, r.fused_block_us, r.saving_per_step_us)
+                                      for r in whatif_rows(w, "kind")]
+    assert got["basis"] == "per step (median of 2)" and got["reason"] is None
+    [other] = tracekit.whatif(logs / "h100" / "a.pt.trace.json")
+    assert section("h100") == {"backend": "cuDNN", "device": "NVIDIA H100 80GB HBM3", "mask_option": "auto",
+                               "reason": f"no prediction: {other.reason}"}

@@ -29,7 +29,7 @@ from .blocks.layer import find_layers, layer_figures
 from .classify import Classifier
 from .clock import trace_origin
 from .context import AttributeConfig, StageContext
-from .whatif import add_fused_estimates
+from .whatif import add_fused_estimates, whatif_of
 from .graphs import graph_warnings, record_captured, replay_with_captures, summarize
 from .hints import evaluate
 from .hints.facts import block_facts
@@ -219,7 +219,7 @@ def run_stages(ctx: StageContext, stages: Sequence[Stage] = STAGES) -> StageCont
 
 
 def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier | None = None,
-                    hints: bool = True, captures: Sequence[Trace] = ()) -> Attribution:
+                    hints: bool = True, captures: Sequence[Trace] = (), whatif: bool = False) -> Attribution:
     """Link, find blocks and attribute their time (docs/attribution.md): :data:`STAGES` on one context.
 
     ``captures``: traces of the graph captures that ``tr`` replays (``--capture``); a capture in ``tr`` itself
@@ -228,7 +228,14 @@ def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier 
     The cyclic GC is not touched here: its one owner is ``tracekit.memory.one_file``, around each file's load
     and attribution (tracekit.run.tasks.attribute_one), so a caller that builds a ``Trace`` itself and calls
     this directly pauses it the same way if it wants the speed (about 15% on a 200 MB trace).
+
+    ``whatif``: the result also carries ``tracekit whatif``'s prediction on the fastest calibrated backend
+    (``Attribution.whatif``), read off the analysed context after the stages, not by one of them: only the report
+    and the TensorBoard tab ask for it, so ``tracekit attribute`` never pays for it.
     """
     config = AttributeConfig(scope=scope, classifier=classifier or Classifier(), hints=hints, captures=captures)
     ctx = run_stages(StageContext(tr=tr, config=config))
-    return ctx.need(ctx.result, "result")
+    result = ctx.need(ctx.result, "result")
+    if whatif:
+        [result.whatif] = whatif_of(ctx)
+    return result

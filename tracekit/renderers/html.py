@@ -25,12 +25,14 @@ from ..results.rest import RestChange, TraceRest, rest_change
 from ..results.rows import PairRow, Row, group_rows, layer_rows, pair_layer_rows, pair_rows, with_layers
 from ..results.sweep import run_rows
 from ..results.timeline import run_cap, timeline
+from ..results.whatif import WhatIf, WhatIfRow, shape_text, whatif_rows
 from .base import Renderer, largest_change, unmatched_rows
 from .base import (  # issue 37: the rest of the step, in the terminal's wording and choice of parts
     changed_parts, rest_change_host_words, rest_change_lines, rest_change_words, rest_host_words, rest_shown,
     rest_step_words, top_parts,
 )
 from .jsonrenderer import diff_to_dict, idle_cause_dict, timeline_dict, to_dict
+from .whatif import backend_label, error_text, notes, nothing_to_predict, step_line
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
@@ -229,15 +231,54 @@ def _rest_change_dict(c: RestChange) -> dict:
             "rows": rows, "note": None}
 
 
+def whatif_data(w: WhatIf) -> dict:
+    """The page's "What if" section (issue 39): ``tracekit whatif``'s rows per block kind (results.whatif_rows, the
+    terminal table's figures, not rounded: the page shows what the command prints), its headline per step, the
+    per-step figures and its notes (the mask it assumed, the launch-bound warning, the calibration's source); or,
+    where nothing could be predicted, only ``reason``: the one line the command gives, never a guess."""
+    head = {"backend": backend_label(w), "device": w.device, "mask_option": w.mask_option}
+    reason = nothing_to_predict(w)
+    if reason is not None:
+        return {**head, "reason": reason}
+    rows = whatif_rows(w, "kind")
+    stepped = sum(1 for s in w.per_step if s.step is not None)
+    t = w.totals
+    return {**head, "reason": None, "headline": step_line(w),
+            "basis": f"per step (median of {stepped})" if stepped else "all blocks (no ProfilerStep)",
+            "rows": [_whatif_row(r) for r in rows],
+            "per_step": [{"step": s.step, "eager_us": s.eager_us, "fused_us": s.fused_us, "saving_us": s.saving_us}
+                         for s in w.per_step],
+            "totals": {"eager_us": t.eager_us, "fused_us": t.fused_us, "saving_us": t.saving_us},
+            "notes": [n.strip() for n in notes(w, rows)]}
+
+
+def _whatif_row(r: WhatIfRow) -> dict:
+    return {"label": r.label, "phase": str(r.phase) if r.phase is not None else None, "n": r.n,
+            "shape": shape_text(r.shape, r.mask, r.mask_assumed), "mask": r.mask, "mask_assumed": r.mask_assumed,
+            "confidence": r.confidence, "error": r.error, "error_text": error_text(r.confidence),
+            "eager_core_us": r.eager_core_us, "fused_us": r.fused_us, "block_us": r.block_us,
+            "fused_block_us": r.fused_block_us, "saving_per_step_us": r.saving_per_step_us, "steps": r.steps,
+            "launch_bound_predicted": r.launch_bound_predicted, "reason": r.reason}
+
+
+def _with_whatif(d: dict, result: Attribution) -> dict:
+    """``d`` with the "What if" section where the analysis made a prediction (the report and the tab ask for one;
+    a result from ``tracekit.analyze`` has none, and its page has no section)."""
+    if result.whatif is not None:
+        d["whatif"] = whatif_data(result.whatif)
+    return d
+
+
 def report_data(result: Attribution | DiffResult, tool: str, step: int | None = None) -> dict:
     """What the page embeds: ``{"report": kind, "result": <the JSON renderer's dict>}``.
 
     The dict is the JSON renderer's, less what the page never draws (per-block efficiency by category, and for
     a folder of runs the merged ``blocks``: each run carries its own), plus each attribution's ``timeline`` of
-    one step (``step``, else its median step; tracekit.results.timeline), its ``groups`` (groups_data) and its
-    ``rest`` of the step (rest_data). A folder's run rows carry ``span_per_step_us``. A diff carries
-    ``pair_groups`` (pair_groups_data), ``rest`` (rest_change_data) and ``timelines``, one per side
-    (``before``/``after``), that the page draws on one time scale.
+    one step (``step``, else its median step; tracekit.results.timeline), its ``groups`` (groups_data), its
+    ``rest`` of the step (rest_data) and, where the analysis made one, its ``whatif`` (whatif_data). A folder's
+    run rows carry ``span_per_step_us``. A diff carries ``pair_groups`` (pair_groups_data), ``rest``
+    (rest_change_data) and ``timelines``, one per side (``before``/``after``), that the page draws on one time
+    scale.
     """
     if isinstance(result, Attribution):
         d = _drawn(to_dict(result, tool))
@@ -250,10 +291,12 @@ def report_data(result: Attribution | DiffResult, tool: str, step: int | None = 
             for r, run in zip(d["runs"], result.runs):
                 r["groups"] = groups_data(run.attribution)
                 r["rest"] = rest_data(run.attribution)
+                _with_whatif(r, run.attribution)
                 r["run_row"]["span_per_step_us"] = per_step[r["name"]]
             return {"report": SWEEP, "result": d}
         d["groups"] = groups_data(result)
         d["rest"] = rest_data(result)
+        _with_whatif(d, result)
         return {"report": SINGLE, "result": _with_timeline(d, result, step)}
     d = diff_to_dict(result, tool)
     d["pair_groups"] = pair_groups_data(result)

@@ -335,6 +335,49 @@
     return line;
   }
 
+  /* "What if" (issue 39): tracekit whatif's prediction per block kind, laid out as Python made it
+     (tracekit.renderers.html.whatif_data): the headline per step, one row per kind, the notes; or the one line
+     that says why nothing was predicted. Predicted figures are labelled as such, each row with its stated error. */
+  function whatifSection(parent, W) {
+    if (!W) return;
+    var sec = add(parent, el("div", {"class": "whatif", "data-section": "What if"}));
+    add(sec, el("h2", null, "What if: one fused attention kernel (predicted)"));
+    if (W.reason) {
+      add(sec, el("div", {"class": "whatif-none", "data-reason": W.reason}, W.reason));
+      return;
+    }
+    add(sec, el("div", {"class": "whatif-lead", "data-basis": W.basis}, W.headline));
+    add(sec, el("div", {"class": "sub"}, "device " + (W.device || "unknown") + " \u00b7 backend " + W.backend +
+        " \u00b7 mask " + W.mask_option + " \u00b7 predicted, per call unless marked"));
+    table(sec, [{name: "block kind"}, {name: "n", num: true}, {name: "shape"}, {name: "eager core", num: true},
+                {name: "\u2192 " + W.backend, num: true}, {name: "block", num: true}, {name: "\u2192 fused block", num: true},
+                {name: "saving / step", num: true}, {name: "confidence"}, {name: "launch"}],
+          W.rows.map(function (r) { return whatifRow(r); }));
+    if (W.per_step.length > 1) {
+      table(sec, [{name: "step"}, {name: "attention blocks", num: true}, {name: "predicted", num: true},
+                  {name: "saving", num: true}], W.per_step.map(function (s) {
+        return {attrs: {"data-step": s.step === null ? "" : s.step},
+                cells: [cell(s.step === null ? "outside steps" : String(s.step), s.step), cell(fmt(s.eager_us), s.eager_us),
+                        cell(fmt(s.fused_us), s.fused_us), cell(fmt(s.saving_us), s.saving_us)]};
+      }));
+    }
+    W.notes.forEach(function (n) { add(sec, el("div", {"class": "sub whatif-note"}, n)); });
+  }
+  function whatifRow(r) {
+    var label = nameCell(r.label), attrs = {"data-kind": r.label, "data-confidence": r.confidence};
+    var head = [label, cell(String(r.n), r.n), cell(r.shape), cell(fmt(r.eager_core_us), r.eager_core_us)];
+    if (r.fused_us === null) {
+      return {attrs: attrs, cells: head.concat([cell("\u2014", null, {title: r.reason}), cell(fmt(r.block_us), r.block_us),
+        cell("\u2014", null), cell("\u2014", null), cell("no prediction: " + (r.reason || "")), cell("")])};
+    }
+    return {attrs: attrs, cells: head.concat([cell(fmt(r.fused_us), r.fused_us), cell(fmt(r.block_us), r.block_us),
+      cell(fmt(r.fused_block_us), r.fused_block_us), cell(fmt(r.saving_per_step_us), r.saving_per_step_us),
+      cell(r.confidence + " (" + r.error_text + ")", r.confidence, {title: r.reason}),
+      cell(r.launch_bound_predicted ? "launch-bound" : "", r.launch_bound_predicted ? 1 : 0,
+           {title: r.launch_bound_predicted ? "the host takes longer per call than the predicted fused block: the " +
+            "latency saving will be smaller (CUDA graphs or torch.compile collect it)" : null})])};
+  }
+
   /* "per step (median of 2): attention … · busy … · span … · idle …", or "whole trace (why): …" (issue 37). */
   function perStepLine(ps) {
     if (ps.span_us === null) return "whole trace (" + ps.note + "): attention " + fmt(ps.attention_us) +
@@ -364,6 +407,7 @@
     (R.warnings || []).forEach(function (w) { add(parent, el("div", {"class": "warn"}, w)); });
     if (!R.blocks.length) {
       add(parent, el("p", null, "No attention blocks found (try --scope REGEX to name your attention modules)."));
+      whatifSection(parent, R.whatif);
       return;
     }
     var lg = legend(parent, cats, function (k) { return CAT_COL[k] || "#999"; });
@@ -380,6 +424,7 @@
     restSection(parent, R.rest);
     if (R.timeline) tkTimeline(parent, R.timeline, KIT);
     hintSection(parent, R.hints || []);
+    whatifSection(parent, R.whatif);
     kernelTable(parent, R.top_kernels, R.time_base === "host" ? "Top host ops in blocks (self time)"
                                                               : "Top device kernels in blocks");
   }

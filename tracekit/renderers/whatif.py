@@ -25,14 +25,14 @@ def render_whatif(results: Sequence[WhatIf], fmt: str, by: str = "kind", tool: s
     return _FORMATS[fmt](list(results), by, tool, title)
 
 
-def _error_text(confidence: str) -> str:
+def error_text(confidence: str) -> str:
     err = CONFIDENCE_ERRORS.get(confidence)
     if confidence == "masked":
         return "lower bound"
     return f"±{err * 100:.0f}%" if err is not None else confidence
 
 
-def _backend(w: WhatIf) -> str:
+def backend_label(w: WhatIf) -> str:
     return BACKEND_LABELS.get(w.backend, w.backend)
 
 
@@ -45,22 +45,22 @@ def _table(results: list[WhatIf], by: str, tool: str, title: str | None) -> str:
 
 
 def _table_one(w: WhatIf, by: str) -> list[str]:
-    head = f"device {printable(w.device or 'unknown')} · backend {_backend(w)} · mask {w.mask_option}"
+    head = f"device {printable(w.device or 'unknown')} · backend {backend_label(w)} · mask {w.mask_option}"
     if w.reason:
         return ["", head, f"no prediction: {printable(w.reason)}"]
     rows = whatif_rows(w, by)
     labels = [printable(r.label)[:40] for r in rows]
     shapes = [shape_text(r.shape, r.mask, r.mask_assumed) for r in rows]
     lw, sw = max(map(len, labels + [by])), max(map(len, shapes + ["shape"]))
-    lines = ["", head + " · predicted, per call unless marked", _step_line(w),
-             f"  {by:<{lw}} {'n':>3}  {'shape':<{sw}}  {'eager core':>10} → {_backend(w):<9} "
+    lines = ["", head + " · predicted, per call unless marked", step_line(w),
+             f"  {by:<{lw}} {'n':>3}  {'shape':<{sw}}  {'eager core':>10} → {backend_label(w):<9} "
              f"{'block':>9} → {'fused':<9} {'saving/step':>11}  confidence"]
     for r, label, shape in zip(rows, labels, shapes):
         lines.append(f"  {label:<{lw}} {r.n:>3}  {shape:<{sw}}  " + _figures(r))
-    return lines + _notes(w, rows)
+    return lines + notes(w, rows)
 
 
-def _step_line(w: WhatIf) -> str:
+def step_line(w: WhatIf) -> str:
     steps = [s for s in w.per_step if s.step is not None]
     if not w.per_step:
         return "no eager block to predict: each block already runs a fused kernel, or its shapes were not recorded"
@@ -73,15 +73,27 @@ def _step_line(w: WhatIf) -> str:
             f"{fmt_time(mid.fused_us)} predicted · saving {fmt_time(mid.saving_us)} of device busy time")
 
 
+def nothing_to_predict(w: WhatIf) -> str | None:
+    """The one line that stands for the whole prediction where no block has a number (the report's "What if"
+    section): the result's own reason (a CPU-only trace, no calibration for the device), else its blocks' reasons
+    (no shapes recorded, no eager core), else the step line's; None where some block is predicted."""
+    if w.reason:
+        return f"no prediction: {w.reason}"
+    if any(True for _ in w.predicted()):
+        return None
+    reasons = list(dict.fromkeys(b.reason for b in w.blocks if b.reason))
+    return f"no prediction: {'; '.join(reasons)}" if reasons else step_line(w)
+
+
 def _figures(r: WhatIfRow) -> str:
     if r.fused_us is None or r.fused_block_us is None or r.saving_per_step_us is None:
         return f"{fmt_time(r.eager_core_us):>10}   no prediction: {printable(r.reason or '')}"
     return (f"{fmt_time(r.eager_core_us):>10} → {fmt_time(r.fused_us):<9} {fmt_time(r.block_us):>9} → "
             f"{fmt_time(r.fused_block_us):<9} {fmt_time(r.saving_per_step_us):>11}  "
-            f"{r.confidence} ({_error_text(r.confidence)})")
+            f"{r.confidence} ({error_text(r.confidence)})")
 
 
-def _notes(w: WhatIf, rows: list[WhatIfRow]) -> list[str]:
+def notes(w: WhatIf, rows: list[WhatIfRow]) -> list[str]:
     out = []
     if any(r.mask_assumed and r.fused_us is not None for r in rows):
         out.append("  mask: assumed by --mask auto (causal where Lq = Lk and the core masks, else none); "
@@ -145,16 +157,16 @@ def _empty(w: WhatIf) -> WhatIfRow:
 def _markdown(results: list[WhatIf], by: str, tool: str, title: str | None) -> str:
     out = [f"# What if: fused attention — {_md(title or results[0].source)}", ""]
     for w in results:
-        out += [f"## {_backend(w)} on {_md(w.device or 'an unknown device')} (predicted)", ""]
+        out += [f"## {backend_label(w)} on {_md(w.device or 'an unknown device')} (predicted)", ""]
         if w.reason:
             out += [f"No prediction: {_md(w.reason)}", ""]
             continue
-        out += [_step_line(w), "", f"| {by} | n | shape | eager core | fused | block | fused block | saving/step "
+        out += [step_line(w), "", f"| {by} | n | shape | eager core | fused | block | fused block | saving/step "
                 "| confidence |", "|---|--:|---|--:|--:|--:|--:|--:|---|"]
         for r in whatif_rows(w, by):
             cells = [_md(r.label), str(r.n), _md(shape_text(r.shape, r.mask, r.mask_assumed)),
                      fmt_time(r.eager_core_us), _opt(r.fused_us), fmt_time(r.block_us), _opt(r.fused_block_us),
-                     _opt(r.saving_per_step_us), f"{r.confidence} ({_error_text(r.confidence)})"]
+                     _opt(r.saving_per_step_us), f"{r.confidence} ({error_text(r.confidence)})"]
             out.append("| " + " | ".join(cells) + " |")
         out += ["", f"Calibration: {_md(str((w.calibration or {}).get('source', '')))}", ""]
     return "\n".join(out)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .efficiency import DeviceInfo, Efficiency
     from .measured import Measured
     from .hints import Hint, HintFacts
+    from .whatif import WhatIf
 
 __all__ = ["CATEGORIES", "DIFF_SCHEMA_VERSION", "EPS_US", "IDLE_CAUSES", "SCHEMA_VERSION", "Attribution",
            "BlockResult", "Coverage", "Evidence", "GraphSummary", "Intervals", "InvariantError", "Layer", "RankRow",
@@ -505,6 +506,10 @@ class Attribution:
     # CPU-only traces: compiled regions no block covers, listed under "attention outside blocks" (issue 38); None
     # when there are none.
     compiled_outside: CompiledOutside | None = None
+    # The report's "What if" section (issue 39): ``tracekit whatif``'s prediction on the fastest calibrated backend,
+    # made only where the report or the TensorBoard tab asks (tracekit.run.api.analyze_for_report), never by
+    # ``tracekit attribute``; None otherwise. Never in the JSON: a prediction is not a measurement.
+    whatif: WhatIf | None = field(default=None, repr=False)
 
     def to_dataframe(self, by: str | None = None) -> Any:
         """A pandas DataFrame (``pip install 'tracekit[notebook]'``): one row per ``by`` = "block", "kind",
@@ -558,6 +563,8 @@ class Attribution:
             self.device.check()
         if self.measured is not None:
             self.measured.check()
+        if self.whatif is not None:
+            self.whatif.check()
         for t in self.traces:
             if t.graphs is not None:
                 t.graphs.check(f"{t.source}: graphs")

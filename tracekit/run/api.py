@@ -177,8 +177,7 @@ def whatif(path: str | os.PathLike | Inputs, backend: str = "best", mask: str = 
         raise ValueError(f"unknown mask {mask!r}; choose from {', '.join(WHATIF_MASKS)}")
     found = path if isinstance(path, Inputs) else discover(path)
     if len(found.files) != 1 or found.urls:
-        raise UsageError(f"whatif reads one trace; {found.path} holds {len(found.files) + len(found.urls)} "
-                         "(pass one file)")
+        raise UsageError(one_trace_only(str(found.path), len(found.files) + len(found.urls)))
     from ..analysis.context import AttributeConfig, StageContext
     from ..analysis.pipeline import run_stages
     from ..analysis.whatif import whatif_of
@@ -194,3 +193,27 @@ def whatif(path: str | os.PathLike | Inputs, backend: str = "best", mask: str = 
     for w in results:
         w.check()
     return results
+
+
+def one_trace_only(where: str, n: int) -> str:
+    """Why ``whatif`` predicts nothing for several traces (``tracekit whatif``'s refusal and the report's line)."""
+    return f"whatif reads one trace; {where} holds {n} (pass one file)"
+
+
+def analyze_for_report(path: Inputs | Discovered, scope: str | None = None, jobs: int | None = None,
+                       decode_workers: int | None = None, progress: ProgressFn | None = None) -> Attribution:
+    """``analyze`` (or, for a folder of several runs, ``analyze_runs``) as ``tracekit report`` and the TensorBoard
+    tab read ``path``: each trace's result also carries ``whatif``'s prediction (``Attribution.whatif``, the
+    page's "What if" section), made from the analysed trace in the same pass. A result of several traces (ranks,
+    workers) carries the one line that says why there is none. ``tracekit attribute`` never comes here.
+    """
+    how = plan(scope=scope, jobs=jobs, decode_workers=decode_workers, progress=progress, whatif=True)
+    if isinstance(path, Discovered) and len(path.runs) > 1:
+        result = attribute_runs(path, how)
+    else:
+        result = attribute_inputs(_inputs(path), how)
+    for one in [result, *(r.attribution for r in result.runs)]:
+        if one.whatif is None and len(one.traces) > 1:
+            one.whatif = WhatIf(source=one.source, backend="best", device=None, calibration=None,
+                                mask_option="auto", reason=one_trace_only(one.source, len(one.traces)))
+    return result

@@ -49,7 +49,8 @@ def _from_path(path: Path, plan: Plan, report: FileProgress | None) -> Attributi
     ``plan.captures`` (the files ``--capture`` named), else those that ``capture_traces/`` beside it names."""
     tr = load_trace(path, progress=report, decode_workers=plan.decode_workers)
     caps, notes = _captures_for(path, tr, plan.captures, plan.decode_workers)
-    result = attribute_trace(tr, scope=plan.scope, classifier=plan.classifier, hints=plan.hints, captures=caps)
+    result = attribute_trace(tr, scope=plan.scope, classifier=plan.classifier, hints=plan.hints, captures=caps,
+                             whatif=plan.whatif)
     for c in caps:  # a damaged capture maps what it kept: the result is then from damaged input (exit 3)
         if c.info.damaged:
             notes.append(f"capture {c.info.source} is damaged ({'; '.join(c.info.warnings) or 'salvaged'}): "

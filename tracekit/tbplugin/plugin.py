@@ -22,7 +22,7 @@ from werkzeug.wsgi import wrap_file as wsgi_file
 
 from .. import __version__
 from ..errors import TracekitError
-from ..run.api import analyze, diff
+from ..run.api import analyze_for_report, diff
 from ..run.inputs import Inputs
 from ..renderers.html import HTMLRenderer
 from ..results.measured import MEASURED_FILE
@@ -86,7 +86,9 @@ class AnalysisCache:
             if hit is not None:
                 return hit
             sig = _signature(run.files)
-            result = analyze(Inputs(path=self.root / run.name, files=list(run.files)), jobs=1, decode_workers=1)
+            # as ``tracekit report`` reads it: with its what-if prediction (the page's "What if" section, issue 39)
+            result = analyze_for_report(Inputs(path=self.root / run.name, files=list(run.files)), jobs=1,
+                                        decode_workers=1)
             result.source = run.name
             result.check()
             with self._lock:
