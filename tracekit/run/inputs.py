@@ -118,7 +118,7 @@ _MAX_DETAILS = 1 << 20  # bytes: a list of a few files, never more
 
 
 def is_capture_folder(folder: Path) -> bool:
-    return folder.name == CAPTURE_FOLDER and (folder / EXECUTION_DETAILS).is_file()
+    return folder.name == CAPTURE_FOLDER and _is_file(folder / EXECUTION_DETAILS)
 
 
 def captures_beside(trace: Path) -> tuple[list[Path], list[str]]:
@@ -126,7 +126,7 @@ def captures_beside(trace: Path) -> tuple[list[Path], list[str]]:
     that folder only), and warnings; every trace in the folder when the file lists none it can use."""
     folder = trace.parent / CAPTURE_FOLDER
     details = folder / EXECUTION_DETAILS
-    if not details.is_file():
+    if not _is_file(details):
         return [], []
     try:
         with open(details, "rb") as f:
@@ -138,12 +138,24 @@ def captures_beside(trace: Path) -> tuple[list[Path], list[str]]:
         why = "no usable entry" if listed is not None else "too big"
     names = [e.get("file") for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
     files = [folder / n for n in names if isinstance(n, str) and n and Path(n).name == n and n not in (".", "..")
-             and (folder / n).is_file()]
+             and _is_file(folder / n)]
     if files:
         return sorted(set(files)), []
-    rest = sorted(p for p in folder.iterdir() if p.name.endswith(PLAIN_SUFFIXES) and p.name not in NOT_TRACES
-                  and p.is_file())
+    try:
+        rest = sorted(p for p in folder.iterdir() if p.name.endswith(PLAIN_SUFFIXES) and p.name not in NOT_TRACES
+                      and _is_file(p))
+    except OSError as exc:
+        return [], [f"{folder}: cannot list folder ({exc.strerror or exc}); no capture read"]
     return rest, [f"{details}: {why}; read every trace in {folder.name}/ as a capture"] if rest else []
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file (after links); a name the system refuses to look up for any reason (too
+    long, a loop, no permission) is not one: a listed entry that cannot be used, never a failure."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):  # (ValueError: a NUL in the name)
+        return False
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
