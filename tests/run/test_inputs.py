@@ -54,3 +54,19 @@ def test_a_capture_list_entry_that_cannot_be_looked_at_is_unusable_not_fatal(tmp
     # a usable entry beside it is still the one read, and nothing is said
     (folder / "execution_details.json").write_text(f'[{{"file": "{"a" * 300}"}}, {{"file": "bs_2.json"}}]')
     assert captures_beside(tmp_path / "replay.json") == ([capture], [])
+
+
+def test_a_capture_folder_that_cannot_be_listed_gives_no_capture_and_says_so(tmp_path: Path, monkeypatch) -> None:
+    """The fallback (every trace in the folder) on a folder that cannot be listed: a warning, not a traceback."""
+    from tracekit.run.inputs import captures_beside
+
+    folder = tmp_path / "capture_traces"
+    _trace(folder / "bs_2.json")
+    (folder / "execution_details.json").write_text("[]")
+
+    def refuse(self: Path):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "iterdir", refuse)
+    files, warnings = captures_beside(tmp_path / "replay.json")
+    assert files == [] and len(warnings) == 1 and "cannot list folder (Permission denied)" in warnings[0]

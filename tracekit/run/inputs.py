@@ -128,25 +128,39 @@ def captures_beside(trace: Path) -> tuple[list[Path], list[str]]:
     details = folder / EXECUTION_DETAILS
     if not _is_file(details):
         return [], []
+    names, why = _listed(details)
+    files = [folder / n for n in names if _plain_name(n) and _is_file(folder / n)]
+    if files:
+        return sorted(set(files)), []
+    try:
+        rest = _every_capture(folder)
+    except OSError as exc:
+        return [], [f"{folder}: cannot list folder ({exc.strerror or exc}); no capture read"]
+    return rest, [f"{details}: {why}; read every trace in {folder.name}/ as a capture"] if rest else []
+
+
+def _every_capture(folder: Path) -> list[Path]:
+    """Every trace file in the capture folder (the fallback when its list names none that can be used)."""
+    return sorted(p for p in folder.iterdir() if p.name.endswith(PLAIN_SUFFIXES) and p.name not in NOT_TRACES
+                  and _is_file(p))
+
+
+def _listed(details: Path) -> tuple[list[object], str]:
+    """The ``file`` values of the capture list's entries, and what to say if none is usable (why the list is)."""
     try:
         with open(details, "rb") as f:
             raw = f.read(_MAX_DETAILS + 1)
         listed = json.loads(raw) if len(raw) <= _MAX_DETAILS else None
     except (OSError, ValueError, RecursionError) as exc:
-        listed, why = None, f"{type(exc).__name__}"
-    else:
-        why = "no usable entry" if listed is not None else "too big"
-    names = [e.get("file") for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
-    files = [folder / n for n in names if isinstance(n, str) and n and Path(n).name == n and n not in (".", "..")
-             and _is_file(folder / n)]
-    if files:
-        return sorted(set(files)), []
-    try:
-        rest = sorted(p for p in folder.iterdir() if p.name.endswith(PLAIN_SUFFIXES) and p.name not in NOT_TRACES
-                      and _is_file(p))
-    except OSError as exc:
-        return [], [f"{folder}: cannot list folder ({exc.strerror or exc}); no capture read"]
-    return rest, [f"{details}: {why}; read every trace in {folder.name}/ as a capture"] if rest else []
+        return [], f"{type(exc).__name__}"
+    if not isinstance(listed, list):
+        return [], "no usable entry" if listed is not None else "too big"
+    return [e.get("file") for e in listed if isinstance(e, dict)], "no usable entry"
+
+
+def _plain_name(n: object) -> bool:
+    """A file name inside the capture folder: no path, no '.' or '..' (no way out of the folder)."""
+    return isinstance(n, str) and bool(n) and Path(n).name == n and n not in (".", "..")
 
 
 def _is_file(path: Path) -> bool:
