@@ -343,11 +343,14 @@ def test_cli_writes_the_copy_and_never_over_its_input(tmp_path):
 @pytest.mark.parametrize("case, code, words", [
     ("missing", 1, "no such file"), ("not-json", 1, "not valid JSON"), ("folder", 2, "not a folder"),
     ("extension", 2, ".json or .json.gz"), ("out-folder", 2, "is a folder"),
+    ("url", 2, "http://example.invalid/t.json: annotate reads a local trace file, not a URL"),  # issue 41 row 10
 ])
 def test_cli_bad_input_is_one_line_with_its_exit_code(tmp_path, case, code, words):
-    src = _one_block(tmp_path)
+    src: Path | str = _one_block(tmp_path)
     out = tmp_path / "out.json"
-    if case == "missing":
+    if case == "url":  # (as the README says: a usage error, not "no such file" on the name with one slash)
+        src = "http://example.invalid/t.json"
+    elif case == "missing":
         src = tmp_path / "nope.json"
     elif case == "not-json":
         src = tmp_path / "bad.json"

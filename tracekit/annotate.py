@@ -74,11 +74,11 @@ def annotate_path(src: str | Path, dst: str | Path, scope: str | None = None, ch
     from .run.api import analyze
     from .run.inputs import discover, is_url
 
+    if is_url(src):  # (before Path(), which would make "s3://b/t" the local name "s3:/b/t")
+        raise UsageError(f"{src}: annotate reads a local trace file, not a URL")
     src, out = Path(src), Path(dst)
     if not out.name.lower().endswith((".json", ".json.gz")):
         raise UsageError(f"{dst}: the annotated trace is JSON; name it .json or .json.gz")
-    if is_url(str(src)):
-        raise UsageError(f"{src}: annotate reads a local trace file, not a URL")
     if src.is_dir():
         raise UsageError(f"{src}: annotate takes one trace file, not a folder")
     found = discover(src)

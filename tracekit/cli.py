@@ -414,12 +414,12 @@ def _redacted(done: list[Any]) -> str:
 
 
 @cli.command()
-@click.argument("path", type=click.Path(path_type=Path, readable=False))
+@click.argument("path", type=click.Path(readable=False))  # (a str: Path would turn a URL's "//" into "/")
 @click.option("-o", "--output", required=True, type=click.Path(readable=False, path_type=Path),
               help="The annotated copy: .json, or .json.gz to compress.")
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges.")
 @_one_shot
-def annotate(path: Path, output: Path, scope: str | None) -> None:
+def annotate(path: str, output: Path, scope: str | None) -> None:
     """Write a copy of the trace PATH with tracekit's view added, for Perfetto UI or TensorBoard's trace viewer.
 
     A process named tracekit holds, per device stream, a span per attention block (named by its category
