@@ -437,9 +437,10 @@ def annotate(path: str, output: Path, scope: str | None) -> None:
             click.echo(f"Warning: {printable(str(path))}: {stats.damaged}; the copy ends where the input does",
                        err=True)
         arrows = "every kernel" if stats.every_kernel else "the first kernel of each block on each stream"
+        old = f"; replaced its {_n(stats.replaced, 'old tracekit event')}" if stats.replaced else ""
         click.echo(f"wrote {printable(str(output))}: {_n(stats.blocks, 'block span')} on {_n(stats.lanes, 'lane')} "
                    f"of pid {stats.pid}, {_n(stats.runs, 'category run')}, {_n(stats.marks, 'hint mark')}, "
-                   f"{_n(stats.flows, 'arrow')} (to {arrows})", err=True)
+                   f"{_n(stats.flows, 'arrow')} (to {arrows}){old}", err=True)
     except TracekitError as exc:
         raise _fail(exc) from None
     if result.damaged or stats.damaged:
