@@ -358,6 +358,8 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
                                      progress=progress.update)
                     result.source = found.runs[0].name  # the page is headed by what was passed, not a file's name
         result.check()
+        if timeline_step is not None:
+            _refuse_missing_step(result, timeline_step)
         if after is not None:
             _warn_diff(result)
         else:
@@ -371,6 +373,20 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
         raise _fail(exc) from None
     if result.damaged:
         sys.exit(EXIT_DAMAGED)
+
+
+def _refuse_missing_step(result: Any, step: int) -> None:
+    """``report --step N`` where no timeline of the report holds step N: a usage error naming the steps there."""
+    from .results.attribution import Attribution
+    from .results.timeline import missing_step
+
+    if isinstance(result, Attribution):
+        drawn = [run.attribution for run in result.runs] or [result]
+    else:  # a diff draws both sides
+        drawn = [result.before, result.after]
+    why = missing_step(step, drawn)
+    if why is not None:
+        raise UsageError(f"--step {step}: {why}")
 
 
 @cli.command()
