@@ -13,7 +13,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeGuard
 
 from ..errors import TraceNotFoundError, TraceReadError, UsageError
 from ..results.invariants import expect
@@ -158,7 +158,7 @@ def _listed(details: Path) -> tuple[list[object], str]:
     return [e.get("file") for e in listed if isinstance(e, dict)], "no usable entry"
 
 
-def _plain_name(n: object) -> bool:
+def _plain_name(n: object) -> TypeGuard[str]:
     """A file name inside the capture folder: no path, no '.' or '..' (no way out of the folder)."""
     return isinstance(n, str) and bool(n) and Path(n).name == n and n not in (".", "..")
 
