@@ -26,7 +26,7 @@ from support.traces import read_doc, read_events
 
 from tracekit import analyze
 from tracekit import annotate as annotate_mod
-from tracekit.annotate import annotate_path
+from tracekit.annotate import CHUNK, annotate_path
 from tracekit.renderers import JSONRenderer
 from tracekit.vocab import ANNOTATE_CAT
 
@@ -280,6 +280,43 @@ def test_the_copy_is_the_same_for_any_chunk_size(tmp_path):
         assert piece.read_bytes() == whole.read_bytes(), chunk
 
 
+def test_annotating_an_annotated_copy_replaces_its_tracks(tmp_path):
+    """Issue 41 row 8: ``annotate a1.json -o a2.json`` kept a1's tracks beside the new ones (two tracekit
+    processes). The old tracks are the leading elements of the events array (where annotate put them): they are
+    left out, so the copy of a copy is the copy, byte for byte, whatever the chunk, layout or compression."""
+    src = _two_streams(tmp_path)
+    a1, _ = _annotate(src, tmp_path)
+    for name, chunk in (("a2.json", CHUNK), ("a2_1.json", 1), ("a2_7.json", 7), ("a2.json.gz", CHUNK)):
+        a2 = tmp_path / name
+        stats, _ = annotate_path(a1, a2, chunk=chunk)
+        assert read_events(a2) == read_events(a1), name
+        assert stats.replaced == len(_ours(a1)) > 0
+        if chunk != CHUNK or name.endswith(".json"):
+            assert a2.read_bytes() == a1.read_bytes(), name
+    # laid out by another tool (indented, the header keys after the events): the tracks still go, once
+    doc = read_doc(a1)
+    loose = tmp_path / "loose.json"
+    loose.write_text(json.dumps({"traceEvents": doc.pop("traceEvents"), **doc}, indent=2))
+    a3, _ = _annotate(loose, tmp_path)
+    processes = [e for e in _ours(a3) if e["ph"] == "M" and e["name"] == "process_name"]
+    assert len(processes) == 1 and sorted(map(repr, _ours(a3))) == sorted(map(repr, _ours(a1)))
+    _check_copy(src, a3)  # (a3 less its tracks is the original trace)
+    assert _attribution(a3) == _attribution(a1) == _attribution(src)
+
+
+def test_looking_for_old_tracks_reads_no_further_than_its_bound(tmp_path, monkeypatch):
+    """The check for an earlier annotation's tracks reads the first element whole only up to ``_MAX_OWN`` bytes:
+    a trace whose first event is huge is copied in chunks as before, not held whole."""
+    b = TraceBuilder()
+    b.annotation("x" * 20_000, 0, 1)  # the first event: a 20 kB name
+    attention_block(b, 1000)
+    src = b.write(tmp_path / "t.json")
+    monkeypatch.setattr(annotate_mod, "_MAX_OWN", 4096)
+    out, stats = _annotate(src, tmp_path, chunk=1024)
+    assert stats.replaced == 0 and stats.peak_buffer <= 4096 + 1024
+    _check_copy(src, out)
+
+
 def test_the_reader_skips_tracekit_events_at_no_cost_to_the_count(tmp_path):
     src = _one_block(tmp_path)
     out, _ = _annotate(src, tmp_path)
@@ -343,11 +380,14 @@ def test_cli_writes_the_copy_and_never_over_its_input(tmp_path):
 @pytest.mark.parametrize("case, code, words", [
     ("missing", 1, "no such file"), ("not-json", 1, "not valid JSON"), ("folder", 2, "not a folder"),
     ("extension", 2, ".json or .json.gz"), ("out-folder", 2, "is a folder"),
+    ("url", 2, "http://example.invalid/t.json: annotate reads a local trace file, not a URL"),  # issue 41 row 10
 ])
 def test_cli_bad_input_is_one_line_with_its_exit_code(tmp_path, case, code, words):
-    src = _one_block(tmp_path)
+    src: Path | str = _one_block(tmp_path)
     out = tmp_path / "out.json"
-    if case == "missing":
+    if case == "url":  # (as the README says: a usage error, not "no such file" on the name with one slash)
+        src = "http://example.invalid/t.json"
+    elif case == "missing":
         src = tmp_path / "nope.json"
     elif case == "not-json":
         src = tmp_path / "bad.json"

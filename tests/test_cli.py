@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.builders import TraceBuilder, attention_block, golden_trace
+from support.builders import TraceBuilder, attention_block, golden_trace, steps_trace
 from support.paths import GOLDEN, H200, ROOT, SWEEP, requires_h200
 from support.cli import run_cli
 from tracekit.results.attribution import CATEGORIES
@@ -222,6 +222,21 @@ def test_jobs_and_decode_workers_reach_the_library(trace, monkeypatch, args, fil
 
 # -- two folders of runs (issue 37): paired by run name, the gate over the pairs, every exit code
 # (support.pairs.paired_sweeps: ``slower`` 25 -> 45 µs a step by default, ``bound`` launch-bound both sides)
+
+
+def test_report_step_the_trace_lacks_is_a_usage_error_naming_its_steps(tmp_path):
+    """Issue 41 row 7: ``report --step 99999`` (or -1, 0) drew the median step and exited 0; now exit 2, one
+    line naming the steps with blocks (1, 2, 3: steps_trace's), and no page. A step of the trace is drawn."""
+    trace, _ = steps_trace(tmp_path / "s.pt.trace.json")
+    for step in (99999, -1, 0):
+        out = tmp_path / f"r{step}.html"
+        proc = run_cli("report", trace, "-o", out, "--step", step)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert lines[0] == f"Error: --step {step}: no step {step} in the trace (steps with attention blocks: 1, 2, 3)"
+        assert not out.exists()
+    proc = run_cli("report", trace, "-o", tmp_path / "r2.html", "--step", 2)
+    assert proc.returncode == 0 and (tmp_path / "r2.html").exists(), proc.stderr
 
 
 def test_folders_of_runs_exit_4_naming_the_regressing_pair(tmp_path):

@@ -85,6 +85,42 @@ def test_a_trace_copy_is_renamed_into_place_only_when_whole(tmp_path: Path) -> N
     assert gzip.decompress(dst.read_bytes()) == b"[1]" and _leftovers(dst.parent) == []
 
 
+def test_a_trace_copy_over_an_old_file_keeps_its_mode_as_a_report_does(tmp_path: Path) -> None:
+    """Issue 41 row 9: ``annotate -o`` and ``redact -o`` over a 0600 file left it 0644 (``attribute -o`` kept
+    0600). Both write through trace_copy; a new copy follows the umask, a symlink is replaced by a new file."""
+    from support.builders import TraceBuilder, eager_layers
+
+    from tracekit.annotate import annotate_path
+    from tracekit.redact import redact_path
+
+    b = TraceBuilder()
+    eager_layers(b, 1)
+    src = b.write(tmp_path / "t.json")
+    copies = {"copy": lambda dst: _copied(src, dst), "annotate": lambda dst: annotate_path(src, dst, jobs=1),
+              "redact": lambda dst: redact_path(src, dst, [])}
+    for how, make in copies.items():
+        for name, mode in ((f"{how}.json", 0o600), (f"{how}.json.gz", 0o640)):
+            old = tmp_path / name
+            old.write_bytes(b"old")
+            old.chmod(mode)
+            make(old)
+            assert old.read_bytes() != b"old" and stat.S_IMODE(old.stat().st_mode) == mode, (how, name)
+    was = os.umask(0o027)
+    try:
+        _copied(src, tmp_path / "new.json")
+        (tmp_path / "link.json").symlink_to(tmp_path / "copy.json")  # (0600: the link's target)
+        _copied(src, tmp_path / "link.json")
+    finally:
+        os.umask(was)
+    assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o640
+    assert not (tmp_path / "link.json").is_symlink() and stat.S_IMODE((tmp_path / "link.json").stat().st_mode) == 0o640
+
+
+def _copied(src: Path, dst: Path) -> None:
+    with trace_copy(src, dst) as out:
+        out.write(src.read_bytes())
+
+
 def test_a_trace_copy_blames_the_input_or_the_output(tmp_path: Path) -> None:
     src = tmp_path / "t.json.gz"
     src.write_bytes(b"")

@@ -18,10 +18,12 @@ Timestamps are the file's own (absolute ``ts``): a block's ``origin + start_us``
 every event is written by the JSON encoder, never pasted into JSON text. The original text is copied byte for
 byte, streamed (``redact``'s reading and atomic writing), with the new events inserted just after the '[' of the
 events array; the reader skips them (tracekit.io.builder), so the copy attributes exactly like the original.
+Annotating an annotated copy replaces its tracks (the leading events with that ``cat``): one tracekit process.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -31,6 +33,7 @@ from typing import IO
 import orjson
 
 from .errors import TraceFormatError, TraceReadError, UsageError
+from .io.jsonscan import skip
 from .io.read import events_array_at
 from .output import refuse_inputs, trace_copy
 from .redact import decompressed_blocks
@@ -63,6 +66,7 @@ class AnnotateStats:
     bytes_in: int = 0
     peak_buffer: int = 0  # the largest piece of the input held at once: the memory bound of the copy
     damaged: str = ""  # why the input ended early (a truncated .gz): the copy ends where it does
+    replaced: int = 0  # the input's own tracekit events left out (an annotated copy's tracks, replaced)
 
 
 def annotate_path(src: str | Path, dst: str | Path, scope: str | None = None, chunk: int = CHUNK,
@@ -74,11 +78,11 @@ def annotate_path(src: str | Path, dst: str | Path, scope: str | None = None, ch
     from .run.api import analyze
     from .run.inputs import discover, is_url
 
+    if is_url(src):  # (before Path(), which would make "s3://b/t" the local name "s3:/b/t")
+        raise UsageError(f"{src}: annotate reads a local trace file, not a URL")
     src, out = Path(src), Path(dst)
     if not out.name.lower().endswith((".json", ".json.gz")):
         raise UsageError(f"{dst}: the annotated trace is JSON; name it .json or .json.gz")
-    if is_url(str(src)):
-        raise UsageError(f"{src}: annotate reads a local trace file, not a URL")
     if src.is_dir():
         raise UsageError(f"{src}: annotate takes one trace file, not a folder")
     found = discover(src)
@@ -93,13 +97,16 @@ def annotate_path(src: str | Path, dst: str | Path, scope: str | None = None, ch
 
 
 def trace_pids(src: Path, chunk: int = CHUNK) -> set[int]:
-    """Every integer the file writes as a ``pid`` (a superset: a number inside a string counts too), streamed."""
+    """Every integer the file writes as a ``pid`` (a superset: a number inside a string counts too), streamed;
+    but for the tracks of an earlier annotation, which the copy replaces (so a copy of a copy gets the same pid)."""
     pids: set[int] = set()
     stats = AnnotateStats(path=src)
     tail = b""
     try:
         with open(src, "rb") as f:
-            for block in decompressed_blocks(f, stats, chunk):
+            blocks = decompressed_blocks(f, stats, chunk)
+            head, rest, _ = _split(src, blocks, stats)
+            for block in itertools.chain((head, rest), blocks):
                 buf = tail + block
                 pids.update(int(m.group(1)) for m in _PID.finditer(buf))
                 tail = buf[-64:]  # (a pid cut by the block's end is found whole in the next buffer)
@@ -122,13 +129,13 @@ def _copy_with(src: Path, dst: Path, events: Iterator[dict], stats: AnnotateStat
     """``src``'s text, the new events inserted first in its events array; pieces of ``chunk`` bytes at a time."""
     with trace_copy(src, dst) as out, open(src, "rb") as f:
         blocks = decompressed_blocks(f, stats, chunk)
-        head, at, empty = _head(src, blocks, stats)
-        out.write(head[:at])
+        head, rest, empty = _split(src, blocks, stats)
+        out.write(head)
         _write_events(out, events)
         if not empty:
             out.write(b",")
-        out.write(head[at:])
-        del head
+        out.write(rest)
+        del head, rest
         for block in blocks:
             stats.bytes_in += len(block)
             stats.peak_buffer = max(stats.peak_buffer, len(block))
@@ -150,6 +157,75 @@ def _head(src: Path, blocks: Iterator[bytes], stats: AnnotateStats) -> tuple[byt
             if rest:
                 return head, skip + at, rest[:1] == b"]"
     raise TraceFormatError(f"{src}: no events array found to annotate (did the file change while it was read?)")
+
+
+def _split(src: Path, blocks: Iterator[bytes], stats: AnnotateStats) -> tuple[bytes, bytes, bool]:
+    """The text up to the events array's first element (where the new events go); the text read past it, less
+    the leading elements an earlier annotation wrote; and whether the array is then empty (its ']' comes first).
+
+    Why only leading elements: ``annotate`` inserts its tracks first in the array, so an annotated copy holds them
+    there; annotating it again replaces them (one tracekit process, the same copy) instead of adding a second set.
+    """
+    head, at, empty = _head(src, blocks, stats)
+    if empty:
+        return head[:at], head[at:], True
+    rest = _without_old_tracks(bytearray(head[at:]), blocks, stats)
+    return head[:at], rest, rest.lstrip(_WS)[:1] == b"]"
+
+
+def _without_old_tracks(buf: bytearray, blocks: Iterator[bytes], stats: AnnotateStats) -> bytes:
+    """``buf`` (the array's text from its first element on) from its first element that is not tracekit's own
+    (``cat`` ANNOTATE_CAT, as the reader tells them), reading more of ``blocks`` while an element needs it."""
+    i = 0
+    while True:
+        end = _own_element_end(buf, i)
+        if end >= 0:
+            stats.replaced += 1
+            i = end
+            continue
+        more = next(blocks, None) if end == _MORE and len(buf) - i <= _MAX_OWN else None
+        if more is None:  # (an element of the trace's own, the end of a cut-off file, or more than ours would be)
+            return bytes(buf[i:])
+        stats.bytes_in += len(more)
+        del buf[:i]
+        buf += more
+        i = 0
+        stats.peak_buffer = max(stats.peak_buffer, len(buf))
+
+
+_MORE, _NOT_OURS = -1, -2
+# The most text read ahead for one element that may be tracekit's (its largest is a block span, a few KB): past
+# it the element is the trace's own, so a huge first event costs no more memory than the copy's chunks.
+_MAX_OWN = 1 << 22
+_NOT_WS = re.compile(rb"[^ \t\r\n]")
+
+
+def _own_element_end(buf: bytearray, i: int) -> int:
+    """Where the next element (after blanks from ``i``) ends with its ',' when tracekit wrote it; at its ']' when
+    it is the array's last; _MORE when ``buf`` ends first; _NOT_OURS for any other element, or no element."""
+    k = _skip_ws(buf, i)
+    if k == len(buf):
+        return _MORE
+    if buf[k] != 0x7B:  # '{'
+        return _NOT_OURS
+    end = skip(buf, k, len(buf))
+    if end < 0:
+        return _MORE if end == -1 else _NOT_OURS
+    try:
+        ev = orjson.loads(buf[k:end])
+    except orjson.JSONDecodeError:
+        return _NOT_OURS
+    if not isinstance(ev, dict) or ev.get("cat") != ANNOTATE_CAT:
+        return _NOT_OURS
+    after = _skip_ws(buf, end)
+    if after == len(buf):
+        return _MORE
+    return {0x2C: after + 1, 0x5D: after}.get(buf[after], _NOT_OURS)  # ',' or ']'
+
+
+def _skip_ws(buf: bytearray, i: int) -> int:
+    m = _NOT_WS.search(buf, i)
+    return len(buf) if m is None else m.start()
 
 
 def _write_events(out: IO[bytes], events: Iterable[dict]) -> None:

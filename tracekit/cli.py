@@ -357,6 +357,8 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
                 if len(found.runs) <= 1:
                     result.source = found.runs[0].name  # the page is headed by what was passed, not a file's name
         result.check()
+        if timeline_step is not None:
+            _refuse_missing_step(result, timeline_step)
         if after is not None:
             _warn_diff(result)
         else:
@@ -370,6 +372,20 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
         raise _fail(exc) from None
     if result.damaged:
         sys.exit(EXIT_DAMAGED)
+
+
+def _refuse_missing_step(result: Any, step: int) -> None:
+    """``report --step N`` where no timeline of the report holds step N: a usage error naming the steps there."""
+    from .results.attribution import Attribution
+    from .results.timeline import missing_step
+
+    if isinstance(result, Attribution):
+        drawn = [run.attribution for run in result.runs] or [result]
+    else:  # a diff draws both sides
+        drawn = [result.before, result.after]
+    why = missing_step(step, drawn)
+    if why is not None:
+        raise UsageError(f"--step {step}: {why}")
 
 
 @cli.command()
@@ -413,12 +429,12 @@ def _redacted(done: list[Any]) -> str:
 
 
 @cli.command()
-@click.argument("path", type=click.Path(path_type=Path, readable=False))
+@click.argument("path", type=click.Path(readable=False))  # (a str: Path would turn a URL's "//" into "/")
 @click.option("-o", "--output", required=True, type=click.Path(readable=False, path_type=Path),
               help="The annotated copy: .json, or .json.gz to compress.")
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges.")
 @_one_shot
-def annotate(path: Path, output: Path, scope: str | None) -> None:
+def annotate(path: str, output: Path, scope: str | None) -> None:
     """Write a copy of the trace PATH with tracekit's view added, for Perfetto UI or TensorBoard's trace viewer.
 
     A process named tracekit holds, per device stream, a span per attention block (named by its category
@@ -436,9 +452,10 @@ def annotate(path: Path, output: Path, scope: str | None) -> None:
             click.echo(f"Warning: {printable(str(path))}: {stats.damaged}; the copy ends where the input does",
                        err=True)
         arrows = "every kernel" if stats.every_kernel else "the first kernel of each block on each stream"
+        old = f"; replaced its {_n(stats.replaced, 'old tracekit event')}" if stats.replaced else ""
         click.echo(f"wrote {printable(str(output))}: {_n(stats.blocks, 'block span')} on {_n(stats.lanes, 'lane')} "
                    f"of pid {stats.pid}, {_n(stats.runs, 'category run')}, {_n(stats.marks, 'hint mark')}, "
-                   f"{_n(stats.flows, 'arrow')} (to {arrows})", err=True)
+                   f"{_n(stats.flows, 'arrow')} (to {arrows}){old}", err=True)
     except TracekitError as exc:
         raise _fail(exc) from None
     if result.damaged or stats.damaged:

@@ -5,7 +5,8 @@ Why one place: a failed write (a full disk, a renderer's error, a cut-off input)
 and no command may destroy the trace it reads (the evidence of a damaged run), however ``-o`` names it (another
 path, a symlink, a hard link). A file is written to a temp file beside it and renamed into place only when the
 whole output is there; a ``.gz`` name is gzip-compressed with a fixed header (the same output gives the same
-bytes); a new file gets 0666 minus the umask, as shell redirection would.
+bytes); a new file gets 0666 minus the umask, as shell redirection would, and a file written over keeps its
+mode (``new_mode``: reports and trace copies alike).
 
 A bottom-layer module (``.importlinter``): the standard library and tracekit.errors only, so ``tracekit --help``
 stays light; the callers say which paths are inputs.
@@ -122,6 +123,23 @@ def umask() -> int:
     return mask
 
 
+def new_mode(old: os.stat_result | None) -> int:
+    """The mode of a file written at a name: the old file's where a regular file is there (its owner chose it:
+    a 0600 report stays private), else 0666 minus the umask, as shell redirection gives a new file."""
+    if old is not None and stat.S_ISREG(old.st_mode):
+        return stat.S_IMODE(old.st_mode)
+    return 0o666 & ~umask()
+
+
+def _at(path: Path) -> os.stat_result | None:
+    """What is at ``path`` itself (a link is not followed); None when nothing is, or it cannot be looked at (the
+    write then says why)."""
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
 @contextlib.contextmanager
 def _gzipped(raw: IO[bytes], gz: bool, name: str) -> Iterator[IO[bytes]]:
     """``raw``, or a gzip stream onto it named after ``name`` without its ``.gz``; mtime 0: the same content
@@ -177,8 +195,7 @@ def write_report(chunks: Iterable[str], output: Path, gz: bool) -> None:
             with open(output, "wb") as f, _gzipped(f, gz, output.name) as out:
                 _write_chunks(out, chunks)
             return
-        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~umask()
-        with _replaced(target, mode, gz, durable=True) as out:
+        with _replaced(target, new_mode(st), gz, durable=True) as out:
             _write_chunks(out, chunks)
     except OSError as exc:
         raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
@@ -192,12 +209,12 @@ def _write_chunks(out: IO[bytes], chunks: Iterable[str]) -> None:
 @contextlib.contextmanager
 def trace_copy(src: Path, dst: Path) -> Iterator[IO[bytes]]:
     """A binary stream for a copy of the trace ``src`` at ``dst`` (gzip when its name ends in .gz; its folder made
-    if missing; a fresh file at that very name, 0666 minus the umask), renamed into place only when the body ends
-    well. Errors reading ``src`` (a cut-off .gz) become TraceReadError, errors writing OutputError (redact,
-    annotate)."""
+    if missing; a new file at that very name: a regular file there keeps its mode, a symlink is replaced, not
+    written through, by a file of 0666 minus the umask), renamed into place only when the body ends well. Errors
+    reading ``src`` (a cut-off .gz) become TraceReadError, errors writing OutputError (redact, annotate)."""
     try:
         dst.parent.mkdir(parents=True, exist_ok=True)
-        with _replaced(dst, 0o666 & ~umask(), dst.name.lower().endswith(".gz"), durable=False) as out:
+        with _replaced(dst, new_mode(_at(dst)), dst.name.lower().endswith(".gz"), durable=False) as out:
             yield out
     except (EOFError, OSError) as exc:
         raise _copy_error(exc, src, dst) from None

@@ -201,13 +201,16 @@ def test_every_run_of_the_h200_sweep_draws_its_step(browser, tmp_path):
 
 
 def test_a_step_without_blocks_says_which_step_is_drawn(browser, tmp_path):
-    """--step 9 names no step of the trace: the median (step 3) is drawn and the page says step 9 had no blocks;
+    """A diff --step 4 where only the after side has a step 4: the before timeline draws its median (step 3) and
+    says step 4 had no blocks, the after one draws step 4 (a --step no timeline holds is refused: test_cli);
     --step 2 draws step 2 (3 blocks) as asked."""
     trace, _ = steps_trace(tmp_path / "s.pt.trace.json")
-    report(trace, "-o", tmp_path / "r9.html", "--step", 9)
-    open_page(browser, tmp_path / "r9.html")
+    longer, _ = steps_trace(tmp_path / "l.pt.trace.json", {1: 1, 2: 3, 3: 2, 4: 1})
+    report(trace, longer, "-o", tmp_path / "r4.html", "--step", 4)
+    open_page(browser, tmp_path / "r4.html")
     note = js(browser, f"return {WRAP}[0].querySelector('.sub').textContent")
-    assert state(browser)["step"] == "3" and "step 9 has no attention blocks" in note
+    assert state(browser)["step"] == "3" and "step 4 has no attention blocks" in note
+    assert state(browser, 1)["step"] == "4"
     report(trace, "-o", tmp_path / "r2.html", "--step", 2)
     open_page(browser, tmp_path / "r2.html")
     note = js(browser, f"return {WRAP}[0].querySelector('.sub').textContent")

@@ -66,6 +66,25 @@ def _flat(rows) -> list[float]:
     return [float(x) for row in rows for x in row]
 
 
+def test_a_step_no_timeline_holds_is_named_with_the_steps_there(steps, tmp_path):
+    """Issue 41 row 7: ``report --step`` for a step the trace lacks drew the median step (exit 0). missing_step
+    says why, naming the steps with blocks (1, 2, 3 by construction: steps_trace); None where a timeline has it."""
+    result, _ = steps
+    for step in (99999, -1, 0):
+        assert tl.missing_step(step, [result]) == (
+            f"no step {step} in the trace (steps with attention blocks: 1, 2, 3)")
+    assert [tl.missing_step(s, [result]) for s in (1, 2, 3)] == [None, None, None]
+    many, _ = steps_trace(tmp_path / "many.pt.trace.json", {s: 1 for s in range(1, 41)}, gap=10)
+    many_res = tracekit.analyze(many, jobs=1)
+    assert tl.missing_step(99, [many_res, result]) == (
+        "no step 99 in any trace (steps with attention blocks: 1, 2, 3, 4, 5, 6, 7, …, 40: 40 steps)")
+    assert tl.missing_step(40, [result, many_res]) is None  # (one of a sweep's runs, or a diff's sides, has it)
+    b = TraceBuilder()
+    attention_block(b, 0)
+    flat = tracekit.analyze(b.write(tmp_path / "nosteps.pt.trace.json"), jobs=1)
+    assert tl.missing_step(1, [flat]) == "no step 1 in the trace (attention blocks in no ProfilerStep)"
+
+
 def test_kernels_gaps_and_host_spans_are_where_the_trace_put_them(steps):
     """Step 3's blocks start at t0 = 901 and 1101 µs (step 3 opens at 200 + 50 + 600 + 50 = 900) (the trace's
     first event is at 0): each has six device events at t0 + KERNELS, idle gaps filling its window between them

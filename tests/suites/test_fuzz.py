@@ -116,6 +116,77 @@ def test_fuzz_diff_gate(seeds: list[tuple[str, dict]], fuzz_dir: Path) -> None:
     run()
 
 
+@pytest.fixture(scope="module")
+def replay_beside_captures(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A replay whose kernels its capture maps (all of them), the capture in ``capture_traces/`` with the odd
+    neighbours of fuzzing.capture_folder; each example writes its own ``execution_details.json`` there."""
+    from support.builders import graph_pair
+
+    root = tmp_path_factory.mktemp("captures")
+    replay, capture, _ = graph_pair(root)
+    folder = root / "capture_traces"
+    folder.mkdir()
+    capture.rename(folder / fuzzing.CAPTURE_FILE)
+    fuzzing.capture_folder(folder, replay)
+    return replay
+
+
+@pytest.mark.fuzz
+def test_fuzz_capture_lists(replay_beside_captures: Path) -> None:
+    """Issue 41: any ``execution_details.json`` beside a replay keeps the contract (exit 0 or 3, a warning for a
+    list it cannot use, never a traceback), and the capture is read exactly when the list's rule says so
+    (fuzzing.expected_captures): then every replayed kernel is mapped, else none."""
+    replay = replay_beside_captures
+    details = replay.parent / "capture_traces" / "execution_details.json"
+
+    def check(data: bytes, what: str) -> None:
+        details.write_bytes(data)
+        code, out, err = fuzzing.invoke("attribute", str(replay), "--format", "json")
+        fuzzing.check_cli_output(code, out, err, "json", what)
+        assert code in (0, 3), what
+        graphs = json.loads(out)["traces"][0]["graphs"]
+        mapped = fuzzing.CAPTURE_FILE in fuzzing.expected_captures(data)
+        assert graphs["capture_sources"] == ([fuzzing.CAPTURE_FILE] if mapped else []), what
+        assert graphs["mapped_share"] == (1.0 if mapped else 0.0), what
+
+    for data in fuzzing.CAPTURE_REGRESSIONS:
+        check(data, f"capture list {data[:80]!r}")
+
+    @settings(max_examples=max(40, settings().max_examples // 40))
+    @given(listed=fuzzing.capture_lists())
+    def run(listed: tuple[bytes, list[str]]) -> None:
+        check(listed[0], "; ".join(listed[1]))
+
+    run()
+
+
+@pytest.mark.fuzz
+def test_fuzz_report_step(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Issue 41: ``report --step N`` draws step N when the trace has it (steps 1, 2, 3 by construction), and is
+    one usage-error line (exit 2) for any other integer, however large."""
+    from support.builders import steps_trace
+
+    root = tmp_path_factory.mktemp("steps")
+    trace, _ = steps_trace(root / "s.pt.trace.json")
+    out = root / "r.html"
+
+    def check(step: int) -> None:
+        out.unlink(missing_ok=True)
+        code, _, err = fuzzing.invoke("report", str(trace), "-o", str(out), "--step", str(step))
+        fuzzing.check_step_output(code, err, step, [1, 2, 3], f"--step {step}")
+        assert out.exists() == (code == 0)
+
+    for step in fuzzing.STEP_REGRESSIONS:
+        check(step)
+
+    @settings(max_examples=max(20, settings().max_examples // 80))
+    @given(step=fuzzing.step_values())
+    def run(step: int) -> None:
+        check(step)
+
+    run()
+
+
 # =====================================================================================================
 # The fixed corpus: one hand-made reproducer per failure class of issue 8's section 1 table, each
 # asserting the behaviour the table wants. Built on tests/support/builders.py traces, whose answer is known.

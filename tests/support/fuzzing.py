@@ -428,6 +428,104 @@ def cases(draw: st.DrawFn, seeds: list[tuple[str, dict]]) -> Case:
     return Case(seed[0], ops + bops, data, gz)
 
 
+# -- graph capture lists (execution_details.json beside a replay, issue 41) ---------------------------------------
+# The folder the capture-list tests lay out (capture_folder): the replay's one capture, a folder, a FIFO, a link
+# back to the replay, a link loop. Only the regular files (after links) can be read as captures.
+CAPTURE_FILE = "bs_2.json"
+CAPTURE_READABLE = (CAPTURE_FILE, "link.json")  # the trace files of the folder: what a list with no usable entry reads
+CAPTURE_USABLE = (*CAPTURE_READABLE, "execution_details.json")  # regular files: a list naming one reads it
+# (Names the file system refuses first: hypothesis draws the first elements of a list most often.)
+CAPTURE_NAMES = ["a" * 300, "a" * 256, "loop.json", "fifo.json", f"{CAPTURE_FILE}\x00", f"{CAPTURE_FILE}\ud800",
+                 "sub", CAPTURE_FILE, "link.json", "execution_details.json", "nope.json", "a" * 255, "a" * 5000,
+                 "../replay.json", "/etc/passwd", "", ".", "..", "sub/x.json", f"{CAPTURE_FILE}/", "\ud800",
+                 f" {CAPTURE_FILE}", CAPTURE_FILE.upper(), "..\\replay.json", "~/x.json", "名前.json"]
+
+
+def capture_folder(folder: Path, replay: Path) -> None:
+    """Beside ``folder/bs_2.json`` (written by the caller): what a capture list may name that is no capture."""
+    import os
+
+    (folder / "sub").mkdir()
+    os.mkfifo(folder / "fifo.json")
+    (folder / "link.json").symlink_to(replay)
+    (folder / "loop.json").symlink_to(folder / "loop.json")
+
+
+def _capture_entry() -> st.SearchStrategy[Any]:
+    """One entry of a capture list: mostly ``{"file": NAME, ...}`` with a name from CAPTURE_NAMES, else odd."""
+    name = st.one_of(st.sampled_from(CAPTURE_NAMES), st.text(max_size=12))
+    odd_value = st.one_of(st.sampled_from(RAW_NUMBERS + BIG_NUMBERS), st.none(), st.booleans(),
+                          st.lists(st.sampled_from(CAPTURE_NAMES), max_size=2),
+                          st.builds(deep, st.sampled_from([300, 1100]), st.sampled_from(["list", "dict"])))
+    entry = st.fixed_dictionaries({"file": name}, optional={"batch_size": numeric_values(),
+                                                            "mode": st.sampled_from(["FULL", "PIECEWISE", "", 1])})
+    return st.one_of(entry, entry, entry, st.builds(lambda v: {"file": v}, odd_value),
+                     st.sampled_from([None, 1, CAPTURE_FILE, [], {}, {"File": CAPTURE_FILE}]))
+
+
+_ODD_LISTS = [b"", b" ", b"{not json", b"null", b"[]", b"\xff\xfe[]", b"\xef\xbb\xbf[{\"file\": \"bs_2.json\"}]",
+              b'{"file": "bs_2.json"}', b'"bs_2.json"', b"[" * 100_000, b"[" * 1100 + b"]" * 1100,
+              b'[{"file": "bs_2.json"}' + b', {"file": "x"}' * 80_000 + b"]",  # more than 1 MiB
+              b'[{"file": "bs_2.json", "file": "nope.json"}]', b'[{"file": "bs_2\\u0000.json"}]']
+
+
+# Tried first, every run: each name of CAPTURE_NAMES alone (a name that cannot be looked up: issue 41 row 3), and
+# beside the capture's own.
+CAPTURE_REGRESSIONS = [dumps([{"file": n}]) for n in CAPTURE_NAMES] + [
+    dumps([{"file": n}, {"file": CAPTURE_FILE}]) for n in CAPTURE_NAMES[:7]]
+
+
+@st.composite
+def capture_lists(draw: st.DrawFn) -> tuple[bytes, list[str]]:
+    """The bytes of an ``execution_details.json`` and what was done: a list of entries, a list damaged at the
+    byte level, or one of the odd documents (not a list, not JSON, not UTF-8, too deep, over 1 MiB)."""
+    kind = draw(st.sampled_from(["list", "list", "list", "damaged", "odd"]))
+    if kind == "odd":
+        data = draw(st.sampled_from(_ODD_LISTS))
+        return data, [f"capture list {data[:60]!r} ({len(data)} bytes)"]
+    entries = draw(st.lists(_capture_entry(), min_size=draw(st.sampled_from([0, 1, 1, 1])), max_size=5))
+    data = dumps(entries)
+    ops = [f"capture list {entries!r:.300}"]
+    if kind == "damaged":
+        data, _gz, more = draw(mutate_bytes(data))
+        ops += more
+    return data, ops
+
+
+def expected_captures(data: bytes) -> set[str]:
+    """The capture files a replay beside this list reads, by the rule (README, "Graph traces"): the list's entries
+    naming a regular file of the folder, else every trace file there; walked here with the standard json module."""
+    try:
+        listed = json.loads(data) if len(data) <= 1 << 20 else None
+    except (ValueError, RecursionError):
+        listed = None
+    names = [e.get("file") for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
+    usable = {n for n in names if isinstance(n, str) and n in CAPTURE_USABLE}
+    return usable or set(CAPTURE_READABLE)
+
+
+# -- report --step (issue 41) -----------------------------------------------------------------------------------
+
+STEP_REGRESSIONS = [99999, -1, 0, 1, 2, 3, 2**63, 2**64]  # issue 41 row 7 and row 2's --step
+
+
+def step_values() -> st.SearchStrategy[int]:
+    """``--step`` values: the steps a hand-built trace holds, their neighbours, and any integer, up to past 64 bits."""
+    return st.one_of(st.sampled_from([-1, 0, 1, 2, 3, 4, 99999, 2**31, 2**63 - 1, 2**63, 2**64, -(2**63) - 1, 10**30]),
+                     st.integers(min_value=-(2**70), max_value=2**70), st.integers(min_value=-5, max_value=10))
+
+
+def check_step_output(code: int, err: str, step: int, steps: list[int], what: str) -> None:
+    """A step of the trace is drawn (exit 0); any other value is exit 2 with one ``Error:`` line naming it."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert "Traceback" not in err, f"traceback ({what})\n{err[-3000:]}"
+    if step in steps:
+        assert code == 0 and not any(ln.startswith("Error:") for ln in lines), f"exit {code} ({what})\n{err[-2000:]}"
+        return
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("Error:"), f"exit {code} ({what})\n{err[-2000:]}"
+    assert "step" in lines[0], f"the error does not say what was wrong ({what}): {lines[0]}"
+
+
 # -- properties ------------------------------------------------------------------------------------
 
 def _runner() -> Any:

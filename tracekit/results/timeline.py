@@ -138,12 +138,45 @@ def run_cap(runs: int) -> int:
 def timeline(result: Attribution, step: int | None = None, cap: int | None = None) -> Timeline | None:
     """The timeline of one step of the attribution's first trace with timed blocks (at most ``cap`` kernels,
     default MAX_KERNELS); None when none has any."""
+    drawn = _drawn_trace(result)
+    return None if drawn is None else _build(*drawn, step, MAX_KERNELS if cap is None else cap)
+
+
+def _drawn_trace(result: Attribution) -> tuple[TraceSummary, list[tuple[int, BlockResult]]] | None:
+    """The trace a timeline draws (the first with timed blocks) and its timed blocks with their indices."""
     for t in result.traces:
         mine = [(i, b) for i, b in enumerate(result.blocks)
                 if b.source == t.source and b.start_us is not None and b.end_us is not None]
         if mine:
-            return _build(t, mine, step, MAX_KERNELS if cap is None else cap)
+            return t, mine
     return None
+
+
+def drawable_steps(result: Attribution) -> list[int]:
+    """The steps ``timeline`` draws when asked for them: those of the drawn trace's timed blocks."""
+    drawn = _drawn_trace(result)
+    return [] if drawn is None else sorted({b.step for _, b in drawn[1] if b.step is not None})
+
+
+def missing_step(step: int, results: list[Attribution]) -> str | None:
+    """Why no timeline of ``results`` (a report's traces: one, a diff's two sides, a sweep's runs) can draw
+    ``step``, naming the steps they can (a few, then the last and a count); None when one of them can.
+
+    Why refuse rather than draw the median step: ``report --step N`` asked for step N, and a page of another
+    step (its note aside) reads as step N's."""
+    steps = sorted({s for r in results for s in drawable_steps(r)})
+    if step in steps:
+        return None
+    where = "the trace" if len(results) == 1 else "any trace"
+    if not steps:
+        why = "attention blocks in no ProfilerStep" if any(map(_drawn_trace, results)) else "no timed attention block"
+        return f"no step {step} in {where} ({why})"
+    shown = ", ".join(map(str, steps)) if len(steps) <= _LISTED_STEPS else (
+        f"{', '.join(map(str, steps[:_LISTED_STEPS - 1]))}, …, {steps[-1]}: {len(steps)} steps")
+    return f"no step {step} in {where} (steps with attention blocks: {shown})"
+
+
+_LISTED_STEPS = 8
 
 
 def _build(t: TraceSummary, mine: list[tuple[int, BlockResult]], step: int | None, cap: int) -> Timeline:

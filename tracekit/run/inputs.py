@@ -13,7 +13,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeGuard
 
 from ..errors import TraceNotFoundError, TraceReadError, UsageError
 from ..results.invariants import expect
@@ -118,7 +118,7 @@ _MAX_DETAILS = 1 << 20  # bytes: a list of a few files, never more
 
 
 def is_capture_folder(folder: Path) -> bool:
-    return folder.name == CAPTURE_FOLDER and (folder / EXECUTION_DETAILS).is_file()
+    return folder.name == CAPTURE_FOLDER and _is_file(folder / EXECUTION_DETAILS)
 
 
 def captures_beside(trace: Path) -> tuple[list[Path], list[str]]:
@@ -126,24 +126,50 @@ def captures_beside(trace: Path) -> tuple[list[Path], list[str]]:
     that folder only), and warnings; every trace in the folder when the file lists none it can use."""
     folder = trace.parent / CAPTURE_FOLDER
     details = folder / EXECUTION_DETAILS
-    if not details.is_file():
+    if not _is_file(details):
         return [], []
+    names, why = _listed(details)
+    files = [folder / n for n in names if _plain_name(n) and _is_file(folder / n)]
+    if files:
+        return sorted(set(files)), []
+    try:
+        rest = _every_capture(folder)
+    except OSError as exc:
+        return [], [f"{folder}: cannot list folder ({exc.strerror or exc}); no capture read"]
+    return rest, [f"{details}: {why}; read every trace in {folder.name}/ as a capture"] if rest else []
+
+
+def _every_capture(folder: Path) -> list[Path]:
+    """Every trace file in the capture folder (the fallback when its list names none that can be used)."""
+    return sorted(p for p in folder.iterdir() if p.name.endswith(PLAIN_SUFFIXES) and p.name not in NOT_TRACES
+                  and _is_file(p))
+
+
+def _listed(details: Path) -> tuple[list[object], str]:
+    """The ``file`` values of the capture list's entries, and what to say if none is usable (why the list is)."""
     try:
         with open(details, "rb") as f:
             raw = f.read(_MAX_DETAILS + 1)
         listed = json.loads(raw) if len(raw) <= _MAX_DETAILS else None
     except (OSError, ValueError, RecursionError) as exc:
-        listed, why = None, f"{type(exc).__name__}"
-    else:
-        why = "no usable entry" if listed is not None else "too big"
-    names = [e.get("file") for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
-    files = [folder / n for n in names if isinstance(n, str) and n and Path(n).name == n and n not in (".", "..")
-             and (folder / n).is_file()]
-    if files:
-        return sorted(set(files)), []
-    rest = sorted(p for p in folder.iterdir() if p.name.endswith(PLAIN_SUFFIXES) and p.name not in NOT_TRACES
-                  and p.is_file())
-    return rest, [f"{details}: {why}; read every trace in {folder.name}/ as a capture"] if rest else []
+        return [], f"{type(exc).__name__}"
+    if not isinstance(listed, list):
+        return [], "no usable entry" if listed is not None else "too big"
+    return [e.get("file") for e in listed if isinstance(e, dict)], "no usable entry"
+
+
+def _plain_name(n: object) -> TypeGuard[str]:
+    """A file name inside the capture folder: no path, no '.' or '..' (no way out of the folder)."""
+    return isinstance(n, str) and bool(n) and Path(n).name == n and n not in (".", "..")
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file (after links); a name the system refuses to look up for any reason (too
+    long, a loop, no permission) is not one: a listed entry that cannot be used, never a failure."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):  # (ValueError: a NUL in the name)
+        return False
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
