@@ -325,7 +325,7 @@ def _gate(result: Any, pct: float | None, on: str | None, given: tuple[Any, Any]
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 @click.option("--decode-workers", type=click.IntRange(min=1), default=None, help=_DECODE_HELP)
-@click.option("--step", "timeline_step", type=int, default=None, metavar="N",
+@click.option("--step", "timeline_step", type=click.IntRange(0, 2**63 - 1), default=None, metavar="N",  # int64
               help="The step the timeline draws (ProfilerStep#N); default: the median step.")
 @_one_shot
 def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs: int | None,
