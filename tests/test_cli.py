@@ -413,7 +413,11 @@ def test_latency_options_take_a_spread_or_samples(cpu_pair, before, after, code,
 
 
 @pytest.mark.parametrize("text", ["abc", "2.5±", "±0.1", "2.5±3", "2.5±2.5", "0", "-1", "1,,2", "2.5,abc", "inf",
-                                  "1e3", "2.5ms", "", "0,1,2", "٢.5", "9" * 4000 + "x"])
+                                  "1e3", "2.5ms", "", "0,1,2", "٢.5", "9" * 4000 + "x",
+                                  # issue 41, rows 1 and 6: non-finite, and finite but outside 1 ns .. 1 day
+                                  "nan", "NaN", "1e400", "-inf", "1" + "0" * 400, "1" + "0" * 308,
+                                  "0." + "0" * 323 + "5", "0.0000009", "86400000.1", "2.0,2.1,1" + "0" * 308,
+                                  "1" + "0" * 308 + "±1", "2.0±1.9999999999"])
 @pytest.mark.parametrize("side", ["before", "after"])
 def test_malformed_latency_is_a_one_line_usage_error(cpu_pair, text, side):
     args = ("2.0±0.1", text) if side == "after" else (text, "2.0±0.1")
@@ -422,6 +426,57 @@ def test_malformed_latency_is_a_one_line_usage_error(cpu_pair, text, side):
     assert out.stderr.splitlines() == [out.stderr.strip()] and out.stderr.startswith(f"Error: --latency-{side}: ")
     assert len(out.stderr) < 200  # the value is quoted, not echoed whole
     assert out.stdout == ""  # refused before any work
+
+
+@pytest.mark.parametrize("side", ["before", "after"])
+def test_a_latency_flag_alone_is_a_one_line_usage_error(cpu_pair, side):
+    """Issue 41, row 1: one ``--latency-*`` flag, and no measured.json on the other side, was silently ignored."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    out = CliRunner().invoke(cli, ["diff", str(cpu_pair[0]), str(cpu_pair[1]), "--fail-if-slower", "5%",
+                                   f"--latency-{side}", "2.0,2.1,2.2"])
+    other = "after" if side == "before" else "before"
+    assert out.exit_code == 2, out.output
+    assert out.stderr.splitlines() == [f"Error: --latency-{side} given without a latency for {other}: give "
+                                       f"--latency-{other} too, or put the recorder's measured.json beside "
+                                       f"{other}'s traces"]
+    assert out.stdout == ""
+
+
+def test_latency_range_is_the_same_for_flags_and_measured_json():
+    """Issue 41, row 6: one plausible range (results/measured.py) bounds a latency however it arrives: its ends
+    are taken, just past them refused, by --latency-* and by measured.json alike."""
+    import json
+
+    from tracekit.analysis.gate import parse_latency
+    from tracekit.results.measured import LATENCY_RANGE_MS, MEASURED_SCHEMA
+    from tracekit.run.measured import MeasuredError, parse_measured
+
+    lo, hi = LATENCY_RANGE_MS
+    assert (lo, hi) == (1e-6, 24 * 3600 * 1000.0)  # 1 ns and 1 day, in ms
+    for ok in (lo, hi):
+        assert parse_latency(f"{ok:.6f}", "before").median_ms == ok
+        assert parse_measured(json.dumps({"schema": MEASURED_SCHEMA, "median_ms": ok}).encode()).median_ms == ok
+    for bad in (lo * 0.99, hi * 1.0001):
+        with pytest.raises(ValueError, match="between 1 ns and 1 day"):
+            parse_latency(f"{bad:.10f}", "before")
+        with pytest.raises(MeasuredError, match="between 1 ns and 1 day"):
+            parse_measured(json.dumps({"schema": MEASURED_SCHEMA, "median_ms": bad}).encode())
+
+
+@pytest.mark.parametrize("step", [str(2**64), str(2**63), "1" + "0" * 40])
+def test_report_step_past_int64_is_a_usage_error(tmp_path, step):
+    """Issue 41, row 2: ``report --step 18446744073709551616`` was a TypeError traceback from the JSON writer."""
+    from support.pairs import cpu_trace
+
+    trace = cpu_trace(tmp_path / "t.json", 40)
+    proc = run_cli("report", trace, "-o", tmp_path / "r.html", "--step", step)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and [ln for ln in proc.stderr.splitlines() if ln.startswith("Error:")] \
+        == [ln for ln in proc.stderr.splitlines() if "--step" in ln and ln.startswith("Error:")] != []
+    assert not (tmp_path / "r.html").exists()
 
 
 def test_latency_parse_forms():

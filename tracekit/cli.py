@@ -210,8 +210,9 @@ def diff(before: str, after: str, fmt: str | None, output: Path | None, scope: s
     Two folders of runs (sub-folders with traces, as --by run names them) are compared run by run, paired by
     run name; the gate then decides each pair.
 
-    Exit codes: 0 ok; 1 error (and a busy/span gate over a GPU and a CPU-only trace); 2 usage (and two folders
-    of runs with no run in common, or a folder of runs against one run); 3 damaged input; 4 regression
+    Exit codes: 0 ok; 1 error (and a busy/span gate over a GPU and a CPU-only trace); 2 usage (and a latency
+    outside 1 ns-1 day, or for one side only; two folders of runs with no run in common, or a folder of runs
+    against one run); 3 damaged input; 4 regression
     (--fail-if-slower; over folders of runs, any pair); 5 the gate is inconclusive (a side is launch-bound
     and no latency was measured, fewer than 3 repeats or steps a side, or a change within their spread; over
     folders of runs, a pair is and none regresses).
@@ -317,6 +318,14 @@ def _gate(result: Any, pct: float | None, on: str | None, given: tuple[Any, Any]
         return None, printable(str(exc)).replace("--fail-if-slower:", f"fail-if-slower {pct:g}%:", 1)
 
 
+def _step_number(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """``--step``: a step number the JSON writer holds, 0 to 2**63 - 1 (2**64 was its TypeError: issue 41)."""
+    if value is not None and not 0 <= value < 2**63:
+        raise click.BadParameter(f"{str(value)[:24]}{'…' if len(str(value)) > 24 else ''} is not a step number "
+                                 "(0 to 2**63 - 1)")
+    return value
+
+
 @cli.command()
 @click.argument("path", type=click.Path(path_type=Path, readable=False))
 @click.argument("after", required=False, type=click.Path(path_type=Path, readable=False))
@@ -325,7 +334,7 @@ def _gate(result: Any, pct: float | None, on: str | None, given: tuple[Any, Any]
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 @click.option("--decode-workers", type=click.IntRange(min=1), default=None, help=_DECODE_HELP)
-@click.option("--step", "timeline_step", type=int, default=None, metavar="N",
+@click.option("--step", "timeline_step", type=int, callback=_step_number, default=None, metavar="N",
               help="The step the timeline draws (ProfilerStep#N); default: the median step.")
 @_one_shot
 def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs: int | None,

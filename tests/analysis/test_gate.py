@@ -245,7 +245,7 @@ def test_latency_pair_skips_the_time_base_check(tmp_path):
     v = gate(r, 5, latency=(_pm(2.0), _pm(2.5)))  # 2.4375 > 2.0625 · 1.05
     assert v.compared == Compared.LATENCY and not v.ok and v.change_pct == pytest.approx(25.0)
     for one in ((_pm(2.0), None), (None, _pm(2.5))):
-        with pytest.raises(IncomparableError):
+        with pytest.raises(UsageError, match="given without a latency for"):  # (issue 41: unpaired is usage)
             gate(r, 5, latency=one)
     assert gate(r, 10, on=Compared.LATENCY, latency=(_pm(2.0), _pm(2.0))).ok  # 2.0625 <= 1.9375 · 1.1
     with pytest.raises(IncomparableError):
@@ -261,6 +261,24 @@ def test_latency_without_one_side_names_that_side(tmp_path):
                             "--latency-after MS, or put the recorder's measured.json beside the traces")
     with pytest.raises(UsageError, match="no measured latency for before;"):
         gate(r, 5, on=Compared.LATENCY, latency=(None, _pm(1.0)))
+
+
+def test_a_latency_for_one_side_needs_one_for_the_other(tmp_path):
+    """Issue 41, row 1: ``--latency-before`` alone, with no measured.json after, was dropped without a word and the
+    gate decided on busy time. It is a usage error naming the missing side; paired with the other side's
+    measured.json it stands (a given latency overrides that side's file)."""
+    a = write(tmp_path / "a.json", steps_of(busy(eager), "gemm", [10, 10, 10]))
+    r = diff(a, a)
+    assert gate(r, 5).compared == Compared.BUSY  # the busy gate decides this pair on its own
+    with pytest.raises(UsageError) as e:
+        gate(r, 5, latency=(_samples(2.0, 2.1, 2.2, source="--latency-before"), None))
+    assert str(e.value) == ("--latency-before given without a latency for after: give --latency-after too, or "
+                            "put the recorder's measured.json beside after's traces")
+    with pytest.raises(UsageError, match="^--latency-after given without a latency for before: give --latency-b"):
+        gate(r, 5, on=Compared.BUSY, latency=(None, _samples(2.0, 2.1, 2.2, source="--latency-after")))
+    r.after.measured = _samples(2.5, 2.6, 2.7, source="measured.json")
+    v = gate(r, 5, latency=(_samples(2.0, 2.1, 2.2, source="--latency-before"), None))
+    assert v.compared == Compared.LATENCY and not v.ok and v.sources == ("--latency-before", "measured.json")
 
 
 def test_inconclusive_message_names_the_launch_bound_side(tmp_path):

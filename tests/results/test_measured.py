@@ -155,11 +155,14 @@ def test_gate_options_need_fail_if_slower(tmp_path):
 
 
 def test_one_measured_side_is_not_enough(tmp_path):
-    """A latency for one side only: the default rule still has no latency pair, and the sides are launch-bound."""
+    """A latency for one side only has no pair to be compared with: a usage error (issue 41; it was dropped, and the
+    launch-bound sides then left the gate inconclusive)."""
     before = _launch_bound_trace(tmp_path / "a.json", gemm=10, host=60)
     after = _launch_bound_trace(tmp_path / "b.json", gemm=5, host=90)
     r = diff_paths(before, after).check()
     with pytest.raises(InconclusiveError, match="launch-bound"):
+        gate(r, 5)
+    with pytest.raises(UsageError, match="given without a latency for after"):
         gate(r, 5, latency=(Measured(median_ms=1.0, low_ms=0.99, high_ms=1.01), None))
     v = gate(r, 5, latency=(Measured(median_ms=1.0, low_ms=0.99, high_ms=1.01),
                             Measured(median_ms=1.02, low_ms=1.01, high_ms=1.03)))  # 1.03 <= 0.99 · 1.05
@@ -214,12 +217,24 @@ def test_a_folder_of_plain_json_never_reads_measured_json_as_a_trace(tmp_path):
     (measured_doc(2.0, low_ms=2.5, high_ms=3.0), "inconsistent"),
     (measured_doc(2.0, low_ms=1.5), "inconsistent"),
     (measured_doc(2.0, repeats=0), "repeats must be a whole number"),
-    (measured_doc(2.0, samples_ms="2.0"), "samples_ms must be a non-empty list of positive numbers"),
-    (measured_doc(2.0, samples_ms=[]), "samples_ms must be a non-empty list of positive numbers"),
-    (measured_doc(2.0, samples_ms=[2.0, -1.0]), "samples_ms must be a non-empty list of positive numbers"),
-    (measured_doc(2.0, samples_ms=[2.0, True]), "samples_ms must be a non-empty list of positive numbers"),
+    (measured_doc(2.0, samples_ms="2.0"), "samples_ms must be a non-empty list of latencies"),
+    (measured_doc(2.0, samples_ms=[]), "samples_ms must be a non-empty list of latencies"),
+    (measured_doc(2.0, samples_ms=[2.0, -1.0]), "samples_ms must be a non-empty list of latencies"),
+    (measured_doc(2.0, samples_ms=[2.0, True]), "samples_ms must be a non-empty list of latencies"),
     (measured_doc(2.0, samples_ms=[1.9, 2.1], repeats=3), "inconsistent"),
     (measured_doc(2.0, samples_ms=[2.1, 2.2]), "inconsistent"),  # the median lies outside its samples
+    # issue 41, rows 2 and 6: counts past 64 bits (and past a double's 53), latencies outside 1 ns .. 1 day
+    (measured_doc(2.0, repeats=10**23), "repeats must be a whole number from 1 to"),
+    (measured_doc(2.0, iters=2**64), "iters must be a whole number from 1 to"),
+    (measured_doc(10**400), "median_ms must be a positive number"),  # a JSON integer no float holds
+    (measured_doc(1e308), "median_ms must be a latency between 1 ns and 1 day"),
+    (measured_doc(5e-324), "median_ms must be a latency between 1 ns and 1 day"),
+    (measured_doc(2.0, low_ms=5e-324, high_ms=2.5), "low_ms must be a latency between 1 ns and 1 day"),
+    (measured_doc(2.0, low_ms=1.5, high_ms=1e308), "high_ms must be a latency between 1 ns and 1 day"),
+    (measured_doc(2.0, graph_median_ms=1e308), "graph_median_ms must be a latency between 1 ns and 1 day"),
+    (measured_doc(2.0, samples_ms=[2.0, 1e308]), "samples_ms must be a non-empty list of latencies between 1 ns"),
+    (measured_doc(2.0, samples_ms=[2.0, 10**400]), "samples_ms must be a non-empty list of"),
+    (measured_doc(2.0, peak_memory_mb=10**400), "peak_memory_mb must be a non-negative number"),
     ([1, 2], "schema"),
     (b"\xff\xfe", "not JSON"),
     ("big", "over 1024 KiB"),
@@ -262,6 +277,100 @@ def test_shared_h200_measured_files_still_read():
 def test_hostile_text_in_measured_json_is_escaped(tmp_path):
     res = analyze(_trace_folder(tmp_path, measured_doc(1.0, what="\x1b]52;c;AAAA\x07\nforged"))).check()
     assert res.measured.what.isprintable() and "\x1b" not in res.measured.what
+
+
+# -- issue 41: figures past 64 bits or outside a plausible latency, on every path that reads measured.json -------
+
+
+def _invoke(*args):
+    """The CLI in-process; an exception escaping it (a traceback for the user) fails the test."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    out = CliRunner().invoke(cli, [str(a) for a in args])
+    assert out.exception is None or isinstance(out.exception, SystemExit), (args, out.exception)
+    return out
+
+
+def _pair_of_runs(tmp_path: Path, bad: dict | bytes, good_ms: float | None = 1.0, extra_bad: bool = False) -> Path:
+    """A sweep: ``eager_512`` with ``bad`` as its measured.json, ``fast_512`` measured ``good_ms`` (None: no file),
+    and with ``extra_bad`` a third run ``slow_512`` holding the same bad file."""
+    root = tmp_path / "runs"
+    names = ["eager_512", "fast_512"] + (["slow_512"] if extra_bad else [])
+    for name in names:
+        (root / name).mkdir(parents=True)
+        _launch_bound_trace(root / name / "t.pt.trace.json", gemm=10, host=60)
+    raw = bad if isinstance(bad, bytes) else json.dumps(bad).encode()
+    for name in ("eager_512", "slow_512") if extra_bad else ("eager_512",):
+        (root / name / MEASURED_FILE).write_bytes(raw)
+    if good_ms is not None:
+        (root / "fast_512" / MEASURED_FILE).write_text(json.dumps(measured_doc(good_ms, repeats=5)))
+    return root
+
+
+def _ignored(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if ln.startswith("Warning:") and f"{MEASURED_FILE}: ignored" in ln]
+
+
+@pytest.mark.parametrize("bad", [{"repeats": 10**23}, {"iters": 2**64}, {"median_ms": 1e308},
+                                 {"median_ms": 5e-324}, {"median_ms": 10**400}],
+                         ids=["repeats-1e23", "iters-2**64", "median-1e308", "median-5e-324", "median-int-1e400"])
+def test_an_out_of_range_figure_ignores_the_file_on_every_path(tmp_path, bad):
+    """Issue 41, rows 2 and 6: ``"repeats": 10**23`` was a TypeError traceback from ``attribute --format json``,
+    ``--by run``, ``report`` and ``diff``; 1e308 ms gave "inf s" and a 309-digit cell, 5e-324 "+inf%". Each path
+    now ignores the file with one warning line naming it, and shows the run with its profiled figures."""
+    root = _pair_of_runs(tmp_path, {**measured_doc(2.0, repeats=5), **bad})
+    one, good = root / "eager_512", root / "fast_512"
+    for args, code in ((("attribute", one, "--format", "json"), 0), (("attribute", root, "--by", "run"), 0),
+                       (("attribute", root, "--by", "run", "--format", "json"), 0),
+                       (("report", one, "-o", tmp_path / "one.html"), 0),
+                       (("report", root, "-o", tmp_path / "a.html"), 0), (("diff", one, good, "--format", "json"), 0),
+                       (("diff", good, one, "--fail-if-slower", "5"), 5)):
+        out = _invoke(*args)
+        assert out.exit_code == code, (args, out.output)
+        [w] = _ignored(out.stderr)
+        assert "eager_512" in w and "\n" not in w
+        assert not any(x in out.output for x in ("inf s", "inf%", "nan%", "Traceback"))
+    data = json.loads(_invoke("attribute", root, "--by", "run", "--format", "json").stdout)
+    assert {r["name"]: r["run_row"]["latency_ms"] for r in data["runs"]} == {"eager_512": None, "fast_512": 1.0}
+
+
+def test_measured_check_holds_every_latency_to_the_plausible_range():
+    """Issue 41, row 6: the result's own invariant, for a Measured built in Python (not read from a file)."""
+    from tracekit.results.measured import LATENCY_RANGE_MS, MAX_COUNT
+
+    lo, hi = LATENCY_RANGE_MS
+    Measured(median_ms=lo, low_ms=lo, high_ms=hi, samples_ms=(lo, hi), repeats=2, graph_median_ms=hi).check()
+    Measured(median_ms=1.0, repeats=MAX_COUNT, iters=MAX_COUNT).check()
+    for bad in (dict(median_ms=1e308), dict(median_ms=5e-324), dict(median_ms=1.0, low_ms=0.0, high_ms=2.0),
+                dict(median_ms=1.0, low_ms=0.5, high_ms=hi * 2), dict(median_ms=1.0, graph_median_ms=hi * 2),
+                dict(median_ms=1.0, samples_ms=(1.0, hi * 2)), dict(median_ms=1.0, repeats=MAX_COUNT + 1),
+                dict(median_ms=1.0, iters=2**64)):
+        with pytest.raises(AssertionError):
+            Measured(**bad).check()
+
+
+@pytest.mark.parametrize("bad", [b'{"schema": "tracekit.measured/1", "median_ms": NaN}', measured_doc(-1.0),
+                                 measured_doc("2.5"), b'{"schema": "tracekit.measured/1", "median_ms": 1e400}',
+                                 measured_doc(2.0, low_ms=2.5, high_ms=3.0)],
+                         ids=["nan", "-1", "string", "1e400", "low-over-median"])
+def test_by_run_warns_once_per_bad_measured_json_and_its_note_is_true(tmp_path, bad):
+    """Issue 41, row 5: ``--by run`` dropped each run's measured.json warning (``attribute RUN`` gave it), and its
+    note then said "no run has a measured latency" while fast_512 had one (the baseline, eager_512, had none)."""
+    root = _pair_of_runs(tmp_path, bad, extra_bad=True)
+    res = analyze(root, by="run").check()
+    warned = [w for w in res.warnings if MEASURED_FILE in w]
+    assert len(warned) == 2 and "eager_512" in warned[0] and "slow_512" in warned[1]
+    out = _invoke("attribute", root, "--by", "run")
+    assert out.exit_code == 0 and len(_ignored(out.stderr)) == 2
+    assert "no run has a measured latency" not in out.stdout
+    assert "no run and its baseline both have a measured latency" in " ".join(out.stdout.split())
+    for args in (("diff", root, root, "--format", "json"), ("report", root, "-o", tmp_path / "r.html")):
+        assert len(_ignored(_invoke(*args).stderr)) == (4 if args[0] == "diff" else 2)  # each side's own
+    (root / "fast_512" / MEASURED_FILE).unlink()
+    out = _invoke("attribute", root, "--by", "run")
+    assert "no run has a measured latency" in " ".join(out.stdout.split()) and len(_ignored(out.stderr)) == 2
 
 
 # -- 4. --by run: the run table, measured latency and speedups -------------------------------------------------

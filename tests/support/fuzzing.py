@@ -19,6 +19,7 @@ import io
 import json
 import re
 import traceback
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
@@ -209,6 +210,78 @@ def adversarial_values() -> st.SearchStrategy[Any]:
         st.builds(deep, st.sampled_from([2, 50, 299, 300, 999, 1000, 1001, 1100]), st.sampled_from(["list", "dict"])),
     )
     return st.one_of(leaf, st.lists(leaf, max_size=3), st.dictionaries(st.sampled_from(ARG_KEYS), leaf, max_size=3))
+
+
+# -- latency inputs: measured.json's fields and the gate's --latency-* flags (issue 41) ------------------------
+# The fields are read off tracekit.results.measured.Measured and the flags off `tracekit diff`'s options, so a field
+# or flag added later is fuzzed with no change here. A handful of hostile values each (not a search): seconds.
+
+MEASURED_NOT_IN_FILE = {"source"}  # set by the reader (the file's own name), never read from the file
+# A recorder's file with every field valid: each case replaces one field (a new field, absent here, is added).
+VALID_MEASURED = {"median_ms": 2.0, "low_ms": 1.9, "high_ms": 2.1, "spread_kind": "min-max", "repeats": 3,
+                  "iters": 10, "graph_median_ms": 1.5, "peak_memory_mb": 100.0, "launch_bound": False,
+                  "what": "forward pass", "samples_ms": [1.9, 2.0, 2.1]}
+# JSON values no field should turn into a figure (or a traceback): non-finite and unholdable numbers, counts past
+# 64 bits, finite latencies outside any plausible range, the wrong types, deep nesting.
+HOSTILE_FIELD_VALUES: list[Any] = [Raw("NaN"), Raw("1e400"), Raw("1" + "0" * 400), 10**23, 2**64, -1, 0, 1e308,
+                                   5e-324, "2.5", True, [], {"a": 1}, [2.0, Raw("Infinity")], deep(1000)]
+# Texts for a --latency-* flag: non-finite, past a double, out of range, not ASCII decimals, malformed forms.
+HOSTILE_LATENCY_TEXTS = ["inf", "nan", "NaN", "1e400", "-1", "0", "1" + "0" * 400, "1" + "0" * 308,
+                         "0." + "0" * 323 + "5", "", "2.5±3", "٢.5", "0x10", "2,2,nan", "2.0±inf", "9" * 5000]
+GOOD_LATENCY = "2.0,2.1,2.2"
+
+
+def measured_fields() -> list[str]:
+    """The measured.json fields: every field of ``Measured`` but those the reader sets itself."""
+    from tracekit.results.measured import Measured
+
+    return [f.name for f in dataclasses.fields(Measured) if f.name not in MEASURED_NOT_IN_FILE]
+
+
+def latency_flags() -> list[str]:
+    """The gate's latency options, as `tracekit diff` declares them (``--latency-before``, ``--latency-after``)."""
+    from tracekit.cli import diff
+
+    return sorted(o for p in diff.params for o in getattr(p, "opts", ()) if o.startswith("--latency-"))
+
+
+def measured_cases() -> list[tuple[str, Any]]:
+    """(field, hostile value) for every measured.json field and every hostile value, in a fixed order."""
+    return [(f, v) for f in measured_fields() for v in HOSTILE_FIELD_VALUES]
+
+
+def measured_doc(field: str, value: Any) -> bytes:
+    """A valid measured.json with ``field`` set to ``value`` (Raw values written verbatim)."""
+    from tracekit.results.measured import MEASURED_SCHEMA
+
+    return dumps({"schema": MEASURED_SCHEMA, **VALID_MEASURED, field: value})
+
+
+def check_measured(m: dict | None, ignored: list[str], what: str) -> None:
+    """A measured.json is either taken, with every figure plausible, or ignored with one warning line, never both.
+    ``m``: the JSON output's ``measured`` (None when absent); ``ignored``: the ``measured.json: ignored`` lines."""
+    from tracekit.results.measured import MAX_COUNT, plausible_latency
+
+    assert len(ignored) <= 1 and (m is None) == (len(ignored) == 1), f"taken and warned, or neither ({what})"
+    if m is None:
+        return
+    for k, v in m.items():
+        if k.endswith("_ms") and v is not None:
+            assert all(plausible_latency(x) for x in (v if isinstance(v, list) else [v])), f"{k} {v!r:.60} ({what})"
+    for k in ("repeats", "iters"):
+        assert m.get(k) is None or 1 <= m[k] <= MAX_COUNT, f"{k} {m[k]!r:.60} ({what})"
+
+
+def latency_flag_cases() -> list[tuple[dict[str, str], int | None]]:
+    """(flags, wanted exit) for the gate: each flag hostile beside the others good (2), each flag alone with a
+    good value (2: unpaired), and all good (None: whatever the gate decides, 0, 4 or 5)."""
+    flags = latency_flags()
+    out: list[tuple[dict[str, str], int | None]] = []
+    for f in flags:
+        out += [({**{g: GOOD_LATENCY for g in flags}, f: text}, 2) for text in HOSTILE_LATENCY_TEXTS]
+        out.append(({f: GOOD_LATENCY}, 2))
+    out.append(({g: GOOD_LATENCY for g in flags}, None))
+    return out
 
 
 # -- mutations -------------------------------------------------------------------------------------

@@ -89,3 +89,27 @@ def test_the_tabs_report_has_the_whatif_section(tmp_path: Path) -> None:
     [other] = tracekit.whatif(logs / "h100" / "a.pt.trace.json")
     assert section("h100") == {"backend": "cuDNN", "device": "NVIDIA H100 80GB HBM3", "mask_option": "auto",
                                "reason": f"no prediction: {other.reason}"}
+
+
+def test_report_with_a_count_past_64_bits_in_measured_json_is_served(tmp_path: Path) -> None:
+    """Issue 41, row 2: ``"repeats": 10**23`` in a run's measured.json made the tab's /report an HTTP 500 (the
+    JSON writer's TypeError). The file is ignored as any unusable measured.json is: the run's report is served,
+    with no measured latency."""
+    import json
+
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from support.tensorboard import embedded
+    from tracekit.tbplugin.plugin import TracekitPlugin
+
+    _write(tmp_path / "logs" / "eager" / "a.pt.trace.json", "layer0.attention")
+    (tmp_path / "logs" / "eager" / "measured.json").write_text(
+        json.dumps({"schema": "tracekit.measured/1", "median_ms": 2.0, "repeats": 10**23}))
+    plugin = TracekitPlugin(base_plugin.TBContext(logdir=str(tmp_path / "logs")))
+    client = Client(plugin.get_plugin_apps()["/report"])
+    resp = client.get("/report?run=eager")
+    assert resp.status_code == 200, resp.get_data(as_text=True)[:300]
+    data = embedded(resp.get_data(as_text=True))
+    assert data["result"].get("measured") is None  # (the page's JSON holds no run-level warning to show)
+    assert client.get("/report").status_code == 200  # every run (the sweep view)

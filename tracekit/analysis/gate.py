@@ -21,7 +21,7 @@ from ..errors import InconclusiveError, IncomparableError, UsageError
 from ..results.attribution import Attribution
 from ..results.diff import NOISE_MIN_STEPS, DiffResult, RunPair, Verdict
 from ..results.format import fmt_time
-from ..results.measured import Measured, within_spread
+from ..results.measured import LATENCY_RANGE_WORDS, Measured, plausible_latency, within_spread
 from ..vocab import TIME_BASE_LABELS, Compared
 from .compare import within_noise
 from .ranktest import mann_whitney
@@ -54,7 +54,8 @@ def parse_percent(text: str) -> float:
 def parse_latency(text: str, side: str) -> Measured:
     """``--latency-before``/``--latency-after``: ``2.51±0.04`` (or ``2.51+-0.04``: a median and its half-spread),
     ``2.49,2.51,2.55`` (samples: each repeat's time) or ``2.51`` (one sample, which alone decides nothing), in ms.
-    ValueError, one line, for anything else: a latency that is not a positive number, or a spread wider than it.
+    ValueError, one line, for anything else: a latency that is not a positive number, or a spread wider than it;
+    and for a latency (a median, a spread's end, a sample) outside ``LATENCY_RANGE_MS`` (results/measured.py).
     """
     s = (text or "").strip()
     source = f"--latency-{side}"
@@ -63,6 +64,8 @@ def parse_latency(text: str, side: str) -> Measured:
         median, half = float(spread.group(1)), float(spread.group(2))
         if median <= 0 or half >= median or not math.isfinite(median + half):
             raise ValueError(f"{text[:40]!r}: a latency ± its half-spread needs 0 <= spread < latency (ms)")
+        if not all(plausible_latency(x) for x in (median - half, median, median + half)):
+            raise ValueError(f"{text[:40]!r}: a latency and its spread's ends must lie {LATENCY_RANGE_WORDS}")
         return Measured(median_ms=median, low_ms=median - half, high_ms=median + half, spread_kind="±",
                         source=source)
     if not _SAMPLES.fullmatch(s):
@@ -74,6 +77,8 @@ def _samples(xs: tuple[float, ...], text: str, source: str) -> Measured:
     """Latency samples as a measurement: their median and min-max; one sample has no spread."""
     if not all(math.isfinite(x) and x > 0 for x in xs):
         raise ValueError(f"{text[:40]!r}: every latency sample must be a positive number of ms")
+    if not all(plausible_latency(x) for x in xs):
+        raise ValueError(f"{text[:40]!r}: every latency sample must lie {LATENCY_RANGE_WORDS}")
     if len(xs) == 1:
         return Measured(median_ms=xs[0], repeats=1, samples_ms=xs, source=source)
     return Measured(median_ms=statistics.median(xs), low_ms=min(xs), high_ms=max(xs), spread_kind="min-max",
@@ -95,6 +100,8 @@ def gate(result: DiffResult, pct: float, *, on: Compared | None = None,
     """
     mb = latency[0] or result.before.measured
     ma = latency[1] or result.after.measured
+    if on != Compared.LATENCY:  # (--gate-on latency names a missing side itself)
+        _paired(latency, mb, ma)
     if _compares_timed_figures(on, mb, ma):
         _same_time_base(result)
     compared = on if on is not None else _default(result, mb, ma)
@@ -124,6 +131,15 @@ def gate_runs(result: DiffResult, pct: float, *, on: Compared | None = None) -> 
         except (UsageError, IncomparableError) as exc:
             raise type(exc)(f"run {p.run}: {exc}") from None
     return [p for p in result.run_pairs if p.gate is not None and not p.gate.ok]
+
+
+def _paired(given: tuple[Measured | None, Measured | None], mb: Measured | None, ma: Measured | None) -> None:
+    """A latency given for one side needs one for the other (given too, or its measured.json): alone it would be
+    dropped without a word and the gate would decide on busy time (issue 41). UsageError (exit 2) naming both."""
+    for side, other, mine, theirs in (("before", "after", given[0], ma), ("after", "before", given[1], mb)):
+        if mine is not None and theirs is None:
+            raise UsageError(f"--latency-{side} given without a latency for {other}: give --latency-{other} too, "
+                             f"or put the recorder's measured.json beside {other}'s traces")
 
 
 def _compares_timed_figures(on: Compared | None, mb: Measured | None, ma: Measured | None) -> bool:

@@ -175,10 +175,12 @@ def sweep_notes(rows: list[RunRow]) -> list[str]:
 
 
 def _speedup_note(rows: list[RunRow], base: str) -> str:
-    """What each shown speedup divides, over which baseline; and that none is measured, when none is."""
+    """What each shown speedup divides, over which baseline; and why there is no latency speedup, when there is
+    none: no run measured, or no run measured beside its baseline (issue 41: the first was said of the second)."""
     shown = {which for _, which in speedup_cols(rows)}
     what = "; ".join(f"{head} {text}" for head, which, text in SPEEDUP_HEADS if which in shown)
-    none = "" if "latency_speedup" in shown else "; no run has a measured latency"
+    none = "" if "latency_speedup" in shown else "; no run has a measured latency" if all(
+        r.measured is None for r in rows) else "; no run and its baseline both have a measured latency"
     return f"speedups over {sweep_key_impl(base)} at the same sequence length: {what}{none}"
 
 

@@ -16,6 +16,23 @@ from .invariants import expect
 MEASURED_FILE = "measured.json"  # beside a run's traces; never read as a trace
 MEASURED_SCHEMA = "tracekit.measured/1"
 
+# The latencies tracekit takes (ms), wherever one comes from (measured.json, --latency-before/--latency-after),
+# and for every latency figure (a median, a spread's ends, each sample, the CUDA-graph median): 1 ns to 1 day.
+# Why a range: a figure outside it is a unit mix-up or damage, not one forward pass, and the arithmetic breaks on
+# it (issue 41): 1e308 ms is inf in µs (the gate said "inf s … +nan%", the run table drew a 309-digit cell), and
+# 5e-324 ms divides into "+inf%".
+LATENCY_RANGE_MS = (1e-6, 24 * 3600 * 1000.0)
+LATENCY_RANGE_WORDS = f"between 1 ns and 1 day ({LATENCY_RANGE_MS[0]:.6f} to {LATENCY_RANGE_MS[1]:.0f} ms)"
+# The largest count (repeats, iters) taken: the JSON output writes counts as integers, which its writer refuses
+# past 64 bits (10**23 repeats was a TypeError and the tab's HTTP 500, issue 41) and the HTML report's JavaScript
+# holds exactly only up to 2**53.
+MAX_COUNT = 2**53
+
+
+def plausible_latency(ms: float) -> bool:
+    """Whether ``ms`` is a latency tracekit takes (``LATENCY_RANGE_MS``; False for NaN and infinities)."""
+    return LATENCY_RANGE_MS[0] <= ms <= LATENCY_RANGE_MS[1]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Measured:
@@ -50,25 +67,27 @@ class Measured:
         return (self.high_ms - self.low_ms) / 2
 
     def check(self) -> None:
-        expect(math.isfinite(self.median_ms) and self.median_ms > 0, f"measured: median {self.median_ms} ms")
+        """Every latency figure lies in LATENCY_RANGE_MS, the spread around the median, counts in 1..MAX_COUNT."""
+        for name in ("median_ms", "low_ms", "high_ms", "graph_median_ms"):
+            v = getattr(self, name)
+            expect((v is None and name != "median_ms") or plausible_latency(v), f"measured: {name} {v} ms")
         expect((self.low_ms is None) == (self.high_ms is None), "measured: a spread needs both ends")
         if self.low_ms is not None and self.high_ms is not None:
-            expect(0 <= self.low_ms <= self.median_ms <= self.high_ms,
+            expect(self.low_ms <= self.median_ms <= self.high_ms,
                    f"measured: {self.low_ms} <= {self.median_ms} <= {self.high_ms} ms")
-        for name in ("graph_median_ms", "peak_memory_mb"):
-            v = getattr(self, name)
-            expect(v is None or (math.isfinite(v) and v >= 0), f"measured: {name} {v}")
+        v = self.peak_memory_mb
+        expect(v is None or (math.isfinite(v) and v >= 0), f"measured: peak_memory_mb {v}")
         for name in ("repeats", "iters"):
             v = getattr(self, name)
-            expect(v is None or v >= 1, f"measured: {name} {v}")
+            expect(v is None or 1 <= v <= MAX_COUNT, f"measured: {name} {v}")
         self._check_samples()
 
     def _check_samples(self) -> None:
-        """Samples are finite and positive, as many as ``repeats`` says, and the median lies among them."""
+        """Samples are latencies (LATENCY_RANGE_MS), as many as ``repeats`` says, and the median lies among them."""
         xs = self.samples_ms
         if xs is None:
             return
-        expect(len(xs) >= 1 and all(math.isfinite(x) and x > 0 for x in xs), f"measured: samples {xs}")
+        expect(len(xs) >= 1 and all(plausible_latency(x) for x in xs), f"measured: samples {xs}")
         expect(self.repeats is None or self.repeats == len(xs), f"measured: {len(xs)} samples, repeats {self.repeats}")
         expect(min(xs) <= self.median_ms <= max(xs), f"measured: median {self.median_ms} outside the samples")
 

@@ -1,8 +1,9 @@
 """Read a ``measured.json`` (tracekit.results.measured): strict, small, and never trusted as more than numbers.
 
 Why strict: the file comes from beside a trace, which may have travelled; a figure that is not a finite
-positive number, or a file that is not what the recorder writes, is refused with one line and the run is
-shown with its profiled figures only.
+positive number (a latency outside 1 ns .. 1 day, a count past ``MAX_COUNT``: results/measured.py), or a file
+that is not what the recorder writes, is refused with one line and the run is shown with its profiled figures
+only.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TraceFormatError
-from ..results.measured import MEASURED_FILE, MEASURED_SCHEMA, Measured
+from ..results.measured import LATENCY_RANGE_WORDS, MAX_COUNT, MEASURED_FILE, MEASURED_SCHEMA, Measured, \
+    plausible_latency
 from ..text import printable
 
 MAX_BYTES = 1 << 20  # a measured table is a few hundred bytes
@@ -44,13 +46,13 @@ def parse_measured(data: bytes, source: str = "") -> Measured:
         raise MeasuredError(f"{source}: not JSON ({printable(str(exc))[:80]})") from None
     if not isinstance(doc, dict) or doc.get("schema") != MEASURED_SCHEMA:
         raise MeasuredError(f"{source}: not a measured table (schema {MEASURED_SCHEMA!r} expected)")
-    median = _number(doc, "median_ms", source, required=True)
+    median = _latency(doc, "median_ms", source, required=True)
     assert median is not None  # (required: a missing one raised)
     out = Measured(
         median_ms=median,
-        low_ms=_number(doc, "low_ms", source), high_ms=_number(doc, "high_ms", source),
+        low_ms=_latency(doc, "low_ms", source), high_ms=_latency(doc, "high_ms", source),
         spread_kind=_text(doc.get("spread_kind")), repeats=_count(doc, "repeats", source),
-        iters=_count(doc, "iters", source), graph_median_ms=_number(doc, "graph_median_ms", source),
+        iters=_count(doc, "iters", source), graph_median_ms=_latency(doc, "graph_median_ms", source),
         peak_memory_mb=_number(doc, "peak_memory_mb", source),
         launch_bound=doc.get("launch_bound") if isinstance(doc.get("launch_bound"), bool) else None,
         what=_text(doc.get("what")) or "forward pass", source=source, samples_ms=_samples(doc, source))
@@ -65,34 +67,56 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number")
 
 
+def _float(v: Any) -> float | None:
+    """``v`` as a finite float, or None: not a number (a bool, a string), NaN, an infinity, or a JSON integer too
+    large for a float (``1`` and 400 zeros: ``float()`` would raise OverflowError)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        x = float(v)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) else None
+
+
 def _number(doc: dict[str, Any], key: str, source: str, required: bool = False) -> float | None:
+    """A finite number >= 0 (> 0 where ``required``); None when absent and not required."""
     v = doc.get(key)
     if v is None and not required:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or \
-            (required and v <= 0):
+    x = _float(v)
+    if x is None or x < 0 or (required and x <= 0):
         raise MeasuredError(f"{source}: {key} must be a {'positive' if required else 'non-negative'} number")
-    return float(v)
+    return x
+
+
+def _latency(doc: dict[str, Any], key: str, source: str, required: bool = False) -> float | None:
+    """A latency figure (ms): a number, and one in the plausible range (results.measured.LATENCY_RANGE_MS)."""
+    x = _number(doc, key, source, required)
+    if x is not None and not plausible_latency(x):
+        raise MeasuredError(f"{source}: {key} must be a latency {LATENCY_RANGE_WORDS}, not {x:.3g}")
+    return x
 
 
 def _count(doc: dict[str, Any], key: str, source: str) -> int | None:
+    """A whole number from 1 to MAX_COUNT (larger ones break the JSON writer, and mean damage)."""
     v = doc.get(key)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise MeasuredError(f"{source}: {key} must be a whole number >= 1")
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_COUNT:
+        raise MeasuredError(f"{source}: {key} must be a whole number from 1 to {MAX_COUNT:,}")
     return v
 
 
 def _samples(doc: dict[str, Any], source: str) -> tuple[float, ...] | None:
-    """``samples_ms``: each repeat's time, a list of positive finite numbers (absent from older files: None)."""
+    """``samples_ms``: each repeat's time, a list of latencies (absent from older files: None)."""
     v = doc.get("samples_ms")
     if v is None:
         return None
-    if not isinstance(v, list) or not v or not all(
-            not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in v):
-        raise MeasuredError(f"{source}: samples_ms must be a non-empty list of positive numbers")
-    return tuple(float(x) for x in v)
+    xs = [_float(x) for x in v] if isinstance(v, list) else []
+    if not xs or not all(x is not None and plausible_latency(x) for x in xs):
+        raise MeasuredError(f"{source}: samples_ms must be a non-empty list of latencies {LATENCY_RANGE_WORDS}")
+    return tuple(x for x in xs if x is not None)
 
 
 def _text(v: Any) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..analysis.attribute import merge
@@ -122,17 +123,29 @@ def attribute_runs(found_runs: Discovered | tuple[Inputs, list[Run]], how: Plan,
     found, runs = (found_runs.inputs, found_runs.runs) if isinstance(found_runs, Discovered) else found_runs
     root = found.path
     files = [f for r in runs for f in r.files]
-    parts = iter(attribute_files(files, how))
-    results: list[RunResult] = []
-    for r in runs:
-        one = _one_run(r, [next(parts) for _ in r.files])
-        one.measured, notes = measured_beside(r.files, not_in=root if len(runs) > 1 or sweep else None)
-        one.warnings += notes
-        results.append(RunResult(name=r.name, attribution=one))
+    results, unusable = _run_results(runs, iter(attribute_files(files, how)),
+                                     not_in=root if len(runs) > 1 or sweep else None)
     result = combine_runs(found.label, results)
     result.warnings[:0] = found.warnings
+    result.warnings += [w for w in unusable if w not in result.warnings]  # (one run: its own warnings already)
     result.incomplete = result.incomplete or found.incomplete
     return result
+
+
+def _run_results(runs: list[Run], parts: Iterator[Attribution],
+                 not_in: Path | None) -> tuple[list[RunResult], list[str]]:
+    """Each run's own result, with the measured.json beside its traces (not one in ``not_in``); and the warning
+    for each unusable measured.json, which the runs' merge must say itself (it keeps no run's warnings: issue 41,
+    ``--by run`` said nothing of a NaN or a 10**23 there)."""
+    results: list[RunResult] = []
+    unusable: list[str] = []
+    for r in runs:
+        one = _one_run(r, [next(parts) for _ in r.files])
+        one.measured, notes = measured_beside(r.files, not_in=not_in)
+        one.warnings += notes
+        unusable += notes
+        results.append(RunResult(name=r.name, attribution=one))
+    return results, unusable
 
 
 def _one_run(run: Run, parts: list[Attribution]) -> Attribution:
