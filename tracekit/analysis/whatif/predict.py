@@ -54,7 +54,8 @@ CONFIDENCE_RULES: tuple[ConfidenceRule, ...] = (
                    "the calibration ran one head dim; another one, without a published ratio (RATIOS), runs at an "
                    "efficiency nothing measured"),
     ConfidenceRule("backward", lambda f, mask, cal: f.phase == Phase.BACKWARD,
-                   "no backward in the calibration: the FLOP count carries it, at the forward's efficiency"),
+                   "no backward in the calibration: the FLOP count carries it, at the forward's efficiency times "
+                   "the published backward ratio (RATIOS)"),
     ConfidenceRule("small", lambda f, mask, cal: f.shape is not None and f.shape.len_q < cal.tile_q,
                    "fewer queries than one CTA's tile: the kernel's fixed costs dominate"),
     ConfidenceRule("in-scope", lambda f, mask, cal: True, "forward, Lq >= one tile, causal or no mask, as calibrated"),
