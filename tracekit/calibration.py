@@ -70,13 +70,14 @@ class Ratio:
     why: str
 
 
-# Published H100 SXM5 throughput (BF16/FP16, TFLOP/s at sequence lengths 512, 1k, 2k, 4k, 8k, 16k; batch x length
-# 16k, 2048 hidden) of FlashAttention-3: Shah, Bikshandi, Zhang, Thakkar, Ramani, Dao, "FlashAttention-3: Fast and
-# Accurate Attention with Asynchrony and Low-precision", arXiv:2407.08608 (2024), section 4.1, Figure 5 (forward,
-# without and with causal mask, head dim 64 and 128) and Figure 6 (backward, without causal mask), the bars'
-# labels. Its "cuDNN" series is what SDPA's cudnn backend runs; its "FlashAttention-2" series is the kernel SDPA's
-# flash backend ships. The FLOP counts are this project's (4*B*H*L^2*d, half with a causal mask, 2.5x backward),
-# so a ratio of two of them is a ratio of efficiencies.
+# Published H100 SXM5 throughput (BF16/FP16, TFLOP/s at sequence lengths 512, 1k, 2k, 4k, 8k, 16k; batch x
+# length = 16k tokens, heads x head dim = 2048) in FlashAttention-3: Shah, Bikshandi, Zhang, Thakkar, Ramani, Dao,
+# "FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision", arXiv:2407.08608 (2024),
+# section 4.1, Figure 5 (forward, without and with causal mask, head dim 64 and 128) and Figure 6 (backward,
+# without causal mask), the bars' labels. Its "cuDNN" series is what SDPA's cudnn backend runs; its
+# "FlashAttention-2" series is the kernel SDPA's flash backend ships. Its FLOP counts are this project's
+# (4*B*H*L^2*d, half with a causal mask, 2.5x backward: the count of the flash-attention repository's
+# benchmarks/benchmark_flash_attention.py), so a ratio of two series at one length is a ratio of efficiencies.
 FA3_PAPER = ("FlashAttention-3 (Shah et al., arXiv:2407.08608, 2024), section 4.1, Figure 5 (forward) and Figure 6 "
              "(backward), H100 SXM5, BF16/FP16, L = 512..16k")
 PUBLISHED_TFLOPS: dict[tuple[str, int, str, str], tuple[float, ...]] = {
@@ -137,6 +138,7 @@ CALIBRATIONS: tuple[Calibration, ...] = (
     Calibration(device="H200", backend="efficient", eta_max=0.1377, l_half=625.1, sms=132, tile_q=128, floor_us=4.0,
                 small_us=0.73, head_dim=64, causal=True, phase="forward", source=_H200_SOURCE, points=4),
 )
+
 
 def calibration(device: str | None, backend: str,
                 entries: Sequence[Calibration] = CALIBRATIONS) -> Calibration | None:
