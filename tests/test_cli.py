@@ -532,3 +532,11 @@ def _write_text(p: Path, text: str) -> Path:
 def _fifo(p: Path) -> Path:
     os.mkfifo(p)
     return p
+
+
+def test_whatif_never_writes_over_its_calibration_file(tmp_path):
+    trace, cal = _hostile_eager(tmp_path), _calibration_file(tmp_path)
+    before = cal.read_bytes()
+    proc = run_cli("whatif", trace, "--calibration", cal, "--format", "json", "-o", cal)
+    assert proc.returncode == 2 and proc.stderr.startswith("Error: ") and proc.stderr.count("\n") == 1
+    assert cal.read_bytes() == before
