@@ -9,6 +9,14 @@ printed and written to <out>/summary.csv and <out>/summary.md. Attribution
 shares come from tracekit.analyze on each run dir. Impls that cannot run on
 this device are skipped with a one-line message on stderr.
 GPU sweep used for the H200 check: scripts/gpu_check.sh OUT_DIR.
+
+    python scripts/profile_attention.py --calibrate [--calibration-out FILE]
+
+runs the SDPA cuDNN, flash and memory-efficient backends at the shared H200 sweep's sizes (unless given: L =
+512..4096, B=4, 16 heads of 64, bf16, 4 layers, shapes recorded) on the local GPU, fits a fused-attention
+calibration to the traces it wrote (tracekit.run.calibrate) and writes it with its provenance to FILE
+(default: tracekit-calibration-<device>.json), for `tracekit whatif --calibration FILE`. Without CUDA it refuses
+in one line (exit 2) before running anything.
 """
 from __future__ import annotations
 
@@ -23,6 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from profiling.impls import IMPLS  # noqa: E402  (no torch import here: fast errors)
 
 DTYPES = ("float32", "float16", "bfloat16")
+# --calibrate: the fused backends a calibration has entries for, and the shared H200 sweep's sizes (MANIFEST.md),
+# used for each option left at its default
+CALIBRATE_IMPLS = "sdpa-cudnn,sdpa-flash,sdpa-efficient"
+CALIBRATE_SIZES = {"seq": "512,1024,2048,4096", "layers": 4, "heads": 16, "d_model": 1024, "batch": 4,
+                   "dtype": "bfloat16"}
 
 
 def _positive_ints(text, what):
@@ -119,12 +132,31 @@ def make_parser():
                         "quantized*, autocast, masked sparse) above this length")
     p.add_argument("--threads", type=int, default=None,
                    help="CPU intra-op threads (default: torch's); 1 is steadier on a busy box")
+    p.add_argument("--calibrate", action="store_true",
+                   help="run the SDPA backends on this GPU and write a tracekit whatif calibration (needs CUDA)")
+    p.add_argument("--calibration-out", default=None, metavar="FILE",
+                   help="--calibrate: the calibration file (default: tracekit-calibration-<device>.json)")
     return p
+
+
+def _calibrate_options(parser, opts):
+    """--calibrate: the fused impls, recorded shapes, and the sweep's sizes for options left at their default."""
+    if opts.calibration_out is not None and not opts.calibrate:
+        parser.error("--calibration-out needs --calibrate")
+    if not opts.calibrate:
+        return
+    if opts.model != "gpt" or opts.mode != "infer":
+        parser.error("--calibrate runs this script's model forward only (no --model hf:..., no --mode train)")
+    opts.impl, opts.record_shapes = CALIBRATE_IMPLS, True
+    for name, value in CALIBRATE_SIZES.items():
+        if getattr(opts, name) == parser.get_default(name):
+            setattr(opts, name, value)
 
 
 def parse_args(argv=None):
     parser = make_parser()
     opts = parser.parse_args(argv)
+    _calibrate_options(parser, opts)
     if opts.with_modules:
         print("warning: --with-modules is deprecated; using --with-stack", file=sys.stderr)
         opts.with_stack, opts.with_modules = True, False
@@ -159,8 +191,7 @@ def parse_args(argv=None):
                 raise ValueError(f"--{name.replace('_', '-')} must be > 0")
     except ValueError as exc:
         parser.error(str(exc))
-    import torch
-
+    torch = _torch(parser, opts)
     if opts.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda requested but CUDA is not available")
     opts.torch_device = torch.device(
@@ -170,6 +201,17 @@ def parse_args(argv=None):
     if opts.threads is not None:
         torch.set_num_threads(opts.threads)
     return opts
+
+
+def _torch(parser, opts):
+    """torch, or one `error:` line (exit 2): not installed, or --calibrate without a CUDA GPU."""
+    try:
+        import torch
+    except ImportError:
+        parser.error("torch is not installed")
+    if opts.calibrate and (opts.device == "cpu" or not torch.cuda.is_available()):
+        parser.error("--calibrate needs a CUDA GPU (torch.cuda.is_available() is False here); nothing was run")
+    return torch
 
 
 def quadratic(impl, variant):
@@ -248,7 +290,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # summarise what ran; timeout -k still kills
     if not results:
         err("warning: no impl could run on this device; nothing to summarise")
-        return 0
+        return int(opts.calibrate)  # --calibrate with nothing to fit: a failure
     err(f"sweep done in {time.monotonic() - started:.1f} s; summarising")
     rank = {impl: i for i, impl in enumerate(opts.impls)}
     results.sort(key=lambda r: (opts.seqs.index(r["seq"]), rank[r["impl"]]))
@@ -262,7 +304,58 @@ def main(argv=None):
     print(header)
     print(summary.to_markdown(rows, summary.table_columns(rows)))
     print(f"\nwrote {csv_path} and {md_path} ({time.monotonic() - started:.1f} s)")
+    return write_local_calibration(opts, device, err)
+
+
+def write_local_calibration(opts, device, err):
+    """--calibrate, after the sweep: fit its traces and write the calibration file, or say why not (exit 1).
+    Without --calibrate: nothing (exit 0)."""
+    if not opts.calibrate:
+        return 0
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    provenance = {"device_name": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
+                  "cudnn": str(torch.backends.cudnn.version()), "date": _utc_now(),
+                  "sweep": str(Path(opts.out).resolve()),
+                  "sizes": f"{opts.dtype}, causal={opts.causal}, B={opts.batch}, H={opts.heads}, "
+                           f"d={opts.d_model // opts.heads}, L={opts.seq}, {opts.layers} layers, forward"}
+    out = opts.calibration_out or f"tracekit-calibration-{_slug(props.name)}.json"
+    try:
+        entries = calibrate(opts.out, out, provenance=provenance, sms=props.multi_processor_count)
+    except Exception as exc:  # tracekit's refusal (a backend's runs missing, no peak for the device): one line
+        err(f"error: --calibrate: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}")
+        return 1
+    for c in entries:
+        print(f"{c.device} {c.backend}: eta_max={c.eta_max} l_half={c.l_half} small_us={c.small_us} "
+              f"({c.points} points)")
+    print(f"wrote {out}: `tracekit whatif --calibration {out} TRACE` (or TRACEKIT_CALIBRATION={out})")
     return 0
+
+
+def calibrate(folder, out, *, provenance, sms=None):
+    """Fit a calibration to the sweep in ``folder`` (its sdpa-<backend>_<L> runs) and write it to ``out``, with
+    its provenance: the fitting half of --calibrate, which needs no GPU (tests run it on hand-made sweeps)."""
+    from tracekit.run.calibrate import fit_sweep, write_calibration
+
+    source = ("fitted by scripts/profile_attention.py --calibrate to " + str(folder) + " ("
+              + "; ".join(f"{k} {v}" for k, v in provenance.items() if v and k != "sweep") + ")")
+    entries = fit_sweep(folder, sms=sms, source=source)
+    write_calibration(out, entries, provenance)
+    return entries
+
+
+def _utc_now():
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _slug(name):
+    """A device name as a file name part: "NVIDIA H100 80GB HBM3" -> "NVIDIA-H100-80GB-HBM3"."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-") or "gpu"
 
 
 def env_line(device):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -549,3 +550,63 @@ def test_whatif_refuses_what_it_cannot_read_with_one_line(tmp_path):
 def test_whatif_on_a_cpu_trace_says_why_there_is_no_number(tmp_path):
     proc = run_cli("whatif", ROOT / "sample_traces" / "cpu_eager_256.pt.trace.json.gz", check=True)
     assert "no prediction: a CPU-only trace" in proc.stdout
+
+
+def _calibration_file(tmp_path: Path, **changes) -> Path:
+    entry = {"device": "NVIDIA H200", "backend": "cudnn", "eta_max": 0.25, "l_half": 500.0, "sms": 132, "tile_q": 128,
+             "floor_us": 4.0, "small_us": 1.0, "head_dim": 64, "causal": True, "phase": "forward", "points": 3,
+             "source": "my own sweep", **changes}
+    p = tmp_path / "mine.json"
+    p.write_text(json.dumps({"tracekit_calibration": 1, "entries": [entry]}))
+    return p
+
+
+def test_whatif_calibration_flag_uses_the_file_and_names_it(tmp_path):
+    """Issue 39: --calibration FILE replaces the built-in entries of its device; the output names the file."""
+    trace, cal = _hostile_eager(tmp_path), _calibration_file(tmp_path)
+    doc = json.loads(run_cli("whatif", trace, "--format", "json", "--backend", "all", "--calibration", cal,
+                             check=True).stdout)
+    assert doc["whatif"]["calibration"]["origin"] == str(cal) and doc["whatif"]["calibration"]["eta_max"] == 0.25
+    assert "by_backend" not in doc  # the file has only cudnn for the H200: no built-in flash or efficient beside it
+    built_in = json.loads(run_cli("whatif", trace, "--format", "json", "--backend", "cudnn", check=True).stdout)
+    assert built_in["whatif"]["calibration"]["origin"] == "built-in"
+    assert doc["whatif"]["blocks"][0]["fused_us"] > built_in["whatif"]["blocks"][0]["fused_us"]  # eta 0.25 < 0.54
+    assert f"(from {cal})" in run_cli("whatif", trace, "--calibration", cal, check=True).stdout
+
+
+@pytest.mark.parametrize("bad", ["not json", "dir", "fifo", "nan", "negative", "huge"])
+def test_whatif_refuses_a_bad_calibration_file_in_one_line(tmp_path, bad):
+    trace = _hostile_eager(tmp_path)
+    cal = {"not json": lambda: _write_text(tmp_path / "c.json", "{"), "dir": lambda: tmp_path,
+           "fifo": lambda: _fifo(tmp_path / "f"),
+           "nan": lambda: _write_text(tmp_path / "c.json", _calibration_file(tmp_path).read_text()
+                                      .replace("0.25", "NaN")),
+           "negative": lambda: _calibration_file(tmp_path, floor_us=-4.0),
+           "huge": lambda: _write_text(tmp_path / "c.json", " " * (2 << 20))}[bad]()
+    proc = run_cli("whatif", trace, "--calibration", cal, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.startswith(f"Error: calibration file {cal}: ") and proc.stderr.count("\n") == 1, proc.stderr
+    env = subprocess.run([sys.executable, "-m", "tracekit", "whatif", str(trace), "--format", "json"],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT,
+                         env={**os.environ, "TRACEKIT_CALIBRATION": str(cal)})
+    assert env.returncode == 0 and "Traceback" not in env.stderr
+    assert env.stderr.startswith("Warning: TRACEKIT_CALIBRATION: calibration file ") and env.stderr.count("\n") == 1
+    assert json.loads(env.stdout)["whatif"]["calibration"]["origin"] == "built-in"
+
+
+def _write_text(p: Path, text: str) -> Path:
+    p.write_text(text)
+    return p
+
+
+def _fifo(p: Path) -> Path:
+    os.mkfifo(p)
+    return p
+
+
+def test_whatif_never_writes_over_its_calibration_file(tmp_path):
+    trace, cal = _hostile_eager(tmp_path), _calibration_file(tmp_path)
+    before = cal.read_bytes()
+    proc = run_cli("whatif", trace, "--calibration", cal, "--format", "json", "-o", cal)
+    assert proc.returncode == 2 and proc.stderr.startswith("Error: ") and proc.stderr.count("\n") == 1
+    assert cal.read_bytes() == before

@@ -478,9 +478,12 @@ def annotate(path: str, output: Path, scope: str | None) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, readable=False, path_type=Path),
               help="Write to this file instead of stdout (.json/.csv/.md/.txt, + .gz to compress).")
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges.")
+@click.option("--calibration", "calibration", metavar="FILE",
+              help="A calibration file (scripts/profile_attention.py --calibrate writes one): its entries replace "
+                   "the built-in ones of their device. Default: the file $TRACEKIT_CALIBRATION names, if any.")
 @_one_shot
 def whatif(path: str, backend: str, mask: str, by: str, fmt: str | None, output: Path | None,
-           scope: str | None) -> None:
+           scope: str | None, calibration: str | None) -> None:
     """Predict what a fused attention kernel would take for each eager block of PATH (one trace), and the saving."""
     try:
         fmt, gz = output_format(fmt, output)
@@ -490,7 +493,13 @@ def whatif(path: str, backend: str, mask: str, by: str, fmt: str | None, output:
 
         found = discover(path)
         refuse_clobber(output, [found])
-        results = predict(found, backend=backend, mask=mask, scope=scope)
+        if output is not None and calibration is not None:
+            from .output import refuse_inputs
+
+            refuse_inputs([output], [Path(calibration)])
+        results = predict(found, backend=backend, mask=mask, scope=scope, calibration=calibration)
+        for w in results[0].warnings:
+            click.echo(f"Warning: {printable(w)}", err=True)
         emit(_WhatIfText(render_whatif(results, fmt, by, tool=TOOL, title=str(path))), None, output, gz)
     except TracekitError as exc:
         raise _fail(exc) from None

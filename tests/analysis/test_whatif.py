@@ -22,7 +22,12 @@ from tracekit import whatif
 from tracekit.results.whatif import Shape, WhatIf
 from tracekit.analysis.flops import attention_flops, op_cost
 from tracekit.analysis.whatif import efficiency, fit_curve, fused_time_us, occupancy
-from tracekit.calibration import BACKENDS, CALIBRATIONS, calibration, calibrations_for
+from tracekit.analysis.whatif import CoreFacts
+from tracekit.analysis.whatif.predict import ratio_for
+from tracekit.calibration import BACKENDS, CALIBRATIONS, RATIOS, calibration, calibrations_for, ratio
+from tracekit.errors import UsageError
+from tracekit.io.calibration_file import calibration_document
+from tracekit.vocab import Phase
 from tracekit.hardware import lookup
 
 H200 = calibration("NVIDIA H200", "cudnn")
@@ -163,7 +168,7 @@ B, HQ, HKV, L, D = 2, 8, 2, 256, 64
 KERNELS = {"proj": 30.0, "copy": 20.0, "score": 40.0, "mask": 10.0, "soft": 25.0, "context": 30.0, "out": 30.0}
 
 
-def _gqa_block(device: str = "NVIDIA H200", dims: bool = True, mask: bool = True) -> TraceBuilder:
+def _gqa_block(device: str = "NVIDIA H200", dims: bool = True, mask: bool = True, d: int = D) -> TraceBuilder:
     """ProfilerStep#1 > layer0.attention: a q projection, HF repeat_kv's copy of K (H_kv 2 to 8 heads), the eager
     core (matmul, masked_fill, softmax, matmul) and the output projection, each op launching one kernel."""
     b = TraceBuilder(deviceProperties=[{"id": 0, "name": device}])
@@ -181,15 +186,15 @@ def _gqa_block(device: str = "NVIDIA H200", dims: bool = True, mask: bool = True
 
     op("aten::linear", CUTLASS_BF16_GEMM, KERNELS["proj"], [[B, L, 512], [512, 512]])
     b.op("aten::reshape", t, 25)
-    with_dims(b.op("aten::clone", t + 1, 23), [[B, HKV, HQ // HKV, L, D], []], [BF, "Scalar"])
+    with_dims(b.op("aten::clone", t + 1, 23), [[B, HKV, HQ // HKV, L, d], []], [BF, "Scalar"])
     b.op("aten::copy_", t + 2, 20)
     b.launch(COPY_K, t + 3, 1, k, KERNELS["copy"])
     t, k = t + 30, k + KERNELS["copy"]
-    op("aten::matmul", CUTLASS_BF16_GEMM, KERNELS["score"], [[B, HQ, L, D], [B, HQ, D, L]])
+    op("aten::matmul", CUTLASS_BF16_GEMM, KERNELS["score"], [[B, HQ, L, d], [B, HQ, d, L]])
     if mask:
         op("aten::masked_fill", MASK_K, KERNELS["mask"], [[B, HQ, L, L], [1, 1, L, L], []], [BF, "bool", "Scalar"])
     op("aten::softmax", SOFT_K, KERNELS["soft"], [[B, HQ, L, L], [], []], [BF, "Scalar", "Scalar"])
-    op("aten::matmul", CUTLASS_BF16_GEMM, KERNELS["context"], [[B, HQ, L, L], [B, HQ, L, D]])
+    op("aten::matmul", CUTLASS_BF16_GEMM, KERNELS["context"], [[B, HQ, L, L], [B, HQ, L, d]])
     op("aten::linear", CUTLASS_BF16_GEMM, KERNELS["out"], [[B, L, 512], [512, 512]])
     return b
 
@@ -277,3 +282,109 @@ def test_the_launch_check_fires_at_512() -> None:
     """At L = 512 the measured latency got worse with SDPA (summary.md): the host outlasts the fused block."""
     [w] = whatif(sweep_file("eager_512"), backend="cudnn")
     assert w.blocks and all(b.launch_bound_predicted for b in w.blocks)
+
+
+
+# -- the ratios (RATIOS): published FlashAttention-3 figures, applied where a block differs from the calibration -----
+# The paper's bars (arXiv:2407.08608, Figures 5 and 6; H100 SXM5, TFLOP/s at L = 512 .. 16k), read off it here
+# independently of tracekit.calibration.PUBLISHED_TFLOPS: each factor is the median over L of one series over another.
+PAPER = {"cudnn d64 causal": (225, 288, 334, 363, 379, 388), "cudnn d128 causal": (315, 410, 484, 518, 529, 539),
+         "cudnn d64 none": (335, 373, 395, 408, 412, 413), "cudnn d64 none bwd": (266, 348, 395, 417, 432, 433),
+         "fa2 d64 causal": (180, 229, 262, 284, 295, 299), "fa2 d128 causal": (191, 260, 298, 319, 333, 335),
+         "fa2 d64 none": (282, 306, 318, 321, 322, 324), "fa2 d64 none bwd": (198, 238, 264, 279, 287, 291)}
+
+
+def _median_ratio(a: str, b: str) -> float:
+    return round(statistics.median(x / y for x, y in zip(PAPER[a], PAPER[b])), 2)
+
+
+@pytest.mark.parametrize(("backend", "applies", "over", "under", "by_hand"), [
+    ("cudnn", "head_dim", "cudnn d128 causal", "cudnn d64 causal", 1.41),
+    ("cudnn", "no_mask", "cudnn d64 none", "cudnn d64 causal", 1.15),
+    ("cudnn", "backward", "cudnn d64 none bwd", "cudnn d64 none", 1.01),
+    ("flash", "head_dim", "fa2 d128 causal", "fa2 d64 causal", 1.13),
+    ("flash", "no_mask", "fa2 d64 none", "fa2 d64 causal", 1.17),
+    ("flash", "backward", "fa2 d64 none bwd", "fa2 d64 none", 0.85),
+])
+def test_each_sourced_ratio_is_the_median_of_the_published_figures(backend: str, applies: str, over: str,
+                                                                    under: str, by_hand: float) -> None:
+    r = ratio(backend, applies)
+    assert r is not None and r.source is not None and "arXiv:2407.08608" in r.source
+    assert r.factor == _median_ratio(over, under) == by_hand
+
+
+def test_a_ratio_without_a_source_stays_one() -> None:
+    """The paper has no memory-efficient kernel: its rows keep 1.0 and no source."""
+    for applies in ("head_dim", "no_mask", "backward"):
+        r = ratio("efficient", applies)
+        assert r is not None and r.factor == 1.0 and r.source is None
+    assert {(r.backend, r.applies) for r in RATIOS} == {(b, a) for b in BACKENDS
+                                                       for a in ("head_dim", "no_mask", "backward")}
+
+
+def _facts(head_dim: int = 64, phase: Phase = Phase.FORWARD) -> CoreFacts:
+    shape = Shape(batch_heads=16, batch=2, heads_q=8, heads_kv=8, len_q=256, len_k=256, head_dim=head_dim,
+                  dtype="bf16")
+    return CoreFacts(name="a", kind="a", step=1, ordinal=0, phase=phase, shape=shape, mask_op=True, block_us=100.0,
+                     eager_core_us=50.0, repeat_kv_us=0.0, host_us=None)
+
+
+def test_the_ratios_multiply_where_the_block_differs_and_divide_going_back() -> None:
+    cudnn, flash = calibration("H200", "cudnn"), calibration("H200", "flash")
+    assert cudnn is not None and flash is not None and cudnn.head_dim == 64 and cudnn.causal
+    assert ratio_for(_facts(), cudnn, "causal") == 1.0  # what the calibration ran
+    assert ratio_for(_facts(), cudnn, "none") == 1.15
+    assert ratio_for(_facts(), cudnn, "dense") == 1.15  # a dense mask is predicted unmasked (a lower bound)
+    assert ratio_for(_facts(128), cudnn, "causal") == 1.41
+    assert ratio_for(_facts(96), cudnn, "causal") == 1.0  # no published figure for 96
+    assert ratio_for(_facts(128, Phase.BACKWARD), flash, "none") == pytest.approx(1.13 * 1.17 * 0.85)
+    at_128 = replace(cudnn, head_dim=128, causal=False)  # a user's calibration at head dim 128, no mask
+    assert ratio_for(_facts(64), at_128, "causal") == pytest.approx(1 / (1.41 * 1.15))
+    assert ratio_for(_facts(64), calibration("H200", "efficient"), "none") == 1.0  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("backend", "d", "label", "factor"), [
+    ("cudnn", 128, "in-scope", 1.41), ("flash", 128, "in-scope", 1.13), ("efficient", 128, "uncalibrated", 1.0),
+    ("cudnn", 96, "uncalibrated", 1.0)])
+def test_a_head_dim_is_calibrated_only_where_a_published_ratio_reaches_it(tmp_path: Path, backend: str, d: int,
+                                                                           label: str, factor: float) -> None:
+    [row] = _one(tmp_path, _gqa_block(d=d), backend=backend).blocks
+    cal = calibration("NVIDIA H200", backend)
+    assert cal is not None and row.shape is not None and row.shape.head_dim == d
+    flops = 4 * B * HQ * L * L * d / 2
+    by_hand = flops / (cal.eta_max * L / (L + cal.l_half) * factor * (B * HQ * 2 / 132) * 989.4e12) * 1e6
+    assert row.confidence == label
+    assert row.fused_us == pytest.approx(max(cal.floor_us, by_hand), abs=1e-3)
+
+
+def test_an_unmasked_block_runs_at_the_no_mask_ratio(tmp_path: Path) -> None:
+    causal = _one(tmp_path, _gqa_block(), backend="cudnn", mask="causal").blocks[0]
+    none = _one(tmp_path, _gqa_block(), backend="cudnn", mask="none").blocks[0]
+    assert none.flops == 2 * causal.flops and none.confidence == "in-scope"
+    assert none.fused_us is not None and causal.fused_us is not None
+    assert causal.fused_us > 4.0  # above the floor: twice the work at 1.15 times the rate
+    assert none.fused_us == pytest.approx(causal.fused_us * 2 / 1.15, rel=1e-3)
+
+
+def test_whatif_takes_a_calibration_file_and_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tracekit.whatif(..., calibration=FILE): the file's entry for the trace's device, its origin in the output."""
+    monkeypatch.delenv("TRACEKIT_CALIBRATION", raising=False)
+    stored = calibration("H200", "cudnn")
+    assert stored is not None
+    mine = replace(stored, eta_max=stored.eta_max / 2, source="half the built-in efficiency")
+    cal = tmp_path / "mine.json"
+    cal.write_text(json.dumps(calibration_document([mine], {"device_name": "NVIDIA H200"})))
+    path = _gqa_block().write(tmp_path / "t.json")
+    [w] = whatif(path, backend="all", calibration=cal)
+    assert w.backend == "cudnn" and w.calibration is not None and w.calibration["origin"] == str(cal)
+    [built_in] = whatif(path, backend="cudnn")
+    assert built_in.calibration is not None and built_in.calibration["origin"] == "built-in"
+    fused, base = w.blocks[0].fused_us, built_in.blocks[0].fused_us
+    assert fused is not None and base is not None
+    assert base > stored.floor_us and fused == pytest.approx(2 * base, abs=2e-3)  # half the efficiency
+    (tmp_path / "bad.json").write_text('{"tracekit_calibration": 1, "entries": [{"eta_max": -1}]}')
+    with pytest.raises(UsageError, match="bad.json"):
+        whatif(path, calibration=tmp_path / "bad.json")
+    monkeypatch.setenv("TRACEKIT_CALIBRATION", str(tmp_path / "bad.json"))
+    [warned] = whatif(path, backend="cudnn")
+    assert warned.calibration == built_in.calibration and len(warned.warnings) == 1

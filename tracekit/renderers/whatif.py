@@ -104,7 +104,9 @@ def notes(w: WhatIf, rows: list[WhatIfRow]) -> list[str]:
                    f"{' …' if len(bound) > 4 else ''}: the host takes longer per call than the predicted device "
                    "time, so the latency saving will be smaller (CUDA graphs or torch.compile collect it)")
     cal = w.calibration or {}
-    out.append(f"  calibration: {printable(str(cal.get('source', '')))}")
+    origin = cal.get("origin", "built-in")
+    where = "" if origin == "built-in" else f" (from {printable(str(origin))})"
+    out.append(f"  calibration: {printable(str(cal.get('source', '')))}{where}")
     return out
 
 

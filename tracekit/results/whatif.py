@@ -115,6 +115,7 @@ class WhatIf:
     blocks: list[WhatIfBlock] = field(default_factory=list)
     per_step: list[WhatIfStep] = field(default_factory=list)
     reason: str | None = None  # why nothing could be predicted at all (no calibration for the device)
+    warnings: list[str] = field(default_factory=list)  # e.g. a bad $TRACEKIT_CALIBRATION file, ignored
 
     def predicted(self) -> Iterator[WhatIfBlock]:
         return (b for b in self.blocks if b.fused_us is not None)

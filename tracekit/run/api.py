@@ -163,18 +163,24 @@ WHATIF_MASKS: tuple[str, ...] = ("auto", *MASKS)
 
 
 def whatif(path: str | os.PathLike | Inputs, backend: str = "best", mask: str = "auto",
-           scope: str | None = None) -> list[WhatIf]:
+           scope: str | None = None, calibration: str | os.PathLike | None = None) -> list[WhatIf]:
     """Predict what a fused attention kernel would take for each eager block of one trace (``tracekit whatif``).
 
     ``backend``: ``best`` (the fastest calibrated one: one result), ``all`` (one result per calibrated backend,
     the fastest first) or a name of tracekit.calibration.BACKENDS; ``mask``: ``auto`` (causal where Lq = Lk and
     the core masks, else none), ``causal``, ``none`` or ``dense`` (a lower bound on the fused time). ``path`` is
-    one trace file, or a run folder holding one. Each result's ``check()`` holds. docs/whatif.md.
+    one trace file, or a run folder holding one. ``calibration``: a calibration file (``scripts/profile_attention.py
+    --calibrate`` writes one) whose entries replace the built-in ones of their device; None reads the file
+    ``$TRACEKIT_CALIBRATION`` names, if any (a bad one: a warning on each result, and the built-in entries). Each
+    result's ``check()`` holds. docs/whatif.md.
     """
     if backend not in WHATIF_BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose from {', '.join(WHATIF_BACKENDS)}")
     if mask not in WHATIF_MASKS:
         raise ValueError(f"unknown mask {mask!r}; choose from {', '.join(WHATIF_MASKS)}")
+    from ..io.calibration_file import user_calibrations
+
+    entries, warnings = user_calibrations(calibration)  # a bad file fails before the trace is read
     found = path if isinstance(path, Inputs) else discover(path)
     if len(found.files) != 1 or found.urls:
         raise UsageError(one_trace_only(str(found.path), len(found.files) + len(found.urls)))
@@ -187,10 +193,11 @@ def whatif(path: str | os.PathLike | Inputs, backend: str = "best", mask: str = 
     with one_file():
         tr = load_trace(found.files[0])
         ctx = run_stages(StageContext(tr=tr, config=AttributeConfig(scope=scope, hints=False)))
-        results = whatif_of(ctx, backend=backend, mask=mask)
+        results = whatif_of(ctx, backend=backend, mask=mask, entries=entries)
     if backend == "all":
         results.sort(key=lambda w: w.totals.fused_us)
     for w in results:
+        w.warnings.extend(warnings)
         w.check()
     return results
 

@@ -19,13 +19,15 @@ import orjson
 from ..analysis.flops import attention_flops, cost_of
 from ..analysis.pipeline import attribute_trace
 from ..analysis.whatif.model import fit_curve, occupancy
-from ..calibration import Calibration
+from ..calibration import BACKENDS, CALIBRATIONS, Calibration
 from ..errors import TracekitError
 from ..hardware import lookup, normalise
+from ..io.calibration_file import calibration_document
 from ..io.load import load_trace
 from ..model import Trace
+from ..output import write_report
 
-__all__ = ["Point", "fit_backend", "sweep_points"]
+__all__ = ["DEFAULT_FLOOR_US", "Point", "fit_backend", "fit_sweep", "sweep_points", "write_calibration"]
 
 _RUN = re.compile(r"sdpa-(?P<backend>[a-z]+)_(?P<len>\d+)$")
 _SDPA = "aten::scaled_dot_product_attention"
@@ -56,11 +58,17 @@ def sweep_points(folder: str | Path, backend: str) -> list[Point]:
     return [_point(d) for _, d in runs]
 
 
-def _point(run: Path) -> Point:
-    files = sorted(run.glob("*.json*"))
+def _trace_file(run: Path) -> Path:
+    """A run's one trace: profile_attention.py leaves <worker>.pt.trace.json.gz and a plain trace.json copy of it,
+    so the first is read where it is there."""
+    files = sorted(run.glob("*.pt.trace.json*")) or sorted(run.glob("*.json*"))
     if len(files) != 1:
         raise TracekitError(f"{run}: expected one trace, found {len(files)}")
-    tr = load_trace(files[0])
+    return files[0]
+
+
+def _point(run: Path) -> Point:
+    tr = load_trace(_trace_file(run))
     att = attribute_trace(tr, hints=False)
     device = normalise(tr.info.gpus[0]) if tr.info.gpus else None
     if device is None:
@@ -98,3 +106,51 @@ def fit_backend(points: list[Point], backend: str, base: Calibration) -> Calibra
     eta_max, l_half = fit_curve(etas)
     return replace(base, backend=backend, eta_max=round(eta_max, 4), l_half=round(l_half, 1),
                    small_us=round(median(p.small_us for p in points), 2), points=len(points))
+
+
+# A fused call takes no less than this, where no built-in entry of the device says otherwise: a launch and one
+# tile (the H200 entry's floor).
+DEFAULT_FLOOR_US = 4.0
+
+
+def fit_sweep(folder: str | Path, *, sms: int | None = None, source: str | None = None) -> list[Calibration]:
+    """One entry per backend with ``sdpa-<backend>_<L>`` runs in ``folder`` (in BACKENDS order), fitted to them.
+
+    The device is the traces'; its SM count is ``sms`` (the caller's GPU) or its built-in entry's, and the
+    floor and query tile come from that entry too where there is one. The sweep's head dim, mask and phase are
+    its points' (they must agree). ``source`` says where the sweep came from (default: the folder)."""
+    fitted = []
+    for backend in BACKENDS:
+        try:
+            points = sweep_points(folder, backend)
+        except TracekitError:
+            if not any(Path(folder).glob(f"sdpa-{backend}_*")):
+                continue  # this backend did not run here (a GPU without it): no entry, no guess
+            raise
+        fitted.append(fit_backend(points, backend, _base(points, backend, sms, source or f"a sweep in {folder}")))
+    if not fitted:
+        raise TracekitError(f"no sdpa-<backend>_<L> runs of {', '.join(BACKENDS)} in {folder}")
+    return fitted
+
+
+def _base(points: list[Point], backend: str, sms: int | None, source: str) -> Calibration:
+    """The facts an entry needs beside its fitted curve: the device's, and what the sweep covered."""
+    covered = {(p.device, p.head_dim, p.causal) for p in points}
+    if len(covered) != 1:
+        raise TracekitError(f"the sdpa-{backend} runs differ in device, head dim or mask: {sorted(covered)}")
+    [(device, head_dim, causal)] = covered
+    known = next((c for c in CALIBRATIONS if c.device == device), None)
+    if sms is None and known is None:
+        raise TracekitError(f"the SM count of {device} is unknown: pass it (sms=...)")
+    return Calibration(device=device, backend=backend, eta_max=1.0, l_half=0.0,
+                       sms=sms if sms is not None else known.sms,  # type: ignore[union-attr]
+                       tile_q=known.tile_q if known else 128,
+                       floor_us=known.floor_us if known else DEFAULT_FLOOR_US, small_us=0.0, head_dim=head_dim,
+                       causal=causal, phase="forward", source=source, points=0)
+
+
+def write_calibration(path: str | Path, entries: list[Calibration], provenance: dict[str, str | None]) -> None:
+    """The calibration file ``tracekit whatif --calibration`` reads (tracekit.io.calibration_file), written
+    atomically (a half-written file must never be read as a calibration)."""
+    doc = calibration_document(entries, provenance)
+    write_report([orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"], Path(path), gz=False)

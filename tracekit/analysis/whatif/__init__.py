@@ -6,7 +6,9 @@ trace, :mod:`.predict` makes the rows. docs/whatif.md says what each number mean
 
 from __future__ import annotations
 
-from ...calibration import BACKENDS, calibrations_for
+from collections.abc import Sequence
+
+from ...calibration import BACKENDS, CALIBRATIONS, Calibration, calibrations_for
 from ...results.hints import HintFacts
 from ...results.whatif import WhatIf
 from ..context import StageContext
@@ -18,20 +20,23 @@ __all__ = ["CONFIDENCE_RULES", "CoreFacts", "efficiency", "fit_curve", "fused_ti
            "predict_block", "resolve_mask", "whatif_of", "add_fused_estimates"]
 
 
-def whatif_of(ctx: StageContext, *, backend: str = "best", mask: str = "auto") -> list[WhatIf]:
+def whatif_of(ctx: StageContext, *, backend: str = "best", mask: str = "auto",
+              entries: Sequence[Calibration] = CALIBRATIONS) -> list[WhatIf]:
     """The prediction for one trace whose analysis stages have all run: one WhatIf for ``backend``, the fastest
     calibrated one for ``best`` (the one whose predicted blocks take least in all), or one per calibrated backend
-    for ``all``. ``tracekit attribute`` never calls this (run.api.whatif does): the 1 GB benchmark never pays."""
+    for ``all``. ``entries``: the calibrations to use (a user's file's first: tracekit.calibration.with_user_entries).
+    ``tracekit attribute`` never calls this (run.api.whatif does): the 1 GB benchmark never pays."""
     tr = ctx.tr
     source, device = tr.info.source, (tr.info.gpus[0] if tr.info.gpus else None)
     if not ctx.device:
         return [WhatIf(source=source, backend=backend, device=device, calibration=None, mask_option=mask,
                        reason="a CPU-only trace: whatif predicts GPU kernels, and there is no device here")]
     facts = core_facts(ctx)
-    names = [c.backend for c in calibrations_for(device)] if backend in ("best", "all") else [backend]
+    names = [c.backend for c in calibrations_for(device, entries)] if backend in ("best", "all") else [backend]
     if not names:  # no calibration: one result that says so
-        return [predict(facts, source=source, device=device, backend=BACKENDS[0], mask_option=mask)]
-    results = [predict(facts, source=source, device=device, backend=b, mask_option=mask) for b in names]
+        return [predict(facts, source=source, device=device, backend=BACKENDS[0], mask_option=mask, entries=entries)]
+    results = [predict(facts, source=source, device=device, backend=b, mask_option=mask, entries=entries)
+               for b in names]
     if backend == "best":
         return [min(results, key=lambda w: w.totals.fused_us)]
     return results

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ...calibration import RATIOS, Calibration, calibration
+from ...calibration import CALIBRATIONS, RATIO_HEAD_DIMS, Calibration, calibration, ratio
 from ...hardware import lookup
 from ...results.whatif import Shape, WhatIf, WhatIfBlock, WhatIfStep
 from ...vocab import Phase
@@ -49,10 +49,13 @@ class ConfidenceRule:
 CONFIDENCE_RULES: tuple[ConfidenceRule, ...] = (
     ConfidenceRule("masked", lambda f, mask, cal: mask == "dense",
                    "a dense mask's kernel may skip no tile or many: the unmasked time is a lower bound only"),
-    ConfidenceRule("uncalibrated", lambda f, mask, cal: f.shape is not None and f.shape.head_dim != cal.head_dim,
-                   "the calibration ran one head dim; another one runs at an efficiency it did not measure"),
+    ConfidenceRule("uncalibrated", lambda f, mask, cal: f.shape is not None and not head_dim_covered(f.shape.head_dim,
+                                                                                                    cal),
+                   "the calibration ran one head dim; another one, without a published ratio (RATIOS), runs at an "
+                   "efficiency nothing measured"),
     ConfidenceRule("backward", lambda f, mask, cal: f.phase == Phase.BACKWARD,
-                   "no backward in the calibration: the FLOP count carries it, at the forward's efficiency"),
+                   "no backward in the calibration: the FLOP count carries it, at the forward's efficiency times "
+                   "the published backward ratio (RATIOS)"),
     ConfidenceRule("small", lambda f, mask, cal: f.shape is not None and f.shape.len_q < cal.tile_q,
                    "fewer queries than one CTA's tile: the kernel's fixed costs dominate"),
     ConfidenceRule("in-scope", lambda f, mask, cal: True, "forward, Lq >= one tile, causal or no mask, as calibrated"),
@@ -88,7 +91,7 @@ def predict_block(f: CoreFacts, cal: Calibration | None, peak_tflops: float | No
     mask, assumed = resolve_mask(f, mask_option)
     flops = attention_flops(s.batch_heads, s.len_q, s.len_k, s.head_dim, s.head_dim, causal=mask == "causal",
                             backward=f.phase == Phase.BACKWARD)
-    ratio = ratio_for(f, cal)
+    ratio = ratio_for(f, cal, mask)
     fused = fused_time_us(cal, flops=flops, batch_heads=s.batch_heads, len_q=s.len_q, len_k=s.len_k,
                           peak_tflops=peak_tflops, ratio=ratio)
     fused_block = f.block_us - f.eager_core_us - f.repeat_kv_us + fused + cal.small_us
@@ -101,16 +104,34 @@ def predict_block(f: CoreFacts, cal: Calibration | None, peak_tflops: float | No
     return row
 
 
-def ratio_for(f: CoreFacts, cal: Calibration) -> float:
-    """The product of the RATIOS that apply to this block (1.0 inside what the calibration ran)."""
-    applies = {"backward": f.phase == Phase.BACKWARD,
-               "head_dim": f.shape is not None and f.shape.head_dim != cal.head_dim,
-               "no_mask": not cal.causal}
+def head_dim_covered(head_dim: int, cal: Calibration) -> bool:
+    """Whether a block's head dim is the calibration's, or one a sourced head-dim ratio (RATIOS) reaches."""
+    if head_dim == cal.head_dim:
+        return True
+    r = ratio(cal.backend, "head_dim")
+    return {head_dim, cal.head_dim} == RATIO_HEAD_DIMS and r is not None and r.source is not None
+
+
+def ratio_for(f: CoreFacts, cal: Calibration, mask: str) -> float:
+    """The product of the RATIOS that apply to this block (1.0 inside what the calibration ran): each one where
+    the block differs from the calibration, multiplied going its way (64 -> 128, causal -> no mask, forward ->
+    backward) and divided going back."""
     r = 1.0
-    for ratio in RATIOS:
-        if applies.get(ratio.applies, False):
-            r *= ratio.factor
+    if f.shape is not None and f.shape.head_dim != cal.head_dim and \
+            {f.shape.head_dim, cal.head_dim} == RATIO_HEAD_DIMS:
+        r *= _factor(cal.backend, "head_dim", f.shape.head_dim > cal.head_dim)
+    unmasked = mask != "causal"  # none, or dense: predicted unmasked (a lower bound)
+    if unmasked == cal.causal:
+        r *= _factor(cal.backend, "no_mask", unmasked)
+    if f.phase == Phase.BACKWARD and cal.phase == "forward":
+        r *= _factor(cal.backend, "backward", True)
     return r
+
+
+def _factor(backend: str, applies: str, forward: bool) -> float:
+    row = ratio(backend, applies)
+    factor = row.factor if row is not None else 1.0
+    return factor if forward else 1.0 / factor
 
 
 def _assumption(row: WhatIfBlock) -> str | None:
@@ -136,9 +157,10 @@ def per_step(rows: Sequence[WhatIfBlock]) -> list[WhatIfStep]:
 
 
 def predict(facts: Sequence[CoreFacts], *, source: str, device: str | None, backend: str,
-            mask_option: str = "auto") -> WhatIf:
-    """The whatif result for one trace's blocks on one backend (``best``: the fastest calibrated one)."""
-    cal = calibration(device, backend)
+            mask_option: str = "auto", entries: Sequence[Calibration] = CALIBRATIONS) -> WhatIf:
+    """The whatif result for one trace's blocks on one backend, with the calibration ``entries`` (the built-in
+    ones, or tracekit.calibration.with_user_entries's)."""
+    cal = calibration(device, backend, entries)
     peaks = lookup(device) if device else None
     reason = (f"no fused-attention calibration for {device or 'an unknown device'}"
               + ("" if cal is not None or device is None else f" and backend {backend}"))
@@ -152,9 +174,5 @@ def predict(facts: Sequence[CoreFacts], *, source: str, device: str | None, back
 
 
 def _cal_dict(cal: Calibration | None) -> dict[str, object] | None:
-    if cal is None:
-        return None
-    return {"device": cal.device, "backend": cal.backend, "eta_max": cal.eta_max, "l_half": cal.l_half,
-            "sms": cal.sms, "tile_q": cal.tile_q, "floor_us": cal.floor_us, "small_us": cal.small_us,
-            "head_dim": cal.head_dim, "causal": cal.causal, "phase": cal.phase, "points": cal.points,
-            "source": cal.source}
+    """The entry used, and where it came from: ``origin`` is "built-in" or the user calibration file's path."""
+    return None if cal is None else {**cal.as_dict(), "origin": cal.origin}
