@@ -16,15 +16,19 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from .errors import UsageError
+from .errors import TraceFormatError, UsageError
 from .output import refuse_inputs, trace_copy
 
 CHUNK = 1 << 20
+_WS = b" \t\n\r"  # JSON's whitespace
+_BOM = b"\xef\xbb\xbf"
+_SCALAR_STARTS = frozenset(bytes([c]) for c in b'"-0123456789tfn')  # first bytes of a JSON text that is no object
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # bytes no JSON text holds, even in a string
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,18 +221,70 @@ def _at_keywords(data: bytes, stats: RedactStats | None) -> bytes:
 
 
 def _pieces(f: IO[bytes], stats: RedactStats, chunk: int = CHUNK) -> Iterator[bytes]:
-    """The file's bytes in pieces that each end outside any string, after a comma (the last piece: at the end)."""
-    buf = b""
-    for more in decompressed_blocks(f, stats, chunk):
+    """The file's bytes in pieces that each end outside any string, after a comma (the last piece: at the end).
+
+    Input that is no JSON text is refused as the reader refuses it (:func:`_opening`), and a run of bytes that
+    no JSON text holds (zero bytes: a crash's padding, a sparse file) ends the copy where it starts
+    (:func:`_unjson`): neither is read into memory, which otherwise holds all text up to the next comma."""
+    blocks = decompressed_blocks(f, stats, chunk)
+    buf = yield from _opening(blocks, stats)
+    checked, cut_before = 0, False  # how much of buf was searched for such bytes; whether a piece was cut
+    for more in blocks:
         stats.bytes_in += len(more)
         buf += more
         stats.peak_buffer = max(stats.peak_buffer, len(buf))
         cut = _safe_cut(buf)
         if cut:
             yield buf[:cut]
-            buf = buf[cut:]
+            buf, checked, cut_before = buf[cut:], 0, True
+            continue
+        end = _unjson(buf, checked, stats, cut_before)
+        if end is not None:
+            buf = buf[:end]
+            break
+        checked = len(buf)
     if buf:
         yield buf
+
+
+def _opening(blocks: Iterator[bytes], stats: RedactStats) -> Generator[bytes, None, bytes]:
+    """Leading whitespace, yielded as it comes, then (returned) the first block with text, which must start a
+    JSON object or array: anything else is refused in the reader's words (``tracekit attribute`` refuses the same
+    file in the same line), after one block, not after reading a 2 GB file of zero bytes."""
+    at = 0
+    for block in blocks:
+        stats.bytes_in += len(block)
+        text = block[3:] if at == 0 and block.startswith(_BOM) else block
+        text = text.lstrip(_WS)
+        if not text:
+            at += len(block)
+            yield block
+            continue
+        head, where = text[:1], stats.bytes_in - len(text)
+        if head in _SCALAR_STARTS:
+            raise TraceFormatError(f"{stats.path}: JSON is not a PyTorch profiler trace (no 'traceEvents' list)")
+        if head not in (b"{", b"["):
+            why = f"no JSON text starts with {head!r}"
+            raise TraceFormatError(f"{stats.path}: not valid JSON at byte {where:,} ({why})")
+        stats.peak_buffer = max(stats.peak_buffer, len(block))
+        return block
+    raise TraceFormatError(f"{stats.path}: not valid JSON at byte 0 (input data is empty)")
+
+
+def _unjson(buf: bytes, start: int, stats: RedactStats, cut_before: bool) -> int | None:
+    """Where in ``buf`` (no piece of which could be cut) a byte that no JSON text holds is, from ``start``: a
+    control character (JSON escapes them even inside strings). The copy ends there, as ``attribute`` salvages a
+    trace up to it (exit 3); with nothing cut before it, nothing is worth a copy: refused as ``attribute`` does.
+    None while there is none (one long string: it is copied whole)."""
+    m = _CONTROL.search(buf, start)
+    if m is None:
+        return None
+    at = stats.bytes_in - len(buf) + m.start()
+    why = f"{m.group()!r} cannot be in JSON text"
+    if not cut_before:
+        raise TraceFormatError(f"{stats.path}: not valid JSON at byte {at:,} ({why})")
+    stats.damaged = f"not valid JSON from byte {at:,} ({why})"
+    return m.start()
 
 
 def decompressed_blocks(f: IO[bytes], stats: RedactStats | _Damage, chunk: int) -> Iterator[bytes]:
