@@ -368,3 +368,37 @@ def test_sigterm_during_a_copy_leaves_no_temp_file(tmp_path):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode in (-signal.SIGTERM, 128 + signal.SIGTERM) and "Traceback" not in err, err
     assert not list(out.iterdir())
+
+
+# -- issue 41, row 11: percent-encoded secrets and NAME: value ---------------------------------------------------
+
+URL_VAL, HF_REST, YAML_PW, HEADER_TOK = "tok3nValue-Xyz987", "ZyXwVuTsRqPoNmLkJiHgFeDcBa9876", "hunter2-Plugh", \
+    "qrstuvwxyz0123456789ABCD"
+
+
+def test_percent_encoded_and_yaml_secrets_are_gone(tmp_path):
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": H100}],
+                     query=f"https://example.com/search?q=HF_TOKEN%3D{URL_VAL}&page=2",
+                     link=f"https://hub.example.com/api?t=hf%5F{HF_REST}",
+                     twice=f"https://hub.example.com/api?t=hf%255F{HF_REST}",  # encoded twice
+                     config_yaml=f"model: llama\npassword: {YAML_PW}\nlayers: 4\nkey: 256\n",
+                     http=f"Authorization: Bearer {HEADER_TOK}",
+                     plain="/data/my%20file%22s.json?x=%3D")  # encoded, but no secret: kept byte for byte
+    b.annotation("ProfilerStep#1", 0, 300)
+    attention_block(b, 10)
+    (tmp_path / "in").mkdir()
+    src = b.write(tmp_path / "in" / "t.json")
+    out = tmp_path / "out" / "t.json"
+    run_cli("redact", src, "-o", out, check=True)
+    text = out.read_text()
+    red = json.loads(text)  # still JSON
+    for s in (URL_VAL, HF_REST, YAML_PW, HEADER_TOK):
+        assert s not in text, s
+    assert red["query"].startswith("https://example.com/search?q=") and red["query"].endswith("&page=2")
+    assert red["config_yaml"].startswith("model: llama\npassword: ") and "\nlayers: 4\nkey: 256\n" in red["config_yaml"]
+    assert red["plain"] == "/data/my%20file%22s.json?x=%3D"
+    orig = json.loads(src.read_text())
+    for k in ("query", "link", "twice", "config_yaml", "http"):
+        assert red.pop(k) != orig.pop(k), k
+    assert red == orig  # everything else, events included, is unchanged
+    assert _attribution_json(out) == _attribution_json(src)

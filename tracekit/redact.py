@@ -107,6 +107,12 @@ KEYWORD_RULES: tuple[RedactRule, ...] = (
                pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"\s*=\s*)(?!=)(?!<redacted)(?!" + _NOT_SECRET
                                   + rb"(?:[\s\"\\,;&]|$))[^\s\"\\,;&]+"),
                repl=rb"\1<redacted>", name_run=True, says="values assigned to secret-looking names (NAME=value)"),
+    # NAME: value in a dumped YAML config, an HTTP header or a log line (password: hunter2). Not a header's scheme
+    # (Authorization: Bearer …): the bearer rule, at the scheme's own keyword, takes the credential after it.
+    RedactRule(name="secret-colon",
+               pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"\s*: +)(?!<redacted)(?!" + _NOT_SECRET
+                                  + rb"(?:[\s\"\\,;&]|$))(?!(?:bearer|basic|token)\s)[^\s\"\\,;&]+"),
+               repl=rb"\1<redacted>", name_run=True, says="values of secret-looking names in NAME: value"),
     # "HF_TOKEN": "value" in a JSON object (an environment dumped as metadata)
     RedactRule(name="secret-member",
                pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"\"\s*:\s*\")(?!<redacted)(?!" + _NOT_SECRET
@@ -175,8 +181,76 @@ def unescape(data: bytes) -> bytes:
 
 def redact_bytes(data: bytes, stats: RedactStats | None = None) -> bytes:
     """``data`` (a piece of JSON text that splits no string) with its escapes decoded, then every rule applied
-    in order."""
-    data = unescape(data)
+    in order: to each percent-encoded run of text as it decodes (:func:`_percent_encoded`), then to all of it."""
+    return _rules(_percent_encoded(unescape(data), stats), stats)
+
+
+_PERCENT = re.compile(rb"%[0-9A-Fa-f]{2}")
+_RUN_REST = re.compile(rb'[^ "\\]*')  # the rest of a run of text: to a space, a quote or an escape
+_PERCENT_ROUNDS = 3  # decoded again while it changes: hf%255F… is hf%5F… once decoded, hf_… twice
+_RUN_SEP = b'"\x00"'  # between decoded runs: no rule's match spans a quote, a zero byte and a quote
+_UNSAFE = re.compile(rb'["\\\x00-\x1f\x7f-\xff%]')  # re-encoded in a redacted run: the JSON stays valid UTF-8
+
+
+def _percent_encoded(data: bytes, stats: RedactStats | None) -> bytes:
+    """Secrets written percent-encoded (a URL's query: ``?q=HF_TOKEN%3D…``, ``t=hf%5F…``): each run of text (to a
+    space, a quote or a JSON escape) that holds a ``%XX`` is decoded and the rules run on that. Where they replace
+    something, the run is written decoded and redacted, with every byte that could break the JSON (a quote, a
+    backslash, a control or non-ASCII byte, ``%``) encoded again; a run with nothing to redact stays byte for byte,
+    so a copy of a trace without such secrets is unchanged.
+
+    The rules run once over all the piece's decoded runs, joined by a separator no rule matches across (a match
+    that takes one in sends every run through on its own); only the runs they change are redacted one by one."""
+    runs = _percent_runs(data) if b"%" in data else []
+    if not runs:
+        return data
+    joined = _RUN_SEP.join(d for _, _, d in runs)
+    done = _rules(joined, None)
+    if done == joined:  # the usual case: nothing to redact in any decoded run
+        return data
+    out: list[bytes] = []
+    last = 0
+    for start, end, decoded in _changed(runs, done):
+        redacted = _rules(decoded, stats)
+        if redacted != decoded:
+            out += [data[last:start], _UNSAFE.sub(lambda c: b"%%%02X" % c.group()[0], redacted)]
+            last = end
+    out.append(data[last:])
+    return b"".join(out)
+
+
+def _changed(runs: list[tuple[int, int, bytes]], done: bytes) -> list[tuple[int, int, bytes]]:
+    """The runs that the rules changed in ``done`` (the joined runs, redacted); all of them where a match took a
+    separator in (or a run holds one), since the parts then no longer line up with the runs."""
+    parts = done.split(_RUN_SEP)
+    if len(parts) != len(runs) or any(_RUN_SEP in d for _, _, d in runs):
+        return runs
+    return [r for r, part in zip(runs, parts) if part != r[2]]
+
+
+def _percent_runs(data: bytes) -> list[tuple[int, int, bytes]]:
+    """Each run of ``data`` holding a ``%XX`` escape: where it starts and ends, and what it decodes to."""
+    from urllib.parse import unquote_to_bytes
+
+    runs = []
+    lo = 0  # where the previous run ended: no search goes back past it, so this is linear
+    for m in _PERCENT.finditer(data):
+        i = m.start()
+        if i < lo:
+            continue
+        start = max(lo, data.rfind(b'"', lo, i) + 1, data.rfind(b" ", lo, i) + 1, data.rfind(b"\\", lo, i) + 1)
+        lo = _RUN_REST.match(data, i).end()  # type: ignore[union-attr]  (it matches the empty string)
+        decoded = data[start:lo]
+        for _ in range(_PERCENT_ROUNDS):
+            if not _PERCENT.search(decoded):
+                break
+            decoded = unquote_to_bytes(decoded)
+        runs.append((start, lo, decoded))
+    return runs
+
+
+def _rules(data: bytes, stats: RedactStats | None) -> bytes:
+    """REDACT_RULES over ``data``, then KEYWORD_RULES at its keywords."""
     for rule in REDACT_RULES:
         data, n = rule.pattern.subn(rule.repl, data)
         if n and stats is not None:
