@@ -239,7 +239,8 @@ def _percent_runs(data: bytes) -> list[tuple[int, int, bytes]]:
         if i < lo:
             continue
         start = max(lo, data.rfind(b'"', lo, i) + 1, data.rfind(b" ", lo, i) + 1, data.rfind(b"\\", lo, i) + 1)
-        lo = _RUN_REST.match(data, i).end()  # type: ignore[union-attr]  (it matches the empty string)
+        rest = _RUN_REST.match(data, i)  # (it always matches: the empty string at worst)
+        lo = rest.end() if rest is not None else i
         decoded = data[start:lo]
         for _ in range(_PERCENT_ROUNDS):
             if not _PERCENT.search(decoded):

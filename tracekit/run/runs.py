@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..analysis.attribute import merge
 from ..analysis.compare import diff_attributions
-from ..errors import UsageError
+from ..errors import TracekitError, UsageError
 from ..io.paths import TRACE_SUFFIXES
 from ..results.attribution import Attribution, RunResult
 from ..results.diff import DiffResult, RunPair
@@ -122,17 +122,37 @@ def attribute_runs(found_runs: Discovered | tuple[Inputs, list[Run]], how: Plan,
     found, runs = (found_runs.inputs, found_runs.runs) if isinstance(found_runs, Discovered) else found_runs
     root = found.path
     files = [f for r in runs for f in r.files]
-    parts = iter(attribute_files(files, how))
-    results: list[RunResult] = []
-    for r in runs:
-        one = _one_run(r, [next(parts) for _ in r.files])
-        one.measured, notes = measured_beside(r.files, not_in=root if len(runs) > 1 or sweep else None)
-        one.warnings += notes
-        results.append(RunResult(name=r.name, attribution=one))
-    result = combine_runs(found.label, results)
+    parts = attribute_files(files, how, keep_going=len(runs) > 1 and not sweep)
+    results, skipped = _by_run(runs, parts, not_in=root if len(runs) > 1 or sweep else None)
+    result = usable_runs(found.label, results, skipped)
     result.warnings[:0] = found.warnings
     result.incomplete = result.incomplete or found.incomplete
     return result
+
+
+def _by_run(runs: list[Run], parts: list[Attribution | TracekitError],
+            not_in: Path | None) -> tuple[list[RunResult], list[tuple[str, TracekitError]]]:
+    """The files' results (in the runs' file order) as each run's own result, and the runs with a file that is no
+    usable trace (its name and that file's error): the sweep goes on without them."""
+    results: list[RunResult] = []
+    skipped: list[tuple[str, TracekitError]] = []
+    it = iter(parts)
+    for r in runs:
+        got = [next(it) for _ in r.files]
+        failed = [p for p in got if isinstance(p, TracekitError)]
+        if failed:
+            skipped.append((r.name, failed[0]))
+        else:
+            results.append(_run_result(r, [p for p in got if isinstance(p, Attribution)], not_in))
+    return results, skipped
+
+
+def _run_result(run: Run, parts: list[Attribution], not_in: Path | None) -> RunResult:
+    """A run's own result with its measured latency (a measured.json beside its traces, not in ``not_in``)."""
+    one = _one_run(run, parts)
+    one.measured, notes = measured_beside(run.files, not_in=not_in)
+    one.warnings += notes
+    return RunResult(name=run.name, attribution=one)
 
 
 def _one_run(run: Run, parts: list[Attribution]) -> Attribution:
@@ -158,6 +178,18 @@ def combine_runs(label: str, results: list[RunResult]) -> Attribution:
     result.runs = list(results)
     result.warnings = list(result.warnings)
     result.incomplete = result.incomplete or any(r.attribution.incomplete for r in results)
+    return result
+
+
+def usable_runs(label: str, results: list[RunResult], skipped: list[tuple[str, TracekitError]]) -> Attribution:
+    """:func:`combine_runs` of the runs that could be analysed; each run that could not (``skipped``: its name and
+    error) is named in one warning, and the result is incomplete (exit 3, as for a skipped file). Why: one dead run
+    of a 32-run sweep must not hide the other 31. With no run left, the first run's error is raised."""
+    if not results:
+        raise skipped[0][1]
+    result = combine_runs(label, results)
+    result.warnings[:0] = [f"run {name!r} skipped: {exc}" for name, exc in skipped]
+    result.incomplete = result.incomplete or bool(skipped)
     return result
 
 
