@@ -334,6 +334,22 @@ def test_a_trace_padded_with_zero_bytes_is_copied_to_its_end_with_exit_3(tmp_pat
     assert run_cli("attribute", out).returncode == run_cli("attribute", padded).returncode == 3
 
 
+def test_a_long_string_is_searched_for_a_cut_once(tmp_path, monkeypatch):
+    """A string (or run of spaces) longer than many blocks: each block is searched for a place to cut once, not
+    again with every block after it (that made 64 MiB of spaces take 10 s, and 2 GiB hours)."""
+    import tracekit.redact as red
+
+    scanned: list[int] = []
+    real = red._safe_cut
+    monkeypatch.setattr(red, "_safe_cut", lambda buf: scanned.append(len(buf)) or real(buf))
+    chunk, size = 1 << 12, 1 << 20
+    src = tmp_path / "long.json"
+    src.write_bytes(b'{"traceEvents": [{"name": "' + b"a" * size + b'"}, ' + b" " * size + b"]}")
+    st = redact_file(src, tmp_path / "out.json", chunk=chunk)
+    assert (tmp_path / "out.json").read_bytes() == src.read_bytes()
+    assert sum(scanned) < 3 * st.bytes_in, (sum(scanned), st.bytes_in)  # (quadratic: ~ size * size / chunk)
+
+
 def redact_bytes_of(data: bytes) -> bytes:
     from tracekit.redact import redact_bytes
 

@@ -13,6 +13,7 @@ The rules of ``REDACT_RULES`` (named, ordered) are applied to the trace's JSON t
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import zlib
@@ -298,28 +299,39 @@ def _at_keywords(data: bytes, stats: RedactStats | None) -> bytes:
 def _pieces(f: IO[bytes], stats: RedactStats, chunk: int = CHUNK) -> Iterator[bytes]:
     """The file's bytes in pieces that each end outside any string, after a comma (the last piece: at the end).
 
-    Input that is no JSON text is refused as the reader refuses it (:func:`_opening`), and a run of bytes that
-    no JSON text holds (zero bytes: a crash's padding, a sparse file) ends the copy where it starts
-    (:func:`_unjson`): neither is read into memory, which otherwise holds all text up to the next comma."""
+    Input that is no JSON text is refused as the reader refuses it (:func:`_opening`), and a byte that no JSON
+    text holds (zero bytes: a crash's padding, a sparse file) ends the copy where it is (:func:`_unjson`): neither
+    is read into memory. A block without a comma adds no place to cut, so it is only held, never searched again:
+    a long string (or run of spaces) costs its length once, not once per block."""
     blocks = decompressed_blocks(f, stats, chunk)
-    buf = yield from _opening(blocks, stats)
-    checked, cut_before = 0, False  # how much of buf was searched for such bytes; whether a piece was cut
-    for more in blocks:
-        stats.bytes_in += len(more)
-        buf += more
-        stats.peak_buffer = max(stats.peak_buffer, len(buf))
-        cut = _safe_cut(buf)
-        if cut:
-            yield buf[:cut]
-            buf, checked, cut_before = buf[cut:], 0, True
-            continue
-        end = _unjson(buf, checked, stats, cut_before)
-        if end is not None:
-            buf = buf[:end]
+    first = yield from _opening(blocks, stats)
+    pending: list[bytes] = []  # read, not yet yielded: no cut falls in it
+    size, cut_before = 0, False
+    for more in itertools.chain((first,), _counted(blocks, stats)):
+        size += len(more)
+        stats.peak_buffer = max(stats.peak_buffer, size)
+        new = more  # what is not yet searched for bytes no JSON holds
+        if b"," in more:
+            buf = b"".join([*pending, more])
+            cut = _safe_cut(buf)
+            if cut:
+                yield buf[:cut]
+                buf, new, cut_before = buf[cut:], buf[cut:], True
+            pending, size = [buf], len(buf)
+        else:
+            pending.append(more)
+        at = _unjson(new, stats, cut_before)
+        if at is not None:  # the copy ends there
+            pending, size = [b"".join(pending)[: size - len(new) + at]], size - len(new) + at
             break
-        checked = len(buf)
-    if buf:
-        yield buf
+    if size:
+        yield b"".join(pending)
+
+
+def _counted(blocks: Iterator[bytes], stats: RedactStats) -> Iterator[bytes]:
+    for block in blocks:
+        stats.bytes_in += len(block)
+        yield block
 
 
 def _opening(blocks: Iterator[bytes], stats: RedactStats) -> Generator[bytes, None, bytes]:
@@ -346,15 +358,14 @@ def _opening(blocks: Iterator[bytes], stats: RedactStats) -> Generator[bytes, No
     raise TraceFormatError(f"{stats.path}: not valid JSON at byte 0 (input data is empty)")
 
 
-def _unjson(buf: bytes, start: int, stats: RedactStats, cut_before: bool) -> int | None:
-    """Where in ``buf`` (no piece of which could be cut) a byte that no JSON text holds is, from ``start``: a
-    control character (JSON escapes them even inside strings). The copy ends there, as ``attribute`` salvages a
-    trace up to it (exit 3); with nothing cut before it, nothing is worth a copy: refused as ``attribute`` does.
-    None while there is none (one long string: it is copied whole)."""
-    m = _CONTROL.search(buf, start)
+def _unjson(text: bytes, stats: RedactStats, cut_before: bool) -> int | None:
+    """Where in ``text`` (the newest read, none of it cut off yet) a byte is that no JSON text holds: a control
+    character (JSON escapes them even inside strings). The copy ends there, as ``attribute`` salvages a trace up
+    to it (exit 3); with nothing cut before it, nothing is worth a copy: refused as ``attribute`` refuses it."""
+    m = _CONTROL.search(text)
     if m is None:
         return None
-    at = stats.bytes_in - len(buf) + m.start()
+    at = stats.bytes_in - len(text) + m.start()
     why = f"{m.group()!r} cannot be in JSON text"
     if not cut_before:
         raise TraceFormatError(f"{stats.path}: not valid JSON at byte {at:,} ({why})")
