@@ -401,6 +401,7 @@ def redact(path: Path, output: Path) -> None:
     paths (/home/<user>, /Users/<user>, C:\\Users\\<user> become <home>). The copy attributes like the original.
     Streamed: memory stays about 1 MiB plus the longest string of the trace.
     """
+    _sigterm_cleans_up()
     try:
         from .redact import RULE_WORDS, redact_path
 
@@ -659,6 +660,23 @@ class Interrupted(SystemExit):
 def _interrupted(signum: int, frame: object) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second Ctrl-C during the clean-up ends the process at once
     raise Interrupted(EXIT_INTERRUPTED)
+
+
+class Terminated(SystemExit):
+    """SIGTERM (``kill``, a scheduler stopping a job) during a trace copy: raised where the copy is, so that its
+    temp file is removed, as on Ctrl-C; the exit status is the one a shell shows for a killed process (143)."""
+
+
+def _sigterm_cleans_up() -> None:
+    """From here on, SIGTERM ends the command through its clean-up. Only for a command that starts no pool: forked
+    workers would inherit the handler, and then not die at once when their pool is terminated."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM during the clean-up ends the process at once
+    raise Terminated(128 + signum)
 
 
 def _quiet_echo(text: str) -> None:

@@ -13,18 +13,23 @@ The rules of ``REDACT_RULES`` (named, ordered) are applied to the trace's JSON t
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from .errors import UsageError
+from .errors import TraceFormatError, UsageError
 from .output import refuse_inputs, trace_copy
 
 CHUNK = 1 << 20
+_WS = b" \t\n\r"  # JSON's whitespace
+_BOM = b"\xef\xbb\xbf"
+_SCALAR_STARTS = frozenset(bytes([c]) for c in b'"-0123456789tfn')  # first bytes of a JSON text that is no object
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # bytes no JSON text holds, even in a string
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +108,12 @@ KEYWORD_RULES: tuple[RedactRule, ...] = (
                pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"\s*=\s*)(?!=)(?!<redacted)(?!" + _NOT_SECRET
                                   + rb"(?:[\s\"\\,;&]|$))[^\s\"\\,;&]+"),
                repl=rb"\1<redacted>", name_run=True, says="values assigned to secret-looking names (NAME=value)"),
+    # NAME: value in a dumped YAML config, an HTTP header or a log line (password: hunter2). Not a header's scheme
+    # (Authorization: Bearer …): the bearer rule, at the scheme's own keyword, takes the credential after it.
+    RedactRule(name="secret-colon",
+               pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"\s*: +)(?!<redacted)(?!" + _NOT_SECRET
+                                  + rb"(?:[\s\"\\,;&]|$))(?!(?:bearer|basic|token)\s)[^\s\"\\,;&]+"),
+               repl=rb"\1<redacted>", name_run=True, says="values of secret-looking names in NAME: value"),
     # "HF_TOKEN": "value" in a JSON object (an environment dumped as metadata)
     RedactRule(name="secret-member",
                pattern=re.compile(rb"(?i)(" + _NAME_WORD + _NAME_REST + rb"\"\s*:\s*\")(?!<redacted)(?!" + _NOT_SECRET
@@ -171,8 +182,77 @@ def unescape(data: bytes) -> bytes:
 
 def redact_bytes(data: bytes, stats: RedactStats | None = None) -> bytes:
     """``data`` (a piece of JSON text that splits no string) with its escapes decoded, then every rule applied
-    in order."""
-    data = unescape(data)
+    in order: to each percent-encoded run of text as it decodes (:func:`_percent_encoded`), then to all of it."""
+    return _rules(_percent_encoded(unescape(data), stats), stats)
+
+
+_PERCENT = re.compile(rb"%[0-9A-Fa-f]{2}")
+_RUN_REST = re.compile(rb'[^ "\\]*')  # the rest of a run of text: to a space, a quote or an escape
+_PERCENT_ROUNDS = 3  # decoded again while it changes: hf%255F… is hf%5F… once decoded, hf_… twice
+_RUN_SEP = b'"\x00"'  # between decoded runs: no rule's match spans a quote, a zero byte and a quote
+_UNSAFE = re.compile(rb'["\\\x00-\x1f\x7f-\xff%]')  # re-encoded in a redacted run: the JSON stays valid UTF-8
+
+
+def _percent_encoded(data: bytes, stats: RedactStats | None) -> bytes:
+    """Secrets written percent-encoded (a URL's query: ``?q=HF_TOKEN%3D…``, ``t=hf%5F…``): each run of text (to a
+    space, a quote or a JSON escape) that holds a ``%XX`` is decoded and the rules run on that. Where they replace
+    something, the run is written decoded and redacted, with every byte that could break the JSON (a quote, a
+    backslash, a control or non-ASCII byte, ``%``) encoded again; a run with nothing to redact stays byte for byte,
+    so a copy of a trace without such secrets is unchanged.
+
+    The rules run once over all the piece's decoded runs, joined by a separator no rule matches across (a match
+    that takes one in sends every run through on its own); only the runs they change are redacted one by one."""
+    runs = _percent_runs(data) if b"%" in data else []
+    if not runs:
+        return data
+    joined = _RUN_SEP.join(d for _, _, d in runs)
+    done = _rules(joined, None)
+    if done == joined:  # the usual case: nothing to redact in any decoded run
+        return data
+    out: list[bytes] = []
+    last = 0
+    for start, end, decoded in _changed(runs, done):
+        redacted = _rules(decoded, stats)
+        if redacted != decoded:
+            out += [data[last:start], _UNSAFE.sub(lambda c: b"%%%02X" % c.group()[0], redacted)]
+            last = end
+    out.append(data[last:])
+    return b"".join(out)
+
+
+def _changed(runs: list[tuple[int, int, bytes]], done: bytes) -> list[tuple[int, int, bytes]]:
+    """The runs that the rules changed in ``done`` (the joined runs, redacted); all of them where a match took a
+    separator in (or a run holds one), since the parts then no longer line up with the runs."""
+    parts = done.split(_RUN_SEP)
+    if len(parts) != len(runs) or any(_RUN_SEP in d for _, _, d in runs):
+        return runs
+    return [r for r, part in zip(runs, parts) if part != r[2]]
+
+
+def _percent_runs(data: bytes) -> list[tuple[int, int, bytes]]:
+    """Each run of ``data`` holding a ``%XX`` escape: where it starts and ends, and what it decodes to."""
+    from urllib.parse import unquote_to_bytes
+
+    runs = []
+    lo = 0  # where the previous run ended: no search goes back past it, so this is linear
+    for m in _PERCENT.finditer(data):
+        i = m.start()
+        if i < lo:
+            continue
+        start = max(lo, data.rfind(b'"', lo, i) + 1, data.rfind(b" ", lo, i) + 1, data.rfind(b"\\", lo, i) + 1)
+        rest = _RUN_REST.match(data, i)  # (it always matches: the empty string at worst)
+        lo = rest.end() if rest is not None else i
+        decoded = data[start:lo]
+        for _ in range(_PERCENT_ROUNDS):
+            if not _PERCENT.search(decoded):
+                break
+            decoded = unquote_to_bytes(decoded)
+        runs.append((start, lo, decoded))
+    return runs
+
+
+def _rules(data: bytes, stats: RedactStats | None) -> bytes:
+    """REDACT_RULES over ``data``, then KEYWORD_RULES at its keywords."""
     for rule in REDACT_RULES:
         data, n = rule.pattern.subn(rule.repl, data)
         if n and stats is not None:
@@ -217,18 +297,80 @@ def _at_keywords(data: bytes, stats: RedactStats | None) -> bytes:
 
 
 def _pieces(f: IO[bytes], stats: RedactStats, chunk: int = CHUNK) -> Iterator[bytes]:
-    """The file's bytes in pieces that each end outside any string, after a comma (the last piece: at the end)."""
-    buf = b""
-    for more in decompressed_blocks(f, stats, chunk):
-        stats.bytes_in += len(more)
-        buf += more
-        stats.peak_buffer = max(stats.peak_buffer, len(buf))
-        cut = _safe_cut(buf)
-        if cut:
-            yield buf[:cut]
-            buf = buf[cut:]
-    if buf:
-        yield buf
+    """The file's bytes in pieces that each end outside any string, after a comma (the last piece: at the end).
+
+    Input that is no JSON text is refused as the reader refuses it (:func:`_opening`), and a byte that no JSON
+    text holds (zero bytes: a crash's padding, a sparse file) ends the copy where it is (:func:`_unjson`): neither
+    is read into memory. A block without a comma adds no place to cut, so it is only held, never searched again:
+    a long string (or run of spaces) costs its length once, not once per block."""
+    blocks = decompressed_blocks(f, stats, chunk)
+    first = yield from _opening(blocks, stats)
+    pending: list[bytes] = []  # read, not yet yielded: no cut falls in it
+    size, cut_before = 0, False
+    for more in itertools.chain((first,), _counted(blocks, stats)):
+        size += len(more)
+        stats.peak_buffer = max(stats.peak_buffer, size)
+        new = more  # what is not yet searched for bytes no JSON holds
+        if b"," in more:
+            buf = b"".join([*pending, more])
+            cut = _safe_cut(buf)
+            if cut:
+                yield buf[:cut]
+                buf, new, cut_before = buf[cut:], buf[cut:], True
+            pending, size = [buf], len(buf)
+        else:
+            pending.append(more)
+        at = _unjson(new, stats, cut_before)
+        if at is not None:  # the copy ends there
+            pending, size = [b"".join(pending)[: size - len(new) + at]], size - len(new) + at
+            break
+    if size:
+        yield b"".join(pending)
+
+
+def _counted(blocks: Iterator[bytes], stats: RedactStats) -> Iterator[bytes]:
+    for block in blocks:
+        stats.bytes_in += len(block)
+        yield block
+
+
+def _opening(blocks: Iterator[bytes], stats: RedactStats) -> Generator[bytes, None, bytes]:
+    """Leading whitespace, yielded as it comes, then (returned) the first block with text, which must start a
+    JSON object or array: anything else is refused in the reader's words (``tracekit attribute`` refuses the same
+    file in the same line), after one block, not after reading a 2 GB file of zero bytes."""
+    at = 0
+    for block in blocks:
+        stats.bytes_in += len(block)
+        text = block[3:] if at == 0 and block.startswith(_BOM) else block
+        text = text.lstrip(_WS)
+        if not text:
+            at += len(block)
+            yield block
+            continue
+        head, where = text[:1], stats.bytes_in - len(text)
+        if head in _SCALAR_STARTS:
+            raise TraceFormatError(f"{stats.path}: JSON is not a PyTorch profiler trace (no 'traceEvents' list)")
+        if head not in (b"{", b"["):
+            why = f"no JSON text starts with {head!r}"
+            raise TraceFormatError(f"{stats.path}: not valid JSON at byte {where:,} ({why})")
+        stats.peak_buffer = max(stats.peak_buffer, len(block))
+        return block
+    raise TraceFormatError(f"{stats.path}: not valid JSON at byte 0 (input data is empty)")
+
+
+def _unjson(text: bytes, stats: RedactStats, cut_before: bool) -> int | None:
+    """Where in ``text`` (the newest read, none of it cut off yet) a byte is that no JSON text holds: a control
+    character (JSON escapes them even inside strings). The copy ends there, as ``attribute`` salvages a trace up
+    to it (exit 3); with nothing cut before it, nothing is worth a copy: refused as ``attribute`` refuses it."""
+    m = _CONTROL.search(text)
+    if m is None:
+        return None
+    at = stats.bytes_in - len(text) + m.start()
+    why = f"{m.group()!r} cannot be in JSON text"
+    if not cut_before:
+        raise TraceFormatError(f"{stats.path}: not valid JSON at byte {at:,} ({why})")
+    stats.damaged = f"not valid JSON from byte {at:,} ({why})"
+    return m.start()
 
 
 def decompressed_blocks(f: IO[bytes], stats: RedactStats | _Damage, chunk: int) -> Iterator[bytes]:

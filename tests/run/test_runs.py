@@ -273,3 +273,53 @@ def test_each_run_pair_leads_with_its_whole_step(tmp_path):
         else:
             assert (h["basis"], h["before_us"], h["after_us"], h["speedup"]) == \
                 (alone.headline.basis, alone.headline.before_us, alone.headline.after_us, alone.headline.speedup)
+
+
+# -- issue 41, row 12: one unusable run in a sweep ----------------------------------------------------------------
+
+GOOD = {"eager_64": 1, "eager_128": 2, "eager_256": 1, "eager_512": 2, "flash_64": 3, "flash_128": 1, "flash_256": 2}
+
+
+def _sweep_with_a_dead_run(root: Path, dead: str = "dead_32") -> Path:
+    """Seven runs of known blocks (31 µs busy each: more than a 2-process pool takes at once) and, read first, one
+    whose trace holds no profiler event."""
+    for name, layers in GOOD.items():
+        (root / name).mkdir(parents=True)
+        eager_trace(root / name / "host.pt.trace.json", layers=layers, steps=1)
+    (root / dead).mkdir(parents=True)
+    (root / dead / "host.pt.trace.json").write_text(
+        '{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}}]}')
+    return root
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_unusable_run_is_named_in_one_warning_skipped_and_exits_3(tmp_path, jobs):
+    from support.cli import run_cli
+
+    root = _sweep_with_a_dead_run(tmp_path / "sweep")
+    r = run_cli("attribute", root, "--by", "run", "--format", "json", "-j", jobs)
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+    warned = [w for w in r.stderr.splitlines() if "dead_32" in w]
+    assert len(warned) == 1 and warned[0].startswith("Warning: ") and "skipped" in warned[0], r.stderr
+    out = json.loads(r.stdout)
+    runs = {run["name"]: run for run in out["runs"]}
+    assert sorted(runs) == sorted(GOOD)
+    for name, layers in GOOD.items():
+        assert runs[name]["totals"]["blocks"] == layers
+        assert runs[name]["totals"]["total_us"] == pytest.approx(31 * layers)
+    assert out["totals"]["total_us"] == pytest.approx(31 * sum(GOOD.values()))
+    page = tmp_path / "r.html"
+    rep = run_cli("report", root, "-o", page, "-j", jobs)
+    assert rep.returncode == 3 and page.exists() and "Traceback" not in rep.stderr, rep.stderr
+    assert len([w for w in rep.stderr.splitlines() if "dead_32" in w]) == 1
+
+
+def test_a_sweep_with_no_usable_run_is_still_an_error(tmp_path):
+    from support.cli import run_cli
+
+    root = tmp_path / "sweep"
+    for name in ("dead_1", "dead_2"):
+        (root / name).mkdir(parents=True)
+        (root / name / "host.pt.trace.json").write_text('{"traceEvents": []}')
+    r = run_cli("attribute", root, "--by", "run")
+    assert r.returncode == 1 and r.stderr.startswith("Error: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr

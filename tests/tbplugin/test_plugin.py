@@ -113,3 +113,32 @@ def test_report_with_a_count_past_64_bits_in_measured_json_is_served(tmp_path: P
     data = embedded(resp.get_data(as_text=True))
     assert data["result"].get("measured") is None  # (the page's JSON holds no run-level warning to show)
     assert client.get("/report").status_code == 200  # every run (the sweep view)
+
+
+def test_the_all_runs_view_skips_an_unusable_run_and_names_it(tmp_path: Path) -> None:
+    """Issue 41, row 12: a run whose trace holds no profiler event made the tab's all-runs view a 400."""
+    import json
+    import re
+
+    from support.builders import eager_trace
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from tracekit.tbplugin import TracekitPlugin
+
+    logs = tmp_path / "logs"
+    for name, layers in (("run_a", 2), ("run_b", 1)):
+        (logs / name).mkdir(parents=True)
+        eager_trace(logs / name / "host.pt.trace.json", layers=layers, steps=1)
+    (logs / "run_dead").mkdir()
+    (logs / "run_dead" / "host.pt.trace.json").write_text('{"traceEvents": []}')
+    plugin = TracekitPlugin(base_plugin.TBContext(logdir=str(logs)))
+    report = Client(plugin.get_plugin_apps()["/report"])
+    resp = report.get("/report")
+    page = resp.get_data(as_text=True)
+    assert resp.status_code == 200, page[:300]
+    data = json.loads(re.search(r'<script type="application/json" id="tk-data">(.*?)</script>', page, re.S).group(1))
+    runs = {r["name"]: r["totals"] for r in data["result"]["runs"]}
+    assert sorted(runs) == ["run_a", "run_b"] and runs["run_a"]["blocks"] == 2 and runs["run_b"]["blocks"] == 1
+    assert len([w for w in data["result"]["warnings"] if "run_dead" in w]) == 1
+    assert report.get("/report", query_string={"run": "run_dead"}).status_code == 400  # the run alone: its error

@@ -293,6 +293,7 @@ def report_data(result: Attribution | DiffResult, tool: str, step: int | None = 
                 r["rest"] = rest_data(run.attribution)
                 _with_whatif(r, run.attribution)
                 r["run_row"]["span_per_step_us"] = per_step[r["name"]]
+            d["warnings"] = list(result.warnings)  # (a run skipped: the page names it, as stderr does)
             return {"report": SWEEP, "result": d}
         d["groups"] = groups_data(result)
         d["rest"] = rest_data(result)

@@ -711,6 +711,7 @@
           "profiled span per step, inflated by the profiler's own launch overhead; ") +
         "busy: device time in the blocks; idle: the share of their span the device waited. " +
         "Hollow points and LB: launch-bound runs (busy time and span are not the latency). Click a run for its report."));
+    (R.warnings || []).forEach(function (w) { add(parent, el("div", {"class": "warn"}, w)); });
     var parsed = runs.map(function (r) {
       return r.run_row.impl !== null ? {impl: r.run_row.impl, seq: r.run_row.seq, run: r} : null;
     });

@@ -18,7 +18,7 @@ from ..results.ranks import rank_view
 from .inputs import Inputs, ProgressFn
 from .measured import measured_beside
 from .plan import Plan, cpus, default_decode_workers, default_jobs, plan  # noqa: F401  (the run's plan, for callers)
-from .tasks import attribute_one
+from .tasks import attribute_one, unusable
 
 
 def attribute_inputs(found: Inputs, how: Plan, dask: str | None = None) -> Attribution:
@@ -32,7 +32,7 @@ def attribute_inputs(found: Inputs, how: Plan, dask: str | None = None) -> Attri
     if dask is not None:
         parts, files, failed = _on_dask(found, how, dask)
     else:
-        parts, files, failed = _here(found, how), found.files, []
+        parts, files, failed = [p for p in _here(found, how) if isinstance(p, Attribution)], found.files, []
     result = parts[0] if len(parts) == 1 else merge(parts, source=found.label)
     if len(parts) > 1:
         result.ranks = rank_view(parts, files, found.path)
@@ -44,32 +44,41 @@ def attribute_inputs(found: Inputs, how: Plan, dask: str | None = None) -> Attri
     return result
 
 
-def attribute_files(files: list[Path], how: Plan) -> list[Attribution]:
-    """One result per file, in file order (unmerged): run folders (tracekit.run.runs) group them their own way."""
-    return _here(Inputs(path=Path("."), files=files), how)
+def attribute_files(files: list[Path], how: Plan, *, keep_going: bool = False) -> list[Attribution | TracekitError]:
+    """One result per file, in file order (unmerged): run folders (tracekit.run.runs) group them their own way.
+
+    ``keep_going``: a file that is no usable trace (:func:`~tracekit.run.tasks.unusable`) gives its error in its
+    place and the other files are still read (``--by run`` skips that run); otherwise the error is raised."""
+    return _here(Inputs(path=Path("."), files=files), how, keep_going)
 
 
-def _here(found: Inputs, how: Plan) -> list[Attribution]:
+def _here(found: Inputs, how: Plan, keep_going: bool = False) -> list[Attribution | TracekitError]:
     """Each file analysed by this machine: one after the other, or in a process pool. URLs count files, local
-    files bytes."""
+    files bytes. Errors are in the list only with ``keep_going``."""
     targets: list[Path | str] = list(found.urls or found.files)
     sizes, names = _sizes(found), [f.name for f in found.files]
     if min(how.jobs, len(targets)) > 1 and not found.urls:
         from .pool import attribute_in_pool
 
-        return attribute_in_pool(found.files, sizes, names, how)
-    return _serial(targets, sizes, names, how)
+        return attribute_in_pool(found.files, sizes, names, how, keep_going)
+    return _serial(targets, sizes, names, how, keep_going)
 
 
-def _serial(targets: list[Path | str], sizes: list[int], names: list[str], how: Plan) -> list[Attribution]:
+def _serial(targets: list[Path | str], sizes: list[int], names: list[str], how: Plan,
+            keep_going: bool = False) -> list[Attribution | TracekitError]:
     """Files one after the other, here; a single file decoded by ``decode_workers`` processes."""
-    parts: list[Attribution] = []
+    parts: list[Attribution | TracekitError] = []
     total, before = sum(sizes), 0
     one = how if len(targets) == 1 else replace(how, decode_workers=1)
     for i, (target, size, name) in enumerate(zip(targets, sizes, names)):
         by_file = isinstance(target, str)  # a URL: progress steps once per file
         report = _reporter(how.progress, name, before, total) if how.progress is not None and not by_file else None
-        parts.append(attribute_one(target, one, report, tidy=i > 0))
+        try:
+            parts.append(attribute_one(target, one, report, tidy=i > 0))
+        except TracekitError as exc:
+            if not (keep_going and unusable(exc)):
+                raise
+            parts.append(exc)
         before += size
         if how.progress is not None and by_file:
             how.progress(name, before, total)

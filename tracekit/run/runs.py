@@ -13,12 +13,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 from ..analysis.attribute import merge
 from ..analysis.compare import diff_attributions
-from ..errors import UsageError
+from ..errors import TracekitError, UsageError
 from ..io.paths import TRACE_SUFFIXES
 from ..results.attribution import Attribution, RunResult
 from ..results.diff import DiffResult, RunPair
@@ -123,29 +122,44 @@ def attribute_runs(found_runs: Discovered | tuple[Inputs, list[Run]], how: Plan,
     found, runs = (found_runs.inputs, found_runs.runs) if isinstance(found_runs, Discovered) else found_runs
     root = found.path
     files = [f for r in runs for f in r.files]
-    results, unusable = _run_results(runs, iter(attribute_files(files, how)),
-                                     not_in=root if len(runs) > 1 or sweep else None)
-    result = combine_runs(found.label, results)
+    parts = attribute_files(files, how, keep_going=len(runs) > 1 and not sweep)
+    results, skipped, unusable = _by_run(runs, parts, not_in=root if len(runs) > 1 or sweep else None)
+    result = usable_runs(found.label, results, skipped)
     result.warnings[:0] = found.warnings
     result.warnings += [w for w in unusable if w not in result.warnings]  # (one run: its own warnings already)
     result.incomplete = result.incomplete or found.incomplete
     return result
 
 
-def _run_results(runs: list[Run], parts: Iterator[Attribution],
-                 not_in: Path | None) -> tuple[list[RunResult], list[str]]:
-    """Each run's own result, with the measured.json beside its traces (not one in ``not_in``); and the warning
-    for each unusable measured.json, which the runs' merge must say itself (it keeps no run's warnings: issue 41,
-    ``--by run`` said nothing of a NaN or a 10**23 there)."""
+def _by_run(runs: list[Run], parts: list[Attribution | TracekitError], not_in: Path | None,
+            ) -> tuple[list[RunResult], list[tuple[str, TracekitError]], list[str]]:
+    """The files' results (in the runs' file order) as each run's own result; the runs with a file that is no
+    usable trace (its name and that file's error: the sweep goes on without them); and the warning for each
+    unusable measured.json, which the runs' merge must say itself (it keeps no run's warnings: issue 41, ``--by run``
+    said nothing of a NaN or a 10**23 there)."""
     results: list[RunResult] = []
+    skipped: list[tuple[str, TracekitError]] = []
     unusable: list[str] = []
+    it = iter(parts)
     for r in runs:
-        one = _one_run(r, [next(parts) for _ in r.files])
-        one.measured, notes = measured_beside(r.files, not_in=not_in)
-        one.warnings += notes
-        unusable += notes
-        results.append(RunResult(name=r.name, attribution=one))
-    return results, unusable
+        got = [next(it) for _ in r.files]
+        failed = [p for p in got if isinstance(p, TracekitError)]
+        if failed:
+            skipped.append((r.name, failed[0]))
+        else:
+            one, notes = _run_result(r, [p for p in got if isinstance(p, Attribution)], not_in)
+            results.append(one)
+            unusable += notes
+    return results, skipped, unusable
+
+
+def _run_result(run: Run, parts: list[Attribution], not_in: Path | None) -> tuple[RunResult, list[str]]:
+    """A run's own result with its measured latency (a measured.json beside its traces, not in ``not_in``), and the
+    warnings of an unusable measured.json there."""
+    one = _one_run(run, parts)
+    one.measured, notes = measured_beside(run.files, not_in=not_in)
+    one.warnings += notes
+    return RunResult(name=run.name, attribution=one), notes
 
 
 def _one_run(run: Run, parts: list[Attribution]) -> Attribution:
@@ -171,6 +185,18 @@ def combine_runs(label: str, results: list[RunResult]) -> Attribution:
     result.runs = list(results)
     result.warnings = list(result.warnings)
     result.incomplete = result.incomplete or any(r.attribution.incomplete for r in results)
+    return result
+
+
+def usable_runs(label: str, results: list[RunResult], skipped: list[tuple[str, TracekitError]]) -> Attribution:
+    """:func:`combine_runs` of the runs that could be analysed; each run that could not (``skipped``: its name and
+    error) is named in one warning, and the result is incomplete (exit 3, as for a skipped file). Why: one dead run
+    of a 32-run sweep must not hide the other 31. With no run left, the first run's error is raised."""
+    if not results:
+        raise skipped[0][1]
+    result = combine_runs(label, results)
+    result.warnings[:0] = [f"run {name!r} skipped: {exc}" for name, exc in skipped]
+    result.incomplete = result.incomplete or bool(skipped)
     return result
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..analysis.attribute import attribute_trace
-from ..errors import TracekitError, TraceReadError
+from ..errors import TracekitError, TraceReadError, UsageError
 from ..io.load import load_trace
 from ..memory import one_file
 from ..model import Trace
@@ -26,6 +26,13 @@ if TYPE_CHECKING:
 
 # (bytes done, bytes total) of the one file being read
 FileProgress = Callable[[int, int], None]
+
+
+def unusable(exc: BaseException) -> bool:
+    """Whether ``exc``, one file's failure, leaves the other files worth reading: the file is not a usable trace
+    (not JSON, no profiler events, unreadable). Not a usage error (every file would fail alike), nor a worker
+    killed for memory (the next may be too)."""
+    return isinstance(exc, TracekitError) and not isinstance(exc, UsageError)
 
 
 def attribute_one(target: Path | str, plan: Plan, report: FileProgress | None = None, *,

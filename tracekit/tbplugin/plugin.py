@@ -26,7 +26,7 @@ from ..run.api import analyze_for_report, diff
 from ..run.inputs import Inputs
 from ..renderers.html import HTMLRenderer
 from ..results.measured import MEASURED_FILE
-from ..run.runs import Run, combine_runs, find_runs
+from ..run.runs import Run, find_runs, usable_runs
 from .annotated import AnnotatedCache, Refused, download_name, file_key
 
 PLUGIN_NAME = "tracekit"
@@ -96,6 +96,19 @@ class AnalysisCache:
                 self.analysed += 1
         return result
 
+    def sweep(self, label: str, runs: list[Run]) -> Any:
+        """Every run's analysis, combined (the all-runs view). A run that cannot be analysed (no usable trace) is
+        named in a warning and left out, as ``attribute --by run`` leaves it out; with none left, its error."""
+        from ..results.attribution import RunResult
+
+        results, skipped = [], []
+        for r in runs:
+            try:
+                results.append(RunResult(name=r.name, attribution=self.attribution(r)))
+            except TracekitError as exc:
+                skipped.append((r.name, exc))
+        return usable_runs(label, results, skipped)
+
     def _cached(self, run: Run) -> Any:
         sig = _signature(run.files)
         with self._lock:
@@ -158,10 +171,7 @@ class TracekitPlugin(base_plugin.TBPlugin):
                 runs = self.cache.runs()
                 if not runs:
                     return http_util.Respond(request, "no runs with profiler traces", "text/plain", code=404)
-                from ..results.attribution import RunResult
-
-                result = combine_runs(self.logdir.name if self.logdir else "logdir",
-                                      [RunResult(name=r.name, attribution=self.cache.attribution(r)) for r in runs])
+                result = self.cache.sweep(self.logdir.name if self.logdir else "logdir", runs)
             result.check()
         except KeyError as exc:
             return http_util.Respond(request, f"no run named {exc.args[0]!r}", "text/plain", code=404)
