@@ -364,7 +364,7 @@
     W.notes.forEach(function (n) { add(sec, el("div", {"class": "sub whatif-note"}, n)); });
   }
   function whatifRow(r) {
-    var label = nameCell(r.label), attrs = {"data-kind": r.label, "data-confidence": r.confidence};
+    var label = nameCell(r.label), attrs = {"data-whatif-kind": r.label, "data-confidence": r.confidence};
     var head = [label, cell(String(r.n), r.n), cell(r.shape), cell(fmt(r.eager_core_us), r.eager_core_us)];
     if (r.fused_us === null) {
       return {attrs: attrs, cells: head.concat([cell("\u2014", null, {title: r.reason}), cell(fmt(r.block_us), r.block_us),
