@@ -913,3 +913,31 @@ def test_the_whatif_section_draws_in_chromium_and_hostile_names_stay_inert(brows
     none = js(browser, f"var s = {sec}; return [s.querySelectorAll('table').length, "
                        "s.querySelector('.whatif-none').textContent]")
     assert none == [0, f"no prediction: {_whatif_of(_h100_trace(tmp_path))['reason']}"]
+
+
+# Issue 42: a page for a trace with no attention.
+
+
+@pytest.mark.slow
+def test_a_trace_without_attention_still_gets_its_step_and_the_time_outside_attention(browser, tmp_path):
+    """Issue 42: a ResNet-like trace (two steps of a 400 µs conv kernel and a 50 µs relu, 900 µs apart) drew
+    "no attention blocks found" and nothing else; now the median step (busy 450, span 900, idle 450 µs) and the
+    step outside attention by category, as the terminal prints them."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    for step, t0 in ((1, 0), (2, 1000)):
+        b.annotation(f"ProfilerStep#{step}", t0, 900)
+        b.op("aten::conv2d", t0 + 10, 100)
+        b.launch("implicit_convolve_sgemm<float, 1024, 5, 5, 3, 3, 3, 1, false>", t0 + 20, 5, t0 + 30, 400)
+        b.op("aten::relu", t0 + 120, 20)
+        b.launch("vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar>",
+                 t0 + 125, 5, t0 + 440, 50)
+    report(b.write(tmp_path / "resnet.json"), "-o", tmp_path / "r.html")
+    open_page(browser, tmp_path / "r.html")
+    shot(browser, "test_blockless")
+    lead = js(browser, "return document.querySelector('.lead').textContent")
+    assert lead == ("per step (median of 2): attention 0.0 \u00b5s \u00b7 busy 450 \u00b5s \u00b7 span 900 \u00b5s"
+                    " \u00b7 idle 450 \u00b5s")
+    assert "No attention blocks found" in js(browser, "return document.body.textContent")
+    rows = js(browser, "return Array.from(document.querySelectorAll('[data-section=\"rest\"] tr[data-rest-by]'))"
+                       ".map(r => [r.dataset.restBy, r.cells[1].textContent, +r.cells[2].dataset.v])")
+    assert rows == [["category", "other", 400], ["category", "elementwise", 50]]

@@ -407,6 +407,7 @@
     (R.warnings || []).forEach(function (w) { add(parent, el("div", {"class": "warn"}, w)); });
     if (!R.blocks.length) {
       add(parent, el("p", null, "No attention blocks found (try --scope REGEX to name your attention modules)."));
+      restSection(parent, R.rest);  /* the step is still worth a page: where its time went (the terminal's too) */
       whatifSection(parent, R.whatif);
       return;
     }
