@@ -325,7 +325,7 @@ def test_a_sweeps_run_draws_its_own_groups_and_profiled_span_per_step(browser, t
     result = tracekit.analyze(tmp_path / "sweep", jobs=1, by="run")
     open_page(browser, tmp_path / "s.html")
     points = browser.execute_script(
-        "return Array.from(document.querySelectorAll('[data-chart^=\"attention span per step\"] circle')).map("
+        "return Array.from(document.querySelectorAll('[data-chart^=\"attention span per step\"] .pt')).map("
         "c => [c.dataset.series + '_' + c.dataset.x, +c.dataset.v])")
     want = {r.name: r.span_per_step_us for r in run_rows(result)}
     assert len(points) == len(want) == 4

@@ -9,6 +9,7 @@ JSON. Figures are checked against hand-built traces whose answers are known by c
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -151,7 +152,7 @@ def test_sweep_report_rows_and_charts(browser, tmp_path):
         impl, seq = name.split("_")
         assert blocks == layers[(impl, int(seq))] and busy == pytest.approx(31 * blocks)
     charts = js(browser, "return Array.from(document.querySelectorAll('[data-chart]')).map(c => "
-                         "[c.dataset.chart, c.querySelectorAll('circle').length])")
+                         "[c.dataset.chart, c.querySelectorAll('.pt').length])")
     assert len(charts) == 4 and all(n == 4 for _, n in charts), charts
     titles = [t for t, _ in charts]
     # no measured.json: the latency chart is the profiled span, labelled so, and log axes say so
@@ -178,7 +179,7 @@ def test_sweep_report_shows_measured_latency(browser, tmp_path):
     report(root, "-o", tmp_path / "m.html")
     open_page(browser, tmp_path / "m.html")
     charts = js(browser, "return Array.from(document.querySelectorAll('[data-chart]')).map(c => [c.dataset.chart, "
-                         "Array.from(c.querySelectorAll('circle')).map(p => [p.dataset.series, +p.dataset.x, "
+                         "Array.from(c.querySelectorAll('.pt')).map(p => [p.dataset.series, +p.dataset.x, "
                          "+p.dataset.v])])")
     by_title = dict(charts)
     lat = by_title["latency (measured) (log scale)"]
@@ -187,7 +188,7 @@ def test_sweep_report_shows_measured_latency(browser, tmp_path):
     assert speed[("fast", 64)] == pytest.approx(4 / 5) and speed[("fast", 128)] == pytest.approx(8 / 2)
     assert speed[("eager", 64)] == 1
     heads = js(browser, "return Array.from(document.querySelectorAll('th')).map(t => t.textContent)")
-    assert "latency (measured)" in heads and "span (profiled)" in heads and "busy (profiled)" in heads
+    assert "latency (measured)" in heads and "span per step (profiled)" in heads and "busy per step (profiled)" in heads
     cells = js(browser, "return Array.from(document.querySelectorAll('tr[data-run=\"fast_128\"] td'))"
                         ".map(t => t.textContent)")
     # issue 37: the latency speedup, then the profiled step and attention speedups, kept apart and labelled
@@ -913,3 +914,146 @@ def test_the_whatif_section_draws_in_chromium_and_hostile_names_stay_inert(brows
     none = js(browser, f"var s = {sec}; return [s.querySelectorAll('table').length, "
                        "s.querySelector('.whatif-none').textContent]")
     assert none == [0, f"no prediction: {_whatif_of(_h100_trace(tmp_path))['reason']}"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 42: the sweep's charts (round log ticks, a 1× line, a colour-blind-safe palette with direct labels, the
+# table's time base, the runs left out named), its title, and a page for a trace with no attention.
+
+# Okabe and Ito's 8 colours (https://jfly.uni-koeln.de/color/), written out here: the test does not borrow the page's.
+OKABE_ITO = {"#000000", "#e69f00", "#56b4e9", "#009e73", "#0072b2", "#d55e00", "#cc79a7", "#f0e442"}
+# (impl, seq) -> eager layers per step (31 µs busy, 136 µs span each): sdpa and sdpa-cudnn are the same runs, so
+# their lines lie on each other; "odd" is not named <impl>_<seq>.
+CHART_RUNS = {("eager", 64): 1, ("eager", 128): 2, ("eager", 256): 4, ("sdpa", 64): 1, ("sdpa", 128): 1,
+              ("sdpa", 256): 2, ("sdpa-cudnn", 64): 1, ("sdpa-cudnn", 128): 1, ("sdpa-cudnn", 256): 2,
+              ("slow", 64): 2, ("slow", 128): 4, ("slow", 256): 8}
+
+CHARTS_JS = """return Array.from(document.querySelectorAll('[data-chart]')).map(c => ({
+    title: c.dataset.chart,
+    ticks: Array.from(c.querySelectorAll('text.tick')).map(t => [+t.dataset.tick, t.textContent, +t.getAttribute('y')]),
+    points: Array.from(c.querySelectorAll('.pt')).map(p => [p.dataset.series, +p.dataset.x, +p.dataset.v]),
+    lines: Array.from(c.querySelectorAll('polyline.series-line')).map(l => [l.dataset.series,
+        l.getAttribute('stroke').toLowerCase(), l.getAttribute('stroke-dasharray') || '']),
+    shapes: Array.from(c.querySelectorAll('.pt')).map(p => [p.dataset.series, p.dataset.shape]),
+    ref: Array.from(c.querySelectorAll('line.ref')).map(l => [+l.dataset.v, +l.getAttribute('y1')]),
+    refText: Array.from(c.querySelectorAll('.ref-label')).map(t => t.textContent),
+    labels: Array.from(c.querySelectorAll('g.end-label')).map(g => {
+        const b = g.querySelector('text').getBoundingClientRect();
+        return [g.dataset.series, g.querySelector('text').textContent, b.top, b.bottom]; })}))"""
+
+
+def chart_sweep(root: Path) -> Path:
+    for (impl, seq), n in CHART_RUNS.items():
+        (root / f"{impl}_{seq}").mkdir(parents=True)
+        eager_trace(root / f"{impl}_{seq}" / "t.pt.trace.json", layers=n, steps=2)
+    (root / "odd").mkdir()
+    eager_trace(root / "odd" / "t.pt.trace.json", layers=1, steps=2)
+    return root
+
+
+def round_125(lo: float, hi: float) -> list[float]:
+    """1, 2 and 5 × 10^k from the largest at or below ``lo`` to the smallest at or above ``hi``."""
+    vals = [m * 10.0 ** k for k in range(-4, 8) for m in (1, 2, 5)]
+    a = max(v for v in vals if v <= lo * (1 + 1e-9))
+    b = min(v for v in vals if v >= hi * (1 - 1e-9))
+    return [v for v in vals if a <= v <= b]
+
+
+@pytest.fixture(scope="module")
+def sweep_page(browser, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("charts")
+    report(chart_sweep(tmp / "sweep"), "-o", tmp / "s.html")
+    open_page(browser, tmp / "s.html")
+    shot(browser, "test_sweep_charts")
+    return {c["title"]: c for c in js(browser, CHARTS_JS)}
+
+
+@pytest.mark.slow
+def test_sweep_log_axes_tick_at_1_2_5_and_the_speedup_chart_draws_1x(browser, sweep_page):
+    """By construction the span per step runs 136 µs (1 layer) to 1.09 ms (8): ticks 100 µs … 2 ms; the step
+    speedups over eager are 0.5× (slow), 1× and 2× (sdpa): ticks 0.5×, 1×, 2×, and a line at 1×."""
+    span = sweep_page["attention span per step (profiled) (log scale)"]
+    assert [t[0] for t in span["ticks"]] == pytest.approx(round_125(136, 136 * 8)) == [100, 200, 500, 1000, 2000]
+    assert [t[1] for t in span["ticks"]] == ["100 \u00b5s", "200 \u00b5s", "500 \u00b5s", "1 ms", "2 ms"]
+    speed = sweep_page["step speedup over eager (profiled step busy) (log scale)"]
+    assert [t[0] for t in speed["ticks"]] == pytest.approx(round_125(0.5, 2)) == [0.5, 1, 2]
+    assert [t[1] for t in speed["ticks"]] == ["0.5\u00d7", "1\u00d7", "2\u00d7"]
+    assert {(s, x): v for s, x, v in speed["points"]}[("slow", 256)] == pytest.approx(0.5)
+    ((v, y),) = speed["ref"]
+    one = next(t for t in speed["ticks"] if t[0] == 1)
+    assert v == 1 and y == pytest.approx(one[2] - 4)  # on the 1× tick (its label sits 4 px below the level)
+    assert speed["refText"] == ["1\u00d7 = eager"]
+    for title, c in sweep_page.items():  # the linear (share) axes: round steps from 0
+        if "log scale" not in title:
+            ticks = [t[0] for t in c["ticks"]]
+            step = ticks[1] - ticks[0]
+            assert ticks[0] == 0 and all(b - a == pytest.approx(step) for a, b in zip(ticks, ticks[1:])), title
+            assert step / 10 ** math.floor(math.log10(step)) in (1, 2, 5), title
+
+
+@pytest.mark.slow
+def test_sweep_series_are_colour_blind_safe_and_labelled_at_their_ends(browser, sweep_page):
+    """Each series: an Okabe-Ito colour of its own and its own marker and dash, named once at its line's end;
+    sdpa and sdpa-cudnn lie on each other by construction, and both names show, apart."""
+    impls = {i for i, _ in CHART_RUNS}
+    for title, c in sweep_page.items():
+        colours = {s: col for s, col, _ in c["lines"]}
+        assert colours.keys() == impls and set(colours.values()) <= OKABE_ITO, title
+        assert len(set(colours.values())) == len(impls), title
+        looks = {s: (dict(c["shapes"])[s], dash) for s, _, dash in c["lines"]}
+        assert looks["sdpa"] != looks["sdpa-cudnn"] and len(set(looks.values())) == len(impls), title
+        assert sorted(s for s, *_ in c["labels"]) == sorted(impls) and all(s == t for s, t, *_ in c["labels"])
+        boxes = sorted((top, bottom) for *_, top, bottom in c["labels"])
+        assert all(b[0] >= a[1] - 0.5 for a, b in zip(boxes, boxes[1:])), (title, boxes)  # no two overlap
+
+
+@pytest.mark.slow
+def test_sweep_charts_and_table_share_one_time_base(browser, sweep_page):
+    """The span chart and the table both show the span per step (136 µs per layer by construction), and the
+    table's busy is per step too (31 µs per layer), each column and chart title saying so."""
+    heads = js(browser, "return Array.from(document.querySelectorAll('th')).map(t => t.textContent)")
+    assert "busy per step (profiled)" in heads and "span per step (profiled)" in heads
+    busy_col, span_col = heads.index("busy per step (profiled)"), heads.index("span per step (profiled)")
+    rows = js(browser, "return Array.from(document.querySelectorAll('tr[data-run]')).map(r => [r.dataset.run, "
+                       f"+r.cells[{busy_col}].dataset.v, +r.cells[{span_col}].dataset.v])")
+    table = {name: (busy, span) for name, busy, span in rows}
+    charted = {f"{s}_{x}": v for s, x, v in sweep_page["attention span per step (profiled) (log scale)"]["points"]}
+    for (impl, seq), n in CHART_RUNS.items():
+        assert table[f"{impl}_{seq}"] == (pytest.approx(31 * n), pytest.approx(136 * n))
+        assert charted[f"{impl}_{seq}"] == pytest.approx(table[f"{impl}_{seq}"][1])
+
+
+@pytest.mark.slow
+def test_sweep_names_its_uncharted_runs_and_itself_once(browser, sweep_page):
+    """A run not named <impl>_<seq> keeps its table row and is named under the charts; the title names the
+    folder once ("sweep: sweep (32 runs)" before)."""
+    assert js(browser, "return document.querySelector('h1').textContent") == "tracekit report: sweep (13 runs)"
+    note = js(browser, "return Array.from(document.querySelectorAll('.uncharted')).map(e => e.textContent)")
+    assert note == ["not charted: odd (not named <impl>_<seq>)"]
+    assert js(browser, "return document.querySelectorAll('tr[data-run=\"odd\"]').length") == 1
+    assert all(s != "odd" for c in sweep_page.values() for s, *_ in c["points"])
+
+
+@pytest.mark.slow
+def test_a_trace_without_attention_still_gets_its_step_and_the_time_outside_attention(browser, tmp_path):
+    """Issue 42: a ResNet-like trace (two steps of a 400 µs conv kernel and a 50 µs relu, 900 µs apart) drew
+    "no attention blocks found" and nothing else; now the median step (busy 450, span 900, idle 450 µs) and the
+    step outside attention by category, as the terminal prints them."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    for step, t0 in ((1, 0), (2, 1000)):
+        b.annotation(f"ProfilerStep#{step}", t0, 900)
+        b.op("aten::conv2d", t0 + 10, 100)
+        b.launch("implicit_convolve_sgemm<float, 1024, 5, 5, 3, 3, 3, 1, false>", t0 + 20, 5, t0 + 30, 400)
+        b.op("aten::relu", t0 + 120, 20)
+        b.launch("vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar>",
+                 t0 + 125, 5, t0 + 440, 50)
+    report(b.write(tmp_path / "resnet.json"), "-o", tmp_path / "r.html")
+    open_page(browser, tmp_path / "r.html")
+    shot(browser, "test_blockless")
+    lead = js(browser, "return document.querySelector('.lead').textContent")
+    assert lead == ("per step (median of 2): attention 0.0 \u00b5s \u00b7 busy 450 \u00b5s \u00b7 span 900 \u00b5s"
+                    " \u00b7 idle 450 \u00b5s")
+    assert "No attention blocks found" in js(browser, "return document.body.textContent")
+    rows = js(browser, "return Array.from(document.querySelectorAll('[data-section=\"rest\"] tr[data-rest-by]'))"
+                       ".map(r => [r.dataset.restBy, r.cells[1].textContent, +r.cells[2].dataset.v])")
+    assert rows == [["category", "other", 400], ["category", "elementwise", 50]]

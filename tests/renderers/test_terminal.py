@@ -507,3 +507,24 @@ def test_a_trace_without_attention_still_says_where_its_steps_went(tmp_path):
     assert "no attention blocks found" in text
     outside = text[text.index("outside attention"):]  # (by construction: the conv kernel 400 µs, the relu's 50)
     assert "other 400 µs · elementwise 50.0 µs" in outside
+
+
+def test_a_sweeps_roof_heading_names_the_pooling_outside_the_roofs_words(tmp_path):
+    """Issue 42: a sweep's pooled label was added to the end of the roof heading's first wrapped line, so at some
+    widths it landed inside the roof's own words ("(dense (pooled over 32 runs) peaks)"). At every width the
+    heading, unwrapped, names the pooling once, before the roof, and keeps "(dense peaks)" whole."""
+    from support.builders import two_fp32_products
+
+    for name in ("eager_64", "fast_64"):
+        b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+        two_fp32_products(b)  # recorded shapes: a roofline heading to wrap
+        (tmp_path / "sweep" / name).mkdir(parents=True)
+        b.write(tmp_path / "sweep" / name / "t.pt.trace.json")
+    res = analyze(str(tmp_path / "sweep"), by="run").check()
+    for width in range(40, 200, 3):
+        lines = TerminalRenderer(width=width, by="run").render(res).splitlines()
+        i = next(k for k, x in enumerate(lines) if x.startswith("efficiency"))
+        part = [x.strip() for x in lines[i:]]
+        heading = " ".join(part[:next(k for k, x in enumerate(part) if x.startswith("block kind"))])
+        assert heading.startswith("efficiency of kernels with recorded shapes (pooled over 2 runs) — roof: "), heading
+        assert heading.count("pooled over") == 1 and heading.endswith("(dense peaks)"), (width, heading)

@@ -276,23 +276,23 @@ def report_data(result: Attribution | DiffResult, tool: str, step: int | None = 
     a folder of runs the merged ``blocks``: each run carries its own), plus each attribution's ``timeline`` of
     one step (``step``, else its median step; tracekit.results.timeline), its ``groups`` (groups_data), its
     ``rest`` of the step (rest_data) and, where the analysis made one, its ``whatif`` (whatif_data). A folder's
-    run rows carry ``span_per_step_us``. A diff carries ``pair_groups`` (pair_groups_data), ``rest``
-    (rest_change_data) and ``timelines``, one per side (``before``/``after``), that the page draws on one time
-    scale.
+    run rows carry ``span_per_step_us`` and ``busy_per_step_us`` (the charts' and the run table's time base). A
+    diff carries ``pair_groups`` (pair_groups_data), ``rest`` (rest_change_data) and ``timelines``, one per side
+    (``before``/``after``), that the page draws on one time scale.
     """
     if isinstance(result, Attribution):
         d = _drawn(to_dict(result, tool))
         if result.runs:
             d["blocks"] = []
             cap = run_cap(len(result.runs))  # the runs share the page's kernel budget
-            per_step = {r.name: _r(r.span_per_step_us) for r in run_rows(result)}
+            per_step = {r.name: (_r(r.span_per_step_us), _r(r.busy_us / r.steps)) for r in run_rows(result)}
             d["runs"] = [_with_timeline(_drawn(r), run.attribution, step, cap)
                          for r, run in zip(d["runs"], result.runs)]
             for r, run in zip(d["runs"], result.runs):
                 r["groups"] = groups_data(run.attribution)
                 r["rest"] = rest_data(run.attribution)
                 _with_whatif(r, run.attribution)
-                r["run_row"]["span_per_step_us"] = per_step[r["name"]]
+                r["run_row"]["span_per_step_us"], r["run_row"]["busy_per_step_us"] = per_step[r["name"]]
             d["warnings"] = list(result.warnings)  # (a run skipped: the page names it, as stderr does)
             return {"report": SWEEP, "result": d}
         d["groups"] = groups_data(result)

@@ -8,8 +8,6 @@
   var CAT_COL = {matmul: "#4e79a7", softmax: "#f28e2b", fused_attention: "#59a14f", memory: "#e15759",
                  elementwise: "#76b7b2", other: "#b8b0ac"};
   var ROLE_COL = ["#1f4e79", "#6a9fd4", "#a9c8ea", "#c7b8e8", "#8c6bb1", "#ddd"];
-  var PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-                 "#9c755f", "#bab0ac"];
 
   function el(tag, attrs, text) {
     var e = document.createElement(tag);
@@ -407,6 +405,7 @@
     (R.warnings || []).forEach(function (w) { add(parent, el("div", {"class": "warn"}, w)); });
     if (!R.blocks.length) {
       add(parent, el("p", null, "No attention blocks found (try --scope REGEX to name your attention modules)."));
+      restSection(parent, R.rest);  /* the step is still worth a page: where its time went (the terminal's too) */
       whatifSection(parent, R.whatif);
       return;
     }
@@ -704,12 +703,13 @@
   function renderSweep(parent, R) {
     var runs = R.runs;
     var measured = runs.some(function (r) { return r.run_row.latency_ms !== null; });
-    add(parent, el("h1", null, "sweep: " + R.source + " (" + runs.length + " runs)"));
+    add(parent, el("h1", null, "tracekit report: " + R.source + " (" + runs.length + " runs)"));
     add(parent, el("div", {"class": "sub"}, (measured
         ? "latency: measured outside the profiler (one forward pass, measured.json); "
         : "latency: no run has a measured latency (measured.json), so the charts show the attention blocks' " +
           "profiled span per step, inflated by the profiler's own launch overhead; ") +
-        "busy: device time in the blocks; idle: the share of their span the device waited. " +
+        "busy and span: the blocks' device time and extent per step (a run's totals over its steps, divided by " +
+        "them); idle: the share of their span the device waited. " +
         "Hollow points and LB: launch-bound runs (busy time and span are not the latency). Click a run for its report."));
     (R.warnings || []).forEach(function (w) { add(parent, el("div", {"class": "warn"}, w)); });
     var parsed = runs.map(function (r) {
@@ -748,10 +748,10 @@
     var base = baseline ? baseline.replace(/[_-]\d+$/, "") : "\u2014";
     if (ok && seqs.length > 1) {
       var charts = add(parent, el("div", {"class": "charts"}));
-      var col = function (impl) { return PALETTE[impls.indexOf(impl) % PALETTE.length]; };
+      var col = function (impl) { return SERIES_COL[impls.indexOf(impl) % SERIES_COL.length]; };
       lineChart(charts, measured ? "latency (measured)" : "attention span per step (profiled)", impls, seqs,
                 function (impl, seq) { var r = byKey[impl + "\u0000" + seq]; return r ? latency(r) : null; },
-                fmt, col, true, lb);
+                fmt, col, true, lb, {tick: timeTick});
       lineChart(charts, lat ? "latency speedup over " + base + " (measured)"
                             : "step speedup over " + base + " (profiled step busy)",
                 impls, seqs,
@@ -759,24 +759,25 @@
                   var r = byKey[impl + "\u0000" + seq];
                   return !r ? null : r.run_row[plotted] !== null ? r.run_row[plotted] : (impl === base ? 1 : null);
                 },
-                function (v) { return v.toFixed(2) + "\u00d7"; }, col, true, speedLB);
+                function (v) { return v.toFixed(2) + "\u00d7"; }, col, true, speedLB,
+                {tick: speedTick, ref: {v: 1, label: "1\u00d7 = " + base}});
       if (runs.some(function (r) { return r.run_row.idle_pct !== null; })) {  /* device runs: a CPU has no idle device */
         lineChart(charts, "idle share of the attention span", impls, seqs, function (impl, seq) {
           var r = byKey[impl + "\u0000" + seq]; return r && r.run_row.idle_pct !== null ? r.run_row.idle_pct / 100 : null;
-        }, pct, col, false, lb);
+        }, pct, col, false, lb, {tick: pctTick});
       }
       lineChart(charts, "attention share of device busy time", impls, seqs, function (impl, seq) {
         var r = byKey[impl + "\u0000" + seq]; return r ? r.totals.attention_share : null;
-      }, pct, col, false, lb);
-      legend(parent, impls, col);
+      }, pct, col, false, lb, {tick: pctTick});
+      unchartedNote(parent, runs);
     }
     add(parent, el("h2", null, "Runs"));
     var detail = el("div", {"class": "detail"});
     table(parent, [{name: "run"}, {name: "blocks", num: true}, {name: "latency (measured)", num: true},
                    {name: "latency speedup over " + base + " (measured)", num: true},
                    {name: "step speedup (profiled)", num: true}, {name: "attention speedup (profiled)", num: true},
-                   {name: "busy (profiled)", num: true},
-                   {name: "span (profiled)", num: true}, {name: "idle", num: true},
+                   {name: "busy per step (profiled)", num: true},
+                   {name: "span per step (profiled)", num: true}, {name: "idle", num: true},
                    {name: "attention share", num: true}, {name: "largest category"}],
           runs.map(function (r) {
             var t = r.totals, w = r.run_row, big = null;
@@ -787,8 +788,8 @@
                             cell(speedText(w, "latency_speedup"), w.latency_speedup),
                             cell(speedText(w, "step_speedup"), w.step_speedup),
                             cell(speedText(w, "attention_speedup"), w.attention_speedup),
-                            cell(fmt(t.total_us), t.total_us),
-                            cell(fmt(t.span_us), t.span_us),
+                            perStepCell(w.busy_per_step_us, t.total_us, w.steps),
+                            perStepCell(w.span_per_step_us, t.span_us, w.steps),
                             cell(w.idle_pct === null ? "\u2014" : pct(w.idle_pct / 100) + (w.launch_bound ? " LB" : ""), w.idle_pct),
                             cell(pct(t.attention_share), t.attention_share),
                             cell(big && t.total_us > 0 ? big + " " + pct(t.categories[big] / t.total_us) : "\u2014")]};
@@ -800,44 +801,170 @@
     parent.appendChild(detail);
   }
 
-  /* One line per series over a log2 x axis (sequence length); y linear from 0, or log when asked. */
-  function lineChart(parent, title, series, xs, value, fmtY, colour, logY, hollow) {
+  /* A run's busy or span per step (the charts' time base; Python divided the totals by the run's steps), its
+     total over the steps on hover. */
+  function perStepCell(us, total, steps) {
+    return cell(fmt(us), us, {title: fmt(total) + " over " + steps + (steps === 1 ? " step" : " steps")});
+  }
+
+  /* One line per series over a log2 x axis (sequence length); y linear from 0, or log when asked. Round ticks
+     (1, 2, 5 × 10^k on a log axis; niceStep's on a linear one, from 0), a reference line where opts.ref asks
+     (the speedup chart's 1×), and each series labelled at its line's end (directLabels): a colour-blind-safe
+     colour, a marker shape and a dash of its own, so that two series drawn on top of each other still show. */
+  function lineChart(parent, title, series, xs, value, fmtY, colour, logY, hollow, opts) {
+    opts = opts || {};
     if (logY) title += " (log scale)";
-    var W = 370, H = 240, padL = 66, padR = 18, padT = 22, padB = 30;
+    var W = 470, H = 250, padL = 58, padR = 112, padT = 22, padB = 30;
     var box = add(parent, el("div", {"class": "chart", "data-chart": title}));
     var svg = add(box, sv("svg", {viewBox: "0 0 " + W + " " + H, width: W, height: H}));
-    add(svg, sv("text", {x: W / 2, y: 14, "text-anchor": "middle", "font-weight": "bold"}, title));
+    add(svg, sv("text", {x: (W - padR + padL) / 2, y: 14, "text-anchor": "middle", "font-weight": "bold",
+                         "class": "chart-title"}, title));
     var vals = [];
     series.forEach(function (s) { xs.forEach(function (x) { var v = value(s, x); if (v !== null && v > 0) vals.push(v); }); });
     if (!vals.length) return;
-    var lo = Math.min.apply(null, vals), hi = Math.max.apply(null, vals);
-    if (!logY) lo = 0;
-    if (hi <= lo) hi = lo * 2 || 1;
+    if (opts.ref) vals.push(opts.ref.v);
+    var ax = logY ? logTicks(Math.min.apply(null, vals), Math.max.apply(null, vals))
+                  : linTicks(Math.max.apply(null, vals));
     var f = logY ? Math.log : function (v) { return v; };
     function X(i) { return padL + (W - padL - padR) * (xs.length > 1 ? i / (xs.length - 1) : 0.5); }
-    function Y(v) { return padT + (H - padT - padB) * (1 - (f(v) - f(lo)) / (f(hi) - f(lo))); }
+    function Y(v) { return padT + (H - padT - padB) * (1 - (f(v) - f(ax.lo)) / (f(ax.hi) - f(ax.lo))); }
+    var tickText = opts.tick || fmtY;
+    ax.ticks.forEach(function (v) {
+      add(svg, sv("line", {x1: padL, x2: W - padR, y1: Y(v), y2: Y(v), stroke: "#eee"}));
+      add(svg, sv("text", {x: padL - 4, y: Y(v) + 4, "text-anchor": "end", "class": "tick", "data-tick": v},
+                  tickText(v)));
+    });
     add(svg, sv("line", {x1: padL, x2: padL, y1: padT, y2: H - padB, stroke: "#aaa"}));
     add(svg, sv("line", {x1: padL, x2: W - padR, y1: H - padB, y2: H - padB, stroke: "#aaa"}));
-    [lo, logY ? Math.sqrt(lo * hi) : (lo + hi) / 2, hi].forEach(function (v) {
-      add(svg, sv("text", {x: padL - 4, y: Y(v) + 4, "text-anchor": "end"}, fmtY(v)));
-      add(svg, sv("line", {x1: padL, x2: W - padR, y1: Y(v), y2: Y(v), stroke: "#eee"}));
-    });
+    if (opts.ref) refLine(svg, Y(opts.ref.v), padL, W - padR, (X(0) + X(Math.min(1, xs.length - 1))) / 2, opts.ref);
     xs.forEach(function (x, i) { add(svg, sv("text", {x: X(i), y: H - padB + 14, "text-anchor": "middle"}, String(x))); });
-    add(svg, sv("text", {x: (W + padL) / 2, y: H - 3, "text-anchor": "middle"}, "sequence length"));
-    series.forEach(function (s) {
-      var pts = [];
+    add(svg, sv("text", {x: (W - padR + padL) / 2, y: H - 3, "text-anchor": "middle"}, "sequence length"));
+    var ends = [];
+    series.forEach(function (s, k) {
+      var st = seriesStyle(k, colour(s)), pts = [], last = null;
       xs.forEach(function (x, i) {
         var v = value(s, x);
         if (v === null || v <= 0) return;
         pts.push(X(i).toFixed(1) + "," + Y(v).toFixed(1));
+        last = {x: X(i), y: Y(v)};
+      });
+      if (pts.length > 1) add(svg, sv("polyline", {points: pts.join(" "), fill: "none", stroke: st.colour,
+                                                    "stroke-width": 1.8, "stroke-dasharray": st.dash,
+                                                    "data-series": s, "class": "series-line"}));
+      xs.forEach(function (x, i) {
+        var v = value(s, x);
+        if (v === null || v <= 0) return;
         var open = hollow ? hollow(s, x) : false;  /* a launch-bound run: its figure is not the latency */
-        tip(add(svg, sv("circle", {cx: X(i), cy: Y(v), r: 3, fill: open ? "#fff" : colour(s), stroke: colour(s),
-                                   "data-series": s, "data-x": x, "data-v": v, "data-launch-bound": open ? "1" : "0"})),
+        tip(marker(svg, st, X(i), Y(v), open, {"class": "pt", "data-series": s, "data-x": x, "data-v": v,
+                                               "data-launch-bound": open ? "1" : "0"}),
             s + " @ " + x + ": " + fmtY(v) + (open ? " (launch-bound)" : ""));
       });
-      if (pts.length > 1) add(svg, sv("polyline", {points: pts.join(" "), fill: "none", stroke: colour(s),
-                                                    "stroke-width": 1.6}));
+      if (last) ends.push({series: s, style: st, x: last.x, y: last.y});
     });
+    directLabels(svg, ends, W - padR + 6, padT, H - padB);
+  }
+
+  /* Okabe and Ito's 8 colours, told apart with the common colour-vision deficiencies (black first: the baseline
+     is the first series when it is eager); each series also gets a marker shape and a dash (seriesStyle). */
+  var SERIES_COL = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#F0E442"];
+  var SHAPES = ["circle", "square", "triangle", "diamond", "triangle-down"];
+  var DASHES = ["", "6 3", "2 2.5"];
+  /* Series k's look: 5 shapes × 3 dashes never repeat within 15 series, and two series of one colour (past 8)
+     differ in shape or dash. */
+  function seriesStyle(k, colour) {
+    return {colour: colour, shape: SHAPES[k % SHAPES.length], dash: DASHES[k % DASHES.length]};
+  }
+  /* The corners of each marker but the circle, in units of its radius around its centre. */
+  var SHAPE_PTS = {square: [[-0.85, -0.85], [0.85, -0.85], [0.85, 0.85], [-0.85, 0.85]],
+                   triangle: [[0, -1.1], [1, 0.8], [-1, 0.8]], diamond: [[0, -1.2], [1, 0], [0, 1.2], [-1, 0]],
+                   "triangle-down": [[0, 1.1], [1, -0.8], [-1, -0.8]]};
+  function marker(svg, st, x, y, open, attrs) {
+    var r = 3.6, d;
+    if (st.shape === "circle") {
+      d = "M" + (x - r) + "," + y + "a" + r + "," + r + " 0 1,0 " + 2 * r + ",0a" + r + "," + r + " 0 1,0 " +
+          -2 * r + ",0Z";
+    } else {
+      d = "M" + SHAPE_PTS[st.shape].map(function (p) { return (x + p[0] * r) + "," + (y + p[1] * r); }).join("L") + "Z";
+    }
+    var a = {d: d, fill: open ? "#fff" : st.colour, stroke: st.colour, "stroke-width": 1.3, "data-shape": st.shape};
+    for (var k in attrs) a[k] = attrs[k];
+    return add(svg, sv("path", a));
+  }
+
+  /* Each series' name at its line's end, in the plot's right margin: a key (its dash and marker) then the name,
+     moved apart where ends crowd (a leader line joins a moved label to its end), so that series which end on
+     the same point (sdpa and sdpa-cudnn) are each named. */
+  function directLabels(svg, ends, x0, top, bottom) {
+    var gap = 13;  /* a 10 px label's line box */
+    ends.sort(function (a, b) { return a.y - b.y; });
+    var ys = ends.map(function (e) { return e.y; });
+    for (var i = 1; i < ys.length; i++) ys[i] = Math.max(ys[i], ys[i - 1] + gap);
+    if (ys.length && ys[ys.length - 1] > bottom + 4) {  /* pushed below the plot: move the crowd up */
+      ys[ys.length - 1] = bottom + 4;
+      for (var j = ys.length - 2; j >= 0; j--) ys[j] = Math.min(ys[j], ys[j + 1] - gap);
+    }
+    ends.forEach(function (e, k) {
+      var y = ys[k], g = add(svg, sv("g", {"class": "end-label", "data-series": e.series, "data-y": y.toFixed(1)}));
+      if (Math.abs(y - e.y) > 1) add(g, sv("line", {x1: e.x + 4, y1: e.y, x2: x0 - 1, y2: y, stroke: e.style.colour,
+                                                    "stroke-width": 0.8, "class": "leader"}));
+      add(g, sv("line", {x1: x0, x2: x0 + 16, y1: y, y2: y, stroke: e.style.colour, "stroke-width": 1.8,
+                         "stroke-dasharray": e.style.dash}));
+      marker(g, e.style, x0 + 8, y, false, {});
+      add(g, sv("text", {x: x0 + 20, y: y + 3.5, "font-size": 10, "class": "end-name"}, e.series));
+    });
+  }
+
+  /* A reference level across the plot (the speedup chart's 1×: the baseline), labelled above it at labelX (between
+     two sequence lengths' markers: the baseline's own line lies on it). */
+  function refLine(svg, y, x1, x2, labelX, ref) {
+    add(svg, sv("line", {x1: x1, x2: x2, y1: y, y2: y, stroke: "#5b6576", "stroke-width": 1.2,
+                         "stroke-dasharray": "4 3", "class": "ref", "data-v": ref.v}));
+    add(svg, sv("text", {x: labelX, y: y - 4, "font-size": 10, "text-anchor": "middle", "class": "ref-label"},
+                ref.label));
+  }
+
+  /* A log axis over [lo, hi]: it widens to the nearest 1, 2 or 5 × 10^k outside the data (to the next one up
+     where lo = hi), and ticks at each such value inside (only the powers of ten when that makes more than 7). */
+  function logTicks(lo, hi) {
+    var all = [];
+    for (var k = Math.floor(Math.log(lo) / Math.LN10) - 1; k <= Math.ceil(Math.log(hi) / Math.LN10) + 1; k++) {
+      [1, 2, 5].forEach(function (m) { all.push(round125(m, k)); });
+    }
+    var a = all.filter(function (v) { return v <= lo * (1 + 1e-9); }).pop();
+    var b = all.filter(function (v) { return v >= hi * (1 - 1e-9); })[0];
+    if (b <= a) b = all[all.indexOf(a) + 1];  /* one level (every run at 1×): the axis still has a height */
+    var ticks = all.filter(function (v) { return v >= a && v <= b; });
+    if (ticks.length > 7) {
+      var tens = ticks.filter(function (v) {
+        var e = Math.log(v) / Math.LN10;
+        return Math.abs(e - Math.round(e)) < 1e-9;
+      });
+      if (tens.length >= 2) ticks = tens;
+    }
+    return {lo: a, hi: b, ticks: ticks};
+  }
+  /* m × 10^k without the float noise of Math.pow (0.1 * 2 = 0.2, never 0.20000000000000004). */
+  function round125(m, k) { return k >= 0 ? m * Math.pow(10, k) : m / Math.pow(10, -k); }
+  /* A linear axis from 0 to a round top, ticks niceStep apart. */
+  function linTicks(hi) {
+    var step = niceStep(hi / 5), top = Math.ceil(hi / step - 1e-9) * step, ticks = [];
+    for (var k = 0; k * step <= top + step * 1e-6; k++) ticks.push(Number((k * step).toPrecision(12)));
+    return {lo: 0, hi: top, ticks: ticks};
+  }
+  /* Tick labels on round values: "500 µs", "2 ms", "0.5×", "40%": no digits beyond the tick's own. */
+  function timeTick(us) {
+    var u = us >= 1e6 ? ["s", 1e6] : us >= 1e3 ? ["ms", 1e3] : ["\u00b5s", 1];
+    return Number((us / u[1]).toPrecision(6)) + " " + u[0];
+  }
+  function speedTick(x) { return Number(x.toPrecision(6)) + "\u00d7"; }
+  function pctTick(x) { return Number((100 * x).toPrecision(6)) + "%"; }
+
+  /* Runs whose names do not read <impl>_<seq> stay in the table but have no place on a chart: named under them. */
+  function unchartedNote(parent, runs) {
+    var names = runs.filter(function (r) { return r.run_row.impl === null; }).map(function (r) { return r.name; });
+    if (!names.length) return;
+    add(parent, el("div", {"class": "sub uncharted", "data-uncharted": names.length},
+                   "not charted: " + names.join(", ") + " (not named <impl>_<seq>)"));
   }
 
   /* What timeline.js (tkTimeline) borrows from this page. */

@@ -225,20 +225,22 @@ def _fmt_flops(x: float) -> str:
     return f"{x:.0f}"
 
 
-def _efficiency_lines(result: Attribution, width: int) -> list[str]:
-    """Per block kind: FLOPs, achieved TFLOP/s and GB/s, % of the roofline and the bound (tracekit.flops)."""
+def _efficiency_lines(result: Attribution, width: int, pooled: str = "") -> list[str]:
+    """Per block kind: FLOPs, achieved TFLOP/s and GB/s, % of the roofline and the bound (tracekit.flops).
+    ``pooled`` (a sweep's `` (pooled over 32 runs)``) goes into the heading before it is wrapped: added to a
+    wrapped line's end, it once landed inside the roof's own words ("(dense (pooled over 32 runs) peaks)")."""
     if result.time_base == "host" or not result.blocks:
         return []
     tot = result.totals.efficiency
     if tot is None or tot.ops == 0:
         why = tot.reason if tot is not None and tot.reason else "no FLOP counts"
-        return ["", *wrap(f"efficiency: n/a ({why})", width)]
+        return ["", *wrap(f"efficiency{pooled}: n/a ({why})", width)]
     groups = _efficiency_groups(result)
     extra = [(("all blocks", ""), (tot, [result.totals.total_us]))] if len(groups) > 1 else []
     rows = [["block kind", "phase", "FLOPs", "TFLOP/s", "GB/s", "of roof", "bound", "timed"]]
     rows += [_efficiency_row(kind, phase, e, busy[0]) for (kind, phase), (e, busy) in list(groups.items()) + extra]
     cols = _cols(rows, right={2, 3, 4, 5, 7}, names=0, drop={4: 2, 7: 1, 2: 3})
-    return (["", *wrap(f"efficiency of kernels with recorded shapes — roof: {_roof(result)}", width)]
+    return (["", *wrap(f"efficiency of kernels with recorded shapes{pooled} — roof: {_roof(result)}", width)]
             + fit_table(_drop_forward_phase(cols), width)
             + wrap("(timed: share of the blocks' busy time in kernels whose FLOPs/bytes are counted)", width))
 
@@ -687,9 +689,8 @@ class TerminalRenderer(Renderer):
     def _tail_lines(self, result: Attribution, w: int, pooled: str = "") -> list[str]:
         """Efficiency, hints and the top kernels: the same under every grouping. ``pooled`` labels the lines
         of a sweep's merge (`` (pooled over 32 runs)``), whose hints are per run instead."""
-        lines = _recorded_lines(result, w) + _efficiency_lines(result, w)
+        lines = _recorded_lines(result, w) + _efficiency_lines(result, w, pooled)
         if pooled:
-            lines = [x + pooled if x.startswith("efficiency") else x for x in lines]
             lines += _run_hint_lines(result, w)
         elif result.hints:
             lines += _hint_lines(result.hints, w)
