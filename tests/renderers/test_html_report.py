@@ -898,7 +898,7 @@ def test_the_whatif_section_draws_in_chromium_and_hostile_names_stay_inert(brows
     lead = js(browser, f"var e = {sec}.querySelector('.whatif-lead'); return [e.dataset.basis, e.textContent]")
     assert lead == ["per step (median of 2)", want["headline"]]
     rows = js(browser, f"""return Array.from({sec}.querySelectorAll('table')[0].querySelectorAll('tbody tr')).map(r =>
-        [r.dataset.kind, r.cells[0].title].concat(Array.from(r.cells).slice(3, 8).map(c => +c.dataset.v)))""")
+        [r.dataset.whatifKind, r.cells[0].title].concat(Array.from(r.cells).slice(3, 8).map(c => +c.dataset.v)))""")
     [r] = want["rows"]
     assert rows == [[r["label"], r["label"], r["eager_core_us"], r["fused_us"], r["block_us"], r["fused_block_us"],
                      r["saving_per_step_us"]]]
