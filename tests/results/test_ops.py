@@ -4,7 +4,6 @@ row without calls, with a negative figure, or rows whose time exceeds the blocks
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 

@@ -621,8 +621,8 @@ def _linked_to(result: Attribution) -> str:
 
 
 _OPS_SHOWN = 40  # rows of the op and kernel tables; the CSV and JSON have them all
-_SHAPES_WIDTH = 36  # the recorded Input Dims (spaces and trailing scalar slots left out), cut to this
-_SCALAR_SLOTS = re.compile(r"(?:,\[\])+\]$")  # trailing ",[]" slots: the scalars after the tensors
+_SHAPES_WIDTH, _SHAPES_COMPACT = 40, 29  # the recorded Input Dims for a terminal, cut to this (compact: when too wide)
+_SCALAR_SLOTS = re.compile(r"(?:,\[\])+$")  # trailing ",[]" slots: the scalars after the tensors
 
 
 def _clip(s: str, width: int) -> str:
@@ -630,8 +630,18 @@ def _clip(s: str, width: int) -> str:
 
 
 def _shapes_cell(r: OpRow) -> str:
-    """The recorded Input Dims for a terminal: no spaces, no trailing scalar slots, cut to _SHAPES_WIDTH."""
-    return _clip(printable(_SCALAR_SLOTS.sub("]", shapes_text(r))), _SHAPES_WIDTH)
+    """The recorded Input Dims for a terminal: no spaces, no outer brackets, no trailing scalar slots
+    (``[4,16,4096,4096],[4096,4096]``)."""
+    text = shapes_text(r)
+    if text.startswith("[") and text.endswith("]"):
+        text = _SCALAR_SLOTS.sub("", text[1:-1])
+    return printable(text)
+
+
+def _op_label(op: str) -> str:
+    """An op's name for the terminal: ``aten::`` left out (the note under the table says so); other namespaces
+    kept."""
+    return op.removeprefix("aten::")
 
 
 def _more_rows(n: int) -> list[str]:
@@ -650,11 +660,15 @@ def op_lines(result: Attribution, w: int) -> list[str]:
     shown = result.ops[:_OPS_SHOWN]
     unit = time_unit(basis.per_step(r.time_us) for r in shown)
     rows = [["op", "shapes", "dtype", "calls", "time", "TFLOP/s", "GB/s", "of roof", "bound"]]
-    rows += [[printable(r.op), _shapes_cell(r), printable(r.dtype), str(r.calls),
+    rows += [[printable(_op_label(r.op)), _shapes_cell(r), printable(r.dtype), str(r.calls),
               fmt_in(basis.per_step(r.time_us), unit), *rate_cells(r)] for r in shown]
-    table = fit_table(_cols(rows, right={3, 4, 5, 6, 7}, names=0, drop={6: 1, 2: 2, 3: 3, 1: 4}), w)
-    note = ("(time: the kernels' share of the blocks' busy time; of roof: time at the device's peak / measured time; "
-            "bound: the larger of compute and memory time at peak)")
+    cols = _cols(rows, right={3, 4, 5, 6, 7}, names=0, drop={6: 1, 2: 2, 3: 3, 1: 4})
+    cols[1].cells = [_clip(x, _SHAPES_WIDTH) for x in cols[1].cells]
+    cols[1].compact = [_clip(x, _SHAPES_COMPACT) for x in cols[1].cells]
+    table = fit_table(cols, w)
+    note = ("(op: aten:: left out; shapes: the recorded Input Dims; time: the kernels' share of the blocks' busy "
+            "time; of roof: time at the device's peak / measured time; bound: the larger of compute and memory time "
+            "at peak)")
     return head + table + _more_rows(len(result.ops)) + wrap(note, w)
 
 
