@@ -101,3 +101,18 @@ def test_json_has_ops_only_when_computed(results) -> None:
 def test_text_views_say_how_to_get_an_op_table_that_was_not_computed(results) -> None:
     assert NOT_COMPUTED in TerminalRenderer(by="op", width=200).render(results[1])
     assert "analyze with by='op'" in MarkdownRenderer(by="op").render(results[1])
+
+
+def test_a_cpu_only_trace_says_its_ops_are_not_timed(tmp_path) -> None:
+    """The op rows time device kernels: on a CPU-only trace the table says none are timed, not "record shapes"."""
+    from support.builders import TraceBuilder, with_dims
+
+    b = TraceBuilder()
+    b.annotation("layer0.attention", 0, 100)
+    with_dims(b.op("aten::bmm", 1, 8), [[2, 3, 4], [2, 4, 3]], ["float", "float"])
+    b.op("aten::_softmax", 10, 5)
+    b.op("aten::bmm", 20, 8)
+    res = analyze(b.write(tmp_path / "cpu.json"), by="op").check()
+    assert res.ops == []
+    for text in (TerminalRenderer(by="op", width=200).render(res), MarkdownRenderer(by="op").render(res)):
+        assert "none timed" in text and "record_shapes" not in text

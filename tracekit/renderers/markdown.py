@@ -138,6 +138,8 @@ def _op_lines(result: Attribution) -> list[str]:
     whole)."""
     if result.ops is None:
         return [f"- {_md(NOT_COMPUTED)}"]
+    if result.time_base == "host":  # (the rows time device kernels: a CPU-only trace has none)
+        return ["- ops whose FLOPs are counted in blocks: none timed (a CPU-only trace has no device kernels)"]
     basis = basis_of(result)
     lines = [f"Ops whose FLOPs are counted in blocks, {_md(basis.label)}:", ""]
     if not result.ops:

@@ -652,6 +652,8 @@ def op_lines(result: Attribution, w: int) -> list[str]:
     """``--by op``: each counted (op, shapes, dtype) on its own roofline, by time (tracekit.results.ops)."""
     if result.ops is None:
         return wrap(NOT_COMPUTED, w)
+    if result.time_base == "host":  # (the rows time device kernels: a CPU-only trace has none)
+        return wrap(f"ops whose FLOPs are counted in blocks: none timed ({_roof(result)})", w)
     basis = basis_of(result)
     head = wrap(f"ops whose FLOPs are counted in blocks, {basis.label} — roof: {_roof(result)}, each op at its "
                 f"dtype's", w)
