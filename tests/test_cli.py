@@ -610,3 +610,20 @@ def test_whatif_never_writes_over_its_calibration_file(tmp_path):
     proc = run_cli("whatif", trace, "--calibration", cal, "--format", "json", "-o", cal)
     assert proc.returncode == 2 and proc.stderr.startswith("Error: ") and proc.stderr.count("\n") == 1
     assert cal.read_bytes() == before
+
+
+def test_by_op_and_by_kernel_on_the_command_line(tmp_path):
+    """``--by op`` computes the op table (JSON "ops", the terminal's op rows); the default JSON has no "ops" key;
+    ``--by kernel`` lists every kernel the blocks own (issue 42)."""
+    from support.builders import op_table_trace
+
+    path = op_table_trace(tmp_path / "t.json")
+    plain = json.loads(run_cli("attribute", path, "--format", "json", check=True).stdout)
+    ops = json.loads(run_cli("attribute", path, "--format", "json", "--by", "op", check=True).stdout)
+    assert "ops" not in plain and [o["op"] for o in ops["ops"]] == ["aten::bmm", "aten::bmm", "aten::_softmax"]
+    assert {k: v for k, v in ops.items() if k != "ops"} == plain
+    table = run_cli("attribute", path, "--by", "op", check=True).stdout
+    assert "ops whose FLOPs are counted in blocks, per step (mean over 2 steps)" in table
+    kernels = run_cli("attribute", path, "--by", "kernel", "--format", "csv", check=True).stdout
+    assert kernels.splitlines()[0] == "kernel,category,calls,time_us,time_per_step_us,steps"
+    assert len(kernels.splitlines()) == 1 + 2  # the GEMM kernel (both bmm) and the softmax kernel

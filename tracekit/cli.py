@@ -117,7 +117,9 @@ def _scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str
               help="Names of attention modules/ranges (default: attention|attn|…).")
 @click.option("--by", type=click.Choice(GROUPINGS), default="kind", show_default=True,
               help="One row per block kind, block, layer, step, run (a folder of runs: each sub-folder, "
-                   "or trace file directly in it, is one run), or rank (a folder of ranks: the straggler view).")
+                   "or trace file directly in it, is one run), rank (a folder of ranks: the straggler view), "
+                   "kernel (every kernel the blocks own) or op (each counted op call shape: TFLOP/s, GB/s, "
+                   "% of roof, bound).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help=_JOBS_HELP)
 @click.option("--decode-workers", type=click.IntRange(min=1), default=None, help=_DECODE_HELP)
 @click.option("--no-hints", "no_hints", is_flag=True, help="Do not compute or show hints (what to do next).")
@@ -149,7 +151,7 @@ def attribute(path: str, fmt: str | None, output: Path | None, scope: str | None
         with Progress() as progress:
             result = analyze(found, scope=scope, jobs=jobs, decode_workers=decode_workers or jobs,
                              progress=progress.update, hints=not no_hints, dask=dask, captures=captures,
-                             by="run" if by == "run" else None)
+                             by=by if by in ("run", "op") else None)  # "op": the op table, only when asked
         result.check(arrays=with_intervals)  # (the per-event arrays are written only with --with-intervals)
         _warn(result)
         renderer = _attribution_renderer(fmt, by)

@@ -245,3 +245,25 @@ def test_the_run_frame_gives_shares_as_fractions_and_missing_figures_as_nan(tmp_
     assert len(df) == 2 and df["idle_us"].gt(0).all()
     assert list(df["idle_share"]) == pytest.approx(list(df["idle_us"] / df["span_us"]))
     assert df["latency_ms"].dtype == float and df["latency_ms"].isna().all()
+
+
+# ---------------------------------------------------------------------------------------------
+# by="op" (issue 42): the op table, when the result carries it
+
+
+def test_op_frame_holds_the_json_op_rows_and_a_result_without_them_says_how(tmp_path) -> None:
+    """analyze(by="op"): to_dataframe() is the op table, row for row the JSON's "ops" (a bmm's FLOPs 2·b·m·n·k per
+    call, 2 calls); a result analysed without by="op" refuses by="op" with a ValueError naming the way."""
+    from support.builders import OPS_QK, op_table_trace
+
+    path = op_table_trace(tmp_path / "t.json")
+    res = tracekit.analyze(path, by="op").check()
+    df = res.to_dataframe()
+    ops = _json(res)["ops"]
+    assert list(df["op"]) == [o["op"] for o in ops] and list(df["calls"]) == [o["calls"] for o in ops]
+    (b, m, k), (_, _, n) = OPS_QK
+    qk = df[(df["op"] == "aten::bmm") & (df["shapes"] == str(list(OPS_QK)))]
+    assert list(qk["flops"]) == [2 * 2 * b * m * n * k] and list(qk["time_per_step_us"]) == [10.0]
+    assert df["tflops_per_s"].dtype == float and df["roof_pct"].dtype == float
+    with pytest.raises(ValueError, match="by='op'"):
+        tracekit.analyze(path).to_dataframe(by="op")

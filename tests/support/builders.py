@@ -398,3 +398,36 @@ def whatif_trace(path: Path, steps: int = 2, name: str = "layer0.attention", sof
             b.launch(softmax_kernel if role == "soft" else kernel, t + 1, 1, k, us)
             t, k = t + 30, k + us
     return b.write(path)
+
+
+# -- the op table (issue 42: --by op) ------------------------------------------------------------------------------
+OPS_BF = "c10::BFloat16"
+OPS_QK = ([8, 128, 64], [8, 64, 128])  # the score bmm: 8 products [128,64]·[64,128]
+OPS_PV = ([8, 128, 128], [8, 128, 64])  # the context bmm: 8 products [128,128]·[128,64]
+OPS_SCORES = [8, 128, 128]  # the softmax's input
+OPS_US = {"qk": 10.0, "softmax": 5.0, "pv": 8.0}  # each call's one kernel, µs; back to back with 1 µs gaps
+
+
+def op_table_trace(path: Path, steps: int = 2, kernel_name: str = CUTLASS_BF16_GEMM,
+                   dtype_name: str | None = None) -> Path:
+    """``steps`` ProfilerSteps on an H200, each one eager block (layer0.attention): bmm QK (OPS_QK, bf16) → softmax
+    (OPS_SCORES) → bmm PV (OPS_PV), one kernel each (OPS_US). ``kernel_name`` names the GEMM kernels; ``dtype_name``
+    adds an aten::add (1 µs kernel) whose first recorded type is that name (a hostile one: a label, not a dtype)."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H200"}])
+    soft = "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 8, false, false>(x)"
+    for s in range(steps):
+        t = 1000.0 * s
+        b.annotation(f"ProfilerStep#{s + 1}", t, 900)
+        b.annotation("layer0.attention", t + 1, 300)
+        k = t + 400
+        with_dims(b.op("aten::bmm", t + 2, 8), [*OPS_QK], [OPS_BF, OPS_BF])
+        b.launch(kernel_name, t + 3, 1, k, OPS_US["qk"])
+        with_dims(b.op("aten::_softmax", t + 20, 8), [OPS_SCORES, [], []], [OPS_BF, "Scalar", "Scalar"])
+        b.launch(soft, t + 21, 1, k + 11, OPS_US["softmax"])
+        with_dims(b.op("aten::bmm", t + 40, 8), [*OPS_PV], [OPS_BF, OPS_BF])
+        b.launch(kernel_name, t + 41, 1, k + 17, OPS_US["pv"])
+        if dtype_name is not None:
+            with_dims(b.op("aten::add", t + 60, 8), [[], OPS_SCORES], [dtype_name, OPS_BF])
+            b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float> >(int)",
+                     t + 61, 1, k + 26, 1)
+    return b.write(path)

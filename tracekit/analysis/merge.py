@@ -12,6 +12,7 @@ from itertools import chain
 from ..results.attribution import Attribution, CompiledOutside, Coverage
 from ..results.efficiency import merge_device
 from ..results.hints import merge_facts
+from ..results.ops import merge_ops
 from ..vocab import TimeBase, UNLINKED_REASONS
 from .totals import block_totals, by_count, total
 
@@ -31,7 +32,7 @@ def merge_attributions(parts: list[Attribution], source: str) -> Attribution:
                        device_events_owned_distinct=total(parts, "device_events_owned_distinct"),
                        hint_facts=merge_facts(p.hint_facts for p in parts),
                        device=merge_device([p.device for p in parts]),
-                       compiled_outside=_compiled_outside(parts))
+                       compiled_outside=_compiled_outside(parts), ops=merge_ops([p.ops for p in parts]))
 
 
 _COVERAGE_SUMS = ("device_us", "linked_us", "in_blocks_us", "unlinked_us", "device_events", "linked_events",

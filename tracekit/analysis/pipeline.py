@@ -34,6 +34,7 @@ from .graphs import graph_warnings, record_captured, replay_with_captures, summa
 from .hints import evaluate
 from .hints.facts import block_facts
 from .link import link
+from .ops import ops_of
 
 
 def find_graph_facts(ctx: StageContext) -> None:
@@ -219,7 +220,8 @@ def run_stages(ctx: StageContext, stages: Sequence[Stage] = STAGES) -> StageCont
 
 
 def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier | None = None,
-                    hints: bool = True, captures: Sequence[Trace] = (), whatif: bool = False) -> Attribution:
+                    hints: bool = True, captures: Sequence[Trace] = (), whatif: bool = False,
+                    ops: bool = False) -> Attribution:
     """Link, find blocks and attribute their time (docs/attribution.md): :data:`STAGES` on one context.
 
     ``captures``: traces of the graph captures that ``tr`` replays (``--capture``); a capture in ``tr`` itself
@@ -232,10 +234,15 @@ def attribute_trace(tr: Trace, scope: str | None = None, classifier: Classifier 
     ``whatif``: the result also carries ``tracekit whatif``'s prediction on the fastest calibrated backend
     (``Attribution.whatif``), read off the analysed context after the stages, not by one of them: only the report
     and the TensorBoard tab ask for it, so ``tracekit attribute`` never pays for it.
+
+    ``ops``: the result also carries the op table of ``--by op`` (``Attribution.ops``, tracekit.analysis.ops), read
+    off the analysed context after the stages in the same way: only ``--by op`` asks for it.
     """
     config = AttributeConfig(scope=scope, classifier=classifier or Classifier(), hints=hints, captures=captures)
     ctx = run_stages(StageContext(tr=tr, config=config))
     result = ctx.need(ctx.result, "result")
     if whatif:
         [result.whatif] = whatif_of(ctx)
+    if ops:
+        result.ops = ops_of(ctx)
     return result

@@ -14,8 +14,9 @@ before and after, category ``total``, in the ``rank`` column), ``run_pair`` (two
 sides, on its own headline, category ``total``, the run in ``trace_before``/``trace_after``, its verdict in
 ``paired_by``), ``run_only_before``/``run_only_after`` (the run in ``trace_before``/``trace_after``). With
 ``--by rank`` an attribution is instead one row
-per rank × category (RANK_COLUMNS). Rows stream out in chunks, so a huge trace (or a 200 MB kernel name) never
-becomes one giant string.
+per rank × category (RANK_COLUMNS); with ``--by op`` one row per counted (op, shapes, dtype) (OP_COLUMNS),
+with ``--by kernel`` one row per kernel the blocks own (KERNEL_COLUMNS). Rows stream out in chunks, so a huge
+trace (or a 200 MB kernel name) never becomes one giant string.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from ..results.attribution import CATEGORIES, Attribution, BlockResult
 from ..results.diff import pair_headline
 from ..results.rows import layer_or_own
 from .base import Renderer, Result, pct, run_pair_verdict
+from .optables import (  # issue 42: --by op/kernel
+    KERNEL_COLUMNS, NOT_COMPUTED, OP_COLUMNS, basis_of, kernel_csv_row, kernel_rows, op_csv_row,
+)
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
@@ -103,6 +107,10 @@ class CSVRenderer(Renderer):
         if isinstance(result, Attribution):
             if self.by == "rank":
                 return _chunks(RANK_COLUMNS, self.rank_rows(result))
+            if self.by == "op":  # issue 42: one table, OP_COLUMNS
+                return _chunks(OP_COLUMNS, _op_rows(result))
+            if self.by == "kernel":
+                return _chunks(KERNEL_COLUMNS, _kernel_rows_csv(result))
             return _chunks(COLUMNS, self.attribution_rows(result))
         return _chunks(DIFF_COLUMNS, self.diff_rows(result))
 
@@ -141,6 +149,21 @@ class CSVRenderer(Renderer):
         for section in (_lead_rows, _category_rows, _block_rows, _layer_rows, _unmatched_rows, _span_rows,
                         _rank_rows, _kernel_rows, _run_pair_rows):
             yield from section(r)
+
+
+def _op_rows(result: Attribution) -> Iterator[list]:
+    """``--by op``: one row per (op, shapes, dtype), by time; ``time_per_step_us`` is the mean over ``steps``
+    profiled steps (the total when ``steps`` is 0). A result analysed without the op table is refused."""
+    if result.ops is None:
+        raise ValueError(NOT_COMPUTED)
+    basis = basis_of(result)
+    return (op_csv_row(r, basis) for r in result.ops)
+
+
+def _kernel_rows_csv(result: Attribution) -> Iterator[list]:
+    """``--by kernel``: one row per kernel the blocks own, by time (KERNEL_COLUMNS)."""
+    basis = basis_of(result)
+    return (kernel_csv_row(k, basis) for k in kernel_rows(result))
 
 
 _BLANK = dict.fromkeys(DIFF_COLUMNS, "")

@@ -24,6 +24,7 @@ from ..results.sweep import RunRow, run_rows
 from ..results.timeline import Timeline
 from ..vocab import IDLE_CAUSES, LaneKind
 from .base import Renderer
+from .optables import basis_of, kernel_rows  # issue 42: --by op/kernel
 
 if TYPE_CHECKING:
     from ..results.attribution import StepFigures, Totals, TraceSummary
@@ -64,7 +65,31 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None, inter
     view = ranks or result.ranks
     if view is not None:
         out["ranks"] = ranks_dict(view)
+    out.update(_ops_key(result))
     return out
+
+
+def _ops_key(result: Attribution) -> dict:
+    """``{"ops": [...]}`` where the op table was computed (``--by op``; issue 42), else nothing: the default JSON
+    (and the goldens) stay byte for byte."""
+    return {} if result.ops is None else {"ops": ops_list(result)}
+
+
+def ops_list(result: Attribution) -> list[dict]:
+    """``--by op``'s rows (tracekit.results.ops.OpRow), by time: totals over the whole profile, and the mean per
+    profiled step (``steps``; 0: no steps, ``time_per_step_us`` is then the total)."""
+    basis = basis_of(result)
+    return [{"op": r.op, "shapes": r.shapes, "dtype": r.dtype, "calls": r.calls, "time_us": _r(r.time_us),
+             "time_per_step_us": _r(basis.per_step(r.time_us)), "steps": basis.steps, "flops": r.flops,
+             "bytes": r.bytes, "tflops_per_s": _r(r.tflops_per_s), "gb_per_s": _r(r.gb_per_s),
+             "roof_pct": _r(r.roof_pct), "bound": r.bound} for r in result.ops or []]
+
+
+def kernels_list(result: Attribution) -> list[dict]:
+    """``--by kernel``: every kernel the blocks own (``top_kernels`` keeps 15), by time, per step as ``ops``."""
+    basis = basis_of(result)
+    return [{"name": k.kernel, "category": k.category, "count": k.calls, "total_us": _r(k.total_us),
+             "per_step_us": _r(basis.per_step(k.total_us)), "steps": basis.steps} for k in kernel_rows(result)]
 
 
 def _device_dict(result: Attribution) -> dict:
@@ -506,7 +531,10 @@ class JSONRenderer(Renderer):
             from .base import rank_view_of
 
             return _dumps(to_dict(result, self.tool, rank_view_of(result), intervals=self.with_intervals))
-        return _dumps(to_dict(result, self.tool, intervals=self.with_intervals))
+        out = to_dict(result, self.tool, intervals=self.with_intervals)
+        if self.by == "kernel":  # issue 42: the whole kernel table, only when asked
+            out["kernels"] = kernels_list(result)
+        return _dumps(out)
 
     def render_diff(self, result: DiffResult) -> str:
         return _dumps(diff_to_dict(result, self.tool))

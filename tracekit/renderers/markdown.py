@@ -19,6 +19,7 @@ from .base import run_pair_cells, run_pair_gate_note, runs_only_line
 from .base import lead_line, per_step, per_step_line, totals_label  # issue 37: one time base
 from .base import rest_change_lines, rest_lines  # issue 37: the rest of the step
 from .names import short_name
+from .optables import NOT_COMPUTED, basis_of, kernel_rows, rate_cells, shapes_text  # issue 42: --by op/kernel
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
@@ -132,6 +133,45 @@ def _together_text(ov: HintOverlap) -> str:
                f"counted twice, in {shared}).")
 
 
+def _op_lines(result: Attribution) -> list[str]:
+    """``--by op``: each counted (op, shapes, dtype) on its own roofline, by time; every row (a PR comment is read
+    whole)."""
+    if result.ops is None:
+        return [f"- {_md(NOT_COMPUTED)}"]
+    if result.time_base == "host":  # (the rows time device kernels: a CPU-only trace has none)
+        return ["- ops whose FLOPs are counted in blocks: none timed (a CPU-only trace has no device kernels)"]
+    basis = basis_of(result)
+    lines = [f"Ops whose FLOPs are counted in blocks, {_md(basis.label)}:", ""]
+    if not result.ops:
+        return lines + ["- no op in blocks has recorded shapes and a FLOP formula (record_shapes=True)"]
+    cols = ["op", "shapes", "dtype", "calls", "time µs", "TFLOP/s", "GB/s", "of roof", "bound"]
+    lines += ["| " + " | ".join(cols) + " |", "|" + "|".join(["---"] * 3 + ["---:"] * 5 + ["---"]) + "|"]
+    for r in result.ops:
+        cells = [_md(r.op), _md(shapes_text(r)), _md(r.dtype), str(r.calls), f"{basis.per_step(r.time_us):,.1f}",
+                 *rate_cells(r)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + ["", "- time: the kernels' share of the blocks' busy time; of roof: time at the device's peak / "
+                        "measured time; bound: the larger of compute and memory time at peak"]
+
+
+def _kernel_lines(result: Attribution) -> list[str]:
+    """``--by kernel``: every kernel the blocks own, by time: calls, time per step and total."""
+    basis = basis_of(result)
+    steps = basis.steps > 0
+    cols = ["kernel", "category", "calls", *(["per step µs"] if steps else []), "total µs"]
+    what = "Kernels" if result.time_base != "host" else "Host ops (self time)"
+    lines = [f"{what} in blocks, {_md(basis.label)}{' and total' if steps else ''}:", "",
+             "| " + " | ".join(cols) + " |", "|" + "|".join(["---", "---"] + ["---:"] * (len(cols) - 2)) + "|"]
+    for k in kernel_rows(result):
+        cells = [_md(k.kernel), k.category, str(k.calls), *([f"{basis.per_step(k.total_us):,.1f}"] if steps else []),
+                 f"{k.total_us:,.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+_TABLES: dict[str, Callable[[Attribution], list[str]]] = {"op": _op_lines, "kernel": _kernel_lines}
+
+
 class MarkdownRenderer(Renderer):
     name = "markdown"
     extension = ".md"
@@ -152,10 +192,16 @@ class MarkdownRenderer(Renderer):
         if runs:
             lines += _run_lines(result) + _rest_md(rest_lines(result)) + _run_hint_lines(result)
         else:
-            lines += _rank_lines(result) if self.by == "rank" else self._group_lines(result)
+            lines += self._table_lines(result)
             lines += _rest_md(rest_lines(result))
             lines += _hint_lines(result.hints) if result.hints else []
         return "\n".join(lines) + "\n"
+
+    def _table_lines(self, result: Attribution) -> list[str]:
+        """The table ``--by`` names: ranks, ops or kernels (issue 42), else the grouped blocks."""
+        if self.by in _TABLES:
+            return _TABLES[self.by](result)
+        return _rank_lines(result) if self.by == "rank" else self._group_lines(result)
 
     def _group_lines(self, result: Attribution) -> list[str]:
         """The grouped table and matmul roles by group (every grouping but rank)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -26,9 +27,11 @@ from .base import (
 from .base import run_pair_cells, run_pair_gate_note, runs_only_line
 from .base import rest_change_lines, rest_lines as base_rest_lines  # issue 37: the rest of the step
 from .names import ELLIPSIS, short_name
+from .optables import NOT_COMPUTED, basis_of, kernel_rows, rate_cells, shapes_text  # issue 42: --by op/kernel
 
 if TYPE_CHECKING:
     from ..results.attribution import RankRow, Totals
+    from ..results.ops import OpRow
     from ..results.diff import DiffResult
     from ..results.hints import Hint, HintOverlap
     from ..results.sweep import RunRow
@@ -619,6 +622,81 @@ def _linked_to(result: Attribution) -> str:
     return "host ops or graph launches" if unmapped > 0 else "host ops"
 
 
+_OPS_SHOWN = 40  # rows of the op and kernel tables; the CSV and JSON have them all
+_SHAPES_WIDTH, _SHAPES_COMPACT = 40, 29  # the recorded Input Dims for a terminal, cut to this (compact: when too wide)
+_SCALAR_SLOTS = re.compile(r"(?:,\[\])+$")  # trailing ",[]" slots: the scalars after the tensors
+
+
+def _clip(s: str, width: int) -> str:
+    return s if len(s) <= width else s[:width - 1] + ELLIPSIS
+
+
+def _shapes_cell(r: OpRow) -> str:
+    """The recorded Input Dims for a terminal: no spaces, no outer brackets, no trailing scalar slots
+    (``[4,16,4096,4096],[4096,4096]``)."""
+    text = shapes_text(r)
+    if text.startswith("[") and text.endswith("]"):
+        text = _SCALAR_SLOTS.sub("", text[1:-1])
+    return printable(text)
+
+
+def _op_label(op: str) -> str:
+    """An op's name for the terminal: ``aten::`` left out (the note under the table says so); other namespaces
+    kept."""
+    return op.removeprefix("aten::")
+
+
+def _more_rows(n: int) -> list[str]:
+    return [f"… {n - _OPS_SHOWN} more rows (--format csv or json for all)"] if n > _OPS_SHOWN else []
+
+
+def op_lines(result: Attribution, w: int) -> list[str]:
+    """``--by op``: each counted (op, shapes, dtype) on its own roofline, by time (tracekit.results.ops)."""
+    if result.ops is None:
+        return wrap(NOT_COMPUTED, w)
+    if result.time_base == "host":  # (the rows time device kernels: a CPU-only trace has none)
+        return wrap(f"ops whose FLOPs are counted in blocks: none timed ({_roof(result)})", w)
+    basis = basis_of(result)
+    head = wrap(f"ops whose FLOPs are counted in blocks, {basis.label} — roof: {_roof(result)}, each op at its "
+                f"dtype's", w)
+    if not result.ops:
+        return head + wrap("(no op in blocks has recorded shapes and a FLOP formula: record_shapes=True)", w)
+    shown = result.ops[:_OPS_SHOWN]
+    unit = time_unit(basis.per_step(r.time_us) for r in shown)
+    rows = [["op", "shapes", "dtype", "calls", "time", "TFLOP/s", "GB/s", "of roof", "bound"]]
+    rows += [[printable(_op_label(r.op)), _shapes_cell(r), printable(r.dtype), str(r.calls),
+              fmt_in(basis.per_step(r.time_us), unit), *rate_cells(r)] for r in shown]
+    cols = _cols(rows, right={3, 4, 5, 6, 7}, names=0, drop={6: 1, 2: 2, 3: 3, 1: 4})
+    cols[1].cells = [_clip(x, _SHAPES_WIDTH) for x in cols[1].cells]
+    cols[1].compact = [_clip(x, _SHAPES_COMPACT) for x in cols[1].cells]
+    table = fit_table(cols, w)
+    note = ("(op: aten:: left out; shapes: the recorded Input Dims; time: the kernels' share of the blocks' busy "
+            "time; of roof: time at the device's peak / measured time; bound: the larger of compute and memory time "
+            "at peak)")
+    return head + table + _more_rows(len(result.ops)) + wrap(note, w)
+
+
+def kernel_lines(result: Attribution, w: int) -> list[str]:
+    """``--by kernel``: every kernel the blocks own, by time: calls, time per step and total."""
+    basis, ks = basis_of(result), kernel_rows(result)
+    what = "kernels" if result.time_base != "host" else "host ops (self time)"
+    head = wrap(f"{what} in blocks, {basis.label}" + (" and total" if basis.steps else ""), w)
+    if not ks:
+        return head + ["(none)"]
+    shown = ks[:_OPS_SHOWN]
+    unit, tunit = time_unit(basis.per_step(k.total_us) for k in shown), time_unit(k.total_us for k in shown)
+    steps = basis.steps > 0
+    rows = [["kernel", "category", "calls", *(["per step"] if steps else []), "total"]]
+    rows += [[printable(k.kernel), k.category, str(k.calls),
+              *([fmt_in(basis.per_step(k.total_us), unit)] if steps else []), fmt_in(k.total_us, tunit)]
+             for k in shown]
+    return head + fit_table(_cols(rows, right=set(range(2, len(rows[0]))), names=0, drop={1: 1}), w) + _more_rows(
+        len(ks))
+
+
+_TABLES: dict[str, Callable[[Attribution, int], list[str]]] = {"op": op_lines, "kernel": kernel_lines}
+
+
 class TerminalRenderer(Renderer):
     """Plain-text tables that fit ``width`` columns (default: :func:`terminal_width` at render time)."""
 
@@ -654,6 +732,8 @@ class TerminalRenderer(Renderer):
             return text_lines(lines)
         if self.by == "rank":
             lines += _rank_lines(result, w)
+        elif self.by in _TABLES:  # issue 42: the op and kernel tables instead of the grouped blocks
+            lines += _TABLES[self.by](result, w)
         elif runs:
             lines = lines[:1] + _run_lines(result, w) + [""] + lines[1:-1]
             lines += _run_role_lines(result, w)
@@ -694,7 +774,7 @@ class TerminalRenderer(Renderer):
             lines += _run_hint_lines(result, w)
         elif result.hints:
             lines += _hint_lines(result.hints, w)
-        if result.top_kernels:
+        if result.top_kernels and self.by != "kernel":  # (--by kernel's table holds every one)
             lines.append("")
             lines.append(f"top device events in blocks{pooled}:" if result.time_base != "host"
                          else f"top host ops in blocks (self time){pooled}:")

@@ -16,12 +16,14 @@ from ..vocab import (
 )
 from .invariants import EPS_US, REL, InvariantError, check_roles, close, expect, near, zero_categories
 from .views import show
+from .ops import check_ops
 from .rest import StepRest
 
 if TYPE_CHECKING:
     from ..model import Shape
     from .efficiency import DeviceInfo, Efficiency
     from .measured import Measured
+    from .ops import OpRow
     from .hints import Hint, HintFacts
     from .whatif import WhatIf
 
@@ -510,10 +512,14 @@ class Attribution:
     # made only where the report or the TensorBoard tab asks (tracekit.run.api.analyze_for_report), never by
     # ``tracekit attribute``; None otherwise. Never in the JSON: a prediction is not a measurement.
     whatif: WhatIf | None = field(default=None, repr=False)
+    # ``--by op`` (issue 42): one row per (op, recorded shapes, dtype) the FLOP formulas count, made only where asked
+    # (``analyze(..., by="op")``: tracekit.analysis.ops); None otherwise, and then absent from the JSON.
+    ops: list[OpRow] | None = field(default=None, repr=False)
 
     def to_dataframe(self, by: str | None = None) -> Any:
         """A pandas DataFrame (``pip install 'tracekit[notebook]'``): one row per ``by`` = "block", "kind",
-        "layer", "step" or "kernel"; times in µs, the same sums as the JSON (tracekit.results.notebook)."""
+        "layer", "step", "kernel" or "op" (the op table: analyze with by="op"); times in µs, the same sums as the
+        JSON (tracekit.results.notebook)."""
         return show("attribution_frame", self, by or self.default_by)
 
     def __repr__(self) -> str:
@@ -565,6 +571,8 @@ class Attribution:
             self.measured.check()
         if self.whatif is not None:
             self.whatif.check()
+        if self.ops is not None:
+            check_ops(self.ops, self.totals.total_us)
         for t in self.traces:
             if t.graphs is not None:
                 t.graphs.check(f"{t.source}: graphs")

@@ -16,6 +16,7 @@ from .steps import per_step
 from .views import register
 from .rows import DIFF_FRAME_GROUPINGS, FRAME_GROUPINGS, Row, check_grouping, group_rows, pair_rows
 from .sweep import RunRow, run_rows
+from .rows import step_count
 
 from .diff import BlockPair, DiffResult
 
@@ -40,11 +41,34 @@ def attribution_rows(result: Attribution, by: str) -> list[dict[str, Any]]:
     if by == "kernel":
         return [{"kernel": name, "category": str(cat), "count": count, "total_us": us}
                 for (name, cat), (count, us) in sorted(result.kernels.items(), key=lambda kv: (-kv[1][1], kv[0]))]
+    if by == "op":
+        return _op_dicts(result)
     if by == "run":
         return [_run_dict(r) for r in run_rows(result)]
     if by == "block":
         return [_block_dict(b) for b in result.blocks]
     return [_group_dict(g, by) for g in group_rows(result, by)]
+
+
+OP_FRAME_COLUMNS = ["op", "shapes", "dtype", "calls", "time_us", "time_per_step_us", "steps", "flops", "bytes",
+                    "tflops_per_s", "gb_per_s", "roof_pct", "bound"]
+
+
+def _op_dicts(result: Attribution) -> list[dict[str, Any]]:
+    """``by="op"``: the op table's rows (tracekit.results.ops), by time; a figure the trace cannot give is NaN. The
+    table is computed only when asked, so a result analysed without it is refused, saying how to get it."""
+    if result.ops is None:
+        raise ValueError("this result has no op table: analyze with by='op' (tracekit.analyze(path, by='op'), "
+                         "or tracekit attribute --by op) to compute it")
+    n = step_count(result)
+
+    def f(x: float | None) -> float:
+        return float("nan") if x is None else x
+
+    return [{"op": r.op, "shapes": r.shapes, "dtype": r.dtype, "calls": r.calls, "time_us": r.time_us,
+             "time_per_step_us": r.time_us / n if n else r.time_us, "steps": n, "flops": r.flops, "bytes": r.bytes,
+             "tflops_per_s": f(r.tflops_per_s), "gb_per_s": f(r.gb_per_s), "roof_pct": f(r.roof_pct),
+             "bound": r.bound} for r in result.ops]
 
 
 def _block_dict(b: BlockResult) -> dict[str, Any]:
@@ -159,6 +183,8 @@ def _numeric(df: Any) -> Any:
 
 
 def _empty_columns(by: str) -> list[str]:
+    if by == "op":
+        return OP_FRAME_COLUMNS
     if by == "kernel":
         return ["kernel", "category", "count", "total_us"]
     head = ["trace", "step", "ordinal", "block", "kind", "phase"] if by == "block" else [by, "phase", "blocks"]
@@ -212,6 +238,8 @@ def attribution_html(result: Attribution, by: str = "kind") -> str:
     rows = attribution_rows(result, by)
     if by == "kernel":
         cols = ["kernel", "category", "count", "total_us"]
+    elif by == "op":
+        cols = ["op", "shapes", "dtype", "calls", "time_per_step_us", "tflops_per_s", "roof_pct", "bound"]
     else:
         cols = [by if by != "block" else "block", "phase", "blocks" if by != "block" else "step",
                 "total_us", *(f"{c}_us" for c in CATEGORIES)]

@@ -24,6 +24,7 @@ class Grouping(StrEnum):
     RUN = "run"
     RANK = "rank"
     KERNEL = "kernel"
+    OP = "op"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,7 +48,12 @@ GROUPINGS: tuple[GroupingRule, ...] = (
                  why="a folder of runs (a sweep): blocks' source is their run (tracekit.run.runs)"),
     GroupingRule(grouping=Grouping.RANK, table=True, frame=False,
                  why="a folder of ranks: one row per rank and their spread, the straggler view"),
-    GroupingRule(grouping=Grouping.KERNEL, table=False, frame=True, why="every kernel the blocks own, by time"),
+    GroupingRule(grouping=Grouping.KERNEL, table=True, frame=True,
+                 why="every kernel the blocks own, by time: the kernel table every result carries (issue 42)"),
+    GroupingRule(grouping=Grouping.OP, table=True, frame=True,
+                 why="each counted op call shape on its own roofline (TFLOP/s, GB/s, % of roof, bound), as TraceLens's "
+                     "GEMM/SDPA tables: a block's pooled figure hides fast GEMMs beside slow vector work; computed "
+                     "only when asked (analyze(by='op'), --by op)"),
 )
 TABLE_GROUPINGS: tuple[str, ...] = tuple(g.grouping.value for g in GROUPINGS if g.table)
 FRAME_GROUPINGS: tuple[str, ...] = tuple(g.grouping.value for g in GROUPINGS if g.frame)
@@ -242,3 +248,30 @@ def pair_layer_rows(r: DiffResult) -> list[PairRow | None]:
     for k, row in rows.items():
         row.label = _layer_label(names[k])
     return [row if names[k] else None for k, row in rows.items()]
+
+
+# -- the kernel table and the op/kernel tables' time basis (issue 42: --by kernel, --by op) --
+
+
+def step_count(result: Attribution) -> int:
+    """The profiled steps a per-step figure is the mean over: the distinct ProfilerSteps of the traces when every
+    block lies in one; 0 (totals, stated) when there are none or some block lies outside every step."""
+    if not result.blocks or any(b.step is None for b in result.blocks):
+        return 0
+    return len({s for t in result.traces for s in t.steps})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelRow:
+    """One kernel (compact name, category) the blocks own: its calls and busy µs over the whole profile."""
+
+    kernel: str
+    category: str
+    calls: int
+    total_us: float
+
+
+def kernel_rows(result: Attribution) -> list[KernelRow]:
+    """The result's kernel table as rows, by time (largest first), then name."""
+    rows = [KernelRow(kernel=n, category=str(c), calls=k, total_us=us) for (n, c), (k, us) in result.kernels.items()]
+    return sorted(rows, key=lambda r: (-r.total_us, r.kernel, r.category))

@@ -36,9 +36,11 @@ def analyze(path: str | os.PathLike | Inputs | Discovered, scope: str | None = N
     total)`` reports bytes read. Files the folder scan skipped are named in ``Attribution.warnings``.
     ``hints=False`` skips the hint rules (``--no-hints``). ``dask`` (a scheduler address, ``local`` or
     ``local:N``; N defaults to ``jobs``) analyses each file as a task on a Dask cluster (``tracekit[dask]``).
-    ``by`` ("kind", "block", "layer", "step", "run" or "kernel") is the grouping of the result's
+    ``by`` ("kind", "block", "layer", "step", "run", "kernel" or "op") is the grouping of the result's
     ``to_dataframe()`` and notebook table (``--by`` of the CLI); a name outside those raises ValueError before
-    any file is read. ``by="run"`` reads a folder of runs (a sweep) as the CLI's ``--by run`` does: each run's
+    any file is read. ``by="op"`` also computes the op table (``Attribution.ops``: each counted op call shape's
+    FLOPs, time and roofline), which no other grouping pays for. ``by="run"`` reads a folder of runs (a sweep) as
+    the CLI's ``--by run`` does: each run's
     own result in ``.runs`` (with its measured latency, when measured.json lies beside its traces), and one
     DataFrame row per run, named after its folder. ``captures`` (files or folders, ``--capture``) are the
     traces of the CUDA/HIP graph captures that the traces replay, however the files are read (here, a pool,
@@ -53,7 +55,8 @@ def analyze(path: str | os.PathLike | Inputs | Discovered, scope: str | None = N
     where = _runs(path) if by == "run" else _inputs(path)
     # each capture discovered once, here (a missing one fails before any trace is read); the files travel in the plan
     how = plan(scope=scope, classifier=classifier, hints=hints, jobs=jobs, decode_workers=decode_workers,
-               progress=progress, captures=tuple(str(f) for c in captures for f in discover(c).files))
+               progress=progress, captures=tuple(str(f) for c in captures for f in discover(c).files),
+               ops=by == "op")  # the op table only where asked: the default run pays nothing for it
     if isinstance(where, Discovered):  # a folder of runs: each run's own result in .runs (the CLI's --by run)
         result = attribute_runs(where, how)
     else:

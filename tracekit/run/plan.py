@@ -55,6 +55,7 @@ class Plan:
     captures: tuple[str, ...] = ()  # graph capture trace files (discovered once) for the replays among the files
     in_worker: bool = False  # read in a pool or Dask worker: tidy the GC before each file (tracekit.memory.one_file)
     whatif: bool = False  # each file's result carries its what-if prediction (the report and the tab; issue 39)
+    ops: bool = False  # each file's result carries its op table (``--by op``; issue 42)
 
     def for_workers(self) -> Plan:
         """The plan a worker runs: no callback (progress is counted here, per finished file), one decoding
@@ -64,12 +65,13 @@ class Plan:
 
 def plan(scope: str | None = None, classifier: Classifier | None = None, hints: bool = True,
          jobs: int | None = None, decode_workers: int | None = None, progress: ProgressFn | None = None,
-         captures: tuple[str, ...] = (), whatif: bool = False) -> Plan:
+         captures: tuple[str, ...] = (), whatif: bool = False, ops: bool = False) -> Plan:
     """The plan with every default filled in (the same for the CLI and the library). ``captures`` are files,
-    as discovery found them (tracekit.run.api). ``whatif``: only the report and the tab ask for the prediction."""
+    as discovery found them (tracekit.run.api). ``whatif``: only the report and the tab ask for the prediction;
+    ``ops``: only ``--by op`` asks for the op table."""
     for name, n in (("jobs", jobs), ("decode_workers", decode_workers)):
         if n is not None and n < 1:
             raise ValueError(f"{name}={n}: needs at least 1")
     return Plan(scope=scope, classifier=classifier or Classifier(), hints=hints, jobs=jobs or default_jobs(),
                 decode_workers=decode_workers or default_decode_workers(), progress=progress,
-                captures=tuple(str(c) for c in captures), whatif=whatif)
+                captures=tuple(str(c) for c in captures), whatif=whatif, ops=ops)

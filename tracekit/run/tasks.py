@@ -57,7 +57,7 @@ def _from_path(path: Path, plan: Plan, report: FileProgress | None) -> Attributi
     tr = load_trace(path, progress=report, decode_workers=plan.decode_workers)
     caps, notes = _captures_for(path, tr, plan.captures, plan.decode_workers)
     result = attribute_trace(tr, scope=plan.scope, classifier=plan.classifier, hints=plan.hints, captures=caps,
-                             whatif=plan.whatif)
+                             whatif=plan.whatif, ops=plan.ops)
     for c in caps:  # a damaged capture maps what it kept: the result is then from damaged input (exit 3)
         if c.info.damaged:
             notes.append(f"capture {c.info.source} is damaged ({'; '.join(c.info.warnings) or 'salvaged'}): "
