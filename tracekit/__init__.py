@@ -23,19 +23,21 @@ _LAZY = {
     "diff_paths": ".run.api",
     "diff": ".run.api",
     "whatif": ".run.api",
+    "report": ".reports",
     "Attribution": ".results",
     "CATEGORIES": ".results",
     "TracekitError": ".errors",
 }
 
 __all__ = ["analyze", "attribute_trace", "load_trace", "find_trace_files", "discover", "diff", "diff_paths",
-           "whatif", "Attribution", "CATEGORIES", "TracekitError", "__version__"]
+           "whatif", "report", "Attribution", "CATEGORIES", "TracekitError", "__version__"]
 
 if TYPE_CHECKING:
     from .analysis.attribute import attribute_trace
     from .errors import TracekitError
     from .io.load import load_trace
     from .results import CATEGORIES, Attribution
+    from .reports import report
     from .run.api import analyze, diff, diff_paths, whatif
     from .run.inputs import discover, find_trace_files
 

@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,11 +30,12 @@ from .errors import TracekitError, UsageError
 from .memory import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, mallopt, one_shot
 from .output import to_stdout, write_all, write_report  # noqa: F401  (write_all: kept for callers of the CLI's)
 from .progress import Progress
+from .reports import refuse_clobber
 from .results.rows import TABLE_GROUPINGS
 from .text import printable
 
 if TYPE_CHECKING:
-    from .run.inputs import Inputs
+    pass
 
 EXIT_DAMAGED = 3
 EXIT_REGRESSION = 4
@@ -339,56 +340,20 @@ def report(path: Path, after: Path | None, output: Path, scope: str | None, jobs
     charted against sequence length when runs are named <impl>_<seq>.
     """
     try:
-        from .run.api import analyze_for_report, diff_paths
-        from .run.inputs import discover
-        from .run.runs import discover_runs
+        from .reports import report as write_html_report
 
-        result: Any
-        decode_workers = decode_workers or jobs
         with Progress() as progress:
-            if after is not None:
-                found_b, found_a = discover(path), discover(after)
-                refuse_clobber(output, [found_b, found_a])
-                result = diff_paths(found_b, found_a, scope=scope, jobs=jobs, decode_workers=decode_workers,
-                                    progress=progress.update)
-            else:
-                found = discover_runs(path, by_run=True)  # the one discovery of PATH
-                refuse_clobber(output, [found.inputs])
-                # (each trace with its what-if prediction: the page's "What if" section, issue 39)
-                result = analyze_for_report(found, scope=scope, jobs=jobs, decode_workers=decode_workers,
-                                            progress=progress.update)
-                if len(found.runs) <= 1:
-                    result.source = found.runs[0].name  # the page is headed by what was passed, not a file's name
-        result.check()
-        if timeline_step is not None:
-            _refuse_missing_step(result, timeline_step)
+            result = write_html_report(path, output, after, scope=scope, jobs=jobs, decode_workers=decode_workers,
+                                       step=timeline_step, progress=progress.update)
         if after is not None:
             _warn_diff(result)
         else:
             _warn(result)
-        from .renderers.html import HTMLRenderer
-
-        renderer = HTMLRenderer(tool=TOOL)
-        renderer.step = timeline_step
-        emit(renderer, result, output)
+        click.echo(f"wrote {printable(str(output))}", err=True)
     except TracekitError as exc:
         raise _fail(exc) from None
     if result.damaged:
         sys.exit(EXIT_DAMAGED)
-
-
-def _refuse_missing_step(result: Any, step: int) -> None:
-    """``report --step N`` where no timeline of the report holds step N: a usage error naming the steps there."""
-    from .results.attribution import Attribution
-    from .results.timeline import missing_step
-
-    if isinstance(result, Attribution):
-        drawn = [run.attribution for run in result.runs] or [result]
-    else:  # a diff draws both sides
-        drawn = [result.before, result.after]
-    why = missing_step(step, drawn)
-    if why is not None:
-        raise UsageError(f"--step {step}: {why}")
 
 
 @cli.command()
@@ -578,21 +543,6 @@ def output_format(fmt: str | None, output: Path | None) -> tuple[str, bool]:
             raise UsageError(f"{output}: cannot tell the format from the file name; use a .json, .csv, .md or .txt "
                              "extension (add .gz to compress) or --format")
     return fmt, gz
-
-
-def refuse_clobber(output: Path | None, inputs: Iterable[Inputs]) -> None:
-    """Never write over an input trace; a damaged run must not destroy the evidence (tracekit.output: by any path,
-    symlink or hard link). A name inside an input folder that the next run would read as a trace is refused as
-    well. Remote inputs have nothing local to overwrite."""
-    if output is None:
-        return
-    from .output import refuse_inputs, refuse_next_input
-    from .run.inputs import TRACE_SUFFIXES
-
-    for found in inputs:
-        if not found.urls:
-            refuse_inputs([output], found.files)
-            refuse_next_input(output, found.path, TRACE_SUFFIXES)
 
 
 def emit(renderer: Any, result: Any, output: Path | None, gz: bool = False) -> None:
