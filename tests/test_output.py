@@ -90,7 +90,7 @@ def test_a_trace_copy_over_an_old_file_keeps_its_mode_as_a_report_does(tmp_path:
     0600). Both write through trace_copy; a new copy follows the umask, a symlink is replaced by a new file."""
     from support.builders import TraceBuilder, eager_layers
 
-    from tracekit.annotate import annotate_path
+    from tracekit.annotation import annotate_path
     from tracekit.redact import redact_path
 
     b = TraceBuilder()

@@ -11,7 +11,7 @@ import importlib as _importlib
 from typing import TYPE_CHECKING
 from typing import Any as _Any
 
-__version__ = "0.1.0"
+from .version import __version__
 
 # public name -> the module that defines it
 _LAZY = {
@@ -24,19 +24,21 @@ _LAZY = {
     "diff": ".run.api",
     "whatif": ".run.api",
     "report": ".reports",
+    "annotate": ".annotation",
     "Attribution": ".results",
     "CATEGORIES": ".results",
     "TracekitError": ".errors",
 }
 
 __all__ = ["analyze", "attribute_trace", "load_trace", "find_trace_files", "discover", "diff", "diff_paths",
-           "whatif", "report", "Attribution", "CATEGORIES", "TracekitError", "__version__"]
+           "whatif", "report", "annotate", "Attribution", "CATEGORIES", "TracekitError", "__version__"]
 
 if TYPE_CHECKING:
     from .analysis.attribute import attribute_trace
     from .errors import TracekitError
     from .io.load import load_trace
     from .results import CATEGORIES, Attribution
+    from .annotation import annotate
     from .reports import report
     from .run.api import analyze, diff, diff_paths, whatif
     from .run.inputs import discover, find_trace_files

@@ -412,7 +412,7 @@ def annotate(path: str, output: Path, scope: str | None) -> None:
     events are skipped); it is streamed, and never written over its input.
     """
     try:
-        from .annotate import annotate_path
+        from .annotation import annotate_path
 
         with Progress() as progress:
             stats, result = annotate_path(path, output, scope=scope, progress=progress.update)

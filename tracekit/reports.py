@@ -24,7 +24,7 @@ def report(path: str | os.PathLike, output: str | os.PathLike, after: str | os.P
     ``step`` draws that ProfilerStep's timeline (default: the median step); a step no timeline holds is a
     UsageError naming the steps there. ``output`` is written atomically and is never one of the inputs.
     """
-    from . import __version__
+    from .version import __version__
     from .output import write_report
     from .renderers.html import HTMLRenderer
 

@@ -444,7 +444,7 @@ class IdleCause(StrEnum):
 # Plain strings in report order, like CATEGORIES: the keys of every ``idle_by_cause`` dict.
 IDLE_CAUSES: tuple[str, ...] = tuple(c.value for c in IdleCause)
 
-# The ``cat`` of the events ``tracekit annotate`` adds to a trace copy (tracekit/annotate.py): the reader skips them
+# The ``cat`` of the events ``tracekit annotate`` adds to a trace copy (tracekit/annotation.py): the reader skips them
 # (tracekit.io.builder), so the annotated copy attributes exactly like the original.
 ANNOTATE_CAT = "tracekit"
 

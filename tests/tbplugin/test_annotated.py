@@ -30,7 +30,7 @@ from support.builders import TraceBuilder, attention_block
 from support.paths import REAL, real_trace_files
 from support.tensorboard import entry_point_installed
 
-from tracekit.annotate import annotate_path
+from tracekit.annotation import annotate_path
 from tracekit.results.attribution import Attribution
 from tracekit.errors import TraceFormatError
 from tracekit.vocab import ANNOTATE_CAT
@@ -265,7 +265,7 @@ def _served(base: str, run: str) -> list[dict]:
 def _check_served(served: list[dict], copy: Path, original: Path, res: Attribution) -> None:
     """The trace route serves the annotated copy: its events as written (the plugin may append its GPU-metric
     counters), the original's among them unchanged, the tracekit process, and a span per block and stream at the
-    block's window (origin + start_us .. origin + end_us) of ``res``, the original's attribution (test_annotate.py
+    block's window (origin + start_us .. origin + end_us) of ``res``, the original's attribution (test_annotation.py
     checks that the copy attributes the same, tests/analysis/test_clock.py the block windows against the raw JSON)."""
     from support.traces import ns_of as _ns
 

@@ -19,7 +19,7 @@ import threading
 import weakref
 from pathlib import Path
 
-from ..annotate import annotate_path
+from ..annotation import annotate_path
 from ..run.runs import Run
 
 FileKey = tuple[str, int, int, int, int, int]

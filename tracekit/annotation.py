@@ -24,6 +24,7 @@ Annotating an annotated copy replaces its tracks (the leading events with that `
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -67,6 +68,15 @@ class AnnotateStats:
     peak_buffer: int = 0  # the largest piece of the input held at once: the memory bound of the copy
     damaged: str = ""  # why the input ended early (a truncated .gz): the copy ends where it does
     replaced: int = 0  # the input's own tracekit events left out (an annotated copy's tracks, replaced)
+
+
+def annotate(path: str | os.PathLike, output: str | os.PathLike, scope: str | None = None, *,
+             jobs: int | None = None, decode_workers: int | None = None) -> Attribution:
+    """``tracekit.annotate``: write ``output`` (.json or .json.gz), the trace ``path`` with tracekit's blocks,
+    kernel runs and hints added as tracks for Perfetto UI, chrome://tracing or TensorBoard, as ``tracekit annotate``
+    does; returns the trace's attribution (the copy attributes to the same). Refuses (UsageError) a folder or URL,
+    another extension, and ``output`` naming the input by any path."""
+    return annotate_path(path, output, scope, jobs=jobs, decode_workers=decode_workers)[1]
 
 
 def annotate_path(src: str | Path, dst: str | Path, scope: str | None = None, chunk: int = CHUNK,

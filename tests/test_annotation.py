@@ -25,8 +25,8 @@ from support.fuzzing import HOSTILE_PARTS
 from support.traces import read_doc, read_events
 
 from tracekit import analyze
-from tracekit import annotate as annotate_mod
-from tracekit.annotate import CHUNK, annotate_path
+from tracekit import annotation as annotate_mod
+from tracekit.annotation import CHUNK, annotate_path
 from tracekit.renderers import JSONRenderer
 from tracekit.vocab import ANNOTATE_CAT
 
@@ -452,3 +452,19 @@ def test_memory_of_the_copy_is_bounded_by_the_chunk_not_the_trace(tmp_path):
     _out, stats = _annotate(big, tmp_path, chunk=1 << 16)
     assert stats.bytes_in > 16 * (1 << 16)
     assert stats.peak_buffer < 4 * (1 << 16), (stats.peak_buffer, stats.bytes_in)  # pieces, never the whole file
+
+
+def test_tracekit_annotate_in_python_writes_the_commands_copy(tmp_path):
+    """Issue 42: ``tracekit.annotate(path, output)`` from Python, the copy ``tracekit annotate`` writes, and the
+    trace's attribution (the copy attributes to the same)."""
+    import tracekit
+    from support.builders import steps_trace
+    from support.cli import run_cli
+
+    trace, _ = steps_trace(tmp_path / "s.pt.trace.json")
+    res = tracekit.annotate(trace, tmp_path / "py.json")
+    proc = run_cli("annotate", trace, "-o", tmp_path / "cli.json")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "py.json").read_bytes() == (tmp_path / "cli.json").read_bytes()
+    assert [b.name for b in res.blocks] == [b.name for b in tracekit.analyze(tmp_path / "py.json").blocks]
+    assert len(res.blocks) == len(tracekit.analyze(trace).blocks) > 0
