@@ -378,7 +378,7 @@ def test_cli_writes_the_copy_and_never_over_its_input(tmp_path):
 
 
 @pytest.mark.parametrize("case, code, words", [
-    ("missing", 1, "no such file"), ("not-json", 1, "not valid JSON"), ("folder", 2, "not a folder"),
+    ("missing", 1, "no such file"), ("not-json", 1, "not valid JSON"), ("folder", 2, "this folder holds 2; pass one of its files"),
     ("extension", 2, ".json or .json.gz"), ("out-folder", 2, "is a folder"),
     ("url", 2, "http://example.invalid/t.json: annotate reads a local trace file, not a URL"),  # issue 41 row 10
 ])
@@ -392,8 +392,11 @@ def test_cli_bad_input_is_one_line_with_its_exit_code(tmp_path, case, code, word
     elif case == "not-json":
         src = tmp_path / "bad.json"
         src.write_bytes(b"\x00\x01 not a trace")
-    elif case == "folder":
-        src = tmp_path
+    elif case == "folder":  # (two traces: a run folder of one trace is that trace, below)
+        src = tmp_path / "run"
+        src.mkdir()
+        _one_block(src).rename(src / "w0.pt.trace.json")
+        _one_block(src).rename(src / "w1.pt.trace.json")
     elif case == "extension":
         out = tmp_path / "out.csv"
     else:
@@ -468,3 +471,15 @@ def test_tracekit_annotate_in_python_writes_the_commands_copy(tmp_path):
     assert (tmp_path / "py.json").read_bytes() == (tmp_path / "cli.json").read_bytes()
     assert [b.name for b in res.blocks] == [b.name for b in tracekit.analyze(tmp_path / "py.json").blocks]
     assert len(res.blocks) == len(tracekit.analyze(trace).blocks) > 0
+
+
+def test_a_run_folder_of_one_trace_is_annotated_as_that_trace(tmp_path):
+    """Issue 42: ``tracekit annotate RUN_FOLDER`` exited 2 ("not a folder") while every other command takes a run
+    folder; a folder holding one trace (a TensorBoard run of one worker) is that trace."""
+    run = tmp_path / "run"
+    run.mkdir()
+    trace = _one_block(run).rename(run / "w0.pt.trace.json")
+    proc = run_cli("annotate", run, "-o", tmp_path / "from_folder.json")
+    assert proc.returncode == 0, proc.stderr
+    assert run_cli("annotate", trace, "-o", tmp_path / "from_file.json").returncode == 0
+    assert (tmp_path / "from_folder.json").read_bytes() == (tmp_path / "from_file.json").read_bytes()

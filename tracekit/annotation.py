@@ -82,8 +82,9 @@ def annotate(path: str | os.PathLike, output: str | os.PathLike, scope: str | No
 def annotate_path(src: str | Path, dst: str | Path, scope: str | None = None, chunk: int = CHUNK,
                   progress: Callable[[str, int, int], None] | None = None, *, jobs: int | None = None,
                   decode_workers: int | None = None) -> tuple[AnnotateStats, Attribution]:
-    """Attribute the trace ``src`` and write ``dst`` (.json, or .json.gz to compress): the trace with tracekit's
-    tracks. Refuses (UsageError) a folder or URL, another extension, and ``dst`` naming the input by any path.
+    """Attribute the trace ``src`` (a file, or a run folder holding one trace) and write ``dst`` (.json, or .json.gz to
+    compress): the trace with tracekit's tracks. Refuses (UsageError) a folder of several traces or a URL, another
+    extension, and ``dst`` naming the input by any path.
     ``jobs`` and ``decode_workers`` are ``analyze``'s (the TensorBoard tab passes 1 and 1: no process pool)."""
     from .run.api import analyze
     from .run.inputs import discover, is_url
@@ -93,9 +94,12 @@ def annotate_path(src: str | Path, dst: str | Path, scope: str | None = None, ch
     src, out = Path(src), Path(dst)
     if not out.name.lower().endswith((".json", ".json.gz")):
         raise UsageError(f"{dst}: the annotated trace is JSON; name it .json or .json.gz")
-    if src.is_dir():
-        raise UsageError(f"{src}: annotate takes one trace file, not a folder")
     found = discover(src)
+    if src.is_dir():  # a run folder of one trace (a TensorBoard run of one worker) is that trace
+        if len(found.files) != 1:
+            raise UsageError(f"{src}: annotate writes one trace, and this folder holds {len(found.files)}; pass one "
+                             "of its files")
+        src = found.files[0]
     if out.is_dir():
         raise UsageError(f"{dst}: is a folder; name the output file")
     refuse_inputs([out], found.files)
