@@ -378,7 +378,8 @@ def test_cli_writes_the_copy_and_never_over_its_input(tmp_path):
 
 
 @pytest.mark.parametrize("case, code, words", [
-    ("missing", 1, "no such file"), ("not-json", 1, "not valid JSON"), ("folder", 2, "this folder holds 2; pass one of its files"),
+    ("missing", 1, "no such file"), ("not-json", 1, "not valid JSON"),
+    ("folder", 2, "this folder holds 2; pass one of its files"),
     ("extension", 2, ".json or .json.gz"), ("out-folder", 2, "is a folder"),
     ("url", 2, "http://example.invalid/t.json: annotate reads a local trace file, not a URL"),  # issue 41 row 10
 ])
