@@ -317,7 +317,7 @@ def test_the_issue_example_keeps_mulfunctor_where_a_90_character_cut_lost_it():
 
 def test_rules_are_named_ordered_data():
     names = [r.name for r in NAME_RULES]
-    assert len(set(names)) == len(names) and names[0] == "void-prefix"
+    assert len(set(names)) == len(names) and names[:2] == ["demangle", "void-prefix"]
     assert names.index("functor") < names.index("op") < names.index("nested-templates")
     assert all(r.keeps for r in NAME_RULES)
 
@@ -528,3 +528,15 @@ def test_a_sweeps_roof_heading_names_the_pooling_outside_the_roofs_words(tmp_pat
         heading = " ".join(part[:next(k for k, x in enumerate(part) if x.startswith("block kind"))])
         assert heading.startswith("efficiency of kernels with recorded shapes (pooled over 2 runs) — roof: "), heading
         assert heading.count("pooled over") == 1 and heading.endswith("(dense peaks)"), (width, heading)
+
+
+def test_a_mangled_kernel_name_is_shown_by_its_qualified_name():
+    """Issue 42: graph headers showed ``_ZN7ck_tile6kentry…``; the Itanium mangling's nested source names are the
+    kernel's name (7 characters ``ck_tile``, 6 ``kentry``, then template arguments: ``I``)."""
+    ck = ("_ZN7ck_tile6kentryILi64ELi1ENS_10FmhaFwdKernelINS_20BlockFmhaPipelineQRKSVSINS_24BlockFmhaPipelineProblem"
+          "IDF16bDF16bDF16bffDF16bhDF16bDF16bNS_13TileFmhaShapeEEEEEEEvNT1_5KargsE")
+    assert short_name(ck, 40) == "ck_tile::kentry<…>"
+    assert short_name("_Z" + "13" + "my_kernel_foo" + "Pf" * 30, 20) == "my_kernel_foo"
+    for bad in ("_ZN999abc" + "x" * 60, "_Z" + "y" * 60, "_ZN0" + "z" * 60):  # no name to read: cut as any name
+        s = short_name(bad, 30)
+        assert len(s) <= 30 and s.startswith("_Z")

@@ -276,8 +276,40 @@ def _focus_args(s: str) -> str:
     return _FOCUSED.sub(lambda m: f"<{ELLIPSIS}{m.group(1)}{ELLIPSIS}>", s)
 
 
+_SOURCE_NAME = re.compile(r"(\d+)")
+
+
+def _demangled(s: str, width: int) -> str:
+    """An Itanium-mangled kernel name (``_ZN7ck_tile6kentryI…EEvNT1_5KargsE``, as HIP and CUDA traces write
+    composable-kernel and other template kernels) shown by its qualified name, ``ck_tile::kentry<…>``: the nested
+    source names up to the first template arguments. Display only, and only the prefix a trace's reader needs to tell
+    kernels apart; anything this reading does not follow leaves the name as it is."""
+    if not s.startswith("_Z"):
+        return s
+    i, nested = (3, True) if s.startswith("_ZN") else (2, False)
+    parts: list[str] = []
+    while i < len(s):
+        m = _SOURCE_NAME.match(s, i)
+        if m is None:
+            break
+        n = int(m.group(1))
+        start = m.end()
+        if n <= 0 or start + n > len(s):
+            return s
+        parts.append(s[start:start + n])
+        i = start + n
+        if not nested:
+            break
+    if not parts:
+        return s
+    args = f"<{ELLIPSIS}>" if i < len(s) and s[i] == "I" else ""
+    return "::".join(parts) + args
+
+
 # Ordered: each runs only while the name is still wider than its column.
 NAME_RULES: tuple[NameRule, ...] = (
+    NameRule(name="demangle", keeps="the kernel's qualified name, read from its Itanium mangling",
+             apply=_demangled),
     NameRule(name="void-prefix", keeps="everything", apply=lambda s, w: s[5:] if s.startswith("void ") else s),
     NameRule(name="call-signature", keeps="the kernel and its template arguments",
              apply=lambda s, w: _drop_call_signature(s)),
