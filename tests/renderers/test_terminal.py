@@ -540,3 +540,18 @@ def test_a_mangled_kernel_name_is_shown_by_its_qualified_name():
     for bad in ("_ZN999abc" + "x" * 60, "_Z" + "y" * 60, "_ZN0" + "z" * 60):  # no name to read: cut as any name
         s = short_name(bad, 30)
         assert len(s) <= 30 and s.startswith("_Z")
+
+
+def test_the_efficiency_table_splits_each_kind_by_category_and_matmul_role(tmp_path):
+    """Issue 42: eager_4096's pooled "39.7 TFLOP/s, memory-bound" hid projection GEMMs near the roof. By construction
+    (support.builders.op_table_trace, two steps): the score bmm is 2·8·128·64·128 FLOPs in 10 µs and the context bmm
+    the same in 8 µs, per step."""
+    from support.builders import op_table_trace
+
+    text = TerminalRenderer(width=120).render(analyze(str(op_table_trace(tmp_path / "t.json"))).check())
+    rows = {ln.split()[1]: ln.split()[2:] for ln in text.splitlines() if ln.startswith("  · ")}
+    one = 2 * 8 * 128 * 64 * 128
+    assert rows["matmul"][:3] == [f"{4 * one / 1e6:.2f}", "M", f"{4 * one / 36e-6 / 1e12:.1f}"]
+    assert rows["score"][:3] == [f"{2 * one / 1e6:.2f}", "M", f"{2 * one / 20e-6 / 1e12:.1f}"]
+    assert rows["context"][:3] == [f"{2 * one / 1e6:.2f}", "M", f"{2 * one / 16e-6 / 1e12:.1f}"]
+    assert "projection" not in rows  # (no projection was recorded: no row)

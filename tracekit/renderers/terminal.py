@@ -16,7 +16,7 @@ from ..results.attribution import CATEGORIES, IDLE_CAUSES, Attribution, Compiled
 from ..results.hints import NO_STEPS_BASIS, step_unit
 from ..results.sweep import run_rows
 from ..results.rows import Row, layer_rows, pair_layer_rows, with_layers  # issue 38: a group's attention layer row
-from ..vocab import IdleCause, Phase, UnlinkedReason
+from ..vocab import MATMUL_ROLES, IdleCause, Phase, UnlinkedReason
 from .base import (
     latency_cell, measured_lines, runs_header_lines, speedup_cell, speedup_cols, sweep_notes,
     HEADS, Renderer, alloc_line, blocks_line, fmt_time, group_rows, header_lines, headline, noise_line, pair_rows,
@@ -241,7 +241,10 @@ def _efficiency_lines(result: Attribution, width: int, pooled: str = "") -> list
     groups = _efficiency_groups(result)
     extra = [(("all blocks", ""), (tot, [result.totals.total_us]))] if len(groups) > 1 else []
     rows = [["block kind", "phase", "FLOPs", "TFLOP/s", "GB/s", "of roof", "bound", "timed"]]
-    rows += [_efficiency_row(kind, phase, e, busy[0]) for (kind, phase), (e, busy) in list(groups.items()) + extra]
+    for (kind, phase), (e, busy) in list(groups.items()) + extra:
+        rows.append(_efficiency_row(kind, phase, e, busy[0]))
+        if kind != "all blocks":  # (issue 42: a pooled "memory-bound" hid GEMMs near the roof)
+            rows += [_efficiency_row(f"  · {part}", "", pe, busy[0]) for part, pe in _parts(result, kind, phase)]
     cols = _cols(rows, right={2, 3, 4, 5, 7}, names=0, drop={4: 2, 7: 1, 2: 3})
     return (["", *wrap(f"efficiency of kernels with recorded shapes{pooled} — roof: {_roof(result)}", width)]
             + fit_table(_drop_forward_phase(cols), width)
@@ -269,6 +272,20 @@ def _efficiency_groups(result: Attribution) -> dict[tuple[str, str], tuple[Effic
             e.add(b.efficiency)
             busy[0] += b.total_us
     return groups
+
+
+_PART_ORDER = (*CATEGORIES, *MATMUL_ROLES)  # a kind's parts: its categories, then matmul by role
+
+
+def _parts(result: Attribution, kind: str, phase: str) -> list[tuple[str, Efficiency]]:
+    """A block kind's efficiency per category and per matmul role (the blocks' ``efficiency_by_category`` merged),
+    those with FLOP counts, in report order: what the pooled row is made of."""
+    merged: dict[str, Efficiency] = {}
+    for b in result.blocks:
+        if b.kind == kind and b.phase == phase:
+            for part, e in b.efficiency_by_category.items():
+                merged.setdefault(part, Efficiency()).add(e)
+    return [(p, merged[p]) for p in _PART_ORDER if p in merged and merged[p].ops > 0]
 
 
 def _efficiency_row(kind: str, phase: str, e: Efficiency, busy_us: float) -> list[str]:
