@@ -76,7 +76,7 @@ def annotate(path: str | os.PathLike, output: str | os.PathLike, scope: str | No
     kernel runs and hints added as tracks for Perfetto UI, chrome://tracing or TensorBoard, as ``tracekit annotate``
     does; returns the trace's attribution (the copy attributes to the same). Refuses (UsageError) a folder or URL,
     another extension, and ``output`` naming the input by any path."""
-    return annotate_path(path, output, scope, jobs=jobs, decode_workers=decode_workers)[1]
+    return annotate_path(os.fspath(path), os.fspath(output), scope, jobs=jobs, decode_workers=decode_workers)[1]
 
 
 def annotate_path(src: str | Path, dst: str | Path, scope: str | None = None, chunk: int = CHUNK,

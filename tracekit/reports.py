@@ -8,16 +8,18 @@ this one function, so the page a notebook writes is the page the command writes.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .run.inputs import ProgressFn
 
 
 def report(path: str | os.PathLike, output: str | os.PathLike, after: str | os.PathLike | None = None, *,
            scope: str | None = None, jobs: int | None = None, decode_workers: int | None = None,
-           step: int | None = None, progress: Callable[[int, int], None] | None = None) -> Any:
+           step: int | None = None, progress: ProgressFn | None = None) -> Any:
     """Write one self-contained HTML report of ``path`` (a trace, a run folder, or a folder of runs: a sweep), or
     of the diff ``path`` → ``after``, to ``output``; returns the result drawn (an Attribution or a DiffResult).
 
@@ -41,7 +43,7 @@ def report(path: str | os.PathLike, output: str | os.PathLike, after: str | os.P
 
 
 def _analysed(path: Path, after: Path | None, output: Path, scope: str | None, jobs: int | None,
-              decode_workers: int | None, progress: Callable[[int, int], None] | None) -> Any:
+              decode_workers: int | None, progress: ProgressFn | None) -> Any:
     """The report's result: the diff of two inputs, or one input read as ``report`` reads it (its runs, each
     trace with its what-if prediction)."""
     from .run.api import analyze_for_report, diff_paths
