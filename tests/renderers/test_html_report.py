@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from support.builders import TraceBuilder, attention_block, eager_trace
+from support.builders import TraceBuilder, attention_block, eager_trace, no_attention_trace
 from support.cli import run_cli
 from support.paths import ROOT
 from support.browser import XSS_END, XSS_IMG, hostile_trace, js, open_page, report, shot
@@ -1039,15 +1039,7 @@ def test_a_trace_without_attention_still_gets_its_step_and_the_time_outside_atte
     """Issue 42: a ResNet-like trace (two steps of a 400 µs conv kernel and a 50 µs relu, 900 µs apart) drew
     "no attention blocks found" and nothing else; now the median step (busy 450, span 900, idle 450 µs) and the
     step outside attention by category, as the terminal prints them."""
-    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
-    for step, t0 in ((1, 0), (2, 1000)):
-        b.annotation(f"ProfilerStep#{step}", t0, 900)
-        b.op("aten::conv2d", t0 + 10, 100)
-        b.launch("implicit_convolve_sgemm<float, 1024, 5, 5, 3, 3, 3, 1, false>", t0 + 20, 5, t0 + 30, 400)
-        b.op("aten::relu", t0 + 120, 20)
-        b.launch("vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar>",
-                 t0 + 125, 5, t0 + 440, 50)
-    report(b.write(tmp_path / "resnet.json"), "-o", tmp_path / "r.html")
+    report(no_attention_trace(tmp_path / "resnet.json"), "-o", tmp_path / "r.html")
     open_page(browser, tmp_path / "r.html")
     shot(browser, "test_blockless")
     lead = js(browser, "return document.querySelector('.lead').textContent")

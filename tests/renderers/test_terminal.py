@@ -493,15 +493,9 @@ def test_replayed_kernels_without_a_host_op_are_said_to_be_linked_through_their_
 def test_a_trace_without_attention_still_says_where_its_steps_went(tmp_path):
     """Issue 42: a ResNet trace printed "no attention blocks found" and nothing else; the step outside attention
     (by category, and the host side of a launch-bound step) is still shown."""
-    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
-    for step, t0 in ((1, 0), (2, 1000)):
-        b.annotation(f"ProfilerStep#{step}", t0, 900)
-        b.op("aten::conv2d", t0 + 10, 100)
-        b.launch("implicit_convolve_sgemm<float, 1024, 5, 5, 3, 3, 3, 1, false>", t0 + 20, 5, t0 + 30, 400)
-        b.op("aten::relu", t0 + 120, 20)
-        b.launch("vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar>",
-                 t0 + 125, 5, t0 + 440, 50)
-    res = analyze(str(b.write(tmp_path / "resnet.json"))).check()
+    from support.builders import no_attention_trace
+
+    res = analyze(str(no_attention_trace(tmp_path / "resnet.json"))).check()
     assert res.blocks == []
     text = TerminalRenderer(width=120).render(res)
     assert "no attention blocks found" in text

@@ -431,3 +431,17 @@ def op_table_trace(path: Path, steps: int = 2, kernel_name: str = CUTLASS_BF16_G
             b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float> >(int)",
                      t + 61, 1, k + 26, 1)
     return b.write(path)
+
+
+def no_attention_trace(path: Path) -> Path:
+    """A ResNet-like trace with no attention: two ProfilerSteps (900 µs, 1000 µs apart), each a conv op launching a
+    400 µs kernel (category other) and a relu launching a 50 µs elementwise kernel; busy 450 µs per step."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    for step, t0 in ((1, 0), (2, 1000)):
+        b.annotation(f"ProfilerStep#{step}", t0, 900)
+        b.op("aten::conv2d", t0 + 10, 100)
+        b.launch("implicit_convolve_sgemm<float, 1024, 5, 5, 3, 3, 3, 1, false>", t0 + 20, 5, t0 + 30, 400)
+        b.op("aten::relu", t0 + 120, 20)
+        b.launch("vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar>",
+                 t0 + 125, 5, t0 + 440, 50)
+    return b.write(path)
