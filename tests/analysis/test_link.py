@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tracekit.analysis.attribute import attribute_trace
-from tracekit.analysis.link import NONE, host_order, link
+from tracekit.analysis.link import NONE, _host_order, host_order, link
 from tracekit.model import ANNOTATION, KERNEL, MODULE, OP, DeviceEvent, HostEvent, RuntimeEvent, Trace, TraceInfo
 from support.builders import TraceBuilder
 from support.pairs import GEMM, H100
@@ -60,15 +60,21 @@ def test_each_launch_links_to_the_innermost_host_event_around_it(seed: int) -> N
     attribute_trace(tr).check()
 
 
+@pytest.mark.parametrize("threads", [1, 3])  # (one thread takes a shortcut: no sort by thread)
 @pytest.mark.parametrize("seed", range(10))
-def test_host_order_is_one_sort_on_thread_ts_longest_first_kind(seed: int) -> None:
+def test_host_order_is_one_sort_on_thread_ts_longest_first_kind(seed: int, threads: int) -> None:
     rng = random.Random(seed)
     # few distinct values: ties of every kind, runs of them anywhere
-    host = [HostEvent(rng.choice((MODULE, ANNOTATION, OP)), "x", rng.randrange(3), rng.randrange(30),
+    host = [HostEvent(rng.choice((MODULE, ANNOTATION, OP)), "x", rng.randrange(threads), rng.randrange(30),
                       rng.randrange(4), 0)
             for _ in range(500)]
     expected = sorted(range(len(host)), key=lambda i: (host[i].thread, host[i].ts, -host[i].dur, host[i].kind))
     assert host_order(host) == expected
+    index = _host_order(host)[1]
+    assert index.starts == [host[i].ts for i in expected]
+    assert [index.run(t) for t in range(threads)] == [
+        (min(k for k, i in enumerate(expected) if host[i].thread == t),
+         1 + max(k for k, i in enumerate(expected) if host[i].thread == t)) for t in range(threads)]
     assert host_order([]) == [] and host_order(host[:1]) == [0]
 
 

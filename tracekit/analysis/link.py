@@ -111,7 +111,6 @@ def _host_order(host: list[HostEvent]) -> tuple[list[int], OrderIndex]:
     order = sorted(range(n), key=ts.__getitem__)
     in_order = list(map(ts.__getitem__, order))
     tied = list(compress(range(1, n), map(eq, in_order, islice(in_order, 1, None))))  # order[k] ties order[k-1]
-    del in_order
     k, end_k = 0, len(tied)
     while k < end_k:  # each run of equal ts: order[start:end]
         start, end = tied[k] - 1, tied[k] + 1
@@ -121,6 +120,9 @@ def _host_order(host: list[HostEvent]) -> tuple[list[int], OrderIndex]:
             k += 1
         order[start:end] = sorted(order[start:end], key=lambda i: (host[i].thread, -host[i].dur, host[i].kind))
     threads = [h.thread for h in host]
+    if min(threads, default=0) == max(threads, default=0):  # one thread: the ties' re-sort kept each ts in place
+        return order, _index(in_order, threads)
+    del in_order
     order.sort(key=threads.__getitem__)
     return order, _index(list(map(ts.__getitem__, order)), list(map(threads.__getitem__, order)))
 
