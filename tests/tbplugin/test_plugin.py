@@ -56,6 +56,27 @@ def test_same_size_and_mtime_other_content_is_analysed_again(tmp_path: Path) -> 
     assert [b.name for b in first.blocks] == ["layer0.attention"]
 
 
+def test_a_dead_run_is_analysed_once_until_its_files_change(tmp_path: Path) -> None:
+    """The all-runs view asks every run on each request: a run with no usable trace fails from the cache, with the
+    same error, and is read again only once its files change."""
+    from tracekit.errors import TracekitError
+
+    trace = tmp_path / "logs" / "dead" / "a.pt.trace.json"
+    trace.parent.mkdir(parents=True)
+    trace.write_text('{"traceEvents": []}')
+    cache = AnalysisCache(tmp_path / "logs")
+    [run] = cache.runs()
+    errors = []
+    for _ in range(3):
+        with pytest.raises(TracekitError) as got:
+            cache.attribution(run)
+        errors.append(str(got.value))
+    assert cache.analysed == 1 and len(set(errors)) == 1 and errors[0]
+    _write(trace, "layer0.attention")  # now a usable trace: analysed again
+    assert [b.name for b in cache.attribution(cache.run("dead")).blocks] == ["layer0.attention"]
+    assert cache.analysed == 2
+
+
 def test_the_tabs_report_has_the_whatif_section(tmp_path: Path) -> None:
     """Issue 39: the tab serves the report page with its "What if" section, tracekit.whatif's own rows for the run's
     trace (a calibrated H200 eager block, tests/support/builders.py); an uncalibrated run's section is its reason."""

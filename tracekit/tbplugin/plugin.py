@@ -86,15 +86,18 @@ class AnalysisCache:
             if hit is not None:
                 return hit
             sig = _signature(run.files)
-            # as ``tracekit report`` reads it: with its what-if prediction (the page's "What if" section, issue 39)
-            result = analyze_for_report(Inputs(path=self.root / run.name, files=list(run.files)), jobs=1,
-                                        decode_workers=1)
-            result.source = run.name
-            result.check()
+            try:
+                # as ``tracekit report`` reads it: with its what-if prediction (the "What if" section, issue 39)
+                result: Any = analyze_for_report(Inputs(path=self.root / run.name, files=list(run.files)), jobs=1,
+                                                 decode_workers=1)
+                result.source = run.name
+                result.check()
+            except TracekitError as exc:  # a dead run fails the same way until its files change: kept, not redone
+                result = exc
             with self._lock:
                 self._cache[run.name] = (sig, result)
                 self.analysed += 1
-        return result
+        return _result(result)
 
     def sweep(self, label: str, runs: list[Run]) -> Any:
         """Every run's analysis, combined (the all-runs view). A run that cannot be analysed (no usable trace) is
@@ -110,10 +113,19 @@ class AnalysisCache:
         return usable_runs(label, results, skipped)
 
     def _cached(self, run: Run) -> Any:
+        """The run's kept analysis (or kept error, raised) while its files are unchanged; else None."""
         sig = _signature(run.files)
         with self._lock:
             hit = self._cache.get(run.name)
-        return hit[1] if hit is not None and hit[0] == sig else None
+        return _result(hit[1]) if hit is not None and hit[0] == sig else None
+
+
+def _result(kept: Any) -> Any:
+    """A kept analysis, or a kept TracekitError raised again: the all-runs view asks every run on each request,
+    and a run with no usable trace would otherwise be read and analysed again each time."""
+    if isinstance(kept, TracekitError):
+        raise kept.with_traceback(None)  # (raised again and again: no traceback growing on it)
+    return kept
 
 
 def _script_sha256() -> str:
