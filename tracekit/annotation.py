@@ -348,7 +348,8 @@ def _graph_lanes_of(src: Path, stats: AnnotateStats, decode_workers: int) -> Ite
     """The replayed kernels of ``src``'s graph launches, read again (the analysis keeps no device event), packed.
     A generator, so that nothing runs before tracks() has placed (and counted) the attention lanes."""
     tr = load_trace(src, decode_workers=decode_workers)
-    replayed = sorted({j for g in tr.graphs.launches for j in g.device})
+    launches = tr.graphs.launches if tr.graphs is not None else []  # (load_trace always sets it)
+    replayed = sorted({j for g in launches for j in g.device})
     yield from graph_lanes(tr.device, tr.streams, replayed, stats, first_tid=stats.lanes + 1)
 
 
