@@ -1049,3 +1049,27 @@ def test_a_trace_without_attention_still_gets_its_step_and_the_time_outside_atte
     rows = js(browser, "return Array.from(document.querySelectorAll('[data-section=\"rest\"] tr[data-rest-by]'))"
                        ".map(r => [r.dataset.restBy, r.cells[1].textContent, +r.cells[2].dataset.v])")
     assert rows == [["category", "other", 400], ["category", "elementwise", 50]]
+
+
+def test_the_timeline_carries_each_kernel_names_display_names(tmp_path):
+    """Issue 42, item 3: the page's timeline gets, per kernel name, its display names (renderers/names.py
+    label_ladder), widest first, so that a bar is labelled by the widest that fits it. The softmax kernel of
+    builders.attention_block narrows, by the rules, down to its function's name alone (20 characters); a name
+    that fits every width (a memset) gets none (the page draws the name itself)."""
+    from support.builders import steps_trace
+
+    import tracekit
+    from tracekit.renderers.html import report_data
+    from tracekit.renderers.names import LABEL_WIDTHS
+
+    trace, _ = steps_trace(tmp_path / "s.pt.trace.json")
+    t = report_data(tracekit.analyze(trace), "tracekit")["result"]["timeline"]
+    assert len(t["labels"]) == len(t["names"])
+    for name, ladder in zip(t["names"], t["labels"]):
+        lengths = [len(x) for x in ladder]
+        assert lengths == sorted(set(lengths), reverse=True) and name not in ladder
+        assert all(n <= LABEL_WIDTHS[0] for n in lengths)
+        assert (ladder == []) == (len(name) <= LABEL_WIDTHS[-1]), name
+    softmax = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)"
+    assert t["labels"][t["names"].index(softmax)][-1] == "softmax_warp_forward"
+    assert t["labels"][t["names"].index("Memset (Device)")] == []

@@ -32,6 +32,7 @@ from .base import (  # issue 37: the rest of the step, in the terminal's wording
     rest_step_words, top_parts,
 )
 from .jsonrenderer import diff_to_dict, idle_cause_dict, timeline_dict, to_dict
+from .names import label_ladder
 from .whatif import backend_label, error_text, notes, nothing_to_predict, step_line
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ def _timeline(result: Attribution, step: int | None, cap: int | None = None) -> 
     t.check()
     d = timeline_dict(t)
     d["requested"] = step
+    d["labels"] = [label_ladder(n) for n in d["names"]]  # per kernel name, its display names (timeline.js)
     return d
 
 
