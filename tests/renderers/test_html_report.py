@@ -1073,3 +1073,35 @@ def test_the_timeline_carries_each_kernel_names_display_names(tmp_path):
     softmax = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)"
     assert t["labels"][t["names"].index(softmax)][-1] == "softmax_warp_forward"
     assert t["labels"][t["names"].index("Memset (Device)")] == []
+
+
+FITS_JS = """const t = document.querySelector('table.wrap-heads'), box = t.parentElement, page = document.documentElement;
+    return {inner: window.innerWidth, page: [page.scrollWidth, page.clientWidth],
+            box: [box.clientWidth, box.scrollWidth, box.getBoundingClientRect().right],
+            heads: Array.from(t.querySelectorAll('th')).map(th => th.textContent)}"""
+
+
+@pytest.mark.slow
+def test_the_sweeps_runs_table_fits_a_1280_px_page(browser, tmp_path):
+    """Issue 42: the H200 sweep's runs table was 1,726 px wide on a 1,280 px window (eleven columns with headers
+    on one line), so the whole page scrolled sideways. Its headers now wrap, whole, and the table sits in a box of
+    its own that scrolls when it must: the H200 sweep's fits without scrolling, and a sweep whose run names are too
+    long for any page scrolls inside its box while the page does not."""
+    if SWEEP.is_dir():
+        report(SWEEP, "-o", tmp_path / "h200.html")
+        open_page(browser, tmp_path / "h200.html")
+        got = js(browser, FITS_JS)
+        assert got["inner"] == 1280
+        assert got["page"][0] <= got["page"][1], got  # the page: no sideways scroll
+        assert got["box"][1] <= got["box"][0], got  # the table: fits its box
+        assert "latency speedup over eager (measured)" in got["heads"]  # headers wrap, never cut
+    root = tmp_path / "long"
+    for seq in (64, 128):
+        run = root / f"{'an-implementation-with-a-long-descriptive-name-' * 4}{seq}"
+        run.mkdir(parents=True)
+        eager_trace(run / "t.pt.trace.json", layers=1, steps=2)
+    report(root, "-o", tmp_path / "long.html")
+    open_page(browser, tmp_path / "long.html")
+    got = js(browser, FITS_JS)
+    assert got["page"][0] <= got["page"][1], got
+    assert got["box"][1] > got["box"][0] and got["box"][2] <= got["page"][1], got  # it scrolls inside its box

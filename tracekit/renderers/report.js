@@ -773,7 +773,10 @@
     }
     add(parent, el("h2", null, "Runs"));
     var detail = el("div", {"class": "detail"});
-    table(parent, [{name: "run"}, {name: "blocks", num: true}, {name: "latency (measured)", num: true},
+    /* Eleven columns: headers wrap and the table scrolls inside its box, so a 1280 px page never scrolls sideways
+       (issue 42; report.css, .table-scroll). */
+    var runsBox = add(parent, el("div", {"class": "table-scroll"}));
+    table(runsBox, [{name: "run"}, {name: "blocks", num: true}, {name: "latency (measured)", num: true},
                    {name: "latency speedup over " + base + " (measured)", num: true},
                    {name: "step speedup (profiled)", num: true}, {name: "attention speedup (profiled)", num: true},
                    {name: "busy per step (profiled)", num: true},
@@ -797,7 +800,7 @@
           function (row) {
             while (detail.firstChild) detail.removeChild(detail.firstChild);
             renderAttribution(detail, row.run, "run: " + row.run.name);
-          });
+          }).classList.add("wrap-heads");
     parent.appendChild(detail);
   }
 
