@@ -1075,7 +1075,8 @@ def test_the_timeline_carries_each_kernel_names_display_names(tmp_path):
     assert t["labels"][t["names"].index("Memset (Device)")] == []
 
 
-FITS_JS = """const t = document.querySelector('table.wrap-heads'), box = t.parentElement, page = document.documentElement;
+FITS_JS = """const t = document.querySelector('table.wrap-heads'), box = t.parentElement;
+    const page = document.documentElement;
     return {inner: window.innerWidth, page: [page.scrollWidth, page.clientWidth],
             box: [box.clientWidth, box.scrollWidth, box.getBoundingClientRect().right],
             heads: Array.from(t.querySelectorAll('th')).map(th => th.textContent)}"""
