@@ -1106,3 +1106,24 @@ def test_the_sweeps_runs_table_fits_a_1280_px_page(browser, tmp_path):
     got = js(browser, FITS_JS)
     assert got["page"][0] <= got["page"][1], got
     assert got["box"][1] > got["box"][0] and got["box"][2] <= got["page"][1], got  # it scrolls inside its box
+
+
+@pytest.mark.slow
+def test_a_trace_without_attention_shows_its_idle_by_cause_and_top_device_events(browser, tmp_path):
+    """Issue 42: the blockless page also gives the median step's idle by cause and its top device events. By
+    construction (tests/analysis/test_rest.py): idle 450 µs, other 410, launch 20, queued 20; the conv's kernel
+    400 µs and the relu's 50 µs, one call each. A page with blocks has no such section."""
+    report(no_attention_trace(tmp_path / "resnet.json"), "-o", tmp_path / "r.html")
+    open_page(browser, tmp_path / "r.html")
+    words = js(browser, "return document.querySelector('[data-idle-words]').textContent")
+    head, parts = words.split(": ", 1)[0], words.split("by cause: ")[1].split(" \u00b7 ")
+    assert head == "step 1" and words.startswith("step 1: idle 450 \u00b5s by cause: other 410 \u00b5s")
+    assert sorted(parts) == ["launch 20.0 \u00b5s", "other 410 \u00b5s", "queued 20.0 \u00b5s"]  # (a tie: any order)
+    rows = js(browser, "return Array.from(document.querySelectorAll('tr[data-top-kernel]')).map(r => "
+                       "[r.cells[0].title, r.cells[1].textContent, +r.cells[2].dataset.v, +r.cells[3].dataset.v])")
+    assert rows == [["implicit_convolve_sgemm<float, 1024, 5, 5, 3, 3, 3, 1, false>", "other", 1, 400],
+                    ["vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar>",
+                     "elementwise", 1, 50]]
+    report(eager_trace(tmp_path / "e.pt.trace.json", layers=1), "-o", tmp_path / "e.html")
+    open_page(browser, tmp_path / "e.html")
+    assert js(browser, "return document.querySelectorAll('[data-section=\"blockless\"]').length") == 0
