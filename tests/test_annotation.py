@@ -484,3 +484,165 @@ def test_a_run_folder_of_one_trace_is_annotated_as_that_trace(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert run_cli("annotate", trace, "-o", tmp_path / "from_file.json").returncode == 0
     assert (tmp_path / "from_folder.json").read_bytes() == (tmp_path / "from_file.json").read_bytes()
+
+
+# -- packed lanes for graph replays (issue 44, part 3) -----------------------------------------------------------
+
+# A graph replay's kernels on six streams, (stream, start, dur) µs. By construction at most three run at once
+# (108..110: streams 10, 11, 12; 112..115: 10, 11, 13), and stream 13 starts when stream 12 ends (112): touching
+# spans share a lane, so three lanes hold them (four if a touch counted as overlap).
+REPLAYED = [(10, 100, 10), (10, 110, 10), (11, 105, 10), (12, 108, 4), (13, 112, 6), (14, 130, 1), (15, 130, 10),
+            (15, 141, 0)]
+REPLAY_CORR = 9001
+
+
+def _replay_on_streams(tmp: Path, replayed=REPLAYED, other_device=()) -> Path:
+    """An eager attention block, then one cudaGraphLaunch whose kernels ran on many streams (device 0), and on
+    device 1 the ``other_device`` ones; an eager kernel on stream 20 that no graph launched."""
+    b = TraceBuilder()
+    attention_block(b, 0)  # host 0..60, device 100..136 on stream 7
+    b._x("cuda_runtime", "cudaGraphLaunch", 90, 5, CPU_PID, 1, correlation=REPLAY_CORR)
+    for stream, ts, dur in replayed:
+        b.device_only(GEMM, 1000 + ts, dur, stream=stream, corr=REPLAY_CORR)
+    for stream, ts, dur in other_device:
+        b._x("kernel", SOFTMAX, 1000 + ts, dur, 1, stream, correlation=REPLAY_CORR, device=1, stream=stream)
+    b.op("aten::div", 200, 2)
+    b.launch(DIV, 201, 1, 1300, 3, stream=20)
+    return b.write(tmp / "replay.json")
+
+
+def _graph_lanes(out: Path) -> dict[int, str]:
+    return {e["tid"]: e["args"]["name"] for e in _ours(out)
+            if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"].startswith("graph replays")}
+
+
+def _max_overlap(spans: list[tuple[int, int]]) -> int:
+    """The most spans open at once, by a sweep over their ends (an end before a start at the same time)."""
+    most = now = 0
+    for _t, step in sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans]):
+        now += step
+        most = max(most, now)
+    return most
+
+
+def _check_lanes(src: Path, out: Path) -> dict[int, str]:
+    """The packed lanes of ``out`` against the raw JSON of ``src``: every kernel of a graph launch copied once
+    (its name, time and original stream), none of another, no two overlapping on a lane, and per device as many
+    lanes as the most of its replayed kernels that overlap."""
+    raw = read_events(src)
+    graph = {e["args"]["correlation"] for e in raw if e.get("cat") == "cuda_runtime" and "GraphLaunch" in e["name"]}
+    replayed = sorted((e["pid"], e["tid"], _ns(e["ts"]), _ns(e["dur"]), e["name"]) for e in raw
+                      if str(e.get("cat", "")).lower() in DEVICE_CATS and e.get("args", {}).get("correlation") in graph)
+    lanes = _graph_lanes(out)
+    copies = [e for e in _ours(out) if e["ph"] == "X" and e["tid"] in lanes]
+    assert all(e["args"]["level"] == "graph replay" for e in copies)
+    assert sorted((e["args"]["stream_pid"], e["args"]["stream"], _ns(e["ts"]), _ns(e["dur"]), e["name"])
+                  for e in copies) == replayed
+    by_lane: dict[int, list[tuple[int, int]]] = {}
+    for e in copies:
+        by_lane.setdefault(e["tid"], []).append((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])))
+    for tid, spans in by_lane.items():
+        spans.sort()
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), lanes[tid]
+    for spid in {r[0] for r in replayed}:
+        mine = [tid for tid, name in lanes.items() if name.startswith(f"graph replays · pid {spid} ·")]
+        assert {e["args"]["stream_pid"] for e in copies if e["tid"] in mine} == {spid}  # devices never share a lane
+        assert len(mine) == _max_overlap([(r[2], r[2] + r[3]) for r in replayed if r[0] == spid])
+    return lanes
+
+
+def test_replayed_kernels_pack_onto_as_many_lanes_as_overlap_and_attribute_the_same(tmp_path):
+    src = _replay_on_streams(tmp_path)
+    before = _sha(src)
+    out, stats = _annotate(src, tmp_path, pack_graph_lanes=True)
+    lanes = _check_lanes(src, out)
+    assert sorted(lanes.values()) == [f"graph replays · pid 0 · lane {k}" for k in (1, 2, 3)]  # by construction
+    assert (stats.graph_kernels, stats.graph_lanes) == (len(REPLAYED), 3)
+    attention = {e["tid"] for e in _ours(out) if e["name"] == "thread_name"} - set(lanes)
+    assert len(attention) == stats.lanes == 1 and not attention & set(lanes)  # the block's lane keeps its own tid
+    _check_copy(src, out)  # the original events unchanged, and attribute's JSON identical
+    assert _sha(src) == before
+
+
+def test_each_device_gets_lanes_of_its_own(tmp_path):
+    src = _replay_on_streams(tmp_path, other_device=[(3, 100, 50), (4, 120, 10), (5, 125, 10)])
+    out, stats = _annotate(src, tmp_path, pack_graph_lanes=True)
+    lanes = _check_lanes(src, out)
+    assert sorted(lanes.values()) == ([f"graph replays · pid 0 · lane {k}" for k in (1, 2, 3)]
+                                      + [f"graph replays · pid 1 · lane {k}" for k in (1, 2, 3)])
+    _check_copy(src, out)
+
+
+def test_without_the_option_the_copy_gains_nothing(tmp_path):
+    src = _replay_on_streams(tmp_path)
+    plain, stats = _annotate(src, tmp_path / "plain") if (tmp_path / "plain").mkdir() is None else (None, None)
+    assert not _graph_lanes(plain) and stats.graph_kernels == stats.graph_lanes == 0
+    assert not [e for e in _ours(plain) if e.get("args", {}).get("level") == "graph replay"]
+    (tmp_path / "off").mkdir()
+    off, _ = _annotate(src, tmp_path / "off", pack_graph_lanes=False)
+    assert off.read_bytes() == plain.read_bytes()
+    packed, _ = _annotate(src, tmp_path, pack_graph_lanes=True)  # the option only adds: the rest as without it
+    lanes = _graph_lanes(packed)
+    assert [e for e in read_events(packed) if e.get("tid") not in lanes or e.get("cat") != ANNOTATE_CAT] \
+        == read_events(plain)
+
+
+def test_annotating_a_packed_copy_again_replaces_its_lanes(tmp_path):
+    src = _replay_on_streams(tmp_path)
+    a1, _ = _annotate(src, tmp_path, pack_graph_lanes=True)
+    a2 = tmp_path / "a2.json"
+    stats, _ = annotate_path(a1, a2, pack_graph_lanes=True)
+    assert a2.read_bytes() == a1.read_bytes() and stats.replaced == len(_ours(a1))
+
+
+def test_pack_lanes_uses_the_fewest_lanes_on_any_spans():
+    """Brute force on random integer spans, touching ones included: no lane holds two overlapping spans, and the
+    lanes number the most spans open at one time (counted at every half-integer point). Zero-length spans (a point
+    inside a longer span overlaps it) are checked for overlaps only."""
+    import random
+
+    rng = random.Random(44)
+    for zero in (False, True):
+        for _ in range(300):
+            n = rng.randrange(1, 25)
+            spans = [(s, s + rng.choice([0, 1, 2, 5, 9] if zero else [1, 2, 5, 9])) for s in rng.sample(range(60), n)
+                     for _ in range(rng.choice([1, 1, 2]))]
+            lanes = annotate_mod.pack_lanes(spans)
+            for k in set(lanes):
+                mine = sorted(sp for sp, lane in zip(spans, lanes) if lane == k)
+                assert all(a[1] <= b[0] and (a[0] < b[0] or a[0] == a[1]) for a, b in zip(mine, mine[1:])), spans
+            assert set(lanes) == set(range(max(lanes) + 1))
+            if not zero:
+                most = max(sum(s <= t + 0.5 < e for s, e in spans) for t in range(70))
+                assert max(lanes) + 1 == most, (spans, lanes)
+
+
+def test_cli_packs_graph_lanes_on_request(tmp_path):
+    src = _replay_on_streams(tmp_path)
+    proc = run_cli("annotate", src, "-o", tmp_path / "p.json", "--pack-graph-lanes")
+    assert proc.returncode == 0 and "packed 8 replayed kernels onto 3 graph replay lanes" in proc.stderr, proc.stderr
+    proc = run_cli("annotate", src, "-o", tmp_path / "q.json")
+    assert proc.returncode == 0 and "packed" not in proc.stderr
+    import tracekit
+
+    tracekit.annotate(src, tmp_path / "py.json", pack_graph_lanes=True)
+    assert (tmp_path / "py.json").read_bytes() == (tmp_path / "p.json").read_bytes()
+
+
+GRAPH_REPLAYS = [REAL / "hta/trace_diff/test/test.json.gz",  # replays on 4 streams
+                 REAL.parent / "graphs/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
+                 REAL / "tracelens/inference/vllm_decode_full/graph_execution.json.gz"]
+
+
+@pytest.mark.parametrize("src", GRAPH_REPLAYS, ids=lambda p: p.parent.name)
+def test_real_graph_replays_pack_and_attribute_the_same(src, tmp_path):
+    if not src.exists():
+        pytest.skip(f"{src} not present")
+    before = _sha(src)
+    if (src.parent / "capture_traces").is_dir():  # (the copy beside the same captures, which name its blocks)
+        (tmp_path / "capture_traces").symlink_to(src.parent / "capture_traces")
+    out, stats = _annotate(src, tmp_path, pack_graph_lanes=True)
+    _check_lanes(src, out)
+    assert stats.graph_kernels > 0
+    _check_copy(src, out)
+    assert _sha(src) == before

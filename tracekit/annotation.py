@@ -19,10 +19,17 @@ every event is written by the JSON encoder, never pasted into JSON text. The ori
 byte, streamed (``redact``'s reading and atomic writing), with the new events inserted just after the '[' of the
 events array; the reader skips them (tracekit.io.builder), so the copy attributes exactly like the original.
 Annotating an annotated copy replaces its tracks (the leading events with that ``cat``): one tracekit process.
+
+With ``pack_graph_lanes`` (``--pack-graph-lanes``) the tracekit process also gets the kernels that graph launches
+replayed, copied onto the fewest lanes on which none overlaps (``graph replays · pid 0 · lane 1`` …): a replay may
+spread its kernels over many streams, one track each in a viewer. They are copies, not moves: the analysis reads
+each kernel's stream (busy time, idle and overlap are per stream), so the originals stay where they are and the
+copy still attributes exactly like its input; each copy names its original stream in ``args``.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import os
 import re
@@ -35,9 +42,11 @@ import orjson
 
 from .errors import TraceFormatError, TraceReadError, UsageError
 from .io.jsonscan import skip
+from .io.load import load_trace
 from .io.read import events_array_at
 from .output import refuse_inputs, trace_copy
 from .redact import decompressed_blocks
+from .model import DeviceEvent
 from .results.attribution import Attribution, BlockResult, Intervals
 from .vocab import ANNOTATE_CAT, CATEGORIES, Phase
 
@@ -68,24 +77,31 @@ class AnnotateStats:
     peak_buffer: int = 0  # the largest piece of the input held at once: the memory bound of the copy
     damaged: str = ""  # why the input ended early (a truncated .gz): the copy ends where it does
     replaced: int = 0  # the input's own tracekit events left out (an annotated copy's tracks, replaced)
+    graph_kernels: int = 0  # replayed device events copied onto packed lanes (pack_graph_lanes)
+    graph_lanes: int = 0  # the packed lanes they took: the most of them that overlap at any time, per device
 
 
 def annotate(path: str | os.PathLike, output: str | os.PathLike, scope: str | None = None, *,
-             jobs: int | None = None, decode_workers: int | None = None) -> Attribution:
+             jobs: int | None = None, decode_workers: int | None = None,
+             pack_graph_lanes: bool = False) -> Attribution:
     """``tracekit.annotate``: write ``output`` (.json or .json.gz), the trace ``path`` with tracekit's blocks,
     kernel runs and hints added as tracks for Perfetto UI, chrome://tracing or TensorBoard, as ``tracekit annotate``
     does; returns the trace's attribution (the copy attributes to the same). Refuses (UsageError) a folder or URL,
-    another extension, and ``output`` naming the input by any path."""
-    return annotate_path(os.fspath(path), os.fspath(output), scope, jobs=jobs, decode_workers=decode_workers)[1]
+    another extension, and ``output`` naming the input by any path. ``pack_graph_lanes`` adds copies of the
+    graph-replayed kernels packed onto the fewest non-overlapping lanes (``--pack-graph-lanes``)."""
+    return annotate_path(os.fspath(path), os.fspath(output), scope, jobs=jobs, decode_workers=decode_workers,
+                         pack_graph_lanes=pack_graph_lanes)[1]
 
 
 def annotate_path(src: str | Path, dst: str | Path, scope: str | None = None, chunk: int = CHUNK,
                   progress: Callable[[str, int, int], None] | None = None, *, jobs: int | None = None,
-                  decode_workers: int | None = None) -> tuple[AnnotateStats, Attribution]:
+                  decode_workers: int | None = None, pack_graph_lanes: bool = False
+                  ) -> tuple[AnnotateStats, Attribution]:
     """Attribute the trace ``src`` (a file, or a run folder holding one trace) and write ``dst`` (.json, or .json.gz to
     compress): the trace with tracekit's tracks. Refuses (UsageError) a folder of several traces or a URL, another
     extension, and ``dst`` naming the input by any path.
-    ``jobs`` and ``decode_workers`` are ``analyze``'s (the TensorBoard tab passes 1 and 1: no process pool)."""
+    ``jobs`` and ``decode_workers`` are ``analyze``'s (the TensorBoard tab passes 1 and 1: no process pool).
+    ``pack_graph_lanes`` reads the trace a second time, for its replayed kernels (module docstring)."""
     from .run.api import analyze
     from .run.inputs import discover, is_url
 
@@ -106,6 +122,8 @@ def annotate_path(src: str | Path, dst: str | Path, scope: str | None = None, ch
     result = analyze(found, scope=scope, progress=progress, jobs=jobs, decode_workers=decode_workers).check()
     stats = AnnotateStats(path=src, pid=free_pid(trace_pids(src, chunk)))
     events = tracks(result, stats)
+    if pack_graph_lanes:  # (after tracks(), lazily: the packed lanes' tids follow the attention lanes it counted)
+        events = itertools.chain(events, _graph_lanes_of(src, stats, decode_workers or 1))
     _copy_with(src, out, events, stats, chunk)
     return stats, result
 
@@ -301,6 +319,68 @@ def tracks(res: Attribution, stats: AnnotateStats) -> Iterator[dict]:
         yield {"ph": "M", "cat": ANNOTATE_CAT, "name": "thread_sort_index", "pid": pid, "tid": tid,
                "args": {"sort_index": n}}
     stats.lanes = len(lanes.names)
+
+
+# -- packed lanes for graph replays ---------------------------------------------------------------------------------
+def pack_lanes(spans: Iterable[tuple[int, int]]) -> list[int]:
+    """A lane number (0, 1, …) per span (start, end), in the spans' order, such that no two spans of one lane
+    overlap (one ending where the next starts does not), using the fewest lanes: as many as the most spans that
+    overlap at one time. Greedy in start order, each span to the lowest-numbered lane free at its start; a lane is
+    opened only when every open one is busy at that start, so the count is the largest overlap (interval colouring)."""
+    spans = list(spans)
+    lane = [0] * len(spans)
+    free: list[int] = []  # lanes free now, lowest first
+    busy: list[tuple[int, int]] = []  # (end, lane) of the lanes in use
+    opened = 0
+    for i in sorted(range(len(spans)), key=lambda i: (spans[i][0], spans[i][1], i)):
+        start, end = spans[i]
+        while busy and busy[0][0] <= start:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            lane[i] = heapq.heappop(free)
+        else:
+            lane[i], opened = opened, opened + 1
+        heapq.heappush(busy, (max(end, start), lane[i]))
+    return lane
+
+
+def _graph_lanes_of(src: Path, stats: AnnotateStats, decode_workers: int) -> Iterator[dict]:
+    """The replayed kernels of ``src``'s graph launches, read again (the analysis keeps no device event), packed.
+    A generator, so that nothing runs before tracks() has placed (and counted) the attention lanes."""
+    tr = load_trace(src, decode_workers=decode_workers)
+    launches = tr.graphs.launches if tr.graphs is not None else []  # (load_trace always sets it)
+    replayed = sorted({j for g in launches for j in g.device})
+    yield from graph_lanes(tr.device, tr.streams, replayed, stats, first_tid=stats.lanes + 1)
+
+
+def graph_lanes(device: list[DeviceEvent], streams: list[tuple[object, object]], replayed: list[int],
+                stats: AnnotateStats, first_tid: int) -> Iterator[dict]:
+    """A copy of each replayed device event on the packed lanes of its device (its stream's pid): the lanes of
+    one device never mix with another's, and a copy names the stream it ran on. Lanes and their names last."""
+    by_device: dict[object, list[int]] = {}
+    for j in replayed:
+        by_device.setdefault(streams[device[j].stream][0], []).append(j)
+    tid = first_tid
+    names: list[tuple[int, str]] = []
+    for spid in sorted(by_device, key=lambda v: (type(v) is not int, v if type(v) is int else 0, str(v))):
+        js = by_device[spid]
+        lanes = pack_lanes((device[j].ts, device[j].ts + device[j].dur) for j in js)
+        for j, k in zip(js, lanes):
+            d = device[j]
+            stats.graph_kernels += 1
+            yield {"ph": "X", "cat": ANNOTATE_CAT, "name": d.name, "pid": stats.pid, "tid": tid + k,
+                   "ts": _us(d.ts), "dur": _us(d.dur),
+                   "args": {"level": "graph replay", "kind": d.kind, "stream": streams[d.stream][1],
+                            "stream_pid": spid, "graph_launch": d.correlation}}
+        count = max(lanes) + 1
+        names += [(tid + k, f"graph replays · pid {spid} · lane {k + 1}") for k in range(count)]
+        tid += count
+    stats.graph_lanes = len(names)
+    for tid, name in names:
+        yield {"ph": "M", "cat": ANNOTATE_CAT, "name": "thread_name", "pid": stats.pid, "tid": tid,
+               "args": {"name": name}}
+        yield {"ph": "M", "cat": ANNOTATE_CAT, "name": "thread_sort_index", "pid": stats.pid, "tid": tid,
+               "args": {"sort_index": tid}}
 
 
 def _lane_order(lane: tuple[tuple, int, int]) -> tuple:

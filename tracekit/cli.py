@@ -402,8 +402,11 @@ def _redacted(done: list[Any]) -> str:
 @click.option("-o", "--output", required=True, type=click.Path(readable=False, path_type=Path),
               help="The annotated copy: .json, or .json.gz to compress.")
 @click.option("--scope", callback=_scope, metavar="REGEX", help="Names of attention modules/ranges.")
+@click.option("--pack-graph-lanes", is_flag=True,
+              help="Also copy the kernels that graph launches replayed onto the fewest lanes on which none overlaps "
+                   "(the originals stay on their streams, so the copy still attributes the same).")
 @_one_shot
-def annotate(path: str, output: Path, scope: str | None) -> None:
+def annotate(path: str, output: Path, scope: str | None, pack_graph_lanes: bool) -> None:
     """Write a copy of the trace PATH with tracekit's view added, for Perfetto UI or TensorBoard's trace viewer.
 
     A process named tracekit holds, per device stream, a span per attention block (named by its category
@@ -415,7 +418,8 @@ def annotate(path: str, output: Path, scope: str | None) -> None:
         from .annotation import annotate_path
 
         with Progress() as progress:
-            stats, result = annotate_path(path, output, scope=scope, progress=progress.update)
+            stats, result = annotate_path(path, output, scope=scope, progress=progress.update,
+                                          pack_graph_lanes=pack_graph_lanes)
         _warn(result)
         if stats.damaged:
             click.echo(f"Warning: {printable(str(path))}: {stats.damaged}; the copy ends where the input does",
@@ -425,6 +429,9 @@ def annotate(path: str, output: Path, scope: str | None) -> None:
         click.echo(f"wrote {printable(str(output))}: {_n(stats.blocks, 'block span')} on {_n(stats.lanes, 'lane')} "
                    f"of pid {stats.pid}, {_n(stats.runs, 'category run')}, {_n(stats.marks, 'hint mark')}, "
                    f"{_n(stats.flows, 'arrow')} (to {arrows}){old}", err=True)
+        if pack_graph_lanes:
+            click.echo(f"packed {_n(stats.graph_kernels, 'replayed kernel')} onto "
+                       f"{_n(stats.graph_lanes, 'graph replay lane')}", err=True)
     except TracekitError as exc:
         raise _fail(exc) from None
     if result.damaged or stats.damaged:

@@ -202,3 +202,63 @@ def test_diff_shows_the_rest_of_the_step_and_the_host_ops_that_changed(tmp_path)
     assert out["basis"] == "median step" and out["launch_bound"] == {"before": True, "after": True}
     assert out["before"]["outside_us"] == 28.0 and out["after"]["outside_us"] == 71.0
     assert out["host_ops_changed"] == [{"name": "aten::mul", "before_us": 0.0, "after_us": 4.0}]
+
+
+# -- a trace with no attention blocks (issue 42): idle by cause and the top device events per step ---------------
+
+CONV = "implicit_convolve_sgemm<float, 1024, 5, 5, 3, 3, 3, 1, false>"
+RELU = "vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar>"
+
+
+def test_a_step_without_attention_says_why_its_device_idled_and_on_what_it_ran(tmp_path):
+    """builders.no_attention_trace, per step from t0 (µs): the step's range t0..t0+900 is its window; the conv's
+    kernel runs t0+30..430 (launched by a call at t0+20), the relu's t0+440..490 (launched at t0+125). Idle 450:
+    the gap t0..30 is cut at the conv's launch call, launch 20 before it, queued 10 after; the gap 430..440 was
+    launched long before, queued 10; the tail 490..900 has no sync, no other work, no running op: other 410. On a
+    cudaDeviceSynchronize at t0+500..800 on the step's thread, 300 µs of that tail is sync instead."""
+    from support.builders import CPU_PID, TID, no_attention_trace
+
+    res = analyze(no_attention_trace(tmp_path / "resnet.json")).check()
+    [tr] = res.traces
+    assert [r.step for r in tr.step_rest] == [1, 2]
+    for r, fig in zip(tr.step_rest, tr.step_figures):
+        causes = {k: v for k, v in r.idle_by_cause.items() if v}
+        assert causes == {"launch": 20.0, "queued": 20.0, "other": 410.0}
+        assert sum(r.idle_by_cause.values()) == pytest.approx(fig.span_us - fig.busy_us)  # the step's idle
+        assert r.top_kernels == [(CONV, "other", 1, 400.0), (RELU, "elementwise", 1, 50.0)]
+    doc = json.loads((tmp_path / "resnet.json").read_text())
+    for t0 in (0, 1000):
+        doc["traceEvents"].append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": CPU_PID,
+                                   "tid": TID, "ts": t0 + 500, "dur": 300, "args": {"correlation": 0}})
+    (tmp_path / "sync.json").write_text(json.dumps(doc))
+    for r in analyze(tmp_path / "sync.json").check().traces[0].step_rest:
+        assert {k: v for k, v in r.idle_by_cause.items() if v} == {"launch": 20.0, "queued": 20.0, "sync": 300.0,
+                                                                  "other": 110.0}
+
+
+def test_a_trace_with_blocks_pays_nothing_for_them(tmp_path):
+    """The blockless figures are computed only where no block is found: a trace with blocks keeps none."""
+    from support.builders import steps_trace
+
+    res = analyze(steps_trace(tmp_path / "s.pt.trace.json")[0]).check()
+    assert res.blocks and res.traces[0].step_rest
+    assert all(r.idle_by_cause is None and r.top_kernels == [] for r in res.traces[0].step_rest)
+
+
+def test_the_blockless_figures_stay_out_of_the_json(tmp_path):
+    from support.builders import no_attention_trace
+
+    out = json.loads(JSONRenderer().render(analyze(no_attention_trace(tmp_path / "r.json")).check()))
+    assert all(set(r) == {"step", "outside_us", "categories", "modules", "kernels", "host_ops_us", "host_ops"}
+               for r in out["traces"][0]["step_rest"])
+
+
+def test_check_refuses_top_kernels_beyond_the_outside_busy_time():
+    r = StepRest(step=1, categories={"matmul": 10.0}, top_kernels=[("k", "matmul", 1, 11.0)])
+    with pytest.raises(InvariantError):
+        r.check("t")
+    r = StepRest(step=1, categories={"matmul": 10.0}, idle_by_cause={"launch": -1.0})
+    with pytest.raises(InvariantError):
+        r.check("t")
+    StepRest(step=1, categories={"matmul": 10.0}, top_kernels=[("k", "matmul", 1, 10.0)],
+             idle_by_cause={"launch": 1.0}).check("t")

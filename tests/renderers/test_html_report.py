@@ -1049,3 +1049,81 @@ def test_a_trace_without_attention_still_gets_its_step_and_the_time_outside_atte
     rows = js(browser, "return Array.from(document.querySelectorAll('[data-section=\"rest\"] tr[data-rest-by]'))"
                        ".map(r => [r.dataset.restBy, r.cells[1].textContent, +r.cells[2].dataset.v])")
     assert rows == [["category", "other", 400], ["category", "elementwise", 50]]
+
+
+def test_the_timeline_carries_each_kernel_names_display_names(tmp_path):
+    """Issue 42, item 3: the page's timeline gets, per kernel name, its display names (renderers/names.py
+    label_ladder), widest first, so that a bar is labelled by the widest that fits it. The softmax kernel of
+    builders.attention_block narrows, by the rules, down to its function's name alone (20 characters); a name
+    that fits every width (a memset) gets none (the page draws the name itself)."""
+    from support.builders import steps_trace
+
+    import tracekit
+    from tracekit.renderers.html import report_data
+    from tracekit.renderers.names import LABEL_WIDTHS
+
+    trace, _ = steps_trace(tmp_path / "s.pt.trace.json")
+    t = report_data(tracekit.analyze(trace), "tracekit")["result"]["timeline"]
+    assert len(t["labels"]) == len(t["names"])
+    for name, ladder in zip(t["names"], t["labels"]):
+        lengths = [len(x) for x in ladder]
+        assert lengths == sorted(set(lengths), reverse=True) and name not in ladder
+        assert all(n <= LABEL_WIDTHS[0] for n in lengths)
+        assert (ladder == []) == (len(name) <= LABEL_WIDTHS[-1]), name
+    softmax = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)"
+    assert t["labels"][t["names"].index(softmax)][-1] == "softmax_warp_forward"
+    assert t["labels"][t["names"].index("Memset (Device)")] == []
+
+
+FITS_JS = """const t = document.querySelector('table.wrap-heads'), box = t.parentElement;
+    const page = document.documentElement;
+    return {inner: window.innerWidth, page: [page.scrollWidth, page.clientWidth],
+            box: [box.clientWidth, box.scrollWidth, box.getBoundingClientRect().right],
+            heads: Array.from(t.querySelectorAll('th')).map(th => th.textContent)}"""
+
+
+@pytest.mark.slow
+def test_the_sweeps_runs_table_fits_a_1280_px_page(browser, tmp_path):
+    """Issue 42: the H200 sweep's runs table was 1,726 px wide on a 1,280 px window (eleven columns with headers
+    on one line), so the whole page scrolled sideways. Its headers now wrap, whole, and the table sits in a box of
+    its own that scrolls when it must: the H200 sweep's fits without scrolling, and a sweep whose run names are too
+    long for any page scrolls inside its box while the page does not."""
+    if SWEEP.is_dir():
+        report(SWEEP, "-o", tmp_path / "h200.html")
+        open_page(browser, tmp_path / "h200.html")
+        got = js(browser, FITS_JS)
+        assert got["inner"] == 1280
+        assert got["page"][0] <= got["page"][1], got  # the page: no sideways scroll
+        assert got["box"][1] <= got["box"][0], got  # the table: fits its box
+        assert "latency speedup over eager (measured)" in got["heads"]  # headers wrap, never cut
+    root = tmp_path / "long"
+    for seq in (64, 128):
+        run = root / f"{'an-implementation-with-a-long-descriptive-name-' * 4}{seq}"
+        run.mkdir(parents=True)
+        eager_trace(run / "t.pt.trace.json", layers=1, steps=2)
+    report(root, "-o", tmp_path / "long.html")
+    open_page(browser, tmp_path / "long.html")
+    got = js(browser, FITS_JS)
+    assert got["page"][0] <= got["page"][1], got
+    assert got["box"][1] > got["box"][0] and got["box"][2] <= got["page"][1], got  # it scrolls inside its box
+
+
+@pytest.mark.slow
+def test_a_trace_without_attention_shows_its_idle_by_cause_and_top_device_events(browser, tmp_path):
+    """Issue 42: the blockless page also gives the median step's idle by cause and its top device events. By
+    construction (tests/analysis/test_rest.py): idle 450 µs, other 410, launch 20, queued 20; the conv's kernel
+    400 µs and the relu's 50 µs, one call each. A page with blocks has no such section."""
+    report(no_attention_trace(tmp_path / "resnet.json"), "-o", tmp_path / "r.html")
+    open_page(browser, tmp_path / "r.html")
+    words = js(browser, "return document.querySelector('[data-idle-words]').textContent")
+    head, parts = words.split(": ", 1)[0], words.split("by cause: ")[1].split(" \u00b7 ")
+    assert head == "step 1" and words.startswith("step 1: idle 450 \u00b5s by cause: other 410 \u00b5s")
+    assert sorted(parts) == ["launch 20.0 \u00b5s", "other 410 \u00b5s", "queued 20.0 \u00b5s"]  # (a tie: any order)
+    rows = js(browser, "return Array.from(document.querySelectorAll('tr[data-top-kernel]')).map(r => "
+                       "[r.cells[0].title, r.cells[1].textContent, +r.cells[2].dataset.v, +r.cells[3].dataset.v])")
+    assert rows == [["implicit_convolve_sgemm<float, 1024, 5, 5, 3, 3, 3, 1, false>", "other", 1, 400],
+                    ["vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar>",
+                     "elementwise", 1, 50]]
+    report(eager_trace(tmp_path / "e.pt.trace.json", layers=1), "-o", tmp_path / "e.html")
+    open_page(browser, tmp_path / "e.html")
+    assert js(browser, "return document.querySelectorAll('[data-section=\"blockless\"]').length") == 0

@@ -245,3 +245,33 @@ def test_overlapping_blocks_take_at_most_six_rows(browser, tmp_path):
     s = state(browser)
     assert len(page_data(browser)["timeline"]["blocks"]) == s["blocks"] == 8
     assert [r[0] for r in s["rows"]].count("blocks") == 6
+
+
+SOFTMAX_NAME = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*)"
+
+
+def test_kernel_bars_are_labelled_by_their_display_names_and_named_in_full_on_hover(browser, steps_page):
+    """Issue 42, item 3: kernel bars were labelled with the start of the C++ name (``void (anonym…``). Zoomed
+    until the softmax kernel's bar is a few hundred pixels wide (too narrow for its 92-character name), the label
+    drawn on it is one of its display names (renderers/names.py), which keep the function's name; hover still
+    gives the full name."""
+    open_page(browser, steps_page[0])
+    js(browser, """window.__texts = [];
+        const fill = CanvasRenderingContext2D.prototype.fillText;
+        CanvasRenderingContext2D.prototype.fillText = function (t) {
+            window.__texts.push(t); return fill.apply(this, arguments); };""")
+    labels = page_data(browser)["timeline"]
+    ladder = labels["labels"][labels["names"].index(SOFTMAX_NAME)]
+    t0 = steps_page[1][(3, 0)]
+    mid = t0 + 116 + 2.5  # the softmax kernel's middle (builders.attention_block)
+    s = state(browser)
+    while x_of(s, t0 + 121) - x_of(s, t0 + 116) < 200:  # ctrl+wheel about the kernel until its bar is 200 px
+        mouse(browser, "wheel", x_of(s, mid), row_y(s, "kernels"), deltaY=-300, ctrlKey=True)
+        s = state(browser)
+    drawn = js(browser, "return window.__texts.slice(-40)")  # (the last drawing: a few dozen labels)
+    softmax = [t for t in drawn if "softmax_warp_forward" in t]
+    assert softmax and softmax[-1] in ladder, (drawn, ladder)
+    assert not [t for t in drawn if t.startswith("void ")]  # no kernel label is the start of its C++ name
+    mouse(browser, "mousemove", x_of(s, mid), row_y(s, "kernels"))
+    tip = js(browser, f"return {WRAP}[0].querySelector('.tl-tip').firstChild.textContent")
+    assert tip == SOFTMAX_NAME

@@ -549,3 +549,18 @@ def test_the_efficiency_table_splits_each_kind_by_category_and_matmul_role(tmp_p
     assert rows["score"][:3] == [f"{2 * one / 1e6:.2f}", "M", f"{2 * one / 20e-6 / 1e12:.1f}"]
     assert rows["context"][:3] == [f"{2 * one / 1e6:.2f}", "M", f"{2 * one / 16e-6 / 1e12:.1f}"]
     assert "projection" not in rows  # (no projection was recorded: no row)
+
+
+def test_a_trace_without_attention_says_why_its_device_idled_and_what_ran(tmp_path):
+    """Issue 42: the blockless page also gives its median step's idle by cause and its top device events. By
+    construction (tests/analysis/test_rest.py): idle 450 µs, launch 20 (4%), queued 20 (4%), other 410 (91%); the
+    conv's kernel 400 µs, the relu's 50 µs. A trace with blocks shows neither line."""
+    from support.builders import no_attention_trace, steps_trace
+
+    text = TerminalRenderer(width=120).render(analyze(str(no_attention_trace(tmp_path / "resnet.json"))).check())
+    assert "step 1: 450 µs idle; idle by cause: launch 4% · sync 0% · queued 4% · other 91%" in text
+    top = text[text.index("top device events, step 1:"):].splitlines()[1:3]
+    assert top[0].split()[:4] == ["400.0", "µs", "1×", "other"] and "implicit_convolve_sgemm<" in top[0]
+    assert top[1].split()[:4] == ["50.0", "µs", "1×", "elementwise"] and "launch_clamp_scalar" in top[1]
+    blocks = TerminalRenderer(width=120).render(analyze(str(steps_trace(tmp_path / "s.pt.trace.json")[0])).check())
+    assert "top device events, step" not in blocks and "idle; idle by cause" not in blocks

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from collections import defaultdict
+from html.parser import HTMLParser
 
 import pytest
 
@@ -151,7 +152,7 @@ def test_analyze_by_sets_the_default_grouping_and_changes_no_figure(hand):
     by_layer = tracekit.analyze(path, by="layer").check()
     assert _json(by_layer) == _json(res)
     assert "layer" in by_layer.to_dataframe().columns and len(by_layer.to_dataframe()) == 3
-    assert "<th>layer</th>" in by_layer._repr_html_()
+    assert ">layer</th>" in by_layer._repr_html_()
     with pytest.raises(ValueError, match="by='run-ish'"):
         tracekit.analyze(path, by="run-ish")
 
@@ -193,7 +194,7 @@ def test_repr_html_escapes_hostile_names(hand):
     for page in (res._repr_html_(), tracekit.analyze(hand[0], by="block").check()._repr_html_(),
                  tracekit.diff(res, res)._repr_html_()):
         assert "<img" not in page and "<script" not in page and "</script>" not in page
-        assert page.startswith("<table>") and page.count("<table>") == 1
+        assert page.startswith("<div><p") and page.count("<table>") == 1
     block_page = tracekit.analyze(hand[0], by="layer").check()._repr_html_()
     assert "&lt;img src=x onerror=alert(1)&gt;attention&lt;/script&gt;" in block_page
     kernel_page = tracekit.analyze(hand[0], by="kernel").check()._repr_html_()
@@ -267,3 +268,73 @@ def test_op_frame_holds_the_json_op_rows_and_a_result_without_them_says_how(tmp_
     assert df["tflops_per_s"].dtype == float and df["roof_pct"].dtype == float
     with pytest.raises(ValueError, match="by='op'"):
         tracekit.analyze(path).to_dataframe(by="op")
+
+
+class _Page(HTMLParser):
+    """A _repr_html_ page read back: the summary paragraph's text, and per table row its cells as (text, style,
+    title)."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.summary, self.rows, self.heads, self._in, self._cell = "", [], [], [], None
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        self._in.append(tag)
+        a = dict(attrs)
+        if tag == "tr" and "tbody" in self._in:
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = [tag, "", a.get("style") or "", a.get("title")]
+
+    def handle_endtag(self, tag):
+        self._in.pop()
+        if tag in ("td", "th") and self._cell is not None:
+            kind, text, style, title = self._cell
+            (self.heads if kind == "th" else self.rows[-1]).append((text, style, title))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell[1] += data
+        elif "p" in self._in:
+            self.summary += data
+
+
+def test_repr_html_puts_its_summary_above_figures_right_aligned_and_names_whole_on_hover(hand):
+    """Issue 42 (a tidy notebook): the summary line sat in the table's caption, as wide as the table, so a diff's
+    headline squeezed four columns into a tall strip; figures were left-aligned and a missing one blank. Now the
+    summary is a paragraph above the table, figures right-aligned (missing: an em dash), and a kernel's cell holds its
+    full name as its title, the names of the result itself (escaped on the way in, whole on the way out)."""
+    path, res = hand
+    page = _Page(tracekit.analyze(path, by="kernel").check()._repr_html_())
+    assert "3 attention blocks" in page.summary and "µs" in page.summary
+    assert [h[0] for h in page.heads] == ["kernel", "category", "count", "total_us"]
+    assert [("text-align:right" in h[1]) for h in page.heads] == [False, False, True, True]
+    expected = sorted(res.kernels.items(), key=lambda kv: (-kv[1][1], kv[0]))
+    assert [r[0][2] for r in page.rows] == [name for (name, _), _ in expected]  # (the hostile one too, whole)
+    assert all("text-align:right" in r[2][1] and "text-align:right" in r[3][1] for r in page.rows)
+    assert [float(r[3][0]) for r in page.rows] == [round(us, 1) for _, (_, us) in expected]
+
+
+def test_repr_html_writes_shares_as_percentages_and_missing_figures_as_dashes(tmp_path):
+    """Two eager traces, 1 and 2 blocks per step (builders.eager_trace: a block is 31 µs busy, matmul 20): the diff
+    grows by one block, so matmul holds 20/31 = 64.5% of the change, fused attention (none on either side) 0.0% and
+    the total 100.0%. Diffing a trace with itself changes nothing: no share exists, every one is a dash."""
+    from support.builders import eager_trace
+
+    one, two = eager_trace(tmp_path / "one.json", layers=1), eager_trace(tmp_path / "two.json", layers=2)
+    rows = {r[0][0]: r for r in _Page(tracekit.diff(one, two).check()._repr_html_()).rows}
+    assert rows["matmul"][4][0] == "64.5%" and rows["total"][4][0] == "100.0%"
+    assert rows["fused_attention"][4][0] == "0.0%" and "text-align:right" in rows["fused_attention"][4][1]
+    same = _Page(tracekit.diff(one, one).check()._repr_html_()).rows
+    assert {r[4][0] for r in same} == {"\u2014"}
+
+
+def test_repr_html_of_a_trace_without_attention_says_so_in_its_table(tmp_path):
+    from support.builders import no_attention_trace
+
+    page = _Page(tracekit.analyze(no_attention_trace(tmp_path / "r.json")).check()._repr_html_())
+    assert len(page.rows) == 1 and len(page.heads) == 4 + len(CATEGORIES)  # one row, saying why it is empty
+    assert [("text-align:right" in h[1]) for h in page.heads[:4]] == [False, False, True, True]
+    assert page.rows[0][0][0].startswith("no attention blocks found") and "scope=" in page.rows[0][0][0]

@@ -30,7 +30,7 @@ from .clock import block_intervals, host_intervals, host_spans, relative_us
 from .flops import block_efficiency, device_info
 from .graphs import replay_threads
 from .idle import IdleSplitter, zero_causes
-from .rest import step_rest
+from .rest import blockless_steps, step_rest
 from .stepindex import step_index
 from .link import NONE, Links, link
 from .roles import GemmRoles, RoleFinder
@@ -143,6 +143,8 @@ def device_result(tr: Trace, links: Links, cats: list[Category], blocks: list[Bl
     index = step_index(tr, links, blocks, dev_owner)  # one walk of each event list for both per-step figures
     summary.step_figures = whole_steps(tr, index, time.free_at, origin)
     summary.step_rest = step_rest(tr, links, cats, index)
+    if not blocks:  # (issue 42: a trace without attention still says why its device idled, and on what it ran)
+        blockless_steps(tr, cats, index, summary.step_rest, walk.idle, time.free_at)
     return Attribution(
         source=tr.info.source, time_base=TimeBase.DEVICE, traces=[summary],
         blocks=sorted_results(results), totals=block_totals(results, time.in_blocks_ns, time.total_ns),

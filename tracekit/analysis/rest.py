@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from ..model import MODULE, Trace
 from ..results.rest import StepRest
 from ..vocab import CATEGORIES, Category
-from .busy import busy_time
+from .busy import block_window, busy_time
+from .idle import IdleSplitter
 from .link import NONE, Links
 from .stepindex import StepIndex
 
@@ -57,6 +58,41 @@ def _outside(tr: Trace, links: Links, cats: Sequence[Category], js: list[int],
             if m is not None:
                 mods[m] += ns
     return c, mods
+
+
+TOP_OUTSIDE = 10  # device events by name kept per step of a trace with no attention blocks
+
+
+def blockless_steps(tr: Trace, cats: Sequence[Category], index: StepIndex, rest: list[StepRest],
+                    idle: IdleSplitter, free_at: Sequence[int]) -> None:
+    """For a trace with no attention blocks (issue 42; a ResNet step is still worth a page): each step's idle time
+    by cause, its window (whole_steps' rule, so the causes sum to its span less its busy time) split as a block's
+    is, and its costliest device events by name. One more pass over each step's device events, on such traces
+    only: a trace with blocks pays nothing."""
+    dev = tr.device
+    for r in rest:
+        js = index.events.get(r.step, [])
+        if not js:
+            continue
+        evs = [dev[j] for j in js]
+        roots = index.roots.get(r.step, [])
+        start, end = block_window(evs, roots, free_at[min(js, key=lambda j: (dev[j].ts, j))])
+        causes = idle.split(js, start, end, {h.thread for h in roots})
+        r.idle_by_cause = {k: v / 1000 for k, v in causes.items()}
+        r.top_kernels = _top_kernels(tr, cats, js)
+
+
+def _top_kernels(tr: Trace, cats: Sequence[Category], js: list[int]) -> list[tuple[str, str, int, float]]:
+    """The events by (name, category): (name, category, count, busy µs, first-come split among them), the largest
+    first, at most TOP_OUTSIDE."""
+    _, share = busy_time([tr.device[j] for j in js])
+    by: dict[tuple[str, str], list[int]] = {}
+    for j, ns in zip(js, share):
+        got = by.setdefault((tr.device[j].name, str(cats[j])), [0, 0])
+        got[0] += 1
+        got[1] += ns
+    rows = sorted(((n, c, k, ns / 1000) for (n, c), (k, ns) in by.items()), key=lambda r: (-r[3], r[0]))
+    return rows[:TOP_OUTSIDE]
 
 
 def module_kind(name: str) -> str:

@@ -32,6 +32,8 @@ from .base import (  # issue 37: the rest of the step, in the terminal's wording
     rest_step_words, top_parts,
 )
 from .jsonrenderer import diff_to_dict, idle_cause_dict, timeline_dict, to_dict
+from .names import label_ladder
+from .base import fmt_time, top_us  # issue 42: a trace with no attention blocks
 from .whatif import backend_label, error_text, notes, nothing_to_predict, step_line
 
 if TYPE_CHECKING:
@@ -83,6 +85,7 @@ def _timeline(result: Attribution, step: int | None, cap: int | None = None) -> 
     t.check()
     d = timeline_dict(t)
     d["requested"] = step
+    d["labels"] = [label_ladder(n) for n in d["names"]]  # per kernel name, its display names (timeline.js)
     return d
 
 
@@ -200,7 +203,20 @@ def rest_data(result: Attribution) -> dict | None:
     if not shown and note is None:
         return None
     named = len(result.traces) > 1
-    return {"traces": [_trace_rest_dict(tr, named) for tr in shown], "note": note}
+    return {"traces": [{**_trace_rest_dict(tr, named), **_blockless_dict(tr)} for tr in shown], "note": note}
+
+
+def _blockless_dict(tr: TraceRest) -> dict:
+    """For a trace with no attention blocks (issue 42; tracekit.analysis.rest.blockless_steps): the step's idle by
+    cause in words (``idle 450 µs by cause: other 410 µs · launch 20.0 µs · queued 20.0 µs``) and its top device
+    events as rows; {} for a trace with blocks (the figures are not computed there)."""
+    r = tr.rest
+    if r.idle_by_cause is None:
+        return {}
+    idle = sum(r.idle_by_cause.values())
+    causes = {c.replace("_", " "): v for c, v in r.idle_by_cause.items()}
+    return {"idle_words": f"idle {fmt_time(idle)} by cause: {top_us(causes)}" if idle > 0 else "no idle time",
+            "top_kernels": [{"name": n, "category": c, "count": k, "us": _r(us)} for n, c, k, us in r.top_kernels]}
 
 
 def _pair_rest_rows(by: str, before: dict[str, float], after: dict[str, float]) -> list[dict]:

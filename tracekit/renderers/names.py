@@ -354,3 +354,20 @@ def short_name(name: str, width: int) -> str:
         tail = m.group(1)
         return s[:width - 1 - len(tail)] + ELLIPSIS + tail
     return s[:width - 1] + ELLIPSIS
+
+
+# The widths (characters) at which the report's timeline may label a kernel, widest first (issue 42, item 3). A bar's
+# width in pixels changes with the zoom, so the page gets a few display names per kernel and draws the widest that
+# fits its bar; the full name stays on hover. Widths between these fit the next narrower one.
+LABEL_WIDTHS = (96, 64, 44, 30, 20)
+
+
+def label_ladder(name: str, widths: tuple[int, ...] = LABEL_WIDTHS) -> list[str]:
+    """``name``'s display names (:func:`short_name`) at each of ``widths``, widest first, each given once and none
+    equal to ``name`` (the page has the full name already): [] for a name that fits the narrowest width."""
+    out: list[str] = []
+    for w in widths:
+        s = short_name(name, w)
+        if s != name and (not out or s != out[-1]):
+            out.append(s)
+    return out

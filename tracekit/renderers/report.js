@@ -406,6 +406,7 @@
     if (!R.blocks.length) {
       add(parent, el("p", null, "No attention blocks found (try --scope REGEX to name your attention modules)."));
       restSection(parent, R.rest);  /* the step is still worth a page: where its time went (the terminal's too) */
+      blocklessSection(parent, R.rest);
       whatifSection(parent, R.whatif);
       return;
     }
@@ -511,6 +512,24 @@
       }));
       var more = keys(T.more).map(function (by) { return T.more[by] + " more by " + by; });
       if (more.length) add(box, el("div", {"class": "sub"}, "not listed: " + more.join(", ") + " (--format json)"));
+    });
+  }
+  /* A trace with no attention blocks (issue 42): each shown step's idle by cause (Python's words) and its top
+     device events (tracekit.renderers.html._blockless_dict; absent for a trace with blocks). */
+  function blocklessSection(parent, D) {
+    var shown = D ? D.traces.filter(function (T) { return T.idle_words !== undefined; }) : [];
+    if (!shown.length) return;
+    add(parent, el("h2", null, "Idle and top device events (no attention blocks)"));
+    var sec = add(parent, el("div", {"class": "section", "data-section": "blockless"}));
+    shown.forEach(function (T) {
+      var box = add(sec, el("div", {"data-blockless-step": T.step}));
+      add(box, el("div", {"class": "sub", "data-idle-words": "1"},
+                  (T.label === null ? "" : T.label + ": ") + "step " + T.step + ": " + T.idle_words));
+      table(box, [{name: "device event"}, {name: "category"}, {name: "calls", num: true}, {name: "time", num: true}],
+            T.top_kernels.map(function (k) {
+              return {attrs: {"data-top-kernel": "1"},
+                      cells: [nameCell(k.name), cell(k.category), cell(String(k.count), k.count), cell(fmt(k.us), k.us)]};
+            }));
     });
   }
   function restDiffSection(parent, D) {
@@ -773,7 +792,10 @@
     }
     add(parent, el("h2", null, "Runs"));
     var detail = el("div", {"class": "detail"});
-    table(parent, [{name: "run"}, {name: "blocks", num: true}, {name: "latency (measured)", num: true},
+    /* Eleven columns: headers wrap and the table scrolls inside its box, so a 1280 px page never scrolls sideways
+       (issue 42; report.css, .table-scroll). */
+    var runsBox = add(parent, el("div", {"class": "table-scroll"}));
+    table(runsBox, [{name: "run"}, {name: "blocks", num: true}, {name: "latency (measured)", num: true},
                    {name: "latency speedup over " + base + " (measured)", num: true},
                    {name: "step speedup (profiled)", num: true}, {name: "attention speedup (profiled)", num: true},
                    {name: "busy per step (profiled)", num: true},
@@ -797,7 +819,7 @@
           function (row) {
             while (detail.firstChild) detail.removeChild(detail.firstChild);
             renderAttribution(detail, row.run, "run: " + row.run.name);
-          });
+          }).classList.add("wrap-heads");
     parent.appendChild(detail);
   }
 

@@ -26,6 +26,7 @@ from .base import (
 )
 from .base import run_pair_cells, run_pair_gate_note, runs_only_line
 from .base import rest_change_lines, rest_lines as base_rest_lines  # issue 37: the rest of the step
+from .base import rest_shown  # issue 42: a trace with no attention blocks
 from .names import ELLIPSIS, short_name
 from .optables import NOT_COMPUTED, basis_of, kernel_rows, rate_cells, shapes_text  # issue 42: --by op/kernel
 
@@ -746,6 +747,7 @@ class TerminalRenderer(Renderer):
         if not result.blocks:  # (the step is still worth a page: where its time went, outside any attention)
             lines += wrap("no attention blocks found (try --scope REGEX to name your attention modules or ranges)", w)
             lines += rest_lines(result, w)
+            lines += blockless_lines(result, w)
             return text_lines(lines)
         if self.by == "rank":
             lines += _rank_lines(result, w)
@@ -1045,6 +1047,24 @@ def rest_lines(result: Attribution, w: int) -> list[str]:
     many traces one line naming --format json (base.rest_shown states the rule)."""
     lines = base_rest_lines(result)
     return ["", *_wrap_all(lines, w)] if lines else []
+
+
+def blockless_lines(result: Attribution, w: int) -> list[str]:
+    """A trace with no attention blocks (issue 42): for the step the lines above show (each trace's median step
+    outside attention, base.rest_shown's rule), why its device idled and its costliest device events."""
+    shown, _ = rest_shown(result)
+    named = len(result.traces) > 1
+    lines: list[str] = []
+    for tr in shown:
+        r, label = tr.rest, f" ({tr.label})" if named else ""
+        idle = sum(r.idle_by_cause.values()) if r.idle_by_cause else 0.0
+        cause = idle_cause_line(r.idle_by_cause, idle) if r.idle_by_cause else None
+        if cause:
+            lines += wrap(f"step {r.step}{label}: {fmt_time(idle)} idle; {cause}", w)
+        if r.top_kernels:
+            lines += ["", f"top device events, step {r.step}{label}:"]
+            lines += _event_lines([(us, f"{n}×", cat, name) for name, cat, n, us in r.top_kernels[:_TOP_SHOWN]], w)
+    return ["", *lines] if lines else []
 
 
 def rest_diff_lines(r: DiffResult, w: int) -> list[str]:

@@ -262,10 +262,23 @@ function tkTimeline(parent, T, kit, opts) {
         if (x1 - x0 < 1 && Math.floor(x0) === lastX && c === lastCat) return;  /* one pixel holds many kernels */
         lastX = Math.floor(x0); lastCat = c;
         ctx.fillStyle = COL[CATS[c]] || "#999"; ctx.fillRect(x0, y, Math.max(x1 - x0, 1), h);
-        if (x1 - x0 > 60) { ctx.fillStyle = kit.ink ? kit.ink(COL[CATS[c]]) : "#fff"; fitText(ctx, T.names[K.name[i]], x0 + 3, y + h / 2, x1 - x0 - 6); }
+        if (x1 - x0 > 60) {
+          ctx.fillStyle = kit.ink ? kit.ink(COL[CATS[c]]) : "#fff";
+          fitText(ctx, kernelLabel(ctx, K.name[i], x1 - x0 - 6), x0 + 3, y + h / 2, x1 - x0 - 6);
+        }
       });
     }
   };
+  /* A kernel bar's label: its full name when that fits ``room`` px, else the widest of its display names that does
+     (T.labels: renderers/names.py label_ladder, widest first: the function's name is kept, template arguments and
+     launcher boilerplate go first), else the narrowest, which fitText cuts. Widths are measured once per name. */
+  var labelWidths = [];
+  function kernelLabel(ctx, n, room) {
+    var names = [T.names[n]].concat((T.labels && T.labels[n]) || []), ws = labelWidths[n];
+    if (!ws) ws = labelWidths[n] = names.map(function (s) { return ctx.measureText(s).width; });
+    for (var k = 0; k < names.length; k++) if (ws[k] <= room) return names[k];
+    return names[names.length - 1];
+  }
   function mainCause(i) {
     var best = CAUSES[0];
     CAUSES.forEach(function (c) { if (T.gaps[c][i] > T.gaps[best][i]) best = c; });

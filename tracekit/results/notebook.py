@@ -218,20 +218,62 @@ def diff_repr(r: DiffResult) -> str:
             f"{len(r.pairs)} paired blocks · .to_dataframe(by=...)>")
 
 
-def _html_table(rows: list[dict[str, Any]], columns: list[str], caption: str) -> str:
-    """A small table; every cell escaped (names come from traces, which anyone may have written)."""
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return f"{v:,.1f}"
-        return html.escape("" if v is None else str(v))
+# Inline styles (a notebook shows an output's HTML as it is: no stylesheet of ours): figures right-aligned in
+# tabular digits, names on one line cut by the browser at a width, in full on hover (title).
+_NUM_STYLE = "text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap"
+_NAME_STYLE = "text-align:left;max-width:36em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap"
+_SUMMARY_STYLE = "margin:0 0 4px;max-width:72em"
+_NOTE_STYLE = "color:#666;font-size:90%"
+_NO_FIGURE = "\u2014"  # a figure the trace cannot give (None, NaN)
+_COUNT_COLUMNS = frozenset({"blocks", "kernels", "count", "calls", "pairs", "steps", "flops", "bytes"})
 
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{cell(row.get(c))}</td>" for c in columns) + "</tr>"
+
+def _is_figure_column(name: str, rows: list[dict[str, Any]]) -> bool:
+    """A column of figures, by its name (a column of missing figures alone is still one) or by holding a number
+    (bool aside): right-aligned, head and cells."""
+    if name.endswith((*_FIGURE_SUFFIXES, "share_of_delta", "_pct", "_per_s")) or name in _COUNT_COLUMNS:
+        return True
+    return any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (row.get(name) for row in rows))
+
+
+def _cell(name: str, v: Any, figure: bool) -> str:
+    """One escaped cell: shares (0-1) as percentages, other floats with one decimal, a missing figure as an em
+    dash; a name's full text in its title."""
+    if v is None or (isinstance(v, float) and v != v):
+        text = _NO_FIGURE if figure else ""
+    elif isinstance(v, float):
+        text = f"{100 * v:.1f}%" if name.endswith(("_share", "share_of_delta")) else f"{v:,.1f}"
+    else:
+        text = str(v)
+    if figure:
+        return f"<td style='{_NUM_STYLE}'>{html.escape(text)}</td>"
+    return f"<td style='{_NAME_STYLE}' title='{html.escape(text)}'>{html.escape(text)}</td>"
+
+
+def _html_table(rows: list[dict[str, Any]], columns: list[str], summary: str, empty: str = "no rows") -> str:
+    """The summary line above a small table of the first ``_HTML_ROWS`` rows (the DataFrame has them all); every
+    text escaped, names from traces in cells and titles alike (anyone may have written a trace). The summary sits
+    outside the table, so that a long headline does not squeeze the columns to its width."""
+    figures = {c: _is_figure_column(c, rows) for c in columns}
+    head = "".join(f"<th style='{_NUM_STYLE if figures[c] else 'text-align:left'}'>{html.escape(c)}</th>"
+                   for c in columns)
+    body = "".join("<tr>" + "".join(_cell(c, row.get(c), figures[c]) for c in columns) + "</tr>"
                    for row in rows[:_HTML_ROWS])
-    more = (f"<tr><td colspan='{len(columns)}'>… {len(rows) - _HTML_ROWS} more rows: .to_dataframe()</td></tr>"
-            if len(rows) > _HTML_ROWS else "")
-    return (f"<table><caption>{html.escape(caption)}</caption><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}{more}</tbody></table>")
+    if not rows:
+        body = f"<tr><td colspan='{len(columns)}' style='{_NOTE_STYLE}'>{html.escape(empty)}</td></tr>"
+    more = (f"<tr><td colspan='{len(columns)}' style='{_NOTE_STYLE}'>\u2026 {len(rows) - _HTML_ROWS} more rows: "
+            ".to_dataframe()</td></tr>" if len(rows) > _HTML_ROWS else "")
+    kind, _, rest = summary.partition(" ")
+    note = (f"times in \u00b5s \u00b7 {len(rows)} row{'' if len(rows) == 1 else 's'} \u00b7 .to_dataframe(by=...) "
+            "has every row and column")
+    return (f"<div><p style='{_SUMMARY_STYLE}'><b>{html.escape(kind)}</b> {html.escape(rest)}<br>"
+            f"<span style='{_NOTE_STYLE}'>{note}</span></p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}{more}</tbody></table></div>")
+
+
+def _summary(text: str) -> str:
+    """A repr less its angle brackets and its closing pointer to .to_dataframe (the table's note says it)."""
+    return text[1:-1].removesuffix(" \u00b7 .to_dataframe(by=...)")
 
 
 def attribution_html(result: Attribution, by: str = "kind") -> str:
@@ -243,12 +285,14 @@ def attribution_html(result: Attribution, by: str = "kind") -> str:
     else:
         cols = [by if by != "block" else "block", "phase", "blocks" if by != "block" else "step",
                 "total_us", *(f"{c}_us" for c in CATEGORIES)]
-    return _html_table(rows, cols, attribution_repr(result)[1:-1] + " (times in µs)")
+    empty = ("no attention blocks found (name your attention modules or ranges with analyze(path, scope=REGEX))"
+             if not result.blocks else "no rows")
+    return _html_table(rows, cols, _summary(attribution_repr(result)), empty)
 
 
 def diff_html(r: DiffResult) -> str:
     return _html_table(diff_rows(r, "category"), ["category", "before_us", "after_us", "delta_us", "share_of_delta"],
-                       diff_repr(r)[1:-1] + " (times in µs)")
+                       _summary(diff_repr(r)))
 
 
 for _fn in (attribution_frame, attribution_repr, attribution_html, diff_frame, diff_repr, diff_html):

@@ -25,6 +25,12 @@ class StepRest:
     kernels: int = 0  # device events the step launched (attention's included): the launches the host had to make
     host_ops_us: float = 0.0  # the durations of the step's top-level host ops (an op inside no other op)
     host_ops: dict[str, float] = field(default_factory=dict)  # the same by op name
+    # Only for a trace with no attention blocks, and display only (not in the JSON; issue 42: such a trace still
+    # gets a page that says where its steps went): the step's idle time by cause, its window split as a block's is
+    # (µs, summing to the step's span less its busy time), and its device events by name, the largest busy time
+    # first: (name, category, count, µs), at most analysis.rest.TOP_OUTSIDE of them.
+    idle_by_cause: dict[str, float] | None = None
+    top_kernels: list[tuple[str, str, int, float]] = field(default_factory=list)
 
     @property
     def outside_us(self) -> float:
@@ -39,6 +45,15 @@ class StepRest:
         expect(close(sum(self.host_ops.values()), self.host_ops_us, len(self.host_ops) + 1, self.host_ops_us),
                f"{where}: host ops sum {sum(self.host_ops.values())} != {self.host_ops_us}")
         expect(self.kernels >= 0 and self.host_ops_us >= 0, f"{where}: negative kernel count or host time")
+        self._check_blockless(where)
+
+    def _check_blockless(self, where: str) -> None:
+        """The blockless figures: no negative cause; the top kernels, a part of the outside busy time."""
+        expect(self.idle_by_cause is None or min(self.idle_by_cause.values(), default=0) >= 0,
+               f"{where}: negative idle cause")
+        top = sum(us for *_, us in self.top_kernels)
+        expect(top <= self.outside_us or close(top, self.outside_us, len(self.top_kernels) + 1, self.outside_us),
+               f"{where}: top kernels {top} µs beyond the outside busy {self.outside_us} µs")
 
 
 def median_rest(steps: list[StepRest]) -> StepRest | None:
