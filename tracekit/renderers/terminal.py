@@ -28,6 +28,7 @@ from .base import run_pair_cells, run_pair_gate_note, runs_only_line
 from .base import rest_change_lines, rest_lines as base_rest_lines  # issue 37: the rest of the step
 from .names import ELLIPSIS, short_name
 from .optables import NOT_COMPUTED, basis_of, kernel_rows, rate_cells, shapes_text  # issue 42: --by op/kernel
+from .stagetable import STAGE_HEAD, stage_cells, stage_title  # issue 44: serving stages
 
 if TYPE_CHECKING:
     from ..results.attribution import RankRow, Totals
@@ -195,6 +196,16 @@ def _cols(rows: list[list[str]], right: set[int], names: int | None, drop: dict[
 def _drop_forward_phase(cols: list[Col]) -> list[Col]:
     """The phase column is shown only when some row is not forward (total rows leave it blank)."""
     return [c for c in cols if not (c.head == "phase" and all(x in (Phase.FORWARD, "") for x in c.cells))]
+
+
+def stage_lines(result: Attribution, w: int) -> list[str]:
+    """Serving traces (issue 44): the stage table, prefill / decode / mixed / outside; nothing on other traces."""
+    if result.stages is None:
+        return []
+    rows = [list(STAGE_HEAD)] + [stage_cells(r) for r in result.stages]
+    drop = {8: 1, 10: 2, 11: 3, 7: 4, 13: 5}  # softmax%, elem%, other%, matmul%, roof go first: fused% and mem% stay
+    return ["", *wrap(stage_title(result), w), *_table(rows, set(range(1, len(STAGE_HEAD))), w, names=None,
+                                                      drop=drop)]
 
 
 def wrap(line: str, width: int, indent: str = "  ") -> list[str]:
@@ -746,6 +757,7 @@ class TerminalRenderer(Renderer):
         if not result.blocks:  # (the step is still worth a page: where its time went, outside any attention)
             lines += wrap("no attention blocks found (try --scope REGEX to name your attention modules or ranges)", w)
             lines += rest_lines(result, w)
+            lines += stage_lines(result, w)
             return text_lines(lines)
         if self.by == "rank":
             lines += _rank_lines(result, w)
@@ -757,6 +769,7 @@ class TerminalRenderer(Renderer):
         else:
             lines += self._group_lines(result, w)
         lines += rest_lines(result, w)  # every grouping: each trace's own median step (base.rest_shown's rule)
+        lines += stage_lines(result, w)
         lines += self._tail_lines(result, w, pooled=_pooled(result) if runs else "")
         return text_lines(lines)
 

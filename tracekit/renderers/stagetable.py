@@ -1,0 +1,76 @@
+"""The serving stage table (issue 44, item 2) as every view words it: one row per stage (prefill, decode, mixed,
+outside), its busy and attention time, attention share, attention split, efficiency and idle.
+
+One place for the cells and the JSON rows, so that the terminal, markdown, CSV, JSON, the HTML report and the
+TensorBoard tab cannot disagree (tracekit.results.stages says what each figure means).
+"""
+
+from __future__ import annotations
+
+from ..results.attribution import Attribution
+from ..results.efficiency import efficiency_dict
+from ..results.format import fmt_time
+from ..results.stages import StageRow
+from ..vocab import CATEGORIES
+
+STAGE_COLUMNS = ("stage", "iterations", "rules", "busy_us", "attention_us", "attention_share", "span_us", "idle_us",
+                 *(f"{c}_us" for c in CATEGORIES), "tflops_per_s", "roof_pct", "bound")
+STAGE_HEAD = ("stage", "iterations", "busy", "attention", "attn%", "idle", "fused%", "matmul%", "softmax%", "mem%",
+              "elem%", "other%", "TFLOP/s", "roof")
+_SHOWN = ("fused_attention", "matmul", "softmax", "memory", "elementwise", "other")
+NO_SPAN = "n/a"  # the outside row's span and idle: its events lie around the iterations, in no one stretch
+
+
+def stage_title(result: Attribution) -> str:
+    """``serving stages (device busy time, by engine iteration; rows add up to the whole 10.72 ms)``."""
+    whole = sum(t.base_us for t in result.traces)
+    return f"serving stages (device busy time by engine iteration; the rows add up to the whole {fmt_time(whole)}):"
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%" if whole > 0 else "n/a"
+
+
+def _rate(r: StageRow) -> tuple[str, str]:
+    """(TFLOP/s, % of roof and bound) of the stage's attention, "n/a" where no call was counted."""
+    e = efficiency_dict(r.efficiency)
+    tf, roof, bound = e["tflops_per_s"], e["roof_pct"], e["bound"]
+    return ("n/a" if tf is None else f"{tf:.1f}",
+            "n/a" if roof is None else f"{roof:.1f}% {bound or ''}".strip())
+
+
+def stage_cells(r: StageRow) -> list[str]:
+    """The table cells (STAGE_HEAD) of one row: times as the terminal writes them, the split as % of attention."""
+    idle = NO_SPAN if r.idle_us is None or r.span_us is None else f"{fmt_time(r.idle_us)} ({_share(r.idle_us, r.span_us)})"
+    return [r.stage, str(r.iterations), fmt_time(r.busy_us), fmt_time(r.attention_us),
+            _share(r.attention_us, r.busy_us), idle, *(_share(r.categories[c], r.attention_us) for c in _SHOWN),
+            *_rate(r)]
+
+
+def stage_csv_row(r: StageRow) -> list:
+    """The CSV row (STAGE_COLUMNS): raw µs figures, rules as ``rule=count`` joined by ``;``."""
+    e = efficiency_dict(r.efficiency)
+    share = r.attention_share
+    return [r.stage, r.iterations, ";".join(f"{k}={v}" for k, v in sorted(r.rules.items())), round(r.busy_us, 3),
+            round(r.attention_us, 3), "" if share is None else round(share, 6),
+            "" if r.span_us is None else round(r.span_us, 3), "" if r.idle_us is None else round(r.idle_us, 3),
+            *(round(r.categories[c], 3) for c in CATEGORIES),
+            "" if e["tflops_per_s"] is None else e["tflops_per_s"], "" if e["roof_pct"] is None else e["roof_pct"],
+            e["bound"] or ""]
+
+
+def stage_dict(r: StageRow) -> dict:
+    """One JSON row of ``stages`` (docs/attribution.md, "Serving stages")."""
+    share = r.attention_share
+    return {"stage": r.stage, "iterations": r.iterations, "rules": dict(sorted(r.rules.items())),
+            "busy_us": round(r.busy_us, 3), "attention_us": round(r.attention_us, 3),
+            "attention_share": None if share is None else round(share, 6),
+            "categories": {c: round(r.categories[c], 3) for c in CATEGORIES},
+            "span_us": None if r.span_us is None else round(r.span_us, 3),
+            "idle_us": None if r.idle_us is None else round(r.idle_us, 3),
+            "blocks": r.blocks, "efficiency": efficiency_dict(r.efficiency)}
+
+
+def stages_key(result: Attribution) -> dict:
+    """``{"stages": [...]}`` on a serving trace, else nothing: a trace without stages keeps its JSON byte for byte."""
+    return {} if result.stages is None else {"stages": [stage_dict(r) for r in result.stages]}
