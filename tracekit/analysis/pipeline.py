@@ -123,8 +123,9 @@ def split_stages(ctx: StageContext) -> None:
     returns before any walk when the trace shows no serving iteration (tracekit.analysis.stages)."""
     if ctx.cats is not None:
         ctx.need(ctx.result, "result").stages = serving_stages(
-            ctx.tr, ctx.need(ctx.links, "links"), ctx.blocks, ctx.block_results, ctx.cats,
-            ctx.need(ctx.dev_owner, "device owners"), ctx.need(ctx.device_time, "device time").share)
+            ctx.tr, ctx.need(ctx.links, "links"), ctx.blocks, ctx.owner, ctx.block_results, ctx.cats,
+            ctx.need(ctx.dev_owner, "device owners"), ctx.need(ctx.device_time, "device time").share,
+            ctx.need(ctx.graph_facts, "graph facts").launches)
 
 
 def collect_hint_facts(ctx: StageContext) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from ..model import Trace
+from ..model import GraphLaunch, Trace
 from ..results.attribution import BlockResult
 from ..results.efficiency import Efficiency
 from ..results.stages import DECODE, MIXED, OUTSIDE, PREFILL, STAGE_ORDER, StageRow
@@ -67,10 +67,11 @@ class RangeRule:
 
 
 RANGE_RULES: tuple[RangeRule, ...] = (
-    RangeRule("vllm-execute",
+    RangeRule("execute-context-generation",
               re.compile(r"execute_(?:\d+_)?context_(?P<context>\d+)\(.*\)_generation_(?P<generation>\d+)\("),
-              _by_counts, "vLLM's model runner names each execute_model call execute[_<tokens>]_context_<n>(…)_"
-              "generation_<m>(…): n requests in prefill, m in decode"),
+              _by_counts, "vLLM's model runner (and SGLang's, as TraceLens's profiling patch records it) names each "
+              "execute_model call execute[_<tokens>]_context_<n>(…)_generation_<m>(…): n requests in prefill, m in "
+              "decode; first, so that the two engines' traces read alike"),
     RangeRule("sglang-step", re.compile(r"step\[(?P<mode>[A-Z_]+)[\s\]]"), _by_mode,
               "SGLang's model runner names each forward step[<ForwardMode> bs=…]"),
 )
@@ -124,25 +125,59 @@ _QUERY_AXIS: dict[str, tuple[int, int]] = {
 }
 
 
-def _query_len(tr: Trace, i: int) -> int | None:
-    """The query length per sequence of fused op ``i`` from its recorded inputs; None when not recorded."""
-    spec, oi = _QUERY_AXIS.get(tr.host[i].name), tr.op_inputs.get(i)
-    if spec is None or oi is None:
+def _query_len(name: str, dims: list, concrete: list) -> int | None:
+    """The query length per sequence of a fused op (_QUERY_AXIS) from its recorded inputs; None when unknown."""
+    spec = _QUERY_AXIS.get(name)
+    if spec is None:
         return None
     try:
-        q = orjson.loads(oi.dims)[0]
+        q = dims[0]
         if len(q) == 4:
             return int(q[spec[0]])
-        return int(orjson.loads(oi.concrete)[spec[1]]) if len(q) == 3 and spec[1] >= 0 else None
-    except (orjson.JSONDecodeError, TypeError, ValueError, IndexError):
+        return int(concrete[spec[1]]) if len(q) == 3 and spec[1] >= 0 else None
+    except (TypeError, ValueError, IndexError):
         return None
 
 
-def _block_stage(tr: Trace, blk: Block) -> tuple[str, str, bool] | None:
+def _recorded_query_len(name: str, dims_raw: bytes, concrete_raw: bytes) -> int | None:
+    """_query_len of an op's raw recorded inputs (JSON); None when they do not parse."""
+    try:
+        return _query_len(name, orjson.loads(dims_raw), orjson.loads(concrete_raw) if concrete_raw else [])
+    except orjson.JSONDecodeError:
+        return None
+
+
+# Names only a serving engine's trace holds (kernels, ops, Python frames): the shape rules run only where one is
+# present, or where a recorded attention shape has a query of length 1, so that a training trace pays nothing.
+_SERVING_NAMES = re.compile(r"decode|prefill|paged_attention|kv_cache|reshape_and_cache|vllm::|sglang|flashinfer|"
+                            r"_ll4mi_|batch_context", re.IGNORECASE)
+
+
+def _shows_serving(tr: Trace) -> bool:
+    """A serving engine's name among the trace's distinct names, or a recorded attention query of length 1."""
+    names = tr.names if tr.names is not None else frozenset(h.name for h in tr.host)
+    if any(_SERVING_NAMES.search(n) for n in names):
+        return True
+    return any(_query_len(op, dims, []) == 1 for op, dims in tr.info.shapes)
+
+
+def _block_query_lens(tr: Trace, owner: Sequence[int]) -> dict[int, int]:
+    """Block -> the longest query (per sequence) among its fused ops' recorded inputs."""
+    out: dict[int, int] = {}
+    host = tr.host
+    for i, oi in tr.op_inputs.items():
+        name = host[i].name
+        if name in _QUERY_AXIS and owner[i] != NONE:
+            n = _recorded_query_len(name, oi.dims, oi.concrete)
+            if n is not None:
+                out[owner[i]] = max(n, out.get(owner[i], 0))
+    return out
+
+
+def _block_stage(blk: Block, query_len: int | None) -> tuple[str, str, bool] | None:
     """(stage, rule, serving) of one block by the first shape rule with an opinion; None when none has one."""
     ev = blk.evidence
-    lens = [n for n in (_query_len(tr, i) for i in blk.roots) if n is not None]
-    facts = _Facts(names=" ".join(ev.names).lower() if ev is not None else "", query_len=max(lens) if lens else None)
+    facts = _Facts(names=" ".join(ev.names).lower() if ev is not None else "", query_len=query_len)
     for rule in SHAPE_RULES:
         got = rule.stage(facts)
         if got is not None:
@@ -160,16 +195,25 @@ class _Iteration:
     rule: str
 
 
+def _range_rules_of(tr: Trace) -> dict[str, RangeRule]:
+    """Each distinct name a RANGE_RULES pattern matches -> that rule (read off the loader's name table)."""
+    names = tr.names if tr.names is not None else frozenset(h.name for h in tr.host)
+    hit: dict[str, RangeRule] = {}
+    for n in names:
+        rule = next((r for r in RANGE_RULES if r.pattern.match(n)), None)
+        if rule is not None:
+            hit[n] = rule
+    return hit
+
+
 def _framework_iterations(tr: Trace) -> list[_Iteration]:
     """The framework ranges (RANGE_RULES), outermost only, in time order; [] when the trace records none. The
     distinct-name table decides first, so a trace without them is never walked."""
-    names = tr.names if tr.names is not None else frozenset(h.name for h in tr.host)
-    hit = {n: r for n in names for r in RANGE_RULES if r.pattern.match(n)}
+    hit = _range_rules_of(tr)
     if not hit:
         return []
-    found = sorted((h.ts, -h.dur, h.name) for h in tr.host if h.name in hit)
     out: list[_Iteration] = []
-    for ts, neg, name in found:
+    for ts, neg, name in sorted((h.ts, -h.dur, h.name) for h in tr.host if h.name in hit):
         if out and ts < out[-1].end:
             continue  # nested in (or overlapping) the previous range: one engine iteration, named once
         rule = hit[name]
@@ -179,14 +223,27 @@ def _framework_iterations(tr: Trace) -> list[_Iteration]:
     return out
 
 
-def _shape_iterations(tr: Trace, links: Links, blocks: Sequence[Block]) -> list[_Iteration]:
+def _named_blocks(tr: Trace, blocks: Sequence[Block], owner: Sequence[int]) -> list[tuple[str, str, bool] | None]:
+    """Each block's (stage, rule, serving) by SHAPE_RULES; [] when the trace shows no serving name or shape, or
+    no block marks it as a serving trace."""
+    if not blocks or not _shows_serving(tr):
+        return []
+    lens = _block_query_lens(tr, owner)
+    named = [_block_stage(b, lens.get(k)) for k, b in enumerate(blocks)]
+    return named if any(n is not None and n[2] for n in named) else []
+
+
+def _step_spans(tr: Trace, links: Links) -> list[tuple[int, int]]:
+    """The ProfilerSteps' host ranges in time order; the whole trace as one range without steps."""
+    roots = sorted(links.step_roots, key=lambda i: tr.host[i].ts)
+    return [(tr.host[i].ts, tr.host[i].ts + tr.host[i].dur) for i in roots] or [(-(1 << 62), 1 << 62)]
+
+
+def _shape_iterations(tr: Trace, links: Links, blocks: Sequence[Block], owner: Sequence[int]) -> list[_Iteration]:
     """ProfilerSteps (the whole trace without steps) as iterations, each named by its blocks' shape rules
     (prefill and decode blocks in one: mixed); [] when no block marks the trace as a serving trace."""
-    named = [_block_stage(tr, b) for b in blocks]
-    if not any(n is not None and n[2] for n in named):
-        return []
-    roots = sorted(links.step_roots, key=lambda i: tr.host[i].ts)
-    spans = [(tr.host[i].ts, tr.host[i].ts + tr.host[i].dur) for i in roots] or [(-(1 << 62), 1 << 62)]
+    named = _named_blocks(tr, blocks, owner)
+    spans = _step_spans(tr, links)
     starts = [s for s, _ in spans]
     kinds: list[set[str]] = [set() for _ in spans]
     rules = ["" for _ in spans]
@@ -194,21 +251,32 @@ def _shape_iterations(tr: Trace, links: Links, blocks: Sequence[Block]) -> list[
         k = bisect_right(starts, b.ts) - 1
         if n is not None and k >= 0 and b.ts < spans[k][1]:
             kinds[k].add(n[0])
-            rules[k] = rules[k] or n[1]
+            rules[k] = rules[k] or n[1]  # the first block's rule names the step
     return [_Iteration(s, e, _mix(PREFILL in ks, DECODE in ks), r) for (s, e), ks, r in zip(spans, kinds, rules)]
 
 
-def serving_stages(tr: Trace, links: Links, blocks: Sequence[Block], results: Sequence[BlockResult],
-                   cats: Sequence[Category], dev_owner: Sequence[int], dev_share: Sequence[int]) -> list[StageRow] | None:
-    """The trace's stage rows; None when it shows no serving iteration (then nothing was walked)."""
+def serving_stages(tr: Trace, links: Links, blocks: Sequence[Block], owner: Sequence[int],
+                   results: Sequence[BlockResult], cats: Sequence[Category], dev_owner: Sequence[int],
+                   dev_share: Sequence[int],
+                   graph_launches: Sequence[GraphLaunch] = ()) -> list[StageRow] | None:
+    """The trace's stage rows; None when it shows no serving iteration (then nothing was walked). ``owner``: each
+    host event's block; ``dev_share``:
+    each device event's first-come share of the device's busy time; ``graph_launches``: the trace's graph
+    launches, whose call time is their replayed kernels' launch time."""
     its = _framework_iterations(tr)
     if not its:
-        its = _shape_iterations(tr, links, blocks)
+        its = _shape_iterations(tr, links, blocks, owner)
     if not any(it.stage is not None for it in its):
         return None
     acc = _Accumulator(len(its))
-    acc.walk(tr, links, its, cats, dev_owner, dev_share)
+    acc.walk(tr, _launch_times(tr, links, graph_launches), its, cats, dev_owner, dev_share)
     return acc.rows(its, results)
+
+
+def _slot(t: int | None, starts: list[int], ends: list[int], staged: list[bool]) -> int:
+    """The iteration a launch at ``t`` falls in, or ``len(starts)`` (outside) when none holding a stage does."""
+    k = bisect_right(starts, t) - 1 if t is not None else -1
+    return k if k >= 0 and t is not None and t < ends[k] and staged[k] else len(starts)
 
 
 class _Accumulator:
@@ -224,19 +292,15 @@ class _Accumulator:
         self.hi = [-(1 << 62)] * (n + 1)
         self.block_at: dict[int, int] = {}
 
-    def walk(self, tr: Trace, links: Links, its: list[_Iteration], cats: Sequence[Category],
-             dev_owner: Sequence[int], dev_share: Sequence[int]) -> None:
+    def walk(self, tr: Trace, launch_ts: Callable[[int], int | None], its: list[_Iteration],
+             cats: Sequence[Category], dev_owner: Sequence[int], dev_share: Sequence[int]) -> None:
         """One pass over the device events: each event's iteration is the one its launch falls in."""
         starts, ends = [it.start for it in its], [it.end for it in its]
-        outside = len(its)
-        launch_ts = _launch_times(tr, links)
         index = {c: k for k, c in enumerate(CATEGORIES)}
         busy, att, cat, lo, hi, block_at = self.busy, self.att, self.cat, self.lo, self.hi, self.block_at
+        staged = [it.stage is not None for it in its]
         for j, ev in enumerate(tr.device):
-            t = launch_ts(j)
-            k = outside if t is None else bisect_right(starts, t) - 1
-            if k < 0 or (k < outside and (t is None or t >= ends[k] or its[k].stage is None)):
-                k = outside
+            k = _slot(launch_ts(j), starts, ends, staged)
             share = dev_share[j]
             busy[k] += share
             lo[k] = min(lo[k], ev.ts)
@@ -254,18 +318,19 @@ class _Accumulator:
         for k, stage in enumerate(keys):
             if stage == OUTSIDE and self.lo[k] > self.hi[k]:
                 continue  # no device event: no row of its own
-            row = out.setdefault(stage, StageRow(
-                stage=stage, iterations=0, rules={}, busy_us=0.0, attention_us=0.0,
-                categories=dict.fromkeys(CATEGORIES, 0.0), span_us=None if stage == OUTSIDE else 0.0,
-                idle_us=None if stage == OUTSIDE else 0.0, blocks=0))
+            row = out.get(stage) or out.setdefault(stage, _empty_row(stage))
             self._add(row, k, None if stage == OUTSIDE else its[k].rule)
+        self._add_blocks(out, keys, results)
+        return [out[s] for s in STAGE_ORDER if s in out]
+
+    def _add_blocks(self, out: dict[str, StageRow], keys: list[str], results: Sequence[BlockResult]) -> None:
+        """Each block counted in (and its efficiency summed into) the stage of the iteration of its first event."""
         for b, k in self.block_at.items():
             row = out[keys[k]]
             row.blocks += 1
             e = results[b].efficiency if b < len(results) else None
             if e is not None:
                 row.efficiency = _summed(row.efficiency, e)
-        return [out[s] for s in STAGE_ORDER if s in out]
 
     def _add(self, row: StageRow, k: int, rule: str | None) -> None:
         """Iteration ``k``'s figures into its stage's row (``rule`` None: the outside slot, which has no span: its
@@ -283,18 +348,30 @@ class _Accumulator:
         row.rules[rule] = row.rules.get(rule, 0) + 1
 
 
+def _empty_row(stage: str) -> StageRow:
+    """A stage's row before its iterations are added (``outside`` has no span)."""
+    span = None if stage == OUTSIDE else 0.0
+    return StageRow(stage=stage, iterations=0, rules={}, busy_us=0.0, attention_us=0.0,
+                    categories=dict.fromkeys(CATEGORIES, 0.0), span_us=span, idle_us=span, blocks=0)
+
+
 def _summed(a: Efficiency | None, b: Efficiency) -> Efficiency:
     out = Efficiency() if a is None else a
     out.add(b)
     return out
 
 
-def _launch_times(tr: Trace, links: Links) -> Callable[[int], int | None]:
-    """Device event -> the ns its launch started: its runtime call's, else its innermost host event's; None when
-    nothing launched it (an unlinked event: outside every iteration)."""
+def _launch_times(tr: Trace, links: Links, graph_launches: Sequence[GraphLaunch]) -> Callable[[int], int | None]:
+    """Device event -> the ns its launch started: the graph launch that replayed it (a replayed kernel's host op,
+    once mapped to its capture, carries the capture's clock), else its runtime call's, else its innermost host
+    event's; None when nothing launched it (an unlinked event: outside every iteration)."""
     calls, leaf, rt, host = links.device_call, links.device_leaf, tr.runtime, tr.host
+    replayed = {j: rt[g.runtime].ts for g in graph_launches for j in g.device}
 
     def at(j: int) -> int | None:
+        t = replayed.get(j)
+        if t is not None:
+            return t
         c = calls[j] if calls else None
         if c is not None:
             return rt[c].ts

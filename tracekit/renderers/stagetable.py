@@ -41,7 +41,8 @@ def _rate(r: StageRow) -> tuple[str, str]:
 
 def stage_cells(r: StageRow) -> list[str]:
     """The table cells (STAGE_HEAD) of one row: times as the terminal writes them, the split as % of attention."""
-    idle = NO_SPAN if r.idle_us is None or r.span_us is None else f"{fmt_time(r.idle_us)} ({_share(r.idle_us, r.span_us)})"
+    idle = (NO_SPAN if r.idle_us is None or r.span_us is None
+            else f"{fmt_time(r.idle_us)} ({_share(r.idle_us, r.span_us)})")
     return [r.stage, str(r.iterations), fmt_time(r.busy_us), fmt_time(r.attention_us),
             _share(r.attention_us, r.busy_us), idle, *(_share(r.categories[c], r.attention_us) for c in _SHOWN),
             *_rate(r)]
