@@ -39,7 +39,7 @@ def test_the_stages_run_in_this_order_each_with_a_reason():
     assert stage_names() == [
         "find-graphs", "read-origin", "replay-captures", "link", "classify-device", "find-host-blocks",
         "attach-backward", "record-captured", "find-kernel-blocks", "find-layers", "measure-busy",
-        "account-device", "add-efficiency", "assemble-device", "collect-hint-facts", "account-host",
+        "account-device", "add-efficiency", "assemble-device", "split-stages", "collect-hint-facts", "account-host",
         "list-compiled-outside", "account-layers", "summarize-graphs", "evaluate-hints",
     ]
     assert all(s.why and s.run.__doc__ for s in STAGES)
@@ -200,6 +200,9 @@ PASS_BUDGET: dict[str, tuple[dict[str, int], str]] = {
                        "and each gap's launch call; memory: one sort for the bytes and peaks"),
     "assemble-device": ({"host": 1, "device": 3}, "the step index's passes and the events outside blocks"),
     "collect-hint-facts": ({"host": 2, "device": 1}, "each owned kernel and its launching op"),
+    "split-stages": ({"host": 1, "device": 1},
+                     "serving traces only (a training trace is never walked: the name table decides): the host events "
+                     "for the framework's iteration ranges, the device events for each one's iteration"),
 }
 _LISTS = ("host", "device", "runtime", "memory")
 

@@ -174,10 +174,13 @@ def _block_query_lens(tr: Trace, owner: Sequence[int]) -> dict[int, int]:
     return out
 
 
-def _block_stage(blk: Block, query_len: int | None) -> tuple[str, str, bool] | None:
-    """(stage, rule, serving) of one block by the first shape rule with an opinion; None when none has one."""
-    ev = blk.evidence
-    facts = _Facts(names=" ".join(ev.names).lower() if ev is not None else "", query_len=query_len)
+def _block_stage(blk: Block, res: BlockResult | None, query_len: int | None) -> tuple[str, str, bool] | None:
+    """(stage, rule, serving) of one block by the first shape rule with an opinion; None when none has one. Its
+    names: its core's (evidence) and its kernels' (a fused op's block names the op, its kernel says decode)."""
+    names = set(blk.evidence.names if blk.evidence is not None else ())
+    if res is not None and res.intervals is not None:
+        names.update(res.intervals.names)
+    facts = _Facts(names=" ".join(sorted(names)).lower(), query_len=query_len)
     for rule in SHAPE_RULES:
         got = rule.stage(facts)
         if got is not None:
@@ -223,13 +226,14 @@ def _framework_iterations(tr: Trace) -> list[_Iteration]:
     return out
 
 
-def _named_blocks(tr: Trace, blocks: Sequence[Block], owner: Sequence[int]) -> list[tuple[str, str, bool] | None]:
+def _named_blocks(tr: Trace, blocks: Sequence[Block], owner: Sequence[int],
+                  results: Sequence[BlockResult]) -> list[tuple[str, str, bool] | None]:
     """Each block's (stage, rule, serving) by SHAPE_RULES; [] when the trace shows no serving name or shape, or
     no block marks it as a serving trace."""
     if not blocks or not _shows_serving(tr):
         return []
     lens = _block_query_lens(tr, owner)
-    named = [_block_stage(b, lens.get(k)) for k, b in enumerate(blocks)]
+    named = [_block_stage(b, results[k] if k < len(results) else None, lens.get(k)) for k, b in enumerate(blocks)]
     return named if any(n is not None and n[2] for n in named) else []
 
 
@@ -239,10 +243,11 @@ def _step_spans(tr: Trace, links: Links) -> list[tuple[int, int]]:
     return [(tr.host[i].ts, tr.host[i].ts + tr.host[i].dur) for i in roots] or [(-(1 << 62), 1 << 62)]
 
 
-def _shape_iterations(tr: Trace, links: Links, blocks: Sequence[Block], owner: Sequence[int]) -> list[_Iteration]:
+def _shape_iterations(tr: Trace, links: Links, blocks: Sequence[Block], owner: Sequence[int],
+                      results: Sequence[BlockResult]) -> list[_Iteration]:
     """ProfilerSteps (the whole trace without steps) as iterations, each named by its blocks' shape rules
     (prefill and decode blocks in one: mixed); [] when no block marks the trace as a serving trace."""
-    named = _named_blocks(tr, blocks, owner)
+    named = _named_blocks(tr, blocks, owner, results)
     spans = _step_spans(tr, links)
     starts = [s for s, _ in spans]
     kinds: list[set[str]] = [set() for _ in spans]
@@ -265,7 +270,7 @@ def serving_stages(tr: Trace, links: Links, blocks: Sequence[Block], owner: Sequ
     launches, whose call time is their replayed kernels' launch time."""
     its = _framework_iterations(tr)
     if not its:
-        its = _shape_iterations(tr, links, blocks, owner)
+        its = _shape_iterations(tr, links, blocks, owner, results)
     if not any(it.stage is not None for it in its):
         return None
     acc = _Accumulator(len(its))
