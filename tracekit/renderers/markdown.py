@@ -20,6 +20,7 @@ from .base import lead_line, per_step, per_step_line, totals_label  # issue 37: 
 from .base import rest_change_lines, rest_lines  # issue 37: the rest of the step
 from .names import short_name
 from .optables import NOT_COMPUTED, basis_of, kernel_rows, rate_cells, shapes_text  # issue 42: --by op/kernel
+from .stagetable import NO_STAGES, stage_table_lines  # issue 44: serving stages
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
@@ -170,6 +171,7 @@ def _kernel_lines(result: Attribution) -> list[str]:
 
 
 _TABLES: dict[str, Callable[[Attribution], list[str]]] = {"op": _op_lines, "kernel": _kernel_lines}
+_TABLES["stage"] = lambda result: stage_table_lines(result)[1:] or [f"- {NO_STAGES}"]  # issue 44: --by stage
 
 
 class MarkdownRenderer(Renderer):
@@ -194,6 +196,7 @@ class MarkdownRenderer(Renderer):
         else:
             lines += self._table_lines(result)
             lines += _rest_md(rest_lines(result))
+            lines += stage_table_lines(result) if self.by != "stage" else []
             lines += _hint_lines(result.hints) if result.hints else []
         return "\n".join(lines) + "\n"
 

@@ -10,11 +10,9 @@ from __future__ import annotations
 from ..results.attribution import Attribution
 from ..results.efficiency import efficiency_dict
 from ..results.format import fmt_time
-from ..results.stages import StageRow
+from ..results.stages import STAGE_COLUMNS, StageRow, stage_record
 from ..vocab import CATEGORIES
 
-STAGE_COLUMNS = ("stage", "iterations", "rules", "busy_us", "attention_us", "attention_share", "span_us", "idle_us",
-                 *(f"{c}_us" for c in CATEGORIES), "tflops_per_s", "roof_pct", "bound")
 STAGE_HEAD = ("stage", "iterations", "busy", "attention", "attn%", "idle", "fused%", "matmul%", "softmax%", "mem%",
               "elem%", "other%", "TFLOP/s", "roof")
 _SHOWN = ("fused_attention", "matmul", "softmax", "memory", "elementwise", "other")
@@ -49,15 +47,9 @@ def stage_cells(r: StageRow) -> list[str]:
 
 
 def stage_csv_row(r: StageRow) -> list:
-    """The CSV row (STAGE_COLUMNS): raw µs figures, rules as ``rule=count`` joined by ``;``."""
-    e = efficiency_dict(r.efficiency)
-    share = r.attention_share
-    return [r.stage, r.iterations, ";".join(f"{k}={v}" for k, v in sorted(r.rules.items())), round(r.busy_us, 3),
-            round(r.attention_us, 3), "" if share is None else round(share, 6),
-            "" if r.span_us is None else round(r.span_us, 3), "" if r.idle_us is None else round(r.idle_us, 3),
-            *(round(r.categories[c], 3) for c in CATEGORIES),
-            "" if e["tflops_per_s"] is None else e["tflops_per_s"], "" if e["roof_pct"] is None else e["roof_pct"],
-            e["bound"] or ""]
+    """The CSV row (STAGE_COLUMNS): raw µs figures rounded to the ns, empty cells where a figure is None."""
+    rec = stage_record(r)
+    return ["" if rec[c] is None else round(v, 6) if isinstance(v := rec[c], float) else v for c in STAGE_COLUMNS]
 
 
 def stage_dict(r: StageRow) -> dict:
@@ -70,6 +62,19 @@ def stage_dict(r: StageRow) -> dict:
             "span_us": None if r.span_us is None else round(r.span_us, 3),
             "idle_us": None if r.idle_us is None else round(r.idle_us, 3),
             "blocks": r.blocks, "efficiency": efficiency_dict(r.efficiency)}
+
+
+def stage_table_lines(result: Attribution) -> list[str]:
+    """The stage table in markdown (the heading line, then the rows); [] on a trace without stages."""
+    if result.stages is None:
+        return []
+    lines = ["", stage_title(result), "", "| " + " | ".join(STAGE_HEAD) + " |",
+             "|" + "|".join(["---"] + ["---:"] * (len(STAGE_HEAD) - 1)) + "|"]
+    return lines + ["| " + " | ".join(stage_cells(r)) + " |" for r in result.stages]
+
+
+NO_STAGES = ("no serving stages: the trace shows no prefill or decode iteration (docs/attribution.md, "
+             "\"Serving stages\")")
 
 
 def stages_key(result: Attribution) -> dict:

@@ -28,7 +28,7 @@ from .base import run_pair_cells, run_pair_gate_note, runs_only_line
 from .base import rest_change_lines, rest_lines as base_rest_lines  # issue 37: the rest of the step
 from .names import ELLIPSIS, short_name
 from .optables import NOT_COMPUTED, basis_of, kernel_rows, rate_cells, shapes_text  # issue 42: --by op/kernel
-from .stagetable import STAGE_HEAD, stage_cells, stage_title  # issue 44: serving stages
+from .stagetable import NO_STAGES, STAGE_HEAD, stage_cells, stage_title  # issue 44: serving stages
 
 if TYPE_CHECKING:
     from ..results.attribution import RankRow, Totals
@@ -723,6 +723,7 @@ def kernel_lines(result: Attribution, w: int) -> list[str]:
 
 
 _TABLES: dict[str, Callable[[Attribution, int], list[str]]] = {"op": op_lines, "kernel": kernel_lines}
+_TABLES["stage"] = lambda result, w: stage_lines(result, w)[1:] or wrap(NO_STAGES, w)  # issue 44: --by stage
 
 
 class TerminalRenderer(Renderer):
@@ -769,7 +770,7 @@ class TerminalRenderer(Renderer):
         else:
             lines += self._group_lines(result, w)
         lines += rest_lines(result, w)  # every grouping: each trace's own median step (base.rest_shown's rule)
-        lines += stage_lines(result, w)
+        lines += stage_lines(result, w) if self.by != "stage" else []
         lines += self._tail_lines(result, w, pooled=_pooled(result) if runs else "")
         return text_lines(lines)
 

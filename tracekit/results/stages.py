@@ -18,15 +18,20 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..vocab import CATEGORIES
-from .efficiency import Efficiency
+from .efficiency import Efficiency, efficiency_dict
 from .invariants import EPS_US, close, expect
 
-__all__ = ["OUTSIDE", "STAGE_ORDER", "STAGE_TOLERANCE", "StageRow", "check_stages", "merge_stages"]
+__all__ = ["OUTSIDE", "STAGE_COLUMNS", "STAGE_ORDER", "STAGE_TOLERANCE", "StageRow", "check_stages", "merge_stages",
+           "stage_record"]
 
 PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
 OUTSIDE = "outside"  # device time launched outside every classified iteration
 STAGE_ORDER: tuple[str, ...] = (PREFILL, DECODE, MIXED, OUTSIDE)
 STAGE_TOLERANCE = 0.001  # the rows' busy times add up to the whole within 0.1% (issue 44)
+# One flat record per stage (the CSV's ``--by stage`` columns, the notebook's ``to_dataframe(by="stage")``).
+STAGE_COLUMNS: tuple[str, ...] = (
+    "stage", "iterations", "rules", "busy_us", "attention_us", "attention_share", "span_us", "idle_us", "blocks",
+    *(f"{c}_us" for c in CATEGORIES), "tflops_per_s", "roof_pct", "bound")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -54,6 +59,19 @@ class StageRow:
     def attention_share(self) -> float | None:
         """The stage's attention time over its busy time; None without busy time."""
         return self.attention_us / self.busy_us if self.busy_us > 0 else None
+
+
+def stage_record(r: StageRow) -> dict[str, object]:
+    """The row as STAGE_COLUMNS: raw µs, the attention split as ``<category>_us``, rules as ``rule=n;…``, and the
+    attention's TFLOP/s, % of roof and bound (None where no call was counted, or the row has no span)."""
+    e = efficiency_dict(r.efficiency)
+    rec: dict[str, object] = {
+        "stage": r.stage, "iterations": r.iterations, "rules": ";".join(f"{k}={v}" for k, v in sorted(r.rules.items())),
+        "busy_us": r.busy_us, "attention_us": r.attention_us, "attention_share": r.attention_share,
+        "span_us": r.span_us, "idle_us": r.idle_us, "blocks": r.blocks}
+    rec.update({f"{c}_us": r.categories[c] for c in CATEGORIES})
+    rec.update(tflops_per_s=e["tflops_per_s"], roof_pct=e["roof_pct"], bound=e["bound"])
+    return rec
 
 
 def check_stages(rows: list[StageRow], whole_us: float) -> None:
