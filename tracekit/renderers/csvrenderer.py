@@ -32,7 +32,7 @@ from .base import Renderer, Result, pct, run_pair_verdict
 from .optables import (  # issue 42: --by op/kernel
     KERNEL_COLUMNS, NOT_COMPUTED, OP_COLUMNS, basis_of, kernel_csv_row, kernel_rows, op_csv_row,
 )
-from .stagetable import STAGE_COLUMNS, stage_csv_row  # issue 44: serving stages
+from .stagetable import STAGE_COLUMNS, stage_csv_row, stage_diff_csv  # issue 44: serving stages
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
@@ -152,6 +152,7 @@ class CSVRenderer(Renderer):
         for section in (_lead_rows, _category_rows, _block_rows, _layer_rows, _unmatched_rows, _span_rows,
                         _rank_rows, _kernel_rows, _run_pair_rows):
             yield from section(r)
+        yield from (_row(**kw) for kw in stage_diff_csv(r))  # issue 44: stage to stage
 
 
 def _op_rows(result: Attribution) -> Iterator[list]:

@@ -25,7 +25,7 @@ from ..results.timeline import Timeline
 from ..vocab import IDLE_CAUSES, LaneKind
 from .base import Renderer
 from .optables import basis_of, kernel_rows  # issue 42: --by op/kernel
-from .stagetable import stages_key  # issue 44: serving stages
+from .stagetable import stage_diff_dict, stages_key  # issue 44: serving stages
 
 if TYPE_CHECKING:
     from ..results.attribution import StepFigures, Totals, TraceSummary
@@ -499,6 +499,7 @@ def diff_to_dict(r: DiffResult, tool: str) -> dict:
         **_rank_pairs(r.ranks),
         **_measured_pair(r),
         **_run_pairs(r),
+        **stage_diff_dict(r),
     }
 
 

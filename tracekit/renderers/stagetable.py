@@ -10,7 +10,8 @@ from __future__ import annotations
 from ..results.attribution import Attribution
 from ..results.efficiency import efficiency_dict
 from ..results.format import fmt_time
-from ..results.stages import STAGE_COLUMNS, StageRow, stage_record
+from ..results.diff import DiffResult
+from ..results.stages import STAGE_COLUMNS, StageDiff, StageRow, stage_record
 from ..vocab import CATEGORIES
 
 STAGE_HEAD = ("stage", "iterations", "busy", "attention", "attn%", "idle", "fused%", "matmul%", "softmax%", "mem%",
@@ -80,3 +81,55 @@ NO_STAGES = ("no serving stages: the trace shows no prefill or decode iteration 
 def stages_key(result: Attribution) -> dict:
     """``{"stages": [...]}`` on a serving trace, else nothing: a trace without stages keeps its JSON byte for byte."""
     return {} if result.stages is None else {"stages": [stage_dict(r) for r in result.stages]}
+
+
+# -- diff: stage to stage (issue 44): prefill with prefill, decode with decode; a one-sided stage is named
+
+STAGE_DIFF_HEAD = ("stage", "busy before", "after", "Δ", "attention before", "after", "Δ", "attn% before", "after")
+
+
+def stage_diff_cells(d: StageDiff) -> list[list[str]]:
+    """One row per paired stage: busy and attention time on both sides, their deltas, and the attention shares."""
+    return [[p.stage, fmt_time(p.before.busy_us), fmt_time(p.after.busy_us), _signed(p.busy_delta_us),
+             fmt_time(p.before.attention_us), fmt_time(p.after.attention_us), _signed(p.attention_delta_us),
+             _share(p.before.attention_us, p.before.busy_us), _share(p.after.attention_us, p.after.busy_us)]
+            for p in d.pairs]
+
+
+def _signed(us: float) -> str:
+    return ("+" if us >= 0 else "−") + fmt_time(abs(us))
+
+
+def stage_only_lines(d: StageDiff) -> list[str]:
+    """``stages in before only: prefill (not paired: the other side ran no prefill iteration)``, per side."""
+    return [f"stages in {side} only: {', '.join(names)} (not paired: the other side ran no such iteration)"
+            for side, names in (("before", d.only_before), ("after", d.only_after)) if names]
+
+
+def stage_diff_title() -> str:
+    return "serving stages, stage to stage (device busy time; a stage is paired only with itself):"
+
+
+def stage_diff_dict(r: DiffResult) -> dict:
+    """``{"stages": {"pairs": [...], "only_before": [...], "only_after": [...]}}`` where a side is a serving trace;
+    nothing otherwise (the diff JSON of other traces stays byte for byte)."""
+    d = r.stages
+    if not d.any:
+        return {}
+    return {"stages": {"pairs": [{"stage": p.stage, "before": stage_dict(p.before), "after": stage_dict(p.after),
+                                  "busy_delta_us": round(p.busy_delta_us, 3),
+                                  "attention_delta_us": round(p.attention_delta_us, 3)} for p in d.pairs],
+                       "only_before": list(d.only_before), "only_after": list(d.only_after)}}
+
+
+def stage_diff_csv(r: DiffResult) -> list[dict[str, object]]:
+    """The diff CSV's ``stage`` rows (busy and attention per paired stage) and ``stage_only_<side>`` rows."""
+    rows: list[dict[str, object]] = []
+    for p in r.stages.pairs:
+        for what, b, a in (("busy", p.before.busy_us, p.after.busy_us),
+                           ("attention", p.before.attention_us, p.after.attention_us)):
+            rows.append({"section": "stage", "category": f"{p.stage}:{what}", "before_us": b, "after_us": a,
+                         "delta_us": a - b})
+    for side, names in (("before", r.stages.only_before), ("after", r.stages.only_after)):
+        rows += [{"section": f"stage_only_{side}", "category": s} for s in names]
+    return rows

@@ -28,7 +28,10 @@ from .base import run_pair_cells, run_pair_gate_note, runs_only_line
 from .base import rest_change_lines, rest_lines as base_rest_lines  # issue 37: the rest of the step
 from .names import ELLIPSIS, short_name
 from .optables import NOT_COMPUTED, basis_of, kernel_rows, rate_cells, shapes_text  # issue 42: --by op/kernel
-from .stagetable import NO_STAGES, STAGE_HEAD, stage_cells, stage_title  # issue 44: serving stages
+from .stagetable import (  # issue 44: serving stages
+    NO_STAGES, STAGE_DIFF_HEAD, STAGE_HEAD, stage_cells, stage_diff_cells, stage_diff_title, stage_only_lines,
+    stage_title,
+)
 
 if TYPE_CHECKING:
     from ..results.attribution import RankRow, Totals
@@ -1069,3 +1072,15 @@ def rest_diff_lines(r: DiffResult, w: int) -> list[str]:
 
 # The rest of the step joins the diff sections, before the conclusions (issue 37).
 _DIFF_SECTIONS = (*_DIFF_SECTIONS[:-1], rest_diff_lines, _DIFF_SECTIONS[-1])  # (rest of the step: issue 37)
+
+
+def _stage_pair_lines(r: DiffResult, w: int) -> list[str]:
+    """Serving traces (issue 44): stage to stage, then the stages one side ran and the other did not."""
+    if not r.stages.any:
+        return []
+    rows = [list(STAGE_DIFF_HEAD), *stage_diff_cells(r.stages)]
+    table = _table(rows, set(range(1, len(STAGE_DIFF_HEAD))), w, names=None) if r.stages.pairs else []
+    return ["", *wrap(stage_diff_title(), w), *table, *_wrap_all(stage_only_lines(r.stages), w)]
+
+
+_DIFF_SECTIONS = (*_DIFF_SECTIONS[:-1], _stage_pair_lines, _DIFF_SECTIONS[-1])  # (stages: issue 44)

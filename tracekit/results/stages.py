@@ -22,7 +22,7 @@ from .efficiency import Efficiency, efficiency_dict
 from .invariants import EPS_US, close, expect
 
 __all__ = ["OUTSIDE", "STAGE_COLUMNS", "STAGE_ORDER", "STAGE_TOLERANCE", "StageRow", "check_stages", "merge_stages",
-           "stage_record"]
+           "StageDiff", "StagePair", "check_stage_diff", "pair_stages", "stage_record"]
 
 PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
 OUTSIDE = "outside"  # device time launched outside every classified iteration
@@ -156,3 +156,51 @@ def _add(a: Efficiency | None, b: Efficiency | None) -> Efficiency | None:
         return replace(b)
     a.add(b)
     return a
+
+
+@dataclass(slots=True, kw_only=True)
+class StagePair:
+    """One stage on both sides of a diff (prefill with prefill, decode with decode: never across stages)."""
+
+    stage: str
+    before: StageRow
+    after: StageRow
+
+    @property
+    def busy_delta_us(self) -> float:
+        return self.after.busy_us - self.before.busy_us
+
+    @property
+    def attention_delta_us(self) -> float:
+        return self.after.attention_us - self.before.attention_us
+
+
+@dataclass(slots=True, kw_only=True)
+class StageDiff:
+    """A diff's stages: the pairs in STAGE_ORDER, and the stages one side has and the other has not (named, never
+    paired with another stage). Empty (``any`` False) when neither side is a serving trace."""
+
+    pairs: list[StagePair]
+    only_before: list[str]
+    only_after: list[str]
+
+    @property
+    def any(self) -> bool:
+        return bool(self.pairs or self.only_before or self.only_after)
+
+
+def pair_stages(before: list[StageRow] | None, after: list[StageRow] | None) -> StageDiff:
+    """Stage to stage (issue 44): each stage present on both sides paired with itself; the others named."""
+    b = {r.stage: r for r in before or []}
+    a = {r.stage: r for r in after or []}
+    return StageDiff(pairs=[StagePair(stage=s, before=b[s], after=a[s]) for s in STAGE_ORDER if s in b and s in a],
+                     only_before=[s for s in STAGE_ORDER if s in b and s not in a],
+                     only_after=[s for s in STAGE_ORDER if s in a and s not in b])
+
+
+def check_stage_diff(d: StageDiff, before: list[StageRow] | None, after: list[StageRow] | None) -> None:
+    """Every pair joins one stage with itself, and each side's stages are its pairs plus its own-only stages."""
+    expect(all(p.stage == p.before.stage == p.after.stage for p in d.pairs), "a stage paired with another stage")
+    paired = [p.stage for p in d.pairs]
+    expect(sorted(paired + d.only_before) == sorted(r.stage for r in before or []), "before's stages unaccounted")
+    expect(sorted(paired + d.only_after) == sorted(r.stage for r in after or []), "after's stages unaccounted")
