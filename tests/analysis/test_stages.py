@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from support.builders import LAYER_GEMM_K, SERVING_GAP_US, TraceBuilder, serving_core, serving_iteration
+from support.builders import SERVING_GAP_US, TraceBuilder, serving_core, serving_iteration, serving_trace
 from support.paths import GRAPHS, REAL, requires_real
 from tracekit import analyze
 from tracekit.analysis.stages import RANGE_RULES, SHAPE_RULES
@@ -28,16 +28,9 @@ def _rows(result) -> dict:
 
 
 def _framework_trace(tmp_path):
-    """Five iterations named by the engines' ranges, and one kernel launched outside them (4 µs)."""
-    b = TraceBuilder()
-    serving_iteration(b, 0, "execute_context_2(200_40000)_generation_0(0)", 30, 20)  # prefill: busy 50
-    serving_iteration(b, 1000, "execute_8_context_0(sq0sk0sqsq0sqsk0)_generation_8(sq8sk900sqsq8sqsk900)", 10, 5)
-    serving_iteration(b, 2000, "step[DECODE bs=8]", 6, 4)  # decode: busy 10
-    serving_iteration(b, 3000, "step[MIXED bs=4 toks=40]", 7, 3)  # mixed: busy 10
-    serving_iteration(b, 4000, "step[IDLE bs=0]", 0, 2)  # a mode that is no stage: its 2 µs are outside
-    b.op("aten::copy_", 5000, 5)
-    b.launch(LAYER_GEMM_K, 5001, 1, 5200, 4)  # launched outside every iteration
-    return analyze(b.write(tmp_path / "serving.json")).check()
+    """support.builders.serving_trace: five iterations named by the engines' ranges (prefill 30 + 20 µs; decode
+    10 + 5 and 6 + 4; mixed 7 + 3; an IDLE step's 2 µs, no stage) and one 4-µs kernel launched outside them."""
+    return analyze(serving_trace(tmp_path / "serving.json")).check()
 
 
 def test_the_framework_ranges_name_each_iteration_and_the_stages_sum_their_time(tmp_path):

@@ -477,3 +477,27 @@ def serving_iteration(b: TraceBuilder, t0: float, name: str | None, attn_us: flo
         k += attn_us + SERVING_GAP_US
     b.op("aten::mm", t0 + 20, 5)
     b.launch(LAYER_GEMM_K, t0 + 21, 1, k, other_us)
+
+
+# serving_trace's iterations: (range name, attention µs, GEMM µs); by construction prefill busy 50 (attention 30),
+# decode 25 (16, over two iterations), mixed 10 (7), and outside 6 (the IDLE step's 2 and a 4-µs kernel launched
+# outside every range): 91 µs in all.
+SERVING_ITERATIONS: tuple[tuple[str, float, float], ...] = (
+    ("execute_context_2(200_40000)_generation_0(0)", 30, 20),
+    ("execute_8_context_0(sq0sk0sqsq0sqsk0)_generation_8(sq8sk900sqsq8sqsk900)", 10, 5),
+    ("step[DECODE bs=8]", 6, 4),
+    ("step[MIXED bs=4 toks=40]", 7, 3),
+    ("step[IDLE bs=0]", 0, 2),
+)
+
+
+def serving_trace(path: Path, iterations: tuple[tuple[str, float, float], ...] = SERVING_ITERATIONS) -> Path:
+    """Engine iterations 1000 µs apart, named by vLLM's and SGLang's ranges (serving_iteration each), then one
+    4-µs GEMM launched outside them."""
+    b = TraceBuilder()
+    for k, (name, attn_us, other_us) in enumerate(iterations):
+        serving_iteration(b, 1000 * k, name, attn_us, other_us)
+    t = 1000 * len(iterations)
+    b.op("aten::copy_", t, 5)
+    b.launch(LAYER_GEMM_K, t + 1, 1, t + 200, 4)
+    return b.write(path)

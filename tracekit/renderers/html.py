@@ -33,6 +33,7 @@ from .base import (  # issue 37: the rest of the step, in the terminal's wording
 )
 from .jsonrenderer import diff_to_dict, idle_cause_dict, timeline_dict, to_dict
 from .whatif import backend_label, error_text, notes, nothing_to_predict, step_line
+from .stagetable import stage_diff_data, stage_table_data  # issue 44: serving stages
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
@@ -297,11 +298,13 @@ def report_data(result: Attribution | DiffResult, tool: str, step: int | None = 
             return {"report": SWEEP, "result": d}
         d["groups"] = groups_data(result)
         d["rest"] = rest_data(result)
+        d["stage_table"] = stage_table_data(result)  # issue 44: serving stages (None: no section)
         _with_whatif(d, result)
         return {"report": SINGLE, "result": _with_timeline(d, result, step)}
     d = diff_to_dict(result, tool)
     d["pair_groups"] = pair_groups_data(result)
     d["rest"] = rest_change_data(result)
+    d["stage_diff"] = stage_diff_data(result)  # issue 44: stage to stage (None: no section)
     sides = {"before": _timeline(result.before, step), "after": _timeline(result.after, step)}
     if all(sides.values()):
         d["timelines"] = sides

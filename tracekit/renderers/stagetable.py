@@ -133,3 +133,20 @@ def stage_diff_csv(r: DiffResult) -> list[dict[str, object]]:
     for side, names in (("before", r.stages.only_before), ("after", r.stages.only_after)):
         rows += [{"section": f"stage_only_{side}", "category": s} for s in names]
     return rows
+
+
+def stage_table_data(result: Attribution) -> dict | None:
+    """The report's and the TensorBoard tab's stage section: the terminal's cells, drawn as they are (the page sums
+    and divides nothing); None on a trace without stages."""
+    if result.stages is None:
+        return None
+    return {"title": stage_title(result), "head": list(STAGE_HEAD), "rows": [stage_cells(r) for r in result.stages],
+            "stages": [r.stage for r in result.stages]}
+
+
+def stage_diff_data(r: DiffResult) -> dict | None:
+    """The diff page's stage section: paired stages' cells and the one-sided stages' lines; None without stages."""
+    if not r.stages.any:
+        return None
+    return {"title": stage_diff_title(), "head": list(STAGE_DIFF_HEAD), "rows": stage_diff_cells(r.stages),
+            "stages": [p.stage for p in r.stages.pairs], "notes": stage_only_lines(r.stages)}
