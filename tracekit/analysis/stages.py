@@ -147,16 +147,17 @@ def _recorded_query_len(name: str, dims_raw: bytes, concrete_raw: bytes) -> int 
         return None
 
 
-# Names only a serving engine's trace holds (kernels, ops, Python frames): the shape rules run only where one is
-# present, or where a recorded attention shape has a query of length 1, so that a training trace pays nothing.
-_SERVING_NAMES = re.compile(r"decode|prefill|paged_attention|kv_cache|reshape_and_cache|vllm::|sglang|flashinfer|"
-                            r"_ll4mi_|batch_context", re.IGNORECASE)
+# Name parts only a serving engine's trace holds (kernels, ops, Python frames), lower case: the shape rules run
+# only where one is present, or where a recorded attention shape has a query of length 1.
+_SERVING_NAMES: tuple[str, ...] = ("decode", "prefill", "paged_attention", "kv_cache", "reshape_and_cache", "vllm::",
+                                   "sglang", "flashinfer", "_ll4mi_", "batch_context")
 
 
-def _shows_serving(tr: Trace) -> bool:
-    """A serving engine's name among the trace's distinct names, or a recorded attention query of length 1."""
-    names = tr.names if tr.names is not None else frozenset(h.name for h in tr.host)
-    if any(_SERVING_NAMES.search(n) for n in names):
+def _shows_serving(tr: Trace, text: str) -> bool:
+    """A serving engine's name among the trace's distinct names (``text``: _names_text's), or a recorded attention
+    query of length 1."""
+    low = text.lower()
+    if any(part in low for part in _SERVING_NAMES):
         return True
     return any(_query_len(op, dims, []) == 1 for op, dims in tr.info.shapes)
 
@@ -198,9 +199,21 @@ class _Iteration:
     rule: str
 
 
-def _range_rules_of(tr: Trace) -> dict[str, RangeRule]:
-    """Each distinct name a RANGE_RULES pattern matches -> that rule (read off the loader's name table)."""
+# Literal text every RANGE_RULES name holds: a substring scan (C speed) rules a trace out before any regex runs.
+_RANGE_LITERALS = ("_generation_", "step[")
+
+
+def _names_text(tr: Trace) -> tuple[frozenset[str], str]:
+    """The trace's distinct names (the loader's table), and the same joined by newlines: a substring scan of the
+    text says whether any name can match, where a regex per name would cost a training trace ~1 µs each."""
     names = tr.names if tr.names is not None else frozenset(h.name for h in tr.host)
+    return names, "\n".join(names)
+
+
+def _range_rules_of(names: frozenset[str], text: str) -> dict[str, RangeRule]:
+    """Each distinct name a RANGE_RULES pattern matches -> that rule; {} after one scan when none does."""
+    if not any(lit in text for lit in _RANGE_LITERALS):
+        return {}
     hit: dict[str, RangeRule] = {}
     for n in names:
         rule = next((r for r in RANGE_RULES if r.pattern.match(n)), None)
@@ -209,10 +222,10 @@ def _range_rules_of(tr: Trace) -> dict[str, RangeRule]:
     return hit
 
 
-def _framework_iterations(tr: Trace) -> list[_Iteration]:
+def _framework_iterations(tr: Trace, names: frozenset[str], text: str) -> list[_Iteration]:
     """The framework ranges (RANGE_RULES), outermost only, in time order; [] when the trace records none. The
     distinct-name table decides first, so a trace without them is never walked."""
-    hit = _range_rules_of(tr)
+    hit = _range_rules_of(names, text)
     if not hit:
         return []
     out: list[_Iteration] = []
@@ -226,11 +239,11 @@ def _framework_iterations(tr: Trace) -> list[_Iteration]:
     return out
 
 
-def _named_blocks(tr: Trace, blocks: Sequence[Block], owner: Sequence[int],
+def _named_blocks(tr: Trace, text: str, blocks: Sequence[Block], owner: Sequence[int],
                   results: Sequence[BlockResult]) -> list[tuple[str, str, bool] | None]:
     """Each block's (stage, rule, serving) by SHAPE_RULES; [] when the trace shows no serving name or shape, or
     no block marks it as a serving trace."""
-    if not blocks or not _shows_serving(tr):
+    if not blocks or not _shows_serving(tr, text):
         return []
     lens = _block_query_lens(tr, owner)
     named = [_block_stage(b, results[k] if k < len(results) else None, lens.get(k)) for k, b in enumerate(blocks)]
@@ -243,11 +256,11 @@ def _step_spans(tr: Trace, links: Links) -> list[tuple[int, int]]:
     return [(tr.host[i].ts, tr.host[i].ts + tr.host[i].dur) for i in roots] or [(-(1 << 62), 1 << 62)]
 
 
-def _shape_iterations(tr: Trace, links: Links, blocks: Sequence[Block], owner: Sequence[int],
+def _shape_iterations(tr: Trace, text: str, links: Links, blocks: Sequence[Block], owner: Sequence[int],
                       results: Sequence[BlockResult]) -> list[_Iteration]:
     """ProfilerSteps (the whole trace without steps) as iterations, each named by its blocks' shape rules
     (prefill and decode blocks in one: mixed); [] when no block marks the trace as a serving trace."""
-    named = _named_blocks(tr, blocks, owner, results)
+    named = _named_blocks(tr, text, blocks, owner, results)
     spans = _step_spans(tr, links)
     starts = [s for s, _ in spans]
     kinds: list[set[str]] = [set() for _ in spans]
@@ -268,9 +281,10 @@ def serving_stages(tr: Trace, links: Links, blocks: Sequence[Block], owner: Sequ
     host event's block; ``dev_share``:
     each device event's first-come share of the device's busy time; ``graph_launches``: the trace's graph
     launches, whose call time is their replayed kernels' launch time."""
-    its = _framework_iterations(tr)
+    names, text = _names_text(tr)
+    its = _framework_iterations(tr, names, text)
     if not its:
-        its = _shape_iterations(tr, links, blocks, owner, results)
+        its = _shape_iterations(tr, text, links, blocks, owner, results)
     if not any(it.stage is not None for it in its):
         return None
     acc = _Accumulator(len(its))
