@@ -267,3 +267,16 @@ def test_op_frame_holds_the_json_op_rows_and_a_result_without_them_says_how(tmp_
     assert df["tflops_per_s"].dtype == float and df["roof_pct"].dtype == float
     with pytest.raises(ValueError, match="by='op'"):
         tracekit.analyze(path).to_dataframe(by="op")
+
+
+def test_a_serving_trace_frames_by_stage_and_another_trace_has_no_stage_rows(tmp_path):
+    """Issue 44: ``to_dataframe(by="stage")``, one row per stage (support.builders.serving_trace: busy 50, 25, 10
+    and 6 µs); a trace without stages gives the columns and no row."""
+    from support.builders import no_attention_trace, serving_trace
+
+    df = tracekit.analyze(serving_trace(tmp_path / "serving.json")).to_dataframe(by="stage")
+    assert list(df["stage"]) == ["prefill", "decode", "mixed", "outside"]
+    assert list(df["busy_us"]) == pytest.approx([50, 25, 10, 6])
+    assert list(df["fused_attention_us"]) == pytest.approx([30, 16, 7, 0])
+    empty = tracekit.analyze(no_attention_trace(tmp_path / "resnet.json")).to_dataframe(by="stage")
+    assert len(empty) == 0 and "busy_us" in empty.columns
