@@ -141,10 +141,10 @@ def _add_row(m: StageRow, r: StageRow) -> None:
         m.span_us += r.span_us
         m.idle_us += r.idle_us
     m.blocks += r.blocks
-    for k, v in r.rules.items():
-        m.rules[k] = m.rules.get(k, 0) + v
-    for k, v in r.categories.items():
-        m.categories[k] += v
+    for rule, n in r.rules.items():
+        m.rules[rule] = m.rules.get(rule, 0) + n
+    for cat, us in r.categories.items():
+        m.categories[cat] += us
     m.efficiency = _add(m.efficiency, r.efficiency)
 
 
