@@ -261,7 +261,15 @@ def _shape_iterations(tr: Trace, text: str, links: Links, blocks: Sequence[Block
     """ProfilerSteps (the whole trace without steps) as iterations, each named by its blocks' shape rules
     (prefill and decode blocks in one: mixed); [] when no block marks the trace as a serving trace."""
     named = _named_blocks(tr, text, blocks, owner, results)
-    spans = _step_spans(tr, links)
+    if not named:
+        return []  # no serving trace: not even the steps are read
+    return _name_steps(_step_spans(tr, links), named, blocks)
+
+
+def _name_steps(spans: list[tuple[int, int]], named: list[tuple[str, str, bool] | None],
+                blocks: Sequence[Block]) -> list[_Iteration]:
+    """Each step span an iteration named by the blocks that start in it (prefill and decode: mixed), and by the
+    rule of its first named block."""
     starts = [s for s, _ in spans]
     kinds: list[set[str]] = [set() for _ in spans]
     rules = ["" for _ in spans]
@@ -269,7 +277,7 @@ def _shape_iterations(tr: Trace, text: str, links: Links, blocks: Sequence[Block
         k = bisect_right(starts, b.ts) - 1
         if n is not None and k >= 0 and b.ts < spans[k][1]:
             kinds[k].add(n[0])
-            rules[k] = rules[k] or n[1]  # the first block's rule names the step
+            rules[k] = rules[k] or n[1]
     return [_Iteration(s, e, _mix(PREFILL in ks, DECODE in ks), r) for (s, e), ks, r in zip(spans, kinds, rules)]
 
 
