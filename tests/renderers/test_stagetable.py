@@ -80,3 +80,14 @@ def test_every_diff_view_compares_stage_to_stage(serving, tmp_path):
     assert ["stage", "decode:busy", "25.0", "15.0", "-10.0"] == [x for x in rows if x[1] == "decode:busy"][0][:5]
     page = _embedded(HTMLRenderer().render(r))["stage_diff"]
     assert page["stages"] == ["prefill", "decode", "outside"] and page["notes"]
+
+
+def test_a_sweep_pages_each_runs_own_stages(tmp_path):
+    """A folder of runs (``--by run``): each run's detail carries its own stage table, a run without stages none."""
+    for run in ("vllm", "resnet"):
+        (tmp_path / "runs" / run).mkdir(parents=True)
+    serving_trace(tmp_path / "runs" / "vllm" / "a.pt.trace.json")
+    no_attention_trace(tmp_path / "runs" / "resnet" / "a.pt.trace.json")
+    runs = {r["name"]: r for r in _embedded(HTMLRenderer().render(analyze(tmp_path / "runs", by="run")))["runs"]}
+    assert runs["vllm"]["stage_table"]["stages"] == ["prefill", "decode", "mixed", "outside"]
+    assert runs["resnet"]["stage_table"] is None

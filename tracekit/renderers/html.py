@@ -292,6 +292,7 @@ def report_data(result: Attribution | DiffResult, tool: str, step: int | None = 
             for r, run in zip(d["runs"], result.runs):
                 r["groups"] = groups_data(run.attribution)
                 r["rest"] = rest_data(run.attribution)
+                r["stage_table"] = stage_table_data(run.attribution)  # issue 44: each run's own stages
                 _with_whatif(r, run.attribution)
                 r["run_row"]["span_per_step_us"], r["run_row"]["busy_per_step_us"] = per_step[r["name"]]
             d["warnings"] = list(result.warnings)  # (a run skipped: the page names it, as stderr does)
