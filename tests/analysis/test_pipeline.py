@@ -39,7 +39,7 @@ def test_the_stages_run_in_this_order_each_with_a_reason():
     assert stage_names() == [
         "find-graphs", "read-origin", "replay-captures", "link", "classify-device", "find-host-blocks",
         "attach-backward", "record-captured", "find-kernel-blocks", "find-layers", "measure-busy",
-        "account-device", "add-efficiency", "assemble-device", "collect-hint-facts", "account-host",
+        "account-device", "add-efficiency", "assemble-device", "split-stages", "collect-hint-facts", "account-host",
         "list-compiled-outside", "account-layers", "summarize-graphs", "evaluate-hints",
     ]
     assert all(s.why and s.run.__doc__ for s in STAGES)
@@ -200,6 +200,10 @@ PASS_BUDGET: dict[str, tuple[dict[str, int], str]] = {
                        "and each gap's launch call; memory: one sort for the bytes and peaks"),
     "assemble-device": ({"host": 1, "device": 3}, "the step index's passes and the events outside blocks"),
     "collect-hint-facts": ({"host": 2, "device": 1}, "each owned kernel and its launching op"),
+    "split-stages": ({"host": 1, "device": 1, "runtime": 1},
+                     "serving traces only (a training trace is never walked: the name table decides): the host events "
+                     "for the framework's iteration ranges, the device events and each one's launch call for its "
+                     "iteration"),
 }
 _LISTS = ("host", "device", "runtime", "memory")
 
@@ -270,6 +274,22 @@ def test_no_stage_walks_the_events_more_often_than_its_budget(tmp_path):
     walks = _walks_per_stage(tmp_path)
     assert _over_budget(walks) == []
     assert all(PASS_BUDGET[s][1] for s in PASS_BUDGET) and set(PASS_BUDGET) <= set(stage_names())
+
+
+def test_split_stages_walks_a_serving_trace_once_and_a_training_trace_never(tmp_path):
+    """Issue 44: the stage split pays one pass per list on a serving trace, none on this file's training trace."""
+    from support.builders import SERVING_ITERATIONS, serving_trace
+
+    assert _walks_per_stage(tmp_path)["split-stages"] == dict.fromkeys(_LISTS, 0)
+    tr = load_trace(serving_trace(tmp_path / "serving.json", SERVING_ITERATIONS * 20))
+    for f in _LISTS:
+        setattr(tr, f, _Walked(getattr(tr, f)))
+    ctx = _until(tr, "assemble-device")
+    before = {f: getattr(tr, f).passes() for f in _LISTS}
+    STAGES[stage_names().index("split-stages")].run(ctx)
+    walked = {f: getattr(tr, f).passes() - before[f] for f in _LISTS}
+    assert ctx.result.stages is not None and _over_budget({"split-stages": walked}) == []
+    assert walked["host"] > 0 and walked["device"] > 0
 
 
 def test_an_added_walk_over_the_events_is_caught(tmp_path):

@@ -338,3 +338,14 @@ def test_repr_html_of_a_trace_without_attention_says_so_in_its_table(tmp_path):
     assert len(page.rows) == 1 and len(page.heads) == 4 + len(CATEGORIES)  # one row, saying why it is empty
     assert [("text-align:right" in h[1]) for h in page.heads[:4]] == [False, False, True, True]
     assert page.rows[0][0][0].startswith("no attention blocks found") and "scope=" in page.rows[0][0][0]
+def test_a_serving_trace_frames_by_stage_and_another_trace_has_no_stage_rows(tmp_path):
+    """Issue 44: ``to_dataframe(by="stage")``, one row per stage (support.builders.serving_trace: busy 50, 25, 10
+    and 6 µs); a trace without stages gives the columns and no row."""
+    from support.builders import no_attention_trace, serving_trace
+
+    df = tracekit.analyze(serving_trace(tmp_path / "serving.json")).to_dataframe(by="stage")
+    assert list(df["stage"]) == ["prefill", "decode", "mixed", "outside"]
+    assert list(df["busy_us"]) == pytest.approx([50, 25, 10, 6])
+    assert list(df["fused_attention_us"]) == pytest.approx([30, 16, 7, 0])
+    empty = tracekit.analyze(no_attention_trace(tmp_path / "resnet.json")).to_dataframe(by="stage")
+    assert len(empty) == 0 and "busy_us" in empty.columns

@@ -445,3 +445,59 @@ def no_attention_trace(path: Path) -> Path:
         b.launch("vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar>",
                  t0 + 125, 5, t0 + 440, 50)
     return b.write(path)
+
+
+# Serving iterations (issue 44, item 2): each one's host range holds an attention core (one SDPA launching a flash
+# kernel of ``attn_us``) and a GEMM outside attention (``other_us``); the device runs them 200 µs after ``t0``, with
+# a 2-µs gap between: busy attn + other, span busy + 2 (idle 2), attention the flash kernel alone.
+SERVING_GAP_US = 2.0
+
+
+def serving_core(b: TraceBuilder, t: float, k: float, attn_us: float, q_len: int | None = None,
+                 kernel: str = LAYER_FLASH_K) -> None:
+    """An attention module at host time ``t`` around one SDPA op (query length ``q_len`` recorded when given,
+    [4, 8, L, 64] against 512 keys) launching ``kernel`` for ``attn_us`` at device time ``k``."""
+    b.module("Attention_0", t, 6)
+    sdpa = b.op("aten::scaled_dot_product_attention", t + 0.5, 5)
+    if q_len is not None:
+        bf = "c10::BFloat16"
+        with_dims(sdpa, [[4, 8, q_len, 64], [4, 8, 512, 64], [4, 8, 512, 64]], [bf, bf, bf])
+    b.launch(kernel, t + 1, 1, k, attn_us)
+
+
+def serving_iteration(b: TraceBuilder, t0: float, name: str | None, attn_us: float, other_us: float,
+                      q_len: int | None = None) -> None:
+    """One engine iteration at ``t0`` (its host range 100 µs, named ``name`` when given): an attention core of
+    ``attn_us`` (none when 0) and a GEMM of ``other_us`` after it on the device."""
+    if name is not None:
+        b.annotation(name, t0, 100)
+    k = t0 + 200
+    if attn_us:
+        serving_core(b, t0 + 1, k, attn_us, q_len)
+        k += attn_us + SERVING_GAP_US
+    b.op("aten::mm", t0 + 20, 5)
+    b.launch(LAYER_GEMM_K, t0 + 21, 1, k, other_us)
+
+
+# serving_trace's iterations: (range name, attention µs, GEMM µs); by construction prefill busy 50 (attention 30),
+# decode 25 (16, over two iterations), mixed 10 (7), and outside 6 (the IDLE step's 2 and a 4-µs kernel launched
+# outside every range): 91 µs in all.
+SERVING_ITERATIONS: tuple[tuple[str, float, float], ...] = (
+    ("execute_context_2(200_40000)_generation_0(0)", 30, 20),
+    ("execute_8_context_0(sq0sk0sqsq0sqsk0)_generation_8(sq8sk900sqsq8sqsk900)", 10, 5),
+    ("step[DECODE bs=8]", 6, 4),
+    ("step[MIXED bs=4 toks=40]", 7, 3),
+    ("step[IDLE bs=0]", 0, 2),
+)
+
+
+def serving_trace(path: Path, iterations: tuple[tuple[str, float, float], ...] = SERVING_ITERATIONS) -> Path:
+    """Engine iterations 1000 µs apart, named by vLLM's and SGLang's ranges (serving_iteration each), then one
+    4-µs GEMM launched outside them."""
+    b = TraceBuilder()
+    for k, (name, attn_us, other_us) in enumerate(iterations):
+        serving_iteration(b, 1000 * k, name, attn_us, other_us)
+    t = 1000 * len(iterations)
+    b.op("aten::copy_", t, 5)
+    b.launch(LAYER_GEMM_K, t + 1, 1, t + 200, 4)
+    return b.write(path)

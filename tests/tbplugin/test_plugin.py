@@ -163,3 +163,32 @@ def test_the_all_runs_view_skips_an_unusable_run_and_names_it(tmp_path: Path) ->
     assert sorted(runs) == ["run_a", "run_b"] and runs["run_a"]["blocks"] == 2 and runs["run_b"]["blocks"] == 1
     assert len([w for w in data["result"]["warnings"] if "run_dead" in w]) == 1
     assert report.get("/report", query_string={"run": "run_dead"}).status_code == 400  # the run alone: its error
+
+
+def test_the_tabs_report_has_the_stage_section_of_a_serving_run(tmp_path: Path) -> None:
+    """Issue 44: a serving run's page in the tab carries its stage table (support.builders.serving_trace: prefill
+    busy 50 µs, attention 30), and a run of another kind none."""
+    import json
+    import re
+
+    from support.builders import no_attention_trace, serving_trace
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from tracekit.tbplugin.plugin import TracekitPlugin
+
+    logs = tmp_path / "logs"
+    (logs / "vllm").mkdir(parents=True)
+    (logs / "resnet").mkdir(parents=True)
+    serving_trace(logs / "vllm" / "a.pt.trace.json")
+    no_attention_trace(logs / "resnet" / "a.pt.trace.json")
+    client = Client(TracekitPlugin(base_plugin.TBContext(logdir=str(logs))).get_plugin_apps()["/report"])
+
+    def stages(run: str) -> dict | None:
+        page = client.get(f"/report?run={run}").get_data(as_text=True)
+        return json.loads(re.search(r'id="tk-data">(.*?)</script>', page, re.S).group(1))["result"]["stage_table"]
+
+    got = stages("vllm")
+    assert got is not None and got["stages"] == ["prefill", "decode", "mixed", "outside"]
+    assert got["rows"][0][2:5] == ["50.0 µs", "30.0 µs", "60.0%"]
+    assert stages("resnet") is None

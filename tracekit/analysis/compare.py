@@ -42,6 +42,7 @@ from collections import defaultdict
 from ..model import Shape, shape_text
 from ..results.attribution import EPS_US, Attribution, BlockResult, zero_categories
 from ..results.steps import median_whole_step, middle
+from ..results.stages import pair_stages  # issue 44: stage to stage
 from ..results.diff import (
     EAGER_TO_FUSED_ALLOC, NOISE_MIN_STEPS, AllocDelta, BlockPair, CategoryDelta, CategoryNoise, DiffResult, Figures,
     HEADLINE_LATENCY, HEADLINE_STEP_BUSY, HEADLINE_STEP_SPAN, Headline,
@@ -99,7 +100,8 @@ def diff_attributions(before: Attribution, after: Attribution) -> DiffResult:
         warnings=warnings, labels=(before.source, after.source),
         kernels_changed=changed, kernels_changed_note=changed_note, no_claim=no_claim,
         ranks=pair_ranks(before, after), whole_steps_before=whole_b, whole_steps_after=whole_a,
-        step_before=step_b, step_after=step_a, headline=whole_headline(before, after, step_b, step_a))
+        step_before=step_b, step_after=step_a, headline=whole_headline(before, after, step_b, step_a),
+        stages=pair_stages(before.stages, after.stages))
 
 
 def whole_headline(before: Attribution, after: Attribution, step_b: WholeStep | None,

@@ -13,6 +13,7 @@ from ..results.attribution import Attribution, CompiledOutside, Coverage
 from ..results.efficiency import merge_device
 from ..results.hints import merge_facts
 from ..results.ops import merge_ops
+from ..results.stages import merge_stages
 from ..vocab import TimeBase, UNLINKED_REASONS
 from .totals import block_totals, by_count, total
 
@@ -32,7 +33,8 @@ def merge_attributions(parts: list[Attribution], source: str) -> Attribution:
                        device_events_owned_distinct=total(parts, "device_events_owned_distinct"),
                        hint_facts=merge_facts(p.hint_facts for p in parts),
                        device=merge_device([p.device for p in parts]),
-                       compiled_outside=_compiled_outside(parts), ops=merge_ops([p.ops for p in parts]))
+                       compiled_outside=_compiled_outside(parts), ops=merge_ops([p.ops for p in parts]),
+                       stages=merge_stages([(p.stages, sum(t.base_us for t in p.traces)) for p in parts]))
 
 
 _COVERAGE_SUMS = ("device_us", "linked_us", "in_blocks_us", "unlinked_us", "device_events", "linked_events",

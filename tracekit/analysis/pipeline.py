@@ -35,6 +35,7 @@ from .hints import evaluate
 from .hints.facts import block_facts
 from .link import link
 from .ops import ops_of
+from .stages import serving_stages
 
 
 def find_graph_facts(ctx: StageContext) -> None:
@@ -117,6 +118,16 @@ def assemble_device(ctx: StageContext) -> None:
                                    ctx.need(ctx.walk, "device walk"), ctx.block_results, origin=ctx.origin)
 
 
+def split_stages(ctx: StageContext) -> None:
+    """Device traces of a serving engine: the device time per prefill, decode and mixed iteration (issue 44);
+    returns before any walk when the trace shows no serving iteration (tracekit.analysis.stages)."""
+    if ctx.cats is not None:
+        ctx.need(ctx.result, "result").stages = serving_stages(
+            ctx.tr, ctx.need(ctx.links, "links"), ctx.blocks, ctx.owner, ctx.block_results, ctx.cats,
+            ctx.need(ctx.dev_owner, "device owners"), ctx.need(ctx.device_time, "device time").share,
+            ctx.need(ctx.graph_facts, "graph facts").launches)
+
+
 def collect_hint_facts(ctx: StageContext) -> None:
     """Device traces with hints on: the kernel rows the hint rules read, per block kind, in one pass."""
     if ctx.cats is not None and ctx.config.hints:
@@ -197,6 +208,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("account-device", account_device, "needs every block and its events: after all block finders"),
     Stage("add-efficiency", add_block_efficiency, "reads each event's share of its block's busy time"),
     Stage("assemble-device", assemble_device, "sorts blocks and sums totals once every block figure is in"),
+    Stage("split-stages", split_stages, "needs the assembled result, each event's block and its busy share"),
     Stage("collect-hint-facts", collect_hint_facts, "reads the block results' kinds and the busy shares"),
     Stage("account-host", account_host, "CPU-only traces: host self time instead of the device stages"),
     Stage("list-compiled-outside", list_compiled_outside,

@@ -32,6 +32,7 @@ from .base import Renderer, Result, pct, run_pair_verdict
 from .optables import (  # issue 42: --by op/kernel
     KERNEL_COLUMNS, NOT_COMPUTED, OP_COLUMNS, basis_of, kernel_csv_row, kernel_rows, op_csv_row,
 )
+from .stagetable import STAGE_COLUMNS, stage_csv_row, stage_diff_csv  # issue 44: serving stages
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
@@ -111,6 +112,8 @@ class CSVRenderer(Renderer):
                 return _chunks(OP_COLUMNS, _op_rows(result))
             if self.by == "kernel":
                 return _chunks(KERNEL_COLUMNS, _kernel_rows_csv(result))
+            if self.by == "stage":  # issue 44: the serving stages (no rows on a trace without them)
+                return _chunks(STAGE_COLUMNS, (stage_csv_row(r) for r in result.stages or []))
             return _chunks(COLUMNS, self.attribution_rows(result))
         return _chunks(DIFF_COLUMNS, self.diff_rows(result))
 
@@ -149,6 +152,7 @@ class CSVRenderer(Renderer):
         for section in (_lead_rows, _category_rows, _block_rows, _layer_rows, _unmatched_rows, _span_rows,
                         _rank_rows, _kernel_rows, _run_pair_rows):
             yield from section(r)
+        yield from (_row(**kw) for kw in stage_diff_csv(r))  # issue 44: stage to stage
 
 
 def _op_rows(result: Attribution) -> Iterator[list]:

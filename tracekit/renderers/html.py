@@ -35,6 +35,7 @@ from .jsonrenderer import diff_to_dict, idle_cause_dict, timeline_dict, to_dict
 from .names import label_ladder
 from .base import fmt_time, top_us  # issue 42: a trace with no attention blocks
 from .whatif import backend_label, error_text, notes, nothing_to_predict, step_line
+from .stagetable import stage_diff_data, stage_table_data  # issue 44: serving stages
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
@@ -307,17 +308,20 @@ def report_data(result: Attribution | DiffResult, tool: str, step: int | None = 
             for r, run in zip(d["runs"], result.runs):
                 r["groups"] = groups_data(run.attribution)
                 r["rest"] = rest_data(run.attribution)
+                r["stage_table"] = stage_table_data(run.attribution)  # issue 44: each run's own stages
                 _with_whatif(r, run.attribution)
                 r["run_row"]["span_per_step_us"], r["run_row"]["busy_per_step_us"] = per_step[r["name"]]
             d["warnings"] = list(result.warnings)  # (a run skipped: the page names it, as stderr does)
             return {"report": SWEEP, "result": d}
         d["groups"] = groups_data(result)
         d["rest"] = rest_data(result)
+        d["stage_table"] = stage_table_data(result)  # issue 44: serving stages (None: no section)
         _with_whatif(d, result)
         return {"report": SINGLE, "result": _with_timeline(d, result, step)}
     d = diff_to_dict(result, tool)
     d["pair_groups"] = pair_groups_data(result)
     d["rest"] = rest_change_data(result)
+    d["stage_diff"] = stage_diff_data(result)  # issue 44: stage to stage (None: no section)
     sides = {"before": _timeline(result.before, step), "after": _timeline(result.after, step)}
     if all(sides.values()):
         d["timelines"] = sides

@@ -25,6 +25,7 @@ from ..results.timeline import Timeline
 from ..vocab import IDLE_CAUSES, LaneKind
 from .base import Renderer
 from .optables import basis_of, kernel_rows  # issue 42: --by op/kernel
+from .stagetable import stage_diff_dict, stages_key  # issue 44: serving stages
 
 if TYPE_CHECKING:
     from ..results.attribution import StepFigures, Totals, TraceSummary
@@ -66,6 +67,7 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None, inter
     if view is not None:
         out["ranks"] = ranks_dict(view)
     out.update(_ops_key(result))
+    out.update(stages_key(result))
     return out
 
 
@@ -497,6 +499,7 @@ def diff_to_dict(r: DiffResult, tool: str) -> dict:
         **_rank_pairs(r.ranks),
         **_measured_pair(r),
         **_run_pairs(r),
+        **stage_diff_dict(r),
     }
 
 

@@ -20,6 +20,9 @@ from .base import lead_line, per_step, per_step_line, totals_label  # issue 37: 
 from .base import rest_change_lines, rest_lines  # issue 37: the rest of the step
 from .names import short_name
 from .optables import NOT_COMPUTED, basis_of, kernel_rows, rate_cells, shapes_text  # issue 42: --by op/kernel
+from .stagetable import (  # issue 44: serving stages
+    NO_STAGES, STAGE_DIFF_HEAD, stage_diff_cells, stage_diff_title, stage_only_lines, stage_table_lines,
+)
 
 if TYPE_CHECKING:
     from ..results.diff import DiffResult
@@ -170,6 +173,7 @@ def _kernel_lines(result: Attribution) -> list[str]:
 
 
 _TABLES: dict[str, Callable[[Attribution], list[str]]] = {"op": _op_lines, "kernel": _kernel_lines}
+_TABLES["stage"] = lambda result: stage_table_lines(result)[1:] or [f"- {NO_STAGES}"]  # issue 44: --by stage
 
 
 class MarkdownRenderer(Renderer):
@@ -194,6 +198,7 @@ class MarkdownRenderer(Renderer):
         else:
             lines += self._table_lines(result)
             lines += _rest_md(rest_lines(result))
+            lines += stage_table_lines(result) if self.by != "stage" else []
             lines += _hint_lines(result.hints) if result.hints else []
         return "\n".join(lines) + "\n"
 
@@ -326,6 +331,20 @@ _DIFF_SECTIONS: tuple[Callable[[DiffResult], list[str]], ...] = (
     _diff_category_lines, _diff_pair_lines, _diff_rank_lines, _diff_unmatched_lines, _diff_gone_new_lines,
     _diff_changed_lines,
 )
+
+
+def _diff_stage_lines(r: DiffResult) -> list[str]:
+    """Serving traces (issue 44): stage to stage, then the stages one side ran and the other did not."""
+    if not r.stages.any:
+        return []
+    lines = ["", stage_diff_title(), ""]
+    if r.stages.pairs:
+        lines += ["| " + " | ".join(STAGE_DIFF_HEAD) + " |", "|" + "|".join(["---"] + ["---:"] * 8) + "|"]
+        lines += ["| " + " | ".join(cells) + " |" for cells in stage_diff_cells(r.stages)]
+    return lines + [f"- {x}" for x in stage_only_lines(r.stages)]
+
+
+_DIFF_SECTIONS = (*_DIFF_SECTIONS, _diff_stage_lines)
 
 
 def _rest_md(lines: list[str]) -> list[str]:

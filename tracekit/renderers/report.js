@@ -385,6 +385,21 @@
       " \u00b7 idle " + fmt(ps.idle_us);
   }
 
+  /* Serving stages (issue 44): prefill, decode, mixed and outside, as Python worded each cell
+     (tracekit.renderers.stagetable.stage_table_data / stage_diff_data); no section on other traces. */
+  function stageSection(parent, S) {
+    if (!S) return;
+    var sec = add(parent, el("div", {"class": "stages", "data-section": "Serving stages"}));
+    add(sec, el("h2", null, "Serving stages"));
+    add(sec, el("div", {"class": "sub"}, S.title));
+    if (S.rows.length) table(sec, S.head.map(function (h, i) { return {name: h, num: i > 0}; }),
+                             S.rows.map(function (r, k) {
+                               return {cells: r.map(function (c) { return cell(c); }),
+                                       attrs: {"data-stage": S.stages[k]}};
+                             }));
+    (S.notes || []).forEach(function (n) { add(sec, el("div", {"class": "sub"}, n)); });
+  }
+
   function renderAttribution(parent, R, heading) {
     var t = R.totals, G = R.groups;
     var cats = keys(t.categories);
@@ -407,6 +422,7 @@
       add(parent, el("p", null, "No attention blocks found (try --scope REGEX to name your attention modules)."));
       restSection(parent, R.rest);  /* the step is still worth a page: where its time went (the terminal's too) */
       blocklessSection(parent, R.rest);
+      stageSection(parent, R.stage_table);
       whatifSection(parent, R.whatif);
       return;
     }
@@ -422,6 +438,7 @@
     roofTable(parent, R, kinds);
     blockSection(parent, "By layer", G.layer.map(barGroup), cats, roleKeys);
     restSection(parent, R.rest);
+    stageSection(parent, R.stage_table);
     if (R.timeline) tkTimeline(parent, R.timeline, KIT);
     hintSection(parent, R.hints || []);
     whatifSection(parent, R.whatif);
@@ -491,6 +508,7 @@
     kernelTable(parent, R.only_before, "Only before (gone)");
     kernelTable(parent, R.only_after, "Only after (new)");
     restDiffSection(parent, R.rest);
+    stageSection(parent, R.stage_diff);
     (R.conclusions || []).forEach(function (c) { add(parent, el("div", {"class": "hint"}, c)); });
   }
 

@@ -29,6 +29,10 @@ from .base import rest_change_lines, rest_lines as base_rest_lines  # issue 37: 
 from .base import rest_shown  # issue 42: a trace with no attention blocks
 from .names import ELLIPSIS, short_name
 from .optables import NOT_COMPUTED, basis_of, kernel_rows, rate_cells, shapes_text  # issue 42: --by op/kernel
+from .stagetable import (  # issue 44: serving stages
+    NO_STAGES, STAGE_DIFF_HEAD, STAGE_HEAD, stage_cells, stage_diff_cells, stage_diff_title, stage_only_lines,
+    stage_title,
+)
 
 if TYPE_CHECKING:
     from ..results.attribution import RankRow, Totals
@@ -196,6 +200,16 @@ def _cols(rows: list[list[str]], right: set[int], names: int | None, drop: dict[
 def _drop_forward_phase(cols: list[Col]) -> list[Col]:
     """The phase column is shown only when some row is not forward (total rows leave it blank)."""
     return [c for c in cols if not (c.head == "phase" and all(x in (Phase.FORWARD, "") for x in c.cells))]
+
+
+def stage_lines(result: Attribution, w: int) -> list[str]:
+    """Serving traces (issue 44): the stage table, prefill / decode / mixed / outside; nothing on other traces."""
+    if result.stages is None:
+        return []
+    rows = [list(STAGE_HEAD)] + [stage_cells(r) for r in result.stages]
+    drop = {8: 1, 10: 2, 11: 3, 7: 4, 13: 5}  # softmax%, elem%, other%, matmul%, roof go first: fused% and mem% stay
+    return ["", *wrap(stage_title(result), w), *_table(rows, set(range(1, len(STAGE_HEAD))), w, names=None,
+                                                      drop=drop)]
 
 
 def wrap(line: str, width: int, indent: str = "  ") -> list[str]:
@@ -713,6 +727,7 @@ def kernel_lines(result: Attribution, w: int) -> list[str]:
 
 
 _TABLES: dict[str, Callable[[Attribution, int], list[str]]] = {"op": op_lines, "kernel": kernel_lines}
+_TABLES["stage"] = lambda result, w: stage_lines(result, w)[1:] or wrap(NO_STAGES, w)  # issue 44: --by stage
 
 
 class TerminalRenderer(Renderer):
@@ -748,6 +763,7 @@ class TerminalRenderer(Renderer):
             lines += wrap("no attention blocks found (try --scope REGEX to name your attention modules or ranges)", w)
             lines += rest_lines(result, w)
             lines += blockless_lines(result, w)
+            lines += stage_lines(result, w)
             return text_lines(lines)
         if self.by == "rank":
             lines += _rank_lines(result, w)
@@ -759,6 +775,7 @@ class TerminalRenderer(Renderer):
         else:
             lines += self._group_lines(result, w)
         lines += rest_lines(result, w)  # every grouping: each trace's own median step (base.rest_shown's rule)
+        lines += stage_lines(result, w) if self.by != "stage" else []
         lines += self._tail_lines(result, w, pooled=_pooled(result) if runs else "")
         return text_lines(lines)
 
@@ -1075,3 +1092,15 @@ def rest_diff_lines(r: DiffResult, w: int) -> list[str]:
 
 # The rest of the step joins the diff sections, before the conclusions (issue 37).
 _DIFF_SECTIONS = (*_DIFF_SECTIONS[:-1], rest_diff_lines, _DIFF_SECTIONS[-1])  # (rest of the step: issue 37)
+
+
+def _stage_pair_lines(r: DiffResult, w: int) -> list[str]:
+    """Serving traces (issue 44): stage to stage, then the stages one side ran and the other did not."""
+    if not r.stages.any:
+        return []
+    rows = [list(STAGE_DIFF_HEAD), *stage_diff_cells(r.stages)]
+    table = _table(rows, set(range(1, len(STAGE_DIFF_HEAD))), w, names=None) if r.stages.pairs else []
+    return ["", *wrap(stage_diff_title(), w), *table, *_wrap_all(stage_only_lines(r.stages), w)]
+
+
+_DIFF_SECTIONS = (*_DIFF_SECTIONS[:-1], _stage_pair_lines, _DIFF_SECTIONS[-1])  # (stages: issue 44)

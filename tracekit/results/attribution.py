@@ -18,12 +18,14 @@ from .invariants import EPS_US, REL, InvariantError, check_roles, close, expect,
 from .views import show
 from .ops import check_ops
 from .rest import StepRest
+from .stages import check_stages
 
 if TYPE_CHECKING:
     from ..model import Shape
     from .efficiency import DeviceInfo, Efficiency
     from .measured import Measured
     from .ops import OpRow
+    from .stages import StageRow
     from .hints import Hint, HintFacts
     from .whatif import WhatIf
 
@@ -515,6 +517,10 @@ class Attribution:
     # ``--by op`` (issue 42): one row per (op, recorded shapes, dtype) the FLOP formulas count, made only where asked
     # (``analyze(..., by="op")``: tracekit.analysis.ops); None otherwise, and then absent from the JSON.
     ops: list[OpRow] | None = field(default=None, repr=False)
+    # Serving traces (issue 44): the device time split into prefill, decode and mixed iterations, plus ``outside``
+    # (tracekit.analysis.stages; tracekit.results.stages); None where the trace shows no serving iteration, and
+    # then absent from the JSON.
+    stages: list[StageRow] | None = None
 
     def to_dataframe(self, by: str | None = None) -> Any:
         """A pandas DataFrame (``pip install 'tracekit[notebook]'``): one row per ``by`` = "block", "kind",
@@ -573,6 +579,8 @@ class Attribution:
             self.whatif.check()
         if self.ops is not None:
             check_ops(self.ops, self.totals.total_us)
+        if self.stages is not None:
+            check_stages(self.stages, sum(t.base_us for t in self.traces))
         for t in self.traces:
             if t.graphs is not None:
                 t.graphs.check(f"{t.source}: graphs")

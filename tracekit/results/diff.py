@@ -12,6 +12,7 @@ from ..vocab import CATEGORIES, MATMUL_ROLES, Basis, Category, Compared, FoundBy
 from .views import show
 from .attribution import Attribution, BlockResult, RankRow, StepFigures
 from .invariants import EPS_US, close, expect, near
+from .stages import StageDiff, check_stage_diff  # issue 44: stage to stage
 
 __all__ = ["EAGER_TO_FUSED_ALLOC", "NOISE_MIN_STEPS", "AllocDelta", "BlockPair", "CategoryDelta", "CategoryNoise",
            "DiffResult", "Figures", "KernelChange", "KernelTotal", "Noise", "RankPair", "RunPair", "Spread", "Verdict",
@@ -257,6 +258,8 @@ class DiffResult:
     run_pairs: list[RunPair] = field(default_factory=list)
     runs_only_before: list[str] = field(default_factory=list)
     runs_only_after: list[str] = field(default_factory=list)
+    # Serving traces (issue 44): stage to stage, prefill with prefill; a stage on one side only is named, not paired.
+    stages: StageDiff = field(default_factory=lambda: StageDiff(pairs=[], only_before=[], only_after=[]))
 
     def to_dataframe(self, by: str = "category") -> Any:
         """A pandas DataFrame (``pip install 'tracekit[notebook]'``): one row per ``by`` = "category" (with the
@@ -326,6 +329,7 @@ class DiffResult:
             self._check_whole_step(side)
         self._check_run_pairs()
         self._check_headline()
+        check_stage_diff(self.stages, self.before.stages, self.after.stages)
         return self
 
     def _check_run_pairs(self) -> None:

@@ -19,6 +19,7 @@ from .sweep import RunRow, run_rows
 from .rows import step_count
 
 from .diff import BlockPair, DiffResult
+from .stages import STAGE_COLUMNS, stage_record  # issue 44: serving stages
 
 _HTML_ROWS = 12  # rows of a _repr_html_ table; the DataFrame has them all
 
@@ -43,6 +44,8 @@ def attribution_rows(result: Attribution, by: str) -> list[dict[str, Any]]:
                 for (name, cat), (count, us) in sorted(result.kernels.items(), key=lambda kv: (-kv[1][1], kv[0]))]
     if by == "op":
         return _op_dicts(result)
+    if by == "stage":  # issue 44: a serving trace's stages; no rows on a trace without them
+        return [stage_record(r) for r in result.stages or []]
     if by == "run":
         return [_run_dict(r) for r in run_rows(result)]
     if by == "block":
@@ -185,6 +188,8 @@ def _numeric(df: Any) -> Any:
 def _empty_columns(by: str) -> list[str]:
     if by == "op":
         return OP_FRAME_COLUMNS
+    if by == "stage":
+        return list(STAGE_COLUMNS)
     if by == "kernel":
         return ["kernel", "category", "count", "total_us"]
     head = ["trace", "step", "ordinal", "block", "kind", "phase"] if by == "block" else [by, "phase", "blocks"]
@@ -282,6 +287,8 @@ def attribution_html(result: Attribution, by: str = "kind") -> str:
         cols = ["kernel", "category", "count", "total_us"]
     elif by == "op":
         cols = ["op", "shapes", "dtype", "calls", "time_per_step_us", "tflops_per_s", "roof_pct", "bound"]
+    elif by == "stage":
+        cols = ["stage", "iterations", "busy_us", "attention_us", "attention_share", "idle_us", "tflops_per_s"]
     else:
         cols = [by if by != "block" else "block", "phase", "blocks" if by != "block" else "step",
                 "total_us", *(f"{c}_us" for c in CATEGORIES)]

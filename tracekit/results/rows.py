@@ -25,6 +25,7 @@ class Grouping(StrEnum):
     RANK = "rank"
     KERNEL = "kernel"
     OP = "op"
+    STAGE = "stage"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +55,9 @@ GROUPINGS: tuple[GroupingRule, ...] = (
                  why="each counted op call shape on its own roofline (TFLOP/s, GB/s, % of roof, bound), as TraceLens's "
                      "GEMM/SDPA tables: a block's pooled figure hides fast GEMMs beside slow vector work; computed "
                      "only when asked (analyze(by='op'), --by op)"),
+    GroupingRule(grouping=Grouping.STAGE, table=True, frame=True,
+                 why="a serving trace's prefill, decode and mixed iterations and the time outside them (issue 44): "
+                     "device busy time, attention share, split, efficiency and idle per stage"),
 )
 TABLE_GROUPINGS: tuple[str, ...] = tuple(g.grouping.value for g in GROUPINGS if g.table)
 FRAME_GROUPINGS: tuple[str, ...] = tuple(g.grouping.value for g in GROUPINGS if g.frame)
