@@ -445,3 +445,37 @@ def no_attention_trace(path: Path) -> Path:
         b.launch("vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar>",
                  t0 + 125, 5, t0 + 440, 50)
     return b.write(path)
+
+
+# -- two score → softmax → context triples with given ops between (rule input-projections, issue 38) ---------------
+HIDDEN_IN = [16, 1, 64]  # the layer's input as Longformer's q/k/v linears take it: [L, B, E]
+
+
+def plain_op(b: TraceBuilder, t: list[float], name: str, first: list | None = None) -> dict:
+    """One top-level op of 1 µs at the running time ``t[0]`` (then advanced by 2), with ``first`` as its first
+    recorded input's dims if given (a linear's weight and bias follow, [E, E] and [E])."""
+    ev = b.op(name, t[0], 1)
+    t[0] += 2
+    if first is not None:
+        dims = [first, [first[-1], first[-1]], [first[-1]]] if name == "aten::linear" else [first]
+        with_dims(ev, dims, ["float"] * len(dims))
+    return ev
+
+
+def two_triples(b: TraceBuilder, between: list[tuple[str, list | None]], shapes: bool = True) -> None:
+    """One ProfilerStep: q/k/v linears on HIDDEN_IN, bmm → softmax → bmm, then ``between`` (op name, first input
+    dims or None), then a second bmm → softmax → bmm, then an output projection, a residual add and a layer norm.
+    Dims only where ``shapes``. The triples are one attention call exactly when ``between`` holds nothing that ends
+    a layer: the builder's caller says which."""
+    b.annotation("ProfilerStep#1", 0, 10_000)
+    t = [1.0]
+
+    def op(name: str, first: list | None = None) -> None:
+        plain_op(b, t, name, first if shapes else None)
+    for _ in range(3):
+        op("aten::linear", HIDDEN_IN)
+    for pairs in ([("aten::bmm", None), ("aten::softmax", None), ("aten::bmm", None)], between,
+                  [("aten::bmm", None), ("aten::softmax", None), ("aten::bmm", None)],
+                  [("aten::linear", [1, 16, 64]), ("aten::add", None), ("aten::layer_norm", None)]):
+        for name, first in pairs:
+            op(name, first)
