@@ -286,6 +286,7 @@ CASES: list[Case] = [
     # layer boundary (rule input-projections); with and without the recorded shapes
     Case("longformer_global", "eager"),
     Case("longformer_global", "eager", shapes=True),
+    Case("longformer_global", "eager", mode="train"),
     Case("longformer_global", "eager", mode="train", stack=True),
     Case("big_bird", "eager"),
     Case("big_bird", "eager", shapes=True),
