@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from support.builders import HIDDEN_IN, TraceBuilder, attribute_built, two_triples
+from support.builders import HIDDEN_IN, TRIPLE_KERNELS, TraceBuilder, attribute_built, two_triples
+from tracekit import whatif
 from tracekit.analysis.blocks.discovery import (
     DISCOVERY_RULES, EXTENT_RULES, GAP_FREE, LAYER_ENDS, MAX_EAGER_GAP, SHAPE_GLUE,
 )
@@ -374,3 +375,28 @@ def test_a_layer_end_between_two_triples_keeps_them_two_calls(tmp_path: Path, be
     b = TraceBuilder()
     two_triples(b, between, shapes)
     assert len(attribute_built(tmp_path, b).blocks) == 2, why
+
+
+def test_the_projections_between_are_the_calls_but_not_its_core(tmp_path: Path) -> None:
+    """The joined call's block holds the global projections' GEMMs (they run inside the attention call), but its
+    eager core, what a fused kernel would replace (whatif's eager_core_us), is the two triples' kernels alone."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H200"}])
+    two_triples(b, LONGFORMER_GLOBAL, kernels=True)
+    [w] = whatif(b.write(tmp_path / "t.json"))
+    [row] = w.check().blocks
+    k = TRIPLE_KERNELS
+    assert row.eager_core_us == pytest.approx(4 * k["aten::bmm"] + 2 * k["aten::softmax"])
+    assert row.block_us == pytest.approx(4 * k["aten::bmm"] + 2 * k["aten::softmax"] + 3 * k["aten::linear"])
+
+
+def test_a_chain_ends_at_the_last_product_of_its_last_context(tmp_path: Path) -> None:
+    """A chain's last triple may compute its context in parts (rule last-context): the joined block runs to the
+    last part, as a lone triple's does."""
+    b, t = _trace()
+    _band(b, t)
+    _band(b, t)
+    _op(b, t, "aten::einsum")
+    _op(b, t, "aten::linear")
+    [blk] = attribute_built(tmp_path, b).blocks
+    ends = {e["ts"] + e["dur"]: e["name"] for e in b.events if e["cat"] == "cpu_op"}
+    assert ends[max(e for _, _, _, e in blk.host_spans)] == "aten::einsum"

@@ -462,16 +462,30 @@ def plain_op(b: TraceBuilder, t: list[float], name: str, first: list | None = No
     return ev
 
 
-def two_triples(b: TraceBuilder, between: list[tuple[str, list | None]], shapes: bool = True) -> None:
+# two_triples' kernels by op (µs), where it launches them: a GEMM for each product and linear, a softmax kernel
+TRIPLE_KERNELS = {"aten::linear": 7.0, "aten::bmm": 5.0, "aten::softmax": 2.0}
+SOFTMAX_BF16_K = ("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 8, false, "
+                  "false>")
+
+
+def two_triples(b: TraceBuilder, between: list[tuple[str, list | None]], shapes: bool = True,
+                kernels: bool = False) -> None:
     """One ProfilerStep: q/k/v linears on HIDDEN_IN, bmm → softmax → bmm, then ``between`` (op name, first input
     dims or None), then a second bmm → softmax → bmm, then an output projection, a residual add and a layer norm.
-    Dims only where ``shapes``. The triples are one attention call exactly when ``between`` holds nothing that ends
+    Dims only where ``shapes``; where ``kernels``, each op in TRIPLE_KERNELS launches one kernel of that many µs, one
+    after another on one stream. The triples are one attention call exactly when ``between`` holds nothing that ends
     a layer: the builder's caller says which."""
     b.annotation("ProfilerStep#1", 0, 10_000)
     t = [1.0]
+    k = [20_000.0]
 
     def op(name: str, first: list | None = None) -> None:
+        at = t[0]
         plain_op(b, t, name, first if shapes else None)
+        if kernels and name in TRIPLE_KERNELS:
+            kernel = SOFTMAX_BF16_K if name == "aten::softmax" else CUTLASS_BF16_GEMM
+            b.launch(kernel, at + 0.2, 0.5, k[0], TRIPLE_KERNELS[name])
+            k[0] += TRIPLE_KERNELS[name] + 1
     for _ in range(3):
         op("aten::linear", HIDDEN_IN)
     for pairs in ([("aten::bmm", None), ("aten::softmax", None), ("aten::bmm", None)], between,

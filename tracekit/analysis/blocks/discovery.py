@@ -194,6 +194,9 @@ class _Eager:
     softmax: int
     context: int
     roots: list[int]
+    # The core chains' ops (Block.core_ops) where they are not all of ``roots``: the projections between two
+    # triples that rule input-projections joins are the call's but no part of what a fused kernel replaces.
+    core: list[int] | None = None
 
 
 class BlockFinder:
@@ -529,7 +532,7 @@ class _Claim:
         names = tuple(tr.host[i].name for i in (e.score, e.softmax, e.context))
         shapes = tuple(_dims_text(tr, i) for i in (e.score, e.softmax, e.context))
         self.eager.append((names, shapes if all(shapes) else ()))
-        self.core_ops.extend(e.roots)
+        self.core_ops.extend(e.roots if e.core is None else e.core)
 
     def evidence(self, rule: str) -> Evidence:
         """Fused ops first (they name the call), then what a compiled region shows (a host eager triple, though,
@@ -730,15 +733,24 @@ def _triples_among(tr: Trace, sibs: list[int], soft_names: set[str]) -> list[_Ea
             continue
         lo, start = _first_score(tr, sibs, lo, used)
         end = _last_context(tr, sibs, hi)
-        e = _Eager(sibs[lo], i, sibs[hi], sibs[start: end + 1])
-        if out and _one_chain(tr, sibs, used, start, first):
-            e = _Eager(out[-1].score, out[-1].softmax, out[-1].context, out[-1].roots + sibs[used + 1: hi + 1])
-            out[-1] = e
+        join = _one_chain(tr, sibs, used, start, first) if out else None
+        if join is not None:
+            out[-1] = _joined(out[-1], sibs, used, start, end, join)
         else:
-            out.append(e)
+            out.append(_Eager(sibs[lo], i, sibs[hi], sibs[start: end + 1]))
             first = start
         used = end
     return out
+
+
+def _joined(prev: _Eager, sibs: list[int], used: int, start: int, end: int, join: str) -> _Eager:
+    """``prev``, the chain so far (its last sibling at ``used``), continued by the triple spanning siblings
+    ``start`` .. ``end``: the call's siblings run on to ``end``; its core takes the siblings between the two only
+    where they are the same scores' glue (rule one-chain), not the projections of rule input-projections."""
+    core = prev.roots if prev.core is None else prev.core
+    more = sibs[used + 1: end + 1] if join == "one-chain" else sibs[start: end + 1]
+    return _Eager(prev.score, prev.softmax, prev.context, prev.roots + sibs[used + 1: end + 1],
+                  None if join == "one-chain" and prev.core is None else core + more)
 
 
 def _first_score(tr: Trace, sibs: list[int], lo: int, used: int) -> tuple[int, int]:
@@ -799,17 +811,19 @@ def _product_near_softmax(host: Sequence[HostEvent], sibs: list[int], k: int) ->
     return None
 
 
-def _one_chain(tr: Trace, sibs: list[int], end: int, start: int, first: int) -> bool:
-    """Rule one-chain: a triple starting at sibling ``start`` continues the chain (first sibling at ``first``) whose
-    last context product is at ``end`` when at most MAX_EAGER_GAP siblings and no breaker lie between: block-sparse
-    attention (BigBird) runs several score → softmax → context triples in one call, and layers are always apart by
-    a projection. Or, rule input-projections, when the breakers between are only projections of the layer's input."""
+def _one_chain(tr: Trace, sibs: list[int], end: int, start: int, first: int) -> str | None:
+    """The rule by which a triple starting at sibling ``start`` continues the chain (first sibling at ``first``) whose
+    last sibling is at ``end``, or None. Rule one-chain: at most MAX_EAGER_GAP siblings and no breaker between:
+    block-sparse attention (BigBird) runs several score → softmax → context triples in one call. Rule
+    input-projections: within the gap too, the breakers between are only projections of the layer's input."""
     if start - end - 1 > MAX_EAGER_GAP:
-        return False
+        return None
     host = tr.host
     between = sibs[end + 1: start]
     k = next((k for k, i in enumerate(between) if BREAKER.match(host[i].name)), None)
-    return k is None or _input_projections(tr, between[k:], _projection_before(tr, sibs, first))
+    if k is None:
+        return "one-chain"
+    return "input-projections" if _input_projections(tr, between[k:], _projection_before(tr, sibs, first)) else None
 
 
 def _input_projections(tr: Trace, tail: list[int], ref: list[int] | None) -> bool:
