@@ -118,7 +118,7 @@ EXTENT_RULES: tuple[DiscoveryRule, ...] = (
     DiscoveryRule("one-chain", FoundBy.INFERRED,
                   "consecutive score → softmax → context triples with at most MAX_EAGER_GAP siblings and no breaker "
                   "between are one call (BigBird's block-sparse attention: five softmaxes a call); layers are always "
-                  "apart by a projection (_one_chain)"),
+                  "apart by a breaker, and a projection alone is none where rule input-projections holds (_one_chain)"),
     DiscoveryRule("input-projections", FoundBy.INFERRED,
                   "two triples with only projections of the layer's input between them are one call too (Longformer's "
                   "global tokens: query_global/key_global/value_global linears, then bmm → softmax → bmm, after the "
@@ -823,23 +823,27 @@ def _one_chain(tr: Trace, sibs: list[int], end: int, start: int, first: int) -> 
     k = next((k for k, i in enumerate(between) if BREAKER.match(host[i].name)), None)
     if k is None:
         return "one-chain"
-    return "input-projections" if _input_projections(tr, between[k:], _projection_before(tr, sibs, first)) else None
+    return "input-projections" if _input_projections(tr, between[k:], sibs, first) else None
 
 
-def _input_projections(tr: Trace, tail: list[int], ref: list[int] | None) -> bool:
+def _input_projections(tr: Trace, tail: list[int], sibs: list[int], first: int) -> bool:
     """Rule input-projections: ``tail``, the siblings from the first breaker after a chain to the next triple, holds
     only projections and no op that ends a layer (LAYER_ENDS); where shapes were recorded, each projection's input
-    is like ``ref``, the input of the projection before the chain (_like_input): then the tail projects the same
-    layer's input again (Longformer's global tokens), not an output projection's result or another layer's."""
+    is like that of the projection before the chain, which starts at sibling ``first`` (_like_input): then the tail
+    projects the same layer's input again (Longformer's global tokens), not an output projection's result or another
+    layer's. (The names first: most tails, a layer's end, fail on them without a look at any shape.)"""
     host = tr.host
+    projections = []
     for i in tail:
         name = host[i].name
         if BREAKER.match(name):
-            if not INPUT_PROJECTION.match(name) or not _like_input(_first_input(tr, i), ref):
+            if not INPUT_PROJECTION.match(name):
                 return False
+            projections.append(i)
         elif LAYER_END.match(name):
             return False
-    return True
+    ref = _projection_before(tr, sibs, first)
+    return all(_like_input(_first_input(tr, i), ref) for i in projections)
 
 
 def _projection_before(tr: Trace, sibs: list[int], first: int) -> list[int] | None:
