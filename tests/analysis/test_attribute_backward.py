@@ -54,6 +54,8 @@ def _two_layers(mode: str, links: str) -> TraceBuilder:
             b.launch(FWD_K, t + 31, 2, 2020 + 200 * layer, 30, tid=MAIN)
             b.op("aten::softmax", t + 60, 10, tid=MAIN)
             b.op("aten::matmul", t + 80, 10, tid=MAIN)
+            b.op("aten::linear", t + 92, 2, tid=MAIN)  # the output projection and the residual add: the layer ends
+            b.op("aten::add", t + 95, 2, tid=MAIN)  # (else the next layer's q projection is rule input-projections')
         elif mode == "fused-op":
             c = _seq(b.op("aten::scaled_dot_product_attention", t + 30, 100, tid=MAIN), seq_c, 0)
             _seq(b.op("aten::_scaled_dot_product_cudnn_attention", t + 31, 90, tid=MAIN), seq_c, 0)

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from support.builders import TraceBuilder, attribute_built
-from tracekit.analysis.blocks.discovery import DISCOVERY_RULES, EXTENT_RULES, GAP_FREE, MAX_EAGER_GAP, SHAPE_GLUE
+from support.builders import HIDDEN_IN, TRIPLE_KERNELS, TraceBuilder, attribute_built, two_triples
+from tracekit import whatif
+from tracekit.analysis.blocks.discovery import (
+    DISCOVERY_RULES, EXTENT_RULES, GAP_FREE, LAYER_ENDS, MAX_EAGER_GAP, SHAPE_GLUE,
+)
 
 
 def _op(b: TraceBuilder, t: list[float], name: str, dims: list | None = None, concrete: list | None = None) -> dict:
@@ -50,7 +53,8 @@ def _sink(b: TraceBuilder, t: list[float], shapes: bool = True, cat_parts=((1, 4
     _op(b, t, "aten::dropout", d([list(context), [], []]))
     _op(b, t, "aten::matmul", d([list(context), [1, 4, 16, 8]]))
     _op(b, t, "aten::transpose")
-    _op(b, t, "aten::linear", d([[1, 16, 32], [32, 32], [32]]))  # o_proj: the next call is another block
+    _op(b, t, "aten::linear", d([[1, 16, 32], [32, 32], [32]]))  # o_proj and the residual add: the layer ends
+    _op(b, t, "aten::add", d([[1, 16, 32], [1, 16, 32], []]))
 
 
 def test_glue_and_extent_rules_are_named_data_with_reasons() -> None:
@@ -153,17 +157,20 @@ def _band(b: TraceBuilder, t: list[float], between: str = "aten::cat") -> None:
 
 
 @pytest.mark.parametrize(("boundary", "blocks"), [
-    (None, 1),  # five bands, nothing but glue and masks between: one call
-    ("aten::linear", 2),  # a projection between the 2nd and 3rd band: two calls
-    ("aten::layer_norm", 2),  # a norm likewise
+    ((), 1),  # five bands, nothing but glue and masks between: one call
+    (("aten::linear", "aten::add"), 2),  # an output projection and its residual add between the 2nd and 3rd band
+    (("aten::layer_norm",), 2),  # a norm likewise
 ])
-def test_a_chain_of_triples_without_a_layer_boundary_is_one_block(tmp_path: Path, boundary: str | None,
+def test_a_chain_of_triples_without_a_layer_boundary_is_one_block(tmp_path: Path, boundary: tuple,
                                                                   blocks: int) -> None:
     """BigBird's block-sparse attention runs five score → softmax → context triples per call (first, second,
-    middle bands, second last, last); one call is one block. Calls are apart by projections (rule one-chain)."""
+    middle bands, second last, last); one call is one block. Calls are apart by a layer's end (rule one-chain; a
+    projection alone between is rule input-projections')."""
     b, t = _trace()
     for k in range(5):
-        _band(b, t, boundary if (boundary and k == 2) else "aten::cat")
+        for name in boundary if k == 2 else ():
+            _op(b, t, name)
+        _band(b, t)
     res = attribute_built(tmp_path, b)
     assert len(res.blocks) == blocks
     assert all(x.evidence.rule == "eager-ops" for x in res.blocks)
@@ -308,3 +315,88 @@ def test_a_projection_before_the_scores_is_not_the_start(tmp_path: Path) -> None
     [blk] = attribute_built(tmp_path, b).blocks
     starts = {e["ts"]: e["name"] for e in b.events if e["cat"] == "cpu_op"}
     assert starts[min(s for _, _, s, _ in blk.host_spans)] == "aten::bmm"
+
+
+# -- rule input-projections: a second triple over the same layer's input is the same call --------------------------
+# Longformer with global tokens, between its windowed triple and its global one: the window context plus the global
+# columns' (an add before any projection), the global tokens gathered, query_global on them alone ([1, 1, 64]),
+# key_global and value_global on all tokens, the query scaled.
+LONGFORMER_GLOBAL = [("aten::add", None), ("aten::new_zeros", None), ("aten::index", None), ("aten::index_put_", None),
+                     ("aten::linear", [1, 1, 64]), ("aten::linear", HIDDEN_IN), ("aten::linear", HIDDEN_IN),
+                     ("aten::div_", None), ("aten::view", None), ("aten::transpose", None)]
+O_PROJ, ADD, NORM = ("aten::linear", [1, 16, 64]), ("aten::add", None), ("aten::layer_norm", None)
+QKV = [("aten::linear", HIDDEN_IN)] * 3
+
+
+def test_layer_ends_are_named_data_with_reasons() -> None:
+    names = [p.name for p in LAYER_ENDS]
+    assert len(set(names)) == len(names) and all(p.why for p in LAYER_ENDS)
+    assert "input-projections" in {r.name for r in EXTENT_RULES}
+
+
+@pytest.mark.parametrize("shapes", [True, False])
+def test_a_second_triple_over_the_layers_own_input_is_the_same_call(tmp_path: Path, shapes: bool) -> None:
+    """Longformer's self-attention with a global token, no modules recorded (issue 38): its windowed triple, then
+    the global token's own q/k/v projections of the layer's input, then bmm → softmax → bmm. One call, one block
+    holding both softmaxes (rule input-projections); the output projection, residual add and norm after it are
+    the layer's end."""
+    b = TraceBuilder()
+    two_triples(b, LONGFORMER_GLOBAL, shapes)
+    [blk] = attribute_built(tmp_path, b).blocks
+    assert blk.evidence.rule == "eager-ops"
+    softmaxes = [e for e in b.events if e["name"] == "aten::softmax"]
+    assert all(any(s <= e["ts"] and e["ts"] + e["dur"] <= t for _, _, s, t in blk.host_spans) for e in softmaxes)
+
+
+@pytest.mark.parametrize(("between", "shapes", "why"), [
+    ([O_PROJ, ADD, NORM, *QKV], True, "the next layer's self-attention: output projection, residual add, norm"),
+    ([O_PROJ, ADD, NORM, *QKV], False, "the same without shapes"),
+    ([O_PROJ, ADD, *QKV], False, "a residual add after a projection, no norm"),
+    ([O_PROJ, ("aten::pow", None), ("aten::mean", None), ("aten::rsqrt", None), ("aten::mul", None), *QKV], False,
+     "an RMSNorm written out (Llama, T5)"),
+    ([("aten::linear", [1, 16, 64]), ("aten::gelu", None), ("aten::linear", [1, 16, 128]), *QKV], False,
+     "an MLP"),
+    ([("aten::linear", [1, 16, 64]), ("aten::softmax", None), ("aten::topk", None), ("aten::_grouped_mm", None),
+      *QKV], False, "a MoE router and its experts"),
+    # cross-attention: the decoder's self-attention, its output projection, add and norm, then the cross q/k/v
+    ([O_PROJ, ADD, NORM, ("aten::linear", [16, 1, 64]), ("aten::linear", [24, 1, 64]),
+      ("aten::linear", [24, 1, 64])], True, "cross-attention over 24 encoder states"),
+    ([O_PROJ, ADD, NORM, ("aten::linear", [1, 1, 64])], True, "cross-attention at decode, one token, cached K/V"),
+    # the shape test alone: projections of longer states (an encoder's) are another attention's input
+    ([("aten::linear", [16, 1, 64]), ("aten::linear", [24, 1, 64]), ("aten::linear", [24, 1, 64])], True,
+     "projections of 24 states, more than the layer's 16"),
+    ([("aten::linear", [16, 1, 32])], True, "a projection of a narrower input (32 wide, the layer's is 64)"),
+])
+def test_a_layer_end_between_two_triples_keeps_them_two_calls(tmp_path: Path, between: list, shapes: bool,
+                                                              why: str) -> None:
+    """Two attention calls stay two blocks when anything that ends a layer lies between them (LAYER_ENDS after a
+    projection, a breaker that is no projection), or where shapes were recorded, a projection's input is not like
+    the layer's (rule input-projections)."""
+    b = TraceBuilder()
+    two_triples(b, between, shapes)
+    assert len(attribute_built(tmp_path, b).blocks) == 2, why
+
+
+def test_the_projections_between_are_the_calls_but_not_its_core(tmp_path: Path) -> None:
+    """The joined call's block holds the global projections' GEMMs (they run inside the attention call), but its
+    eager core, what a fused kernel would replace (whatif's eager_core_us), is the two triples' kernels alone."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H200"}])
+    two_triples(b, LONGFORMER_GLOBAL, kernels=True)
+    [w] = whatif(b.write(tmp_path / "t.json"))
+    [row] = w.check().blocks
+    k = TRIPLE_KERNELS
+    assert row.eager_core_us == pytest.approx(4 * k["aten::bmm"] + 2 * k["aten::softmax"])
+    assert row.block_us == pytest.approx(4 * k["aten::bmm"] + 2 * k["aten::softmax"] + 3 * k["aten::linear"])
+
+
+def test_a_chain_ends_at_the_last_product_of_its_last_context(tmp_path: Path) -> None:
+    """A chain's last triple may compute its context in parts (rule last-context): the joined block runs to the
+    last part, as a lone triple's does."""
+    b, t = _trace()
+    _band(b, t)
+    _band(b, t)
+    _op(b, t, "aten::einsum")
+    _op(b, t, "aten::linear")
+    [blk] = attribute_built(tmp_path, b).blocks
+    ends = {e["ts"] + e["dur"]: e["name"] for e in b.events if e["cat"] == "cpu_op"}
+    assert ends[max(e for _, _, _, e in blk.host_spans)] == "aten::einsum"

@@ -501,3 +501,51 @@ def serving_trace(path: Path, iterations: tuple[tuple[str, float, float], ...] =
     b.op("aten::copy_", t, 5)
     b.launch(LAYER_GEMM_K, t + 1, 1, t + 200, 4)
     return b.write(path)
+
+
+# -- two score → softmax → context triples with given ops between (rule input-projections, issue 38) ---------------
+HIDDEN_IN = [16, 1, 64]  # the layer's input as Longformer's q/k/v linears take it: [L, B, E]
+
+
+def plain_op(b: TraceBuilder, t: list[float], name: str, first: list | None = None) -> dict:
+    """One top-level op of 1 µs at the running time ``t[0]`` (then advanced by 2), with ``first`` as its first
+    recorded input's dims if given (a linear's weight and bias follow, [E, E] and [E])."""
+    ev = b.op(name, t[0], 1)
+    t[0] += 2
+    if first is not None:
+        dims = [first, [first[-1], first[-1]], [first[-1]]] if name == "aten::linear" else [first]
+        with_dims(ev, dims, ["float"] * len(dims))
+    return ev
+
+
+# two_triples' kernels by op (µs), where it launches them: a GEMM for each product and linear, a softmax kernel
+TRIPLE_KERNELS = {"aten::linear": 7.0, "aten::bmm": 5.0, "aten::softmax": 2.0}
+SOFTMAX_BF16_K = ("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 8, false, "
+                  "false>")
+
+
+def two_triples(b: TraceBuilder, between: list[tuple[str, list | None]], shapes: bool = True,
+                kernels: bool = False) -> None:
+    """One ProfilerStep: q/k/v linears on HIDDEN_IN, bmm → softmax → bmm, then ``between`` (op name, first input
+    dims or None), then a second bmm → softmax → bmm, then an output projection, a residual add and a layer norm.
+    Dims only where ``shapes``; where ``kernels``, each op in TRIPLE_KERNELS launches one kernel of that many µs, one
+    after another on one stream. The triples are one attention call exactly when ``between`` holds nothing that ends
+    a layer: the builder's caller says which."""
+    b.annotation("ProfilerStep#1", 0, 10_000)
+    t = [1.0]
+    k = [20_000.0]
+
+    def op(name: str, first: list | None = None) -> None:
+        at = t[0]
+        plain_op(b, t, name, first if shapes else None)
+        if kernels and name in TRIPLE_KERNELS:
+            kernel = SOFTMAX_BF16_K if name == "aten::softmax" else CUTLASS_BF16_GEMM
+            b.launch(kernel, at + 0.2, 0.5, k[0], TRIPLE_KERNELS[name])
+            k[0] += TRIPLE_KERNELS[name] + 1
+    for _ in range(3):
+        op("aten::linear", HIDDEN_IN)
+    for pairs in ([("aten::bmm", None), ("aten::softmax", None), ("aten::bmm", None)], between,
+                  [("aten::bmm", None), ("aten::softmax", None), ("aten::bmm", None)],
+                  [("aten::linear", [1, 16, 64]), ("aten::add", None), ("aten::layer_norm", None)]):
+        for name, first in pairs:
+            op(name, first)

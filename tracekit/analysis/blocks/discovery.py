@@ -118,13 +118,40 @@ EXTENT_RULES: tuple[DiscoveryRule, ...] = (
     DiscoveryRule("one-chain", FoundBy.INFERRED,
                   "consecutive score → softmax → context triples with at most MAX_EAGER_GAP siblings and no breaker "
                   "between are one call (BigBird's block-sparse attention: five softmaxes a call); layers are always "
-                  "apart by a projection (_one_chain)"),
+                  "apart by a breaker, and a projection alone is none where rule input-projections holds (_one_chain)"),
+    DiscoveryRule("input-projections", FoundBy.INFERRED,
+                  "two triples with only projections of the layer's input between them are one call too (Longformer's "
+                  "global tokens: query_global/key_global/value_global linears, then bmm → softmax → bmm, after the "
+                  "windowed triple): nothing that ends a layer lies between: no breaker but a projection, and from "
+                  "the first projection on no LAYER_ENDS op (a residual add, a norm's pieces, an MLP's activation); "
+                  "where shapes were recorded, each projection's input has the rank and width of the input of the "
+                  "projection before the chain and no larger dim (the same tokens or some of them: an output "
+                  "projection or a cross-attention's encoder keys may differ) (_input_projections)"),
     DiscoveryRule("owned-lead", FoundBy.FUSED_KERNEL,
                   "a free attention kernel of a KERNEL_GROUPS group within MAX_BETWEEN kernels after a group's "
                   "'before' member that a block owns (SageAttention's quantise) joins that block, and in a graph "
                   "capture its launch is recorded by that block: one call, one block (kernels._KernelRun, "
                   "kernels.CaptureLead)"),
 )
+# Rule input-projections: the breakers a call may hold between two of its triples, and the ops that end a layer after
+# a projection. Every transformer layer ends in an output projection whose result a residual add joins, then a norm
+# (an op, or its pieces where a model writes it out) and an MLP (an activation) or another sublayer.
+INPUT_PROJECTION = re.compile(anchored(LINEAR_OPS, LOW_PRECISION_GEMM_OPS, QUANTIZED_LINEAR_OPS))
+LAYER_ENDS: tuple[OpPattern, ...] = (
+    OpPattern("residual-add", r"aten::add_?|(?:\w+::)?\w*(?:residual|dropout_add|fused_add)\w*",
+              "an add after a projection joins its output to the residual stream (an output projection's), or a "
+              "fused residual add does (vLLM's fused_add_rms_norm): the layer's end. (An add before the first "
+              "projection is the call's own: Longformer adds its global columns' context to the window's.)"),
+    OpPattern("norm", r"(?:\w+::)?\w*norm\w*|aten::(?:pow|mean|rsqrt|sqrt|var|var_mean|std|std_mean)",
+              "a norm between sublayers: an op (any namespace), or its pieces where a model writes it out (Llama's "
+              "RMSNorm, T5's: pow, mean, rsqrt)"),
+    OpPattern("activation", r"(?:\w+::)?\w*(?:gelu|silu|relu|sigmoid|tanh|mish|hardswish|elu|softplus|glu)\w*",
+              "an MLP's activation (or an expert's, a Mamba mixer's, vLLM's silu_and_mul): a feed-forward sublayer "
+              "between the triples"),
+    OpPattern("router", r"aten::(?:softmax|_softmax|_safe_softmax|topk)",
+              "a softmax that is no triple's, or a top-k: a MoE router's gating between the triples"),
+)
+LAYER_END = re.compile(anchored(*LAYER_ENDS))
 _GLUE = {side: re.compile("|".join(f"(?:{g.ops})" for g in SHAPE_GLUE if g.side == side))
          for side in ("score", "context")}
 _GLUE_OP = {g.name: re.compile(g.ops) for g in SHAPE_GLUE}
@@ -167,6 +194,9 @@ class _Eager:
     softmax: int
     context: int
     roots: list[int]
+    # The core chains' ops (Block.core_ops) where they are not all of ``roots``: the projections between two
+    # triples that rule input-projections joins are the call's but no part of what a fused kernel replaces.
+    core: list[int] | None = None
 
 
 class BlockFinder:
@@ -502,7 +532,7 @@ class _Claim:
         names = tuple(tr.host[i].name for i in (e.score, e.softmax, e.context))
         shapes = tuple(_dims_text(tr, i) for i in (e.score, e.softmax, e.context))
         self.eager.append((names, shapes if all(shapes) else ()))
-        self.core_ops.extend(e.roots)
+        self.core_ops.extend(e.roots if e.core is None else e.core)
 
     def evidence(self, rule: str) -> Evidence:
         """Fused ops first (they name the call), then what a compiled region shows (a host eager triple, though,
@@ -693,6 +723,7 @@ def _triples_among(tr: Trace, sibs: list[int], soft_names: set[str]) -> list[_Ea
     host = tr.host
     out: list[_Eager] = []
     used = -1  # the last sibling position a triple took
+    first = -1  # the first sibling position of the last chain
     for pos, i in enumerate(sibs):
         if pos <= used or host[i].name not in soft_names:
             continue
@@ -702,14 +733,24 @@ def _triples_among(tr: Trace, sibs: list[int], soft_names: set[str]) -> list[_Ea
             continue
         lo, start = _first_score(tr, sibs, lo, used)
         end = _last_context(tr, sibs, hi)
-        e = _Eager(sibs[lo], i, sibs[hi], sibs[start: end + 1])
-        if out and _one_chain(host, sibs, used, start):
-            e = _Eager(out[-1].score, out[-1].softmax, out[-1].context, out[-1].roots + sibs[used + 1: hi + 1])
-            out[-1] = e
+        join = _one_chain(tr, sibs, used, start, first) if out else None
+        if join is not None:
+            out[-1] = _joined(out[-1], sibs, used, start, end, join)
         else:
-            out.append(e)
+            out.append(_Eager(sibs[lo], i, sibs[hi], sibs[start: end + 1]))
+            first = start
         used = end
     return out
+
+
+def _joined(prev: _Eager, sibs: list[int], used: int, start: int, end: int, join: str) -> _Eager:
+    """``prev``, the chain so far (its last sibling at ``used``), continued by the triple spanning siblings
+    ``start`` .. ``end``: the call's siblings run on to ``end``; its core takes the siblings between the two only
+    where they are the same scores' glue (rule one-chain), not the projections of rule input-projections."""
+    core = prev.roots if prev.core is None else prev.core
+    more = sibs[used + 1: end + 1] if join == "one-chain" else sibs[start: end + 1]
+    return _Eager(prev.score, prev.softmax, prev.context, prev.roots + sibs[used + 1: end + 1],
+                  None if join == "one-chain" and prev.core is None else core + more)
 
 
 def _first_score(tr: Trace, sibs: list[int], lo: int, used: int) -> tuple[int, int]:
@@ -770,13 +811,65 @@ def _product_near_softmax(host: Sequence[HostEvent], sibs: list[int], k: int) ->
     return None
 
 
-def _one_chain(host: Sequence[HostEvent], sibs: list[int], end: int, start: int) -> bool:
-    """Rule one-chain: a triple starting at sibling ``start`` continues the chain whose last context product is at
-    ``end`` when at most MAX_EAGER_GAP siblings and no breaker lie between: block-sparse attention (BigBird) runs
-    several score → softmax → context triples in one call, and layers are always apart by a projection."""
+def _one_chain(tr: Trace, sibs: list[int], end: int, start: int, first: int) -> str | None:
+    """The rule by which a triple starting at sibling ``start`` continues the chain (first sibling at ``first``) whose
+    last sibling is at ``end``, or None. Rule one-chain: at most MAX_EAGER_GAP siblings and no breaker between:
+    block-sparse attention (BigBird) runs several score → softmax → context triples in one call. Rule
+    input-projections: within the gap too, the breakers between are only projections of the layer's input."""
     if start - end - 1 > MAX_EAGER_GAP:
-        return False
-    return not any(BREAKER.match(host[sibs[k]].name) for k in range(end + 1, start))
+        return None
+    host = tr.host
+    between = sibs[end + 1: start]
+    k = next((k for k, i in enumerate(between) if BREAKER.match(host[i].name)), None)
+    if k is None:
+        return "one-chain"
+    return "input-projections" if _input_projections(tr, between[k:], sibs, first) else None
+
+
+def _input_projections(tr: Trace, tail: list[int], sibs: list[int], first: int) -> bool:
+    """Rule input-projections: ``tail``, the siblings from the first breaker after a chain to the next triple, holds
+    only projections and no op that ends a layer (LAYER_ENDS); where shapes were recorded, each projection's input
+    is like that of the projection before the chain, which starts at sibling ``first`` (_like_input): then the tail
+    projects the same layer's input again (Longformer's global tokens), not an output projection's result or another
+    layer's. (The names first: most tails, a layer's end, fail on them without a look at any shape.)"""
+    host = tr.host
+    projections = []
+    for i in tail:
+        name = host[i].name
+        if BREAKER.match(name):
+            if not INPUT_PROJECTION.match(name):
+                return False
+            projections.append(i)
+        elif LAYER_END.match(name):
+            return False
+    ref = _projection_before(tr, sibs, first)
+    return all(_like_input(_first_input(tr, i), ref) for i in projections)
+
+
+def _projection_before(tr: Trace, sibs: list[int], first: int) -> list[int] | None:
+    """The recorded input dims of the nearest breaker before sibling ``first`` (a chain's start) if it is a
+    projection (its q/k/v's last); None where there is none or no shape was recorded."""
+    host = tr.host
+    for k in range(first - 1, -1, -1):
+        name = host[sibs[k]].name
+        if BREAKER.match(name):
+            return _first_input(tr, sibs[k]) if INPUT_PROJECTION.match(name) else None
+    return None
+
+
+def _first_input(tr: Trace, i: int) -> list[int] | None:
+    """An op's first recorded input's dims (all ints), or None."""
+    dims = _dims(tr, i)
+    first = dims[0] if dims else None
+    return first if isinstance(first, list) and first and all(isinstance(x, int) for x in first) else None
+
+
+def _like_input(dims: list[int] | None, ref: list[int] | None) -> bool:
+    """``dims`` is an input like ``ref``: the same rank and width (last dim), no other dim larger (all its tokens or
+    some: Longformer projects only the global tokens' queries). True where either was not recorded."""
+    if dims is None or ref is None:
+        return True
+    return len(dims) == len(ref) and dims[-1] == ref[-1] and all(a <= b for a, b in zip(dims[:-1], ref[:-1]))
 
 
 def _product_near(host: Sequence[HostEvent], sibs: list[int], pos: int, step: int, stop: int) -> int | None:
