@@ -646,3 +646,31 @@ def test_real_graph_replays_pack_and_attribute_the_same(src, tmp_path):
     assert stats.graph_kernels > 0
     _check_copy(src, out)
     assert _sha(src) == before
+
+
+def test_sigterm_during_the_copy_leaves_no_temp_file(tmp_path):
+    """``kill`` (a scheduler stopping a job) while the copy is written: exit 143, its temp file removed, no output."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from support.paths import ROOT
+
+    b = TraceBuilder()
+    for k in range(4000):  # a copy long enough to be stopped while it is written
+        attention_block(b, 200.0 * k, name=f"layer{k % 24}.attention")
+    src = b.write(tmp_path / "big.pt.trace.json")
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "annotate", str(src), "-o", str(out / "a.json")],
+                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(out.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    if proc.poll() is not None:
+        pytest.skip("the copy ended before it could be stopped")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+    assert not list(out.iterdir())

@@ -77,6 +77,21 @@ def test_workers_ignore_ctrl_c() -> None:
         assert pool.apply(signal.getsignal, (signal.SIGINT,)) == signal.SIG_IGN
 
 
+def test_workers_die_on_sigterm_whatever_handler_the_parent_set() -> None:
+    """The CLI's SIGTERM clean-up handler is inherited by forked workers; they set the default back, so a pool's
+    terminate() ends them at once instead of running the parent's clean-up."""
+    import multiprocessing
+
+    from tracekit.workers import worker_init
+
+    before = signal.signal(signal.SIGTERM, lambda *a: None)
+    try:
+        with multiprocessing.get_context("fork").Pool(1, initializer=worker_init, initargs=(os.getpid(),)) as pool:
+            assert pool.apply(signal.getsignal, (signal.SIGTERM,)) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def _children(pid: int) -> set[int]:
     out: set[int] = set()
     for task in Path(f"/proc/{pid}/task").glob("*"):

@@ -414,6 +414,7 @@ def annotate(path: str, output: Path, scope: str | None, pack_graph_lanes: bool)
     and arrows from each block to its kernels. The copy attributes exactly like the original (the added
     events are skipped); it is streamed, and never written over its input.
     """
+    _sigterm_cleans_up()
     try:
         from .annotation import annotate_path
 
@@ -627,8 +628,9 @@ class Terminated(SystemExit):
 
 
 def _sigterm_cleans_up() -> None:
-    """From here on, SIGTERM ends the command through its clean-up. Only for a command that starts no pool: forked
-    workers would inherit the handler, and then not die at once when their pool is terminated."""
+    """From here on, SIGTERM ends the command through its clean-up (its temp file removed, its pools terminated).
+    Pool workers set SIGTERM's default again as they start (tracekit.workers.worker_init), so they still die at once
+    when their pool is terminated."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminated)
 

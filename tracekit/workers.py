@@ -15,9 +15,12 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def worker_init(parent: int | None = None) -> None:
-    """Run in each new worker: ignore Ctrl-C, and die with the parent (``parent``: its pid, checked against a
-    parent that died before the kernel was told)."""
+    """Run in each new worker: ignore Ctrl-C, die at once on SIGTERM, and die with the parent (``parent``: its pid,
+    checked against a parent that died before the kernel was told). SIGTERM's default is set again because a forked
+    worker inherits the parent's handler (the CLI's clean-up on SIGTERM), and a terminated pool must not wait for
+    its workers to run a clean-up meant for the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if not sys.platform.startswith("linux"):
         return
     try:
