@@ -70,6 +70,8 @@ def op_rows(tr: Trace, links: Links, owned: Iterable[Sequence[int]], dev_share: 
     rows: dict[tuple[str, bytes, bytes], OpRow] = {}
     for u, js in units.items():
         c = costs[u]
+        if c.kind == "none":  # no FLOP count (issue 44: vLLM's attention records no lengths): no row
+            continue
         oi = tr.op_inputs[u]
         key = (tr.host[u].name, oi.dims, oi.types)
         r = rows.get(key)
