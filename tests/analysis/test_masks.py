@@ -1,0 +1,168 @@
+"""Attention pair counts (tracekit.analysis.masks, tracekit.analysis.serving) against a brute-force reference.
+
+The reference walks every (head, query, key) triple of masked attention and counts the multiply-adds of its two
+products (``Dqk`` for the score, ``Dv`` for the context), element by element: nothing from tracekit.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracekit.analysis.flops import op_cost
+from tracekit.analysis.masks import Mask, mask_pairs, paged_pairs, varlen_pairs
+
+
+def _sees(i: int, j: int, lq: int, lk: int, left: int | None, right: int | None, br: bool) -> bool:
+    pos = i + (lk - lq if br else 0)
+    return (left is None or j >= pos - left) and (right is None or j <= pos + right)
+
+
+def _brute_seq(lq: int, lk: int, hq: int, dqk: int, dv: int, left, right, br) -> int:
+    """Multiply-adds of one sequence's masked attention, counted head by head, element by element."""
+    madds = 0
+    for _h in range(hq):
+        for i in range(lq):
+            for j in range(lk):
+                if _sees(i, j, lq, lk, left, right, br):
+                    madds += dqk + dv  # one score element (Dqk terms) and its share of the context (Dv terms)
+    return madds
+
+
+def _brute_pairs(lq, lk, left, right, br) -> int:
+    return _brute_seq(lq, lk, 1, 1, 0, left, right, br)
+
+
+_side = st.one_of(st.none(), st.integers(0, 9))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 12), _side, _side, st.booleans())
+def test_mask_pairs_equal_the_brute_force_count(lq, lk, left, right, br):
+    assert mask_pairs(lq, lk, Mask(left, right, br)) == _brute_pairs(lq, lk, left, right, br)
+
+
+def _splits(total: int, batch: int, longest: int, rnd: random.Random) -> list[int]:
+    """A random split of ``total`` into ``batch`` lengths in [1, longest]."""
+    lens = [1] * batch
+    for _ in range(total - batch):
+        lens[rnd.choice([k for k in range(batch) if lens[k] < longest])] += 1
+    return lens
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 9), _side, st.booleans(), st.integers(0, 10**6))
+def test_varlen_bounds_hold_every_split(batch, longest, left, causal, seed):
+    rnd = random.Random(seed)
+    total = rnd.randint(batch, batch * longest)
+    mask = Mask(left, 0 if causal else None, True)
+    got = varlen_pairs(batch, total, longest, mask)
+    assert got is not None
+    values = set()
+    for _ in range(6):
+        lens = _splits(total, batch, longest, rnd)
+        v = sum(_brute_pairs(n, n, left, mask.right, True) for n in lens)
+        values.add(v)
+        assert got.lo <= v <= got.hi
+    if total in (batch, batch * longest):  # the split is forced: an exact count
+        assert got.lo == got.hi == values.pop() and got.why is None
+
+
+def test_varlen_bounds_are_attained():
+    """The bounds are the most even and the most uneven splits' own counts, not something looser."""
+    mask = Mask(None, 0, True)
+    got = varlen_pairs(3, 10, 6, mask)  # even split 4,3,3; uneven 6,3,1
+    assert got.lo == sum(_brute_pairs(n, n, None, 0, True) for n in (4, 3, 3))
+    assert got.hi == sum(_brute_pairs(n, n, None, 0, True) for n in (6, 3, 1))
+    assert varlen_pairs(3, 19, 6, mask) is None  # more tokens than 3 sequences of at most 6 hold
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 6), _side, st.integers(0, 10**6))
+def test_paged_decode_bounds_hold(batch, longest_k, left, seed):
+    rnd = random.Random(seed)
+    mask = Mask(left, 0, True)
+    got = paged_pairs(batch, batch, 1, longest_k, mask)
+    for _ in range(5):
+        ctx = [rnd.randint(1, longest_k) for _ in range(batch)]
+        v = sum(_brute_pairs(1, c, left, 0, True) for c in ctx)
+        assert got.lo <= v <= got.hi
+
+
+def test_paged_prefill_exact_when_every_length_is_forced():
+    got = paged_pairs(3, 3 * 5, 5, 5, Mask(None, 0, True))
+    assert got.lo == got.hi == 3 * _brute_pairs(5, 5, None, 0, True)
+
+
+def _j(x) -> bytes:
+    return json.dumps(x).encode()
+
+
+BF = "c10::BFloat16"
+
+
+def test_flash_varlen_gqa_window_exact_against_brute_force():
+    """flash_attn::_flash_attn_varlen_forward, 2 sequences of 6 (T = B·max), 4 query heads over 2 KV heads, causal
+    with a 2-token left window: FLOPs = 2 × the brute-force multiply-adds; bytes read K/V at the KV heads."""
+    hq, hk, d, n, length = 4, 2, 8, 2, 6
+    dims = [[n * length, hq, d], [n * length, hk, d], [n * length, hk, d], [n + 1], [n + 1]] + [[]] * 14
+    types = [BF] * 3 + ["int", "int"] + ["Scalar"] * 14
+    conc = [""] * 5 + [str(length), str(length), "0.0", "0.1", "True", "2", "-1"] + [""] * 7
+    c = op_cost("flash_attn::_flash_attn_varlen_forward", _j(dims), _j(types), _j(conc))
+    brute = n * _brute_seq(length, length, hq, d, d, 2, 0, True)
+    assert c.kind == "exact" and c.flops == 2 * brute
+    assert c.bytes == 2 * (n * length * hq * 2 * d + n * length * hk * 2 * d)
+
+
+def test_flash_varlen_uneven_gives_bounds_that_hold():
+    dims = [[10, 2, 4], [10, 2, 4], [10, 2, 4], [4], [4]] + [[]] * 14
+    conc = [""] * 5 + ["6", "6", "0.0", "0.1", "True", "-1", "-1"] + [""] * 7
+    c = op_cost("flash_attn::_flash_attn_varlen_forward", _j(dims), _j([BF] * 3 + ["int"] * 2 + [""] * 14), _j(conc))
+    assert c.kind == "bounds" and "varlen" in c.why
+    for lens in ([6, 3, 1], [4, 3, 3], [5, 4, 1], [2, 2, 6]):
+        v = 2 * sum(_brute_seq(n, n, 2, 4, 4, None, 0, True) for n in lens)
+        assert c.flops <= v <= c.flops_max
+
+
+def test_aiter_spellings():
+    """aiter's dense, varlen-backward and batch-prefill schemas: causal, window and max_seqlen at their slots."""
+    q = [2, 8, 4, 16]  # [B, L, H, D]
+    conc = ["", "", "", "0.0", "0.1", "True", "3", "0"] + [""] * 5
+    c = op_cost("aiter::mha_fwd", _j([q, q, q] + [[]] * 10), _j([BF] * 3 + [""] * 10), _j(conc))
+    assert c.flops == 2 * 2 * _brute_seq(8, 8, 4, 16, 16, 3, 0, True)
+    t = [[12, 4, 16]] * 6 + [[3], [3]] + [[]] * 20  # 2 sequences of 6 tokens
+    conc = [""] * 8 + ["6", "6", "0.0", "0.1", "False", "True", "-1", "-1"] + [""] * 12
+    bwd = op_cost("aiter::fmha_v3_varlen_bwd", _j(t), _j([BF] * 6 + ["int"] * 2 + [""] * 20), _j(conc))
+    assert bwd.flops == 2.5 * 2 * 2 * _brute_seq(6, 6, 4, 16, 16, None, 0, True)
+    pre = [[12, 4, 16], [500, 2, 16], [500, 2, 16], [3], [3], [13]] + [[]] * 24
+    conc = [""] * 6 + ["6", "6", "0.", "0.1", "0.", "False", "True", "-1", "-1", "0"] + [""] * 14
+    c = op_cost("aiter::mha_batch_prefill", _j(pre), _j([BF] * 3 + ["int"] * 3 + [""] * 24), _j(conc))
+    assert c.kind == "exact" and c.flops == 2 * 2 * _brute_seq(6, 6, 4, 16, 16, None, 0, True)
+
+
+def test_decode_and_vllm_spellings():
+    d = [[4, 8, 16], [1 << 20], [4, 8, 16], [100, 1, 2, 16], [100, 1, 2, 16], [5], [40], [4], [], [1], [1], []]
+    t = [BF, "unsigned char", BF, BF, BF, "int", "int", "int", "", "float", "float", ""]
+    c = op_cost("sglang_profiler::attention_paged_attention_ragged_7", _j(d), _j(t), _j([""] * 12))
+    assert c.kind == "bounds" and c.flops == 2 * 4 * 8 * 32  # each of 4 queries sees at least one key
+    assert c.flops_max == 2 * 8 * 32 * 40  # at most the 40 page slots listed, page size 1
+    v = op_cost("vllm::unified_attention_with_output", _j([[9, 8, 64], [9, 2, 64], [9, 2, 64], [9, 8, 64]]),
+                _j([BF] * 4), _j([""] * 4))
+    assert v.kind == "none" and "vllm" in v.why and v.flops == 0
+
+
+def test_window_on_dense_flash_and_aten_varlen():
+    q = [1, 8, 2, 4]
+    conc = ["", "", "", "0.0", "0.1", "True", "2", "0"] + [""] * 3
+    c = op_cost("flash_attn::_flash_attn_forward", _j([q, q, q] + [[]] * 8), _j([BF] * 3 + [""] * 8), _j(conc))
+    assert c.flops == 2 * _brute_seq(8, 8, 2, 4, 4, 2, 0, True)
+    nowin = ["", "", "", "0.0", "0.1", "True", "-1", "-1"] + [""] * 3
+    full = op_cost("flash_attn::_flash_attn_forward", _j([q, q, q] + [[]] * 8), _j([BF] * 3 + [""] * 8), _j(nowin))
+    assert full.flops == 2 * 2 * 8 * 8 * 8 / 2  # no window: the ½ causal convention, unchanged
+    t = [[12, 2, 4]] * 3 + [[3], [3]] + [[]] * 10
+    conc = [""] * 5 + ["6", "6", "0.0", "True", "False", "", "4", "0"] + [""] * 2
+    a = op_cost("aten::_flash_attention_forward", _j(t), _j([BF] * 3 + ["int"] * 2 + [""] * 10), _j(conc))
+    assert a.flops == 2 * 2 * _brute_seq(6, 6, 2, 4, 4, 4, 0, False)
