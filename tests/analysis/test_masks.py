@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -166,3 +167,65 @@ def test_window_on_dense_flash_and_aten_varlen():
     conc = [""] * 5 + ["6", "6", "0.0", "True", "False", "", "4", "0"] + [""] * 2
     a = op_cost("aten::_flash_attention_forward", _j(t), _j([BF] * 3 + ["int"] * 2 + [""] * 10), _j(conc))
     assert a.flops == 2 * 2 * _brute_seq(6, 6, 2, 4, 4, 4, 0, False)
+
+
+# --- through the whole analysis: a hand-built trace per kind of count, its JSON efficiency fields
+
+from support.builders import serving_attention_trace  # noqa: E402
+from tracekit import analyze  # noqa: E402
+from tracekit.hardware import lookup  # noqa: E402
+from tracekit.renderers.jsonrenderer import to_dict  # noqa: E402
+
+_VARLEN_DIMS = [[10, 2, 64], [10, 2, 64], [10, 2, 64], [4], [4]] + [[]] * 14
+_VARLEN_TYPES = [BF] * 3 + ["int"] * 2 + [""] * 14
+_VARLEN_CONC = [""] * 5 + ["6", "6", "0.0", "0.1", "True", "-1", "-1"] + [""] * 7
+
+
+def _block_eff(tmp_path, op, dims, types, conc, kernel_us):
+    res = analyze(serving_attention_trace(tmp_path / "t.json", op, dims, types, conc, kernel_us)).check()
+    [b] = to_dict(res, "t")["blocks"]
+    return b["efficiency"]
+
+
+def test_bounds_reach_the_json_as_a_range(tmp_path):
+    """3 causal sequences of 10 tokens, none over 6: FLOPs between the even (4,3,3) and the uneven (6,3,1) split's
+    brute-force counts; the rate and the share of the roof as a range."""
+    e = _block_eff(tmp_path, "flash_attn::_flash_attn_varlen_forward", _VARLEN_DIMS, _VARLEN_TYPES, _VARLEN_CONC,
+                   100.0)
+    lo = 2 * sum(_brute_seq(n, n, 2, 64, 64, None, 0, True) for n in (4, 3, 3))
+    hi = 2 * sum(_brute_seq(n, n, 2, 64, 64, None, 0, True) for n in (6, 3, 1))
+    assert e["flops_kind"] == "bounds" and e["flops"] == e["flops_min"] == lo and e["flops_max"] == hi
+    assert "varlen" in e["flops_reason"]
+    assert e["tflops_per_s_max"] == round(hi / 100e-6 / 1e12, 3)
+    peak = lookup("NVIDIA H100 80GB HBM3").bf16 * 1e12
+    nbytes = 2 * (10 * 2 * 128 + 10 * 2 * 128)
+    roof = 100 * max(hi / peak, nbytes / (lookup("NVIDIA H100 80GB HBM3").mem_gb_per_s * 1e9)) / 100e-6
+    assert e["roof_pct_max"] == round(roof, 2) and e["roof_pct"] <= e["roof_pct_max"] <= 100
+
+
+def test_an_upper_bound_past_the_roof_is_cut_and_said(tmp_path):
+    """A decode over a paged cache of a million slots in a 1 µs kernel: the page list's upper bound would be far
+    above the roof -- never printed above 100%, and the reason says it was cut."""
+    dims = [[4, 8, 128], [1], [4, 8, 128], [1 << 20, 1, 8, 128], [1 << 20, 1, 8, 128], [5], [1 << 20], [4], [],
+            [1], [1], []]
+    types = [BF, "unsigned char", BF, BF, BF, "int", "int", "int", "", "float", "float", ""]
+    e = _block_eff(tmp_path, "sglang_profiler::attention_paged_attention_ragged_3", dims, types, [""] * 12, 1.0)
+    assert e["flops_kind"] == "bounds" and e["roof_pct_max"] == 100.0 and "cut at 100%" in e["flops_reason"]
+    peak = lookup("NVIDIA H100 80GB HBM3").bf16 * 1e12
+    assert e["flops_max"] == pytest.approx(peak * 1e-6) and e["flops_min"] == 2 * 4 * 8 * 256
+
+
+def test_no_count_states_its_reason(tmp_path):
+    dims = [[9, 8, 64], [9, 2, 64], [9, 2, 64], [9, 8, 64]]
+    e = _block_eff(tmp_path, "vllm::unified_attention_with_output", dims, [BF] * 4, [""] * 4, 10.0)
+    assert e["flops_kind"] == "none" and e["flops"] is None and "vllm::unified_attention" in e["flops_reason"]
+    assert e["reason"] == e["flops_reason"]
+
+
+def test_exact_counts_keep_their_figures(tmp_path):
+    dims = [[12, 2, 64], [12, 2, 64], [12, 2, 64], [3], [3]] + [[]] * 14
+    conc = [""] * 5 + ["6", "6", "0.0", "0.1", "True", "-1", "-1"] + [""] * 7
+    e = _block_eff(tmp_path, "flash_attn::_flash_attn_varlen_forward", dims, _VARLEN_TYPES, conc, 100.0)
+    assert e["flops_kind"] == "exact" and e["flops"] == e["flops_min"] == e["flops_max"]
+    assert e["tflops_per_s_max"] == e["tflops_per_s"] and e["roof_pct_max"] == e["roof_pct"]
+    assert e["flops_reason"] is None

@@ -445,3 +445,16 @@ def no_attention_trace(path: Path) -> Path:
         b.launch("vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar>",
                  t0 + 125, 5, t0 + 440, 50)
     return b.write(path)
+
+
+def serving_attention_trace(path: Path, op: str, dims: list, types: list, concrete: list,
+                            kernel_us: float = 100.0) -> Path:
+    """One attention block on an H100 (issue 44): a serving attention op (``op``, with its recorded ``Input Dims``,
+    ``Input type`` and ``Concrete Inputs``) launching one flash kernel of ``kernel_us`` -- the op whose FLOPs the
+    block's efficiency counts."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    b.annotation("layer0.attention", 0, 200)
+    ev = with_dims(b.op(op, 10, 20), dims, types)
+    ev["args"]["Concrete Inputs"] = concrete
+    b.launch(LAYER_FLASH_K, 11, 1, 1000, kernel_us)
+    return b.write(path)
