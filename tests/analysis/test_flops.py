@@ -410,6 +410,9 @@ def test_efficiency_check_accepts_what_counting_and_summing_build() -> None:
     {"memory_s": None, "reason": "no bandwidth"},  # a FLOP roof without a bandwidth one: no device has that
     {"compute_s": None},  # no roof, and no reason why
     {"reason": ""},
+    {"bounded": 3},  # issue 44: more calls counted as ranges than calls counted
+    {"flops_span": 1.0}, {"compute_span_s": 1e-9},  # a range's width without a call counted as a range
+    {"bounded": 1, "flops_span": -1.0},
 ])
 def test_efficiency_check_rejects_broken_figures(broken: dict) -> None:
     e = dataclasses.replace(_counted(), **broken)
@@ -1102,3 +1105,16 @@ def test_dense_aiter_agrees_with_tracelens() -> None:
         conc = ["", "", "", "0.0", "0.1", str(causal), "-1", "-1"] + [""] * 5
         c = op_cost("aiter::mha_fwd", _j([q, q, q] + [[]] * 10), _j(["c10::BFloat16"] * 3 + [""] * 10), _j(conc))
         assert c.flops == pytest.approx(_tracelens_sdpa(2, 1024, 16, 1024, 128, causal), rel=0.01)
+
+
+def test_efficiency_sums_the_ranges_of_its_parts() -> None:
+    """Issue 44: summing parts keeps the lower bounds in ``flops`` and adds the ranges' widths and their seconds
+    at peak, and the first reason; an exact part adds no width."""
+    a = dataclasses.replace(_counted(), bounded=1, flops_span=5e8, compute_span_s=5e-7, bounds_why="varlen: …")
+    total = sum_efficiency([a, _counted(), a])
+    assert total is not None and total.check() is total
+    assert (total.flops, total.flops_span, total.bounded, total.ops) == (3e9, 1e9, 2, 6)
+    assert total.compute_span_s == pytest.approx(1e-6) and total.bounds_why == "varlen: …"
+    d = efficiency_dict(total)
+    assert d["flops_kind"] == "bounds" and d["flops_max"] == 4e9 and d["flops_reason"] == "varlen: …"
+    assert efficiency_dict(_counted())["flops_kind"] == "exact"
