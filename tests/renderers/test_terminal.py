@@ -549,3 +549,20 @@ def test_the_efficiency_table_splits_each_kind_by_category_and_matmul_role(tmp_p
     assert rows["score"][:3] == [f"{2 * one / 1e6:.2f}", "M", f"{2 * one / 20e-6 / 1e12:.1f}"]
     assert rows["context"][:3] == [f"{2 * one / 1e6:.2f}", "M", f"{2 * one / 16e-6 / 1e12:.1f}"]
     assert "projection" not in rows  # (no projection was recorded: no row)
+
+
+def test_the_efficiency_table_shows_bounds_as_a_range(tmp_path):
+    """Issue 44: a varlen call whose split is not recorded shows FLOPs, TFLOP/s and % of roof as low–high (the
+    JSON's figures), and the reason under the table."""
+    from support.builders import serving_attention_trace
+
+    dims = [[10, 2, 64], [10, 2, 64], [10, 2, 64], [4], [4]] + [[]] * 14
+    types = ["c10::BFloat16"] * 3 + ["int"] * 2 + [""] * 14
+    conc = [""] * 5 + ["6", "6", "0.0", "0.1", "True", "-1", "-1"] + [""] * 7
+    res = analyze(str(serving_attention_trace(tmp_path / "t.json", "flash_attn::_flash_attn_varlen_forward", dims,
+                                              types, conc))).check()
+    e = json.loads(JSONRenderer().render(res))["blocks"][0]["efficiency"]
+    text = TerminalRenderer(width=160).render(res)
+    assert f"{e['tflops_per_s']:.1f}–{e['tflops_per_s_max']:.1f}" in text
+    assert f"{e['roof_pct']:.1f}–{e['roof_pct_max']:.1f}%" in text
+    assert "FLOPs counted as bounds: varlen" in " ".join(text.split())
