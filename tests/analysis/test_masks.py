@@ -229,3 +229,13 @@ def test_exact_counts_keep_their_figures(tmp_path):
     assert e["flops_kind"] == "exact" and e["flops"] == e["flops_min"] == e["flops_max"]
     assert e["tflops_per_s_max"] == e["tflops_per_s"] and e["roof_pct_max"] == e["roof_pct"]
     assert e["flops_reason"] is None
+
+
+def test_an_exact_count_past_the_roof_is_cut_and_said(tmp_path):
+    """An exact count (2 sequences of 6) in a kernel far too short for it (1 ns): the share of the roof is never
+    printed above 100%; the reason says the count, the peak or the time cannot be right."""
+    dims = [[12, 2, 64], [12, 2, 64], [12, 2, 64], [3], [3]] + [[]] * 14
+    conc = [""] * 5 + ["6", "6", "0.0", "0.1", "True", "-1", "-1"] + [""] * 7
+    e = _block_eff(tmp_path, "flash_attn::_flash_attn_varlen_forward", dims, _VARLEN_TYPES, conc, 0.001)
+    assert e["flops_kind"] == "exact" and e["roof_pct"] == e["roof_pct_max"] == 100.0
+    assert "count would exceed the roof" in e["flops_reason"]

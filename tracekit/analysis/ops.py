@@ -78,7 +78,7 @@ def op_rows(tr: Trace, links: Links, owned: Iterable[Sequence[int]], dev_share: 
         if r is None:
             r = rows[key] = OpRow(op=key[0], shapes=oi.dims.decode("utf-8", "replace"), dtype=_dtype(oi.types),
                                   calls=0, flops=0.0, bytes=0.0, time_ns=0, compute_s=0.0, memory_s=0.0)
-        r.add(1, c.flops, c.bytes, sum(dev_share[j] for j in js), *at_peak(c))
+        r.add(1, c.flops, c.bytes, sum(dev_share[j] for j in js), *at_peak(c), c.flops_max)
     # rows keyed by the raw recorded bytes merge where their labels agree (the same shapes with other spacing,
     # types that differ past the first tensor's dtype): one row per (op, shapes, dtype) shown, sorted by time
     return merge_ops([list(rows.values())]) or []

@@ -294,7 +294,7 @@ def _efficiency_row(kind: str, phase: str, e: Efficiency, busy_us: float) -> lis
     if e.ops == 0:
         return [kind, phase, "n/a", "", "", "", "", ""]
     t = e.time_ns
-    roof_pct = e.roof_pct
+    roof_pct = None if e.roof_pct is None else min(100.0, e.roof_pct)  # issue 44: never above the roof (a reason)
     row = [kind, phase, _fmt_flops(e.flops), f"{e.flops / t / 1e3:.1f}" if t else "n/a",
            f"{e.bytes / t:.0f}" if t else "n/a", "n/a" if roof_pct is None else f"{roof_pct:.1f}%",
            e.bound or "n/a", f"{pct(t / 1000, busy_us):.0f}%"]
@@ -315,8 +315,10 @@ def _with_range(row: list[str], e: Efficiency) -> list[str]:
 def _bounds_lines(result: Attribution, width: int) -> list[str]:
     """Under the efficiency table: why some counts are ranges (issue 44), once."""
     tot = result.totals.efficiency
-    why = flops_range(tot)["flops_reason"] if tot is not None and tot.bounded else None
-    return wrap(f"(low–high: FLOPs counted as bounds: {why})", width) if why else []
+    why = flops_range(tot)["flops_reason"] if tot is not None and tot.ops else None
+    if not why:
+        return []
+    return wrap(f"({'low–high: FLOPs counted as bounds: ' if tot is not None and tot.bounded else ''}{why})", width)
 
 
 def _rank_lines(result: Attribution, width: int) -> list[str]:

@@ -194,8 +194,9 @@ def flops_range(e: Efficiency) -> dict[str, object]:
     roof_hi = _roof_at(e.compute_s, e.memory_s, e.compute_span_s, t)
     why = e.bounds_why if e.bounded else None
     if roof_hi is not None and roof_hi > 100.0:
-        why = "; ".join(x for x in (why, "the upper bound would exceed the roof in the measured time: cut at 100%")
-                        if x)
+        cut = (f"the {'upper bound' if e.bounded else 'count'} would exceed the roof in the measured time"
+               f"{'' if e.bounded else ' (a count, peak or time that cannot be right)'}: cut at 100%")
+        why = "; ".join(x for x in (why, cut) if x)
         roof_hi = 100.0
         if e.compute_s and e.compute_span_s:  # the FLOPs the roof allows, at these calls' peak
             hi = min(hi, lo * (t * 1e-9) / e.compute_s)
@@ -222,7 +223,8 @@ def _bound_and_roof(cs: float | None, ms: float | None, t: int) -> tuple[str | N
     """(bound, % of the roofline) as the ``bound``/``roof_pct`` properties give them; None without peaks."""
     if cs is None or ms is None:
         return None, None
-    return "compute" if cs >= ms else "memory", round(100.0 * max(cs, ms) / (t * 1e-9), 2) if t > 0 else None
+    roof = min(100.0, round(100.0 * max(cs, ms) / (t * 1e-9), 2)) if t > 0 else None  # (issue 44: flops_reason)
+    return "compute" if cs >= ms else "memory", roof
 
 
 @dataclass(slots=True, kw_only=True)
