@@ -253,13 +253,21 @@ def _causal_fraction(lq: int, lk: int) -> float:
     return 1 - lk / (2 * lq)
 
 
-def _attention(name: str, dims: list, types: list, concrete: list) -> OpCost | None:
-    qi, layout, cpos, ckind, backward = _ATTENTION[name]
-    q, k, v = (_tensor(dims, types, qi + i) for i in range(3))
+def _attention_or_window(name: str, dims: list, types: list, concrete: list) -> OpCost | None:
+    """A fused attention op: packed tokens (cu_seqlens) and a recorded window counted as serving ops (issue 44),
+    everything else by :func:`_attention`."""
+    qi, layout, _, _, backward = _ATTENTION[name]
+    q = _tensor(dims, types, qi)
     if q is not None and len(q[0]) == 3 and name in serving.ATEN_VARLEN:  # packed (cu_seqlens) tokens: varlen
         return _serving(serving.ATEN_VARLEN[name], dims, types, concrete)
     if (win := serving.dense_window(name, concrete)) is not None:
         return _cost(serving.windowed(lambda j: _tensor(dims, types, j), qi, win, layout == _BHLD, backward))
+    return _attention(name, dims, types, concrete)
+
+
+def _attention(name: str, dims: list, types: list, concrete: list) -> OpCost | None:
+    qi, layout, cpos, ckind, backward = _ATTENTION[name]
+    q, k, v = (_tensor(dims, types, qi + i) for i in range(3))
     if q is None or k is None or v is None or not (len(q[0]) == len(k[0]) == len(v[0]) == 4):
         return None
     if layout == _BHLD:
@@ -452,7 +460,7 @@ def op_cost(name: str, dims_raw: bytes, types_raw: bytes, concrete_raw: bytes) -
         return None
     try:
         if name in _ATTENTION:
-            return _attention(name, dims, types, concrete)
+            return _attention_or_window(name, dims, types, concrete)
         if (spec := serving.spec_of(name)) is not None:
             return _serving(spec, dims, types, concrete)
         if name == "aten::einsum":
@@ -615,34 +623,45 @@ def _sums(groups: dict[_GroupKey, list[int]], peaks: DevicePeaks | None, device:
     at_peak: dict[OpCost, Efficiency] = {}  # one call's time at peak (and reason) on this device, per distinct cost
     sums: dict[tuple[int, str | None], Efficiency] = {}
     for (b, cat, role, c), (n, ns) in groups.items():
-        if c.kind == FLOPS_NONE:  # no count: only its reason, where nothing else gives one
-            for k in (None, str(cat), str(role)) if role else (None, str(cat)):
-                e = sums.setdefault((b, k), Efficiency())
-                e.reason = e.reason or c.why
+        keys = [(b, k) for k in ((None, str(cat), str(role)) if role else (None, str(cat)))]  # plain str: orjson
+        if c.kind == FLOPS_NONE:
+            _note_uncounted(sums, keys, c.why)
             continue
         ref = at_peak.get(c)
         if ref is None:
             ref = at_peak[c] = _unit_efficiency(c, 0, peaks, device)
-        flops, nbytes = n * c.flops, n * c.bytes
-        cs = None if ref.compute_s is None else n * ref.compute_s
-        ms = None if ref.memory_s is None else n * ref.memory_s
-        for k in (None, str(cat), str(role)) if role else (None, str(cat)):  # plain str: orjson refuses subclasses
-            e = sums.get((b, k))
+        for key in keys:
+            e = sums.get(key)
             if e is None:
-                e = sums[(b, k)] = Efficiency()
-            e.flops += flops
-            e.bytes += nbytes
-            e.time_ns += ns
-            e.compute_s = None if e.compute_s is None or cs is None else e.compute_s + cs
-            e.memory_s = None if e.memory_s is None or ms is None else e.memory_s + ms
-            e.ops += n
-            if e.reason is None:
-                e.reason = ref.reason
+                e = sums[key] = Efficiency()
+            _accumulate(e, n, ns, c, ref)
             if c.kind == FLOPS_BOUNDS:
                 _add_range(e, n, c, peaks)
-            if ref.dtypes and ref.dtypes[0] not in e.dtypes:  # as Efficiency.add merges them
-                e.dtypes = tuple(sorted({*e.dtypes, *ref.dtypes}))
     return sums
+
+
+def _note_uncounted(sums: dict[tuple[int, str | None], Efficiency], keys: list[tuple[int, str | None]],
+                    why: str | None) -> None:
+    """Calls with no FLOP count (issue 44: vLLM's attention records no lengths): only their reason, where nothing
+    else gives one -- never a figure."""
+    for key in keys:
+        e = sums.setdefault(key, Efficiency())
+        e.reason = e.reason or why
+
+
+def _accumulate(e: Efficiency, n: int, ns: int, c: OpCost, ref: Efficiency) -> None:
+    """``n`` calls of cost ``c`` (``ref``: one call at peak) taking ``ns`` of busy time, summed into ``e`` in
+    place, as :meth:`Efficiency.add` sums (without a part object per group)."""
+    e.flops += n * c.flops
+    e.bytes += n * c.bytes
+    e.time_ns += ns
+    e.compute_s = None if e.compute_s is None or ref.compute_s is None else e.compute_s + n * ref.compute_s
+    e.memory_s = None if e.memory_s is None or ref.memory_s is None else e.memory_s + n * ref.memory_s
+    e.ops += n
+    if e.reason is None:
+        e.reason = ref.reason
+    if ref.dtypes and ref.dtypes[0] not in e.dtypes:  # as Efficiency.add merges them
+        e.dtypes = tuple(sorted({*e.dtypes, *ref.dtypes}))
 
 
 def _add_range(e: Efficiency, n: int, c: OpCost, peaks: DevicePeaks | None) -> None:

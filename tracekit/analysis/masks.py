@@ -129,12 +129,19 @@ def paged_pairs(batch: int, total_q: int, longest_q: int | None, longest_k: int 
     if lq * batch == total_q and longest_k == lq:
         n = batch * mask_pairs(lq, lq, mask)
         return Pairs(n, n)
+    hi = _paged_upper(total_q, lq, longest_k, capacity, mask)
+    if hi is None:
+        return None
+    keys = f"1..{longest_k}" if longest_k is not None else f"at most {capacity} in all"
+    return Pairs(total_q, max(hi, total_q),
+                 f"paged KV cache: {batch} sequences, {total_q} query tokens, contexts of {keys} keys; the context "
+                 "lengths are a tensor the trace does not record")
+
+
+def _paged_upper(total_q: int, lq: int, longest_k: int | None, capacity: int | None, mask: Mask) -> int | None:
+    """The most pairs: every query row at its widest reach (``longest_k`` keys, narrowed by a window), and every
+    sequence's rows over all the keys the page list holds (``Σ lq_i·lk_i <= max lq · Σ lk_i``); None: unbounded."""
     his = [total_q * _row_width(longest_k, mask)] if longest_k is not None else []
     if capacity is not None:
         his.append(lq * capacity)
-    if not his:
-        return None
-    keys = f"1..{longest_k}" if longest_k is not None else f"at most {capacity} in all"
-    return Pairs(total_q, max(min(his), total_q),
-                 f"paged KV cache: {batch} sequences, {total_q} query tokens, contexts of {keys} keys; the context "
-                 "lengths are a tensor the trace does not record")
+    return min(his) if his else None

@@ -179,7 +179,7 @@ def _cross(batch: int, tq: int, tk: int, mq: int, mk: int, mask: Mask) -> Pairs:
 
 def _varlen_pairs(spec: Spec, dims: list, concrete: list, tq: int, tk: int, mask: Mask) -> Pairs | None:
     n = _first(dims, spec.cu[0] if spec.cu else None)
-    mq, mk = (_int(concrete, spec.maxlen[0]), _int(concrete, spec.maxlen[1])) if spec.maxlen else (None, None)
+    mq, mk = _maxlens(spec, concrete)
     if n is None or n < 2 or mq is None or mk is None:
         return None
     if tq == tk and mq == mk:  # self-attention's packing: one split for both (cu_seqlens_q == cu_seqlens_k)
@@ -218,6 +218,25 @@ def _cache_geometry(k: Tensor) -> tuple[int, int, int] | None:
     return None
 
 
+def _maxlens(spec: Spec, concrete: list) -> tuple[int | None, int | None]:
+    """The recorded ``max_seqlen_q``/``max_seqlen_k`` (None where absent); decode is one query per sequence."""
+    mq, mk = (_int(concrete, spec.maxlen[0]), _int(concrete, spec.maxlen[1])) if spec.maxlen else (None, None)
+    return (1 if spec.form == "decode" else mq), mk
+
+
+def _page_bounds(spec: Spec, dims: list, page: int, mk: int | None) -> tuple[int | None, int | None]:
+    """(longest context, all contexts together) from the page list's shape: a page-index list ``[n]`` holds every
+    sequence's pages (at most ``n × page`` keys in all); a block table ``[batch, pages]`` caps each sequence."""
+    plist = dims[spec.pages] if spec.pages is not None and spec.pages < len(dims) else None
+    if not isinstance(plist, list) or not all(type(x) is int for x in plist):
+        return mk, None
+    if len(plist) == 1:
+        return mk, plist[0] * page
+    if len(plist) == 2:
+        return (plist[1] * page if mk is None else min(mk, plist[1] * page)), None
+    return mk, None
+
+
 def _paged(spec: Spec, at: TensorAt, dims: list, concrete: list, mask: Mask) -> Count | None:
     """A prefill (or decode) over a paged cache: queries packed, keys bounded by max_seqlen_k and the page list."""
     q, k = at(spec.q), at(spec.q + 1)
@@ -227,15 +246,8 @@ def _paged(spec: Spec, at: TensorAt, dims: list, concrete: list, mask: Mask) -> 
         return None
     page, hk, dk = geo
     tq, hq, dqk = q[0]
-    mq, mk = (_int(concrete, spec.maxlen[0]), _int(concrete, spec.maxlen[1])) if spec.maxlen else (None, None)
-    if spec.form == "decode":
-        mq = 1
-    plist = dims[spec.pages] if spec.pages is not None and spec.pages < len(dims) else None
-    cap = None
-    if isinstance(plist, list) and len(plist) == 1 and type(plist[0]) is int:
-        cap = plist[0] * page  # a page-index list: every sequence's pages are in it
-    elif isinstance(plist, list) and len(plist) == 2 and all(type(x) is int for x in plist):
-        mk = min(x for x in (mk, plist[1] * page) if x is not None)  # a block table: [batch, pages per sequence]
+    mq, mk = _maxlens(spec, concrete)
+    mk, cap = _page_bounds(spec, dims, page, mk)
     pairs = paged_pairs(n - 1, tq, mq, mk, mask, cap)
     if pairs is None:
         return None

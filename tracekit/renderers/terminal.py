@@ -306,7 +306,7 @@ def _with_range(row: list[str], e: Efficiency) -> list[str]:
     the high end never above 100% of the roof (results.efficiency.flops_range cuts it and says why)."""
     r = flops_range(e)
     hi, rate, roof = r["flops_max"], r["tflops_per_s_max"], r["roof_pct_max"]
-    row[2] = f"{row[2]}–{_fmt_flops(float(hi))}" if isinstance(hi, float) else row[2]  # type: ignore[arg-type]
+    row[2] = f"{row[2]}–{_fmt_flops(float(hi))}" if isinstance(hi, float) else row[2]
     row[3] = f"{row[3]}–{rate:.1f}" if isinstance(rate, float) else row[3]
     row[5] = f"{row[5][:-1]}–{roof:.1f}%" if isinstance(roof, float) and row[5].endswith("%") else row[5]
     return row

@@ -92,11 +92,15 @@ class Efficiency:
         _expect(set(self.dtypes) <= set(DTYPES) and list(self.dtypes) == sorted(set(self.dtypes)),
                 "dtypes are distinct hardware.DTYPES classes, sorted", self)
         _expect(self.ops > 0 or not self.dtypes, "ops == 0 implies no dtypes", self)
+        self._check_ranges()
+        return self
+
+    def _check_ranges(self) -> None:
+        """Issue 44: ranges only from calls counted as ranges, never negative, never more such calls than calls."""
         _expect(0 <= self.bounded <= self.ops and self.flops_span >= 0 and self.compute_span_s >= 0,
                 "0 <= bounded <= ops; the ranges' widths are >= 0", self)
         _expect(self.bounded > 0 or (self.flops_span == 0 and self.compute_span_s == 0),
                 "no call counted as a range, no width", self)
-        return self
 
     def _check_sums(self) -> None:
         """No negative (or NaN) sum, and no figures without a counted call."""
@@ -194,15 +198,20 @@ def flops_range(e: Efficiency) -> dict[str, object]:
     roof_hi = _roof_at(e.compute_s, e.memory_s, e.compute_span_s, t)
     why = e.bounds_why if e.bounded else None
     if roof_hi is not None and roof_hi > 100.0:
-        cut = (f"the {'upper bound' if e.bounded else 'count'} would exceed the roof in the measured time"
-               f"{'' if e.bounded else ' (a count, peak or time that cannot be right)'}: cut at 100%")
-        why = "; ".join(x for x in (why, cut) if x)
-        roof_hi = 100.0
-        if e.compute_s and e.compute_span_s:  # the FLOPs the roof allows, at these calls' peak
-            hi = min(hi, lo * (t * 1e-9) / e.compute_s)
+        roof_hi, hi, why = _cut_at_roof(e, hi, why)
     return {"flops_kind": "bounds" if e.bounded else "exact", "flops_min": lo, "flops_max": max(lo, hi),
             "tflops_per_s_max": round(max(lo, hi) / t / 1e3, 3) if t > 0 else None, "roof_pct_max": roof_hi,
             "flops_reason": why}
+
+
+def _cut_at_roof(e: Efficiency, hi: float, why: str | None) -> tuple[float, float, str]:
+    """A count whose high end the device could not reach in the measured time: 100% of the roof, the FLOPs the
+    roof allows (at these calls' peak), and the reason said."""
+    cut = (f"the {'upper bound' if e.bounded else 'count'} would exceed the roof in the measured time"
+           f"{'' if e.bounded else ' (a count, peak or time that cannot be right)'}: cut at 100%")
+    if e.compute_s and e.compute_span_s:
+        hi = min(hi, e.flops * (e.time_ns * 1e-9) / e.compute_s)
+    return 100.0, hi, "; ".join(x for x in (why, cut) if x)
 
 
 def _roof_at(cs: float | None, ms: float | None, extra_cs: float, t: int) -> float | None:
