@@ -1118,3 +1118,17 @@ def test_efficiency_sums_the_ranges_of_its_parts() -> None:
     d = efficiency_dict(total)
     assert d["flops_kind"] == "bounds" and d["flops_max"] == 4e9 and d["flops_reason"] == "varlen: …"
     assert efficiency_dict(_counted())["flops_kind"] == "exact"
+
+
+@requires_h200
+def test_flex_attention_states_why_it_has_no_count() -> None:
+    """The H200 sparse runs' flex-attention template (triton_tem_fused_flex_attention_0) records q/k/v and the block
+    mask's shapes, not its values: its category carries that reason, never a figure; the projections stay counted."""
+    res = analyze(next((H200 / "sparse" / "sparse_4096").glob("*.json*"))).check()
+    for b in res.blocks:
+        fa = b.efficiency_by_category["fused_attention"]
+        assert fa.ops == 0 and fa.flops == 0 and "block mask" in (fa.reason or "")
+        assert b.efficiency_by_category["projection"].ops > 0
+    from tracekit.renderers import TerminalRenderer
+    text = " ".join(TerminalRenderer(width=160).render(res).split())
+    assert "(fused_attention: no FLOP count: flex attention's block mask" in text

@@ -239,3 +239,17 @@ def test_an_exact_count_past_the_roof_is_cut_and_said(tmp_path):
     e = _block_eff(tmp_path, "flash_attn::_flash_attn_varlen_forward", dims, _VARLEN_TYPES, conc, 0.001)
     assert e["flops_kind"] == "exact" and e["roof_pct"] == e["roof_pct_max"] == 100.0
     assert "count would exceed the roof" in e["flops_reason"]
+
+
+def test_aiter_paged_decode_and_flex_spellings():
+    """aiter::paged_attention_ragged's own schema (kv_indptr at 6, the page list at 7; key_cache [pages, page, H,
+    D]): one query per sequence, at least one key each, at most the page list's slots × the page size; inductor's
+    flex-attention template: no count, its block mask's values are not recorded."""
+    d = [[3, 8, 16], [1 << 20], [3, 8, 16], [50, 4, 2, 16], [50, 4, 2, 16], [], [4], [10], [3]] + [[]] * 11
+    t = [BF, "unsigned char", BF, BF, BF, "", "int", "int", "int"] + [""] * 11
+    c = op_cost("aiter::paged_attention_ragged", _j(d), _j(t), _j([""] * 20))
+    assert c.kind == "bounds" and c.flops == 2 * 3 * 8 * 32 and c.flops_max == 2 * 8 * 32 * 10 * 4
+    q = [4, 16, 256, 64]
+    f = op_cost("triton_tem_fused_flex_attention_0", _j([q, q, q, [4, 16, 256], [4, 16, 256], [1, 1, 2]]),
+                _j([BF] * 3 + ["float"] * 2 + ["int"]), _j([""] * 6))
+    assert f.kind == "none" and "block mask" in f.why

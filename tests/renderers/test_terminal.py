@@ -566,3 +566,14 @@ def test_the_efficiency_table_shows_bounds_as_a_range(tmp_path):
     assert f"{e['tflops_per_s']:.1f}–{e['tflops_per_s_max']:.1f}" in text
     assert f"{e['roof_pct']:.1f}–{e['roof_pct_max']:.1f}%" in text
     assert "FLOPs counted as bounds: varlen" in " ".join(text.split())
+
+
+def test_the_efficiency_table_says_which_calls_have_no_count(tmp_path):
+    """Issue 44: vLLM's attention records no lengths: the efficiency line gives that reason, not a figure."""
+    from support.builders import serving_attention_trace
+
+    dims = [[9, 8, 64], [9, 2, 64], [9, 2, 64], [9, 8, 64]]
+    res = analyze(str(serving_attention_trace(tmp_path / "t.json", "vllm::unified_attention_with_output", dims,
+                                              ["c10::BFloat16"] * 4, [""] * 4))).check()
+    text = " ".join(TerminalRenderer(width=160).render(res).split())
+    assert "efficiency: n/a (vllm::unified_attention records no sequence or context lengths" in text

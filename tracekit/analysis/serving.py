@@ -90,12 +90,20 @@ _CAUSAL_AT = {"flash_attn::_flash_attn_forward": 5, "flash_attn::_flash_attn_bac
               "aten::_flash_attention_forward": 8, "aten::_flash_attention_backward": 11}
 
 
+_FLEX_WHY = ("flex attention's block mask is a tensor (its kv_num_blocks/kv_indices values, and the mask_mod's "
+             "partial blocks) the trace does not record: the pairs it scores are unknown")
+_FLEX = Spec("none", why=_FLEX_WHY)
+
+
 def spec_of(name: str) -> Spec | None:
-    """The spec of an op name; SGLang's numbered profiler wrappers (``…_ragged_100``) by their stem."""
+    """The spec of an op name; SGLang's numbered profiler wrappers (``…_ragged_100``) by their stem; Inductor's
+    flex-attention templates (``triton_tem_fused_flex_attention_0``) by their prefix."""
     got = _SPECS.get(name)
     if got is None and name.startswith("sglang_profiler::"):
         stem, _, tail = name.rpartition("_")
         got = _SPECS.get(stem) if tail.isdigit() else None
+    if got is None and name.startswith("triton_tem_fused_flex_attention"):
+        got = _FLEX
     return got
 
 

@@ -249,7 +249,7 @@ def _efficiency_lines(result: Attribution, width: int, pooled: str = "") -> list
     return (["", *wrap(f"efficiency of kernels with recorded shapes{pooled} — roof: {_roof(result)}", width)]
             + fit_table(_drop_forward_phase(cols), width)
             + wrap("(timed: share of the blocks' busy time in kernels whose FLOPs/bytes are counted)", width)
-            + _bounds_lines(result, width))
+            + _bounds_lines(result, width) + _uncounted_lines(result, width))
 
 
 def _roof(result: Attribution) -> str:
@@ -310,6 +310,17 @@ def _with_range(row: list[str], e: Efficiency) -> list[str]:
     row[3] = f"{row[3]}–{rate:.1f}" if isinstance(rate, float) else row[3]
     row[5] = f"{row[5][:-1]}–{roof:.1f}%" if isinstance(roof, float) and row[5].endswith("%") else row[5]
     return row
+
+
+def _uncounted_lines(result: Attribution, width: int) -> list[str]:
+    """Under the efficiency table: the categories whose calls have no FLOP count and why (issue 44: vLLM's
+    attention, flex attention), each reason once."""
+    seen: dict[str, str] = {}
+    for b in result.blocks:
+        for part, e in b.efficiency_by_category.items():
+            if e.ops == 0 and e.reason and e.reason not in seen:
+                seen[e.reason] = part
+    return [ln for why, part in seen.items() for ln in wrap(f"({part}: no FLOP count: {why})", width)]
 
 
 def _bounds_lines(result: Attribution, width: int) -> list[str]:
