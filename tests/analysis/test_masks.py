@@ -253,3 +253,29 @@ def test_aiter_paged_decode_and_flex_spellings():
     f = op_cost("triton_tem_fused_flex_attention_0", _j([q, q, q, [4, 16, 256], [4, 16, 256], [1, 1, 2]]),
                 _j([BF] * 3 + ["float"] * 2 + ["int"]), _j([""] * 6))
     assert f.kind == "none" and "block mask" in f.why
+
+
+_FI = "flashinfer::batch_prefill_with_kv_cache_dtype_q_bf16_dtype_kv_bf16_dtype_o_bf16_dtype_idx_i32_head_dim_qk_64"
+
+
+def test_flashinfer_spellings():
+    """FlashInfer's JIT ops (flashinfer/prefill.py's registrations): single prefill (q, k, v; mask_mode 6, layout 7,
+    window_left 8), ragged (q 3, indptrs 6/7, mask_mode 10, window_left 12; no max_seqlen: the longest a split
+    allows), paged (page list 8, layout 13: HND caches [pages, H, page, D]); mask_mode 2 (custom): no count."""
+    single = "flashinfer::single_prefill_with_kv_cache_dtype_q_bf16_head_dim_64_run"
+    conc = [""] * 6 + ["1", "1", "3"] + [""] * 9
+    c = op_cost(single, _j([[5, 4, 64], [2, 7, 64], [2, 7, 64]] + [[]] * 15), _j([BF] * 3 + [""] * 15), _j(conc))
+    assert c.kind == "exact" and c.flops == 2 * _brute_seq(5, 7, 4, 64, 64, 3, 0, True)  # HND: k [Hk=2, Lk=7, D]
+    t = [[1], [1], [], [10, 4, 64], [10, 2, 64], [10, 2, 64], [4], [4]] + [[]] * 20
+    conc = [""] * 10 + ["1", "0", "-1"] + [""] * 15
+    r = op_cost(_FI + "_ragged_run", _j(t), _j(["uint8"] * 2 + [""] + [BF] * 3 + ["int"] * 2 + [""] * 20), _j(conc))
+    assert r.kind == "bounds"
+    for lens in ([8, 1, 1], [4, 3, 3], [2, 3, 5]):  # 3 sequences of 10 tokens: any split
+        assert r.flops <= 2 * sum(_brute_seq(n, n, 4, 64, 64, None, 0, True) for n in lens) <= r.flops_max
+    conc[10] = "2"
+    assert op_cost(_FI + "_ragged_run", _j(t), _j([BF] * 28), _j(conc)).kind == "none"
+    p = [[1], [1], [], [6, 4, 64], [30, 2, 16, 64], [30, 2, 16, 64], [3], [3], [7], [2]] + [[]] * 30
+    conc = [""] * 12 + ["1", "1", "-1"] + [""] * 25
+    g = op_cost(_FI + "_paged_run", _j(p), _j([BF] * 40), _j(conc))
+    # 2 sequences, 6 query tokens (the longest at most 5), 7 pages of 16 (HND: page size is dim 2) in all
+    assert g.kind == "bounds" and g.flops == 2 * 6 * 4 * 128 and g.flops_max == 5 * 7 * 16 * 2 * 4 * 128

@@ -34,13 +34,15 @@ class Spec(NamedTuple):
     form: str
     q: int = 0
     causal: int | None = None
-    win: tuple[int, int] | None = None
+    win: tuple[int | None, int | None] | None = None
     cu: tuple[int, int] | None = None
     maxlen: tuple[int, int] | None = None
     pages: int | None = None
     backward: bool = False
     bottom_right: bool = True
     why: str | None = None
+    causal_int: bool = False  # FlashInfer: ``mask_mode`` 0 none, 1 causal, 2/3 a custom mask (no count)
+    layout: int | None = None  # FlashInfer: the ``layout`` scalar, 0 NHD ([.., L, H, D]), 1 HND ([.., H, L, D])
 
 
 class Count(NamedTuple):
@@ -72,6 +74,11 @@ _SPECS: dict[str, Spec] = {
     "aiter::paged_attention_ragged": Spec("decode", 2, cu=(6, 6), pages=7),
     # SGLang's profiler wrapper (sglang_profiler::attention_paged_attention_ragged_<n>) drops the scale argument
     "sglang_profiler::attention_paged_attention_ragged": Spec("decode", 2, cu=(5, 5), pages=6),
+    # FlashInfer's JIT ops, flashinfer::<uri>_{ragged,paged}_run and flashinfer::single_prefill_<uri>_run (by their
+    # prefix and suffix, spec_of): q, k, v, the indptrs, mask_mode, layout, window_left (left only)
+    "flashinfer::ragged_run": Spec("varlen", 3, 10, (12, None), (6, 7), causal_int=True, layout=11),
+    "flashinfer::paged_run": Spec("paged", 3, 12, (14, None), (6, 7), pages=8, causal_int=True, layout=13),
+    "flashinfer::single_run": Spec("single", 0, 6, (8, None), causal_int=True, layout=7),
     "vllm::unified_attention": Spec("none", why=_VLLM_WHY),
     "vllm::unified_attention_with_output": Spec("none", why=_VLLM_WHY),
 }
@@ -104,7 +111,21 @@ def spec_of(name: str) -> Spec | None:
         got = _SPECS.get(stem) if tail.isdigit() else None
     if got is None and name.startswith("triton_tem_fused_flex_attention"):
         got = _FLEX
+    if got is None and name.startswith("flashinfer::"):
+        got = _flashinfer(name)
     return got
+
+
+def _flashinfer(name: str) -> Spec | None:
+    """FlashInfer's ops are named after their JIT module: ``flashinfer::batch_prefill_with_kv_cache_<dtypes…>_
+    ragged_run`` / ``…_paged_run``, ``flashinfer::single_prefill_with_kv_cache_<…>_run`` (flashinfer/prefill.py)."""
+    if name.startswith("flashinfer::batch_prefill"):
+        for tail in ("ragged_run", "paged_run"):
+            if name.endswith("_" + tail):
+                return _SPECS["flashinfer::" + tail]
+    if name.startswith("flashinfer::single_prefill") and name.endswith("_run"):
+        return _SPECS["flashinfer::single_run"]
+    return None
 
 
 def _int(concrete: list, pos: int | None) -> int | None:
@@ -120,6 +141,12 @@ def _true(concrete: list, pos: int | None) -> bool:
     return isinstance(v, str) and v.strip() in ("True", "true", "1")
 
 
+def _causal(concrete: list, spec: Spec) -> bool:
+    if spec.causal_int:
+        return _int(concrete, spec.causal) == 1
+    return _true(concrete, spec.causal)
+
+
 def _mask(concrete: list, spec: Spec) -> Mask:
     """Causal and window from the recorded scalars: a negative window side is unlimited; causal caps the right."""
     left = right = None
@@ -127,7 +154,7 @@ def _mask(concrete: list, spec: Spec) -> Mask:
         left, right = _int(concrete, spec.win[0]), _int(concrete, spec.win[1])
         left = left if left is not None and left >= 0 else None
         right = right if right is not None and right >= 0 else None
-    if _true(concrete, spec.causal):
+    if _causal(concrete, spec):
         right = 0 if right is None else min(right, 0)
     return Mask(left, right, spec.bottom_right)
 
@@ -188,8 +215,10 @@ def _cross(batch: int, tq: int, tk: int, mq: int, mk: int, mask: Mask) -> Pairs:
 def _varlen_pairs(spec: Spec, dims: list, concrete: list, tq: int, tk: int, mask: Mask) -> Pairs | None:
     n = _first(dims, spec.cu[0] if spec.cu else None)
     mq, mk = _maxlens(spec, concrete)
-    if n is None or n < 2 or mq is None or mk is None:
+    if n is None or n < 2:
         return None
+    mq = mq if mq is not None else tq - n + 2  # no max_seqlen recorded (FlashInfer): the longest a split allows
+    mk = mk if mk is not None else tk - n + 2
     if tq == tk and mq == mk:  # self-attention's packing: one split for both (cu_seqlens_q == cu_seqlens_k)
         return varlen_pairs(n - 1, tq, mq, mask)
     return _cross(n - 1, tq, tk, mq, mk, mask)
@@ -216,11 +245,12 @@ def _varlen(spec: Spec, at: TensorAt, dims: list, concrete: list, mask: Mask) ->
     return _count(pairs, q, hq, dqk, dv, nbytes, spec.backward)
 
 
-def _cache_geometry(k: Tensor) -> tuple[int, int, int] | None:
-    """(page size, KV heads, head dim) of a paged cache: [pages, page, H, D], or [slots, H, D] (page size 1)."""
+def _cache_geometry(k: Tensor, hnd: bool = False) -> tuple[int, int, int] | None:
+    """(page size, KV heads, head dim) of a paged cache: [pages, page, H, D] ([pages, H, page, D] when ``hnd``), or
+    [slots, H, D] (page size 1)."""
     s = k[0]
     if len(s) == 4:
-        return s[1], s[2], s[3]
+        return (s[2], s[1], s[3]) if hnd else (s[1], s[2], s[3])
     if len(s) == 3:
         return 1, s[1], s[2]
     return None
@@ -248,7 +278,7 @@ def _page_bounds(spec: Spec, dims: list, page: int, mk: int | None) -> tuple[int
 def _paged(spec: Spec, at: TensorAt, dims: list, concrete: list, mask: Mask) -> Count | None:
     """A prefill (or decode) over a paged cache: queries packed, keys bounded by max_seqlen_k and the page list."""
     q, k = at(spec.q), at(spec.q + 1)
-    geo = _cache_geometry(k) if k is not None else None
+    geo = _cache_geometry(k, _int(concrete, spec.layout) == 1) if k is not None else None
     n = _first(dims, spec.cu[0] if spec.cu else None)
     if q is None or len(q[0]) != 3 or geo is None or n is None or n < 2:
         return None
@@ -263,12 +293,41 @@ def _paged(spec: Spec, at: TensorAt, dims: list, concrete: list, mask: Mask) -> 
     return _count(pairs, q, hq, dqk, dk, nbytes, spec.backward)
 
 
+_CUSTOM_WHY = "a custom mask (FlashInfer mask_mode 2/3) is a tensor the trace does not record: the pairs are unknown"
+
+
+def _single(spec: Spec, at: TensorAt, mask: Mask, hnd: bool) -> Count | None:
+    """One sequence, FlashInfer's single prefill: q [Lq, Hq, D]; k, v [Lk, Hk, D] ([Hk, Lk, D] when ``hnd``)."""
+    q, k, v = at(spec.q), at(spec.q + 1), at(spec.q + 2)
+    if q is None or k is None or v is None or not len(q[0]) == len(k[0]) == len(v[0]) == 3:
+        return None
+    (lq, hq, dqk), (hk, lk) = q[0], ((k[0][0], k[0][1]) if hnd else (k[0][1], k[0][0]))
+    dv, hv = v[0][2], hk
+    flops = windowed_pairs(lq, lk, mask) * _per_pair(hq, dqk, dv, spec.backward)
+    return Count(flops, flops, float((hq * lq * (dqk + dv) + lk * (hk * dqk + hv * dv)) * q[1]), q[2])
+
+
+def _by_mask_mode(spec: Spec, concrete: list) -> Spec | None:
+    """FlashInfer's ``mask_mode``: 0/1 the spec as it is; 2/3 (a custom mask tensor) no count, with why; not
+    recorded as an integer (another release's argument order): None, no count."""
+    mode = _int(concrete, spec.causal)
+    if mode in (0, 1):
+        return spec
+    return Spec("none", spec.q, why=_CUSTOM_WHY) if mode is not None and mode >= 2 else None
+
+
 def count(spec: Spec, at: TensorAt, dims: list, concrete: list) -> Count | None:
     """One call's count by its spec; None when the recorded inputs do not fit it."""
+    got = _by_mask_mode(spec, concrete) if spec.causal_int else spec
+    if got is None:
+        return None
+    spec = got
     if spec.form == "none":
         q = at(spec.q)
         return Count(0.0, 0.0, 0.0, q[2] if q else None, spec.why, none=True)
     mask = _mask(concrete, spec)
+    if spec.form == "single":
+        return _single(spec, at, mask, _int(concrete, spec.layout) == 1)
     if spec.form == "dense":
         return _dense(spec, at, mask)
     if spec.form == "varlen":
