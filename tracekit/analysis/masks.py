@@ -108,8 +108,9 @@ def varlen_pairs(batch: int, total: int, longest: int, mask: Mask) -> Pairs | No
     lo, hi = _split_sum(_even(total, batch), mask), _split_sum(_uneven(total, batch, longest), mask)
     if lo == hi:
         return Pairs(lo, hi)
-    return Pairs(lo, hi, f"varlen: {batch} sequences of {total} tokens, none over {longest}; their lengths are a "
-                         "tensor the trace does not record (bounds: the most even and the most uneven split)")
+    return Pairs(lo, hi, f"varlen: {batch} sequences of {total} tokens, none over {longest}, queries and keys split "
+                         "alike; their lengths are a tensor the trace does not record (bounds: the most even and the "
+                         "most uneven split)")
 
 
 def paged_pairs(batch: int, total_q: int, longest_q: int | None, longest_k: int | None, mask: Mask,
