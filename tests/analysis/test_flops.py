@@ -1132,3 +1132,28 @@ def test_flex_attention_states_why_it_has_no_count() -> None:
     from tracekit.renderers import TerminalRenderer
     text = " ".join(TerminalRenderer(width=160).render(res).split())
     assert "(fused_attention: no FLOP count: flex attention's block mask" in text
+
+
+@pytest.mark.slow
+@requires_real
+@pytest.mark.real
+def test_no_real_trace_counts_more_than_its_roof_allows() -> None:
+    """Issue 44: on every shared real trace and H200 run, no block (nor any of its categories or roles) does more
+    work than the device's roof allows in the measured time -- the uncut share of the roof (Efficiency.roof_pct,
+    before the JSON's cut at 100%) stays at or under 100%; a count above it would be a wrong count."""
+    from support.paths import real_trace_files
+
+    paths = real_trace_files() + (sorted((H200 / "sweep").glob("*/*.json*")) + sorted((H200 / "sparse").glob(
+        "*/*.json*")) if H200.is_dir() else [])
+    checked = 0
+    for p in paths:
+        try:
+            res = analyze(p)
+        except Exception:  # unreadable samples are other tests' concern
+            continue
+        for b in res.blocks:
+            for e in [b.efficiency, *b.efficiency_by_category.values()]:
+                if e is not None and e.roof_pct is not None:
+                    checked += 1
+                    assert e.roof_pct <= 100.0 + 1e-6, (p.name, b.name, e)
+    assert checked > 1000
