@@ -272,6 +272,9 @@ def test_flashinfer_spellings():
     assert r.kind == "bounds"
     for lens in ([8, 1, 1], [4, 3, 3], [2, 3, 5]):  # 3 sequences of 10 tokens: any split
         assert r.flops <= 2 * sum(_brute_seq(n, n, 4, 64, 64, None, 0, True) for n in lens) <= r.flops_max
+    hnd = [[1], [1], [], [10, 4, 64], [2, 10, 64], [2, 10, 64], [4], [4]] + [[]] * 20  # HND: k, v [Hk, Tk, D]
+    conc[11] = "1"
+    assert op_cost(_FI + "_ragged_run", _j(hnd), _j([BF] * 28), _j(conc))[:2] == r[:2]
     conc[10] = "2"
     assert op_cost(_FI + "_ragged_run", _j(t), _j([BF] * 28), _j(conc)).kind == "none"
     p = [[1], [1], [], [6, 4, 64], [30, 2, 16, 64], [30, 2, 16, 64], [3], [3], [7], [2]] + [[]] * 30

@@ -229,6 +229,11 @@ def _count(pairs: Pairs, q: Tensor, hq: int, dqk: int, dv: int, nbytes: float, b
     return Count(pairs.lo * per, pairs.hi * per, float(nbytes * (2 if backward else 1)), q[2], pairs.why)
 
 
+def _nhd(s: list[int], hnd: bool) -> list[int]:
+    """A packed [T, H, D] shape; FlashInfer's HND layout records [H, T, D]."""
+    return [s[1], s[0], s[2]] if hnd else s
+
+
 def _varlen(spec: Spec, at: TensorAt, dims: list, concrete: list, mask: Mask) -> Count | None:
     q, k, v = at(spec.q), at(spec.q + 1), at(spec.q + 2)
     if q is None or k is None or v is None or len(q[0]) != 3:
@@ -237,7 +242,8 @@ def _varlen(spec: Spec, at: TensorAt, dims: list, concrete: list, mask: Mask) ->
         return _paged(spec, at, dims, concrete, mask)
     if len(k[0]) != 3 or len(v[0]) != 3:
         return None
-    (tq, hq, dqk), (tk, hk, _), (_, hv, dv) = q[0], k[0], v[0]
+    hnd = _int(concrete, spec.layout) == 1
+    (tq, hq, dqk), (tk, hk, _), (_, hv, dv) = q[0], _nhd(k[0], hnd), _nhd(v[0], hnd)
     pairs = _varlen_pairs(spec, dims, concrete, tq, tk, mask)
     if pairs is None:
         return None
