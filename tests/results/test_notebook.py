@@ -265,5 +265,21 @@ def test_op_frame_holds_the_json_op_rows_and_a_result_without_them_says_how(tmp_
     qk = df[(df["op"] == "aten::bmm") & (df["shapes"] == str(list(OPS_QK)))]
     assert list(qk["flops"]) == [2 * 2 * b * m * n * k] and list(qk["time_per_step_us"]) == [10.0]
     assert df["tflops_per_s"].dtype == float and df["roof_pct"].dtype == float
+    assert df["flops_max"].isna().all()  # issue 44: exact counts have no upper bound of their own
     with pytest.raises(ValueError, match="by='op'"):
         tracekit.analyze(path).to_dataframe(by="op")
+
+
+def test_op_frame_carries_the_bounds_of_a_range(tmp_path) -> None:
+    """Issue 44: a varlen call whose split is not recorded (3 causal sequences, 10 tokens, none over 6): the frame's
+    flops_max is the JSON row's upper bound (22 and 28 pairs of 512 FLOPs: the most even and uneven splits)."""
+    from support.builders import serving_attention_trace
+
+    dims = [[10, 2, 64], [10, 2, 64], [10, 2, 64], [4], [4]] + [[]] * 14
+    types = ["c10::BFloat16"] * 3 + ["int"] * 2 + [""] * 14
+    conc = [""] * 5 + ["6", "6", "0.0", "0.1", "True", "-1", "-1"] + [""] * 7
+    res = tracekit.analyze(serving_attention_trace(tmp_path / "t.json", "flash_attn::_flash_attn_varlen_forward",
+                                                   dims, types, conc), by="op").check()
+    df = res.to_dataframe()
+    assert list(df["flops"]) == [22 * 512] and list(df["flops_max"]) == [28 * 512]
+    assert df["roof_pct_max"][0] == pytest.approx(_json(res)["ops"][0]["roof_pct_max"], abs=1e-3)  # (JSON rounds)
