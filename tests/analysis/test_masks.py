@@ -282,3 +282,9 @@ def test_flashinfer_spellings():
     g = op_cost(_FI + "_paged_run", _j(p), _j([BF] * 40), _j(conc))
     # 2 sequences, 6 query tokens (the longest at most 5), 7 pages of 16 (HND: page size is dim 2) in all
     assert g.kind == "bounds" and g.flops == 2 * 6 * 4 * 128 and g.flops_max == 5 * 7 * 16 * 2 * 4 * 128
+
+
+def test_serving_backward_factor_is_the_fused_ops_one():
+    from tracekit.analysis import flops, serving
+
+    assert serving.BWD_FACTOR == flops._BWD_FACTOR

@@ -2,7 +2,7 @@
 
 Each op family is one :class:`Spec`: the argument positions of its schema (flash-attn's
 ``flash_attn_interface.py`` op registrations, aiter's ``aiter/ops/mha.py`` and ``aiter/ops/attention.py``, ATen's
-``native_functions.yaml``), read from ``Input Dims`` (tensors) and ``Concrete Inputs`` (scalars: ``is_causal``,
+``native_functions.yaml``, FlashInfer's ``flashinfer/prefill.py``), read from ``Input Dims`` (tensors) and ``Concrete Inputs`` (scalars: ``is_causal``,
 ``window_size_left/right``, ``max_seqlen_q/k``). The pairs a call scores are counted by
 :mod:`tracekit.analysis.masks`; FLOPs are ``2·Hq·pairs·(Dqk + Dv)``, 2.5× for a backward (flops.py's conventions).
 
@@ -23,13 +23,14 @@ __all__ = ["ATEN_VARLEN", "Count", "Spec", "count", "dense_window", "spec_of", "
 Tensor = tuple[list[int], int, "str | None"]  # (shape, element size, dtype class), as flops._tensor gives it
 TensorAt = Callable[[int], "Tensor | None"]
 
-BWD_FACTOR = 2.5
+BWD_FACTOR = 2.5  # flops.py's backward factor (flops imports this module, not the other way: a test ties them)
 
 
 class Spec(NamedTuple):
     """One op family's argument positions. ``form``: "dense" ([B, L, H, D] tensors), "varlen" (packed [T, H, D]
     with ``cu``/``maxlen``), "paged" (a prefill over a paged KV cache: ``pages`` is the page-index list or block
-    table), "decode" (one query per sequence over a paged cache), "none" (no lengths recorded: ``why``)."""
+    table), "decode" (one query per sequence over a paged cache), "single" (FlashInfer's one sequence, [L, H, D]),
+    "none" (no lengths recorded: ``why``)."""
 
     form: str
     q: int = 0
