@@ -2,9 +2,10 @@
 
 Each op family is one :class:`Spec`: the argument positions of its schema (flash-attn's
 ``flash_attn_interface.py`` op registrations, aiter's ``aiter/ops/mha.py`` and ``aiter/ops/attention.py``, ATen's
-``native_functions.yaml``, FlashInfer's ``flashinfer/prefill.py``), read from ``Input Dims`` (tensors) and ``Concrete Inputs`` (scalars: ``is_causal``,
-``window_size_left/right``, ``max_seqlen_q/k``). The pairs a call scores are counted by
-:mod:`tracekit.analysis.masks`; FLOPs are ``2·Hq·pairs·(Dqk + Dv)``, 2.5× for a backward (flops.py's conventions).
+``native_functions.yaml``, FlashInfer's ``flashinfer/prefill.py``), read from ``Input Dims`` (tensors) and
+``Concrete Inputs`` (scalars: ``is_causal``, ``window_size_left/right``, ``max_seqlen_q/k``). The pairs a call
+scores are counted by :mod:`tracekit.analysis.masks`; FLOPs are ``2·Hq·pairs·(Dqk + Dv)``, 2.5× for a backward
+(flops.py's conventions).
 
 Alignment of a causal or windowed mask when ``Lq != Lk``: bottom-right for flash-attn (>= 2.1, its README),
 aiter, FlashInfer, vLLM and SGLang (all flash-attn's convention); top-left for the ATen ops (PyTorch's
