@@ -382,6 +382,11 @@ SHAPED_OPS: tuple[OpPattern, ...] = (
     OpPattern("gemm", "|".join(p.pattern for p in SHAPED_GEMM_OPS),
               "matrix products: FLOPs and the projection/score/context role"),
     *FUSED_ATTENTION_OPS,
+    OpPattern("serving-attention-shapes", r"aiter::paged_attention\w*|triton_tem_fused_flex_attention\w*|"
+                                          r"flashinfer::(?:batch|single)_prefill\w*",
+              "issue 44: attention ops that open no block of their own but whose inputs say what the call counts "
+              "(aiter's paged decode; inductor's flex-attention template, whose block mask is not recorded; "
+              "FlashInfer's prefill runs)"),
     OpPattern("softmax", f"(?:{alternation(SOFTMAX_OPS + LOG_SOFTMAX_OPS)})\\w*",
               "softmax and log_softmax, with any suffix (their _backward_data too): the FLOP/byte rules read them"),
     OpPattern("elementwise", r"aten::(?:add|sub|mul|div|masked_fill|where|gelu|silu|relu|tanh|exp|neg|rsqrt|"

@@ -27,8 +27,6 @@ SWEEP = ROOT.parent / "shared" / "traces" / "h200" / "sweep"
 # Traces with known answers
 
 
-
-
 # ---------------------------------------------------------------------------------------------
 # Without a browser
 
@@ -74,8 +72,6 @@ def test_hostile_names_stay_data(tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # In Chromium
-
-
 
 
 @pytest.mark.slow
@@ -1127,3 +1123,26 @@ def test_a_trace_without_attention_shows_its_idle_by_cause_and_top_device_events
     report(eager_trace(tmp_path / "e.pt.trace.json", layers=1), "-o", tmp_path / "e.html")
     open_page(browser, tmp_path / "e.html")
     assert js(browser, "return document.querySelectorAll('[data-section=\"blockless\"]').length") == 0
+
+
+@pytest.mark.slow
+def test_roofline_table_shows_bounds_as_a_range(browser, tmp_path):
+    """Issue 44: a varlen call whose split is not recorded (3 causal sequences, 10 tokens, none over 6) shows
+    FLOPs, TFLOP/s and % of roof as low–high, the JSON's own figures, with the reason in the cells' title."""
+    from support.builders import serving_attention_trace
+
+    dims = [[10, 2, 64], [10, 2, 64], [10, 2, 64], [4], [4]] + [[]] * 14
+    types = ["c10::BFloat16"] * 3 + ["int"] * 2 + [""] * 14
+    conc = [""] * 5 + ["6", "6", "0.0", "0.1", "True", "-1", "-1"] + [""] * 7
+    path = serving_attention_trace(tmp_path / "v.pt.trace.json", "flash_attn::_flash_attn_varlen_forward", dims,
+                                   types, conc)
+    [b] = json.loads(run_cli("attribute", path, "--format", "json").stdout)["blocks"]
+    e = b["efficiency"]
+    report(path, "-o", tmp_path / "v.html")
+    open_page(browser, tmp_path / "v.html")
+    cells = js(browser, "return Array.from(document.querySelectorAll('tr[data-kind] td')).map(t => "
+                        "[t.textContent, t.title || ''])")
+    texts = [c[0] for c in cells]
+    assert f"{e['tflops_per_s']:.1f}\u2013{e['tflops_per_s_max']:.1f}" in texts
+    assert f"{e['roof_pct']:.1f}\u2013{e['roof_pct_max']:.1f}%" in texts
+    assert any(c[1].startswith("FLOPs counted as bounds: varlen") for c in cells)

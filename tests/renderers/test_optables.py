@@ -116,3 +116,24 @@ def test_a_cpu_only_trace_says_its_ops_are_not_timed(tmp_path) -> None:
     assert res.ops == []
     for text in (TerminalRenderer(by="op", width=200).render(res), MarkdownRenderer(by="op").render(res)):
         assert "none timed" in text and "record_shapes" not in text
+
+
+def test_op_rows_show_flops_counted_as_bounds_as_a_range(tmp_path) -> None:
+    """Issue 44: flash-attn varlen, 3 causal sequences of 10 tokens, none over 6, 2 heads of 128: the most even
+    split (4, 3, 3) scores 10 + 6 + 6 = 22 pairs, the most uneven (6, 3, 1) 21 + 6 + 1 = 28; 2·2·(64 + 64) = 512
+    FLOPs a pair. JSON and CSV carry the upper bound beside the lower; terminal and markdown show low–high."""
+    from support.builders import serving_attention_trace
+
+    dims = [[10, 2, 64], [10, 2, 64], [10, 2, 64], [4], [4]] + [[]] * 14
+    types = ["c10::BFloat16"] * 3 + ["int"] * 2 + [""] * 14
+    conc = [""] * 5 + ["6", "6", "0.0", "0.1", "True", "-1", "-1"] + [""] * 7
+    res = analyze(serving_attention_trace(tmp_path / "t.json", "flash_attn::_flash_attn_varlen_forward", dims,
+                                          types, conc, kernel_us=0.01), by="op").check()
+    [row] = json.loads(JSONRenderer(by="op").render(res))["ops"]
+    assert (row["flops"], row["flops_max"]) == (22 * 512, 28 * 512)
+    assert row["roof_pct"] <= row["roof_pct_max"] <= 100
+    [c] = list(csv.DictReader(io.StringIO(CSVRenderer(by="op").render(res))))
+    assert float(c["flops_max"]) == 28 * 512 and float(c["tflops_per_s_max"]) == row["tflops_per_s_max"]
+    rate = f"{row['tflops_per_s']:.1f}–{row['tflops_per_s_max']:.1f}"
+    assert rate in MarkdownRenderer(by="op").render(res)
+    assert rate in TerminalRenderer(by="op", width=200).render(res)

@@ -564,3 +564,31 @@ def test_a_trace_without_attention_says_why_its_device_idled_and_what_ran(tmp_pa
     assert top[1].split()[:4] == ["50.0", "µs", "1×", "elementwise"] and "launch_clamp_scalar" in top[1]
     blocks = TerminalRenderer(width=120).render(analyze(str(steps_trace(tmp_path / "s.pt.trace.json")[0])).check())
     assert "top device events, step" not in blocks and "idle; idle by cause" not in blocks
+
+
+def test_the_efficiency_table_shows_bounds_as_a_range(tmp_path):
+    """Issue 44: a varlen call whose split is not recorded shows FLOPs, TFLOP/s and % of roof as low–high (the
+    JSON's figures), and the reason under the table."""
+    from support.builders import serving_attention_trace
+
+    dims = [[10, 2, 64], [10, 2, 64], [10, 2, 64], [4], [4]] + [[]] * 14
+    types = ["c10::BFloat16"] * 3 + ["int"] * 2 + [""] * 14
+    conc = [""] * 5 + ["6", "6", "0.0", "0.1", "True", "-1", "-1"] + [""] * 7
+    res = analyze(str(serving_attention_trace(tmp_path / "t.json", "flash_attn::_flash_attn_varlen_forward", dims,
+                                              types, conc))).check()
+    e = json.loads(JSONRenderer().render(res))["blocks"][0]["efficiency"]
+    text = TerminalRenderer(width=160).render(res)
+    assert f"{e['tflops_per_s']:.1f}–{e['tflops_per_s_max']:.1f}" in text
+    assert f"{e['roof_pct']:.1f}–{e['roof_pct_max']:.1f}%" in text
+    assert "FLOPs counted as bounds: varlen" in " ".join(text.split())
+
+
+def test_the_efficiency_table_says_which_calls_have_no_count(tmp_path):
+    """Issue 44: vLLM's attention records no lengths: the efficiency line gives that reason, not a figure."""
+    from support.builders import serving_attention_trace
+
+    dims = [[9, 8, 64], [9, 2, 64], [9, 2, 64], [9, 8, 64]]
+    res = analyze(str(serving_attention_trace(tmp_path / "t.json", "vllm::unified_attention_with_output", dims,
+                                              ["c10::BFloat16"] * 4, [""] * 4))).check()
+    text = " ".join(TerminalRenderer(width=160).render(res).split())
+    assert "efficiency: n/a (vllm::unified_attention records no sequence or context lengths" in text

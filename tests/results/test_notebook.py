@@ -266,6 +266,7 @@ def test_op_frame_holds_the_json_op_rows_and_a_result_without_them_says_how(tmp_
     qk = df[(df["op"] == "aten::bmm") & (df["shapes"] == str(list(OPS_QK)))]
     assert list(qk["flops"]) == [2 * 2 * b * m * n * k] and list(qk["time_per_step_us"]) == [10.0]
     assert df["tflops_per_s"].dtype == float and df["roof_pct"].dtype == float
+    assert df["flops_max"].isna().all()  # issue 44: exact counts have no upper bound of their own
     with pytest.raises(ValueError, match="by='op'"):
         tracekit.analyze(path).to_dataframe(by="op")
 
@@ -338,6 +339,8 @@ def test_repr_html_of_a_trace_without_attention_says_so_in_its_table(tmp_path):
     assert len(page.rows) == 1 and len(page.heads) == 4 + len(CATEGORIES)  # one row, saying why it is empty
     assert [("text-align:right" in h[1]) for h in page.heads[:4]] == [False, False, True, True]
     assert page.rows[0][0][0].startswith("no attention blocks found") and "scope=" in page.rows[0][0][0]
+
+
 def test_a_serving_trace_frames_by_stage_and_another_trace_has_no_stage_rows(tmp_path):
     """Issue 44: ``to_dataframe(by="stage")``, one row per stage (support.builders.serving_trace: busy 50, 25, 10
     and 6 µs); a trace without stages gives the columns and no row."""
@@ -349,3 +352,18 @@ def test_a_serving_trace_frames_by_stage_and_another_trace_has_no_stage_rows(tmp
     assert list(df["fused_attention_us"]) == pytest.approx([30, 16, 7, 0])
     empty = tracekit.analyze(no_attention_trace(tmp_path / "resnet.json")).to_dataframe(by="stage")
     assert len(empty) == 0 and "busy_us" in empty.columns
+
+
+def test_op_frame_carries_the_bounds_of_a_range(tmp_path) -> None:
+    """Issue 44: a varlen call whose split is not recorded (3 causal sequences, 10 tokens, none over 6): the frame's
+    flops_max is the JSON row's upper bound (22 and 28 pairs of 512 FLOPs: the most even and uneven splits)."""
+    from support.builders import serving_attention_trace
+
+    dims = [[10, 2, 64], [10, 2, 64], [10, 2, 64], [4], [4]] + [[]] * 14
+    types = ["c10::BFloat16"] * 3 + ["int"] * 2 + [""] * 14
+    conc = [""] * 5 + ["6", "6", "0.0", "0.1", "True", "-1", "-1"] + [""] * 7
+    res = tracekit.analyze(serving_attention_trace(tmp_path / "t.json", "flash_attn::_flash_attn_varlen_forward",
+                                                   dims, types, conc), by="op").check()
+    df = res.to_dataframe()
+    assert list(df["flops"]) == [22 * 512] and list(df["flops_max"]) == [28 * 512]
+    assert df["roof_pct_max"][0] == pytest.approx(_json(res)["ops"][0]["roof_pct_max"], abs=1e-3)  # (JSON rounds)

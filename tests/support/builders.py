@@ -230,7 +230,6 @@ def eager_trace(path: Path, layers: int, steps: int = 2, names: tuple[str, ...] 
     return b.write(path)
 
 
-
 def graph_pair(tmp_path: Path, layers: int = 2, **kw) -> tuple[Path, Path, float]:
     cap = TraceBuilder()
     capture(cap, 0, layers, **kw)
@@ -549,3 +548,16 @@ def two_triples(b: TraceBuilder, between: list[tuple[str, list | None]], shapes:
                   [("aten::linear", [1, 16, 64]), ("aten::add", None), ("aten::layer_norm", None)]):
         for name, first in pairs:
             op(name, first)
+
+
+def serving_attention_trace(path: Path, op: str, dims: list, types: list, concrete: list,
+                            kernel_us: float = 100.0) -> Path:
+    """One attention block on an H100 (issue 44): a serving attention op (``op``, with its recorded ``Input Dims``,
+    ``Input type`` and ``Concrete Inputs``) launching one flash kernel of ``kernel_us`` -- the op whose FLOPs the
+    block's efficiency counts."""
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    b.annotation("layer0.attention", 0, 200)
+    ev = with_dims(b.op(op, 10, 20), dims, types)
+    ev["args"]["Concrete Inputs"] = concrete
+    b.launch(LAYER_FLASH_K, 11, 1, 1000, kernel_us)
+    return b.write(path)

@@ -43,6 +43,7 @@ from ..hardware import DevicePeaks, compute_peak, lookup
 from ..model import OpInputs, Trace
 from ..results.efficiency import HOST_ONLY, NO_FORMULA, NO_SHAPES, DeviceInfo, Efficiency
 from ..vocab import COMPOSITE_GEMM_OPS, LOG_SOFTMAX_OPS, SHAPED_GEMM_OPS, SOFTMAX_OPS, alternation, anchored
+from . import serving
 from .link import NONE, Links
 
 __all__ = ["VECTOR_RULES", "ByteRule", "OpCost", "attention_flops", "block_efficiency", "device_info", "dtype_class",
@@ -67,6 +68,9 @@ class OpCost(NamedTuple):
     bytes: float
     dtype: str | None  # "bf16", "fp16", "fp8", "int8", "fp32" (None: no peak applies, e.g. fp64)
     matrix: bool  # tensor-core work (GEMM, attention) rather than vector work
+    flops_max: float | None = None  # the upper bound when ``kind`` is "bounds" (``flops`` the lower); else None
+    kind: str = "exact"  # FLOPS_EXACT | FLOPS_BOUNDS | FLOPS_NONE (no count: ``why`` says why; flops/bytes 0)
+    why: str | None = None  # why the count is bounds or none
 
 
 # --- attention ops: (index of q, layout of q/k/v, index of the causal argument, kind of that argument, backward)
@@ -249,6 +253,18 @@ def _causal_fraction(lq: int, lk: int) -> float:
     return 1 - lk / (2 * lq)
 
 
+def _attention_or_window(name: str, dims: list, types: list, concrete: list) -> OpCost | None:
+    """A fused attention op: packed tokens (cu_seqlens) and a recorded window counted as serving ops (issue 44),
+    everything else by :func:`_attention`."""
+    qi, layout, _, _, backward = _ATTENTION[name]
+    q = _tensor(dims, types, qi)
+    if q is not None and len(q[0]) == 3 and name in serving.ATEN_VARLEN:  # packed (cu_seqlens) tokens: varlen
+        return _serving(serving.ATEN_VARLEN[name], dims, types, concrete)
+    if (win := serving.dense_window(name, concrete)) is not None:
+        return _cost(serving.windowed(lambda j: _tensor(dims, types, j), qi, win, layout == _BHLD, backward))
+    return _attention(name, dims, types, concrete)
+
+
 def _attention(name: str, dims: list, types: list, concrete: list) -> OpCost | None:
     qi, layout, cpos, ckind, backward = _ATTENTION[name]
     q, k, v = (_tensor(dims, types, qi + i) for i in range(3))
@@ -264,6 +280,25 @@ def _attention(name: str, dims: list, types: list, concrete: list) -> OpCost | N
     if backward:
         io *= 2  # Q, K, V, O and dO read; dQ, dK, dV written
     return OpCost(flops, float(io * elem), q[2], True)
+
+
+FLOPS_EXACT, FLOPS_BOUNDS, FLOPS_NONE = "exact", "bounds", "none"
+
+
+def _cost(c: serving.Count | None) -> OpCost | None:
+    """A serving op's count as an OpCost: exact, a range (``flops`` the lower bound) or none with its reason."""
+    if c is None:
+        return None
+    if c.none:
+        return OpCost(0.0, 0.0, c.dtype, True, None, FLOPS_NONE, c.why)
+    if c.hi > c.lo:
+        return OpCost(c.lo, c.bytes, c.dtype, True, c.hi, FLOPS_BOUNDS, c.why)
+    return OpCost(c.lo, c.bytes, c.dtype, True)
+
+
+def _serving(spec: serving.Spec, dims: list, types: list, concrete: list) -> OpCost | None:
+    """Varlen, paged, windowed and serving-framework attention (tracekit.analysis.serving)."""
+    return _cost(serving.count(spec, lambda j: _tensor(dims, types, j), dims, concrete))
 
 
 def attention_flops(batch_heads: int, lq: int, lk: int, dqk: int, dv: int, *, causal: bool, backward: bool) -> float:
@@ -425,7 +460,9 @@ def op_cost(name: str, dims_raw: bytes, types_raw: bytes, concrete_raw: bytes) -
         return None
     try:
         if name in _ATTENTION:
-            return _attention(name, dims, types, concrete)
+            return _attention_or_window(name, dims, types, concrete)
+        if (spec := serving.spec_of(name)) is not None:
+            return _serving(spec, dims, types, concrete)
         if name == "aten::einsum":
             return _einsum(dims, types, concrete)
         if _SHAPED_GEMM.match(name):
@@ -586,27 +623,56 @@ def _sums(groups: dict[_GroupKey, list[int]], peaks: DevicePeaks | None, device:
     at_peak: dict[OpCost, Efficiency] = {}  # one call's time at peak (and reason) on this device, per distinct cost
     sums: dict[tuple[int, str | None], Efficiency] = {}
     for (b, cat, role, c), (n, ns) in groups.items():
+        keys = [(b, k) for k in ((None, str(cat), str(role)) if role else (None, str(cat)))]  # plain str: orjson
+        if c.kind == FLOPS_NONE:
+            _note_uncounted(sums, keys, c.why)
+            continue
         ref = at_peak.get(c)
         if ref is None:
             ref = at_peak[c] = _unit_efficiency(c, 0, peaks, device)
-        flops, nbytes = n * c.flops, n * c.bytes
-        cs = None if ref.compute_s is None else n * ref.compute_s
-        ms = None if ref.memory_s is None else n * ref.memory_s
-        for k in (None, str(cat), str(role)) if role else (None, str(cat)):  # plain str: orjson refuses subclasses
-            e = sums.get((b, k))
+        for key in keys:
+            e = sums.get(key)
             if e is None:
-                e = sums[(b, k)] = Efficiency()
-            e.flops += flops
-            e.bytes += nbytes
-            e.time_ns += ns
-            e.compute_s = None if e.compute_s is None or cs is None else e.compute_s + cs
-            e.memory_s = None if e.memory_s is None or ms is None else e.memory_s + ms
-            e.ops += n
-            if e.reason is None:
-                e.reason = ref.reason
-            if ref.dtypes and ref.dtypes[0] not in e.dtypes:  # as Efficiency.add merges them
-                e.dtypes = tuple(sorted({*e.dtypes, *ref.dtypes}))
+                e = sums[key] = Efficiency()
+            _accumulate(e, n, ns, c, ref)
+            if c.kind == FLOPS_BOUNDS:
+                _add_range(e, n, c, peaks)
     return sums
+
+
+def _note_uncounted(sums: dict[tuple[int, str | None], Efficiency], keys: list[tuple[int, str | None]],
+                    why: str | None) -> None:
+    """Calls with no FLOP count (issue 44: vLLM's attention records no lengths): only their reason, where nothing
+    else gives one -- never a figure."""
+    for key in keys:
+        e = sums.setdefault(key, Efficiency())
+        e.reason = e.reason or why
+
+
+def _accumulate(e: Efficiency, n: int, ns: int, c: OpCost, ref: Efficiency) -> None:
+    """``n`` calls of cost ``c`` (``ref``: one call at peak) taking ``ns`` of busy time, summed into ``e`` in
+    place, as :meth:`Efficiency.add` sums (without a part object per group)."""
+    e.flops += n * c.flops
+    e.bytes += n * c.bytes
+    e.time_ns += ns
+    e.compute_s = None if e.compute_s is None or ref.compute_s is None else e.compute_s + n * ref.compute_s
+    e.memory_s = None if e.memory_s is None or ref.memory_s is None else e.memory_s + n * ref.memory_s
+    e.ops += n
+    if e.reason is None:
+        e.reason = ref.reason
+    if ref.dtypes and ref.dtypes[0] not in e.dtypes:  # as Efficiency.add merges them
+        e.dtypes = tuple(sorted({*e.dtypes, *ref.dtypes}))
+
+
+def _add_range(e: Efficiency, n: int, c: OpCost, peaks: DevicePeaks | None) -> None:
+    """``n`` calls counted as a range: their widths (FLOPs and seconds at peak) beside the lower bounds summed."""
+    span = (c.flops_max or c.flops) - c.flops
+    e.bounded += n
+    e.flops_span += n * span
+    peak = compute_peak(peaks, c.dtype, c.matrix)[1] if peaks is not None else None
+    if peak:
+        e.compute_span_s += n * span / (peak * 1e12)
+    e.bounds_why = e.bounds_why or c.why
 
 
 def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[int], cats: Sequence[str],

@@ -70,13 +70,15 @@ def op_rows(tr: Trace, links: Links, owned: Iterable[Sequence[int]], dev_share: 
     rows: dict[tuple[str, bytes, bytes], OpRow] = {}
     for u, js in units.items():
         c = costs[u]
+        if c.kind == "none":  # no FLOP count (issue 44: vLLM's attention records no lengths): no row
+            continue
         oi = tr.op_inputs[u]
         key = (tr.host[u].name, oi.dims, oi.types)
         r = rows.get(key)
         if r is None:
             r = rows[key] = OpRow(op=key[0], shapes=oi.dims.decode("utf-8", "replace"), dtype=_dtype(oi.types),
                                   calls=0, flops=0.0, bytes=0.0, time_ns=0, compute_s=0.0, memory_s=0.0)
-        r.add(1, c.flops, c.bytes, sum(dev_share[j] for j in js), *at_peak(c))
+        r.add(1, c.flops, c.bytes, sum(dev_share[j] for j in js), *at_peak(c), c.flops_max)
     # rows keyed by the raw recorded bytes merge where their labels agree (the same shapes with other spacing,
     # types that differ past the first tensor's dtype): one row per (op, shapes, dtype) shown, sorted by time
     return merge_ops([list(rows.values())]) or []

@@ -84,7 +84,9 @@ def ops_list(result: Attribution) -> list[dict]:
     return [{"op": r.op, "shapes": r.shapes, "dtype": r.dtype, "calls": r.calls, "time_us": _r(r.time_us),
              "time_per_step_us": _r(basis.per_step(r.time_us)), "steps": basis.steps, "flops": r.flops,
              "bytes": r.bytes, "tflops_per_s": _r(r.tflops_per_s), "gb_per_s": _r(r.gb_per_s),
-             "roof_pct": _r(r.roof_pct), "bound": r.bound} for r in result.ops or []]
+             "roof_pct": _r(r.roof_pct), "bound": r.bound,
+             "flops_max": r.flops_max, "tflops_per_s_max": _r(r.tflops_per_s_max),  # issue 44: bounds
+             "roof_pct_max": _r(r.roof_pct_max)} for r in result.ops or []]
 
 
 def kernels_list(result: Attribution) -> list[dict]:

@@ -15,7 +15,7 @@ from ..results.rows import KernelRow, kernel_rows, step_count
 
 NOT_COMPUTED = "op table not computed: analyze with by='op' (tracekit attribute --by op)"
 OP_COLUMNS = ("op", "shapes", "dtype", "calls", "time_us", "time_per_step_us", "steps", "flops", "bytes",
-              "tflops_per_s", "gb_per_s", "roof_pct", "bound")
+              "tflops_per_s", "gb_per_s", "roof_pct", "bound", "flops_max", "tflops_per_s_max", "roof_pct_max")
 KERNEL_COLUMNS = ("kernel", "category", "calls", "time_us", "time_per_step_us", "steps")
 
 
@@ -53,8 +53,19 @@ def fmt_flops(x: float) -> str:
 def rate_cells(r: OpRow) -> list[str]:
     """TFLOP/s, GB/s, % of roof and bound ("n/a" where the time or the peaks are missing)."""
     tf, gb, roof = r.tflops_per_s, r.gb_per_s, r.roof_pct
-    return ["n/a" if tf is None else f"{tf:.1f}", "n/a" if gb is None else f"{gb:.0f}",
-            "n/a" if roof is None else f"{roof:.1f}%", r.bound or "n/a"]
+    cells = ["n/a" if tf is None else f"{tf:.1f}", "n/a" if gb is None else f"{gb:.0f}",
+             "n/a" if roof is None else f"{roof:.1f}%", r.bound or "n/a"]
+    return _ranged(cells, r) if r.flops_max is not None else cells
+
+
+def _ranged(cells: list[str], r: OpRow) -> list[str]:
+    """Issue 44: FLOPs counted as bounds (varlen, paged) as low–high; the roof's high end never above 100%."""
+    tf, roof = r.tflops_per_s_max, r.roof_pct_max
+    if tf is not None and cells[0] != "n/a":
+        cells[0] += f"–{tf:.1f}"
+    if roof is not None and cells[2] != "n/a":
+        cells[2] = f"{cells[2][:-1]}–{roof:.1f}%"
+    return cells
 
 
 def op_csv_row(r: OpRow, basis: Basis) -> list:
@@ -64,7 +75,7 @@ def op_csv_row(r: OpRow, basis: Basis) -> list:
 
     return [r.op, r.shapes, r.dtype, r.calls, num(r.time_us), num(basis.per_step(r.time_us)), basis.steps,
             f"{r.flops:.0f}", f"{r.bytes:.0f}", num(r.tflops_per_s), num(r.gb_per_s), num(r.roof_pct, 2),
-            r.bound or ""]
+            r.bound or "", num(r.flops_max, 0), num(r.tflops_per_s_max), num(r.roof_pct_max, 2)]
 
 
 def kernel_csv_row(k: KernelRow, basis: Basis) -> list:

@@ -276,10 +276,23 @@
       return {attrs: attrs, cells: [name, n, cell("n/a", null, {title: e.reason}),
                                     cell("", null), cell("", null), cell("", null), cell(""), cell("", null)]};
     }
-    return {attrs: attrs, cells: [name, n, cell(fmtFlops(e.flops), e.flops),
-      cell(e.tflops_per_s.toFixed(1), e.tflops_per_s), cell(e.gb_per_s.toFixed(0), e.gb_per_s),
-      cell(e.roof_pct === null ? "n/a" : e.roof_pct.toFixed(1) + "%", e.roof_pct), cell(e.bound || "n/a"),
+    var r = rangeTexts(e);
+    return {attrs: attrs, cells: [name, n, cell(r.flops, e.flops, r.title),
+      cell(r.rate, e.tflops_per_s, r.title), cell(e.gb_per_s.toFixed(0), e.gb_per_s),
+      cell(r.roof, e.roof_pct, r.title), cell(e.bound || "n/a"),
       cell(pct(row.timed_share), row.timed_share)]};
+  }
+  /* Issue 44: FLOPs counted as bounds (varlen, paged) show as low–high, the roof's high end never above 100%
+     (Python cuts it: results.efficiency.flops_range); the reason goes in the cells' title. */
+  function rangeTexts(e) {
+    var roof = e.roof_pct === null ? "n/a" : e.roof_pct.toFixed(1) + "%";
+    var out = {flops: fmtFlops(e.flops), rate: e.tflops_per_s.toFixed(1), roof: roof, title: null};
+    if (e.flops_kind !== "bounds") return out;
+    out.flops += "\u2013" + fmtFlops(e.flops_max);
+    if (e.tflops_per_s_max !== null) out.rate += "\u2013" + e.tflops_per_s_max.toFixed(1);
+    if (e.roof_pct !== null && e.roof_pct_max !== null) out.roof = e.roof_pct.toFixed(1) + "\u2013" + e.roof_pct_max.toFixed(1) + "%";
+    out.title = {title: "FLOPs counted as bounds: " + e.flops_reason};
+    return out;
   }
 
   /* Each hint, and under it what it saves (the terminal's saving line): an upper bound or a labelled estimate,

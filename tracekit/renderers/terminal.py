@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..results.efficiency import Efficiency
+from ..results.efficiency import Efficiency, flops_range
 from ..results.attribution import CATEGORIES, IDLE_CAUSES, Attribution, CompiledOutside, Coverage
 from ..results.hints import NO_STEPS_BASIS, step_unit
 from ..results.sweep import run_rows
@@ -263,7 +263,8 @@ def _efficiency_lines(result: Attribution, width: int, pooled: str = "") -> list
     cols = _cols(rows, right={2, 3, 4, 5, 7}, names=0, drop={4: 2, 7: 1, 2: 3})
     return (["", *wrap(f"efficiency of kernels with recorded shapes{pooled} — roof: {_roof(result)}", width)]
             + fit_table(_drop_forward_phase(cols), width)
-            + wrap("(timed: share of the blocks' busy time in kernels whose FLOPs/bytes are counted)", width))
+            + wrap("(timed: share of the blocks' busy time in kernels whose FLOPs/bytes are counted)", width)
+            + _bounds_lines(result, width) + _uncounted_lines(result, width))
 
 
 def _roof(result: Attribution) -> str:
@@ -308,10 +309,42 @@ def _efficiency_row(kind: str, phase: str, e: Efficiency, busy_us: float) -> lis
     if e.ops == 0:
         return [kind, phase, "n/a", "", "", "", "", ""]
     t = e.time_ns
-    roof_pct = e.roof_pct
-    return [kind, phase, _fmt_flops(e.flops), f"{e.flops / t / 1e3:.1f}" if t else "n/a",
-            f"{e.bytes / t:.0f}" if t else "n/a", "n/a" if roof_pct is None else f"{roof_pct:.1f}%",
-            e.bound or "n/a", f"{pct(t / 1000, busy_us):.0f}%"]
+    roof_pct = None if e.roof_pct is None else min(100.0, e.roof_pct)  # issue 44: never above the roof (a reason)
+    row = [kind, phase, _fmt_flops(e.flops), f"{e.flops / t / 1e3:.1f}" if t else "n/a",
+           f"{e.bytes / t:.0f}" if t else "n/a", "n/a" if roof_pct is None else f"{roof_pct:.1f}%",
+           e.bound or "n/a", f"{pct(t / 1000, busy_us):.0f}%"]
+    return _with_range(row, e) if e.bounded else row
+
+
+def _with_range(row: list[str], e: Efficiency) -> list[str]:
+    """Issue 44: a part counted as bounds (varlen, paged) shows FLOPs, TFLOP/s and % of roof as ``low–high``;
+    the high end never above 100% of the roof (results.efficiency.flops_range cuts it and says why)."""
+    r = flops_range(e)
+    hi, rate, roof = r["flops_max"], r["tflops_per_s_max"], r["roof_pct_max"]
+    row[2] = f"{row[2]}–{_fmt_flops(float(hi))}" if isinstance(hi, float) else row[2]
+    row[3] = f"{row[3]}–{rate:.1f}" if isinstance(rate, float) else row[3]
+    row[5] = f"{row[5][:-1]}–{roof:.1f}%" if isinstance(roof, float) and row[5].endswith("%") else row[5]
+    return row
+
+
+def _uncounted_lines(result: Attribution, width: int) -> list[str]:
+    """Under the efficiency table: the categories whose calls have no FLOP count and why (issue 44: vLLM's
+    attention, flex attention), each reason once."""
+    seen: dict[str, str] = {}
+    for b in result.blocks:
+        for part, e in b.efficiency_by_category.items():
+            if e.ops == 0 and e.reason and e.reason not in seen:
+                seen[e.reason] = part
+    return [ln for why, part in seen.items() for ln in wrap(f"({part}: no FLOP count: {why})", width)]
+
+
+def _bounds_lines(result: Attribution, width: int) -> list[str]:
+    """Under the efficiency table: why some counts are ranges (issue 44), once."""
+    tot = result.totals.efficiency
+    why = flops_range(tot)["flops_reason"] if tot is not None and tot.ops else None
+    if not why:
+        return []
+    return wrap(f"({'low–high: FLOPs counted as bounds: ' if tot is not None and tot.bounded else ''}{why})", width)
 
 
 def _rank_lines(result: Attribution, width: int) -> list[str]:

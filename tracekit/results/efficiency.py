@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from ..hardware import DTYPES, DevicePeaks, lookup
 from .invariants import expect
 
-__all__ = ["HOST_ONLY", "NO_FORMULA", "NO_SHAPES", "DeviceInfo", "Efficiency", "efficiency_dict", "merge_device",
-           "sum_efficiency", "sum_efficiency_maps"]
+__all__ = ["HOST_ONLY", "NO_FORMULA", "NO_SHAPES", "DeviceInfo", "Efficiency", "efficiency_dict", "flops_range",
+           "merge_device", "sum_efficiency", "sum_efficiency_maps"]
 
 NO_SHAPES = "no recorded shapes (record_shapes=False)"
 NO_FORMULA = "no recorded shapes or FLOP formula for this block's kernels"
@@ -43,6 +43,12 @@ class Efficiency:
     ops: int = 0
     reason: str | None = None  # why figures are missing or partial
     dtypes: tuple[str, ...] = ()  # sorted; the peak classes of the FLOPs counted in compute_s
+    # issue 44: calls counted as a range (varlen, paged): ``flops`` sums their lower bounds, ``flops_span`` the
+    # widths (upper - lower), ``compute_span_s`` the widths' seconds at peak; ``bounds_why`` the first range's reason
+    bounded: int = 0
+    flops_span: float = 0.0
+    compute_span_s: float = 0.0
+    bounds_why: str | None = None
 
     def add(self, o: Efficiency) -> None:
         """Sum in another part; a reason survives only from parts with the same standing (counted or not)."""
@@ -53,6 +59,10 @@ class Efficiency:
         self.compute_s = _sum_known(self.compute_s, o.compute_s)
         self.memory_s = _sum_known(self.memory_s, o.memory_s)
         self.ops += o.ops
+        self.bounded += o.bounded
+        self.flops_span += o.flops_span
+        self.compute_span_s += o.compute_span_s
+        self.bounds_why = self.bounds_why or o.bounds_why
         if o.dtypes and o.dtypes != self.dtypes:
             self.dtypes = tuple(sorted({*self.dtypes, *o.dtypes}))
 
@@ -82,7 +92,15 @@ class Efficiency:
         _expect(set(self.dtypes) <= set(DTYPES) and list(self.dtypes) == sorted(set(self.dtypes)),
                 "dtypes are distinct hardware.DTYPES classes, sorted", self)
         _expect(self.ops > 0 or not self.dtypes, "ops == 0 implies no dtypes", self)
+        self._check_ranges()
         return self
+
+    def _check_ranges(self) -> None:
+        """Issue 44: ranges only from calls counted as ranges, never negative, never more such calls than calls."""
+        _expect(0 <= self.bounded <= self.ops and self.flops_span >= 0 and self.compute_span_s >= 0,
+                "0 <= bounded <= ops; the ranges' widths are >= 0", self)
+        _expect(self.bounded > 0 or (self.flops_span == 0 and self.compute_span_s == 0),
+                "no call counted as a range, no width", self)
 
     def _check_sums(self) -> None:
         """No negative (or NaN) sum, and no figures without a counted call."""
@@ -160,20 +178,62 @@ def efficiency_dict(e: Efficiency | None, reason: str | None = None) -> dict[str
             "gb_per_s": round(by / t, 3) if t > 0 else None,
             "bound": bound, "roof_pct": roof,
             "intensity": round(fl / by, 3) if by else None,
-            "time_us": round(t / 1000, 3), "reason": e.reason}
+            "time_us": round(t / 1000, 3), "reason": e.reason, **flops_range(e)}
+
+
+FLOPS_KIND_NONE = {"flops_kind": "none", "flops_min": None, "flops_max": None, "tflops_per_s_max": None,
+                   "roof_pct_max": None}
+
+
+def flops_range(e: Efficiency) -> dict[str, object]:
+    """Issue 44's fields: how the FLOPs were counted (``exact``, ``bounds``, ``none``), the range and its rate,
+    and the share of the roof at the upper bound -- never above 100%: an upper bound the device could not reach
+    in the measured time is cut at the roof, and ``flops_reason`` says so.
+
+    ``flops``/``tflops_per_s``/``roof_pct`` keep their meaning: for a range they are the lower bound's.
+    """
+    if e.ops == 0:
+        return {**FLOPS_KIND_NONE, "flops_reason": e.reason}
+    t, lo, hi = e.time_ns, e.flops, e.flops + e.flops_span
+    roof_hi = _roof_at(e.compute_s, e.memory_s, e.compute_span_s, t)
+    why = e.bounds_why if e.bounded else None
+    if roof_hi is not None and roof_hi > 100.0:
+        roof_hi, hi, why = _cut_at_roof(e, hi, why)
+    return {"flops_kind": "bounds" if e.bounded else "exact", "flops_min": lo, "flops_max": max(lo, hi),
+            "tflops_per_s_max": round(max(lo, hi) / t / 1e3, 3) if t > 0 else None, "roof_pct_max": roof_hi,
+            "flops_reason": why}
+
+
+def _cut_at_roof(e: Efficiency, hi: float, why: str | None) -> tuple[float, float, str]:
+    """A count whose high end the device could not reach in the measured time: 100% of the roof, the FLOPs the
+    roof allows (at these calls' peak), and the reason said."""
+    cut = (f"the {'upper bound' if e.bounded else 'count'} would exceed the roof in the measured time"
+           f"{'' if e.bounded else ' (a count, peak or time that cannot be right)'}: cut at 100%")
+    if e.compute_s and e.compute_span_s:
+        hi = min(hi, e.flops * (e.time_ns * 1e-9) / e.compute_s)
+    return 100.0, hi, "; ".join(x for x in (why, cut) if x)
+
+
+def _roof_at(cs: float | None, ms: float | None, extra_cs: float, t: int) -> float | None:
+    """% of the roofline with ``extra_cs`` seconds at peak added to the compute side; None without peaks."""
+    if cs is None or ms is None or t <= 0:
+        return None
+    return round(100.0 * max(cs + extra_cs, ms) / (t * 1e-9), 2)
 
 
 def _no_figures(why: str) -> dict[str, object]:
     """The JSON object of a part without counted calls: every figure null, and why."""
     return {"flops": None, "bytes": None, "tflops_per_s": None, "gb_per_s": None, "bound": None,
-            "roof_pct": None, "intensity": None, "time_us": None, "reason": why}
+            "roof_pct": None, "intensity": None, "time_us": None, "reason": why, **FLOPS_KIND_NONE,
+            "flops_reason": why}
 
 
 def _bound_and_roof(cs: float | None, ms: float | None, t: int) -> tuple[str | None, float | None]:
     """(bound, % of the roofline) as the ``bound``/``roof_pct`` properties give them; None without peaks."""
     if cs is None or ms is None:
         return None, None
-    return "compute" if cs >= ms else "memory", round(100.0 * max(cs, ms) / (t * 1e-9), 2) if t > 0 else None
+    roof = min(100.0, round(100.0 * max(cs, ms) / (t * 1e-9), 2)) if t > 0 else None  # (issue 44: flops_reason)
+    return "compute" if cs >= ms else "memory", roof
 
 
 @dataclass(slots=True, kw_only=True)

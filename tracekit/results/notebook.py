@@ -54,7 +54,8 @@ def attribution_rows(result: Attribution, by: str) -> list[dict[str, Any]]:
 
 
 OP_FRAME_COLUMNS = ["op", "shapes", "dtype", "calls", "time_us", "time_per_step_us", "steps", "flops", "bytes",
-                    "tflops_per_s", "gb_per_s", "roof_pct", "bound"]
+                    "tflops_per_s", "gb_per_s", "roof_pct", "bound",
+                    "flops_max", "tflops_per_s_max", "roof_pct_max"]  # issue 44: FLOPs counted as bounds, else NaN
 
 
 def _op_dicts(result: Attribution) -> list[dict[str, Any]]:
@@ -71,7 +72,8 @@ def _op_dicts(result: Attribution) -> list[dict[str, Any]]:
     return [{"op": r.op, "shapes": r.shapes, "dtype": r.dtype, "calls": r.calls, "time_us": r.time_us,
              "time_per_step_us": r.time_us / n if n else r.time_us, "steps": n, "flops": r.flops, "bytes": r.bytes,
              "tflops_per_s": f(r.tflops_per_s), "gb_per_s": f(r.gb_per_s), "roof_pct": f(r.roof_pct),
-             "bound": r.bound} for r in result.ops]
+             "bound": r.bound, "flops_max": f(r.flops_max), "tflops_per_s_max": f(r.tflops_per_s_max),
+             "roof_pct_max": f(r.roof_pct_max)} for r in result.ops]
 
 
 def _block_dict(b: BlockResult) -> dict[str, Any]:

@@ -38,11 +38,15 @@ class OpRow:
     time_ns: int
     compute_s: float | None
     memory_s: float | None
+    flops_max: float | None = None  # issue 44: the calls' upper bound when their FLOPs are bounds (varlen, paged)
 
     def add(self, calls: int, flops: float, nbytes: float, time_ns: int, compute_s: float | None,
-            memory_s: float | None) -> None:
+            memory_s: float | None, flops_max: float | None = None) -> None:
         """More calls summed in; a time at peak stays None once any part's is unknown (a partial sum would
-        mislead)."""
+        mislead). ``flops_max``: the parts' upper bound (None: their FLOPs are exact)."""
+        if flops_max is not None or self.flops_max is not None:
+            self.flops_max = (self.flops if self.flops_max is None else self.flops_max) \
+                + (flops if flops_max is None else flops_max)
         self.calls += calls
         self.flops += flops
         self.bytes += nbytes
@@ -71,10 +75,32 @@ class OpRow:
 
     @property
     def roof_pct(self) -> float | None:
-        """Time at peak (the larger of compute and memory) over the measured time, in %."""
+        """Time at peak (the larger of compute and memory) over the measured time, in %; never above 100 (issue 44:
+        a count the device could not do in the measured time is cut at the roof, not printed above it)."""
         if self.compute_s is None or self.memory_s is None or self.time_ns <= 0:
             return None
-        return 100.0 * max(self.compute_s, self.memory_s) / (self.time_ns * 1e-9)
+        return min(100.0, 100.0 * max(self.compute_s, self.memory_s) / (self.time_ns * 1e-9))
+
+
+    @property
+    def roof_pct_max(self) -> float | None:
+        """Issue 44: % of the roof at the upper bound of FLOPs counted as bounds, never above 100 (an upper bound
+        the device could not reach in the measured time is cut at the roof); None for exact counts."""
+        if self.flops_max is None or self.roof_pct is None or self.compute_s is None or self.memory_s is None:
+            return None
+        cs = self.compute_s * self.flops_max / self.flops if self.flops > 0 else self.compute_s
+        return min(100.0, 100.0 * max(cs, self.memory_s) / (self.time_ns * 1e-9))
+
+    @property
+    def tflops_per_s_max(self) -> float | None:
+        """The upper bound's rate, at most the roof's: the FLOPs the device could do at peak in the measured
+        time."""
+        if self.flops_max is None or self.time_ns <= 0:
+            return None
+        hi = self.flops_max
+        if self.compute_s and self.flops > 0:
+            hi = min(hi, max(self.flops, self.flops * (self.time_ns * 1e-9) / self.compute_s))
+        return hi / self.time_ns / 1e3
 
 
 def check_ops(rows: list[OpRow], busy_us: float) -> None:
@@ -106,7 +132,7 @@ def merge_ops(parts: list[list[OpRow] | None]) -> list[OpRow] | None:
             if m is None:
                 out[_key(r)] = replace(r)  # a copy: the parts' rows stay as they were
             else:
-                m.add(r.calls, r.flops, r.bytes, r.time_ns, r.compute_s, r.memory_s)
+                m.add(r.calls, r.flops, r.bytes, r.time_ns, r.compute_s, r.memory_s, r.flops_max)
     return sort_ops(list(out.values()))
 
 
