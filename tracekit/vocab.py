@@ -383,10 +383,10 @@ SHAPED_OPS: tuple[OpPattern, ...] = (
               "matrix products: FLOPs and the projection/score/context role"),
     *FUSED_ATTENTION_OPS,
     OpPattern("serving-attention-shapes", r"aiter::paged_attention\w*|triton_tem_fused_flex_attention\w*|"
-                                          r"flashinfer::(?:batch|single)_prefill\w*",
+                                          r"flashinfer::(?:batch|single)_prefill\w*|_vllm_fa[23]_C::\w*fwd",
               "issue 44: attention ops that open no block of their own but whose inputs say what the call counts "
               "(aiter's paged decode; inductor's flex-attention template, whose block mask is not recorded; "
-              "FlashInfer's prefill runs)"),
+              "FlashInfer's prefill runs; vLLM's FlashAttention builds under vllm::unified_attention)"),
     OpPattern("softmax", f"(?:{alternation(SOFTMAX_OPS + LOG_SOFTMAX_OPS)})\\w*",
               "softmax and log_softmax, with any suffix (their _backward_data too): the FLOP/byte rules read them"),
     OpPattern("elementwise", r"aten::(?:add|sub|mul|div|masked_fill|where|gelu|silu|relu|tanh|exp|neg|rsqrt|"
@@ -417,10 +417,19 @@ class MatmulRole(StrEnum):
 MATMUL_ROLES: tuple[str, ...] = tuple(r.value for r in MatmulRole)
 
 
+# Serving attention ops that are no fused-attention op of their own (they run under one) but whose count reads
+# their scalars: FlashInfer's mask_mode/layout/window_left, vLLM FlashAttention's max_seqlen/is_causal/window.
+SERVING_SCALAR_OPS = OpPattern("serving-attention-scalars",
+                               r"flashinfer::(?:batch|single)_prefill\w*|_vllm_fa[23]_C::\w*fwd",
+                               "issue 44: their Concrete Inputs say the mask and the lengths a call counts")
+_SERVING_SCALARS = re.compile(anchored(SERVING_SCALAR_OPS))
+
+
 def keeps_scalars(name: str) -> bool:
     """Ops whose ``Concrete Inputs`` the analysis reads: attention's is_causal, cat's dim, einsum's equation.
     The other ops' scalars are not kept (copying them for every op cost about 2% of a 1 GB load)."""
-    return name in ("aten::cat", "aten::einsum") or is_fused_attention_op(name)
+    return name in ("aten::cat", "aten::einsum") or is_fused_attention_op(name) or \
+        _SERVING_SCALARS.match(name) is not None
 
 
 @lru_cache(maxsize=1 << 16)  # per distinct kernel name: called per device event

@@ -288,3 +288,73 @@ def test_serving_backward_factor_is_the_fused_ops_one():
     from tracekit.analysis import flops, serving
 
     assert serving.BWD_FACTOR == flops._BWD_FACTOR
+
+
+# --- through the loader: the scalars an op's count reads are kept when the trace is built
+
+def test_flashinfer_ragged_run_counts_through_the_loader(tmp_path):
+    """FlashInfer's ragged prefill (2 causal sequences of 6, 4 query heads over 2 KV heads, head dim 16): its
+    mask_mode, layout and window_left are Concrete Inputs; the loader must keep them, or the call is uncounted.
+    FlashInfer records no max_seqlen, so the count is a range that must hold the brute-force count."""
+    dims = [[1], [1], [1], [12, 4, 16], [12, 2, 16], [12, 2, 16], [3], [3], [], [], [], [], [], []]
+    types = [""] * 3 + [BF] * 3 + ["int"] * 2 + [""] * 6
+    conc = [""] * 10 + ["1", "0", "-1"] + [""]
+    e = _block_eff(tmp_path, "flashinfer::batch_prefill_with_kv_cache_dtype_q_bf16_ragged_run", dims, types, conc,
+                   100.0)
+    brute = 2 * 2 * _brute_seq(6, 6, 4, 16, 16, None, 0, True)
+    assert e["flops_kind"] == "bounds" and e["flops_min"] <= brute <= e["flops_max"]
+
+
+def _vllm_fa2_trace(tmp_path, conc: list) -> dict:
+    """vLLM's FlashAttention backend: vllm::unified_attention_with_output (no lengths recorded) around
+    _vllm_fa2_C::varlen_fwd (vllm-project/flash-attention's varlen_fwd schema), which launches the kernel: 2
+    sequences, 12 query tokens of 4 heads (head dim 16) over a paged cache of 100 pages of 16 slots, 2 KV heads,
+    a block table of 4 pages per sequence."""
+    from support.builders import LAYER_FLASH_K, TraceBuilder, with_dims
+
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    b.annotation("layer0.attention", 0, 200)
+    with_dims(b.op("vllm::unified_attention_with_output", 10, 40), [[12, 4, 16], [12, 2, 16], [12, 2, 16],
+                                                                     [12, 4, 16]], [BF] * 4)
+    cache = [100, 16, 2, 16]
+    dims = [[12, 4, 16], cache, cache, [12, 4, 16], [3], [3], [2], [], [2, 4], []] + [[]] * 11
+    ev = with_dims(b.op("_vllm_fa2_C::varlen_fwd", 12, 30), dims, [BF] * 4 + ["int"] * 3 + [""] + ["int"] + [""] * 12)
+    ev["args"]["Concrete Inputs"] = conc
+    b.launch(LAYER_FLASH_K, 13, 1, 1000, 100.0)
+    res = analyze(b.write(tmp_path / "v.json")).check()
+    [blk] = to_dict(res, "v")["blocks"]
+    return blk["efficiency"]
+
+
+_FA2_CONC = [""] * 10 + ["6", "40", "0.0", "0.25", "False", "True", "-1", "-1", "0.0", "False", "0"]
+
+
+def test_vllm_flash_attention_backend_is_counted_at_its_inner_op(tmp_path):
+    """The queries are forced (2 × 6 = 12, max_seqlen_q 6); each sequence's keys are 6 to 40 (max_seqlen_k, the
+    block table's 4 × 16 = 64 slots): bounds holding both extremes' brute-force counts, bottom-right causal."""
+    e = _vllm_fa2_trace(tmp_path, _FA2_CONC)
+    assert e["flops_kind"] == "bounds", e
+    for lk in (6, 40):
+        brute = 2 * 2 * _brute_seq(6, lk, 4, 16, 16, None, 0, True)
+        assert e["flops_min"] <= brute <= e["flops_max"]
+
+
+def test_vllm_flash_attention_of_another_schema_is_not_misread(tmp_path):
+    """A release whose arguments sit elsewhere (here: is_causal's slot holds a float) gives no count from the inner
+    op, never a wrong one: the block keeps unified_attention's stated reason."""
+    shifted = [""] * 10 + ["6", "40", "0.0", "0.25", "False", "0.5", "True", "-1", "-1", "False", "0"]
+    e = _vllm_fa2_trace(tmp_path, shifted)
+    assert e["flops_kind"] == "none" and "vllm::unified_attention" in e["flops_reason"]
+
+
+def test_vllm_fa3_fwd_spelling_against_brute_force():
+    """_vllm_fa3_C::fwd (hopper/flash_api_torch_lib.cpp): 2 sequences of 6 packed queries, causal with a 2-token
+    left window, over a paged cache whose keys are forced to 6 (max_seqlen_k 6): exact, bottom-right aligned."""
+    cache = [100, 16, 2, 16]
+    dims = [[12, 4, 16], cache, cache, [], [], [], [12, 4, 16], [3], [], [], [], [2], [], [], [2, 4]] + [[]] * 23
+    types = [BF] * 3 + [""] * 3 + [BF, "int", "", "", "", "int", "", "", "int"] + [""] * 23
+    conc = [""] * 12 + ["6", "6"] + [""] * 10 + ["0.0883883461356163", "True", "2", "0", "0.0", "False"] + [""] * 8
+    c = op_cost("_vllm_fa3_C::fwd", _j(dims), _j(types), _j(conc))
+    assert c.kind == "exact" and c.flops == 2 * 2 * _brute_seq(6, 6, 4, 16, 16, 2, 0, True)
+    conc[25] = "0.5"  # another release's slot: not a bool, so no count
+    assert op_cost("_vllm_fa3_C::fwd", _j(dims), _j(types), _j(conc)) is None

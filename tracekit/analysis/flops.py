@@ -491,14 +491,20 @@ def _fallback(tr: Trace, op_parent: Sequence[int], i: int, memo: dict[int, int])
             found = memo[p]
             break
         path.append(p)
-        if p in tr.op_inputs and (tr.host[p].name in _GEMM_PARENTS or tr.host[p].name in _ATTENTION) \
-                and cost_of(tr, p) is not None:
+        if p in tr.op_inputs and _parent_counts(tr.host[p].name) and cost_of(tr, p) is not None:
             found = p
             break
         p = op_parent[p]
     for q in path:
         memo[q] = found
     return found
+
+
+def _parent_counts(name: str) -> bool:
+    """Ops that count the kernels of launchers below them without a formula of their own: the composite GEMMs,
+    SDPA, and the serving attention ops (vllm::unified_attention around a FlashAttention build of another
+    release: its reason, rather than none)."""
+    return name in _GEMM_PARENTS or name in _ATTENTION or serving.spec_of(name) is not None
 
 
 def _unit_efficiency(c: OpCost, time_ns: int, peaks: DevicePeaks | None, device: str | None) -> Efficiency:

@@ -45,6 +45,9 @@ class Spec(NamedTuple):
     why: str | None = None
     causal_int: bool = False  # FlashInfer: ``mask_mode`` 0 none, 1 causal, 2/3 a custom mask (no count)
     layout: int | None = None  # FlashInfer: the ``layout`` scalar, 0 NHD ([.., L, H, D]), 1 HND ([.., H, L, D])
+    # (position, kind: "bool", "int" or "float") the recorded scalars must fit before any is read: for schemas that
+    # move between releases (vLLM's FlashAttention builds), a call of another release is not counted, never misread
+    scalars: tuple[tuple[int, str], ...] = ()
 
 
 class Count(NamedTuple):
@@ -81,6 +84,13 @@ _SPECS: dict[str, Spec] = {
     "flashinfer::ragged_run": Spec("varlen", 3, 10, (12, None), (6, 7), causal_int=True, layout=11),
     "flashinfer::paged_run": Spec("paged", 3, 12, (14, None), (6, 7), pages=8, causal_int=True, layout=13),
     "flashinfer::single_run": Spec("single", 0, 6, (8, None), causal_int=True, layout=7),
+    # vLLM's FlashAttention builds (vllm-project/flash-attention: csrc/flash_attn/flash_api_torch_lib.cpp's
+    # varlen_fwd, hopper/flash_api_torch_lib.cpp's fwd), run under vllm::unified_attention with the lengths it lacks
+    "_vllm_fa2_C::varlen_fwd": Spec("varlen", 0, 15, (16, 17), (4, 5), (10, 11), pages=8,
+                                    scalars=((10, "int"), (11, "int"), (13, "float"), (15, "bool"), (16, "int"),
+                                             (17, "int"))),
+    "_vllm_fa3_C::fwd": Spec("varlen", 0, 25, (26, 27), (7, 8), (12, 13), pages=14,
+                             scalars=((24, "float"), (25, "bool"), (26, "int"), (27, "int"))),
     "vllm::unified_attention": Spec("none", why=_VLLM_WHY),
     "vllm::unified_attention_with_output": Spec("none", why=_VLLM_WHY),
 }
@@ -324,8 +334,24 @@ def _by_mask_mode(spec: Spec, concrete: list) -> Spec | None:
     return Spec("none", spec.q, why=_CUSTOM_WHY) if mode is not None and mode >= 2 else None
 
 
+_KINDS: dict[str, Callable[[str], bool]] = {
+    "bool": lambda v: v in ("True", "False"),
+    "int": lambda v: v.lstrip("-").isdigit(),
+    "float": lambda v: v not in ("True", "False", "") and v.replace(".", "", 1).lstrip("-").replace("e-", "", 1)
+    .replace("e+", "", 1).isdigit(),
+}
+
+
+def fits(spec: Spec, concrete: list) -> bool:
+    """Whether the recorded scalars are of the kinds the spec's schema puts at their positions (Spec.scalars)."""
+    return all(pos < len(concrete) and isinstance(v := concrete[pos], str) and _KINDS[kind](v.strip())
+               for pos, kind in spec.scalars)
+
+
 def count(spec: Spec, at: TensorAt, dims: list, concrete: list) -> Count | None:
     """One call's count by its spec; None when the recorded inputs do not fit it."""
+    if not fits(spec, concrete):
+        return None
     got = _by_mask_mode(spec, concrete) if spec.causal_int else spec
     if got is None:
         return None
