@@ -91,3 +91,18 @@ def test_a_sweep_pages_each_runs_own_stages(tmp_path):
     runs = {r["name"]: r for r in _embedded(HTMLRenderer().render(analyze(tmp_path / "runs", by="run")))["runs"]}
     assert runs["vllm"]["stage_table"]["stages"] == ["prefill", "decode", "mixed", "outside"]
     assert runs["resnet"]["stage_table"] is None
+
+
+def test_a_stage_counted_as_bounds_shows_its_range_never_the_lower_end_alone(serving):
+    """Issue 44: a stage whose attention FLOPs are a range (varlen, paged) shows TFLOP/s and % of the roof as
+    low–high. By construction: 1 to 4 GFLOP in 1 ms on a 1 PFLOP/s device: 1.0–4.0 TFLOP/s, 0.1–0.4% of the roof."""
+    from dataclasses import replace
+
+    from tracekit.renderers.stagetable import stage_cells
+    from tracekit.results.efficiency import Efficiency
+
+    e = Efficiency(flops=1e9, bytes=1e6, time_ns=1_000_000, compute_s=1e-6, memory_s=1e-7, ops=1, bounded=1,
+                   flops_span=3e9, compute_span_s=3e-6, bounds_why="varlen")
+    assert stage_cells(replace(serving.stages[0], efficiency=e))[-2:] == ["1.0\u20134.0", "0.1\u20130.4% compute"]
+    exact = Efficiency(flops=1e9, bytes=1e6, time_ns=1_000_000, compute_s=1e-6, memory_s=1e-7, ops=1)
+    assert stage_cells(replace(serving.stages[0], efficiency=exact))[-2:] == ["1.0", "0.1% compute"]

@@ -216,7 +216,7 @@
             roles: row.matmul_roles, roleShares: row.role_shares, idle: row.idle_us, idleShare: row.idle_share,
             causes: row.idle_by_cause || {}, row: row,
             note: e.tflops_per_s === null ? null
-                                          : e.tflops_per_s.toFixed(1) + " TFLOP/s, " + e.gb_per_s.toFixed(0) + " GB/s"};
+                                          : rangeTexts(e).rate + " TFLOP/s, " + e.gb_per_s.toFixed(0) + " GB/s"};
   }
   function phaseSuffix(b) { return b.phase && b.phase !== "forward" ? " (" + b.phase + ")" : ""; }
 

@@ -34,8 +34,12 @@ def _rate(r: StageRow) -> tuple[str, str]:
     """(TFLOP/s, % of roof and bound) of the stage's attention, "n/a" where no call was counted."""
     e = efficiency_dict(r.efficiency)
     tf, roof, bound = e["tflops_per_s"], e["roof_pct"], e["bound"]
-    return ("n/a" if tf is None else f"{tf:.1f}",
-            "n/a" if roof is None else f"{roof:.1f}% {bound or ''}".strip())
+    ranged = e.get("flops_kind") == "bounds"  # (a range: never its lower end alone, as if it were the count)
+    tf_hi, roof_hi = e.get("tflops_per_s_max"), e.get("roof_pct_max")
+    rate = "n/a" if tf is None else f"{tf:.1f}" + (f"\u2013{tf_hi:.1f}" if ranged and tf_hi is not None else "")
+    share = "n/a" if roof is None else f"{roof:.1f}" + (f"\u2013{roof_hi:.1f}" if ranged and roof_hi is not None
+                                                         else "") + f"% {bound or ''}"
+    return rate, share.strip()
 
 
 def stage_cells(r: StageRow) -> list[str]:
