@@ -104,5 +104,10 @@ def test_a_stage_counted_as_bounds_shows_its_range_never_the_lower_end_alone(ser
     e = Efficiency(flops=1e9, bytes=1e6, time_ns=1_000_000, compute_s=1e-6, memory_s=1e-7, ops=1, bounded=1,
                    flops_span=3e9, compute_span_s=3e-6, bounds_why="varlen")
     assert stage_cells(replace(serving.stages[0], efficiency=e))[-2:] == ["1.0\u20134.0", "0.1\u20130.4% compute"]
+    from tracekit.results.stages import stage_record
+
+    rec = stage_record(replace(serving.stages[0], efficiency=e))  # (CSV --by stage, to_dataframe(by="stage"))
+    assert (rec["flops_kind"], rec["tflops_per_s"], rec["tflops_per_s_max"], rec["roof_pct_max"]) == (
+        "bounds", 1.0, 4.0, 0.4)
     exact = Efficiency(flops=1e9, bytes=1e6, time_ns=1_000_000, compute_s=1e-6, memory_s=1e-7, ops=1)
     assert stage_cells(replace(serving.stages[0], efficiency=exact))[-2:] == ["1.0", "0.1% compute"]

@@ -31,7 +31,8 @@ STAGE_TOLERANCE = 0.001  # the rows' busy times add up to the whole within 0.1% 
 # One flat record per stage (the CSV's ``--by stage`` columns, the notebook's ``to_dataframe(by="stage")``).
 STAGE_COLUMNS: tuple[str, ...] = (
     "stage", "iterations", "rules", "busy_us", "attention_us", "attention_share", "span_us", "idle_us", "blocks",
-    *(f"{c}_us" for c in CATEGORIES), "tflops_per_s", "roof_pct", "bound")
+    *(f"{c}_us" for c in CATEGORIES), "tflops_per_s", "roof_pct", "bound",
+    "flops_kind", "tflops_per_s_max", "roof_pct_max")  # (a range's high end beside its low one, as --by op has it)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -70,7 +71,8 @@ def stage_record(r: StageRow) -> dict[str, object]:
         "busy_us": r.busy_us, "attention_us": r.attention_us, "attention_share": r.attention_share,
         "span_us": r.span_us, "idle_us": r.idle_us, "blocks": r.blocks}
     rec.update({f"{c}_us": r.categories[c] for c in CATEGORIES})
-    rec.update(tflops_per_s=e["tflops_per_s"], roof_pct=e["roof_pct"], bound=e["bound"])
+    rec.update(tflops_per_s=e["tflops_per_s"], roof_pct=e["roof_pct"], bound=e["bound"], flops_kind=e["flops_kind"],
+               tflops_per_s_max=e["tflops_per_s_max"], roof_pct_max=e["roof_pct_max"])
     return rec
 
 
