@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..model import GraphLaunch, RuntimeEvent, Trace
@@ -263,8 +263,9 @@ class IdleSplitter:
         foreign = work if _covered(work, start, end) > busy else []
         src = {BLOCK_SYNC: self._blocking(threads), DEVICE: foreign, HOST_OP: [_Intervals(host)]}
         live = {p: any(src.get(x) for x in xs) for p, xs in _SOURCES.items()}  # the pieces with a source to consult
+        call = self.call if self.graph_call else self.launch.__getitem__  # (no replay: the launch list, no method)
         for g0, g1, enders in found:
-            self._gap(g0, g1, enders, src, live)
+            self._gap(g0, g1, enders, src, live, call)
         w = 2 + _NC  # (the sums column-wise, from the gaps just recorded: no per-gap adding in Python)
         return {c: sum(rec[first + 2 + x::w]) for x, c in enumerate(IDLE_CAUSES)}
 
@@ -283,11 +284,12 @@ class IdleSplitter:
         return [work[d] for d in ids if d in work]
 
     def _gap(self, g0: int, g1: int, enders: list[int], src: dict[str, list[_Intervals]],
-             live: dict[str, bool]) -> None:
+             live: dict[str, bool], call: Callable[[int], int | None]) -> None:
         """One idle gap: cut at the earliest launch call among the kernels that end it; each piece through the
-        rules of its kind (:data:`IDLE_RULES`). The span's tail has no ender; nor has a gap no launch call explains."""
+        rules of its kind (:data:`IDLE_RULES`). The span's tail has no ender; nor has a gap no launch call explains.
+        ``call``: :meth:`call`, or the launch list's look-up when the trace replays no graph."""
         got = [0] * _NC
-        calls = [c for c in map(self.call, enders) if c is not None]
+        calls = [c for c in map(call, enders) if c is not None]
         if calls:
             self._launched(g0, g1, calls, src, live[AFTER], got)
         else:
@@ -303,11 +305,12 @@ class IdleSplitter:
         rt = self.tr.runtime
         first = min(calls, key=lambda c: (rt[c].ts, c)) if len(calls) > 1 else calls[0]
         issued = min(max(rt[first].ts, g0), g1)
-        held = self._held.get(rt[first].thread) if self._held else None
-        if held is None:  # (no source for the piece's rules: its last takes it all, without a call)
-            got[_LAST[BEFORE]] = issued - g0
-        else:
-            _apply(BEFORE, g0, issued, held, True, got)
+        if issued > g0:  # (most gaps: the call came first, and there is no piece before it)
+            held = self._held.get(rt[first].thread) if self._held else None
+            if held is None:  # (no source for the piece's rules: its last takes it all, without a call)
+                got[_LAST[BEFORE]] = issued - g0
+            else:
+                _apply(BEFORE, g0, issued, held, True, got)
         waited = self._any_wait and issued < g1 and self._waited(first)
         if live or waited:
             _apply(AFTER, issued, g1, src, True, got, waited)
