@@ -334,11 +334,18 @@ def _by_mask_mode(spec: Spec, concrete: list) -> Spec | None:
     return Spec("none", spec.q, why=_CUSTOM_WHY) if mode is not None and mode >= 2 else None
 
 
+def _is_float(v: str) -> bool:
+    try:
+        float(v)
+    except ValueError:  # (a bool, an empty slot: another release's argument)
+        return False
+    return True
+
+
 _KINDS: dict[str, Callable[[str], bool]] = {
     "bool": lambda v: v in ("True", "False"),
     "int": lambda v: v.lstrip("-").isdigit(),
-    "float": lambda v: v not in ("True", "False", "") and v.replace(".", "", 1).lstrip("-").replace("e-", "", 1)
-    .replace("e+", "", 1).isdigit(),
+    "float": _is_float,
 }
 
 
