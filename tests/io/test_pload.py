@@ -44,6 +44,9 @@ def windows_sent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
                 return done.value
             if isinstance(piece, memoryview):
                 sent.append(len(piece))
+            elif isinstance(piece, read.FileWindow):  # (passed over: the worker reads it from the file)
+                sent.append(piece.size)
+                PASSED.append(piece.size)
             yield piece
 
     monkeypatch.setattr(read.EventStream, "windows", counting)
@@ -56,10 +59,12 @@ def windows_sent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(pload, "EventStream", Rereads)
     REREADS.clear()
+    PASSED.clear()
     return sent
 
 
 REREADS: list[int] = []
+PASSED: list[int] = []  # the sizes of the windows passed over unread (FileWindow), in order
 
 
 def _json(path: Path, jobs: int) -> tuple[str, list[str], bool]:
@@ -117,6 +122,7 @@ def test_hand_built_trace_same_model(tmp_path: Path, windows_sent: list[int]) ->
     assert windows_sent == []
     parallel = _model(path, 2)
     assert len(windows_sent) > 10  # the file really was cut into many windows for the workers
+    assert len(PASSED) > 10  # most of them passed over by the parent, read by the workers themselves
     assert parallel == serial
     # the trace's own counts: threads 1..7 plus none else; every layer's sdpa kept its scalars
     assert sorted(k[1] for k in serial["threads"]) == list(range(1, 8))
@@ -200,6 +206,7 @@ def test_damaged_files_same_outcome(tmp_path: Path, windows_sent: list[int], cas
     serial = outcome(1)
     assert outcome(2) == serial
     assert windows_sent
+    assert bool(PASSED) == (case != "truncated gz")  # a plain file's windows are passed over, a gzip's sent
     if case in ("strings with boundaries", "too deep", "syntax error"):  # these windows do not decode
         assert REREADS and REREADS[0] > 0, "the serial re-read, after the windows proven before the bad one"
     else:
@@ -396,3 +403,27 @@ def test_the_pool_is_terminated_with_no_window_in_flight(tmp_path: Path, windows
         assert damage == "syntax error"
     assert REREADS and REREADS[0] > 0  # a window failed: the serial re-read after the windows proven
     assert in_flight and in_flight[0] == 0
+
+
+def test_a_window_the_file_no_longer_holds_is_reread_serially(tmp_path: Path, windows_sent: list[int],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window passed over is read by the worker; where the file no longer holds it (it shrank since the parent
+    found the cut), the worker says so and the serial re-read decides, after the windows proven before it."""
+    path = tmp_path / "t.json"
+    path.write_bytes(_doc(_events_text(3000)))
+    serial = _model(path, 1)
+    real = pload._read_window
+    monkeypatch.setattr(pload, "_read_window", lambda w: None if w.offset > 100_000 else real(w))
+    assert _model(path, 2) == serial
+    assert PASSED and REREADS and REREADS[0] > 0
+
+    fd = os.open(path, os.O_RDONLY)
+    monkeypatch.setattr(pload, "_FILE", [fd])
+    try:
+        size = path.stat().st_size
+        assert real(read.FileWindow(size - 10, 11)) is None  # one byte past the end
+        got = real(read.FileWindow(35, 40))
+        assert got is not None and got[:1] == b"[" and got[39:40] == b"]"
+        assert bytes(got[1:39]) == path.read_bytes()[36:74]
+    finally:
+        os.close(fd)

@@ -30,7 +30,7 @@ import msgspec
 from ..workers import worker_init
 from ..model import DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo
 from .builder import TraceBuilder
-from .read import Event, EventStream, Fallback, ReadSummary, decode_events, decode_pieces
+from .read import Event, EventStream, Fallback, FileWindow, ReadSummary, decode_events, decode_pieces
 
 if TYPE_CHECKING:
     from multiprocessing.pool import AsyncResult, Pool
@@ -63,20 +63,45 @@ def worth_parallel(path: Path) -> bool:
 
 _RING_CHUNKS = 4  # a ring slot's size, in chunks
 _RING: list[mmap.mmap] = []  # shared memory made before the fork: the windows travel through it, not a pipe
+_FILE: list[int] = []  # a plain file's descriptor, opened before the fork: its FileWindows are read from it
+_SCRATCH = bytearray()  # (in a worker) the buffer its FileWindows are read into, reused
 
 
 def _close_ring() -> None:
     for m in _RING:
         m.close()
     _RING.clear()
+    for fd in _FILE:
+        os.close(fd)
+    _FILE.clear()
 
 
-def _work(slot: int | bytes, size: int, tables: _Tables) -> tuple[Any, ...] | None:
-    """Decode the window in ring slot ``slot`` (or ``slot`` itself, a window too big for the ring) and ingest
-    it alone (in a worker); None when it does not decode."""
-    done = _pieces(_RING[slot], size, tables) if isinstance(slot, int) else None
+def _read_window(w: FileWindow) -> bytearray | None:
+    """(In a worker) the bytes of a window the parent passed over, framed by '[' and ']' like a ring slot's;
+    None when the file no longer holds them all (it shrank since: the serial re-read then says what is left)."""
+    global _SCRATCH
+    if len(_SCRATCH) < w.size:
+        _SCRATCH = bytearray(w.size)
+    with memoryview(_SCRATCH) as view:
+        got = 0
+        while got < w.size:
+            n = os.preadv(_FILE[0], [view[got: w.size]], w.offset + got)
+            if n <= 0:
+                return None
+            got += n
+    _SCRATCH[0], _SCRATCH[w.size - 1] = 0x5B, 0x5D  # '[' and ']'
+    return _SCRATCH
+
+
+def _work(slot: int | bytes | FileWindow, size: int, tables: _Tables) -> tuple[Any, ...] | None:
+    """Decode the window in ring slot ``slot`` (or ``slot`` itself, a window too big for the ring; or the file's
+    bytes a FileWindow names) and ingest it alone (in a worker); None when it does not decode."""
+    buf = _RING[slot] if isinstance(slot, int) else _read_window(slot) if isinstance(slot, FileWindow) else None
+    if isinstance(slot, FileWindow) and buf is None:
+        return None
+    done = _pieces(buf, size, tables) if buf is not None else None
     if done is None:  # (a piece that did not decode: the window whole decides, as the serial reader would)
-        done = _whole(memoryview(slot if isinstance(slot, bytes) else _RING[slot])[:size], tables)
+        done = _whole(memoryview(slot if isinstance(slot, bytes) else buf)[:size], tables)  # type: ignore[arg-type]
         if done is None:
             return None
     b, n, read_dropped = done
@@ -115,7 +140,7 @@ def _whole(view: memoryview, tables: _Tables) -> tuple[TraceBuilder, int, Counte
     return b, n, read_dropped
 
 
-def _pieces(ring: mmap.mmap, size: int, tables: _Tables) -> tuple[TraceBuilder, int, Counter[str]] | None:
+def _pieces(ring: mmap.mmap | bytearray, size: int, tables: _Tables) -> tuple[TraceBuilder, int, Counter[str]] | None:
     """The window ``ring[:size]`` (``[`` … ``]``) decoded and ingested piece by piece (``read.decode_pieces``), so
     that each piece's objects are ingested while in cache; None when a piece does not decode (the caller then
     tries the window whole)."""
@@ -210,6 +235,10 @@ def load_parallel(b: TraceBuilder, path: Path, progress: Callable[[int, int], No
     # Address space only: pages are used as windows touch them (a plain file's windows stay below two chunks).
     _RING[:] = [mmap.mmap(-1, _RING_CHUNKS * chunk) for _ in range(inflight)]
     try:
+        _FILE[:] = [os.open(path, os.O_RDONLY)]  # (a plain file's windows are read from it, not the ring)
+    except OSError:
+        pass  # the reader says what is wrong
+    try:
         pool = multiprocessing.get_context("fork").Pool(decode_workers, initializer=worker_init,
                                                         initargs=(os.getpid(),))
     except BaseException:
@@ -217,9 +246,9 @@ def load_parallel(b: TraceBuilder, path: Path, progress: Callable[[int, int], No
         raise
     with pool:  # (its exit terminates the pool again: a no-op, .windows() did)
         merge = _InOrder(b, pool, inflight)
-        read = merge.windows(EventStream(path, progress=progress, chunk=chunk))
-    if merge.failed:  # re-read serially from the first window that is not proven
-        read = merge.serial(EventStream(path, progress=progress, chunk=chunk, trusted=merge.merged))
+        read = merge.windows(EventStream(path, progress=progress, chunk=chunk, pass_over=bool(_FILE)))
+    if merge.failed:  # re-read serially from the first window that is not proven (passed over as they were)
+        read = merge.serial(EventStream(path, progress=progress, chunk=chunk, trusted=merge.merged, pass_over=True))
     assert read is not None
     merge.read_dropped.update(read.dropped)
     read.dropped = merge.read_dropped
@@ -316,7 +345,7 @@ class _InOrder:
             except StopIteration as done:
                 self._drain()
                 return None if self.failed else done.value
-            if isinstance(piece, memoryview):
+            if isinstance(piece, (memoryview, FileWindow)):
                 self._send(piece)
                 del piece
             else:
@@ -326,20 +355,24 @@ class _InOrder:
                     self.b._ingest(piece)
         return None
 
-    def _send(self, piece: memoryview) -> None:
-        """``piece`` to a worker, through the ring slot whose last window was merged (merged here if need be)."""
+    def _send(self, piece: memoryview | FileWindow) -> None:
+        """``piece`` to a worker, through the ring slot whose last window was merged (merged here if need be); a
+        FileWindow as it is (the worker reads it from the file)."""
         while len(self.pending) >= self.inflight and not self.failed:
             self._merge_next()
         if self.failed:
             return  # (its slot may still be read: the window is the serial path's now)
-        slot: int | bytes = self.sent % self.inflight
-        ring = _RING[self.sent % self.inflight]
-        if len(piece) <= len(ring):
-            ring[: len(piece)] = piece
-        else:  # a gzip read can inflate far beyond a chunk: such a window goes through the pipe
-            slot = bytes(piece)
+        slot: int | bytes | FileWindow = self.sent % self.inflight
+        if isinstance(piece, FileWindow):
+            slot, size = piece, piece.size
+        else:
+            ring, size = _RING[self.sent % self.inflight], len(piece)
+            if size <= len(ring):
+                ring[:size] = piece
+            else:  # a gzip read can inflate far beyond a chunk: such a window goes through the pipe
+                slot = bytes(piece)
         tables = (dict(self.b.threads), dict(self.b.raw_threads), dict(self.b.streams), dict(self.b.raw_streams))
-        self.pending.append(self.pool.apply_async(_work, (slot, len(piece), tables)))
+        self.pending.append(self.pool.apply_async(_work, (slot, size, tables)))
         self.sent += 1
 
     def _merge_next(self) -> None:

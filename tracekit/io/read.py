@@ -24,7 +24,7 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import IO, TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, cast
+from typing import IO, TYPE_CHECKING, Annotated, Any, NamedTuple, NoReturn, Protocol, cast
 
 import msgspec
 import orjson
@@ -52,6 +52,7 @@ _TRAILER_WINDOW = 4 << 20  # header keys after the events are small: keep the la
 _END_WINDOW = 4 << 20  # look for the events' closing ']' this far from the end before scanning
 _END_TRIES = 64  # ']' characters examined there, at most (a string of ']'s must not cost quadratic time)
 _TAIL_WINDOW = 1 << 20  # a last stretch of events this big takes the fast path (a worker's window, or pieces)
+_PASS_READ = 64 << 10  # a window passed over (``FileWindow``): how much of its end is read to find its cut
 _WS = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
@@ -97,6 +98,18 @@ class Event(msgspec.Struct, gc=False):
     dur: _Int | float | str | None = None
     id: _Int | float | str | None = None
     args: Args | None = None
+
+
+class FileWindow(NamedTuple):
+    """A window of a plain file that ``EventStream.windows()`` passed over unread: the worker reads it itself.
+
+    ``offset`` is the file offset of the byte before the window's first event (the array's '[', a ',' or
+    whitespace), ``size`` runs to the byte after its last event's '}' (a ',' or whitespace): the worker writes
+    '[' and ']' over those two to decode the window as an array, as the reader does in its own buffer.
+    """
+
+    offset: int
+    size: int
 
 
 @dataclass
@@ -322,11 +335,14 @@ class EventStream:
     """
 
     def __init__(self, path: Path, progress: Callable[[int, int], None] | None = None, chunk: int = CHUNK,
-                 trusted: int = 0):
+                 trusted: int = 0, pass_over: bool = False):
         self.path = path
         self.chunk = chunk
         self.progress = progress
         self.trusted = trusted
+        # windows() of a plain file: each window but the last few as a FileWindow, its bytes not read here
+        # (``_pass_over``); the serial re-read after a failure passes over its ``trusted`` windows the same way
+        self.pass_over = pass_over
         self._raw_windows = False
         self._summary = ReadSummary()
         self._raw: IO[bytes] | None = None
@@ -428,8 +444,14 @@ class EventStream:
         buf = bytearray(b" ") + self._start(f)
         self._done = self._base
         fresh = True  # buf[1:] follows the array's '[' (not a ','): a ']' may close it at once
+        seeks = self.pass_over and isinstance(f, io.BufferedReader) and f.seekable()
         while True:
             if not self._eof and len(buf) < self.chunk:
+                if seeks and (self._raw_windows or self.trusted > 0):
+                    rest = yield from self._pass_over(f, buf)
+                    if rest is not None:
+                        buf, fresh = rest, False
+                        continue
                 buf += self._read_view(f)
                 continue
             nxt = yield from self._batch(f, buf, fresh)
@@ -478,6 +500,43 @@ class EventStream:
             self.trusted -= 1
         self._done = self._abs(cut + 1)
         return buf.index(b"{", cut + 1)
+
+    def _pass_over(self, f: IO[bytes], buf: bytearray) -> Generator[FileWindow, None, bytearray | None]:
+        """The next window as a :class:`FileWindow`, found without reading its bytes: only the end of the stretch
+        the usual read would hold (``buf`` and one more chunk) is read, and its cut is the usual candidate
+        (``jsonscan.last_boundary``) searched there. Returns the new buffer (what follows the cut), or None where
+        the usual path must read on: near the file's end, or no candidate in the bytes read.
+
+        Why: the parent of a parallel read would otherwise read, copy and hand over every byte, about a quarter
+        of the CPU time of the read (benchmarks/README.md); the worker reads its window from the page cache.
+        The cuts depend only on the file and the chunk size, so the serial re-read after a failure finds the same
+        windows and passes over the ``trusted`` ones alike.
+        """
+        have = self._abs(len(buf))  # just past buf's bytes: the file's position now
+        end = have + self.chunk  # where the usual read would end the buffer
+        size = min(_PASS_READ, self.chunk // 2)
+        if end > self._size:
+            return None
+        f.seek(end - size)
+        tail = f.read(size)
+        cut = jsonscan.last_boundary(tail) if len(tail) == size else -1
+        nxt = tail.find(b"{", cut + 1) if cut > 0 else -1
+        if nxt < 0:
+            f.seek(have)
+            return None
+        at = end - size  # the file offset of tail[0]
+        if self._raw_windows:
+            first = self._abs(1)
+            yield FileWindow(first - 1, at + cut + 2 - (first - 1))
+        else:
+            self.trusted -= 1
+        f.seek(end)
+        self._summary.bytes_read += self.chunk
+        if self.progress is not None:
+            self.progress(end, self._size)
+        self._done = at + cut + 1
+        self._base = at + nxt
+        return bytearray(b" ") + tail[nxt:]
 
     def _fast(self, buf: bytearray, cut: int) -> Generator[list[Event], None, int]:
         """The events up to the candidate ``cut``, in pieces or whole; returns where the rest starts, or
