@@ -1,10 +1,13 @@
 """Decode the batches of ONE big trace in worker processes; merge them in order (``--decode-workers``).
 
-The parent reads and cuts the events array (tracekit.read, ``EventStream.windows``); each window
-goes to a forked worker that decodes it and runs the loader's ingest on it alone, with the thread
+The parent cuts the events array (tracekit.read, ``EventStream.windows``); each window goes to a
+forked worker that decodes it and runs the loader's ingest on it alone, with the thread
 and stream tables the parent knew when it sent it. The parent merges the results strictly in
 order, renumbering threads and streams first seen in a window, so tables, first-seen orders, shape
 lists and drop counters are those of the serial path (tracekit.load): the output is byte-identical.
+A plain file's windows are passed over by the parent, which reads only the end of each to find its cut
+(``FileWindow``), and each worker reads its own from the file; a gzip's are inflated by the parent and
+copied through a ring of shared memory.
 
 A window's cut is only a candidate until a worker decodes it. When one does not decode (a cut
 inside a string, a syntax error) or the reader needs its slow path, the file is re-read serially
