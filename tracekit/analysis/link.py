@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, groupby, islice, repeat
 from operator import attrgetter, eq, not_
@@ -120,11 +120,11 @@ def _host_order(host: list[HostEvent]) -> tuple[list[int], OrderIndex]:
             k += 1
         order[start:end] = sorted(order[start:end], key=lambda i: (host[i].thread, -host[i].dur, host[i].kind))
     threads = [h.thread for h in host]
-    if min(threads, default=0) == max(threads, default=0):  # one thread: the ties' re-sort kept each ts in place
-        return order, _index(in_order, threads)
+    if not n or threads.count(threads[0]) == n:  # one thread: the ties' re-sort kept each ts in place
+        return order, _index_sorted(in_order, threads)
     del in_order
     order.sort(key=threads.__getitem__)
-    return order, _index(list(map(ts.__getitem__, order)), list(map(threads.__getitem__, order)))
+    return order, _index_sorted(list(map(ts.__getitem__, order)), list(map(threads.__getitem__, order)))
 
 
 def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], list[int | None], list[int], list[int],
@@ -142,45 +142,65 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], li
     step: list[int | None] = [None] * n
     roots: list[int] = []
     tops: list[int] = []
-    stepped = bool(tr.info.steps)
-    step_of: dict[str, int] = {}  # name -> its step number, -1 for a name that is no ProfilerStep#N
     order, index = _host_order(host)
-    stack: list[int] = []
-    ends: list[int] = []
-    cur_thread = None
-    for i in order:
-        h = host[i]
-        ts, kind = h.ts, h.kind
-        if h.thread != cur_thread:
-            stack.clear()
-            ends.clear()
-            cur_thread = h.thread
-        while ends and ends[-1] <= ts and not (h.dur == 0 and ends[-1] == ts and host[stack[-1]].ts < ts):
-            stack.pop()
-            ends.pop()
-        if stack:
-            p = stack[-1]
-            parent[i] = p
-            op_parent[i] = p if host[p].kind >= ANNOTATION else op_parent[p]
-            launcher[i] = i if kind == OP else launcher[p]
-        else:
-            p = NONE
-            launcher[i] = i if kind == OP else NONE
-        if stepped:
-            s = step_of.get(h.name)
-            if s is None:
-                s = step_of[h.name] = _step_number(h.name)
-            if s >= 0:
-                step[i] = s
-                roots.append(i)
-            elif p != NONE:
-                step[i] = step[p]
-            if kind == OP and ((q := op_parent[i]) == NONE or launcher[q] != q):
-                tops.append(i)  # (whatever its step now: backward ops get theirs later, blocks.backward)
-        stack.append(i)
-        ends.append(ts + h.dur)
-    tops.sort()
+    stepped = bool(tr.info.steps)
+    step_names = _step_names(tr) if stepped else {}
+    for thread in sorted(index.first, key=index.first.__getitem__):  # each thread's run of ``order``, in order
+        lo, hi = index.run(thread)
+        _sweep(host, zip(islice(order, lo, hi), islice(index.starts, lo, hi)), step_names,
+               (parent, op_parent, launcher, step, roots, tops))
+    if stepped:
+        tops.sort()
+    else:
+        tops.clear()
     return order, parent, op_parent, launcher, step, roots, tops, index
+
+
+def _step_names(tr: Trace) -> dict[str, int]:
+    """Each ``ProfilerStep#N`` name of the trace -> N: from the loader's name table (a few hundred names), else
+    (a trace built by other means) from the events' names."""
+    names = tr.names if tr.names is not None else {h.name for h in tr.host}
+    return {name: s for name in names if (s := _step_number(name)) >= 0}
+
+
+_NEVER = float("inf")  # the end of the bottom of the stack: outlasts every event
+
+
+def _sweep(host: list[HostEvent], run: Iterable[tuple[int, int]], step_names: dict[str, int],
+           out: tuple[list[int], list[int], list[int], list[int | None], list[int], list[int]]) -> None:
+    """The stack sweep of one thread's events (``run``: (index, ts) in :func:`host_order`), filling ``out``.
+
+    The innermost open event's own figures, and what it hands its children (op parent, launcher, step, whether
+    an op under it is a top op), are locals; the stack keeps the enclosing events' as one tuple each. An event
+    is closed by the next that starts at or after its end, except that a zero-length event at its end, when it
+    started earlier, is still inside it.
+    """
+    parent, op_parent, launcher, step, roots, tops = out
+    stack: list[tuple] = []
+    top, top_end, top_ts, c_opp, c_launch, c_step, c_top = NONE, _NEVER, 0, NONE, NONE, None, True
+    for i, ts in run:
+        h = host[i]
+        dur = h.dur
+        while top_end <= ts and (top_end < ts or dur or top_ts >= ts):
+            top, top_end, top_ts, c_opp, c_launch, c_step, c_top = stack.pop()
+        parent[i] = top
+        op_parent[i] = c_opp
+        stack.append((top, top_end, top_ts, c_opp, c_launch, c_step, c_top))
+        if step_names and h.name in step_names:
+            c_step = step_names[h.name]
+            roots.append(i)
+        step[i] = c_step
+        kind = h.kind
+        if kind == OP:
+            launcher[i] = c_launch = c_opp = i
+            if c_top:
+                tops.append(i)  # (whatever its step now: backward ops get theirs later, blocks.backward)
+            c_top = False
+        else:
+            launcher[i] = c_launch
+            if kind >= ANNOTATION:
+                c_opp, c_top = i, True
+        top, top_end, top_ts = i, ts + dur, ts
 
 
 def nearest_above(parent: Sequence[int], i: int, hit: Callable[[int], bool], memo: dict[int, int]) -> int:
@@ -235,6 +255,18 @@ def _index(starts: list[int], threads: list[int]) -> OrderIndex:
     n = len(starts)
     return OrderIndex(starts=starts, first=dict(zip(reversed(threads), range(n - 1, -1, -1))),
                       stop=dict(zip(threads, range(1, n + 1))))
+
+
+def _index_sorted(starts: list[int], threads: list[int]) -> OrderIndex:
+    """:func:`_index` of an order sorted by thread: each thread's run found by bisection, not by a dict per event."""
+    first: dict[int, int] = {}
+    stop: dict[int, int] = {}
+    k, n = 0, len(threads)
+    while k < n:
+        thread = threads[k]
+        first[thread] = k
+        k = stop[thread] = bisect_right(threads, thread, k)
+    return OrderIndex(starts=starts, first=first, stop=stop)
 
 
 def runtime_leaves(tr: Trace, order: list[int], parent: list[int], index: OrderIndex | None = None) -> list[int]:
