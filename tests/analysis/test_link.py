@@ -99,7 +99,7 @@ def test_the_host_tree_its_launchers_steps_and_top_ops_follow_the_nesting(seed: 
     rng.shuffle(host)
     tr = Trace(info=TraceInfo(source="random", steps=[3, 4]), threads=[(1, 1), (1, 2)], host=host,
                names=frozenset(h.name for h in host) if named else None)
-    order, parent, op_parent, launcher, step, roots, tops, _ = nest_host(tr)
+    order, parent, op_parent, launcher, step, roots, tops, _, _ = nest_host(tr)
     assert order == host_order(host)
     assert parent == [_enclosing(host, order, i) for i in range(len(host))]
     assert op_parent == [_up(parent, parent[i], lambda j: host[j].kind >= ANNOTATION) for i in range(len(host))]
