@@ -169,10 +169,15 @@ def _step_names(tr: Trace) -> dict[str, int]:
 
 
 def _calls_in_time_order(tr: Trace) -> tuple[list[int], OrderIndex]:
-    """The runtime calls by (thread, ts), ties in file order, and that order's :class:`OrderIndex`."""
-    ts = [rt.ts for rt in tr.runtime]
+    """The runtime calls by (thread, ts), ties in file order, and that order's :class:`OrderIndex`. Both key
+    lists in one walk over the calls (as fast as two comprehensions)."""
+    ts: list[int] = []
+    threads: list[int] = []
+    add_ts, add_thread = ts.append, threads.append
+    for rt in tr.runtime:
+        add_ts(rt.ts)
+        add_thread(rt.thread)
     calls = sorted(range(len(ts)), key=ts.__getitem__)
-    threads = [rt.thread for rt in tr.runtime]
     if threads and threads.count(threads[0]) != len(threads):
         calls.sort(key=threads.__getitem__)
     return calls, _index_sorted(list(map(ts.__getitem__, calls)), list(map(threads.__getitem__, calls)))
