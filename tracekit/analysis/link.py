@@ -151,9 +151,8 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], li
     for thread in sorted(index.first, key=index.first.__getitem__):  # each thread's run of ``order``, in order
         lo, hi = index.run(thread)
         c_lo, c_hi = call_index.run(thread)
-        _sweep(host, zip(islice(order, lo, hi), islice(index.starts, lo, hi)),
-               chain(zip(islice(calls, c_lo, c_hi), islice(call_index.starts, c_lo, c_hi)), _NO_CALL), step_names,
-               out)
+        _sweep(host, zip(order[lo:hi], index.starts[lo:hi]),  # (slices: an islice would walk up to lo)
+               chain(zip(calls[c_lo:c_hi], call_index.starts[c_lo:c_hi]), _NO_CALL), step_names, out)
     if tr.info.steps:
         tops.sort()
     else:
