@@ -183,10 +183,10 @@ def _calls_in_time_order(tr: Trace) -> tuple[list[int], OrderIndex]:
 
 
 _NEVER = float("inf")  # the end of the bottom of the stack (it outlasts every event), and the time of no call
-_NO_CALL = ((NONE, _NEVER),)  # after a thread's last runtime call
+_NO_CALL: tuple[tuple[int, float], ...] = ((NONE, _NEVER),)  # after a thread's last runtime call
 
 
-def _sweep(host: list[HostEvent], run: Iterable[tuple[int, int]], calls: Iterator[tuple[int, int]],
+def _sweep(host: list[HostEvent], run: Iterable[tuple[int, int]], calls: Iterator[tuple[int, float]],
            step_names: dict[str, int], out: tuple[list, ...]) -> None:
     """The stack sweep of one thread's events (``run``: (index, ts) in :func:`host_order`), filling ``out``.
 
@@ -246,7 +246,7 @@ def _close_for_instant(host: list[HostEvent], stack: list[tuple], state: tuple, 
 
 
 def _calls_after(stack: list[tuple], top: int, top_end: float, r: int, call_ts: float,
-                 calls: Iterator[tuple[int, int]], leaf: list[int]) -> None:
+                 calls: Iterator[tuple[int, float]], leaf: list[int]) -> None:
     """The leaves of a thread's calls at or after its last event's start: as in the sweep, with nothing left to
     come but the calls."""
     while r != NONE:
