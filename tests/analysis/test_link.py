@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tracekit.analysis.attribute import attribute_trace
-from tracekit.analysis.link import NONE, _host_order, host_order, link
+from tracekit.analysis.link import NONE, _host_order, host_order, link, nest_host
 from tracekit.model import ANNOTATION, KERNEL, MODULE, OP, DeviceEvent, HostEvent, RuntimeEvent, Trace, TraceInfo
 from support.builders import TraceBuilder
 from support.pairs import GEMM, H100
@@ -58,6 +58,62 @@ def test_each_launch_links_to_the_innermost_host_event_around_it(seed: int) -> N
     assert links.device_leaf == expected
     assert any(e != NONE for e in expected) and NONE in expected
     attribute_trace(tr).check()
+
+
+def _enclosing(host: list[HostEvent], order: list[int], i: int) -> int:
+    """Brute force: of the events before ``i`` in host order on its thread that hold it, the last. An event holds
+    one that starts inside it, or a zero-length one at its very end when it started earlier (that event is still
+    inside it, as a record_function closing with its range)."""
+    h, pos = host[i], order.index(i)
+    holders = [j for j in order[:pos] if host[j].thread == h.thread and host[j].ts <= h.ts
+               and (h.ts < host[j].ts + host[j].dur
+                    or (h.dur == 0 and h.ts == host[j].ts + host[j].dur and host[j].ts < h.ts))]
+    return holders[-1] if holders else NONE
+
+
+def _up(parent: list[int], i: int, hit) -> int:
+    while i != NONE and not hit(i):
+        i = parent[i]
+    return i
+
+
+@pytest.mark.parametrize("named", [False, True])  # the loader's name table, or none (a hand-built trace)
+@pytest.mark.parametrize("seed", range(25))
+def test_the_host_tree_its_launchers_steps_and_top_ops_follow_the_nesting(seed: int, named: bool) -> None:
+    """Parent, op parent (innermost op or annotation above), launcher (innermost op, itself included), step (the
+    innermost ProfilerStep#N around, itself included, of any kind), the steps in sweep order and the top ops
+    (ops with no op as their op parent), each against a brute force on random nestings with zero-length events at
+    their parents' ends, twins and ProfilerSteps anywhere, even nested."""
+    rng = random.Random(seed)
+    host: list[HostEvent] = []
+    for thread in (0, 1):
+        for start, end in ((0, 120), (120, 200), (260, 400)):
+            host.append(HostEvent(rng.choice((MODULE, ANNOTATION, OP)), f"root{len(host)}", thread, start,
+                                  end - start, 0))
+            _nested(rng, thread, start, end, 1, host)
+    for i in rng.sample([i for i, h in enumerate(host) if h.dur], 4):  # zero-length events at an event's end
+        host.append(HostEvent(rng.choice((MODULE, ANNOTATION, OP)), f"end{i}", host[i].thread,
+                              host[i].ts + host[i].dur, 0, 0))
+    for k, i in enumerate(rng.sample(range(len(host)), 6)):
+        host[i].name = f"ProfilerStep#{k + 3}"
+    rng.shuffle(host)
+    tr = Trace(info=TraceInfo(source="random", steps=[3, 4]), threads=[(1, 1), (1, 2)], host=host,
+               names=frozenset(h.name for h in host) if named else None)
+    order, parent, op_parent, launcher, step, roots, tops, _, _ = nest_host(tr)
+    assert order == host_order(host)
+    assert parent == [_enclosing(host, order, i) for i in range(len(host))]
+    assert op_parent == [_up(parent, parent[i], lambda j: host[j].kind >= ANNOTATION) for i in range(len(host))]
+    assert launcher == [_up(parent, i, lambda j: host[j].kind == OP) for i in range(len(host))]
+    named_step = [int(h.name[13:]) if h.name.startswith("ProfilerStep#") else None for h in host]
+    assert step == [named_step[s] if (s := _up(parent, i, lambda j: named_step[j] is not None)) != NONE else None
+                    for i in range(len(host))]
+    assert roots == [i for i in order if named_step[i] is not None] and len(roots) == 6
+    assert tops == [i for i, h in enumerate(host)
+                    if h.kind == OP and (op_parent[i] == NONE or host[op_parent[i]].kind != OP)]
+    assert any(h.dur == 0 and parent[i] != NONE and h.ts == host[parent[i]].ts + host[parent[i]].dur
+               for i, h in enumerate(host))  # (the zero-length rule was exercised)
+    tr.info.steps = []
+    assert nest_host(tr)[4:7] == ([None] * len(host), [], [])  # no steps: none read, no top ops listed
 
 
 @pytest.mark.parametrize("threads", [1, 3])  # (one thread takes a shortcut: no sort by thread)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, groupby, islice, repeat
+from itertools import chain, compress, groupby, islice, repeat
 from operator import attrgetter, eq, not_
 
 from ..model import ANNOTATION, OP, HostEvent, Trace
@@ -120,20 +120,21 @@ def _host_order(host: list[HostEvent]) -> tuple[list[int], OrderIndex]:
             k += 1
         order[start:end] = sorted(order[start:end], key=lambda i: (host[i].thread, -host[i].dur, host[i].kind))
     threads = [h.thread for h in host]
-    if min(threads, default=0) == max(threads, default=0):  # one thread: the ties' re-sort kept each ts in place
-        return order, _index(in_order, threads)
+    if not n or threads.count(threads[0]) == n:  # one thread: the ties' re-sort kept each ts in place
+        return order, _index_sorted(in_order, threads)
     del in_order
     order.sort(key=threads.__getitem__)
-    return order, _index(list(map(ts.__getitem__, order)), list(map(threads.__getitem__, order)))
+    return order, _index_sorted(list(map(ts.__getitem__, order)), list(map(threads.__getitem__, order)))
 
 
 def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], list[int | None], list[int], list[int],
-                                  OrderIndex]:
+                                  OrderIndex, list[int]]:
     """One stack sweep per thread; O(n log n) for the sort, linear after. It also hands each event the
     ``ProfilerStep#N`` around it (None outside steps), inherited down the nesting, when the trace has steps, and
     lists the ProfilerStep#N events themselves and the top-level ops (ops whose innermost enclosing op/annotation
     is no op), in index order: found here, where each name and parent is read anyway, so no later
-    pass over every host event (tracekit.analysis.stepindex) needs to read them again."""
+    pass over every host event (tracekit.analysis.stepindex) needs to read them again. Last, each runtime call's
+    leaf (:func:`runtime_leaves`), read off the same sweep's stack as the calls go by in time order."""
     host = tr.host
     n = len(host)
     parent = [NONE] * n
@@ -142,45 +143,117 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], li
     step: list[int | None] = [None] * n
     roots: list[int] = []
     tops: list[int] = []
-    stepped = bool(tr.info.steps)
-    step_of: dict[str, int] = {}  # name -> its step number, -1 for a name that is no ProfilerStep#N
+    leaf = [NONE] * len(tr.runtime)
     order, index = _host_order(host)
-    stack: list[int] = []
-    ends: list[int] = []
-    cur_thread = None
-    for i in order:
+    calls, call_index = _calls_in_time_order(tr)
+    step_names = _step_names(tr) if tr.info.steps else {}
+    out = (parent, op_parent, launcher, step, roots, tops, leaf)
+    for thread in sorted(index.first, key=index.first.__getitem__):  # each thread's run of ``order``, in order
+        lo, hi = index.run(thread)
+        c_lo, c_hi = call_index.run(thread)
+        _sweep(host, zip(order[lo:hi], index.starts[lo:hi]),  # (slices: an islice would walk up to lo)
+               chain(zip(calls[c_lo:c_hi], call_index.starts[c_lo:c_hi]), _NO_CALL), step_names, out)
+    if tr.info.steps:
+        tops.sort()
+    else:
+        tops.clear()
+    return order, parent, op_parent, launcher, step, roots, tops, index, leaf
+
+
+def _step_names(tr: Trace) -> dict[str, int]:
+    """Each ``ProfilerStep#N`` name of the trace -> N: from the loader's name table (a few hundred names), else
+    (a trace built by other means) from the events' names."""
+    names = tr.names if tr.names is not None else {h.name for h in tr.host}
+    return {name: s for name in names if (s := _step_number(name)) >= 0}
+
+
+def _calls_in_time_order(tr: Trace) -> tuple[list[int], OrderIndex]:
+    """The runtime calls by (thread, ts), ties in file order, and that order's :class:`OrderIndex`. Both key
+    lists in one walk over the calls (as fast as two comprehensions)."""
+    ts: list[int] = []
+    threads: list[int] = []
+    add_ts, add_thread = ts.append, threads.append
+    for rt in tr.runtime:
+        add_ts(rt.ts)
+        add_thread(rt.thread)
+    calls = sorted(range(len(ts)), key=ts.__getitem__)
+    if threads and threads.count(threads[0]) != len(threads):
+        calls.sort(key=threads.__getitem__)
+    return calls, _index_sorted(list(map(ts.__getitem__, calls)), list(map(threads.__getitem__, calls)))
+
+
+_NEVER = float("inf")  # the end of the bottom of the stack (it outlasts every event), and the time of no call
+_NO_CALL: tuple[tuple[int, float], ...] = ((NONE, _NEVER),)  # after a thread's last runtime call
+
+
+def _sweep(host: list[HostEvent], run: Iterable[tuple[int, int]], calls: Iterator[tuple[int, float]],
+           step_names: dict[str, int], out: tuple[list, ...]) -> None:
+    """The stack sweep of one thread's events (``run``: (index, ts) in :func:`host_order`), filling ``out``.
+
+    The innermost open event's own figures, and what it hands its children (op parent, launcher, step, whether
+    an op under it is a top op), are locals; the stack keeps the enclosing events' as one tuple each. An event
+    is closed by the next that starts at or after its end, except that a zero-length event at its end, when it
+    started earlier, is still inside it (:func:`_close_for_instant`). The thread's runtime calls (``calls``:
+    (index, ts) by time, then ``_NO_CALL``) are met between the events: each call's leaf is the innermost event
+    open at it, ends included, once every event that starts at or before it is in.
+    """
+    parent, op_parent, launcher, step, roots, tops, leaf = out
+    stack: list[tuple] = []
+    push, pop = stack.append, stack.pop
+    top, top_end, c_opp, c_launch, c_step, c_top = NONE, _NEVER, NONE, NONE, None, True
+    r, call_ts = next(calls)
+    for i, ts in run:
+        while call_ts < ts:
+            while top_end < call_ts:  # (what the next event would close anyway: it starts later)
+                top, top_end, c_opp, c_launch, c_step, c_top = pop()
+            leaf[r] = top
+            r, call_ts = next(calls)
         h = host[i]
-        ts, kind = h.ts, h.kind
-        if h.thread != cur_thread:
-            stack.clear()
-            ends.clear()
-            cur_thread = h.thread
-        while ends and ends[-1] <= ts and not (h.dur == 0 and ends[-1] == ts and host[stack[-1]].ts < ts):
-            stack.pop()
-            ends.pop()
-        if stack:
-            p = stack[-1]
-            parent[i] = p
-            op_parent[i] = p if host[p].kind >= ANNOTATION else op_parent[p]
-            launcher[i] = i if kind == OP else launcher[p]
+        dur = h.dur
+        if dur:
+            while top_end <= ts:
+                top, top_end, c_opp, c_launch, c_step, c_top = pop()
         else:
-            p = NONE
-            launcher[i] = i if kind == OP else NONE
-        if stepped:
-            s = step_of.get(h.name)
-            if s is None:
-                s = step_of[h.name] = _step_number(h.name)
-            if s >= 0:
-                step[i] = s
-                roots.append(i)
-            elif p != NONE:
-                step[i] = step[p]
-            if kind == OP and ((q := op_parent[i]) == NONE or launcher[q] != q):
+            top, top_end, c_opp, c_launch, c_step, c_top = _close_for_instant(
+                host, stack, (top, top_end, c_opp, c_launch, c_step, c_top), ts)
+        parent[i] = top
+        op_parent[i] = c_opp
+        push((top, top_end, c_opp, c_launch, c_step, c_top))
+        if h.name in step_names:
+            c_step = step_names[h.name]
+            roots.append(i)
+        step[i] = c_step
+        kind = h.kind
+        if kind == OP:
+            launcher[i] = c_launch = c_opp = i
+            if c_top:
                 tops.append(i)  # (whatever its step now: backward ops get theirs later, blocks.backward)
-        stack.append(i)
-        ends.append(ts + h.dur)
-    tops.sort()
-    return order, parent, op_parent, launcher, step, roots, tops, index
+            c_top = False
+        else:
+            launcher[i] = c_launch
+            if kind >= ANNOTATION:
+                c_opp, c_top = i, True
+        top, top_end = i, ts + dur
+    _calls_after(stack, top, top_end, r, call_ts, calls, leaf)
+
+
+def _close_for_instant(host: list[HostEvent], stack: list[tuple], state: tuple, ts: int) -> tuple:
+    """The stack state a zero-length event at ``ts`` sees: the events it closes popped. Those that ended before
+    it, and a zero-length one at the same ts; not one that ends at ts and started earlier (it is inside that)."""
+    while state[1] < ts or (state[1] == ts and not host[state[0]].dur):
+        state = stack.pop()
+    return state
+
+
+def _calls_after(stack: list[tuple], top: int, top_end: float, r: int, call_ts: float,
+                 calls: Iterator[tuple[int, float]], leaf: list[int]) -> None:
+    """The leaves of a thread's calls at or after its last event's start: as in the sweep, with nothing left to
+    come but the calls."""
+    while r != NONE:
+        while top_end < call_ts:
+            top, top_end = stack.pop()[:2]
+        leaf[r] = top
+        r, call_ts = next(calls)
 
 
 def nearest_above(parent: Sequence[int], i: int, hit: Callable[[int], bool], memo: dict[int, int]) -> int:
@@ -237,13 +310,25 @@ def _index(starts: list[int], threads: list[int]) -> OrderIndex:
                       stop=dict(zip(threads, range(1, n + 1))))
 
 
+def _index_sorted(starts: list[int], threads: list[int]) -> OrderIndex:
+    """:func:`_index` of an order sorted by thread: each thread's run found by bisection, not by a dict per event."""
+    first: dict[int, int] = {}
+    stop: dict[int, int] = {}
+    k, n = 0, len(threads)
+    while k < n:
+        thread = threads[k]
+        first[thread] = k
+        k = stop[thread] = bisect_right(threads, thread, k)
+    return OrderIndex(starts=starts, first=first, stop=stop)
+
+
 def runtime_leaves(tr: Trace, order: list[int], parent: list[int], index: OrderIndex | None = None) -> list[int]:
     """For each runtime call, the innermost host event on its thread that contains it (ends included).
 
     The last host event on the thread to start at or before the call (a bisection of ``order``) is
     the candidate; if it ended before the call, its enclosing events (``parent``, from the same stack
-    sweep) are tried outwards. No sort of the runtime calls and no second sweep: on a 1 GB trace this
-    is about half the cost of a merge of calls and events through a stack, with the same answers.
+    sweep) are tried outwards. :func:`link` has these from its own sweep (:func:`nest_host`), which meets
+    the calls between the events; this is for a reader that has only the links.
     """
     host = tr.host
     leaf = [NONE] * len(tr.runtime)
@@ -279,8 +364,7 @@ def external_ids_trusted(tr: Trace) -> bool:
 
 
 def link(tr: Trace) -> Links:
-    order, parent, op_parent, launcher, step, roots, tops, index = nest_host(tr)
-    rleaf = runtime_leaves(tr, order, parent, index)
+    order, parent, op_parent, launcher, step, roots, tops, index, rleaf = nest_host(tr)
     # correlation id -> its first runtime call (later writes win: reversed, the first is written last)
     rt_corrs = [rt.correlation for rt in reversed(tr.runtime)]
     by_corr = dict(zip(rt_corrs, range(len(tr.runtime) - 1, -1, -1)))

@@ -250,9 +250,10 @@ class _Cores:
         self.tr, self.links, self.finder = tr, links, finder
         self._key_of: dict[int, int] = {}  # non-op host event -> its sibling key (sibling_key)
         names = tr.names if tr.names is not None else frozenset(h.name for h in tr.host)
-        self.fused_ops = _fused_ops(tr, names)
+        self.ops = _NamedOps(tr, names)
+        self.fused_ops = self.ops.of(self.ops.fused)
         self.is_fused = set(self.fused_ops)
-        self.eager = _eager_triples(tr, links, names, self.sibling_key)
+        self.eager = _eager_triples(tr, links, self.ops, self.sibling_key)
         self.kernels = _kernel_sites(links, cats)  # launch-site host event -> fused kernels
         self._scope_of: dict[int, int] = {}
         self.cats = cats
@@ -444,23 +445,20 @@ class _Cores:
         (matrix products not inside another op) number two or more holds a softmax-free attention core. A layer
         container (its attention module a block of its own) never qualifies, so MoE expert bmms make no block."""
         host = self.tr.host
-        names = {h.name for h in host} if self.tr.names is None else self.tr.names
-        product_names = {n for n in names if MATMUL_OPS.match(n)}
-        if not product_names:
+        if not self.ops.products:
             return
-        for s, ops in self._own_products(product_names, claimed).items():
+        for s, ops in self._own_products(self.ops.of(self.ops.products), claimed).items():
             if len(ops) >= 2:
                 c = claimed[s] = _Claim()
                 c.products = [host[i].name for i in ops[:4]]
 
-    def _own_products(self, product_names: set[str], claimed: dict[int, _Claim]) -> dict[int, list[int]]:
-        """Unclaimed scope (no layer container) -> its own product ops: those not inside another op."""
+    def _own_products(self, products: list[int], claimed: dict[int, _Claim]) -> dict[int, list[int]]:
+        """Unclaimed scope (no layer container) -> its own product ops (of ``products``): those not inside another
+        op."""
         host, parent = self.tr.host, self.links.parent
         around = _around(parent, claimed)
         own: dict[int, list[int]] = defaultdict(list)
-        for i, h in enumerate(host):
-            if h.name not in product_names or h.kind != OP:
-                continue
+        for i in products:
             p = parent[i]
             s = self.scope_around(i) if p == NONE or host[p].kind != OP else NONE
             if s != NONE and s not in claimed and s not in around:
@@ -477,12 +475,27 @@ def _first_triple(kc: Sequence[Category]) -> tuple[int, int, int] | None:
     return None
 
 
-def _fused_ops(tr: Trace, names: frozenset[str]) -> list[int]:
-    """The host ops that open fused-op blocks (none looked for when no such name is in the file)."""
-    fused_names = {n for n in names if opens_fused_block(n)}
-    if not fused_names:
-        return []
-    return [i for i, h in enumerate(tr.host) if h.name in fused_names and h.kind == OP]
+class _NamedOps:
+    """The host ops whose names the rules look for: fused attention ops (rule fused-op), softmax ops (rule
+    eager-ops) and matrix products (linear attention), found in one walk over the host events for all three, and
+    none when the file has none of those names."""
+
+    def __init__(self, tr: Trace, names: frozenset[str]) -> None:
+        self.host = tr.host
+        self.fused = {n for n in names if opens_fused_block(n)}
+        self.softmax = {n for n in names if SOFTMAX_OPS.match(n)}
+        self.products = {n for n in names if MATMUL_OPS.match(n)}
+        self.ops = _ops_named(tr.host, self.fused | self.softmax | self.products)
+
+    def of(self, names: set[str]) -> list[int]:
+        """The ops named one of ``names`` (one of the three sets), in index order."""
+        host = self.host
+        return [i for i in self.ops if host[i].name in names] if names else []
+
+
+def _ops_named(host: list[HostEvent], names: set[str]) -> list[int]:
+    """The ops named one of ``names``, in index order: no walk when there is none."""
+    return [i for i, h in enumerate(host) if h.name in names and h.kind == OP] if names else []
 
 
 def _kernel_sites(links: Links, cats: Sequence[Category] | None) -> dict[int, list[int]]:
@@ -686,22 +699,20 @@ def _context_agrees(tr: Trace, context: int, s: list[int]) -> bool:
     return p is not None and p[-2:] == s[-2:]
 
 
-def _eager_triples(tr: Trace, links: Links, names: frozenset[str],
-                   key: Callable[[int], int]) -> list[_Eager]:
+def _eager_triples(tr: Trace, links: Links, ops: _NamedOps, key: Callable[[int], int]) -> list[_Eager]:
     """Every score → softmax → context triple of sibling ops (rule eager-ops), scope or not."""
-    soft_names = {n for n in names if SOFTMAX_OPS.match(n)}
-    if not soft_names:
+    if not ops.softmax:
         return []  # no softmax op in the file (fused attention models): the walk is skipped
     out: list[_Eager] = []
-    for sibs in _softmax_siblings(tr, links, soft_names, key):
-        out += _triples_among(tr, sibs, soft_names)
+    for sibs in _softmax_siblings(tr, links, ops.of(ops.softmax), key):
+        out += _triples_among(tr, sibs, ops.softmax)
     return out
 
 
-def _softmax_siblings(tr: Trace, links: Links, soft_names: set[str], key: Callable[[int], int]) -> list[list[int]]:
+def _softmax_siblings(tr: Trace, links: Links, softmax_ops: list[int], key: Callable[[int], int]) -> list[list[int]]:
     """The ops (parents first) under each sibling key that has a softmax op among its ops."""
     host, parent, op_kind = tr.host, links.parent, OP
-    parents = {key(i) for i, h in enumerate(host) if h.name in soft_names and h.kind == op_kind}
+    parents = {key(i) for i in softmax_ops}
     kids: dict[int, list[int]] = defaultdict(list)
     key_under: dict[int, int] = {}  # a non-op parent -> the key of the ops directly under it (one call per parent)
     for i in links.order:

@@ -311,6 +311,8 @@ def _fused_kernel_blocks(tr: Trace, links: Links, blocks: list[Block], cats: Seq
     kernels between (never a GEMM or a softmax). A run with no attention kernel is no block; one whose
     attention kernel a host block owns joins that block. Returns the new blocks.
     """
+    if Category.FUSED_ATTENTION not in cats:
+        return []  # (eager attention: a run without an attention kernel is nothing, so no walk, no sort)
     run = _KernelRun(tr, links, blocks, cats, dev_owner)
     for g in _by_stream(tr.device, list(range(len(tr.device)))):
         run.walk(g)
