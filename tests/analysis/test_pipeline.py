@@ -186,8 +186,9 @@ def test_no_owner_left_unset_for_events_outside_blocks(tmp_path):
 PASS_BUDGET: dict[str, tuple[dict[str, int], str]] = {
     "read-origin": ({"host": 1, "device": 1, "runtime": 1, "memory": 1}, "each list's earliest timestamp"),
     "link": ({"host": 5, "device": 2, "runtime": 2},
-             "host: the ts and thread key lists of the sort, the nesting sweep and its parents' kinds, the runtime "
-             "calls' leaves; device: correlation ids and the External-id check; runtime: correlation ids, leaves"),
+             "host: the ts and thread key lists of the sort, the nesting sweep (the runtime calls' leaves read off "
+             "its stack as they go by); device: correlation ids and the External-id check; runtime: the calls' "
+             "times and threads in one walk, correlation ids"),
     "classify-device": ({"host": 1, "device": 1}, "each kernel's name and its launching op's"),
     "find-host-blocks": ({"host": 7},
                          "softmax ops' keys, the sibling walk and its parents' kinds, the product ops, the eager "
