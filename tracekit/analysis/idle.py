@@ -33,9 +33,9 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from operator import sub
+from operator import attrgetter, sub
 
-from ..model import GraphLaunch, RuntimeEvent, Trace
+from ..model import DeviceEvent, GraphLaunch, RuntimeEvent, Trace
 from ..vocab import IDLE_CAUSES, IdleCause
 
 
@@ -73,6 +73,7 @@ SYNC_CALL_RULES: tuple[SyncRule, ...] = (
              "for that reason; one inside a block is a sync)"),
 )
 _RULES = tuple((r, re.compile(r.pattern)) for r in SYNC_CALL_RULES)
+_TS = attrgetter("ts")
 _WAIT = re.compile(rf"(?:cuda|hip|cu)StreamWaitEvent{_SUFFIX}")  # the calls rule stream-wait-event looks for
 
 
@@ -268,9 +269,7 @@ class IdleSplitter:
         block's host threads, whose sync calls count in the span's tail (after its last device work); ``host``: its
         host ops' (start, end) ns, for the tail's host_op. ``gaps``, when given, gets each gap as ``start, end`` and
         its ns per cause (IDLE_CAUSES order), for the timeline."""
-        dev = self.tr.device
-        evs = sorted((e.ts, e.ts + e.dur, j) for j in js if (e := dev[j]).dur > 0)  # (empty events end no gap)
-        found, busy = _gaps(evs, start, end)
+        found, busy = _gaps(list(map(self.tr.device.__getitem__, js)), js, start, end)
         work = self._devices(js)
         # Device work outside the block in its window: the device's busy time there beyond the block's own (one
         # query per block; most blocks have none, and then no gap asks for it)
@@ -370,20 +369,26 @@ class IdleSplitter:
         return at > 0 and t[1][at - 1]
 
 
-def _gaps(evs: list[tuple[int, int, int]], start: int, end: int) -> tuple[list[tuple[int, int, list[int]]], int]:
-    """The window's gaps outside the events ``evs`` ((start, end, index), sorted) as (start, end, the events that
-    end it; none for the span's tail), and the events' busy ns inside the window."""
+def _gaps(evs: Sequence[DeviceEvent], js: Sequence[int], start: int,
+          end: int) -> tuple[list[tuple[int, int, list[int]]], int]:
+    """The window's gaps outside the device events ``evs`` (``js``: their indices; empty ones end no gap) as
+    (start, end, the events that end it; none for the span's tail), and the events' busy ns inside the window.
+    One walk in start order (indices sorted by start: no tuple per event); the events that start where a gap
+    ends all end it."""
     found: list[tuple[int, int, list[int]]] = []
-    covered_to, k, n = start, 0, len(evs)
-    while k < n:
-        g1, far, i = evs[k][0], covered_to, k
-        while k < n and evs[k][0] == g1:
-            if evs[k][1] > far:
-                far = evs[k][1]
-            k += 1
-        if g1 > covered_to:
-            found.append((covered_to, g1, [evs[x][2] for x in range(i, k)]))
-        covered_to = far
+    covered_to, last = start, (start, start, [])  # last: the latest gap (at first none found: a row kept nowhere)
+    for k in sorted(range(len(evs)), key=list(map(_TS, evs)).__getitem__):
+        e = evs[k]
+        if e.dur <= 0:
+            continue
+        s = e.ts
+        if s > covered_to:
+            last = (covered_to, s, [js[k]])
+            found.append(last)
+        elif s == last[1]:
+            last[2].append(js[k])
+        if s + e.dur > covered_to:
+            covered_to = s + e.dur
     if end > covered_to:
         found.append((covered_to, end, []))
     return found, (end - start) - sum(g1 - g0 for g0, g1, _ in found)  # (the gaps and the busy time tile it)
