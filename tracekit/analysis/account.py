@@ -13,7 +13,9 @@ from array import array
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import groupby
+from operator import attrgetter
 
 from ..model import ANNOTATION, MODULE, OP, DeviceEvent, GraphLaunch, HostEvent, Trace
 from ..results.attribution import CATEGORIES, Attribution, BlockResult, IdleGaps
@@ -36,11 +38,14 @@ from .link import NONE, Links, link
 from .roles import GemmRoles, RoleFinder
 from .totals import block_totals, device_coverage, over_steps, sorted_results, trace_summary, whole_steps
 
+_TS = attrgetter("ts")
 _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
 
 
+@lru_cache(maxsize=4096)
 def block_kind(name: str, found_by: FoundBy) -> str:
-    """Fold instance numbers so that ``layer3.attention`` and ``layer4.attention`` group."""
+    """Fold instance numbers so that ``layer3.attention`` and ``layer4.attention`` group (memoised: a trace's blocks
+    repeat few names, step after step)."""
     if found_by == FoundBy.MODULE:
         return re.sub(r"_\d+$", "", name)
     if found_by == FoundBy.FUSED_KERNEL:
@@ -167,6 +172,7 @@ class DeviceBlocks:
         self.roles = RoleFinder(tr, links)
         self.dev_share = [0] * len(tr.device)
         self.top: dict[tuple[str, str, int | None], list] = {}  # (compact kernel name, category, step) -> [count, ns]
+        self._short: dict[str, str] = {}  # kernel name -> compact_kernel_name(name)
 
     def block(self, blk: Block, js: list[int], ordinal: int, alloc: int | None) -> BlockResult:
         """Block ``blk``'s figures from its device events ``js``: busy time by category and role, span, idle."""
@@ -205,9 +211,8 @@ class DeviceBlocks:
         start: no span the device could idle in, so never launch-bound."""
         if not js:
             return blk.ts, blk.ts
-        dev = self.tr.device
-        first = min(js, key=lambda j: (dev[j].ts, j))
-        return block_window(evs, roots, self.free_at[first])
+        ts = list(map(_TS, evs))  # (js ascend: the first of the earliest starts is the lowest index among them)
+        return block_window(evs, roots, self.free_at[js[ts.index(min(ts))]])
 
     def _split(self, js: list[int], bshare: list[int], step: int | None) -> tuple[dict[str, int], dict[str, int]]:
         """The block's busy ns by category and its matmul ns by role; its kernels into the table."""
@@ -232,8 +237,12 @@ class DeviceBlocks:
             else:
                 t[0] += 1
                 t[1] += e.dur
-        for (name, cat), (n, ns) in mine.items():  # (names compacted once per block, not once per event)
-            row = (compact_kernel_name(name), cat, step)
+        short = self._short
+        for (name, cat), (n, ns) in mine.items():  # (names compacted once per distinct name, not once per event)
+            short_name = short.get(name)
+            if short_name is None:
+                short_name = short[name] = compact_kernel_name(name)
+            row = (short_name, cat, step)
             t = top.get(row)
             if t is None:
                 t = top[row] = [0, 0]
