@@ -279,7 +279,7 @@ class IdleSplitter:
         live = {p: any(map(src.get, xs)) for p, xs in _SOURCES.items()}  # the pieces with a source to consult
         rows = self._rows(found, src, live)
         if gaps is not None:
-            gaps.extend(rows)
+            gaps.extend(array("q", rows))  # (an array from a list converts in one C loop; extend(list) item by item)
         w = 2 + _NC  # (the sums column-wise, from the gaps' rows: no per-gap adding in Python)
         return {c: sum(rows[2 + x::w]) for x, c in enumerate(IDLE_CAUSES)}
 

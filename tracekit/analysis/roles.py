@@ -139,6 +139,7 @@ class RoleFinder:
         self._dims: dict[bytes, list | None] = {}  # parsed Input Dims, per distinct bytes
         self._role: dict[int, str] = {}
         self._gemm: dict[str, bool] = {}  # per distinct op name: a matrix product or not
+        self._op_role: dict[tuple[str, bytes | None], MatmulRole | None] = {}  # per (op name, Input Dims): _own_role
         # Whether any range or module name in the file says a role: when none does (most traces without
         # record_function names), the walk up each launcher's ranges is skipped.
         names = tr.names
@@ -202,15 +203,27 @@ class RoleFinder:
         while k != NONE and host[k].kind == OP and self._is_gemm(host[k].name):
             chain.append(k)
             k = parent[k]
+        op_inputs, memo = self.tr.op_inputs, self._op_role
         for k in reversed(chain):
-            name = host[k].name
-            if LINEAR_OP.match(name):
-                return MatmulRole.PROJECTION
-            ops = self._operands(k)
-            if ops is not None:
-                for rule in SHAPE_RULES:
-                    if rule.test(*ops):
-                        return rule.role
+            rec = op_inputs.get(k)
+            key = (host[k].name, rec.dims if rec is not None else None)
+            role = memo.get(key, memo)  # (the dict itself: not looked at yet)
+            if role is memo:
+                role = memo[key] = self._own_role(k)
+            if role is not None:
+                return role  # type: ignore[return-value]
+        return None
+
+    def _own_role(self, k: int) -> MatmulRole | None:
+        """Product op ``k``'s own role: a linear layer by name, else by its recorded shapes. A function of its name
+        and recorded Input Dims alone, so memoised per distinct pair (:meth:`_from_ops`)."""
+        if LINEAR_OP.match(self.tr.host[k].name):
+            return MatmulRole.PROJECTION
+        ops = self._operands(k)
+        if ops is not None:
+            for rule in SHAPE_RULES:
+                if rule.test(*ops):
+                    return rule.role
         return None
 
     def _is_gemm(self, name: str) -> bool:
