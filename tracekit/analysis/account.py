@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import groupby
-from operator import attrgetter
 
 from ..model import ANNOTATION, MODULE, OP, DeviceEvent, GraphLaunch, HostEvent, Trace
 from ..results.attribution import CATEGORIES, Attribution, BlockResult, IdleGaps
@@ -38,7 +37,6 @@ from .link import NONE, Links, link
 from .roles import GemmRoles, RoleFinder
 from .totals import block_totals, device_coverage, over_steps, sorted_results, trace_summary, whole_steps
 
-_TS = attrgetter("ts")
 _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
 
 
@@ -211,7 +209,7 @@ class DeviceBlocks:
         start: no span the device could idle in, so never launch-bound."""
         if not js:
             return blk.ts, blk.ts
-        ts = list(map(_TS, evs))  # (js ascend: the first of the earliest starts is the lowest index among them)
+        ts = [e.ts for e in evs]  # (js ascend: the first of the earliest starts is the lowest index among them)
         return block_window(evs, roots, self.free_at[js[ts.index(min(ts))]])
 
     def _split(self, js: list[int], bshare: list[int], step: int | None) -> tuple[dict[str, int], dict[str, int]]:

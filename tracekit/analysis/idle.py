@@ -33,7 +33,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from operator import attrgetter, sub
+from operator import sub
 
 from ..model import DeviceEvent, GraphLaunch, RuntimeEvent, Trace
 from ..vocab import IDLE_CAUSES, IdleCause
@@ -73,7 +73,6 @@ SYNC_CALL_RULES: tuple[SyncRule, ...] = (
              "for that reason; one inside a block is a sync)"),
 )
 _RULES = tuple((r, re.compile(r.pattern)) for r in SYNC_CALL_RULES)
-_TS = attrgetter("ts")
 _WAIT = re.compile(rf"(?:cuda|hip|cu)StreamWaitEvent{_SUFFIX}")  # the calls rule stream-wait-event looks for
 
 
@@ -269,7 +268,8 @@ class IdleSplitter:
         block's host threads, whose sync calls count in the span's tail (after its last device work); ``host``: its
         host ops' (start, end) ns, for the tail's host_op. ``gaps``, when given, gets each gap as ``start, end`` and
         its ns per cause (IDLE_CAUSES order), for the timeline."""
-        found, busy = _gaps(list(map(self.tr.device.__getitem__, js)), js, start, end)
+        dev = self.tr.device
+        found, busy = _gaps([dev[j] for j in js], js, start, end)
         work = self._devices(js)
         # Device work outside the block in its window: the device's busy time there beyond the block's own (one
         # query per block; most blocks have none, and then no gap asks for it)
@@ -377,7 +377,7 @@ def _gaps(evs: Sequence[DeviceEvent], js: Sequence[int], start: int,
     ends all end it."""
     found: list[tuple[int, int, list[int]]] = []
     covered_to, last = start, (start, start, [])  # last: the latest gap (at first none found: a row kept nowhere)
-    for k in sorted(range(len(evs)), key=list(map(_TS, evs)).__getitem__):
+    for k in sorted(range(len(evs)), key=[e.ts for e in evs].__getitem__):
         e = evs[k]
         if e.dur <= 0:
             continue
