@@ -27,7 +27,7 @@ from .blocks.discovery import Block
 from .blocks.kernels import find_kernel_blocks
 from .busy import block_window, busy_time
 from .classify import Classifier
-from .clock import block_intervals, host_intervals, host_spans, relative_us
+from .clock import block_intervals, first_event, host_intervals, host_spans, relative_us
 from .flops import block_efficiency, device_info
 from .graphs import replay_threads
 from .idle import IdleSplitter, zero_causes
@@ -209,8 +209,7 @@ class DeviceBlocks:
         start: no span the device could idle in, so never launch-bound."""
         if not js:
             return blk.ts, blk.ts
-        ts = [e.ts for e in evs]  # (js ascend: the first of the earliest starts is the lowest index among them)
-        return block_window(evs, roots, self.free_at[js[ts.index(min(ts))]])
+        return block_window(evs, roots, self.free_at[first_event(js, evs)])
 
     def _split(self, js: list[int], bshare: list[int], step: int | None) -> tuple[dict[str, int], dict[str, int]]:
         """The block's busy ns by category and its matmul ns by role; its kernels into the table."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Sequence
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, eq
 
 from ..model import DeviceEvent, HostEvent, Trace
 from ..results.attribution import Intervals
@@ -33,6 +34,13 @@ def trace_origin(tr: Trace) -> int:
 def relative_us(ns: int, origin_ns: int) -> float:
     """An absolute ns time as µs from the trace start."""
     return (ns - origin_ns) / 1000
+
+
+def first_event(js: Sequence[int], evs: Sequence[DeviceEvent]) -> int:
+    """The lowest index among the device events ``js`` (``evs``, at least one) that start first: the event whose
+    ``free_at`` opens a window (busy.block_window). C loops over the starts: no key tuple per event."""
+    ts = [e.ts for e in evs]
+    return min(compress(js, map(eq, ts, repeat(min(ts)))))
 
 
 def block_intervals(evs: Sequence[DeviceEvent], cats: Iterable[str], origin_ns: int,

@@ -19,6 +19,7 @@ from ..model import MODULE, Trace
 from ..results.rest import StepRest
 from ..vocab import CATEGORIES, Category
 from .busy import block_window, busy_time
+from .clock import first_event
 from .idle import IdleSplitter
 from .link import NONE, Links
 from .stepindex import StepIndex
@@ -76,7 +77,7 @@ def blockless_steps(tr: Trace, cats: Sequence[Category], index: StepIndex, rest:
             continue
         evs = [dev[j] for j in js]
         roots = index.roots.get(r.step, [])
-        start, end = block_window(evs, roots, free_at[min(js, key=lambda j: (dev[j].ts, j))])
+        start, end = block_window(evs, roots, free_at[first_event(js, evs)])
         causes = idle.split(js, start, end, {h.thread for h in roots})
         r.idle_by_cause = {k: v / 1000 for k, v in causes.items()}
         r.top_kernels = _top_kernels(tr, cats, js)
