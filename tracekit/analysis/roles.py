@@ -135,7 +135,7 @@ class RoleFinder:
         self.parent = links.parent
         self._names = [(re.compile(r.pattern, re.IGNORECASE), r.role) for r in NAME_RULES]
         self._name_of: dict[tuple[bool, str], MatmulRole | None] = {}  # per (is a module, distinct name)
-        self._by_names: dict[int, MatmulRole | None] = {}  # per host index: innermost named evidence
+        self._by_names: dict[int, MatmulRole | None] = {}  # per range or module: innermost named evidence
         self._dims: dict[bytes, list | None] = {}  # parsed Input Dims, per distinct bytes
         self._role: dict[int, str] = {}
         self._gemm: dict[str, bool] = {}  # per distinct op name: a matrix product or not
@@ -179,14 +179,14 @@ class RoleFinder:
         found: MatmulRole | None = None
         k = i
         by_names = self._by_names
-        while k != NONE:
-            got = by_names.get(k, by_names)  # (the dict itself: no answer kept yet)
-            if got is not by_names:
-                found = got  # type: ignore[assignment]
-                break
-            path.append(k)
+        while k != NONE:  # (answers are kept on ranges and modules only: ops above a launcher are its own)
             h = host[k]
-            if h.kind in (MODULE, ANNOTATION):
+            if h.kind == MODULE or h.kind == ANNOTATION:
+                got = by_names.get(k, by_names)  # (the dict itself: no answer kept yet)
+                if got is not by_names:
+                    found = got  # type: ignore[assignment]
+                    break
+                path.append(k)
                 found = self._name_role(h.kind, h.name)
                 if found is not None:
                     break
