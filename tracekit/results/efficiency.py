@@ -174,15 +174,28 @@ def efficiency_dict(e: Efficiency | None, reason: str | None = None) -> dict[str
     if e is None or e.ops == 0:
         return _no_figures(reason or (e.reason if e is not None else None) or NO_FORMULA)
     t, fl, by, cs, ms = e.time_ns, e.flops, e.bytes, e.compute_s, e.memory_s
-    rate = round(fl / t / 1e3, 3) if t > 0 else None
-    known = cs is not None and ms is not None
-    roof = round(100.0 * max(cs, ms) / (t * 1e-9), 2) if known and t > 0 else None  # type: ignore[type-var]
+    rate, roof = _rate(fl, t), _roof(cs, ms, t)
     return {"flops": fl, "bytes": by, "tflops_per_s": rate,
             "gb_per_s": round(by / t, 3) if t > 0 else None,
-            "bound": ("compute" if cs >= ms else "memory") if known else None,  # type: ignore[operator]
-            "roof_pct": min(100.0, roof) if roof is not None else None,  # (issue 44: flops_reason)
+            "bound": _bound(cs, ms),
+            "roof_pct": None if roof is None else min(100.0, roof),  # (issue 44: flops_reason)
             "intensity": round(fl / by, 3) if by else None,
             "time_us": round(t / 1000, 3), "reason": e.reason, **_flops_range(e, rate, roof)}
+
+
+def _rate(flops: float, t: int) -> float | None:
+    """TFLOP/s of ``flops`` in ``t`` ns, rounded as the JSON writes it."""
+    return round(flops / t / 1e3, 3) if t > 0 else None
+
+
+def _bound(cs: float | None, ms: float | None) -> str | None:
+    """``compute`` when the seconds at peak FLOP/s reach those at peak bandwidth (the ``bound`` property)."""
+    return None if cs is None or ms is None else "compute" if cs >= ms else "memory"
+
+
+def _roof(cs: float | None, ms: float | None, t: int) -> float | None:
+    """% of the roofline (as ``roof_pct``, before its cut at 100%); None without peaks."""
+    return None if cs is None or ms is None or t <= 0 else round(100.0 * max(cs, ms) / (t * 1e-9), 2)
 
 
 FLOPS_KIND_NONE = {"flops_kind": "none", "flops_min": None, "flops_max": None, "tflops_per_s_max": None,
@@ -202,22 +215,25 @@ def flops_range(e: Efficiency) -> dict[str, object]:
 
 def _flops_range(e: Efficiency, rate: object, roof: object) -> dict[str, object]:
     """:func:`flops_range`, given the lower bound's rate and its roof before the cut at 100% (rounded; _UNSET:
-    not worked out), which it repeats where the upper bound's are the same figures: no width (``max`` returns
-    the lower bound itself; no seconds added to a compute side that is not -0.0, where adding 0.0 changes it)."""
+    not worked out), which it repeats where the upper bound's are the same figures."""
     if e.ops == 0:
         return {**FLOPS_KIND_NONE, "flops_reason": e.reason}
     t, lo, hi = e.time_ns, e.flops, e.flops + e.flops_span
-    cs, extra = e.compute_s, e.compute_span_s
-    same_roof = roof is not _UNSET and extra == 0.0 and not (cs == 0.0 and copysign(1.0, cs) < 0.0)
-    roof_hi = roof if same_roof else _roof_at(cs, e.memory_s, extra, t)
+    roof_hi = roof if _same_roof(e, roof) else _roof_at(e.compute_s, e.memory_s, e.compute_span_s, t)
     why = e.bounds_why if e.bounded else None
     if roof_hi is not None and roof_hi > 100.0:  # type: ignore[operator]
         roof_hi, hi, why = _cut_at_roof(e, hi, why)
-    top = max(lo, hi)
-    if top is not lo or rate is _UNSET:
-        rate = round(top / t / 1e3, 3) if t > 0 else None
+    top = max(lo, hi)  # (the lower bound itself where there is no width: its rate as given)
     return {"flops_kind": "bounds" if e.bounded else "exact", "flops_min": lo, "flops_max": top,
-            "tflops_per_s_max": rate, "roof_pct_max": roof_hi, "flops_reason": why}
+            "tflops_per_s_max": rate if top is lo and rate is not _UNSET else _rate(top, t), "roof_pct_max": roof_hi,
+            "flops_reason": why}
+
+
+def _same_roof(e: Efficiency, roof: object) -> bool:
+    """Whether the upper bound's roof is ``roof``, worked out already: no seconds are added to the compute side,
+    and it is not -0.0 (which adding 0.0 would change)."""
+    cs = e.compute_s
+    return roof is not _UNSET and e.compute_span_s == 0.0 and not (cs == 0.0 and copysign(1.0, cs) < 0.0)
 
 
 def _cut_at_roof(e: Efficiency, hi: float, why: str | None) -> tuple[float, float, str]:
