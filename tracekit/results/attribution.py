@@ -8,7 +8,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import add, ge, le, lt, sub, truediv
+from operator import ge, le, lt, sub, truediv
 from typing import TYPE_CHECKING, Any
 
 from ..vocab import (
@@ -142,10 +142,11 @@ class Intervals:
                lambda: f"{where}: interval arrays of different lengths")
         if not n:
             return
-        expect(max(self.category) < len(CATEGORIES) and max(self.stream) < len(self.streams) and min(self.stream) >= 0,
+        starts, ends, stream = self.start_ns.tolist(), self.end_ns.tolist(), self.stream.tolist()  # (each boxed once)
+        expect(max(self.category) < len(CATEGORIES) and max(stream) < len(self.streams) and min(stream) >= 0,
                lambda: f"{where}: an interval's category or stream is out of range")
-        expect(all(map(le, self.start_ns, self.end_ns)), lambda: f"{where}: an interval ends before it starts")
-        lo, hi = (min(self.start_ns) - self.origin_ns) / 1000, (max(self.end_ns) - self.origin_ns) / 1000
+        expect(all(map(le, starts, ends)), lambda: f"{where}: an interval ends before it starts")
+        lo, hi = (min(starts) - self.origin_ns) / 1000, (max(ends) - self.origin_ns) / 1000
         expect(lo >= start_us - near(1, start_us) and hi <= end_us + near(1, end_us),
                lambda: f"{where}: device intervals {lo}..{hi} µs outside the block's window {start_us}..{end_us} µs")
 
@@ -182,20 +183,19 @@ class IdleGaps:
         if not f:
             return
         lo, hi = b.start_us - near(1, b.start_us), b.end_us + near(1, b.end_us)  # (µs: epoch ns overflow a float)
-        # Column-wise with builtins (no Python loop per gap): check() runs on every attribution of a 1 GB trace.
-        g0, g1, *causes = (f[k::w] for k in range(w))
+        # Column-wise with builtins (no Python loop per gap): check() runs on every attribution of a 1 GB trace. The
+        # numbers as a list first: a list's slices and sums read its ints, an array's box each one again.
+        flat = f.tolist()
+        g0, g1, *causes = (flat[k::w] for k in range(w))
         expect(_gaps_in_window(g0, g1, lo, hi, o),
                lambda: f"{where}: an idle gap out of order or outside the window")
-        total = list(causes[0])
-        for c in causes[1:]:
-            total = list(map(add, total, c))
-        expect(min(map(min, causes)) >= 0 and total == list(map(sub, g1, g0)),
+        expect(min(map(min, causes)) >= 0 and list(map(sum, zip(*causes))) == list(map(sub, g1, g0)),
                lambda: f"{where}: an idle gap whose causes do not sum to its length")
         if b.idle_by_cause is not None:
             _check_gap_causes(b, b.idle_by_cause, tuple(map(sum, causes)), where)
 
 
-def _gaps_in_window(g0: array, g1: array, lo: float, hi: float, origin_ns: int) -> bool:
+def _gaps_in_window(g0: list[int], g1: list[int], lo: float, hi: float, origin_ns: int) -> bool:
     """Gaps (starts ``g0``, ends ``g1``, ns) each positive, in order and disjoint, and all within [lo, hi] µs."""
     return (all(map(lt, g0, g1)) and all(map(le, g1[:-1], g0[1:])) and lo <= (g0[0] - origin_ns) / 1000
             and (g1[-1] - origin_ns) / 1000 <= hi)
