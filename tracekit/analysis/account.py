@@ -14,7 +14,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import groupby
+from itertools import compress, groupby, repeat
+from operator import ne
 
 from ..model import ANNOTATION, MODULE, OP, DeviceEvent, GraphLaunch, HostEvent, Trace
 from ..results.attribution import CATEGORIES, Attribution, BlockResult, IdleGaps
@@ -110,7 +111,7 @@ def measure_device(tr: Trace, dev_owner: list[int]) -> DeviceTime:
             members[b].append(j)
     free_at = [0] * len(tr.device)
     total_busy, share = busy_time(tr.device, free_at)
-    in_blocks_ns = sum(s for s, b in zip(share, dev_owner) if b != NONE)
+    in_blocks_ns = sum(compress(share, map(ne, dev_owner, repeat(NONE))))
     return DeviceTime(members=members, free_at=free_at, share=share, total_ns=total_busy, in_blocks_ns=in_blocks_ns)
 
 
@@ -153,8 +154,7 @@ def device_result(tr: Trace, links: Links, cats: list[Category], blocks: list[Bl
         blocks=sorted_results(results), totals=block_totals(results, time.in_blocks_ns, time.total_ns),
         coverage=device_coverage(tr, links, time.share, time.total_ns, time.in_blocks_ns, cats, dev_owner),
         kernels=over_steps(top), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in top.items()},
-        device_events_owned=sum(len(v) for v in members),
-        device_events_owned_distinct=len({j for v in members for j in v}),
+        device_events_owned=sum(map(len, members)), device_events_owned_distinct=len(set().union(*members)),
         device=device_info(tr.info.gpus, True))
 
 

@@ -90,7 +90,7 @@ def device_coverage(tr: Trace, links: Links, share: list[int], total_busy: int, 
     """How much device time is linked to host ops, how much of it lies in blocks, why the rest is unlinked
     (each unlinked event's busy share under the reason the linker gave it), and the fused attention kernels
     that no block owns after every block finder ran (``dev_owner`` NONE), linked or not."""
-    linked_ns = sum(s for s, ok in zip(share, links.device_linked) if ok)
+    linked_ns = sum(compress(share, links.device_linked))
     by_reason = dict.fromkeys(UNLINKED_REASONS, 0)
     for j, reason in zip(links.unlinked, links.unlinked_reason):
         by_reason[reason] += share[j]
