@@ -376,7 +376,8 @@ def _gaps(evs: Sequence[DeviceEvent], js: Sequence[int], start: int,
     One walk in start order (indices sorted by start: no tuple per event); the events that start where a gap
     ends all end it."""
     found: list[tuple[int, int, list[int]]] = []
-    covered_to, last = start, (start, start, [])  # last: the latest gap (at first none found: a row kept nowhere)
+    last: tuple[int, int, list[int]] = (start, start, [])  # the latest gap (at first none found: a row kept nowhere)
+    covered_to = start
     for k in sorted(range(len(evs)), key=[e.ts for e in evs].__getitem__):
         e = evs[k]
         if e.dur <= 0:
