@@ -616,7 +616,7 @@ def _group(tr: Trace, units: dict[int, list[int]], costs: dict[int, OpCost], dev
             ns = dev_share[longest]
         else:
             longest = max(js, key=lambda j: dev[j].dur)
-            ns = sum(dev_share[j] for j in js)
+            ns = sum(map(dev_share.__getitem__, js))
         key = (dev_owner[longest], cats[longest], roles[u] if u < n_roles else None, costs[u])  # type: ignore[index]
         g = groups.get(key)
         if g is None:
