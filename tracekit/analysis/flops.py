@@ -615,7 +615,8 @@ def _group(tr: Trace, units: dict[int, list[int]], costs: dict[int, OpCost], dev
             longest = js[0]
             ns = dev_share[longest]
         else:
-            longest = max(js, key=lambda j: dev[j].dur)
+            durs = [dev[j].dur for j in js]
+            longest = js[durs.index(max(durs))]  # (the first of the longest, as max with a key gives it)
             ns = sum(map(dev_share.__getitem__, js))
         key = (dev_owner[longest], cats[longest], roles[u] if u < n_roles else None, costs[u])  # type: ignore[index]
         g = groups.get(key)
@@ -687,13 +688,13 @@ def _accumulate(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[t
 def _add_reason_and_dtype(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[tuple[int, str | None]],
                           ref: Efficiency) -> None:
     """The first reason a key gets is kept; the call's dtype joins each key's, sorted (as Efficiency.add merges)."""
-    dtype = ref.dtypes[0] if ref.dtypes else None
+    dtype = ref.dtypes[0] if ref.dtypes else None  # (one at most: _unit_efficiency's)
     for key in keys:
         e = sums[key]
         if e.reason is None:
             e.reason = ref.reason
-        if dtype is not None and dtype not in e.dtypes:
-            e.dtypes = tuple(sorted({*e.dtypes, *ref.dtypes}))
+        if dtype is not None and dtype not in e.dtypes:  # (a key without dtypes yet, most often: takes the call's)
+            e.dtypes = tuple(sorted({*e.dtypes, *ref.dtypes})) if e.dtypes else ref.dtypes
 
 
 def _products(n: int, c: OpCost, ref: Efficiency) -> tuple[float, float, float | None, float | None]:
