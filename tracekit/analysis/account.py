@@ -13,7 +13,9 @@ from array import array
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import groupby
+from functools import lru_cache
+from itertools import compress, groupby, repeat
+from operator import ne
 
 from ..model import ANNOTATION, MODULE, OP, DeviceEvent, GraphLaunch, HostEvent, Trace
 from ..results.attribution import CATEGORIES, Attribution, BlockResult, IdleGaps
@@ -26,7 +28,7 @@ from .blocks.discovery import Block
 from .blocks.kernels import find_kernel_blocks
 from .busy import block_window, busy_time
 from .classify import Classifier
-from .clock import block_intervals, host_intervals, host_spans, relative_us
+from .clock import block_intervals, first_event, host_intervals, host_spans, relative_us
 from .flops import block_efficiency, device_info
 from .graphs import replay_threads
 from .idle import IdleSplitter, zero_causes
@@ -39,8 +41,10 @@ from .totals import block_totals, device_coverage, over_steps, sorted_results, t
 _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
 
 
+@lru_cache(maxsize=4096)
 def block_kind(name: str, found_by: FoundBy) -> str:
-    """Fold instance numbers so that ``layer3.attention`` and ``layer4.attention`` group."""
+    """Fold instance numbers so that ``layer3.attention`` and ``layer4.attention`` group (memoised: a trace's blocks
+    repeat few names, step after step)."""
     if found_by == FoundBy.MODULE:
         return re.sub(r"_\d+$", "", name)
     if found_by == FoundBy.FUSED_KERNEL:
@@ -107,7 +111,7 @@ def measure_device(tr: Trace, dev_owner: list[int]) -> DeviceTime:
             members[b].append(j)
     free_at = [0] * len(tr.device)
     total_busy, share = busy_time(tr.device, free_at)
-    in_blocks_ns = sum(s for s, b in zip(share, dev_owner) if b != NONE)
+    in_blocks_ns = sum(compress(share, map(ne, dev_owner, repeat(NONE))))
     return DeviceTime(members=members, free_at=free_at, share=share, total_ns=total_busy, in_blocks_ns=in_blocks_ns)
 
 
@@ -150,8 +154,7 @@ def device_result(tr: Trace, links: Links, cats: list[Category], blocks: list[Bl
         blocks=sorted_results(results), totals=block_totals(results, time.in_blocks_ns, time.total_ns),
         coverage=device_coverage(tr, links, time.share, time.total_ns, time.in_blocks_ns, cats, dev_owner),
         kernels=over_steps(top), kernels_by_step={k: (n, ns / 1000) for k, (n, ns) in top.items()},
-        device_events_owned=sum(len(v) for v in members),
-        device_events_owned_distinct=len({j for v in members for j in v}),
+        device_events_owned=sum(map(len, members)), device_events_owned_distinct=len(set().union(*members)),
         device=device_info(tr.info.gpus, True))
 
 
@@ -167,6 +170,7 @@ class DeviceBlocks:
         self.roles = RoleFinder(tr, links)
         self.dev_share = [0] * len(tr.device)
         self.top: dict[tuple[str, str, int | None], list] = {}  # (compact kernel name, category, step) -> [count, ns]
+        self._short: dict[str, str] = {}  # kernel name -> compact_kernel_name(name)
 
     def block(self, blk: Block, js: list[int], ordinal: int, alloc: int | None) -> BlockResult:
         """Block ``blk``'s figures from its device events ``js``: busy time by category and role, span, idle."""
@@ -205,9 +209,7 @@ class DeviceBlocks:
         start: no span the device could idle in, so never launch-bound."""
         if not js:
             return blk.ts, blk.ts
-        dev = self.tr.device
-        first = min(js, key=lambda j: (dev[j].ts, j))
-        return block_window(evs, roots, self.free_at[first])
+        return block_window(evs, roots, self.free_at[first_event(js, evs)])
 
     def _split(self, js: list[int], bshare: list[int], step: int | None) -> tuple[dict[str, int], dict[str, int]]:
         """The block's busy ns by category and its matmul ns by role; its kernels into the table."""
@@ -232,8 +234,12 @@ class DeviceBlocks:
             else:
                 t[0] += 1
                 t[1] += e.dur
-        for (name, cat), (n, ns) in mine.items():  # (names compacted once per block, not once per event)
-            row = (compact_kernel_name(name), cat, step)
+        short = self._short
+        for (name, cat), (n, ns) in mine.items():  # (names compacted once per distinct name, not once per event)
+            short_name = short.get(name)
+            if short_name is None:
+                short_name = short[name] = compact_kernel_name(name)
+            row = (short_name, cat, step)
             t = top.get(row)
             if t is None:
                 t = top[row] = [0, 0]

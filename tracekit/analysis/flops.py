@@ -563,6 +563,15 @@ def _covered(op_parent: Sequence[int], own: dict[int, OpCost | None]) -> set[int
     return covered
 
 
+def _own_costs(tr: Trace, launchers: Iterable[int]) -> dict[int, OpCost | None]:
+    """Each launcher's cost (:func:`cost_of`, written out: one call per launcher op of a big trace)."""
+    host, inputs, own = tr.host, tr.op_inputs, {}
+    for la in launchers:
+        oi = inputs.get(la)
+        own[la] = None if oi is None else op_cost(host[la].name, oi.dims, oi.types, oi.concrete)
+    return own
+
+
 def _counted_ops(tr: Trace, links: Links, owned: Iterable[Sequence[int]],
                  ) -> tuple[dict[int, list[int]], dict[int, OpCost]]:
     """The ops whose formulas count the blocks' kernels, with those kernels and the cost of one call.
@@ -571,7 +580,7 @@ def _counted_ops(tr: Trace, links: Links, owned: Iterable[Sequence[int]],
     above it that has one (``_fallback``), unless a descendant of that op counted its product already.
     """
     by_launcher = _kernels_by_launcher(links, owned)
-    own = {la: cost_of(tr, la) for la in by_launcher}
+    own = _own_costs(tr, by_launcher)
     op_parent = links.op_parent
     covered = _covered(op_parent, own)
     units: dict[int, list[int]] = defaultdict(list)
@@ -606,8 +615,9 @@ def _group(tr: Trace, units: dict[int, list[int]], costs: dict[int, OpCost], dev
             longest = js[0]
             ns = dev_share[longest]
         else:
-            longest = max(js, key=lambda j: dev[j].dur)
-            ns = sum(dev_share[j] for j in js)
+            durs = [dev[j].dur for j in js]
+            longest = js[durs.index(max(durs))]  # (the first of the longest, as max with a key gives it)
+            ns = sum(map(dev_share.__getitem__, js))
         key = (dev_owner[longest], cats[longest], roles[u] if u < n_roles else None, costs[u])  # type: ignore[index]
         g = groups.get(key)
         if g is None:
@@ -626,27 +636,28 @@ def _sums(groups: dict[_GroupKey, list[int]], peaks: DevicePeaks | None, device:
     a method call and a part object per group would cost more than the sums). Every part has ops > 0, so the
     reason kept is the first part's that is not None.
     """
-    at_peak: dict[OpCost, Efficiency] = {}  # one call's time at peak (and reason) on this device, per distinct cost
+    at_peak: dict[int, Efficiency] = {}  # id(cost) -> one call's time at peak (and reason) on this device
     sums: dict[tuple[int, str | None], Efficiency] = {}
+    names: dict[str, str] = {}  # category -> its plain str (orjson), made once per category
     for (b, cat, role, c), (n, ns) in groups.items():
-        keys = [(b, k) for k in ((None, str(cat), str(role)) if role else (None, str(cat)))]  # plain str: orjson
+        name = names.get(cat)
+        if name is None:
+            name = names[cat] = str(cat)
+        keys = ((b, None), (b, name), (b, str(role))) if role else ((b, None), (b, name))
         if c.kind == FLOPS_NONE:
             _note_uncounted(sums, keys, c.why)
             continue
-        ref = at_peak.get(c)
+        ref = at_peak.get(id(c))  # (by identity: equal costs give equal figures, and a tuple's hash is not kept)
         if ref is None:
-            ref = at_peak[c] = _unit_efficiency(c, 0, peaks, device)
-        for key in keys:
-            e = sums.get(key)
-            if e is None:
-                e = sums[key] = Efficiency()
-            _accumulate(e, n, ns, c, ref)
-            if c.kind == FLOPS_BOUNDS:
-                _add_range(e, n, c, peaks)
+            ref = at_peak[id(c)] = _unit_efficiency(c, 0, peaks, device)
+        _accumulate(sums, keys, n, ns, c, ref)
+        if c.kind == FLOPS_BOUNDS:
+            for key in keys:
+                _add_range(sums[key], n, c, peaks)
     return sums
 
 
-def _note_uncounted(sums: dict[tuple[int, str | None], Efficiency], keys: list[tuple[int, str | None]],
+def _note_uncounted(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[tuple[int, str | None]],
                     why: str | None) -> None:
     """Calls with no FLOP count (issue 44: vLLM's attention records no lengths): only their reason, where nothing
     else gives one -- never a figure."""
@@ -655,19 +666,41 @@ def _note_uncounted(sums: dict[tuple[int, str | None], Efficiency], keys: list[t
         e.reason = e.reason or why
 
 
-def _accumulate(e: Efficiency, n: int, ns: int, c: OpCost, ref: Efficiency) -> None:
-    """``n`` calls of cost ``c`` (``ref``: one call at peak) taking ``ns`` of busy time, summed into ``e`` in
-    place, as :meth:`Efficiency.add` sums (without a part object per group)."""
-    e.flops += n * c.flops
-    e.bytes += n * c.bytes
-    e.time_ns += ns
-    e.compute_s = None if e.compute_s is None or ref.compute_s is None else e.compute_s + n * ref.compute_s
-    e.memory_s = None if e.memory_s is None or ref.memory_s is None else e.memory_s + n * ref.memory_s
-    e.ops += n
-    if e.reason is None:
-        e.reason = ref.reason
-    if ref.dtypes and ref.dtypes[0] not in e.dtypes:  # as Efficiency.add merges them
-        e.dtypes = tuple(sorted({*e.dtypes, *ref.dtypes}))
+def _accumulate(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[tuple[int, str | None]], n: int,
+                ns: int, c: OpCost, ref: Efficiency) -> None:
+    """``n`` calls of cost ``c`` (``ref``: one call at peak) taking ``ns`` of busy time, summed into each key's
+    Efficiency in place, as :meth:`Efficiency.add` sums (without a part object per group; the products once)."""
+    flops, nbytes, cs, ms = _products(n, c, ref)
+    for key in keys:
+        e = sums.get(key)
+        if e is None:
+            e = sums[key] = Efficiency()
+        e.flops += flops
+        e.bytes += nbytes
+        e.time_ns += ns
+        e.compute_s = None if e.compute_s is None or cs is None else e.compute_s + cs
+        e.memory_s = None if e.memory_s is None or ms is None else e.memory_s + ms
+        e.ops += n
+    if ref.reason is not None or ref.dtypes:  # (else nothing to merge)
+        _add_reason_and_dtype(sums, keys, ref)
+
+
+def _add_reason_and_dtype(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[tuple[int, str | None]],
+                          ref: Efficiency) -> None:
+    """The first reason a key gets is kept; the call's dtype joins each key's, sorted (as Efficiency.add merges)."""
+    dtype = ref.dtypes[0] if ref.dtypes else None  # (one at most: _unit_efficiency's)
+    for key in keys:
+        e = sums[key]
+        if e.reason is None:
+            e.reason = ref.reason
+        if dtype is not None and dtype not in e.dtypes:  # (a key without dtypes yet, most often: takes the call's)
+            e.dtypes = tuple(sorted({*e.dtypes, *ref.dtypes})) if e.dtypes else ref.dtypes
+
+
+def _products(n: int, c: OpCost, ref: Efficiency) -> tuple[float, float, float | None, float | None]:
+    """``n`` calls' FLOPs, bytes and seconds at peak (None where the device's peak is unknown)."""
+    return (n * c.flops, n * c.bytes, None if ref.compute_s is None else n * ref.compute_s,
+            None if ref.memory_s is None else n * ref.memory_s)
 
 
 def _add_range(e: Efficiency, n: int, c: OpCost, peaks: DevicePeaks | None) -> None:

@@ -32,8 +32,10 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
+from operator import sub
 
-from ..model import GraphLaunch, RuntimeEvent, Trace
+from ..model import DeviceEvent, GraphLaunch, RuntimeEvent, Trace
 from ..vocab import IDLE_CAUSES, IdleCause
 
 
@@ -95,11 +97,12 @@ def zero_causes() -> dict[str, int]:
 class _Intervals:
     """One thread's sync calls, merged into disjoint intervals sorted by start (ns)."""
 
-    __slots__ = ("ends", "starts")
+    __slots__ = ("_cum", "ends", "starts")
 
     def __init__(self, spans: Iterable[tuple[int, int]]) -> None:
         self.starts: list[int] = []
         self.ends: list[int] = []
+        self._cum: list[int] | None = None  # _cum[k]: ns of the first k intervals, built at the first length()
         for s, e in sorted(spans):
             if self.ends and s <= self.ends[-1]:
                 self.ends[-1] = max(self.ends[-1], e)
@@ -119,13 +122,27 @@ class _Intervals:
             k += 1
         return out
 
+    def length(self, a: int, b: int) -> int:
+        """ns of ``[a, b)`` inside the intervals: the pieces' sum, from running sums in two bisections (a block's
+        window over the whole device's work would otherwise walk every interval in it)."""
+        starts, ends, cum = self.starts, self.ends, self._cum
+        if cum is None:
+            cum = self._cum = [0, *accumulate(map(sub, ends, starts))]
+        lo, hi = bisect_right(starts, a), bisect_left(starts, b)  # [lo, hi): the intervals starting inside
+        total = 0
+        if hi > lo:  # (disjoint and sorted: only the last of them can reach past b)
+            total = cum[hi] - cum[lo] - max(0, ends[hi - 1] - b)
+        if lo > 0:  # the one that starts at or before a
+            total += max(0, min(ends[lo - 1], b) - a)
+        return total
+
 
 def _covered(lists: Sequence[_Intervals], a: int, b: int) -> int:
     """ns of ``[a, b)`` inside any of the threads' sync intervals (each instant once)."""
     if b <= a or not lists:
         return 0
     if len(lists) == 1:
-        return sum(e - s for s, e in lists[0].pieces(a, b))
+        return lists[0].length(a, b)
     total, end = 0, a
     for s, e in sorted(p for iv in lists for p in iv.pieces(a, b)):
         s = max(s, end)
@@ -238,7 +255,6 @@ class IdleSplitter:
         # (most traces queue no stream wait: then no pass over the calls for them)
         self._any_wait = any(_WAIT.fullmatch(n) for n in names)
         self._waits: dict[int, tuple[list[int], list[bool]]] | None = None if self._any_wait else {}
-        self._rec: array | None = None  # where split() records its gaps, if asked
 
     def call(self, j: int) -> int | None:
         """The runtime call that launched device event ``j``: its graph launch for a replayed one, else the first
@@ -252,22 +268,45 @@ class IdleSplitter:
         block's host threads, whose sync calls count in the span's tail (after its last device work); ``host``: its
         host ops' (start, end) ns, for the tail's host_op. ``gaps``, when given, gets each gap as ``start, end`` and
         its ns per cause (IDLE_CAUSES order), for the timeline."""
-        rec = self._rec = gaps if gaps is not None else array("q")
-        first = len(rec)
         dev = self.tr.device
-        evs = sorted((e.ts, e.ts + e.dur, j) for j in js if (e := dev[j]).dur > 0)  # (empty events end no gap)
-        found, busy = _gaps(evs, start, end)
+        found, busy = _gaps([dev[j] for j in js], js, start, end)
         work = self._devices(js)
         # Device work outside the block in its window: the device's busy time there beyond the block's own (one
         # query per block; most blocks have none, and then no gap asks for it)
         foreign = work if _covered(work, start, end) > busy else []
-        src = {BLOCK_SYNC: self._blocking(threads), DEVICE: foreign, HOST_OP: [_Intervals(host)]}
-        live = {p: any(src.get(x) for x in xs) for p, xs in _SOURCES.items()}  # the pieces with a source to consult
+        tail = bool(found) and not found[-1][2]  # (only the span's tail reads the host ops: built when there is one)
+        src = {BLOCK_SYNC: self._blocking(threads), DEVICE: foreign, HOST_OP: [_Intervals(host)] if tail else []}
+        live = {p: any(map(src.get, xs)) for p, xs in _SOURCES.items()}  # the pieces with a source to consult
+        rows = self._rows(found, src, live)
+        if gaps is not None:
+            gaps.extend(array("q", rows))  # (an array from a list converts in one C loop; extend(list) item by item)
+        w = 2 + _NC  # (the sums column-wise, from the gaps' rows: no per-gap adding in Python)
+        return {c: sum(rows[2 + x::w]) for x, c in enumerate(IDLE_CAUSES)}
+
+    def _rows(self, found: list[tuple[int, int, list[int]]], src: dict[str, list[_Intervals]],
+              live: dict[str, bool]) -> list[int]:
+        """Each gap as ``start, end`` and its ns per cause, flat. Most gaps take a short way here: one kernel ends
+        the gap, nothing after its launch call has a source to consult, and its thread made no blocking call
+        before it, so the rules give the piece before the call to their last (launch) and the piece after to
+        theirs (queued) -- what :meth:`_gap` gives them, without its calls."""
         call = self.call if self.graph_call else self.launch.__getitem__  # (no replay: the launch list, no method)
+        out: list[int] = []
+        short = not (live[AFTER] or self._any_wait)
+        rt, held, zeros = self.tr.runtime, self._held, [0] * _NC
+        before, after = 2 + _LAST[BEFORE], 2 + _LAST[AFTER]
         for g0, g1, enders in found:
-            self._gap(g0, g1, enders, src, live, call)
-        w = 2 + _NC  # (the sums column-wise, from the gaps just recorded: no per-gap adding in Python)
-        return {c: sum(rec[first + 2 + x::w]) for x, c in enumerate(IDLE_CAUSES)}
+            c = call(enders[0]) if short and len(enders) == 1 else None
+            if c is not None:
+                r = rt[c]
+                issued = min(max(r.ts, g0), g1)
+                if issued == g0 or r.thread not in held:
+                    row = [g0, g1, *zeros]
+                    row[before] += issued - g0
+                    row[after] += g1 - issued
+                    out += row
+                    continue
+            self._gap(g0, g1, enders, src, live, call, out)
+        return out
 
     def _blocking(self, threads: Iterable[int]) -> list[_Intervals]:
         """The blocking-call intervals of the block's host threads that made any."""
@@ -284,10 +323,10 @@ class IdleSplitter:
         return [work[d] for d in ids if d in work]
 
     def _gap(self, g0: int, g1: int, enders: list[int], src: dict[str, list[_Intervals]],
-             live: dict[str, bool], call: Callable[[int], int | None]) -> None:
+             live: dict[str, bool], call: Callable[[int], int | None], out: list[int]) -> None:
         """One idle gap: cut at the earliest launch call among the kernels that end it; each piece through the
         rules of its kind (:data:`IDLE_RULES`). The span's tail has no ender; nor has a gap no launch call explains.
-        ``call``: :meth:`call`, or the launch list's look-up when the trace replays no graph."""
+        ``call``: :meth:`call`, or the launch list's look-up when the trace replays no graph; ``out`` gets the row."""
         got = [0] * _NC
         calls = [c for c in map(call, enders) if c is not None]
         if calls:
@@ -295,9 +334,7 @@ class IdleSplitter:
         else:
             piece = NO_CALL if enders else TAIL
             _apply(piece, g0, g1, src, live[piece], got)
-        rec = self._rec
-        assert rec is not None
-        rec.extend((g0, g1, *got))
+        out += (g0, g1, *got)
 
     def _launched(self, g0: int, g1: int, calls: list[int], src: dict[str, list[_Intervals]], live: bool,
                   got: list[int]) -> None:
@@ -332,20 +369,27 @@ class IdleSplitter:
         return at > 0 and t[1][at - 1]
 
 
-def _gaps(evs: list[tuple[int, int, int]], start: int, end: int) -> tuple[list[tuple[int, int, list[int]]], int]:
-    """The window's gaps outside the events ``evs`` ((start, end, index), sorted) as (start, end, the events that
-    end it; none for the span's tail), and the events' busy ns inside the window."""
+def _gaps(evs: Sequence[DeviceEvent], js: Sequence[int], start: int,
+          end: int) -> tuple[list[tuple[int, int, list[int]]], int]:
+    """The window's gaps outside the device events ``evs`` (``js``: their indices; empty ones end no gap) as
+    (start, end, the events that end it; none for the span's tail), and the events' busy ns inside the window.
+    One walk in start order (indices sorted by start: no tuple per event); the events that start where a gap
+    ends all end it."""
     found: list[tuple[int, int, list[int]]] = []
-    covered_to, k, n = start, 0, len(evs)
-    while k < n:
-        g1, far, i = evs[k][0], covered_to, k
-        while k < n and evs[k][0] == g1:
-            if evs[k][1] > far:
-                far = evs[k][1]
-            k += 1
-        if g1 > covered_to:
-            found.append((covered_to, g1, [evs[x][2] for x in range(i, k)]))
-        covered_to = far
+    last: tuple[int, int, list[int]] = (start, start, [])  # the latest gap (at first none found: a row kept nowhere)
+    covered_to = start
+    for k in sorted(range(len(evs)), key=[e.ts for e in evs].__getitem__):
+        e = evs[k]
+        if e.dur <= 0:
+            continue
+        s = e.ts
+        if s > covered_to:
+            last = (covered_to, s, [js[k]])
+            found.append(last)
+        elif s == last[1]:
+            last[2].append(js[k])
+        if s + e.dur > covered_to:
+            covered_to = s + e.dur
     if end > covered_to:
         found.append((covered_to, end, []))
     return found, (end - start) - sum(g1 - g0 for g0, g1, _ in found)  # (the gaps and the busy time tile it)

@@ -19,6 +19,7 @@ from ..model import MODULE, Trace
 from ..results.rest import StepRest
 from ..vocab import CATEGORIES, Category
 from .busy import block_window, busy_time
+from .clock import first_event
 from .idle import IdleSplitter
 from .link import NONE, Links
 from .stepindex import StepIndex
@@ -76,7 +77,7 @@ def blockless_steps(tr: Trace, cats: Sequence[Category], index: StepIndex, rest:
             continue
         evs = [dev[j] for j in js]
         roots = index.roots.get(r.step, [])
-        start, end = block_window(evs, roots, free_at[min(js, key=lambda j: (dev[j].ts, j))])
+        start, end = block_window(evs, roots, free_at[first_event(js, evs)])
         causes = idle.split(js, start, end, {h.thread for h in roots})
         r.idle_by_cause = {k: v / 1000 for k, v in causes.items()}
         r.top_kernels = _top_kernels(tr, cats, js)
@@ -105,7 +106,7 @@ _INSTANCE = re.compile(r"_\d+$")
 
 class _ModuleOf:
     """A host event's top-level module: among the nn.Module events around it, the outermost one's child (the
-    outermost itself when it is the only one); memoised per event, as many kernels share a launching op."""
+    outermost itself when it is the only one); memoised per module event, which an op's answer is its nearest's."""
 
     def __init__(self, tr: Trace, links: Links) -> None:
         self.host, self.parent = tr.host, links.parent
@@ -113,24 +114,29 @@ class _ModuleOf:
         # that reads like a module on another kind only costs lookups that find nothing)
         self.any = (any(n.startswith("nn.Module: ") for n in tr.names) if tr.names is not None
                     else any(map(MODULE.__eq__, map(attrgetter("kind"), tr.host))))
-        self.memo: dict[int, str | None] = {}
+        self.memo: dict[int, str | None] = {}  # nn.Module event -> its top-level module's class
         self._pair: dict[int, tuple[int, int]] = {NONE: (NONE, NONE)}  # event -> (outermost module, its child)
         self._kinds: dict[str, str] = {}  # module event name -> module_kind (layers repeat their names)
 
     def __call__(self, i: int) -> str | None:
+        host, parent = self.host, self.parent
+        while i != NONE and host[i].kind != MODULE:  # an op's top-level module is its nearest module's: kept there
+            i = parent[i]
         if i == NONE:
             return None
         got = self.memo.get(i, "")
-        if got != "":
-            return got
-        outer, inner = self._modules(i)
-        name = None
-        if outer != NONE:
-            raw = self.host[inner if inner != NONE else outer].name
-            name = self._kinds.get(raw)
-            if name is None:
-                name = self._kinds[raw] = module_kind(raw)
-        self.memo[i] = name
+        if got == "":
+            got = self.memo[i] = self._named(i)
+        return got
+
+    def _named(self, m: int) -> str | None:
+        """The top-level module of nn.Module event ``m`` (its outermost, or that one's child on the way to ``m``),
+        by class."""
+        outer, inner = self._modules(m)
+        raw = self.host[inner if inner != NONE else outer].name
+        name = self._kinds.get(raw)
+        if name is None:
+            name = self._kinds[raw] = module_kind(raw)
         return name
 
     def _modules(self, i: int) -> tuple[int, int]:

@@ -135,10 +135,11 @@ class RoleFinder:
         self.parent = links.parent
         self._names = [(re.compile(r.pattern, re.IGNORECASE), r.role) for r in NAME_RULES]
         self._name_of: dict[tuple[bool, str], MatmulRole | None] = {}  # per (is a module, distinct name)
-        self._by_names: dict[int, MatmulRole | None] = {}  # per host index: innermost named evidence
+        self._by_names: dict[int, MatmulRole | None] = {}  # per range or module: innermost named evidence
         self._dims: dict[bytes, list | None] = {}  # parsed Input Dims, per distinct bytes
         self._role: dict[int, str] = {}
         self._gemm: dict[str, bool] = {}  # per distinct op name: a matrix product or not
+        self._op_role: dict[tuple[str, bytes | None], MatmulRole | None] = {}  # per (op name, Input Dims): _own_role
         # Whether any range or module name in the file says a role: when none does (most traces without
         # record_function names), the walk up each launcher's ranges is skipped.
         names = tr.names
@@ -178,14 +179,14 @@ class RoleFinder:
         found: MatmulRole | None = None
         k = i
         by_names = self._by_names
-        while k != NONE:
-            got = by_names.get(k, by_names)  # (the dict itself: no answer kept yet)
-            if got is not by_names:
-                found = got  # type: ignore[assignment]
-                break
-            path.append(k)
+        while k != NONE:  # (answers are kept on ranges and modules only: ops above a launcher are its own)
             h = host[k]
-            if h.kind in (MODULE, ANNOTATION):
+            if h.kind == MODULE or h.kind == ANNOTATION:
+                got = by_names.get(k, by_names)  # (the dict itself: no answer kept yet)
+                if got is not by_names:
+                    found = got  # type: ignore[assignment]
+                    break
+                path.append(k)
                 found = self._name_role(h.kind, h.name)
                 if found is not None:
                     break
@@ -202,15 +203,27 @@ class RoleFinder:
         while k != NONE and host[k].kind == OP and self._is_gemm(host[k].name):
             chain.append(k)
             k = parent[k]
+        op_inputs, memo = self.tr.op_inputs, self._op_role
         for k in reversed(chain):
-            name = host[k].name
-            if LINEAR_OP.match(name):
-                return MatmulRole.PROJECTION
-            ops = self._operands(k)
-            if ops is not None:
-                for rule in SHAPE_RULES:
-                    if rule.test(*ops):
-                        return rule.role
+            rec = op_inputs.get(k)
+            key = (host[k].name, rec.dims if rec is not None else None)
+            role = memo.get(key, memo)  # (the dict itself: not looked at yet)
+            if role is memo:
+                role = memo[key] = self._own_role(k)
+            if role is not None:
+                return role  # type: ignore[return-value]
+        return None
+
+    def _own_role(self, k: int) -> MatmulRole | None:
+        """Product op ``k``'s own role: a linear layer by name, else by its recorded shapes. A function of its name
+        and recorded Input Dims alone, so memoised per distinct pair (:meth:`_from_ops`)."""
+        if LINEAR_OP.match(self.tr.host[k].name):
+            return MatmulRole.PROJECTION
+        ops = self._operands(k)
+        if ops is not None:
+            for rule in SHAPE_RULES:
+                if rule.test(*ops):
+                    return rule.role
         return None
 
     def _is_gemm(self, name: str) -> bool:

@@ -16,7 +16,7 @@ from ..results.efficiency import sum_efficiency, sum_efficiency_maps
 from ..vocab import IDLE_CAUSES, MATMUL_ROLES, Category, Phase, TimeBase, UNLINKED_REASONS, is_launch_bound
 from .blocks.discovery import short_kernel_name
 from .busy import block_window, busy_time
-from .clock import relative_us
+from .clock import first_event, relative_us
 from .link import NONE, Links
 from .stepindex import StepIndex
 
@@ -90,7 +90,7 @@ def device_coverage(tr: Trace, links: Links, share: list[int], total_busy: int, 
     """How much device time is linked to host ops, how much of it lies in blocks, why the rest is unlinked
     (each unlinked event's busy share under the reason the linker gave it), and the fused attention kernels
     that no block owns after every block finder ran (``dev_owner`` NONE), linked or not."""
-    linked_ns = sum(s for s, ok in zip(share, links.device_linked) if ok)
+    linked_ns = sum(compress(share, links.device_linked))
     by_reason = dict.fromkeys(UNLINKED_REASONS, 0)
     for j, reason in zip(links.unlinked, links.unlinked_reason):
         by_reason[reason] += share[j]
@@ -123,8 +123,7 @@ def whole_steps(tr: Trace, index: StepIndex, free_at: list[int], origin: int = 0
     for s in sorted(roots):
         js = events.get(s, [])
         evs = [dev[j] for j in js]
-        first = min(js, key=lambda j: (dev[j].ts, j)) if js else NONE
-        start, end = block_window(evs, roots[s], free_at[first] if js else -1)
+        start, end = block_window(evs, roots[s], free_at[first_event(js, evs)] if js else -1)
         out.append(StepFigures(step=s, busy_us=busy_time(evs)[0] / 1000, span_us=(end - start) / 1000,
                                attention_us=busy_time([dev[j] for j in attention.get(s, [])])[0] / 1000,
                                start_us=relative_us(start, origin), end_us=relative_us(end, origin)))

@@ -187,9 +187,16 @@ def _runs_list(result: Attribution, tool: str, intervals: bool) -> list[dict]:
 
 def intervals_list(b: BlockResult) -> list[list]:
     """A block's device events as ``[start_us, end_us, category, pid, tid]`` on its trace's clock (µs from the
-    trace's ``origin_us``); [] for a block without device events."""
-    return [] if b.intervals is None else [[round(s, 3), round(e, 3), c, pid, tid]
-                                           for s, e, c, pid, tid in b.intervals.rows()]
+    trace's ``origin_us``); [] for a block without device events.
+
+    The times are whole ns over 1000, which ``round(x, 3)`` leaves as they are (an int's true division gives the
+    double nearest the exact quotient, itself a number of 3 decimals): not rounded again, with an int origin."""
+    iv = b.intervals
+    if iv is None:
+        return []
+    if type(iv.origin_ns) is not int:  # (a hand-built origin: rounded as written)
+        return [[round(s, 3), round(e, 3), c, pid, tid] for s, e, c, pid, tid in iv.rows()]
+    return [list(r) for r in iv.rows()]
 
 
 def _us(ns: int) -> int | float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from math import copysign
 
 from ..hardware import DTYPES, DevicePeaks, lookup
 from .invariants import expect
@@ -167,22 +168,39 @@ def efficiency_dict(e: Efficiency | None, reason: str | None = None) -> dict[str
     """The JSON object: ``{flops, bytes, tflops_per_s, gb_per_s, bound, roof_pct, ...}``; nulls with a reason.
 
     Written out rather than through the ``bound``/``roof_pct`` properties: a big trace renders one per block and
-    category, and the figures must stay the properties' (tests compare them).
+    category, and the figures must stay the properties' (tests compare them). The rate and the roof are rounded
+    once and handed to the range's fields, which repeat them for an exact count (``round`` is most of the cost).
     """
     if e is None or e.ops == 0:
         return _no_figures(reason or (e.reason if e is not None else None) or NO_FORMULA)
-    t, fl, by = e.time_ns, e.flops, e.bytes
-    bound, roof = _bound_and_roof(e.compute_s, e.memory_s, t)
-    return {"flops": fl, "bytes": by,
-            "tflops_per_s": round(fl / t / 1e3, 3) if t > 0 else None,
+    t, fl, by, cs, ms = e.time_ns, e.flops, e.bytes, e.compute_s, e.memory_s
+    rate, roof = _rate(fl, t), _roof(cs, ms, t)
+    return {"flops": fl, "bytes": by, "tflops_per_s": rate,
             "gb_per_s": round(by / t, 3) if t > 0 else None,
-            "bound": bound, "roof_pct": roof,
+            "bound": _bound(cs, ms),
+            "roof_pct": None if roof is None else min(100.0, roof),  # (issue 44: flops_reason)
             "intensity": round(fl / by, 3) if by else None,
-            "time_us": round(t / 1000, 3), "reason": e.reason, **flops_range(e)}
+            "time_us": round(t / 1000, 3), "reason": e.reason, **_flops_range(e, rate, roof)}
+
+
+def _rate(flops: float, t: int) -> float | None:
+    """TFLOP/s of ``flops`` in ``t`` ns, rounded as the JSON writes it."""
+    return round(flops / t / 1e3, 3) if t > 0 else None
+
+
+def _bound(cs: float | None, ms: float | None) -> str | None:
+    """``compute`` when the seconds at peak FLOP/s reach those at peak bandwidth (the ``bound`` property)."""
+    return None if cs is None or ms is None else "compute" if cs >= ms else "memory"
+
+
+def _roof(cs: float | None, ms: float | None, t: int) -> float | None:
+    """% of the roofline (as ``roof_pct``, before its cut at 100%); None without peaks."""
+    return None if cs is None or ms is None or t <= 0 else round(100.0 * max(cs, ms) / (t * 1e-9), 2)
 
 
 FLOPS_KIND_NONE = {"flops_kind": "none", "flops_min": None, "flops_max": None, "tflops_per_s_max": None,
                    "roof_pct_max": None}
+_UNSET = object()  # (_flops_range: a figure not worked out yet)
 
 
 def flops_range(e: Efficiency) -> dict[str, object]:
@@ -192,16 +210,30 @@ def flops_range(e: Efficiency) -> dict[str, object]:
 
     ``flops``/``tflops_per_s``/``roof_pct`` keep their meaning: for a range they are the lower bound's.
     """
+    return _flops_range(e, _UNSET, _UNSET)
+
+
+def _flops_range(e: Efficiency, rate: object, roof: object) -> dict[str, object]:
+    """:func:`flops_range`, given the lower bound's rate and its roof before the cut at 100% (rounded; _UNSET:
+    not worked out), which it repeats where the upper bound's are the same figures."""
     if e.ops == 0:
         return {**FLOPS_KIND_NONE, "flops_reason": e.reason}
     t, lo, hi = e.time_ns, e.flops, e.flops + e.flops_span
-    roof_hi = _roof_at(e.compute_s, e.memory_s, e.compute_span_s, t)
+    roof_hi = roof if _same_roof(e, roof) else _roof_at(e.compute_s, e.memory_s, e.compute_span_s, t)
     why = e.bounds_why if e.bounded else None
-    if roof_hi is not None and roof_hi > 100.0:
+    if roof_hi is not None and roof_hi > 100.0:  # type: ignore[operator]
         roof_hi, hi, why = _cut_at_roof(e, hi, why)
-    return {"flops_kind": "bounds" if e.bounded else "exact", "flops_min": lo, "flops_max": max(lo, hi),
-            "tflops_per_s_max": round(max(lo, hi) / t / 1e3, 3) if t > 0 else None, "roof_pct_max": roof_hi,
+    top = max(lo, hi)  # (the lower bound itself where there is no width: its rate as given)
+    return {"flops_kind": "bounds" if e.bounded else "exact", "flops_min": lo, "flops_max": top,
+            "tflops_per_s_max": rate if top is lo and rate is not _UNSET else _rate(top, t), "roof_pct_max": roof_hi,
             "flops_reason": why}
+
+
+def _same_roof(e: Efficiency, roof: object) -> bool:
+    """Whether the upper bound's roof is ``roof``, worked out already: no seconds are added to the compute side,
+    and it is not -0.0 (which adding 0.0 would change)."""
+    cs = e.compute_s
+    return roof is not _UNSET and e.compute_span_s == 0.0 and not (cs == 0.0 and copysign(1.0, cs) < 0.0)
 
 
 def _cut_at_roof(e: Efficiency, hi: float, why: str | None) -> tuple[float, float, str]:
@@ -226,14 +258,6 @@ def _no_figures(why: str) -> dict[str, object]:
     return {"flops": None, "bytes": None, "tflops_per_s": None, "gb_per_s": None, "bound": None,
             "roof_pct": None, "intensity": None, "time_us": None, "reason": why, **FLOPS_KIND_NONE,
             "flops_reason": why}
-
-
-def _bound_and_roof(cs: float | None, ms: float | None, t: int) -> tuple[str | None, float | None]:
-    """(bound, % of the roofline) as the ``bound``/``roof_pct`` properties give them; None without peaks."""
-    if cs is None or ms is None:
-        return None, None
-    roof = min(100.0, round(100.0 * max(cs, ms) / (t * 1e-9), 2)) if t > 0 else None  # (issue 44: flops_reason)
-    return "compute" if cs >= ms else "memory", roof
 
 
 @dataclass(slots=True, kw_only=True)

@@ -117,7 +117,11 @@ class _Inputs:
 
     def dims(self, i: int) -> list | None:
         rec = self._tr.op_inputs.get(i)
-        v = self._load(rec.dims) if rec is not None else None
+        return self.as_list(rec.dims) if rec is not None else None
+
+    def as_list(self, raw: bytes) -> list | None:
+        """Recorded input text parsed, when it is a JSON list."""
+        v = self._load(raw)
         return v if isinstance(v, list) else None
 
     def types(self, i: int) -> list | None:
@@ -137,8 +141,12 @@ def _shape(x: object) -> list[int] | None:
 
 def _first_shape(inp: _Inputs, i: int) -> list[int] | None:
     """The shape of op i's first input, when it was recorded as one."""
-    d = inp.dims(i)
-    return _shape(d[0]) if d else None
+    return _leading_shape(inp.dims(i))
+
+
+def _leading_shape(dims: list | None) -> list[int] | None:
+    """The first input's shape in parsed Input Dims, when it was recorded as one."""
+    return _shape(dims[0]) if dims else None
 
 
 def _copies_expanded_5d(inp: _Inputs, i: int) -> bool:
@@ -229,18 +237,20 @@ class _FactCollector:
         launcher_tag = self.launcher_tag
         facts: dict[tuple[Any, ...], GroupFacts] = {}
         rows: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}  # regexes run once per distinct row
+        last, g = NONE, GroupFacts()  # (a block's events mostly come in a run: its facts looked up once per run)
         for j, b in enumerate(dev_owner):
             if b == NONE:
                 continue
-            key = block_keys[b]
-            g = facts.get(key)
-            if g is None:
-                g = facts[key] = GroupFacts()
+            if b != last:
+                key = block_keys[b]
+                got = facts.get(key)
+                g = got if got is not None else facts.setdefault(key, GroupFacts())
+                last = b
             lf = leaf[j]
             la = launcher[lf] if lf != NONE else NONE
             if la != NONE:
-                tag = launcher_tag(la, g, b)
                 lname = host[la].name
+                tag = launcher_tag(la, g, b, lname)
             else:
                 tag, lname = _UNTAGGED, ""
             name = dev[j].name
@@ -257,8 +267,9 @@ class _FactCollector:
                 acc[1] += busy_ns[j] / 1000
         return facts
 
-    def launcher_tag(self, la: int, g: GroupFacts, b: int) -> HintTag:
-        """The tag launcher op ``la`` gives its kernels in block ``b``; the SDPA call above it is counted on the way."""
+    def launcher_tag(self, la: int, g: GroupFacts, b: int, name: str) -> HintTag:
+        """The tag launcher op ``la`` (named ``name``) gives its kernels in block ``b``; the SDPA call above it is
+        counted on the way."""
         ctx, sdpa = (SdpaContext.NONE, NONE) if self._no_sdpa else self.context(la)
         if sdpa != NONE and (b, sdpa) not in self._seen_ops:  # one call per (block, op), however many kernels
             self._seen_ops.add((b, sdpa))
@@ -266,7 +277,7 @@ class _FactCollector:
             g.sdpa_masked += _sdpa_masked(self._inp, sdpa)
         if ctx == SdpaContext.MATH or ctx == SdpaContext.SDPA:
             return _SDPA_MATH
-        kind = _op_kind(self._host[la].name)
+        kind = _op_kind(name)
         tag = _FIXED_TAGS.get(kind)  # (one dict look-up: most launchers' kinds decide the tag alone)
         return tag if tag is not None else self._input_tag(kind, la, g)
 
@@ -351,18 +362,15 @@ class _FactCollector:
         return up != NONE and _is_matmul_op(self._host[up].name)
 
     def _any_five_d_clone(self) -> bool:
-        """Whether any aten::clone in the file copies a 5-D tensor: looked up once, over distinct recorded dims."""
+        """Whether any aten::clone in the file copies a 5-D tensor: looked up once. A file records few distinct
+        Input Dims: the ops are looked at only when one of those starts with a 5-D shape (most files: none)."""
         if self._five_d_clones is None:
-            host, inp = self._host, self._inp
-            seen: set[bytes] = set()
-            self._five_d_clones = False
-            for i, rec in self._tr.op_inputs.items():
-                if host[i].name == "aten::clone" and rec.dims not in seen:
-                    seen.add(rec.dims)
-                    s = _first_shape(inp, i)
-                    if s is not None and len(s) == 5:
-                        self._five_d_clones = True
-                        break
+            inputs, inp = self._tr.op_inputs, self._inp
+            five = {raw for raw in {rec.dims for rec in inputs.values()}
+                    if len(_leading_shape(inp.as_list(raw)) or ()) == 5}
+            host = self._host
+            self._five_d_clones = bool(five) and any(
+                rec.dims in five and host[i].name == "aten::clone" for i, rec in inputs.items())
         return self._five_d_clones
 
 
