@@ -17,7 +17,7 @@ from ..model import DeviceEvent, HostEvent, Trace
 from ..results.attribution import Intervals
 from ..vocab import CATEGORIES
 
-_TS, _DUR, _STREAM, _NAME = attrgetter("ts"), attrgetter("dur"), attrgetter("stream"), attrgetter("name")
+_TS = attrgetter("ts")
 _CATEGORY_INDEX = {c: i for i, c in enumerate(CATEGORIES)}  # (a Category is its string: it looks up the same)
 
 

@@ -279,8 +279,11 @@ def nearest_above(parent: Sequence[int], i: int, hit: Callable[[int], bool], mem
 
 
 def _step_number(name: str) -> int:
-    """N of ``ProfilerStep#N``; -1 for any other name."""
-    return int(name[13:]) if name.startswith("ProfilerStep#") and name[13:].isdigit() else -1
+    """N of ``ProfilerStep#N``; -1 for any other name. ASCII digits only: the name table also holds the names of
+    events the loader dropped, such as ``ProfilerStep#²`` (``"²".isdigit()``, yet ``int("²")`` fails) or one of 5,000
+    digits (beyond ``int()``'s limit); the loader keeps only steps below 2**63 (io.builder._step)."""
+    n = name[13:]
+    return int(n) if name.startswith("ProfilerStep#") and n.isdigit() and n.isascii() and len(n) < 20 else -1
 
 
 @dataclass(slots=True, kw_only=True)

@@ -134,7 +134,7 @@ def before_ws(buf: bytearray, i: int) -> int:
     return i
 
 
-def last_boundary(buf: bytearray, end: int | None = None) -> int:
+def last_boundary(buf: bytes | bytearray, end: int | None = None) -> int:
     """Index of the ``}`` that ends the last event followed by ``,`` and ``{`` before ``end``; -1 if none.
 
     Only a candidate (it may sit inside a string): decoding up to it proves it. The search gives
@@ -153,7 +153,7 @@ def last_boundary(buf: bytearray, end: int | None = None) -> int:
     return -1
 
 
-def _ws_left(buf: bytearray, k: int) -> int:
+def _ws_left(buf: bytes | bytearray, k: int) -> int:
     """``k`` moved left over whitespace (-1 when only whitespace is left). Once or twice per candidate '{' of
     last_boundary (one per chunk in practice), never per event."""
     while k >= 0 and buf[k] in WS:

@@ -51,6 +51,7 @@ MAX_DEFAULT_WORKERS = 4
 _GZ_RATIO = 10  # traces inflate 10-30x: a .gz above MIN_PARALLEL / 10 is taken for a big one
 
 _Tables = tuple[dict, dict, dict, dict]  # threads, raw threads, streams, raw streams
+_Windows = Generator[memoryview | FileWindow | list[Event], None, ReadSummary]  # EventStream.windows()
 
 
 def worth_parallel(path: Path) -> bool:
@@ -327,7 +328,7 @@ class _InOrder:
             _close_ring()
         return read
 
-    def _until_failed(self, gen: Generator[memoryview | list[Event], None, ReadSummary]) -> ReadSummary | None:
+    def _until_failed(self, gen: _Windows) -> ReadSummary | None:
         """``_dispatch``, where a window that fails before an error means the serial path decides."""
         try:
             return self._dispatch(gen)
@@ -339,7 +340,7 @@ class _InOrder:
                 raise
         return None
 
-    def _dispatch(self, gen: Generator[memoryview | list[Event], None, ReadSummary]) -> ReadSummary | None:
+    def _dispatch(self, gen: _Windows) -> ReadSummary | None:
         """Each window to a worker, the last batch (decoded by the reader) ingested after every window before
         it; the reader's summary, or None once ``failed``."""
         while not self.failed:

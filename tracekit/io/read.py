@@ -428,7 +428,7 @@ class EventStream:
                 self._raw.close()
         return self._summary
 
-    def windows(self) -> Generator[memoryview | list[Event], None, ReadSummary]:
+    def windows(self) -> Generator[memoryview | FileWindow | list[Event], None, ReadSummary]:
         """Like ``batches()``, but each fast-path window comes as the JSON array ``[...]`` undecoded.
 
         A window is a view into the reader's buffer, valid until the next one is asked for.
@@ -448,7 +448,7 @@ class EventStream:
         while True:
             if not self._eof and len(buf) < self.chunk:
                 if seeks and (self._raw_windows or self.trusted > 0):
-                    rest = yield from self._pass_over(f, buf)
+                    rest = yield from self._pass_over(cast(io.BufferedReader, f), buf)
                     if rest is not None:
                         buf, fresh = rest, False
                         continue
@@ -501,7 +501,7 @@ class EventStream:
         self._done = self._abs(cut + 1)
         return buf.index(b"{", cut + 1)
 
-    def _pass_over(self, f: IO[bytes], buf: bytearray) -> Generator[FileWindow, None, bytearray | None]:
+    def _pass_over(self, f: io.BufferedReader, buf: bytearray) -> Generator[list[Event], None, bytearray | None]:
         """The next window as a :class:`FileWindow`, found without reading its bytes: only the end of the stretch
         the usual read would hold (``buf`` and one more chunk) is read, and its cut is the usual candidate
         (``jsonscan.last_boundary``) searched there. Returns the new buffer (what follows the cut), or None where
@@ -527,7 +527,7 @@ class EventStream:
         at = end - size  # the file offset of tail[0]
         if self._raw_windows:
             first = self._abs(1)
-            yield FileWindow(first - 1, at + cut + 2 - (first - 1))
+            yield FileWindow(first - 1, at + cut + 2 - (first - 1))  # type: ignore[misc]  # (windows() only)
         else:
             self.trusted -= 1
         f.seek(end)
