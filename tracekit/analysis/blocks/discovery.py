@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import compress
 
 import orjson
 
@@ -253,7 +254,7 @@ class _Cores:
         self.ops = _NamedOps(tr, names)
         self.fused_ops = self.ops.of(self.ops.fused)
         self.is_fused = set(self.fused_ops)
-        self.eager = _eager_triples(tr, links, self.ops, self.sibling_key)
+        self.eager = _eager_triples(tr, links, self.ops, self.sibling_key, self.is_key)
         self.kernels = _kernel_sites(links, cats)  # launch-site host event -> fused kernels
         self._scope_of: dict[int, int] = {}
         self.cats = cats
@@ -284,7 +285,7 @@ class _Cores:
             if got is not None:
                 key = got
                 break
-            if h.name.startswith("ProfilerStep#") or self.finder.scope_name(h.kind, h.name) is not None:
+            if self.is_key(h):
                 key = k
                 break
             path.append(k)
@@ -292,6 +293,11 @@ class _Cores:
         for k in path:
             memo[k] = key
         return key
+
+    def is_key(self, h: HostEvent) -> bool:
+        """Whether range or module ``h`` is a sibling key of the ops under it (a scope or a ProfilerStep), not one
+        of the ranges and modules between a key and its ops (sibling_key)."""
+        return h.name.startswith("ProfilerStep#") or self.finder.scope_name(h.kind, h.name) is not None
 
     def outermost_fused(self, i: int) -> int:
         """The outermost fused attention op around ``i`` (itself included), or NONE."""
@@ -699,33 +705,32 @@ def _context_agrees(tr: Trace, context: int, s: list[int]) -> bool:
     return p is not None and p[-2:] == s[-2:]
 
 
-def _eager_triples(tr: Trace, links: Links, ops: _NamedOps, key: Callable[[int], int]) -> list[_Eager]:
+def _eager_triples(tr: Trace, links: Links, ops: _NamedOps, key: Callable[[int], int],
+                   is_key: Callable[[HostEvent], bool]) -> list[_Eager]:
     """Every score → softmax → context triple of sibling ops (rule eager-ops), scope or not."""
     if not ops.softmax:
         return []  # no softmax op in the file (fused attention models): the walk is skipped
     out: list[_Eager] = []
-    for sibs in _softmax_siblings(tr, links, ops.of(ops.softmax), key):
+    for sibs in _softmax_siblings(tr, links, ops.of(ops.softmax), key, is_key):
         out += _triples_among(tr, sibs, ops.softmax)
     return out
 
 
-def _softmax_siblings(tr: Trace, links: Links, softmax_ops: list[int], key: Callable[[int], int]) -> list[list[int]]:
-    """The ops (parents first) under each sibling key that has a softmax op among its ops."""
-    host, parent, op_kind = tr.host, links.parent, OP
-    parents = {key(i) for i in softmax_ops}
+def _softmax_siblings(tr: Trace, links: Links, softmax_ops: list[int], key: Callable[[int], int],
+                     is_key: Callable[[HostEvent], bool]) -> list[list[int]]:
+    """The ops (parents first) under each sibling key that has a softmax op among its ops. Only the events whose
+    parent is such a key, or a range or module between one and its ops, are read: C loops pick them out of the
+    order, and parents come first in it, so such a range is known before anything under it (``is_key``: whether
+    a range or module is a key itself, which ends that chain)."""
+    host, parent, order = tr.host, links.parent, links.order
+    key_of = {k: k for k in map(key, softmax_ops)}  # a key, or a range or module between it and its ops -> the key
     kids: dict[int, list[int]] = defaultdict(list)
-    key_under: dict[int, int] = {}  # a non-op parent -> the key of the ops directly under it (one call per parent)
-    for i in links.order:
+    for i in compress(order, map(key_of.__contains__, map(parent.__getitem__, order))):
         h = host[i]
-        if h.kind == op_kind:
-            p = parent[i]  # (an op's parent op is its key: most ops' parents are ops, so no call for them)
-            if p != NONE and host[p].kind != op_kind:
-                q = key_under.get(p)
-                if q is None:
-                    q = key_under[p] = key(i)
-                p = q
-            if p in parents:
-                kids[p].append(i)
+        if h.kind == OP:
+            kids[key_of[parent[i]]].append(i)
+        elif i not in key_of and not is_key(h):
+            key_of[i] = key_of[parent[i]]
     return list(kids.values())
 
 
