@@ -26,9 +26,9 @@ from ..vocab import (
 from .allocations import block_allocations
 from .blocks.discovery import Block
 from .blocks.kernels import find_kernel_blocks
-from .busy import block_window, busy_time
+from .busy import block_window, busy_time, window
 from .classify import Classifier
-from .clock import block_intervals, first_event, host_intervals, host_spans, relative_us
+from .clock import block_intervals, host_intervals, host_spans, relative_us
 from .flops import block_efficiency, device_info
 from .graphs import replay_threads
 from .idle import IdleSplitter, zero_causes
@@ -176,13 +176,14 @@ class DeviceBlocks:
         """Block ``blk``'s figures from its device events ``js``: busy time by category and role, span, idle."""
         tr, host, dev = self.tr, self.tr.host, self.tr.device
         evs = [dev[j] for j in js]
-        busy, bshare = busy_time(evs)
+        starts, ends, order = _by_start(evs)  # (read and sorted once: the busy split, window, gaps and intervals)
+        busy, bshare = busy_time(evs, order=order)
         c, mr = self._split(js, bshare, blk.step)
         # (a replay's copied ops have the capture's times: they measure nothing, the device's times do)
         roots = [host[r] for r in blk.roots if host[r].thread not in self.replay_threads]
-        start, end = self._window(blk, js, evs, roots)
+        start, end = self._window(blk, js, starts, ends, order, roots)
         span = end - start
-        gaps, causes = self._idle(js, start, end, roots, span > busy)
+        gaps, causes = self._idle(js, start, end, roots, span > busy, evs, order)
         return BlockResult(
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
             ordinal=ordinal, phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
@@ -191,25 +192,30 @@ class DeviceBlocks:
             matmul_roles=role_us(mr), launch_bound=is_launch_bound(span - busy, span), evidence=blk.evidence,
             recorded=blk.recorded, idle_by_cause={k: v / 1000 for k, v in causes.items()},
             start_us=relative_us(start, self.origin), end_us=relative_us(end, self.origin),
-            intervals=block_intervals(evs, map(self.cats.__getitem__, js), self.origin, self.streams),
+            intervals=block_intervals(evs, map(self.cats.__getitem__, js), self.origin, self.streams, starts, ends),
             idle_gaps=IdleGaps(origin_ns=self.origin, flat=gaps) if gaps is not None else None,
             host_spans=host_spans(roots, self.tr.threads, self.origin))
 
-    def _idle(self, js: list[int], start: int, end: int, roots: list[HostEvent],
-              idles: bool) -> tuple[array | None, dict[str, int]]:
-        """The block's idle gaps and idle time by cause (tracekit.analysis.idle); none when the device never idles."""
+    def _idle(self, js: list[int], start: int, end: int, roots: list[HostEvent], idles: bool,
+              evs: list[DeviceEvent], order: list[int]) -> tuple[array | None, dict[str, int]]:
+        """The block's idle gaps and idle time by cause (tracekit.analysis.idle); none when the device never idles.
+        ``evs``: the events of ``js``; ``order``: their positions by start."""
         if not idles:
             return None, zero_causes()
         gaps = array("q")
         return gaps, self.idle.split(js, start, end, {h.thread for h in roots}, gaps,
-                                     [(h.ts, h.ts + h.dur) for h in roots])
+                                     [(h.ts, h.ts + h.dur) for h in roots], evs, order)
 
-    def _window(self, blk: Block, js: list[int], evs: list[DeviceEvent], roots: list[HostEvent]) -> tuple[int, int]:
-        """The block's span (busy.block_window); with no device work, as in a graph capture, an empty one at its
-        start: no span the device could idle in, so never launch-bound."""
+    def _window(self, blk: Block, js: list[int], starts: list[int], ends: list[int], order: list[int],
+                roots: list[HostEvent]) -> tuple[int, int]:
+        """The block's span (busy.block_window, from the events' ``starts`` and ``ends``; ``order``: their
+        positions by start, stably, so the first is the lowest index among the first to start, clock.first_event's);
+        with no device work, as in a graph capture, an empty one at its start: no span the device could idle in, so
+        never launch-bound."""
         if not js:
             return blk.ts, blk.ts
-        return block_window(evs, roots, self.free_at[first_event(js, evs)])
+        first = order[0]
+        return window(starts[first], max(ends), roots, self.free_at[js[first]])
 
     def _split(self, js: list[int], bshare: list[int], step: int | None) -> tuple[dict[str, int], dict[str, int]]:
         """The block's busy ns by category and its matmul ns by role; its kernels into the table."""
@@ -246,6 +252,12 @@ class DeviceBlocks:
             t[0] += n
             t[1] += ns
         return c, mr
+
+
+def _by_start(evs: list[DeviceEvent]) -> tuple[list[int], list[int], list[int]]:
+    """The events' start and end ns, and their positions sorted by start, stably (busy.start_order's)."""
+    starts = [e.ts for e in evs]
+    return starts, [e.ts + e.dur for e in evs], sorted(range(len(evs)), key=starts.__getitem__)
 
 
 def self_times(tr: Trace, links: Links) -> list[int]:

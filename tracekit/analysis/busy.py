@@ -11,15 +11,16 @@ from collections.abc import Sequence
 from ..model import DeviceEvent, HostEvent
 
 
-def busy_time(events: Sequence[DeviceEvent], busy_until: list[int] | None = None) -> tuple[int, list[int]]:
+def busy_time(events: Sequence[DeviceEvent], busy_until: list[int] | None = None,
+              order: Sequence[int] | None = None) -> tuple[int, list[int]]:
     """First-come split of overlapping device time: each event keeps what no earlier starter covered.
 
     ``busy_until``, when given (len(events) long), receives for each event the last end of the device
-    work that started before it (-1 when none): when the device became free for it.
+    work that started before it (-1 when none): when the device became free for it. ``order``: the events'
+    positions sorted by start (stably), when the caller has them already (a block's figures share one sort).
     """
-    starts = [e.ts for e in events]  # (a stable sort: ties stay in index order)
-    order = sorted(range(len(events)), key=starts.__getitem__)
-    del starts
+    if order is None:
+        order = start_order(events)
     share = [0] * len(events)
     maxend = None
     for k in order:
@@ -35,6 +36,12 @@ def busy_time(events: Sequence[DeviceEvent], busy_until: list[int] | None = None
     return sum(share), share
 
 
+def start_order(events: Sequence[DeviceEvent]) -> list[int]:
+    """The events' positions sorted by start, stably (ties stay in index order): the order busy_time splits in."""
+    starts = [e.ts for e in events]
+    return sorted(range(len(events)), key=starts.__getitem__)
+
+
 def block_window(evs: Sequence[DeviceEvent], roots: Sequence[HostEvent], free_at: int = -1) -> tuple[int, int]:
     """The block's span as (start, end) in ns: first start to last end of its host intervals and its device
     events, the profiled wall clock that busy time alone hides when the device waits for launches.
@@ -46,7 +53,12 @@ def block_window(evs: Sequence[DeviceEvent], roots: Sequence[HostEvent], free_at
     """
     if not evs:
         return _extent(roots) if roots else (0, 0)
-    d0, end = _extent(evs)
+    return window(*_extent(evs), roots, free_at)
+
+
+def window(d0: int, end: int, roots: Sequence[HostEvent], free_at: int = -1) -> tuple[int, int]:
+    """:func:`block_window` from the device events' first start ``d0`` and last end: for a caller that has read
+    them already."""
     if not roots:
         return d0, end
     h0, h_end = _extent(roots)

@@ -44,13 +44,16 @@ def first_event(js: Sequence[int], evs: Sequence[DeviceEvent]) -> int:
 
 
 def block_intervals(evs: Sequence[DeviceEvent], cats: Iterable[str], origin_ns: int,
-                    streams: tuple[tuple[object, object], ...]) -> Intervals:
+                    streams: tuple[tuple[object, object], ...], starts: list[int] | None = None,
+                    ends: list[int] | None = None) -> Intervals:
     """A block's device events (``evs``, of categories ``cats``) as flat arrays: absolute start and end (ns),
     category index and stream index (into ``streams``, the trace's stream table, shared by every block). (List
-    comprehensions read the events' fields faster than ``map(attrgetter)``; an array from a list converts in C.)"""
+    comprehensions read the events' fields faster than ``map(attrgetter)``; an array from a list converts in C.)
+    ``starts``, ``ends``: the events' start and end ns, when the caller has read them already."""
     cat = _CATEGORY_INDEX
-    return Intervals(origin_ns=origin_ns, start_ns=array("q", [e.ts for e in evs]),
-                     end_ns=array("q", [e.ts + e.dur for e in evs]), category=bytes([cat[c] for c in cats]),
+    return Intervals(origin_ns=origin_ns, start_ns=array("q", starts if starts is not None else [e.ts for e in evs]),
+                     end_ns=array("q", ends if ends is not None else [e.ts + e.dur for e in evs]),
+                     category=bytes([cat[c] for c in cats]),
                      stream=array("q", [e.stream for e in evs]), streams=streams, names=tuple([e.name for e in evs]))
 
 

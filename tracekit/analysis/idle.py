@@ -263,13 +263,15 @@ class IdleSplitter:
         return g if g is not None else self.launch[j]
 
     def split(self, js: Sequence[int], start: int, end: int, threads: Iterable[int],
-              gaps: array | None = None, host: Iterable[tuple[int, int]] = ()) -> dict[str, int]:
+              gaps: array | None = None, host: Iterable[tuple[int, int]] = (),
+              evs: Sequence[DeviceEvent] | None = None, order: Sequence[int] | None = None) -> dict[str, int]:
         """The idle ns of the window ``[start, end)`` outside the device events ``js``, by cause. ``threads``: the
         block's host threads, whose sync calls count in the span's tail (after its last device work); ``host``: its
         host ops' (start, end) ns, for the tail's host_op. ``gaps``, when given, gets each gap as ``start, end`` and
-        its ns per cause (IDLE_CAUSES order), for the timeline."""
+        its ns per cause (IDLE_CAUSES order), for the timeline. ``evs``, ``order``: the events of ``js`` and their
+        positions by start (stably), when the caller has them already."""
         dev = self.tr.device
-        found, busy = _gaps([dev[j] for j in js], js, start, end)
+        found, busy = _gaps(evs if evs is not None else [dev[j] for j in js], js, start, end, order)
         work = self._devices(js)
         # Device work outside the block in its window: the device's busy time there beyond the block's own (one
         # query per block; most blocks have none, and then no gap asks for it)
@@ -369,8 +371,8 @@ class IdleSplitter:
         return at > 0 and t[1][at - 1]
 
 
-def _gaps(evs: Sequence[DeviceEvent], js: Sequence[int], start: int,
-          end: int) -> tuple[list[tuple[int, int, list[int]]], int]:
+def _gaps(evs: Sequence[DeviceEvent], js: Sequence[int], start: int, end: int,
+          order: Sequence[int] | None = None) -> tuple[list[tuple[int, int, list[int]]], int]:
     """The window's gaps outside the device events ``evs`` (``js``: their indices; empty ones end no gap) as
     (start, end, the events that end it; none for the span's tail), and the events' busy ns inside the window.
     One walk in start order (indices sorted by start: no tuple per event); the events that start where a gap
@@ -378,7 +380,7 @@ def _gaps(evs: Sequence[DeviceEvent], js: Sequence[int], start: int,
     found: list[tuple[int, int, list[int]]] = []
     last: tuple[int, int, list[int]] = (start, start, [])  # the latest gap (at first none found: a row kept nowhere)
     covered_to = start
-    for k in sorted(range(len(evs)), key=[e.ts for e in evs].__getitem__):
+    for k in order if order is not None else sorted(range(len(evs)), key=[e.ts for e in evs].__getitem__):
         e = evs[k]
         if e.dur <= 0:
             continue
