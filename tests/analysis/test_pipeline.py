@@ -190,9 +190,9 @@ PASS_BUDGET: dict[str, tuple[dict[str, int], str]] = {
              "its stack as they go by); device: correlation ids and the External-id check; runtime: the calls' "
              "times and threads in one walk, correlation ids"),
     "classify-device": ({"host": 1, "device": 1}, "each kernel's name and its launching op's"),
-    "find-host-blocks": ({"host": 7},
-                         "softmax ops' keys, the sibling walk and its parents' kinds, the product ops, the eager "
-                         "triples' neighbours and scopes"),
+    "find-host-blocks": ({"host": 6},
+                         "softmax ops' keys, their siblings (only the events under their keys: picked out of the "
+                         "order by their parents), the product ops, the eager triples' neighbours and scopes"),
     "find-kernel-blocks": ({"device": 2}, "the start and stream key lists of the per-stream sort"),
     "measure-busy": ({"device": 2}, "busy_time: the start key list and the first-come sweep"),
     "account-device": ({"host": 2, "device": 5, "runtime": 2, "memory": 1},
