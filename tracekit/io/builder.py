@@ -336,7 +336,7 @@ class TraceBuilder:
                             if last_t is None:
                                 last_t = self._thread(pid, tid)
                             last_pid, last_tid = pid, tid
-                        host_append(HostEvent_(kind, name, last_t, ts_ns, dur_ns, ext))
+                        host_append(HostEvent_(kind, name, last_t, ts_ns, dur_ns, ext))  # type: ignore[arg-type]
                         if args is not None:
                             if args.seq is not None:  # autograd's fwd <-> bwd key: training traces only
                                 self._seq(args.seq, args.fwd_tid, kind)  # type: ignore[arg-type]
@@ -363,7 +363,8 @@ class TraceBuilder:
                             if last_s is None:
                                 last_s = self._stream(pid, tid)
                             last_spid, last_stid = pid, tid
-                        dev_append(DeviceEvent_(kind, names.setdefault(name, name), last_s, ts_ns, dur_ns, corr, ext))
+                        dev_append(DeviceEvent_(kind, names.setdefault(name, name),  # type: ignore[arg-type]
+                                                last_s, ts_ns, dur_ns, corr, ext))
                         continue
                 handle(e, kind, names.setdefault(name, name), ts_ns, dur_ns, ext)
             elif ph == "i":
