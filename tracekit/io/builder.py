@@ -161,7 +161,9 @@ class TraceBuilder:
         self.host_names: dict[str, tuple[str, int] | tuple[()]] = {}
         self.range_profiler = False
         self.dropped: Counter[str] = Counter()
-        self.roles: dict[str | None, _Role] = {}  # raw cat -> role
+        # raw cat -> role; exactly spelled python_function events reach it only as nn.Module slices (_ingest skips the
+        # other frames first): host events, taken inline
+        self.roles: dict[str | None, _Role] = {"python_function": _Role(self._module, MODULE, _HOST)}
         self.host_append, self.rt_append, self.dev_append = tr.host.append, tr.runtime.append, tr.device.append
         self.host, self.op_inputs = tr.host, tr.op_inputs
         self.records: dict[tuple[bytes, bytes], OpInputs] = {}  # one per distinct (dims, types)
@@ -236,8 +238,8 @@ class TraceBuilder:
         key = cat.strip().casefold() if cat is not None else ""
         if not key:
             role = _Role(self._missing_cat)
-        elif key == "python_function":  # (exactly spelled, _ingest has kept only modules: they are host events)
-            role = _Role(self._module, MODULE, _HOST) if cat == "python_function" else _Role(self._module)
+        elif key == "python_function":  # (a respelling: the exact one is in ``roles`` from the start)
+            role = _Role(self._module)
         elif key in _HOST_CATS:
             role = _Role(self._host, _HOST_CATS[key], _HOST)
         elif key in _RUNTIME_CATS:
