@@ -49,7 +49,7 @@ _MAX_BYTES = 2**48  # one allocation of 256 TiB: far beyond any device
 _MAX_TOTAL = 2**52  # an allocator's ``Total Allocated`` of 4 PiB: beyond any device, so a corrupt figure
 _MAX_STEP = 2**63  # ProfilerStep numbers go to JSON output: keep them within int64
 _HUGE = 2.0**64  # a float beyond this is no id (ids are uint64 at most)
-_NOBODY = object()  # equal to no pid or tid: _ingest's last-thread cache before its first host event
+_NOBODY = object()  # equal to no pid or tid: _ingest's last thread and stream before it has met one
 
 
 class _Role(NamedTuple):
@@ -460,7 +460,7 @@ class TraceBuilder:
 
     def _host(self, e: Event, kind: int, name: str, ts: int, dur: int, ext: int) -> None:
         """ATen ops and record_function ranges (``ProfilerStep#N`` among them), and ``nn.Module`` slices: what
-        _ingest does not take inline (``ProfilerStep#`` names, and the rarer spellings of the host cats)."""
+        _ingest does not take inline (``ProfilerStep#`` names, and modules under a respelled python_function)."""
         if name.startswith("ProfilerStep#"):
             kind = ANNOTATION
             step = _step(name)
