@@ -427,3 +427,20 @@ def test_a_window_the_file_no_longer_holds_is_reread_serially(tmp_path: Path, wi
         assert bytes(got[1:39]) == path.read_bytes()[36:74]
     finally:
         os.close(fd)
+
+
+def test_a_windows_columns_give_back_its_events() -> None:
+    """``_columns`` (a worker's, ts as an int64 array) and ``_rows`` (the parent's) give back the very events, threads
+    renumbered, whatever the ts: within int64 as the parse bounds keep it, or beyond (then it travels as a list)."""
+    from tracekit.model import Flow, HostEvent, MemoryEvent
+
+    host = [HostEvent(3, "aten::mm", 1, -(2**63), 5, 2**64), HostEvent(2, "s", 0, 2**63 - 1, 0, 0)]
+    assert pload._rows(HostEvent, pload._columns(host), "thread", None) == host
+    assert pload._rows(HostEvent, pload._columns(host), "thread", [4, 9]) == [
+        HostEvent(3, "aten::mm", 9, -(2**63), 5, 2**64), HostEvent(2, "s", 4, 2**63 - 1, 0, 0)]
+    beyond = [MemoryEvent(0, 2**63, 8, 1, 8), MemoryEvent(0, 1, 8, 1)]
+    assert pload._rows(MemoryEvent, pload._columns(beyond), "thread", None) == beyond
+    flows = [Flow(7, True, 0, 10), Flow(7, False, 0, 20)]
+    back = pload._rows(Flow, pload._columns(flows), "thread", None)
+    assert back == flows and [type(f.start) for f in back] == [bool, bool] and type(back[0].ts) is int
+    assert pload._columns([]) == [] and pload._rows(HostEvent, [], "thread", None) == []

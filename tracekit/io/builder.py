@@ -20,7 +20,7 @@ from ..model import (
     DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, OpInputs, RuntimeEvent, Trace, TraceInfo,
 )
 from ..vocab import ANNOTATE_CAT, CALLED_SOFTMAX_OPS, keeps_scalars, keeps_shapes
-from .read import Event, ReadSummary
+from .read import Args, Event, ReadSummary
 
 # Categories compared after strip + casefold; 2021 names mapped onto current ones.
 _HOST_CATS = {"cpu_op": OP, "operator": OP, "user_annotation": ANNOTATION}  # and python_function
@@ -49,13 +49,19 @@ _MAX_BYTES = 2**48  # one allocation of 256 TiB: far beyond any device
 _MAX_TOTAL = 2**52  # an allocator's ``Total Allocated`` of 4 PiB: beyond any device, so a corrupt figure
 _MAX_STEP = 2**63  # ProfilerStep numbers go to JSON output: keep them within int64
 _HUGE = 2.0**64  # a float beyond this is no id (ids are uint64 at most)
+_NOBODY = object()  # equal to no pid or tid: _ingest's last thread and stream before it has met one
 
 
 class _Role(NamedTuple):
-    """What X events of one raw ``cat`` are: ``handle`` takes them with ``kind`` (None: skip them)."""
+    """What X events of one raw ``cat`` are: ``handle`` takes them with ``kind`` (None: skip them), unless
+    ``inline`` says that _ingest takes their commonest path itself (one call less per event)."""
 
     handle: Callable[..., None] | None
     kind: int | str | None = None
+    inline: int = 0  # _HOST, _RUNTIME or _DEVICE: the path _ingest takes inline; 0: none, ``handle`` takes them
+
+
+_HOST, _RUNTIME, _DEVICE = 1, 2, 3
 
 
 _SKIP = _Role(None)
@@ -150,9 +156,14 @@ class TraceBuilder:
         self.shapes: dict[str, dict[str, list[Any]]] = {}  # op name -> its distinct input dims by display form
         self.shapes_seen: dict[tuple[str, bytes], None] = {}  # (op, raw dims) already parsed, in first-seen order
         self.keep_inputs: dict[str, int] = {}  # op name -> whether its recorded inputs are kept
+        # host event name -> (its interned form, its keep_inputs), () for ``ProfilerStep#`` names (those take _host):
+        # one look-up for what _host works out per event (interning, the step test, the inputs decision)
+        self.host_names: dict[str, tuple[str, int] | tuple[()]] = {}
         self.range_profiler = False
         self.dropped: Counter[str] = Counter()
-        self.roles: dict[str | None, _Role] = {}  # raw cat -> role
+        # raw cat -> role; exactly spelled python_function events reach it only as nn.Module slices (_ingest skips the
+        # other frames first): host events, taken inline
+        self.roles: dict[str | None, _Role] = {"python_function": _Role(self._module, MODULE, _HOST)}
         self.host_append, self.rt_append, self.dev_append = tr.host.append, tr.runtime.append, tr.device.append
         self.host, self.op_inputs = tr.host, tr.op_inputs
         self.records: dict[tuple[bytes, bytes], OpInputs] = {}  # one per distinct (dims, types)
@@ -227,14 +238,14 @@ class TraceBuilder:
         key = cat.strip().casefold() if cat is not None else ""
         if not key:
             role = _Role(self._missing_cat)
-        elif key == "python_function":
+        elif key == "python_function":  # (a respelling: the exact one is in ``roles`` from the start)
             role = _Role(self._module)
         elif key in _HOST_CATS:
-            role = _Role(self._host, _HOST_CATS[key])
+            role = _Role(self._host, _HOST_CATS[key], _HOST)
         elif key in _RUNTIME_CATS:
-            role = _Role(self._runtime)
+            role = _Role(self._runtime, None, _RUNTIME)
         elif key in _DEVICE_CATS:
-            role = _Role(self._device, _DEVICE_CATS[key])
+            role = _Role(self._device, _DEVICE_CATS[key], _DEVICE)
         elif key == "gpu_user_annotation":
             role = _Role(self._gpu_annotation)
         elif key == "cuda_profiler_range":
@@ -252,7 +263,18 @@ class TraceBuilder:
         """Validate what every event role shares (ts, dur, name, External id), then hand X events to
         their role's method. This is the hot loop: fast paths are a type test and one comparison."""
         roles, role_of, names, dropped = self.roles, self._role, self.names, self.dropped
+        host_names, raw_threads, raw_streams = self.host_names, self.raw_threads, self.raw_streams
+        host_append, rt_append, dev_append = self.host_append, self.rt_append, self.dev_append
+        mem_append = self.tr.memory.append
+        HostEvent_, RuntimeEvent_, DeviceEvent_, MemoryEvent_ = HostEvent, RuntimeEvent, DeviceEvent, MemoryEvent
         fround = _ROUND  # (round(x) of a float, without the builtin's dispatch: about 30 ns an event less)
+        # The last thread and stream met: runs of events on one thread skip building a tuple to look it up.
+        last_pid: object = _NOBODY
+        last_tid: object = _NOBODY
+        last_t = 0
+        last_spid: object = _NOBODY
+        last_stid: object = _NOBODY
+        last_s = 0
         ts_ns: int | None
         dur_ns: int | None
         ext: int | None
@@ -264,7 +286,7 @@ class TraceBuilder:
                     name = e.name
                     if name is None or not name.startswith("nn.Module: "):
                         continue
-                handle, kind = roles.get(cat) or role_of(cat)
+                handle, kind, inline = roles.get(cat) or role_of(cat)
                 if handle is None:
                     if kind is not None:  # (_OWN: before any check, so its names are not interned either)
                         dropped[OWN_EVENTS] += 1
@@ -303,9 +325,69 @@ class TraceBuilder:
                         if ext is None:
                             dropped["bad External id"] += 1
                             continue
+                # The commonest paths of _host, _runtime and _device, inline; anything else takes ``handle``.
+                if inline == _HOST:
+                    entry = host_names.get(name)
+                    if entry is None:
+                        entry = self._host_name(name, kind)  # type: ignore[arg-type]
+                    if entry:  # (not a ProfilerStep#: those take _host)
+                        name, keep = entry
+                        pid, tid = e.pid, e.tid
+                        if pid != last_pid or tid != last_tid:
+                            last_t = raw_threads.get((pid, tid))  # type: ignore[assignment]
+                            if last_t is None:
+                                last_t = self._thread(pid, tid)
+                            last_pid, last_tid = pid, tid
+                        host_append(HostEvent_(kind, name, last_t, ts_ns, dur_ns, ext))  # type: ignore[arg-type]
+                        if args is not None:
+                            if args.seq is not None:  # autograd's fwd <-> bwd key: training traces only
+                                self._seq(args.seq, args.fwd_tid, kind)  # type: ignore[arg-type]
+                            if keep:
+                                self._inputs(args, keep, name)
+                        continue
+                elif inline == _RUNTIME:
+                    corr = args.correlation if args is not None else 0
+                    if type(corr) is int and (args is None or args.kernel is None):  # (else: _runtime)
+                        pid, tid = e.pid, e.tid
+                        if pid != last_pid or tid != last_tid:
+                            last_t = raw_threads.get((pid, tid))  # type: ignore[assignment]
+                            if last_t is None:
+                                last_t = self._thread(pid, tid)
+                            last_pid, last_tid = pid, tid
+                        rt_append(RuntimeEvent_(names.setdefault(name, name), last_t, ts_ns, dur_ns, corr, ext))
+                        continue
+                elif inline == _DEVICE:
+                    corr = args.correlation if args is not None else 0
+                    if type(corr) is int:  # (else: _device)
+                        pid, tid = e.pid, e.tid
+                        if pid != last_spid or tid != last_stid:
+                            last_s = raw_streams.get((pid, tid))  # type: ignore[assignment]
+                            if last_s is None:
+                                last_s = self._stream(pid, tid)
+                            last_spid, last_stid = pid, tid
+                        dev_append(DeviceEvent_(kind, names.setdefault(name, name),  # type: ignore[arg-type]
+                                                last_s, ts_ns, dur_ns, corr, ext))
+                        continue
                 handle(e, kind, names.setdefault(name, name), ts_ns, dur_ns, ext)
             elif ph == "i":
-                if e.name == "[memory]":
+                if e.name == "[memory]":  # (_memory's commonest paths inline: a free, an allocation with its total)
+                    args = e.args
+                    if args is not None:
+                        nbytes, device_type = args.nbytes, args.device_type
+                        if type(nbytes) is int and type(device_type) is int:
+                            if nbytes <= 0:
+                                continue  # a free
+                            ts, total = e.ts, args.total_allocated
+                            if (nbytes <= _MAX_BYTES and type(ts) is float and _MIN_EXACT_US < ts < _EXACT_US
+                                    and type(total) is int and 0 <= total <= _MAX_TOTAL):
+                                pid, tid = e.pid, e.tid
+                                if pid != last_pid or tid != last_tid:
+                                    last_t = raw_threads.get((pid, tid))  # type: ignore[assignment]
+                                    if last_t is None:
+                                        last_t = self._thread(pid, tid)
+                                    last_pid, last_tid = pid, tid
+                                mem_append(MemoryEvent_(last_t, fround(ts * 1000), nbytes, device_type, total))
+                                continue
                     self._memory(e)
                 elif e.cat == ANNOTATE_CAT:
                     dropped[OWN_EVENTS] += 1
@@ -351,13 +433,34 @@ class TraceBuilder:
         return c
 
     # -- one method per event role: (event, kind, name, ts ns, dur ns, External id) ------------------------
-    def _module(self, e: Event, kind: None, name: str, ts: int, dur: int, ext: int) -> None:
+    def _module(self, e: Event, kind: int | None, name: str, ts: int, dur: int, ext: int) -> None:
         """``python_function``: only ``nn.Module`` slices matter (the loop skips the rest when spelled exactly)."""
         if name.startswith("nn.Module: "):
             self._host(e, MODULE, name, ts, dur, ext)
 
+    def _host_name(self, name: str, kind: int) -> tuple[str, int] | tuple[()]:
+        """``host_names``' entry for a name first seen on a host event of ``kind``: its interned form and whether
+        its inputs are kept (decided once per name, by the first host event that has it, as _host does)."""
+        if name.startswith("ProfilerStep#"):
+            entry: tuple[str, int] | tuple[()] = ()
+        else:
+            name = self.names.setdefault(name, name)
+            entry = (name, self._keep(name, kind))
+        self.host_names[name] = entry
+        return entry
+
+    def _keep(self, name: str, kind: int) -> int:
+        """Whether an op's recorded inputs are kept (0: nothing; 1: dims and dtypes; 2: also the scalars, such as
+        is_causal of attention ops), decided by the first host event of that name."""
+        keep = self.keep_inputs.get(name)
+        if keep is None:
+            keep = self.keep_inputs[name] = (2 if keeps_scalars(name) else 1) if (
+                kind == OP and keeps_shapes(name)) else 0
+        return keep
+
     def _host(self, e: Event, kind: int, name: str, ts: int, dur: int, ext: int) -> None:
-        """ATen ops and record_function ranges (``ProfilerStep#N`` among them), and ``nn.Module`` slices."""
+        """ATen ops and record_function ranges (``ProfilerStep#N`` among them), and ``nn.Module`` slices: what
+        _ingest does not take inline (``ProfilerStep#`` names, and modules under a respelled python_function)."""
         if name.startswith("ProfilerStep#"):
             kind = ANNOTATION
             step = _step(name)
@@ -372,25 +475,25 @@ class TraceBuilder:
         args = e.args
         if args is not None and args.seq is not None:  # autograd's fwd <-> bwd key: training traces only
             self._seq(args.seq, args.fwd_tid, kind)
-        keep = self.keep_inputs.get(name)
-        if keep is None:  # 0: nothing; 1: dims and dtypes; 2: also the scalars (is_causal of attention ops)
-            keep = self.keep_inputs[name] = (2 if keeps_scalars(name) else 1) if (
-                kind == OP and keeps_shapes(name)) else 0
-        if keep:
-            if args is not None:
-                raw = args.dims or args.dims_2021
-                if raw:
-                    # Layers and steps repeat their shapes: one record per distinct (dims, types) keeps
-                    # memory flat, and a hit costs two copies and one look-up.
-                    key = (bytes(raw), bytes(args.types))
-                    rec = self.records.get(key)
-                    if rec is None:
-                        rec = self.records[key] = _new_tuple(OpInputs, (*key, b""))
-                    if keep == 2:
-                        rec = _new_tuple(OpInputs, (rec.dims, rec.types, bytes(args.concrete)))
-                    self.op_inputs[len(self.host) - 1] = rec
-                    if name in _SHAPE_OPS:
-                        self._shape(name, rec.dims)
+        keep = self._keep(name, kind)  # (decided here even without args: the name's first host event decides)
+        if keep and args is not None:
+            self._inputs(args, keep, name)
+
+    def _inputs(self, args: Args, keep: int, name: str) -> None:
+        """The recorded inputs of the host event just appended, whose name's inputs are kept."""
+        raw = args.dims or args.dims_2021
+        if raw:
+            # Layers and steps repeat their shapes: one record per distinct (dims, types) keeps
+            # memory flat, and a hit costs two copies and one look-up.
+            key = (bytes(raw), bytes(args.types))
+            rec = self.records.get(key)
+            if rec is None:
+                rec = self.records[key] = _new_tuple(OpInputs, (*key, b""))
+            if keep == 2:
+                rec = _new_tuple(OpInputs, (rec.dims, rec.types, bytes(args.concrete)))
+            self.op_inputs[len(self.host) - 1] = rec
+            if name in _SHAPE_OPS:
+                self._shape(name, rec.dims)
 
     def _seq(self, sq: object, ft: object, kind: int) -> None:
         """Keep an op's ``Sequence number`` and ``Fwd thread id`` (ints only: they are only compared)."""

@@ -23,12 +23,12 @@ import os
 import time
 from array import array
 from collections import Counter, deque
-from collections.abc import Callable, Generator
-from operator import attrgetter
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from msgspec.structs import astuple
 
 from ..workers import worker_init
 from ..model import DeviceEvent, Flow, GpuAnnotation, HostEvent, MemoryEvent, RuntimeEvent, Trace, TraceInfo
@@ -116,7 +116,7 @@ def _work(slot: int | bytes | FileWindow, size: int, tables: _Tables) -> tuple[A
             list(b.threads)[len(threads):], list(b.raw_threads.items())[len(raw_threads):],
             list(b.streams)[len(streams):], list(b.raw_streams.items())[len(raw_streams):],
             *(_columns(part) for part in (tr.host, tr.runtime, tr.device, tr.gpu_annotations, tr.memory, tr.flows)),
-            list(tr.op_inputs), list(tr.op_inputs.values()), tr.seq_host, tr.seq_nr, tr.seq_fwd,
+            array("q", tr.op_inputs), list(tr.op_inputs.values()), tr.seq_host, tr.seq_nr, tr.seq_fwd,
             b.steps, list(b.shapes_seen), b.range_profiler, list(b.names))
 
 
@@ -166,15 +166,26 @@ def _pieces(ring: mmap.mmap | bytearray, size: int, tables: _Tables) -> tuple[Tr
         del events
 
 
-def _columns(events: list) -> list[list]:
-    """A list of structs as one list per field: these pickle at a fraction of the structs' cost
-    (one memoised string per distinct name), and ``_rows`` rebuilds the structs in one C loop."""
+def _columns(events: list) -> list[Sequence[Any]]:
+    """A list of structs as one tuple per field: these pickle at a fraction of the structs' cost
+    (one memoised string per distinct name), and ``_rows`` rebuilds the structs in one C loop.
+    (Each struct as a tuple, transposed by zip: C loops, 10-30% cheaper than one attrgetter pass per field.)
+
+    The ``ts`` column travels as an int64 array (the parse bounds keep every ts in ns within int64): its
+    values are epoch-sized, which pickle writes and reads one by one as long ints, and an array as one
+    buffer (x8: the parent's unpickling and rows about a fifth cheaper, the worker's pickling no dearer)."""
     if not events:
         return []
-    return [list(map(attrgetter(f), events)) for f in type(events[0]).__struct_fields__]  # (C loops)
+    cols: list[Sequence[Any]] = list(zip(*map(astuple, events)))
+    i = type(events[0]).__struct_fields__.index("ts")
+    try:
+        cols[i] = array("q", cols[i])
+    except OverflowError:  # (not within the bounds: then it travels as it is)
+        pass
+    return cols
 
 
-def _rows(cls: type, columns: list[list], field: str, renumber: list[int] | None) -> list:
+def _rows(cls: type, columns: list[Sequence[Any]], field: str, renumber: list[int] | None) -> list:
     """The structs of ``_columns``; ``renumber`` maps the ``field`` column (a thread or stream index)."""
     if not columns:
         return []
@@ -213,7 +224,7 @@ def _merge(b: TraceBuilder, res: tuple[Any, ...], read_dropped: Counter[str]) ->
     tr.memory.extend(_rows(MemoryEvent, memory, "thread", tmap))
     tr.flows.extend(_rows(Flow, flows, "thread", tmap))
     # (equal records of one window arrive as one object, pickle's memo shares them: memory stays flat)
-    tr.op_inputs.update(zip(map(offset.__add__, op_at), op_inputs))
+    tr.op_inputs.update(zip([i + offset for i in op_at], op_inputs))
     if seq_host:
         tr.seq_host.extend(array("q", [i + offset for i in seq_host]))
         tr.seq_nr.extend(seq_nr)
