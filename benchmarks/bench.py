@@ -138,6 +138,7 @@ def make_inputs(source: Path, sizes_mb: list[float], work: Path) -> list[tuple[f
 # One tool's command for one input: (the tiled .json, its .json.gz) -> argv.
 Command = Callable[[Path, Path], list[str]]
 BASELINE = "baseline tracekit attribute (.json)"
+BASELINE_JOBS = "baseline tracekit --jobs W (.json)"  # with tracekit-jobs: the default path, paired too
 # The fixed reference commit: every note quotes the 1 GB benchmark as a paired ratio against it (``--baseline
 # reference``), not against the commit its issue began at, so that costs which are each "within 5%" cannot compound
 # unseen. The speed issue that wins the time back sets it to its own final commit (benchmarks/README.md).
@@ -195,8 +196,12 @@ def tool_commands(a: argparse.Namespace) -> tuple[dict[str, Command], dict[str, 
                                                                 "--format", "json", "-j", "1"]
     if a.baseline is not None:
         tools[BASELINE] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(p), "--format", "json", "-j", "1"]
-        envs[BASELINE] = byte_compile(a.baseline)
-        cwds[BASELINE] = a.baseline  # `python -m` puts the working folder first on sys.path
+        if "tracekit-jobs" in chosen:
+            tools[BASELINE_JOBS] = lambda p, gz: [py, "-m", "tracekit", "attribute", str(p), "--format", "json",
+                                                  "--jobs", str(a.workers)]
+        for t in (BASELINE, BASELINE_JOBS):
+            envs[t] = byte_compile(a.baseline)
+            cwds[t] = a.baseline  # `python -m` puts the working folder first on sys.path
     here = byte_compile(ROOT)
     for t in tools:  # this checkout's code, not whatever an editable install points at
         if t.startswith("tracekit"):
@@ -237,19 +242,18 @@ def print_size(mb: float, tools: dict[str, Command], samples: dict[str, dict[str
     times, rss, cpu, tree = samples["time"], samples["rss"], samples["cpu"], samples["tree"]
     base = times.get("orjson.loads only")
     hta = times.get("HTA load + kernel breakdown (.json.gz)")
-    old = times.get(BASELINE)
     for name in tools:
         ratios = [t / b for t, b in zip(times[name], base)] if base else [float("nan")]
         vs_hta = f"{statistics.median([h / t for h, t in zip(hta, times[name])]):7.1f}" if hta else f"{'-':>7}"
         print(f"{mb:8.1f} {name:40} {statistics.median(times[name]):9.2f} {max(rss[name]):12.0f} "
               f"{max(rss[name]) / mb:9.2f} {statistics.median(ratios):9.2f} {vs_hta} "
               f"{statistics.median(cpu[name]):7.2f} {max(tree[name]):12.0f}")
-    if old and "tracekit attribute (.json)" in times:
-        new = times["tracekit attribute (.json)"]
-        old_cpu, new_cpu = cpu[BASELINE], cpu["tracekit attribute (.json)"]
-        print(f"{mb:8.1f} this checkout / baseline, median of per-rep ratios: wall "
-              f"{statistics.median([n / o for n, o in zip(new, old)]):.3f}, CPU "
-              f"{statistics.median([n / o for n, o in zip(new_cpu, old_cpu)]):.3f}")
+    jobs = next((t for t in tools if t.startswith("tracekit attribute --jobs")), "")
+    for this, old, how in (("tracekit attribute (.json)", BASELINE, ""), (jobs, BASELINE_JOBS, " (--jobs)")):
+        if this in times and old in times:
+            print(f"{mb:8.1f} this checkout / baseline{how}, median of per-rep ratios: wall "
+                  f"{statistics.median([n / o for n, o in zip(times[this], times[old])]):.3f}, CPU "
+                  f"{statistics.median([n / o for n, o in zip(cpu[this], cpu[old])]):.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:

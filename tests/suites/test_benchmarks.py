@@ -111,6 +111,19 @@ def test_benchmark_baseline_commit_runs_in_a_worktree_that_is_removed_after(tmp_
     assert not (tmp_path / "baseline-HEAD").exists() and str(tmp_path) not in trees
 
 
+def test_benchmark_baseline_pairs_the_default_path_too_when_tracekit_jobs_runs(tmp_path):
+    """With tracekit-jobs chosen, the baseline also runs with --jobs W and a second ratio line pairs the two: the
+    default path (a big file's decode workers) is compared like with like, not against the baseline's -j 1."""
+    args = ["--smoke", "--tools", "tracekit,tracekit-jobs", "--workers", "2", "--baseline", str(ROOT),
+            "--work", str(tmp_path)]
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench.py"), *args], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "baseline tracekit --jobs W (.json)" in proc.stdout
+    lines = [x for x in proc.stdout.splitlines() if "this checkout / baseline" in x]
+    assert len(lines) == 2 and "baseline (--jobs)" in lines[1] and "(--jobs)" not in lines[0]
+
+
 @pytest.mark.skipif(not _git_checkout(), reason="not a git checkout: --baseline COMMIT needs one")
 def test_benchmark_baseline_that_is_no_folder_nor_commit_is_a_one_line_error(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench.py"), "--smoke", "--tools", "tracekit",
