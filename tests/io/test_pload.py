@@ -426,6 +426,7 @@ def test_a_window_the_file_no_longer_holds_is_reread_serially(tmp_path: Path, wi
         assert got is not None and got[:1] == b"[" and got[39:40] == b"]"
         assert bytes(got[1:39]) == path.read_bytes()[36:74]
     finally:
+        pload._close_own()  # (the descriptor _read_window opened for itself here)
         os.close(fd)
 
 
@@ -444,3 +445,24 @@ def test_a_windows_columns_give_back_its_events() -> None:
     back = pload._rows(Flow, pload._columns(flows), "thread", None)
     assert back == flows and [type(f.start) for f in back] == [bool, bool] and type(back[0].ts) is int
     assert pload._columns([]) == [] and pload._rows(HostEvent, [], "thread", None) == []
+
+
+def test_a_worker_reads_through_its_own_descriptor_of_the_same_file(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each worker reads its windows through a descriptor of its own (its own file position and read-ahead state,
+    not the one open file every forked worker shares), of the very file the parent opened; kept, then closed."""
+    path = tmp_path / "t.json"
+    path.write_bytes(b"x" * 100)
+    fd = os.open(path, os.O_RDONLY)
+    monkeypatch.setattr(pload, "_FILE", [fd])
+    try:
+        own = pload._own_fd()
+        assert own != fd and os.fstat(own).st_ino == os.fstat(fd).st_ino
+        assert pload._own_fd() == own  # opened once per process
+        os.lseek(own, 50, os.SEEK_SET)
+        assert os.lseek(fd, 0, os.SEEK_CUR) == 0  # a separate open file, not a duplicate of the inherited one
+    finally:
+        pload._close_own()
+        os.close(fd)
+    with pytest.raises(OSError):
+        os.fstat(own)

@@ -75,6 +75,7 @@ def _close_ring() -> None:
     for m in _RING:
         m.close()
     _RING.clear()
+    _close_own()
     for fd in _FILE:
         os.close(fd)
     _FILE.clear()
@@ -86,15 +87,49 @@ def _read_window(w: FileWindow) -> bytearray | None:
     global _SCRATCH
     if len(_SCRATCH) < w.size:
         _SCRATCH = bytearray(w.size)
+    fd = _own_fd()
     with memoryview(_SCRATCH) as view:
         got = 0
         while got < w.size:
-            n = os.preadv(_FILE[0], [view[got: w.size]], w.offset + got)
+            n = os.preadv(fd, [view[got: w.size]], w.offset + got)
             if n <= 0:
                 return None
             got += n
     _SCRATCH[0], _SCRATCH[w.size - 1] = 0x5B, 0x5D  # '[' and ']'
     return _SCRATCH
+
+
+_OWN: list[tuple[int, int, int]] = []  # this process's (pid, inherited descriptor, its own descriptor of the file)
+
+
+def _own_fd() -> int:
+    """(In a worker) a descriptor of the parent's file with its own file position and read-ahead state.
+
+    Why: the descriptor inherited across the fork shares one open file, and so one read-ahead state, between the
+    workers, whose windows interleave: at 10 GB, with part of the file out of the page cache, the kernel's time
+    doubled (16 -> 29-38 s, benchmarks/README.md). Reopened through /proc (the same file, even if its path was
+    replaced since), else the inherited one."""
+    inherited = _FILE[0]
+    if _OWN and _OWN[0][:2] == (os.getpid(), inherited):
+        return _OWN[0][2]
+    _close_own()
+    try:
+        fd = os.open(f"/proc/self/fd/{inherited}", os.O_RDONLY)
+    except OSError:
+        fd = inherited
+    else:
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+    _OWN[:] = [(os.getpid(), inherited, fd)]
+    return fd
+
+
+def _close_own() -> None:
+    """Close this process's own descriptor (one a forked worker opened dies with it)."""
+    for pid, inherited, fd in _OWN:
+        if pid == os.getpid() and fd != inherited:
+            os.close(fd)
+    _OWN.clear()
 
 
 def _work(slot: int | bytes | FileWindow, size: int, tables: _Tables) -> tuple[Any, ...] | None:
