@@ -135,12 +135,16 @@ def _close_own() -> None:
 def _work(slot: int | bytes | FileWindow, size: int, tables: _Tables) -> tuple[Any, ...] | None:
     """Decode the window in ring slot ``slot`` (or ``slot`` itself, a window too big for the ring; or the file's
     bytes a FileWindow names) and ingest it alone (in a worker); None when it does not decode."""
-    buf = _RING[slot] if isinstance(slot, int) else _read_window(slot) if isinstance(slot, FileWindow) else None
-    if isinstance(slot, FileWindow) and buf is None:
-        return None
-    done = _pieces(buf, size, tables) if buf is not None else None
+    buf: mmap.mmap | bytearray | bytes | None
+    if isinstance(slot, FileWindow):
+        buf = _read_window(slot)
+        if buf is None:
+            return None
+    else:
+        buf = _RING[slot] if isinstance(slot, int) else slot
+    done = _pieces(buf, size, tables) if not isinstance(buf, bytes) else None
     if done is None:  # (a piece that did not decode: the window whole decides, as the serial reader would)
-        done = _whole(memoryview(slot if isinstance(slot, bytes) else buf)[:size], tables)  # type: ignore[arg-type]
+        done = _whole(memoryview(buf)[:size], tables)
         if done is None:
             return None
     b, n, read_dropped = done
