@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import compress, groupby, repeat
-from operator import ne
+from itertools import accumulate, chain, compress, groupby, repeat
+from operator import eq, ne, sub
 
 from ..model import ANNOTATION, MODULE, OP, DeviceEvent, GraphLaunch, HostEvent, Trace
-from ..results.attribution import CATEGORIES, Attribution, BlockResult, IdleGaps
+from ..results.attribution import CATEGORIES, Attribution, BlockResult, IdleGaps, Intervals
 from ..results.efficiency import HOST_ONLY, Efficiency
 from ..vocab import (
     IDLE_CAUSES, MATMUL_ROLES, Category, FoundBy, MatmulRole, TimeBase, compact_kernel_name, is_launch_bound,
@@ -26,9 +26,9 @@ from ..vocab import (
 from .allocations import block_allocations
 from .blocks.discovery import Block
 from .blocks.kernels import find_kernel_blocks
-from .busy import block_window, busy_time, window
+from .busy import DeviceColumns, block_window, device_busy, first_come, window
 from .classify import Classifier
-from .clock import block_intervals, host_intervals, host_spans, relative_us
+from .clock import CATEGORY_INDEX, host_intervals, host_spans, relative_us
 from .flops import block_efficiency, device_info
 from .graphs import replay_threads
 from .idle import IdleSplitter, zero_causes
@@ -93,6 +93,7 @@ class DeviceTime:
     share: list[int]  # per device event: its first-come share of the device's busy time, ns
     total_ns: int  # the device's busy union
     in_blocks_ns: int  # the part of it that blocks own
+    columns: DeviceColumns  # every event's start and end, read once for the figures of every block
 
 
 def own_device_events(tr: Trace, links: Links, blocks: list[Block], owner: list[int],
@@ -109,10 +110,10 @@ def measure_device(tr: Trace, dev_owner: list[int]) -> DeviceTime:
     for j, b in enumerate(dev_owner):
         if b != NONE:
             members[b].append(j)
-    free_at = [0] * len(tr.device)
-    total_busy, share = busy_time(tr.device, free_at)
+    total_busy, share, free_at, columns = device_busy(tr.device)
     in_blocks_ns = sum(compress(share, map(ne, dev_owner, repeat(NONE))))
-    return DeviceTime(members=members, free_at=free_at, share=share, total_ns=total_busy, in_blocks_ns=in_blocks_ns)
+    return DeviceTime(members=members, free_at=free_at, share=share, total_ns=total_busy, in_blocks_ns=in_blocks_ns,
+                      columns=columns)
 
 
 def account_device_blocks(tr: Trace, links: Links, blocks: list[Block], cats: list[Category], time: DeviceTime,
@@ -123,8 +124,7 @@ def account_device_blocks(tr: Trace, links: Links, blocks: list[Block], cats: li
     walk = DeviceBlocks(tr, links, cats, time.free_at, IdleSplitter(tr, graph_launches, links.device_call),
                         origin)
     (alloc, peaks), ordinal = block_allocations(tr, blocks, device_side=True), ordinals(blocks)
-    members = time.members
-    results = [walk.block(blk, members.get(b, []), ordinal[b], alloc[b]) for b, blk in enumerate(blocks)]
+    results = walk.blocks(blocks, time, ordinal, alloc)
     for r, peak in zip(results, peaks):
         r.alloc_peak_bytes = peak
     return results, walk
@@ -158,9 +158,55 @@ def device_result(tr: Trace, links: Links, cats: list[Category], blocks: list[Bl
         device=device_info(tr.info.gpus, True))
 
 
+@dataclass(slots=True, kw_only=True)
+class _Grouped:
+    """Every block's device events as columns, grouped by block (block order; each block's in event order), so
+    that a block's figures are slices of them: read, sorted and split once for all blocks, not block by block."""
+
+    bounds: list[int]  # block b's events sit at [bounds[b], bounds[b + 1])
+    block: list[int]  # each event's block
+    js: list[int]  # the events' indices
+    evs: list[DeviceEvent]
+    starts: array  # 'q', ns
+    ends: array  # 'q', ns
+    order: list[int]  # per block, its events' positions (from its first) by start, stably (busy.start_order's)
+    share: list[int]  # each event's first-come share of its block's busy time (busy.busy_time's split)
+    cats: list[Category]
+    category: bytes  # each event's index into CATEGORIES
+    stream: array  # 'q'
+    names: list[str]
+
+
+def _group(tr: Trace, cats: list[Category], time: DeviceTime, n_blocks: int) -> _Grouped:
+    """The blocks' events as :class:`_Grouped` columns, gathered from the device's columns (busy.DeviceColumns).
+    Each block's start order and busy split come from one sort by (block, start) and one segmented first-come split
+    (busy.first_come): array operations over all blocks at once."""
+    import numpy as np
+
+    members, dev = time.members, tr.device
+    lens = [len(members.get(b, ())) for b in range(n_blocks)]
+    js = list(chain.from_iterable(members.get(b, ()) for b in range(n_blocks)))
+    bounds = [0, *accumulate(lens)]
+    g = np.array(js, np.int64)
+    ts, end = time.columns.ts[g], time.columns.end[g]
+    block = np.repeat(np.arange(n_blocks), lens)
+    perm = np.lexsort((ts, block))  # (stable: ties in event order, as each block's own sort)
+    first = np.zeros(len(js), np.bool_)
+    first[[a for a, z in zip(bounds, bounds[1:]) if z > a]] = True
+    share = np.empty(len(js), np.int64)
+    share[perm] = first_come(ts[perm], end[perm], first)[1]
+    evs = list(map(dev.__getitem__, js))
+    gcats = list(map(cats.__getitem__, js))
+    return _Grouped(
+        bounds=bounds, block=block.tolist(), js=js, evs=evs, starts=array("q", ts.tobytes()),
+        ends=array("q", end.tobytes()), order=(perm - np.repeat(bounds[:-1], lens)).tolist(), share=share.tolist(),
+        cats=gcats, category=bytes(map(CATEGORY_INDEX.__getitem__, gcats)),
+        stream=array("q", [e.stream for e in evs]), names=[e.name for e in evs])
+
+
 class DeviceBlocks:
-    """One device block's figures at a time, and what the later stages read across all of them: each owned
-    event's share of its block's busy time (efficiency, hints) and the kernel table by step."""
+    """The device blocks' figures, and what the later stages read across all of them: each owned event's share of
+    its block's busy time (efficiency, hints) and the kernel table by step."""
 
     def __init__(self, tr: Trace, links: Links, cats: list[Category], free_at: list[int], idle: IdleSplitter,
                  origin: int = 0) -> None:
@@ -170,15 +216,30 @@ class DeviceBlocks:
         self.roles = RoleFinder(tr, links)
         self.dev_share = [0] * len(tr.device)
         self.top: dict[tuple[str, str, int | None], list] = {}  # (compact kernel name, category, step) -> [count, ns]
-        self._short: dict[str, str] = {}  # kernel name -> compact_kernel_name(name)
 
-    def block(self, blk: Block, js: list[int], ordinal: int, alloc: int | None) -> BlockResult:
-        """Block ``blk``'s figures from its device events ``js``: busy time by category and role, span, idle."""
-        tr, host, dev = self.tr, self.tr.host, self.tr.device
-        evs = [dev[j] for j in js]
-        starts, ends, order = _by_start(evs)  # (read and sorted once: the busy split, window, gaps and intervals)
-        busy, bshare = busy_time(evs, order=order)
-        c, mr = self._split(js, bshare, blk.step)
+    def blocks(self, blocks: list[Block], time: DeviceTime, ordinal: list[int],
+               alloc: list[int | None]) -> list[BlockResult]:
+        """Every block's figures, in block order: the sums over their events for all blocks at once (one pass over
+        columns), then each block's window and idle split."""
+        g = _group(self.tr, self.cats, time, len(blocks))
+        if g.js:
+            import numpy as np
+
+            share = np.zeros(len(self.tr.device), np.int64)
+            share[g.js] = g.share
+            self.dev_share = share.tolist()
+        c, mr = self._split(g, len(blocks))
+        self._kernels(g, blocks)
+        return [self.block(blk, b, g, c[b], mr[b], ordinal[b], alloc[b]) for b, blk in enumerate(blocks)]
+
+    def block(self, blk: Block, b: int, g: _Grouped, c: dict[str, int], mr: dict[str, int], ordinal: int,
+              alloc: int | None) -> BlockResult:
+        """Block ``blk``'s figures from its slice of the columns ``g``: busy time by category (``c``) and role
+        (``mr``), span, idle."""
+        tr, host = self.tr, self.tr.host
+        a, z = g.bounds[b], g.bounds[b + 1]
+        js, evs, starts, ends, order = g.js[a:z], g.evs[a:z], g.starts[a:z], g.ends[a:z], g.order[a:z]
+        busy = sum(g.share[a:z])
         # (a replay's copied ops have the capture's times: they measure nothing, the device's times do)
         roots = [host[r] for r in blk.roots if host[r].thread not in self.replay_threads]
         start, end = self._window(blk, js, starts, ends, order, roots)
@@ -192,7 +253,8 @@ class DeviceBlocks:
             matmul_roles=role_us(mr), launch_bound=is_launch_bound(span - busy, span), evidence=blk.evidence,
             recorded=blk.recorded, idle_by_cause={k: v / 1000 for k, v in causes.items()},
             start_us=relative_us(start, self.origin), end_us=relative_us(end, self.origin),
-            intervals=block_intervals(evs, map(self.cats.__getitem__, js), self.origin, self.streams, starts, ends),
+            intervals=Intervals(origin_ns=self.origin, start_ns=starts, end_ns=ends, category=g.category[a:z],
+                                stream=g.stream[a:z], streams=self.streams, names=tuple(g.names[a:z])),
             idle_gaps=IdleGaps(origin_ns=self.origin, flat=gaps) if gaps is not None else None,
             host_spans=host_spans(roots, self.tr.threads, self.origin))
 
@@ -206,7 +268,7 @@ class DeviceBlocks:
         return gaps, self.idle.split(js, start, end, {h.thread for h in roots}, gaps,
                                      [(h.ts, h.ts + h.dur) for h in roots], evs, order)
 
-    def _window(self, blk: Block, js: list[int], starts: list[int], ends: list[int], order: list[int],
+    def _window(self, blk: Block, js: list[int], starts: array, ends: array, order: list[int],
                 roots: list[HostEvent]) -> tuple[int, int]:
         """The block's span (busy.block_window, from the events' ``starts`` and ``ends``; ``order``: their
         positions by start, stably, so the first is the lowest index among the first to start, clock.first_event's);
@@ -217,47 +279,38 @@ class DeviceBlocks:
         first = order[0]
         return window(starts[first], max(ends), roots, self.free_at[js[first]])
 
-    def _split(self, js: list[int], bshare: list[int], step: int | None) -> tuple[dict[str, int], dict[str, int]]:
-        """The block's busy ns by category and its matmul ns by role; its kernels into the table."""
-        dev, cats, top = self.tr.device, self.cats, self.top
-        leaf, launcher = self.links.device_leaf, self.links.launcher
-        matmul, other_role = Category.MATMUL, str(MatmulRole.OTHER)
-        c = dict.fromkeys(CATEGORIES, 0)
-        mr = dict.fromkeys(MATMUL_ROLES, 0)  # each matmul event's busy share, by its launching op's role
-        share = self.dev_share
-        mine: dict[tuple[str, Category], list[int]] = {}  # (kernel name, category) -> [count, ns], in first-seen order
-        for j, s in zip(js, bshare):
-            share[j] = s
-            cat, e = cats[j], dev[j]
-            c[cat] += s
-            if cat == matmul:
-                lf = leaf[j]
-                la = launcher[lf] if lf != NONE else NONE
-                mr[self.roles.role(la if la != NONE else lf) if lf != NONE else other_role] += s
-            t = mine.get((e.name, cat))
-            if t is None:
-                mine[(e.name, cat)] = [1, e.dur]
-            else:
-                t[0] += 1
-                t[1] += e.dur
-        short = self._short
-        for (name, cat), (n, ns) in mine.items():  # (names compacted once per distinct name, not once per event)
-            short_name = short.get(name)
-            if short_name is None:
-                short_name = short[name] = compact_kernel_name(name)
-            row = (short_name, cat, step)
+    def _split(self, g: _Grouped, n_blocks: int) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
+        """Each block's busy ns by category and its matmul ns by role (each matmul event's share, by its launching
+        op's role), in one pass over the columns; each owned event's share into ``dev_share``."""
+        c = [dict.fromkeys(CATEGORIES, 0) for _ in range(n_blocks)]
+        mr = [dict.fromkeys(MATMUL_ROLES, 0) for _ in range(n_blocks)]
+        for b, cat, s in zip(g.block, g.cats, g.share):
+            c[b][cat] += s
+        leaf, launcher, role = self.links.device_leaf, self.links.launcher, self.roles.role
+        other_role = str(MatmulRole.OTHER)
+        for k in compress(range(len(g.js)), map(eq, g.cats, repeat(Category.MATMUL))):
+            lf = leaf[g.js[k]]
+            la = launcher[lf] if lf != NONE else NONE
+            mr[g.block[k]][role(la if la != NONE else lf) if lf != NONE else other_role] += g.share[k]
+        return c, mr
+
+    def _kernels(self, g: _Grouped, blocks: list[Block]) -> None:
+        """The kernel table: (compact kernel name, category, step) -> [count, ns], in the order each row is first
+        seen (block order, each block's events in event order); names compacted once per distinct name."""
+        steps = [blocks[b].step for b in g.block]
+        durs = list(map(sub, g.ends, g.starts))
+        per_name = Counter(zip(g.names, g.cats, steps))  # (counts in C, rows in first-seen order)
+        ns = dict.fromkeys(per_name, 0)
+        for key, d in zip(zip(g.names, g.cats, steps), durs):
+            ns[key] += d
+        top = self.top
+        for (name, cat, step), n in per_name.items():
+            row = (compact_kernel_name(name), cat, step)
             t = top.get(row)
             if t is None:
                 t = top[row] = [0, 0]
             t[0] += n
-            t[1] += ns
-        return c, mr
-
-
-def _by_start(evs: list[DeviceEvent]) -> tuple[list[int], list[int], list[int]]:
-    """The events' start and end ns, and their positions sorted by start, stably (busy.start_order's)."""
-    starts = [e.ts for e in evs]
-    return starts, [e.ts + e.dur for e in evs], sorted(range(len(evs)), key=starts.__getitem__)
+            t[1] += ns[(name, cat, step)]
 
 
 def self_times(tr: Trace, links: Links) -> list[int]:

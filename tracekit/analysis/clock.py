@@ -18,7 +18,7 @@ from ..results.attribution import Intervals
 from ..vocab import CATEGORIES
 
 _TS = attrgetter("ts")
-_CATEGORY_INDEX = {c: i for i, c in enumerate(CATEGORIES)}  # (a Category is its string: it looks up the same)
+CATEGORY_INDEX = {c: i for i, c in enumerate(CATEGORIES)}  # (a Category is its string: it looks up the same)
 
 
 def trace_origin(tr: Trace) -> int:
@@ -50,7 +50,7 @@ def block_intervals(evs: Sequence[DeviceEvent], cats: Iterable[str], origin_ns: 
     category index and stream index (into ``streams``, the trace's stream table, shared by every block). (List
     comprehensions read the events' fields faster than ``map(attrgetter)``; an array from a list converts in C.)
     ``starts``, ``ends``: the events' start and end ns, when the caller has read them already."""
-    cat = _CATEGORY_INDEX
+    cat = CATEGORY_INDEX
     return Intervals(origin_ns=origin_ns, start_ns=array("q", starts if starts is not None else [e.ts for e in evs]),
                      end_ns=array("q", ends if ends is not None else [e.ts + e.dur for e in evs]),
                      category=bytes([cat[c] for c in cats]),
@@ -71,6 +71,6 @@ def host_intervals(ops: Sequence[tuple[HostEvent, str]], origin_ns: int, lo: int
     inside = [(h, c) for h, c in ops if lo <= h.ts and h.ts + h.dur <= hi]
     start = array("q", (h.ts for h, _ in inside))
     return Intervals(origin_ns=origin_ns, start_ns=start, end_ns=array("q", (h.ts + h.dur for h, _ in inside)),
-                     category=bytes(_CATEGORY_INDEX[c] for _, c in inside),
+                     category=bytes(CATEGORY_INDEX[c] for _, c in inside),
                      stream=array("q", (h.thread for h, _ in inside)),
                      streams=threads, names=tuple(h.name for h, _ in inside))
