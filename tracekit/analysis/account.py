@@ -121,8 +121,8 @@ def account_device_blocks(tr: Trace, links: Links, blocks: list[Block], cats: li
                           origin: int = 0) -> tuple[list[BlockResult], DeviceBlocks]:
     """Each block's figures (device busy time split by category and matmul role, span, idle, memory), in block
     order, and the walk that holds each owned event's share of its block's busy time."""
-    walk = DeviceBlocks(tr, links, cats, time.free_at, IdleSplitter(tr, graph_launches, links.device_call),
-                        origin)
+    idle = IdleSplitter(tr, graph_launches, links.device_call, time.columns)
+    walk = DeviceBlocks(tr, links, cats, time.free_at, idle, origin)
     (alloc, peaks), ordinal = block_allocations(tr, blocks, device_side=True), ordinals(blocks)
     results = walk.blocks(blocks, time, ordinal, alloc)
     for r, peak in zip(results, peaks):

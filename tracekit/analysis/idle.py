@@ -35,8 +35,15 @@ from dataclasses import dataclass
 from itertools import accumulate
 from operator import sub
 
+from typing import TYPE_CHECKING
+
 from ..model import DeviceEvent, GraphLaunch, RuntimeEvent, Trace
 from ..vocab import IDLE_CAUSES, IdleCause
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .busy import DeviceColumns
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,17 +225,40 @@ _SOURCES = {p: tuple(x for _, x, _ in rules if x) for p, rules in _BY_PIECE.item
 _LAST = {p: rules[-1][0] for p, rules in _BY_PIECE.items()}  # each piece's last rule: it takes what is left
 
 
-def _device_work(tr: Trace) -> dict[object, _Intervals]:
-    """Per device (a stream's first id), all its device work with a positive duration, merged: what ran there."""
+def _device_work(tr: Trace, columns: DeviceColumns | None = None) -> dict[object, _Intervals]:
+    """Per device (a stream's first id), all its device work with a positive duration, merged: what ran there.
+    ``columns``: every event's start and end ns (busy.DeviceColumns), when the caller has read them."""
+    import numpy as np
+
     streams, dev = tr.streams, tr.device
+    if columns is None:
+        ts = np.fromiter([e.ts for e in dev], np.int64, len(dev))
+        end = ts + np.fromiter([e.dur for e in dev], np.int64, len(dev))
+    else:
+        ts, end = columns.ts, columns.end
     ids = [s[0] for s in streams]
     if len(set(ids)) <= 1:  # one device (most traces): one list
-        return {ids[0] if ids else 0: _Intervals([(e.ts, e.ts + e.dur) for e in dev if e.dur > 0])}
-    spans: dict[object, list[tuple[int, int]]] = {}
-    for e in dev:
-        if e.dur > 0:
-            spans.setdefault(ids[e.stream] if e.stream < len(ids) else e.stream, []).append((e.ts, e.ts + e.dur))
-    return {d: _Intervals(s) for d, s in spans.items()}
+        return {ids[0] if ids else 0: _merged(ts, end, end > ts)}
+    keys = [ids[e.stream] if e.stream < len(ids) else e.stream for e in dev]
+    code = {k: c for c, k in enumerate(dict.fromkeys(keys))}
+    on = np.fromiter(map(code.__getitem__, keys), np.int64, len(keys))
+    return {d: _merged(ts, end, (end > ts) & (on == c)) for d, c in code.items()}
+
+
+def _merged(ts: np.ndarray, end: np.ndarray, keep: np.ndarray) -> _Intervals:
+    """The events ``keep`` selects, merged into disjoint intervals sorted by start (an interval that starts where
+    or before the ones so far end joins them), as array operations: :class:`_Intervals` of their spans."""
+    import numpy as np
+
+    order = np.argsort(ts[keep], kind="stable")
+    s, running = ts[keep][order], np.maximum.accumulate(end[keep][order])
+    new = np.ones(len(s), np.bool_)
+    new[1:] = s[1:] > running[:-1]
+    last = np.ones(len(s), np.bool_)  # the last of each merged run: where the next starts a new one
+    last[:-1] = new[1:]
+    out = _Intervals(())
+    out.starts, out.ends = s[new].tolist(), running[last].tolist()
+    return out
 
 
 class IdleSplitter:
@@ -236,11 +266,12 @@ class IdleSplitter:
     stream waits; then per block, its idle time by cause (:meth:`split`)."""
 
     def __init__(self, tr: Trace, graph_launches: Sequence[GraphLaunch] = (),
-                 device_call: Sequence[int | None] = ()) -> None:
+                 device_call: Sequence[int | None] = (), columns: DeviceColumns | None = None) -> None:
         """``device_call``: each device event's launch call as the linker found it (``Links.device_call``); looked
-        up here from the correlation ids when not given."""
+        up here from the correlation ids when not given. ``columns``: every device event's start and end
+        (busy.DeviceColumns), when the caller has read them."""
         rt = tr.runtime
-        self.tr = tr
+        self.tr, self.columns = tr, columns
         if len(device_call) != len(tr.device):
             corrs = [r.correlation for r in reversed(rt)]  # correlation -> its first call, as the linker takes it
             by_corr = dict(zip(corrs, range(len(rt) - 1, -1, -1)))
@@ -317,7 +348,7 @@ class IdleSplitter:
     def _devices(self, js: Sequence[int]) -> list[_Intervals]:
         """All the work of the devices the block's events ran on."""
         if self._work is None:
-            self._work = _device_work(self.tr)
+            self._work = _device_work(self.tr, self.columns)
         dev, streams, work = self.tr.device, self.tr.streams, self._work
         if len(work) <= 1:
             return list(work.values())
