@@ -11,7 +11,7 @@ import random
 from array import array
 
 import pytest
-from support.builders import TraceBuilder, attention_block
+from support.builders import CPU_PID, TID, TraceBuilder, attention_block
 from support.paths import real_trace_files
 
 from tracekit.analysis.busy import busy_time, device_busy
@@ -30,6 +30,8 @@ KERNELS = (
     "Memcpy DtoD (Device -> Device)",
     "some_other_kernel_17",
 )
+
+SYNCS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaStreamSynchronize", "cudaStreamWaitEvent")
 
 
 # -- the references: the plain walks the columns replace ---------------------------------------------------------
@@ -94,24 +96,47 @@ def _ref_merged(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
 # -- random traces ----------------------------------------------------------------------------------------------
 
 def _random_trace(tmp_path, seed: int):
-    """Attention blocks (the finder's shape) with random extra launches inside each: random kernel times that
-    overlap, tie, have zero length, on three streams, some late enough to overlap the next block's; and kernels
-    no host op launched (owned by no block)."""
+    """Attention blocks (the finder's shape) with random extra kernels inside each: random times that overlap, tie,
+    have zero length, on three streams, some late enough to overlap the next block's; launched early (before the
+    gap opens) or late (after), twins (one start, the later event launched first), kernels tied to their op by
+    External id alone (no launch call), launches right after a stream wait, blocking calls on the launching
+    thread; and kernels no host op launched (owned by no block)."""
     rng = random.Random(seed)
     b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
-    t = 0
+    t, waits = 0, rng.random() < 0.3  # (a trace with stream waits takes the block-by-block way throughout)
     for i in range(rng.randint(1, 6)):
         attention_block(b, t, name=f"layer{i}.attention")
+        if rng.random() < 0.4:
+            _runtime(b, rng.choice(SYNCS[:3 + waits]), t + rng.choice([0, 3, 20, 45, 60, 100]),
+                     rng.choice([2, 30, 90]))
         for k in range(rng.randint(0, 8)):
-            b.op("aten::add", t + 50 + k, 0.5)
-            kts = t + 100 + rng.choice([0, 2, 2, 5, 13, 40, rng.randint(0, 300)])
-            b.launch(rng.choice(KERNELS), t + 50 + k + 0.1, 0.2, kts, rng.choice([0, 0, 1, 3, 10, 120]),
-                     stream=rng.choice([7, 7, 8, 9]))
+            _extra_kernel(b, rng, b.op("aten::add", t + 50 + k, 0.5), t + 50 + k + 0.1,
+                          t + 100 + rng.choice([0, 2, 2, 5, 13, 40, rng.randint(0, 300)]), waits)
         t += rng.choice([60, 150, 400])
     for _ in range(rng.randint(0, 5)):
         b.device_only(rng.choice(KERNELS), rng.randint(0, t + 300), rng.choice([0, 4, 50]),
                       stream=rng.choice([7, 8]))
     return load_trace(b.write(tmp_path / f"r{seed}.json"))
+
+
+def _runtime(b: TraceBuilder, name: str, ts: float, dur: float) -> None:
+    """A runtime call that launches nothing (a sync, a stream wait)."""
+    b.events.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": CPU_PID, "tid": TID, "ts": ts,
+                     "dur": dur, "args": {"correlation": 9_000_000 + len(b.events)}})
+
+
+def _extra_kernel(b: TraceBuilder, rng: random.Random, op: dict, early: float, kts: float, waits: bool) -> None:
+    how = rng.choice(["early", "early", "late", "twin", "no call", "wait"][:5 + waits])
+    name, dur, stream = rng.choice(KERNELS), rng.choice([0, 0, 1, 3, 10, 120]), rng.choice([7, 7, 8, 9])
+    launch = kts - rng.choice([0.5, 3, 20]) if how in ("late", "twin") else early
+    if how == "wait":
+        _runtime(b, "cudaStreamWaitEvent", launch - 0.05, 0.02)
+    if how == "no call":
+        b.device_only(name, kts, dur, stream=stream, corr=8_000_000 + len(b.events), ext=op["args"]["External id"])
+        return
+    b.launch(name, launch, 0.2, kts, dur, stream=stream)
+    if how == "twin":
+        b.launch(rng.choice(KERNELS), launch - 1, 0.2, kts, rng.choice([1, 3, 10]), stream=stream)
 
 
 def _through_account(tr) -> StageContext:
@@ -149,10 +174,11 @@ def _assert_matches_reference(ctx: StageContext) -> None:
             start = round(r.start_us * 1000) + ctx.origin
             end = round(r.end_us * 1000) + ctx.origin
             if (start - ctx.origin) / 1000 == r.start_us and (end - ctx.origin) / 1000 == r.end_us:
-                walk.idle.split(want["js"], start, end, {h.thread for h in roots}, gaps,
-                                [(h.ts, h.ts + h.dur) for h in roots], [ctx.tr.device[j] for j in want["js"]],
-                                want["order"])
+                causes = walk.idle.split(want["js"], start, end, {h.thread for h in roots}, gaps,
+                                         [(h.ts, h.ts + h.dur) for h in roots],
+                                         [ctx.tr.device[j] for j in want["js"]], want["order"])
                 assert gaps == r.idle_gaps.flat
+                assert r.idle_by_cause == {k: v / 1000 for k, v in causes.items()}
     ctx_result_check(ctx)
 
 
@@ -163,17 +189,29 @@ def ctx_result_check(ctx: StageContext) -> None:
 
 # -- the tests ---------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(60))
 def test_block_figures_over_columns_match_the_block_by_block_walk(tmp_path, seed):
     ctx = _through_account(_random_trace(tmp_path, seed))
     assert ctx.block_results is not None
     _assert_matches_reference(ctx)
 
 
-def test_random_traces_do_cover_overlaps_ties_zero_lengths_and_several_streams(tmp_path):
-    """The random traces above reach the cases the columns must get right (else the comparison proves little)."""
+def test_random_traces_do_cover_overlaps_ties_zero_lengths_and_several_streams(tmp_path, monkeypatch):
+    """The random traces above reach the cases the columns must get right (else the comparison proves little),
+    and their idling blocks take both ways: all at once (idle.split_regular) and block by block (split)."""
+    from tracekit.analysis.idle import IdleSplitter
+
     seen = set()
-    for seed in range(40):
+    batch = IdleSplitter.split_regular
+
+    def counted(self, *args):
+        out = batch(self, *args)
+        idling = sum(w is not None for w in args[-1])
+        seen.update({"regular"} if out else set(), {"irregular"} if idling > len(out) else set())
+        return out
+
+    monkeypatch.setattr(IdleSplitter, "split_regular", counted)
+    for seed in range(60):
         ctx = _through_account(_random_trace(tmp_path, seed))
         dev, members = ctx.tr.device, ctx.device_time.members
         for js in members.values():
@@ -184,7 +222,7 @@ def test_random_traces_do_cover_overlaps_ties_zero_lengths_and_several_streams(t
             seen |= {"streams" for _ in [0] if len({dev[j].stream for j in js}) > 1}
         seen |= {"blocks" for _ in [0] if len(members) > 1}
         seen |= {"unowned" for _ in [0] if sum(map(len, members.values())) < len(dev)}
-    assert seen == {"zero", "tie", "overlap", "streams", "blocks", "unowned"}
+    assert seen == {"zero", "tie", "overlap", "streams", "blocks", "unowned", "regular", "irregular"}
 
 
 def _events(rng: random.Random, n: int) -> list[DeviceEvent]:
@@ -240,3 +278,45 @@ def test_block_figures_on_real_traces_match_the_block_by_block_walk(path):
     if not tr.device:
         pytest.skip("no device events")
     _assert_matches_reference(_through_account(tr))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_interval_lengths_over_columns_match_the_bisecting_length(seed):
+    """idle._lengths (every block's window at once) against _Intervals.length (one window at a time): windows that
+    start or end inside, at the edges of, between and around the intervals."""
+    import numpy as np
+
+    from tracekit.analysis.idle import _lengths
+
+    rng = random.Random(seed)
+    iv = _Intervals([(s, s + rng.choice([1, 5, 30])) for s in (rng.randint(0, 300) for _ in range(rng.randint(1, 25)))])
+    edges = [*iv.starts, *iv.ends, 0, 1000]
+    a = [rng.choice(edges) + rng.choice([-1, 0, 0, 1]) for _ in range(50)]
+    z = [x + rng.choice([0, 1, 4, 50, 400]) for x in a]
+    got = _lengths(iv, np.array(a, np.int64), np.array(z, np.int64)).tolist()
+    assert got == [iv.length(x, y) for x, y in zip(a, z)]
+
+
+def _one_block(tmp_path, extra) -> StageContext:
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    attention_block(b, 0)
+    extra(b)
+    return _through_account(load_trace(b.write(tmp_path / "one.json")))
+
+
+def test_a_gap_two_kernels_end_is_cut_at_the_earlier_launch(tmp_path):
+    """The first gap [0, 100) ends at two kernels: the memset (launched at 2) and one after it in the file but
+    launched at 0.5. The cut is at 0.5: 0.5 µs launch, 99.5 queued (not 2 and 98, enders[0]'s call)."""
+    ctx = _one_block(tmp_path, lambda b: b.launch(KERNELS[2], 0.5, 0.2, 100, 3))
+    _assert_matches_reference(ctx)
+    (r,) = ctx.block_results
+    assert r.idle_gaps.flat[:9].tolist() == [0, 100_000, 500, 0, 0, 0, 99_500, 0, 0]
+
+
+def test_a_launch_after_a_stream_wait_waits_on_the_event(tmp_path):
+    """The GEMM's launch (at 4) follows a cudaStreamWaitEvent (at 3.5): its gap (101, 102) is event_wait; the first
+    gap [0, 100) is 2 µs launch (the memset's call at 2) and 98 queued, and the four other 1-µs gaps queued."""
+    ctx = _one_block(tmp_path, lambda b: _runtime(b, "cudaStreamWaitEvent", 3.5, 0.2))
+    _assert_matches_reference(ctx)
+    (r,) = ctx.block_results
+    assert (r.idle_by_cause["event_wait"], r.idle_by_cause["launch"], r.idle_by_cause["queued"]) == (1.0, 2.0, 102.0)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate, chain, compress, groupby, repeat
 from operator import eq, ne, sub
+from typing import TYPE_CHECKING
 
 from ..model import ANNOTATION, MODULE, OP, DeviceEvent, GraphLaunch, HostEvent, Trace
 from ..results.attribution import CATEGORIES, Attribution, BlockResult, IdleGaps, Intervals
@@ -37,6 +38,9 @@ from .stepindex import step_index
 from .link import NONE, Links, link
 from .roles import GemmRoles, RoleFinder
 from .totals import block_totals, device_coverage, over_steps, sorted_results, trace_summary, whole_steps
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _INSTANCE = re.compile(r"(?<=[._\[:/#-])\d+|(?<=layer)\d+|(?<=layers)\d+|(?<=block)\d+")
 
@@ -175,6 +179,7 @@ class _Grouped:
     category: bytes  # each event's index into CATEGORIES
     stream: array  # 'q'
     names: list[str]
+    by_start: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # start, end, block, index by (block, start)
 
 
 def _group(tr: Trace, cats: list[Category], time: DeviceTime, n_blocks: int) -> _Grouped:
@@ -201,7 +206,8 @@ def _group(tr: Trace, cats: list[Category], time: DeviceTime, n_blocks: int) -> 
         bounds=bounds, block=block.tolist(), js=js, evs=evs, starts=array("q", ts.tobytes()),
         ends=array("q", end.tobytes()), order=(perm - np.repeat(bounds[:-1], lens)).tolist(), share=share.tolist(),
         cats=gcats, category=bytes(map(CATEGORY_INDEX.__getitem__, gcats)),
-        stream=array("q", [e.stream for e in evs]), names=[e.name for e in evs])
+        stream=array("q", [e.stream for e in evs]), names=[e.name for e in evs],
+        by_start=(ts[perm], end[perm], block[perm], g[perm]))
 
 
 class DeviceBlocks:
@@ -220,7 +226,7 @@ class DeviceBlocks:
     def blocks(self, blocks: list[Block], time: DeviceTime, ordinal: list[int],
                alloc: list[int | None]) -> list[BlockResult]:
         """Every block's figures, in block order: the sums over their events for all blocks at once (one pass over
-        columns), then each block's window and idle split."""
+        columns), each block's window, then the idle splits (all regular ones at once, idle.split_regular)."""
         g = _group(self.tr, self.cats, time, len(blocks))
         if g.js:
             import numpy as np
@@ -230,31 +236,44 @@ class DeviceBlocks:
             self.dev_share = share.tolist()
         c, mr = self._split(g, len(blocks))
         self._kernels(g, blocks)
-        return [self.block(blk, b, g, c[b], mr[b], ordinal[b], alloc[b]) for b, blk in enumerate(blocks)]
+        spans = [self._span(blk, b, g) for b, blk in enumerate(blocks)]
+        regular = self.idle.split_regular(*g.by_start, [(s, e) if e - s > busy else None for _, s, e, busy in spans])
+        return [self.block(blk, b, g, spans[b], regular.get(b), c[b], mr[b], ordinal[b], alloc[b])
+                for b, blk in enumerate(blocks)]
 
-    def block(self, blk: Block, b: int, g: _Grouped, c: dict[str, int], mr: dict[str, int], ordinal: int,
-              alloc: int | None) -> BlockResult:
-        """Block ``blk``'s figures from its slice of the columns ``g``: busy time by category (``c``) and role
-        (``mr``), span, idle."""
-        tr, host = self.tr, self.tr.host
+    def _span(self, blk: Block, b: int, g: _Grouped) -> tuple[list[HostEvent], int, int, int]:
+        """Block ``blk``'s roots that measure time, its window (start, end) and its busy ns."""
+        host = self.tr.host
         a, z = g.bounds[b], g.bounds[b + 1]
-        js, evs, starts, ends, order = g.js[a:z], g.evs[a:z], g.starts[a:z], g.ends[a:z], g.order[a:z]
-        busy = sum(g.share[a:z])
         # (a replay's copied ops have the capture's times: they measure nothing, the device's times do)
         roots = [host[r] for r in blk.roots if host[r].thread not in self.replay_threads]
-        start, end = self._window(blk, js, starts, ends, order, roots)
-        span = end - start
-        gaps, causes = self._idle(js, start, end, roots, span > busy, evs, order)
+        start, end = self._window(blk, g.js[a:z], g.starts[a:z], g.ends[a:z], g.order[a:z], roots)
+        return roots, start, end, sum(g.share[a:z])
+
+    def block(self, blk: Block, b: int, g: _Grouped, span: tuple[list[HostEvent], int, int, int],
+              regular: tuple[array, dict[str, int]] | None, c: dict[str, int], mr: dict[str, int], ordinal: int,
+              alloc: int | None) -> BlockResult:
+        """Block ``blk``'s figures from its slice of the columns ``g`` and its ``span`` (roots, window, busy): busy
+        time by category (``c``) and role (``mr``), span, idle (``regular``: its split, when done already)."""
+        tr = self.tr
+        a, z = g.bounds[b], g.bounds[b + 1]
+        roots, start, end, busy = span
+        span_ns = end - start
+        if regular is not None:
+            gaps, causes = regular
+        else:
+            gaps, causes = self._idle(g.js[a:z], start, end, roots, span_ns > busy, g.evs[a:z], g.order[a:z])
         return BlockResult(
             name=blk.name, kind=block_kind(blk.name, blk.found_by), found_by=blk.found_by, step=blk.step,
-            ordinal=ordinal, phase=blk.phase, total_us=busy / 1000, span_us=span / 1000,
-            idle_us=(span - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=len(js),
+            ordinal=ordinal, phase=blk.phase, total_us=busy / 1000, span_us=span_ns / 1000,
+            idle_us=(span_ns - busy) / 1000, categories={k: v / 1000 for k, v in c.items()}, kernels=z - a,
             host_us=sum(h.dur for h in roots) / 1000 if roots else None, alloc_bytes=alloc, source=tr.info.source,
-            matmul_roles=role_us(mr), launch_bound=is_launch_bound(span - busy, span), evidence=blk.evidence,
+            matmul_roles=role_us(mr), launch_bound=is_launch_bound(span_ns - busy, span_ns), evidence=blk.evidence,
             recorded=blk.recorded, idle_by_cause={k: v / 1000 for k, v in causes.items()},
             start_us=relative_us(start, self.origin), end_us=relative_us(end, self.origin),
-            intervals=Intervals(origin_ns=self.origin, start_ns=starts, end_ns=ends, category=g.category[a:z],
-                                stream=g.stream[a:z], streams=self.streams, names=tuple(g.names[a:z])),
+            intervals=Intervals(origin_ns=self.origin, start_ns=g.starts[a:z], end_ns=g.ends[a:z],
+                                category=g.category[a:z], stream=g.stream[a:z], streams=self.streams,
+                                names=tuple(g.names[a:z])),
             idle_gaps=IdleGaps(origin_ns=self.origin, flat=gaps) if gaps is not None else None,
             host_spans=host_spans(roots, self.tr.threads, self.origin))
 

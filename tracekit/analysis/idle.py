@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from ..model import DeviceEvent, GraphLaunch, RuntimeEvent, Trace
 from ..vocab import IDLE_CAUSES, IdleCause
+from .busy import first_come
 
 if TYPE_CHECKING:
     import numpy as np
@@ -223,6 +224,7 @@ _BY_PIECE = {p: tuple((_IX[r.cause], r.source, r.when) for r in IDLE_RULES if r.
              for p in (BEFORE, AFTER, TAIL, NO_CALL)}
 _SOURCES = {p: tuple(x for _, x, _ in rules if x) for p, rules in _BY_PIECE.items()}
 _LAST = {p: rules[-1][0] for p, rules in _BY_PIECE.items()}  # each piece's last rule: it takes what is left
+_WIDE = 2**62  # a window or the device's work this wide or wider: its differences might not fit int64 (split())
 
 
 def _device_work(tr: Trace, columns: DeviceColumns | None = None) -> dict[object, _Intervals]:
@@ -315,6 +317,105 @@ class IdleSplitter:
             gaps.extend(array("q", rows))  # (an array from a list converts in one C loop; extend(list) item by item)
         w = 2 + _NC  # (the sums column-wise, from the gaps' rows: no per-gap adding in Python)
         return {c: sum(rows[2 + x::w]) for x, c in enumerate(IDLE_CAUSES)}
+
+    def split_regular(self, ts: np.ndarray, end: np.ndarray, block: np.ndarray, js: np.ndarray,
+                      windows: list[tuple[int, int] | None]) -> dict[int, tuple[array, dict[str, int]]]:
+        """:meth:`split` of every idling block whose gaps all take :meth:`_rows`' short way, for all blocks at once
+        over columns: block -> (its gaps' rows, its idle ns by cause), what split() gives it. ``ts``, ``end``,
+        ``block``, ``js``: all blocks' device events (start, end, block, index) sorted by (block, start), stably;
+        ``windows``: each block's window when it idles, else None.
+
+        A block is left to split() (absent from the answer) when any of its gaps is irregular: a span's tail, a gap
+        several kernels end or no launch call explains, a launching thread held by a blocking call before its
+        launch, device work of others in its window, stream waits or several devices in the trace, or a window
+        too wide for int64 differences. The rest is array operations: each gap opens where the running largest
+        end of the block's positive-length events (from its window's start) falls short of the next start."""
+        import numpy as np
+
+        if self._work is None:
+            self._work = _device_work(self.tr, self.columns)
+        if self._any_wait or len(self._work) != 1 or not len(ts):
+            return {}
+        (work,) = self._work.values()
+        nb = len(windows)
+        lo, hi = np.zeros(nb, np.int64), np.zeros(nb, np.int64)
+        cand = np.zeros(nb, np.bool_)
+        for b, w in enumerate(windows):
+            if w is not None and w[1] - w[0] < _WIDE:
+                cand[b], lo[b], hi[b] = True, w[0], w[1]
+        keep = (end > ts) & cand[block]
+        t, e, bk, j = ts[keep], end[keep], block[keep], js[keep]
+        if not len(t):
+            return {}
+        first = np.ones(len(t), np.bool_)
+        first[1:] = bk[1:] != bk[:-1]
+        covered = np.maximum(first_come(t, e, first)[0], lo[bk])
+        covered[first] = lo[bk][first]
+        bad = self._irregular(t, e, bk, covered, first, hi, nb)
+        at = np.flatnonzero(t > covered)  # the gaps: each opened by the first event of its run of equal starts
+        g0, g1, gb = covered[at], t[at], bk[at]
+        idle = np.zeros(nb, np.int64)
+        np.add.at(idle, gb, g1 - g0)
+        bad |= cand & (_lengths(work, lo, hi) > (hi - lo) - idle)  # other work ran in the window
+        issued = self._issued(j[at].tolist(), g0, g1, gb, bad)
+        return self._batch_rows(g0, g1, gb, issued, bad)
+
+    def _irregular(self, t: np.ndarray, e: np.ndarray, bk: np.ndarray, covered: np.ndarray, first: np.ndarray,
+                   hi: np.ndarray, nb: int) -> np.ndarray:
+        """The blocks with a span's tail (the window ends past all their work) or a gap several kernels end."""
+        import numpy as np
+
+        bad = np.zeros(nb, np.bool_)
+        last = np.ones(len(t), np.bool_)
+        last[:-1] = first[1:]
+        after = np.maximum(covered, e)[last]  # what the block's work covers to, at its end
+        bad[bk[last][hi[bk[last]] > after]] = True
+        gap = t > covered
+        several = gap[:-1] & ~last[:-1] & (t[1:] == t[:-1])
+        bad[bk[:-1][several]] = True
+        return bad
+
+    def _issued(self, enders: list[int], g0: np.ndarray, g1: np.ndarray, gb: np.ndarray, bad: np.ndarray) -> np.ndarray:
+        """Each gap's cut: its kernel's launch call's start, clamped to the gap; a block whose gap has no launch
+        call, or whose launching thread made a blocking call (and the call came after the gap opened), is marked
+        in ``bad``."""
+        import numpy as np
+
+        call = self.call if self.graph_call else self.launch.__getitem__
+        calls = list(map(call, enders))
+        missing = [k for k, c in enumerate(calls) if c is None]
+        bad[gb[missing]] = True
+        rt, held = self.tr.runtime, self._held
+        found = [rt[c] for c in calls if c is not None]
+        issued = np.array(g0)
+        if found:
+            has = np.ones(len(calls), np.bool_)
+            has[missing] = False
+            at = np.fromiter([r.ts for r in found], np.int64, len(found))
+            issued[has] = np.minimum(np.maximum(at, g0[has]), g1[has])
+            if held:
+                holds = np.fromiter([r.thread in held for r in found], np.bool_, len(found))
+                bad[gb[has][holds & (issued[has] != g0[has])]] = True
+        return issued
+
+    def _batch_rows(self, g0: np.ndarray, g1: np.ndarray, gb: np.ndarray, issued: np.ndarray,
+                    bad: np.ndarray) -> dict[int, tuple[array, dict[str, int]]]:
+        """The regular blocks' rows, as :meth:`_rows`' short way writes them, and their sums by cause."""
+        import numpy as np
+
+        w = 2 + _NC
+        rows = np.zeros((len(g0), w), np.int64)
+        rows[:, 0], rows[:, 1] = g0, g1
+        rows[:, 2 + _LAST[BEFORE]] += issued - g0
+        rows[:, 2 + _LAST[AFTER]] += g1 - issued
+        flat = rows.ravel().tolist()
+        starts = np.flatnonzero(np.r_[True, gb[1:] != gb[:-1]]).tolist()
+        out = {}
+        for a, z, b in zip(starts, [*starts[1:], len(g0)], gb[starts].tolist()):
+            if not bad[b]:
+                mine = flat[a * w:z * w]
+                out[b] = array("q", mine), {c: sum(mine[2 + x::w]) for x, c in enumerate(IDLE_CAUSES)}
+        return out
 
     def _rows(self, found: list[tuple[int, int, list[int]]], src: dict[str, list[_Intervals]],
               live: dict[str, bool]) -> list[int]:
@@ -426,6 +527,21 @@ def _gaps(evs: Sequence[DeviceEvent], js: Sequence[int], start: int, end: int,
     if end > covered_to:
         found.append((covered_to, end, []))
     return found, (end - start) - sum(g1 - g0 for g0, g1, _ in found)  # (the gaps and the busy time tile it)
+
+
+def _lengths(iv: _Intervals, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:meth:`_Intervals.length` of each ``[a[k], b[k])``, as array operations (0 where the intervals are too wide
+    for int64 running sums: then every block is left to split() by the caller's check, never wrongly short)."""
+    import numpy as np
+
+    if not iv.starts or iv.ends[-1] - iv.starts[0] >= _WIDE:
+        return np.full(len(a), np.iinfo(np.int64).max if iv.starts else 0, np.int64)
+    starts, ends = np.array(iv.starts, np.int64), np.array(iv.ends, np.int64)
+    cum = np.zeros(len(starts) + 1, np.int64)
+    np.cumsum(ends - starts, out=cum[1:])
+    lo, hi = np.searchsorted(starts, a, "right"), np.searchsorted(starts, b, "left")
+    inside = np.where(hi > lo, cum[hi] - cum[lo] - np.maximum(0, ends[hi - 1] - b), 0)
+    return inside + np.where(lo > 0, np.maximum(0, np.minimum(ends[lo - 1], b) - a), 0)
 
 
 def _stream_waits(tr: Trace, launch: Sequence[int | None]) -> dict[int, tuple[list[int], list[bool]]]:
