@@ -320,3 +320,23 @@ def test_a_launch_after_a_stream_wait_waits_on_the_event(tmp_path):
     _assert_matches_reference(ctx)
     (r,) = ctx.block_results
     assert (r.idle_by_cause["event_wait"], r.idle_by_cause["launch"], r.idle_by_cause["queued"]) == (1.0, 2.0, 102.0)
+
+
+def test_a_block_whose_only_idle_is_its_tail_is_split_block_by_block(tmp_path):
+    """One kernel, and the block's host range runs on past it: no gap between kernels, only the span's tail (the
+    batch has no gap rows at all and leaves the block to split())."""
+    def extra(b: TraceBuilder) -> None:
+        b.annotation("layer0.attention", 1000, 400)
+        b.op("aten::bmm", 1001, 8)
+        b.launch(KERNELS[0], 1002, 1, 1000, 20)  # (from the range's start: no gap before the first kernel)
+        b.op("aten::_softmax", 1020, 6)
+        b.launch(KERNELS[1], 1021, 1, 1020, 5)
+        b.op("aten::bmm", 1030, 8)
+        b.launch(KERNELS[0], 1031, 1, 1025, 10)
+
+    b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    extra(b)
+    ctx = _through_account(load_trace(b.write(tmp_path / "tail.json")))
+    _assert_matches_reference(ctx)
+    (r,) = ctx.block_results
+    assert r.idle_gaps is not None and r.idle_gaps.flat[2:].tolist() != [0] * 7

@@ -403,18 +403,22 @@ class IdleSplitter:
         """The regular blocks' rows, as :meth:`_rows`' short way writes them, and their sums by cause."""
         import numpy as np
 
+        if not len(g0):
+            return {}
         w = 2 + _NC
         rows = np.zeros((len(g0), w), np.int64)
         rows[:, 0], rows[:, 1] = g0, g1
         rows[:, 2 + _LAST[BEFORE]] += issued - g0
         rows[:, 2 + _LAST[AFTER]] += g1 - issued
-        flat = rows.ravel().tolist()
-        starts = np.flatnonzero(np.r_[True, gb[1:] != gb[:-1]]).tolist()
-        out = {}
-        for a, z, b in zip(starts, [*starts[1:], len(g0)], gb[starts].tolist()):
+        starts = np.flatnonzero(np.r_[True, gb[1:] != gb[:-1]])
+        # (each regular block's causes sum to its idle time, under its window's width < _WIDE: int64 sums are exact)
+        sums = np.add.reduceat(rows[:, 2:], starts).tolist()
+        raw, size, out = rows.tobytes(), w * rows.itemsize, {}
+        for a, z, b, got in zip(starts.tolist(), [*starts[1:].tolist(), len(g0)], gb[starts].tolist(), sums):
             if not bad[b]:
-                mine = flat[a * w:z * w]
-                out[b] = array("q", mine), {c: sum(mine[2 + x::w]) for x, c in enumerate(IDLE_CAUSES)}
+                gaps = array("q")
+                gaps.frombytes(raw[a * size:z * size])
+                out[b] = gaps, dict(zip(IDLE_CAUSES, got))
         return out
 
     def _rows(self, found: list[tuple[int, int, list[int]]], src: dict[str, list[_Intervals]],
