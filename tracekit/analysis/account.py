@@ -180,6 +180,7 @@ class _Grouped:
     stream: array  # 'q'
     names: list[str]
     by_start: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # start, end, block, index by (block, start)
+    extent: list[tuple[int, int, int] | None]  # per block: first start, last end, the first starter (None: no events)
 
 
 def _group(tr: Trace, cats: list[Category], time: DeviceTime, n_blocks: int) -> _Grouped:
@@ -202,12 +203,19 @@ def _group(tr: Trace, cats: list[Category], time: DeviceTime, n_blocks: int) -> 
     share[perm] = first_come(ts[perm], end[perm], first)[1]
     evs = list(map(dev.__getitem__, js))
     gcats = list(map(cats.__getitem__, js))
+    ts_s, js_s = ts[perm], g[perm]
+    opens = [a for a, z in zip(bounds, bounds[1:]) if z > a]  # (each block's first event, in either order)
+    extent: list[tuple[int, int, int] | None] = [None] * n_blocks
+    if opens:
+        for b, *ext in zip(block[opens].tolist(), ts_s[opens].tolist(), np.maximum.reduceat(end, opens).tolist(),
+                           js_s[opens].tolist()):
+            extent[b] = tuple(ext)
     return _Grouped(
         bounds=bounds, block=block.tolist(), js=js, evs=evs, starts=array("q", ts.tobytes()),
         ends=array("q", end.tobytes()), order=(perm - np.repeat(bounds[:-1], lens)).tolist(), share=share.tolist(),
         cats=gcats, category=bytes(map(CATEGORY_INDEX.__getitem__, gcats)),
         stream=array("q", [e.stream for e in evs]), names=[e.name for e in evs],
-        by_start=(ts[perm], end[perm], block[perm], g[perm]))
+        by_start=(ts_s, end[perm], block[perm], js_s), extent=extent)
 
 
 class DeviceBlocks:
@@ -247,7 +255,7 @@ class DeviceBlocks:
         a, z = g.bounds[b], g.bounds[b + 1]
         # (a replay's copied ops have the capture's times: they measure nothing, the device's times do)
         roots = [host[r] for r in blk.roots if host[r].thread not in self.replay_threads]
-        start, end = self._window(blk, g.js[a:z], g.starts[a:z], g.ends[a:z], g.order[a:z], roots)
+        start, end = self._window(blk, g.extent[b], roots)
         return roots, start, end, sum(g.share[a:z])
 
     def block(self, blk: Block, b: int, g: _Grouped, span: tuple[list[HostEvent], int, int, int],
@@ -287,16 +295,14 @@ class DeviceBlocks:
         return gaps, self.idle.split(js, start, end, {h.thread for h in roots}, gaps,
                                      [(h.ts, h.ts + h.dur) for h in roots], evs, order)
 
-    def _window(self, blk: Block, js: list[int], starts: array, ends: array, order: list[int],
-                roots: list[HostEvent]) -> tuple[int, int]:
-        """The block's span (busy.block_window, from the events' ``starts`` and ``ends``; ``order``: their
-        positions by start, stably, so the first is the lowest index among the first to start, clock.first_event's);
-        with no device work, as in a graph capture, an empty one at its start: no span the device could idle in, so
-        never launch-bound."""
-        if not js:
+    def _window(self, blk: Block, extent: tuple[int, int, int] | None, roots: list[HostEvent]) -> tuple[int, int]:
+        """The block's span (busy.block_window, from its events' first start, last end and the first to start, the
+        lowest index among ties, clock.first_event's: ``extent``); with no device work, as in a graph capture, an
+        empty one at its start: no span the device could idle in, so never launch-bound."""
+        if extent is None:
             return blk.ts, blk.ts
-        first = order[0]
-        return window(starts[first], max(ends), roots, self.free_at[js[first]])
+        d0, d_end, first = extent
+        return window(d0, d_end, roots, self.free_at[first])
 
     def _split(self, g: _Grouped, n_blocks: int) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
         """Each block's busy ns by category and its matmul ns by role (each matmul event's share, by its launching
