@@ -104,8 +104,10 @@ def _random_trace(tmp_path, seed: int):
     rng = random.Random(seed)
     b = TraceBuilder(deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
     t, waits = 0, rng.random() < 0.3  # (a trace with stream waits takes the block-by-block way throughout)
+    starts = []
     for i in range(rng.randint(1, 6)):
         attention_block(b, t, name=f"layer{i}.attention")
+        starts.append(t)
         if rng.random() < 0.4:
             _runtime(b, rng.choice(SYNCS[:3 + waits]), t + rng.choice([0, 3, 20, 45, 60, 100]),
                      rng.choice([2, 30, 90]))
@@ -116,6 +118,10 @@ def _random_trace(tmp_path, seed: int):
     for _ in range(rng.randint(0, 5)):
         b.device_only(rng.choice(KERNELS), rng.randint(0, t + 300), rng.choice([0, 4, 50]),
                       stream=rng.choice([7, 8]))
+    if rng.random() < 0.5:  # two profiler steps: the kernel table's rows are per step
+        cut = rng.choice(starts)
+        b.annotation("ProfilerStep#1", -1, cut - 0.5)
+        b.annotation("ProfilerStep#2", cut - 0.5, t + 1000)
     return load_trace(b.write(tmp_path / f"r{seed}.json"))
 
 
@@ -221,7 +227,8 @@ def test_random_traces_do_cover_overlaps_ties_zero_lengths_and_several_streams(t
             seen |= {"streams" for _ in [0] if len({dev[j].stream for j in js}) > 1}
         seen |= {"blocks" for _ in [0] if len(members) > 1}
         seen |= {"unowned" for _ in [0] if sum(map(len, members.values())) < len(dev)}
-    assert seen == {"zero", "tie", "overlap", "streams", "blocks", "unowned", "regular", "irregular"}
+        seen |= {"steps" for _ in [0] if len({blk.step for blk in ctx.blocks}) > 1}
+    assert seen == {"zero", "tie", "overlap", "streams", "blocks", "unowned", "regular", "irregular", "steps"}
 
 
 def _events(rng: random.Random, n: int) -> list[DeviceEvent]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate, chain, compress, groupby, repeat
-from operator import eq, ne, sub
+from operator import eq, ne
 from typing import TYPE_CHECKING
 
 from ..model import ANNOTATION, MODULE, OP, DeviceEvent, GraphLaunch, HostEvent, Trace
@@ -321,21 +321,36 @@ class DeviceBlocks:
 
     def _kernels(self, g: _Grouped, blocks: list[Block]) -> None:
         """The kernel table: (compact kernel name, category, step) -> [count, ns], in the order each row is first
-        seen (block order, each block's events in event order); names compacted once per distinct name."""
-        steps = [blocks[b].step for b in g.block]
-        durs = list(map(sub, g.ends, g.starts))
-        per_name = Counter(zip(g.names, g.cats, steps))  # (counts in C, rows in first-seen order)
-        ns = dict.fromkeys(per_name, 0)
-        for key, d in zip(zip(g.names, g.cats, steps), durs):
-            ns[key] += d
-        top = self.top
-        for (name, cat, step), n in per_name.items():
-            row = (compact_kernel_name(name), cat, step)
+        seen (block order, each block's events in event order); names compacted once per distinct name.
+
+        Over columns: each event's (name, category, step) as one integer key, the keys' counts and first events
+        from one np.unique, the events grouped by key with one stable sort; each key's ns an exact Python sum of
+        its slice of durations (sums of many durations may pass int64)."""
+        import numpy as np
+
+        if not g.js:
+            return
+        ids = {name: k for k, name in enumerate(dict.fromkeys(g.names))}
+        step_ids = {step: k for k, step in enumerate(dict.fromkeys(blk.step for blk in blocks))}
+        per_block = np.fromiter([step_ids[blk.step] for blk in blocks], np.int64, len(blocks))
+        n = len(g.js)
+        key = np.fromiter(map(ids.__getitem__, g.names), np.int64, n) * len(CATEGORIES)
+        key += np.frombuffer(g.category, np.uint8)
+        key = key * len(step_ids) + per_block[np.array(g.block, np.int64)]
+        _, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+        durs = (np.frombuffer(g.ends, np.int64) - np.frombuffer(g.starts, np.int64))[np.argsort(inverse, kind="stable")]
+        ends = np.cumsum(counts).tolist()
+        flat = durs.tolist()
+        ns = [sum(flat[a:z]) for a, z in zip([0, *ends], ends)]
+        top, names, cats = self.top, g.names, g.cats
+        for k in np.argsort(first, kind="stable").tolist():  # (the keys in the order first seen)
+            j = int(first[k])
+            row = (compact_kernel_name(names[j]), cats[j], blocks[g.block[j]].step)
             t = top.get(row)
             if t is None:
                 t = top[row] = [0, 0]
-            t[0] += n
-            t[1] += ns[(name, cat, step)]
+            t[0] += int(counts[k])
+            t[1] += ns[k]
 
 
 def self_times(tr: Trace, links: Links) -> list[int]:
