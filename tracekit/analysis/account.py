@@ -181,6 +181,7 @@ class _Grouped:
     names: list[str]
     by_start: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # start, end, block, index by (block, start)
     extent: list[tuple[int, int, int] | None]  # per block: first start, last end, the first starter (None: no events)
+    arrays: tuple[np.ndarray, np.ndarray]  # ``block`` and ``share`` as int64 arrays
 
 
 def _group(tr: Trace, cats: list[Category], time: DeviceTime, n_blocks: int) -> _Grouped:
@@ -215,7 +216,30 @@ def _group(tr: Trace, cats: list[Category], time: DeviceTime, n_blocks: int) -> 
         ends=array("q", end.tobytes()), order=(perm - np.repeat(bounds[:-1], lens)).tolist(), share=share.tolist(),
         cats=gcats, category=bytes(map(CATEGORY_INDEX.__getitem__, gcats)),
         stream=array("q", [e.stream for e in evs]), names=[e.name for e in evs],
-        by_start=(ts_s, end[perm], block[perm], js_s), extent=extent)
+        by_start=(ts_s, end[perm], block[perm], js_s), extent=extent, arrays=(block, share))
+
+
+_NARROW = 2**62  # every block's events within this many ns: its sums by category fit int64 (each is <= its busy)
+
+
+def _by_category(g: _Grouped, n_blocks: int) -> list[dict[str, int]]:
+    """Each block's busy ns by category: its events' shares summed per (block, category) in one array operation.
+    A block's sum for a category is at most its busy time, at most the width of its events' extent: when every
+    block is narrower than 2**62 ns, int64 sums are exact; otherwise (events centuries apart) Python ints, per
+    event."""
+    import numpy as np
+
+    if not all(e is None or e[1] - e[0] < _NARROW for e in g.extent):
+        c = [dict.fromkeys(CATEGORIES, 0) for _ in range(n_blocks)]
+        for b, cat, s in zip(g.block, g.cats, g.share):
+            c[b][cat] += s
+        return c
+    nc = len(CATEGORIES)
+    sums = np.zeros(n_blocks * nc, np.int64)
+    if g.js:
+        block, share = g.arrays
+        np.add.at(sums, block * nc + np.frombuffer(g.category, np.uint8), share)
+    return [dict(zip(CATEGORIES, row)) for row in sums.reshape(n_blocks, nc).tolist()]
 
 
 class DeviceBlocks:
@@ -306,11 +330,9 @@ class DeviceBlocks:
 
     def _split(self, g: _Grouped, n_blocks: int) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
         """Each block's busy ns by category and its matmul ns by role (each matmul event's share, by its launching
-        op's role), in one pass over the columns; each owned event's share into ``dev_share``."""
-        c = [dict.fromkeys(CATEGORIES, 0) for _ in range(n_blocks)]
+        op's role), in one pass over the columns."""
+        c = _by_category(g, n_blocks)
         mr = [dict.fromkeys(MATMUL_ROLES, 0) for _ in range(n_blocks)]
-        for b, cat, s in zip(g.block, g.cats, g.share):
-            c[b][cat] += s
         leaf, launcher, role = self.links.device_leaf, self.links.launcher, self.roles.role
         other_role = str(MatmulRole.OTHER)
         for k in compress(range(len(g.js)), map(eq, g.cats, repeat(Category.MATMUL))):
