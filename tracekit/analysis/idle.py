@@ -105,12 +105,13 @@ def zero_causes() -> dict[str, int]:
 class _Intervals:
     """One thread's sync calls, merged into disjoint intervals sorted by start (ns)."""
 
-    __slots__ = ("_cum", "ends", "starts")
+    __slots__ = ("_cum", "arrays", "ends", "starts")
 
     def __init__(self, spans: Iterable[tuple[int, int]]) -> None:
         self.starts: list[int] = []
         self.ends: list[int] = []
         self._cum: list[int] | None = None  # _cum[k]: ns of the first k intervals, built at the first length()
+        self.arrays: tuple[np.ndarray, np.ndarray] | None = None  # starts and ends as int64 arrays, where built so
         for s, e in sorted(spans):
             if self.ends and s <= self.ends[-1]:
                 self.ends[-1] = max(self.ends[-1], e)
@@ -259,7 +260,8 @@ def _merged(ts: np.ndarray, end: np.ndarray, keep: np.ndarray) -> _Intervals:
     last = np.ones(len(s), np.bool_)  # the last of each merged run: where the next starts a new one
     last[:-1] = new[1:]
     out = _Intervals(())
-    out.starts, out.ends = s[new].tolist(), running[last].tolist()
+    out.arrays = s[new], running[last]
+    out.starts, out.ends = out.arrays[0].tolist(), out.arrays[1].tolist()
     return out
 
 
@@ -383,10 +385,13 @@ class IdleSplitter:
 
         call = self.call if self.graph_call else self.launch.__getitem__
         calls = list(map(call, enders))
-        missing = [k for k, c in enumerate(calls) if c is None]
-        bad[gb[missing]] = True
         rt, held = self.tr.runtime, self._held
-        found = [rt[c] for c in calls if c is not None]
+        if None in calls:
+            missing = [k for k, c in enumerate(calls) if c is None]
+            bad[gb[missing]] = True
+            found = [rt[c] for c in calls if c is not None]
+        else:  # (most traces: every kernel has its launch call; picked in C)
+            missing, found = [], list(map(rt.__getitem__, calls))
         issued = np.array(g0)
         if found:
             has = np.ones(len(calls), np.bool_)
@@ -540,7 +545,7 @@ def _lengths(iv: _Intervals, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
     if not iv.starts or iv.ends[-1] - iv.starts[0] >= _WIDE:
         return np.full(len(a), np.iinfo(np.int64).max if iv.starts else 0, np.int64)
-    starts, ends = np.array(iv.starts, np.int64), np.array(iv.ends, np.int64)
+    starts, ends = iv.arrays if iv.arrays is not None else (np.array(iv.starts, np.int64), np.array(iv.ends, np.int64))
     cum = np.zeros(len(starts) + 1, np.int64)
     np.cumsum(ends - starts, out=cum[1:])
     lo, hi = np.searchsorted(starts, a, "right"), np.searchsorted(starts, b, "left")
