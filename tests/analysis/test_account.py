@@ -171,6 +171,9 @@ def _assert_matches_reference(ctx: StageContext) -> None:
             want["names"])
         host = ctx.tr.host
         roots = [host[x] for x in ctx.blocks[b].roots if host[x].thread not in walk.replay_threads]
+        assert r.host_spans == tuple((*ctx.tr.threads[h.thread], (h.ts - ctx.origin) / 1000,
+                                      (h.ts + h.dur - ctx.origin) / 1000) for h in roots)
+        assert r.kernels == len(want["js"]) and r.host_us == (sum(h.dur for h in roots) / 1000 if roots else None)
         if want["js"]:  # the window opens at the first starter (lowest index among ties), from its free_at
             first = want["first"]
             start, end = window(want["starts"][first], max(want["ends"]), roots, free_at[want["js"][first]])

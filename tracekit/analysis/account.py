@@ -278,7 +278,8 @@ class DeviceBlocks:
         host = self.tr.host
         a, z = g.bounds[b], g.bounds[b + 1]
         # (a replay's copied ops have the capture's times: they measure nothing, the device's times do)
-        roots = [host[r] for r in blk.roots if host[r].thread not in self.replay_threads]
+        replay = self.replay_threads
+        roots = [host[r] for r in blk.roots if host[r].thread not in replay] if replay else [host[r] for r in blk.roots]
         start, end = self._window(blk, g.extent[b], roots)
         return roots, start, end, sum(g.share[a:z])
 
@@ -335,10 +336,10 @@ class DeviceBlocks:
         mr = [dict.fromkeys(MATMUL_ROLES, 0) for _ in range(n_blocks)]
         leaf, launcher, role = self.links.device_leaf, self.links.launcher, self.roles.role
         other_role = str(MatmulRole.OTHER)
-        for k in compress(range(len(g.js)), map(eq, g.cats, repeat(Category.MATMUL))):
-            lf = leaf[g.js[k]]
+        for j, b, s in compress(zip(g.js, g.block, g.share), map(eq, g.cats, repeat(Category.MATMUL))):
+            lf = leaf[j]
             la = launcher[lf] if lf != NONE else NONE
-            mr[g.block[k]][role(la if la != NONE else lf) if lf != NONE else other_role] += g.share[k]
+            mr[b][role(la if la != NONE else lf) if lf != NONE else other_role] += s
         return c, mr
 
     def _kernels(self, g: _Grouped, blocks: list[Block]) -> None:

@@ -60,8 +60,8 @@ def block_intervals(evs: Sequence[DeviceEvent], cats: Iterable[str], origin_ns: 
 def host_spans(roots: Iterable[HostEvent], threads: Sequence[tuple[object, object]],
                origin_ns: int) -> tuple[tuple[object, object, float, float], ...]:
     """A block's host ops as (pid, tid, start_us, end_us) on the trace's clock: the timeline's host lanes."""
-    return tuple((*threads[h.thread], relative_us(h.ts, origin_ns), relative_us(h.ts + h.dur, origin_ns))
-                 for h in roots)
+    return tuple([(*threads[h.thread], (h.ts - origin_ns) / 1000, (h.ts + h.dur - origin_ns) / 1000)
+                  for h in roots])  # (relative_us, inline: called per block)
 
 
 def host_intervals(ops: Sequence[tuple[HostEvent, str]], origin_ns: int, lo: int, hi: int,
