@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from itertools import accumulate
-from operator import attrgetter
+from itertools import accumulate, islice
+from operator import attrgetter, gt
 
 from ..model import MemoryEvent, Trace
 from .blocks.discovery import Block
@@ -36,10 +36,13 @@ def _by_thread(tr: Trace, device_side: bool) -> dict[int, _ThreadAllocs]:
     out: dict[int, _ThreadAllocs] = {}
     for t in sorted(per_thread):
         ms = per_thread[t]
-        ms.sort(key=attrgetter("ts"))  # (stable, as the file's order of equal times; already sorted in most traces)
+        ts = [m.ts for m in ms]
+        if any(map(gt, ts, islice(ts, 1, None))):  # (already in time order in most traces: then no sort, no keys)
+            ms.sort(key=attrgetter("ts"))  # (stable, as the file's order of equal times)
+            ts = [m.ts for m in ms]
         a = out[t] = _ThreadAllocs()
-        a.ts = [m.ts for m in ms]
-        a.cum += accumulate(m.nbytes for m in ms)
+        a.ts = ts
+        a.cum += accumulate([m.nbytes for m in ms])
         a.totals = [m.total for m in ms]
     return out
 
