@@ -327,11 +327,12 @@ class IdleSplitter:
         ``block``, ``js``: all blocks' device events (start, end, block, index) sorted by (block, start), stably;
         ``windows``: each block's window when it idles, else None.
 
-        A block is left to split() (absent from the answer) when any of its gaps is irregular: a span's tail, a gap
-        several kernels end or no launch call explains, a launching thread held by a blocking call before its
-        launch, device work of others in its window, stream waits or several devices in the trace, or a window
-        too wide for int64 differences. The rest is array operations: each gap opens where the running largest
-        end of the block's positive-length events (from its window's start) falls short of the next start."""
+        A block is left to split() (absent from the answer) when it is irregular: a span's tail, a gap several
+        kernels end, device work of others in its window, stream waits or several devices in the trace, or a
+        window too wide for int64 differences. The rest is array operations: each gap opens where the running
+        largest end of the block's positive-length events (from its window's start) falls short of the next
+        start; the few gaps that no launch call explains, or whose launching thread was held by a blocking call
+        after the gap opened, go through :meth:`_gap` one by one (with no source to consult: none is live)."""
         import numpy as np
 
         if self._work is None:
@@ -359,8 +360,20 @@ class IdleSplitter:
         idle = np.zeros(nb, np.int64)
         np.add.at(idle, gb, g1 - g0)
         bad |= cand & (_lengths(work, lo, hi) > (hi - lo) - idle)  # other work ran in the window
-        issued = self._issued(j[at].tolist(), g0, g1, gb, bad)
-        return self._batch_rows(g0, g1, gb, issued, bad)
+        enders = j[at].tolist()
+        issued, odd = self._issued(enders, g0, g1)
+        rows = self._batch_rows(g0, g1, issued)
+        self._odd_rows(rows, odd, enders)
+        return _by_block(rows, gb, bad)
+
+    def _odd_rows(self, rows: np.ndarray, odd: list[int], enders: list[int]) -> None:
+        """The rows of the gaps ``odd`` (by position in ``rows``) as :meth:`_gap` splits them, each ended by one
+        kernel (``enders``), in a block with no source live (no other work in its window, no tail)."""
+        call, live, one = self.call if self.graph_call else self.launch.__getitem__, dict.fromkeys(_BY_PIECE, False), []
+        for k in odd:
+            self._gap(int(rows[k, 0]), int(rows[k, 1]), [enders[k]], {}, live, call, one)
+            rows[k] = one
+            one.clear()
 
     def _irregular(self, t: np.ndarray, e: np.ndarray, bk: np.ndarray, covered: np.ndarray, first: np.ndarray,
                    hi: np.ndarray, nb: int) -> np.ndarray:
@@ -377,10 +390,9 @@ class IdleSplitter:
         bad[bk[:-1][several]] = True
         return bad
 
-    def _issued(self, enders: list[int], g0: np.ndarray, g1: np.ndarray, gb: np.ndarray, bad: np.ndarray) -> np.ndarray:
-        """Each gap's cut: its kernel's launch call's start, clamped to the gap; a block whose gap has no launch
-        call, or whose launching thread made a blocking call (and the call came after the gap opened), is marked
-        in ``bad``."""
+    def _issued(self, enders: list[int], g0: np.ndarray, g1: np.ndarray) -> tuple[np.ndarray, list[int]]:
+        """Each gap's cut: its kernel's launch call's start, clamped to the gap; and the gaps the short way does not
+        split (no launch call, or a launching thread that made blocking calls, the call after the gap opened)."""
         import numpy as np
 
         call = self.call if self.graph_call else self.launch.__getitem__
@@ -388,43 +400,31 @@ class IdleSplitter:
         rt, held = self.tr.runtime, self._held
         if None in calls:
             missing = [k for k, c in enumerate(calls) if c is None]
-            bad[gb[missing]] = True
             found = [rt[c] for c in calls if c is not None]
         else:  # (most traces: every kernel has its launch call; picked in C)
             missing, found = [], list(map(rt.__getitem__, calls))
-        issued = np.array(g0)
+        issued, odd = np.array(g0), np.zeros(len(calls), np.bool_)
+        odd[missing] = True
         if found:
-            has = np.ones(len(calls), np.bool_)
-            has[missing] = False
+            has = ~odd
             at = np.fromiter([r.ts for r in found], np.int64, len(found))
             issued[has] = np.minimum(np.maximum(at, g0[has]), g1[has])
             if held:
                 holds = np.fromiter([r.thread in held for r in found], np.bool_, len(found))
-                bad[gb[has][holds & (issued[has] != g0[has])]] = True
-        return issued
+                odd[np.flatnonzero(has)[holds & (issued[has] != g0[has])]] = True
+        return issued, np.flatnonzero(odd).tolist()
 
-    def _batch_rows(self, g0: np.ndarray, g1: np.ndarray, gb: np.ndarray, issued: np.ndarray,
-                    bad: np.ndarray) -> dict[int, tuple[array, dict[str, int]]]:
-        """The regular blocks' rows, as :meth:`_rows`' short way writes them, and their sums by cause."""
+    @staticmethod
+    def _batch_rows(g0: np.ndarray, g1: np.ndarray, issued: np.ndarray) -> np.ndarray:
+        """Each gap's row as :meth:`_rows`' short way writes it: start, end, and its ns per cause (the piece before
+        the launch call to the before-piece's last rule, the rest to the after-piece's)."""
         import numpy as np
 
-        if not len(g0):
-            return {}
-        w = 2 + _NC
-        rows = np.zeros((len(g0), w), np.int64)
+        rows = np.zeros((len(g0), 2 + _NC), np.int64)
         rows[:, 0], rows[:, 1] = g0, g1
         rows[:, 2 + _LAST[BEFORE]] += issued - g0
         rows[:, 2 + _LAST[AFTER]] += g1 - issued
-        starts = np.flatnonzero(np.r_[True, gb[1:] != gb[:-1]])
-        # (each regular block's causes sum to its idle time, under its window's width < _WIDE: int64 sums are exact)
-        sums = np.add.reduceat(rows[:, 2:], starts).tolist()
-        raw, size, out = rows.tobytes(), w * rows.itemsize, {}
-        for a, z, b, got in zip(starts.tolist(), [*starts[1:].tolist(), len(g0)], gb[starts].tolist(), sums):
-            if not bad[b]:
-                gaps = array("q")
-                gaps.frombytes(raw[a * size:z * size])
-                out[b] = gaps, dict(zip(IDLE_CAUSES, got))
-        return out
+        return rows
 
     def _rows(self, found: list[tuple[int, int, list[int]]], src: dict[str, list[_Intervals]],
               live: dict[str, bool]) -> list[int]:
@@ -536,6 +536,25 @@ def _gaps(evs: Sequence[DeviceEvent], js: Sequence[int], start: int, end: int,
     if end > covered_to:
         found.append((covered_to, end, []))
     return found, (end - start) - sum(g1 - g0 for g0, g1, _ in found)  # (the gaps and the busy time tile it)
+
+
+def _by_block(rows: np.ndarray, gb: np.ndarray, bad: np.ndarray) -> dict[int, tuple[array, dict[str, int]]]:
+    """The gaps' ``rows`` (sorted by block, ``gb``) of each block not ``bad``: its rows as split() writes them, and
+    its idle ns by cause (int64 sums are exact: a regular block's causes sum to its idle time, and its window is
+    narrower than _WIDE)."""
+    import numpy as np
+
+    if not len(rows):
+        return {}
+    starts = np.flatnonzero(np.r_[True, gb[1:] != gb[:-1]])
+    sums = np.add.reduceat(rows[:, 2:], starts).tolist()
+    raw, size, out = rows.tobytes(), rows.shape[1] * rows.itemsize, {}
+    for a, z, b, got in zip(starts.tolist(), [*starts[1:].tolist(), len(rows)], gb[starts].tolist(), sums):
+        if not bad[b]:
+            gaps = array("q")
+            gaps.frombytes(raw[a * size:z * size])
+            out[b] = gaps, dict(zip(IDLE_CAUSES, got))
+    return out
 
 
 def _lengths(iv: _Intervals, a: np.ndarray, b: np.ndarray) -> np.ndarray:
