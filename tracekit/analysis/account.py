@@ -194,29 +194,40 @@ def _group(tr: Trace, cats: list[Category], time: DeviceTime, n_blocks: int) -> 
     lens = [len(members.get(b, ())) for b in range(n_blocks)]
     js = list(chain.from_iterable(members.get(b, ()) for b in range(n_blocks)))
     bounds = [0, *accumulate(lens)]
+    opens = [a for a, z in zip(bounds, bounds[1:]) if z > a]  # (each block's first event, in either order)
     g = np.array(js, np.int64)
     ts, end = time.columns.ts[g], time.columns.end[g]
     block = np.repeat(np.arange(n_blocks), lens)
     perm = np.lexsort((ts, block))  # (stable: ties in event order, as each block's own sort)
     first = np.zeros(len(js), np.bool_)
-    first[[a for a, z in zip(bounds, bounds[1:]) if z > a]] = True
+    first[opens] = True
     share = np.empty(len(js), np.int64)
     share[perm] = first_come(ts[perm], end[perm], first)[1]
     evs = list(map(dev.__getitem__, js))
     gcats = list(map(cats.__getitem__, js))
-    ts_s, js_s = ts[perm], g[perm]
-    opens = [a for a, z in zip(bounds, bounds[1:]) if z > a]  # (each block's first event, in either order)
-    extent: list[tuple[int, int, int] | None] = [None] * n_blocks
-    if opens:
-        for b, *ext in zip(block[opens].tolist(), ts_s[opens].tolist(), np.maximum.reduceat(end, opens).tolist(),
-                           js_s[opens].tolist()):
-            extent[b] = tuple(ext)
+    by_start = (ts[perm], end[perm], block[perm], g[perm])
     return _Grouped(
         bounds=bounds, block=block.tolist(), js=js, evs=evs, starts=array("q", ts.tobytes()),
         ends=array("q", end.tobytes()), order=(perm - np.repeat(bounds[:-1], lens)).tolist(), share=share.tolist(),
         cats=gcats, category=bytes(map(CATEGORY_INDEX.__getitem__, gcats)),
         stream=array("q", [e.stream for e in evs]), names=[e.name for e in evs],
-        by_start=(ts_s, end[perm], block[perm], js_s), extent=extent, arrays=(block, share))
+        by_start=by_start, extent=_extents(by_start, end, opens, n_blocks), arrays=(block, share))
+
+
+def _extents(by_start: tuple[np.ndarray, ...], end: np.ndarray, opens: list[int],
+             n_blocks: int) -> list[tuple[int, int, int] | None]:
+    """Per block: its events' first start, last end and the first to start (the lowest index among ties: the
+    first of its run in (block, start) order); None for a block without events. ``opens``: where each block with
+    events begins, in both the grouped and the sorted order; ``end``: the ends in grouped order."""
+    import numpy as np
+
+    extent: list[tuple[int, int, int] | None] = [None] * n_blocks
+    if opens:
+        ts_s, _, block_s, js_s = by_start
+        for b, *ext in zip(block_s[opens].tolist(), ts_s[opens].tolist(), np.maximum.reduceat(end, opens).tolist(),
+                           js_s[opens].tolist()):
+            extent[b] = tuple(ext)
+    return extent
 
 
 _NARROW = 2**62  # every block's events within this many ns: its sums by category fit int64 (each is <= its busy)

@@ -33,18 +33,20 @@ def _by_thread(tr: Trace, device_side: bool) -> dict[int, _ThreadAllocs]:
                 per_thread[m.thread] = [m]
             else:
                 got.append(m)
-    out: dict[int, _ThreadAllocs] = {}
-    for t in sorted(per_thread):
-        ms = per_thread[t]
+    return {t: _in_time_order(per_thread[t]) for t in sorted(per_thread)}
+
+
+def _in_time_order(ms: list[MemoryEvent]) -> _ThreadAllocs:
+    """One thread's allocations sorted by time, stably (the file's order of equal times), as columns."""
+    ts = [m.ts for m in ms]
+    if any(map(gt, ts, islice(ts, 1, None))):  # (already in time order in most traces: then no sort, no keys)
+        ms.sort(key=attrgetter("ts"))
         ts = [m.ts for m in ms]
-        if any(map(gt, ts, islice(ts, 1, None))):  # (already in time order in most traces: then no sort, no keys)
-            ms.sort(key=attrgetter("ts"))  # (stable, as the file's order of equal times)
-            ts = [m.ts for m in ms]
-        a = out[t] = _ThreadAllocs()
-        a.ts = ts
-        a.cum += accumulate([m.nbytes for m in ms])
-        a.totals = [m.total for m in ms]
-    return out
+    a = _ThreadAllocs()
+    a.ts = ts
+    a.cum += accumulate([m.nbytes for m in ms])
+    a.totals = [m.total for m in ms]
+    return a
 
 
 def block_allocations(tr: Trace, blocks: list[Block], device_side: bool) -> tuple[list[int | None], list[int | None]]:

@@ -52,6 +52,7 @@ class DeviceColumns:
     order: np.ndarray  # positions sorted by start, ties in index order (busy_time's order)
 
 
+
 def device_busy(events: Sequence[DeviceEvent]) -> tuple[int, list[int], list[int], DeviceColumns]:
     """:func:`busy_time` of all the device's events with ``busy_until`` (-1 where none), over columns: the busy
     union, each event's first-come share, when the device became free for each, and the columns read.
@@ -62,8 +63,7 @@ def device_busy(events: Sequence[DeviceEvent]) -> tuple[int, list[int], list[int
     import numpy as np
 
     n = len(events)
-    ts = np.fromiter([e.ts for e in events], np.int64, n)
-    end = ts + np.fromiter([e.dur for e in events], np.int64, n)
+    ts, end = start_end(events)
     order = np.argsort(ts, kind="stable")
     first = np.zeros(n, np.bool_)
     first[:1] = True
@@ -73,6 +73,14 @@ def device_busy(events: Sequence[DeviceEvent]) -> tuple[int, list[int], list[int
     free_at[order], shares[order] = prev, share
     out = shares.tolist()
     return sum(out), out, free_at.tolist(), DeviceColumns(ts=ts, end=end, order=order)
+
+
+def start_end(events: Sequence[DeviceEvent]) -> tuple[np.ndarray, np.ndarray]:
+    """The events' starts and ends in ns, as int64 arrays (one read of each field)."""
+    import numpy as np
+
+    ts = np.fromiter([e.ts for e in events], np.int64, len(events))
+    return ts, ts + np.fromiter([e.dur for e in events], np.int64, len(events))
 
 
 def first_come(ts: np.ndarray, end: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from ..model import DeviceEvent, GraphLaunch, RuntimeEvent, Trace
 from ..vocab import IDLE_CAUSES, IdleCause
-from .busy import first_come
+from .busy import first_come, start_end
 
 if TYPE_CHECKING:
     import numpy as np
@@ -234,11 +234,7 @@ def _device_work(tr: Trace, columns: DeviceColumns | None = None) -> dict[object
     import numpy as np
 
     streams, dev = tr.streams, tr.device
-    if columns is None:
-        ts = np.fromiter([e.ts for e in dev], np.int64, len(dev))
-        end = ts + np.fromiter([e.dur for e in dev], np.int64, len(dev))
-    else:
-        ts, end = columns.ts, columns.end
+    ts, end = (columns.ts, columns.end) if columns is not None else start_end(dev)
     ids = [s[0] for s in streams]
     if len(set(ids)) <= 1:  # one device (most traces): one list
         return {ids[0] if ids else 0: _merged(ts, end, end > ts)}
@@ -265,6 +261,15 @@ def _merged(ts: np.ndarray, end: np.ndarray, keep: np.ndarray) -> _Intervals:
     return out
 
 
+def _launch_calls(tr: Trace) -> list[int | None]:
+    """Each device event's launch call from the correlation ids: the first call with its id, as the linker takes it."""
+    rt = tr.runtime
+    corrs = [r.correlation for r in reversed(rt)]  # (reversed: the first call of an id is the one the dict keeps)
+    by_corr = dict(zip(corrs, range(len(rt) - 1, -1, -1)))
+    by_corr.pop(0, None)
+    return [by_corr.get(e.correlation) for e in tr.device]
+
+
 class IdleSplitter:
     """Per trace: each device event's launch call, each host thread's blocking calls, the device's work and the
     stream waits; then per block, its idle time by cause (:meth:`split`)."""
@@ -276,12 +281,7 @@ class IdleSplitter:
         (busy.DeviceColumns), when the caller has read them."""
         rt = tr.runtime
         self.tr, self.columns = tr, columns
-        if len(device_call) != len(tr.device):
-            corrs = [r.correlation for r in reversed(rt)]  # correlation -> its first call, as the linker takes it
-            by_corr = dict(zip(corrs, range(len(rt) - 1, -1, -1)))
-            by_corr.pop(0, None)
-            device_call = [by_corr.get(e.correlation) for e in tr.device]
-        self.launch = device_call
+        self.launch = device_call if len(device_call) == len(tr.device) else _launch_calls(tr)
         self.graph_call = {j: g.runtime for g in graph_launches for j in g.device}
         names = {r.name for r in rt}
         self.sync = {t: _Intervals(s) for t, s in _blocking_spans(rt, names).items()}
@@ -395,15 +395,9 @@ class IdleSplitter:
         split (no launch call, or a launching thread that made blocking calls, the call after the gap opened)."""
         import numpy as np
 
-        call = self.call if self.graph_call else self.launch.__getitem__
-        calls = list(map(call, enders))
-        rt, held = self.tr.runtime, self._held
-        if None in calls:
-            missing = [k for k, c in enumerate(calls) if c is None]
-            found = [rt[c] for c in calls if c is not None]
-        else:  # (most traces: every kernel has its launch call; picked in C)
-            missing, found = [], list(map(rt.__getitem__, calls))
-        issued, odd = np.array(g0), np.zeros(len(calls), np.bool_)
+        missing, found = self._calls(enders)
+        held = self._held
+        issued, odd = np.array(g0), np.zeros(len(enders), np.bool_)
         odd[missing] = True
         if found:
             has = ~odd
@@ -413,6 +407,14 @@ class IdleSplitter:
                 holds = np.fromiter([r.thread in held for r in found], np.bool_, len(found))
                 odd[np.flatnonzero(has)[holds & (issued[has] != g0[has])]] = True
         return issued, np.flatnonzero(odd).tolist()
+
+    def _calls(self, enders: list[int]) -> tuple[list[int], list[RuntimeEvent]]:
+        """The positions of the kernels ``enders`` without a launch call, and the launch calls of the others."""
+        call = self.call if self.graph_call else self.launch.__getitem__
+        calls, rt = list(map(call, enders)), self.tr.runtime
+        if None in calls:
+            return [k for k, c in enumerate(calls) if c is None], [rt[c] for c in calls if c is not None]
+        return [], list(map(rt.__getitem__, calls))  # (most traces: every kernel has its launch call; picked in C)
 
     @staticmethod
     def _batch_rows(g0: np.ndarray, g1: np.ndarray, issued: np.ndarray) -> np.ndarray:
