@@ -303,6 +303,7 @@ class DeviceBlocks:
         a, z = g.bounds[b], g.bounds[b + 1]
         roots, start, end, busy = span
         span_ns = end - start
+        gaps: array | None
         if regular is not None:
             gaps, causes = regular
         else:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from operator import sub
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..model import DeviceEvent, GraphLaunch, RuntimeEvent, Trace
 from ..vocab import IDLE_CAUSES, IdleCause
@@ -369,7 +369,8 @@ class IdleSplitter:
     def _odd_rows(self, rows: np.ndarray, odd: list[int], enders: list[int]) -> None:
         """The rows of the gaps ``odd`` (by position in ``rows``) as :meth:`_gap` splits them, each ended by one
         kernel (``enders``), in a block with no source live (no other work in its window, no tail)."""
-        call, live, one = self.call if self.graph_call else self.launch.__getitem__, dict.fromkeys(_BY_PIECE, False), []
+        call, live = self.call if self.graph_call else self.launch.__getitem__, dict.fromkeys(_BY_PIECE, False)
+        one: list[int] = []
         for k in odd:
             self._gap(int(rows[k, 0]), int(rows[k, 1]), [enders[k]], {}, live, call, one)
             rows[k] = one
@@ -414,7 +415,7 @@ class IdleSplitter:
         calls, rt = list(map(call, enders)), self.tr.runtime
         if None in calls:
             return [k for k, c in enumerate(calls) if c is None], [rt[c] for c in calls if c is not None]
-        return [], list(map(rt.__getitem__, calls))  # (most traces: every kernel has its launch call; picked in C)
+        return [], list(map(rt.__getitem__, cast("list[int]", calls)))  # (most traces: every kernel has its call)
 
     @staticmethod
     def _batch_rows(g0: np.ndarray, g1: np.ndarray, issued: np.ndarray) -> np.ndarray:
