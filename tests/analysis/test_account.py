@@ -12,7 +12,7 @@ from array import array
 
 import pytest
 from support.builders import CPU_PID, TID, TraceBuilder, attention_block
-from support.paths import real_trace_files
+from support.paths import GRAPHS, SWEEP, real_trace_files
 
 from tracekit.analysis import account
 from tracekit.analysis.busy import busy_time, device_busy, window
@@ -286,7 +286,16 @@ def test_device_work_merged_over_columns_matches_the_sorted_merge(seed, streams)
                 assert iv.length(a, z) == ref.length(a, z)
 
 
-@pytest.mark.parametrize("path", real_trace_files()[:4], ids=lambda p: p.name)
+def _real_with_blocks() -> list:
+    """Real traces that have attention blocks: H200 sweep runs (eager, SDPA, fused), CUDA-graph serving traces
+    (replays), and the first files of the real-trace folder; whichever are present."""
+    sweep = [SWEEP / name for name in ("eager_512", "sdpa-flash_512", "linear_1024", "sdpa-math_512")]
+    found = [f for d in sweep if d.is_dir() for f in sorted(d.glob("*.json*"))[:1]]
+    found += sorted(GRAPHS.glob("*/*.json.gz")) if GRAPHS.is_dir() else []
+    return found + real_trace_files()[:3]
+
+
+@pytest.mark.parametrize("path", _real_with_blocks(), ids=lambda p: p.parent.name + "/" + p.name[:24])
 def test_block_figures_on_real_traces_match_the_block_by_block_walk(path):
     tr = load_trace(path)
     if not tr.device:
