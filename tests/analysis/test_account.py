@@ -15,7 +15,7 @@ from support.builders import CPU_PID, TID, TraceBuilder, attention_block
 from support.paths import GRAPHS, SWEEP, real_trace_files
 
 from tracekit.analysis import account
-from tracekit.analysis.busy import busy_time, device_busy, window
+from tracekit.analysis.busy import busy_time, device_busy
 from tracekit.analysis.context import AttributeConfig, StageContext
 from tracekit.analysis.idle import _device_work, _Intervals
 from tracekit.analysis.link import NONE
@@ -80,6 +80,14 @@ def _ref_blocks(ctx: StageContext) -> tuple[list[dict], list[int], dict]:
                     "names": tuple(e.name for e in evs),
                     "order": sorted(range(len(js)), key=lambda k: (evs[k].ts, k))})
     return out, dev_share, top
+
+
+def _ref_window(d0: int, d_end: int, roots: list, free_at: int) -> tuple[int, int]:
+    """The block's window: host time before its first kernel counts from when the device became free for it."""
+    if not roots:
+        return d0, d_end
+    h0, h_end = min(h.ts for h in roots), max(h.ts + h.dur for h in roots)
+    return (d0 if h0 >= d0 else max(h0, min(free_at, d0))), max(d_end, h_end)
 
 
 def _ref_merged(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
@@ -176,7 +184,7 @@ def _assert_matches_reference(ctx: StageContext) -> None:
         assert r.kernels == len(want["js"]) and r.host_us == (sum(h.dur for h in roots) / 1000 if roots else None)
         if want["js"]:  # the window opens at the first starter (lowest index among ties), from its free_at
             first = want["first"]
-            start, end = window(want["starts"][first], max(want["ends"]), roots, free_at[want["js"][first]])
+            start, end = _ref_window(want["starts"][first], max(want["ends"]), roots, free_at[want["js"][first]])
             assert (r.start_us, r.end_us) == ((start - ctx.origin) / 1000, (end - ctx.origin) / 1000)
         if r.idle_gaps is not None:  # the idle split, from the reference's order, gives the same gaps
             gaps = array("q")

@@ -143,4 +143,7 @@ def window(d0: int, end: int, roots: Sequence[HostEvent], free_at: int = -1) -> 
 
 def _extent(events: Sequence[DeviceEvent] | Sequence[HostEvent]) -> tuple[int, int]:
     """First start and last end of some events (at least one), in ns."""
+    if len(events) == 1:  # (most blocks: one root; no generators)
+        e = events[0]
+        return e.ts, e.ts + e.dur
     return min(e.ts for e in events), max(e.ts + e.dur for e in events)
