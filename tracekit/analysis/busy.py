@@ -52,7 +52,6 @@ class DeviceColumns:
     order: np.ndarray  # positions sorted by start, ties in index order (busy_time's order)
 
 
-
 def device_busy(events: Sequence[DeviceEvent]) -> tuple[int, list[int], list[int], DeviceColumns]:
     """:func:`busy_time` of all the device's events with ``busy_until`` (-1 where none), over columns: the busy
     union, each event's first-come share, when the device became free for each, and the columns read.

@@ -1,9 +1,9 @@
 """Time in the results: the trace's own clock, and each block's device intervals on it (docs/attribution.md,
 "Time in the trace").
 
-Why a module of its own: the block walk (tracekit.analysis.attribute) calls these once per block, and the
-intervals are stored as flat arrays (``array`` converts a list in C) built from the events the walk already
-holds, so that keeping them costs the 1 GB benchmark next to nothing when they are not written.
+Why a module of its own: the block walks (tracekit.analysis.account) call these once per block. A device block's
+intervals are flat arrays sliced from the columns gathered once for all blocks (account._group, with
+:data:`CATEGORY_INDEX`), so that keeping them costs the 1 GB benchmark next to nothing when they are not written.
 """
 
 from __future__ import annotations
@@ -41,20 +41,6 @@ def first_event(js: Sequence[int], evs: Sequence[DeviceEvent]) -> int:
     ``free_at`` opens a window (busy.block_window). C loops over the starts: no key tuple per event."""
     ts = [e.ts for e in evs]
     return min(compress(js, map(eq, ts, repeat(min(ts)))))
-
-
-def block_intervals(evs: Sequence[DeviceEvent], cats: Iterable[str], origin_ns: int,
-                    streams: tuple[tuple[object, object], ...], starts: list[int] | None = None,
-                    ends: list[int] | None = None) -> Intervals:
-    """A block's device events (``evs``, of categories ``cats``) as flat arrays: absolute start and end (ns),
-    category index and stream index (into ``streams``, the trace's stream table, shared by every block). (List
-    comprehensions read the events' fields faster than ``map(attrgetter)``; an array from a list converts in C.)
-    ``starts``, ``ends``: the events' start and end ns, when the caller has read them already."""
-    cat = CATEGORY_INDEX
-    return Intervals(origin_ns=origin_ns, start_ns=array("q", starts if starts is not None else [e.ts for e in evs]),
-                     end_ns=array("q", ends if ends is not None else [e.ts + e.dur for e in evs]),
-                     category=bytes([cat[c] for c in cats]),
-                     stream=array("q", [e.stream for e in evs]), streams=streams, names=tuple([e.name for e in evs]))
 
 
 def host_spans(roots: Iterable[HostEvent], threads: Sequence[tuple[object, object]],
