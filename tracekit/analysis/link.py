@@ -12,8 +12,9 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress, groupby, islice, repeat
+from itertools import compress, groupby, repeat
 from operator import attrgetter, eq, not_
+from typing import Any
 
 from ..model import ANNOTATION, OP, HostEvent, Trace
 from ..vocab import UnlinkedReason
@@ -21,6 +22,7 @@ from ..vocab import UnlinkedReason
 NONE = -1
 _KIND = attrgetter("kind")
 _EXT = attrgetter("ext_id")
+_NAME = attrgetter("name")
 
 
 @dataclass(slots=True)
@@ -43,12 +45,19 @@ class Links:
     # per device event: the first runtime call with its correlation id (the launch), None where none; empty when the
     # Links were built by hand (tracekit.analysis.idle then looks the calls up itself)
     device_call: list[int | None] = field(default_factory=list)
+    tree: HostTree | None = None  # the nesting as arrays (HostTree), from link; None when built by hand
 
     def index_of_order(self, tr: Trace) -> OrderIndex:
         """:class:`OrderIndex` of ``order``, built at the first call when linking did not need it."""
         if self.order_index is None:
             self.order_index = order_index(tr, self.order)
         return self.order_index
+
+    def host_tree(self, tr: Trace) -> HostTree:
+        """:class:`HostTree` of the nesting: link's, else (Links built by hand) the trace's nested again."""
+        if self.tree is None:
+            self.tree = _nest_host(tr)[9]
+        return self.tree
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,64 +109,266 @@ def host_order(host: list[HostEvent]) -> list[int]:
 
 
 def _host_order(host: list[HostEvent]) -> tuple[list[int], OrderIndex]:
-    """:func:`host_order`, and that order bisectable (:class:`OrderIndex`), from the same key lists.
+    """:func:`host_order`, and that order bisectable (:class:`OrderIndex`)."""
+    cols = _HostColumns.of(host)
+    order = _sorted_order(cols)
+    return order.tolist(), _order_index(cols.ts[order], cols.thread[order])
 
-    Sorted by ts alone first, a key list of the events' own ints, then runs of equal ts re-sorted by
-    the rest, then a stable sort by thread. The same order as one sort on 4-tuples, without building
-    them: those were 100 MB per GB of trace, freed at once, and at 10 GB fresh pages to fault in again.
-    """
-    n = len(host)
-    ts = [h.ts for h in host]
-    order = sorted(range(n), key=ts.__getitem__)
-    in_order = list(map(ts.__getitem__, order))
-    tied = list(compress(range(1, n), map(eq, in_order, islice(in_order, 1, None))))  # order[k] ties order[k-1]
-    k, end_k = 0, len(tied)
-    while k < end_k:  # each run of equal ts: order[start:end]
-        start, end = tied[k] - 1, tied[k] + 1
-        k += 1
-        while k < end_k and tied[k] == end:
-            end += 1
-            k += 1
-        order[start:end] = sorted(order[start:end], key=lambda i: (host[i].thread, -host[i].dur, host[i].kind))
-    threads = [h.thread for h in host]
-    if not n or threads.count(threads[0]) == n:  # one thread: the ties' re-sort kept each ts in place
-        return order, _index_sorted(in_order, threads)
-    del in_order
-    order.sort(key=threads.__getitem__)
-    return order, _index_sorted(list(map(ts.__getitem__, order)), list(map(threads.__getitem__, order)))
+
+@dataclass(slots=True)
+class _HostColumns:
+    """The host events' fields that nesting reads, as int64 arrays in file order: built once (a list of each field
+    in a C loop, converted in C), so that sorting and nesting run as array operations, not per event in Python."""
+
+    ts: Any
+    dur: Any
+    kind: Any
+    thread: Any
+
+    @classmethod
+    def of(cls, host: list[HostEvent]) -> _HostColumns:
+        import numpy as np
+
+        n, i64 = len(host), np.int64
+        threads = [h.thread for h in host]
+        one = not n or threads.count(threads[0]) == n  # (one thread: no conversion)
+        return cls(ts=np.fromiter([h.ts for h in host], i64, n), dur=np.fromiter([h.dur for h in host], i64, n),
+                   kind=np.fromiter([h.kind for h in host], i64, n),
+                   thread=np.full(n, threads[0] if n else 0, i64) if one else np.fromiter(threads, i64, n))
+
+
+def _sorted_order(cols: _HostColumns) -> Any:
+    """Indices by (thread, ts, -dur, kind), ties in file order: a stable sort by ts (traces are nearly in time
+    order: it runs in about linear time), then only the runs of equal ts re-sorted by the rest, then a stable sort
+    by thread where there are several."""
+    import numpy as np
+
+    order = np.argsort(cols.ts, kind="stable")
+    in_order = cols.ts[order]
+    tied = in_order[1:] == in_order[:-1]  # position k + 1 ties position k
+    if tied.any():
+        member = np.zeros(len(order), bool)
+        member[1:] |= tied
+        member[:-1] |= tied
+        at = np.flatnonzero(member)  # the positions in runs of equal ts
+        run = np.cumsum(np.concatenate(([True], ~tied)))[at]  # each one's run (runs stay in place)
+        idx = order[at]
+        order[at] = idx[np.lexsort((cols.kind[idx], -cols.dur[idx], cols.thread[idx], run))]
+    threads = cols.thread[order]
+    if len(order) and threads.min() != threads.max():
+        order = order[np.argsort(threads, kind="stable")]
+    return order
+
+
+def _thread_runs(threads: Any) -> list[tuple[int, int, int]]:
+    """(thread, first, stop) positions of each thread's run in an order sorted by thread."""
+    import numpy as np
+
+    n = len(threads)
+    cuts = (np.flatnonzero(threads[1:] != threads[:-1]) + 1).tolist() if n else []
+    firsts = [0, *cuts] if n else []
+    return list(zip(threads[firsts].tolist(), firsts, [*cuts, n]))
+
+
+def _order_index(starts: Any, threads: Any) -> OrderIndex:
+    """The OrderIndex of an order sorted by thread (``starts``, ``threads``: arrays in that order)."""
+    runs = _thread_runs(threads)
+    return OrderIndex(starts=starts.tolist(), first={t: a for t, a, _ in runs}, stop={t: b for t, _, b in runs})
+
+
+@dataclass(slots=True, kw_only=True)
+class HostTree:
+    """The host nesting in sweep positions (``Links.order``), as arrays: where each event sits in the order and
+    where its subtree ends. Parents come first in the order and an event's descendants are exactly the events
+    pushed while it is on the sweep's stack, so each subtree is one run of positions: readers that hand a figure
+    down the tree (the owning block) assign runs instead of walking the events."""
+
+    order: Any  # position -> host index (``Links.order`` as an array)
+    position: Any  # host index -> position
+    end: Any  # position -> one past the last position of its subtree
 
 
 def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], list[int | None], list[int], list[int],
                                   OrderIndex, list[int]]:
-    """One stack sweep per thread; O(n log n) for the sort, linear after. It also hands each event the
-    ``ProfilerStep#N`` around it (None outside steps), inherited down the nesting, when the trace has steps, and
-    lists the ProfilerStep#N events themselves and the top-level ops (ops whose innermost enclosing op/annotation
-    is no op), in index order: found here, where each name and parent is read anyway, so no later
-    pass over every host event (tracekit.analysis.stepindex) needs to read them again. Last, each runtime call's
-    leaf (:func:`runtime_leaves`), read off the same sweep's stack as the calls go by in time order."""
+    """The host tree of :func:`host_order`'s stack sweep, found over columns (:func:`_nest`), and what it hands down
+    (:func:`_inherit`): each event's op parent, launcher and ``ProfilerStep#N`` (None outside steps, and for all
+    when the trace has no steps); the ProfilerStep#N events themselves, in sweep order, and the top-level ops (ops
+    whose innermost enclosing op/annotation is no op), in index order, when the trace has steps: found here, so
+    no later pass over every host event (tracekit.analysis.stepindex) needs to read them again. Last, each runtime
+    call's leaf (:func:`runtime_leaves`), by bisection of the same order (:func:`_call_leaves`)."""
+    return _nest_host(tr)[:9]  # type: ignore[return-value]
+
+
+def _nest_host(tr: Trace) -> tuple:
+    """:func:`nest_host`'s figures, then the :class:`HostTree` that :func:`link` keeps."""
+    import numpy as np
+
     host = tr.host
     n = len(host)
-    parent = [NONE] * n
-    op_parent = [NONE] * n
-    launcher = [NONE] * n
-    step: list[int | None] = [None] * n
-    roots: list[int] = []
-    tops: list[int] = []
-    leaf = [NONE] * len(tr.runtime)
-    order, index = _host_order(host)
-    calls, call_index = _calls_in_time_order(tr)
-    step_names = _step_names(tr) if tr.info.steps else {}
-    out = (parent, op_parent, launcher, step, roots, tops, leaf)
-    for thread in sorted(index.first, key=index.first.__getitem__):  # each thread's run of ``order``, in order
-        lo, hi = index.run(thread)
-        c_lo, c_hi = call_index.run(thread)
-        _sweep(host, zip(order[lo:hi], index.starts[lo:hi]),  # (slices: an islice would walk up to lo)
-               chain(zip(calls[c_lo:c_hi], call_index.starts[c_lo:c_hi]), _NO_CALL), step_names, out)
-    if tr.info.steps:
-        tops.sort()
-    else:
-        tops.clear()
-    return order, parent, op_parent, launcher, step, roots, tops, index, leaf
+    cols = _HostColumns.of(host)
+    order = _sorted_order(cols)
+    t, d, threads = cols.ts[order], cols.dur[order], cols.thread[order]
+    index = _order_index(t, threads)
+    runs = _thread_runs(threads)
+    parent, end, levels = _nest(t, d, runs)
+    kind = cols.kind[order]
+    launcher = _inherit(parent, levels, kind == OP, None)
+    op_parent = _inherit(parent, levels, None, kind >= ANNOTATION)
+    position = np.empty(n, np.int64)
+    position[order] = np.arange(n)
+    named = np.append(order, NONE)  # position (n: none) -> host index (NONE)
+    step, roots, tops = _steps(tr, named, position, end, kind, op_parent) if tr.info.steps else ([None] * n, [], [])
+    leaf = _call_leaves(tr, index, t, t + d, parent, named)
+    tree = HostTree(order=order, position=position, end=end)
+    return (order.tolist(), named[parent][position].tolist(), named[op_parent[:n]][position].tolist(),
+            named[launcher[:n]][position].tolist(), step, roots, tops, index, leaf, tree)
+
+
+def _nest(t: Any, d: Any, runs: list[tuple[int, int, int]]) -> tuple[Any, Any, list[Any]]:
+    """(parent, end, levels) of the positions of the order (starts ``t``, durations ``d``): each one's parent in the
+    stack sweep (n: none) and the position that pops it (one past its subtree), and the positions at each depth,
+    shallowest first (:func:`_levels`).
+
+    The sweep closes an event by the next that starts at or after its end, except that a zero-length event at
+    its end, when it started earlier, is still inside it; a zero-length event is closed by whatever comes next.
+    Where every event closes no later than its parent (properly nested events: all real traces), the events open
+    at a position are those whose close lies beyond it, so depths are a running count and each parent is the last
+    event one level up: array operations (:func:`_nest_columns`). :func:`_improper` checks that this is what the
+    sweep itself would do; a thread where it is not is swept in Python (:func:`_sweep_run`).
+    """
+    parent, end, depth, by_depth = _nest_columns(t, d, runs)
+    improper = _improper(parent, end, depth, runs)
+    for lo, hi in improper:
+        p, e, k = _sweep_run(t[lo:hi].tolist(), d[lo:hi].tolist(), lo, len(t))
+        parent[lo:hi], end[lo:hi], depth[lo:hi] = p, e, k
+    return parent, end, _levels(depth, _by_depth(depth) if improper else by_depth)
+
+
+def _nest_columns(t: Any, d: Any, runs: list[tuple[int, int, int]]) -> tuple[Any, Any, Any, Any]:
+    """:func:`_nest` for properly nested events: ends by bisection (:func:`_closes`), depths by a running count of
+    the opens and closes, parents by bisection among the positions one level up. Also the positions by depth."""
+    import numpy as np
+
+    n = len(t)
+    end = _closes(t, d, runs)
+    depth = np.arange(1, n + 1) - np.cumsum(np.bincount(end, minlength=n + 1))[:n]
+    by_depth = _by_depth(depth)
+    return _parents(depth, by_depth), end, depth, by_depth
+
+
+def _parents(depth: Any, by_depth: Any) -> Any:
+    """Each position's parent (n: none) where the nesting is proper: the position before it where that one is a
+    level up (a first child), else the parent of the last position before it at its depth (a later sibling's).
+    Each level's first children, filled forward over the level (keys offset by depth keep the levels apart)."""
+    import numpy as np
+
+    n = len(depth)
+    level = depth[by_depth]
+    before = np.where(by_depth > 0, by_depth - 1, n)
+    first = np.append(depth, 0)[before] == level - 1
+    offset = level * (n + 1)
+    filled = np.maximum.accumulate(np.where(first, offset + before, -1)) - offset
+    parent = np.empty(n, np.int64)
+    parent[by_depth] = np.where((level > 1) & (filled >= 0), filled, n)
+    return parent
+
+
+def _by_depth(depth: Any) -> Any:
+    """The positions sorted by (depth, position): a stable sort, in 16 bits where the depths fit (a radix sort)."""
+    import numpy as np
+
+    small = len(depth) and depth.max() < 1 << 15
+    return np.argsort(depth.astype(np.int16) if small else depth, kind="stable")
+
+
+def _closes(t: Any, d: Any, runs: list[tuple[int, int, int]]) -> Any:
+    """Per position, the position of the event that closes it (the thread's stop if none): for an event with a
+    length, the first of its thread to start at its end with a length (those come first at equal ts) or to start
+    after its end; for a zero-length event, the next."""
+    import numpy as np
+
+    n = len(t)
+    end = np.arange(1, n + 1)
+    long = np.flatnonzero(d) if not d.all() else None  # (None: every event has a length)
+    for _, lo, hi in runs:
+        if long is None:
+            js: Any = slice(lo, hi)
+        else:
+            a, b = np.searchsorted(long, (lo, hi)).tolist()
+            js = long[a:b]
+            if not len(js):
+                continue
+        starts, ends = t[lo:hi], t[js] + d[js]
+        q = np.searchsorted(starts, ends)  # the first to start at or after the end
+        at = np.minimum(q, hi - lo - 1)
+        instant = (q < hi - lo) & (starts[at] == ends) & (d[lo + at] == 0)  # only zero-length events at the end
+        if instant.any():
+            q[instant] = np.searchsorted(starts, ends[instant], "right")
+        end[js] = q + lo
+    return end
+
+
+def _improper(parent: Any, end: Any, depth: Any, runs: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """The (first, stop) runs of the threads where the column nesting may differ from the sweep's: some event's
+    parent is no open event one level up, or closes before it. Where none does, the events open at each position
+    are exactly its parent's chain, which is the sweep's stack (the induction in tests/analysis/test_link.py)."""
+    import numpy as np
+
+    n = len(parent)
+    has = parent < n
+    up = np.where(has, parent, 0)
+    bad = has & ((depth[up] != depth - 1) | (end[up] <= np.arange(n)) | (end[up] < end)) | (~has & (depth != 1))
+    if not bad.any():
+        return []
+    return [(lo, hi) for _, lo, hi in runs if bad[lo:hi].any()]
+
+
+def _sweep_run(t: list[int], d: list[int], lo: int, n: int) -> tuple[list[int], list[int], list[int]]:
+    """The stack sweep itself over one thread's run of positions ``lo``.. (starts ``t``, durations ``d``), for
+    improperly nested events: (parent, end, depth) as :func:`_nest` gives them."""
+    m = len(t)
+    parent, end, depth = [n] * m, [lo + m] * m, [1] * m
+    stack: list[int] = []
+    for k in range(m):
+        ts, zero = t[k], not d[k]
+        while stack:
+            top = stack[-1]
+            top_end = t[top] + d[top]
+            if top_end > ts or (zero and top_end == ts and d[top]):
+                break
+            end[stack.pop()] = lo + k
+        if stack:
+            parent[k] = lo + stack[-1]
+        depth[k] = len(stack) + 1
+        stack.append(k)
+    return parent, end, depth
+
+
+def _levels(depth: Any, by_depth: Any) -> list[Any]:
+    """The positions at each depth (``by_depth``: sorted by depth, then position), shallowest first: a level's
+    parents are all in the levels before it."""
+    import numpy as np
+
+    cuts = np.cumsum(np.bincount(depth)).tolist()
+    return [by_depth[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def _inherit(parent: Any, levels: list[Any], own: Any, passes: Any) -> Any:
+    """Per position (and n: none, last), the nearest enclosing position for which ``own`` holds, itself included
+    (``passes`` None), or the nearest strictly enclosing one for which ``passes`` holds (``own`` None); n where
+    none: handed down one level at a time, parents first."""
+    import numpy as np
+
+    n = len(parent)
+    out = np.full(n + 1, n, np.int64)
+    hit = np.append(passes, False) if passes is not None else None
+    for idx in levels:
+        up = parent[idx]
+        if own is not None:
+            out[idx] = np.where(own[idx], idx, out[up])
+        else:
+            out[idx] = np.where(hit[up], up, out[up])
+    return out
 
 
 def _step_names(tr: Trace) -> dict[str, int]:
@@ -167,93 +378,71 @@ def _step_names(tr: Trace) -> dict[str, int]:
     return {name: s for name in names if (s := _step_number(name)) >= 0}
 
 
-def _calls_in_time_order(tr: Trace) -> tuple[list[int], OrderIndex]:
-    """The runtime calls by (thread, ts), ties in file order, and that order's :class:`OrderIndex`. Both key
-    lists in one walk over the calls (as fast as two comprehensions)."""
+def _steps(tr: Trace, named: Any, position: Any, end: Any, kind: Any, op_parent: Any
+           ) -> tuple[list[int | None], list[int], list[int]]:
+    """(each event's step, the ProfilerStep#N events in sweep order, the top ops in index order). A step is handed
+    down its subtree, a run of positions (inner steps last: they overwrite); a top op is an op whose op parent is
+    none or no op. The step events are picked out by name in C loops: a few among all the events."""
+    import numpy as np
+
+    host = tr.host
+    n = len(host)
+    names = _step_names(tr)
+    marked = [i for i, h in enumerate(host) if h.name in names] if names else []
+    at = np.sort(position[marked]).tolist()
+    rank = np.zeros(n, np.int64)  # per position: 1 + the rank of its step event, 0 for none
+    for r, p in enumerate(at, 1):
+        rank[p:end[p]] = r
+    roots = named[at].tolist() if at else []
+    table = np.array([None, *(names[host[i].name] for i in roots)], object)
+    is_op = kind == OP
+    top = is_op & ~np.append(is_op, False)[op_parent[:n]]
+    return table[rank[position]].tolist(), roots, np.sort(named[:n][top]).tolist()
+
+
+def _call_leaves(tr: Trace, index: OrderIndex, starts: Any, ends: Any, parent: Any, named: Any) -> list[int]:
+    """Each runtime call's leaf (:func:`runtime_leaves`): the last host event on its thread to start at or before
+    it (by bisection), else the first around that one, outwards, that ends at or after it: what the sweep's stack
+    holds at the call, ends included. All calls a level at a time: the calls still outside move up together."""
+    import numpy as np
+
+    n = len(parent)
+    at, call_ts = _last_started(tr, index, starts, n)
+    ends = np.append(ends, np.iinfo(np.int64).max)  # (n, no event: never ends)
+    up = np.append(parent, n)
+    live = np.flatnonzero(ends[at] < call_ts)
+    while len(live):
+        at[live] = up[at[live]]
+        live = live[ends[at[live]] < call_ts[live]]
+    return named[at].tolist()
+
+
+def _last_started(tr: Trace, index: OrderIndex, starts: Any, n: int) -> tuple[Any, Any]:
+    """(per runtime call, the position of the last host event on its thread to start at or before it (n: none);
+    the calls' times). The calls' times and threads in one walk; each thread's calls bisect its run."""
+    import numpy as np
+
     ts: list[int] = []
     threads: list[int] = []
     add_ts, add_thread = ts.append, threads.append
     for rt in tr.runtime:
         add_ts(rt.ts)
         add_thread(rt.thread)
-    calls = sorted(range(len(ts)), key=ts.__getitem__)
-    if threads and threads.count(threads[0]) != len(threads):
-        calls.sort(key=threads.__getitem__)
-    return calls, _index_sorted(list(map(ts.__getitem__, calls)), list(map(threads.__getitem__, calls)))
-
-
-_NEVER = float("inf")  # the end of the bottom of the stack (it outlasts every event), and the time of no call
-_NO_CALL: tuple[tuple[int, float], ...] = ((NONE, _NEVER),)  # after a thread's last runtime call
-
-
-def _sweep(host: list[HostEvent], run: Iterable[tuple[int, int]], calls: Iterator[tuple[int, float]],
-           step_names: dict[str, int], out: tuple[list, ...]) -> None:
-    """The stack sweep of one thread's events (``run``: (index, ts) in :func:`host_order`), filling ``out``.
-
-    The innermost open event's own figures, and what it hands its children (op parent, launcher, step, whether
-    an op under it is a top op), are locals; the stack keeps the enclosing events' as one tuple each. An event
-    is closed by the next that starts at or after its end, except that a zero-length event at its end, when it
-    started earlier, is still inside it (:func:`_close_for_instant`). The thread's runtime calls (``calls``:
-    (index, ts) by time, then ``_NO_CALL``) are met between the events: each call's leaf is the innermost event
-    open at it, ends included, once every event that starts at or before it is in.
-    """
-    parent, op_parent, launcher, step, roots, tops, leaf = out
-    stack: list[tuple] = []
-    push, pop = stack.append, stack.pop
-    top, top_end, c_opp, c_launch, c_step, c_top = NONE, _NEVER, NONE, NONE, None, True
-    r, call_ts = next(calls)
-    for i, ts in run:
-        while call_ts < ts:
-            while top_end < call_ts:  # (what the next event would close anyway: it starts later)
-                top, top_end, c_opp, c_launch, c_step, c_top = pop()
-            leaf[r] = top
-            r, call_ts = next(calls)
-        h = host[i]
-        dur = h.dur
-        if dur:
-            while top_end <= ts:
-                top, top_end, c_opp, c_launch, c_step, c_top = pop()
-        else:
-            top, top_end, c_opp, c_launch, c_step, c_top = _close_for_instant(
-                host, stack, (top, top_end, c_opp, c_launch, c_step, c_top), ts)
-        parent[i] = top
-        op_parent[i] = c_opp
-        push((top, top_end, c_opp, c_launch, c_step, c_top))
-        if h.name in step_names:
-            c_step = step_names[h.name]
-            roots.append(i)
-        step[i] = c_step
-        kind = h.kind
-        if kind == OP:
-            launcher[i] = c_launch = c_opp = i
-            if c_top:
-                tops.append(i)  # (whatever its step now: backward ops get theirs later, blocks.backward)
-            c_top = False
-        else:
-            launcher[i] = c_launch
-            if kind >= ANNOTATION:
-                c_opp, c_top = i, True
-        top, top_end = i, ts + dur
-    _calls_after(stack, top, top_end, r, call_ts, calls, leaf)
-
-
-def _close_for_instant(host: list[HostEvent], stack: list[tuple], state: tuple, ts: int) -> tuple:
-    """The stack state a zero-length event at ``ts`` sees: the events it closes popped. Those that ended before
-    it, and a zero-length one at the same ts; not one that ends at ts and started earlier (it is inside that)."""
-    while state[1] < ts or (state[1] == ts and not host[state[0]].dur):
-        state = stack.pop()
-    return state
-
-
-def _calls_after(stack: list[tuple], top: int, top_end: float, r: int, call_ts: float,
-                 calls: Iterator[tuple[int, float]], leaf: list[int]) -> None:
-    """The leaves of a thread's calls at or after its last event's start: as in the sweep, with nothing left to
-    come but the calls."""
-    while r != NONE:
-        while top_end < call_ts:
-            top, top_end = stack.pop()[:2]
-        leaf[r] = top
-        r, call_ts = next(calls)
+    m = len(ts)
+    call_ts, call_thread = np.fromiter(ts, np.int64, m), np.fromiter(threads, np.int64, m)
+    at = np.full(m, n, np.int64)
+    if not m:
+        return at, call_ts
+    if call_thread.min() == call_thread.max():
+        groups: list[tuple[int, Any]] = [(threads[0], slice(None))]
+    else:
+        by_thread = np.argsort(call_thread, kind="stable")
+        groups = [(t, by_thread[a:b]) for t, a, b in _thread_runs(call_thread[by_thread])]
+    for thread, calls in groups:
+        lo, hi = index.run(thread)
+        k = np.searchsorted(starts[lo:hi], call_ts[calls], "right") + (lo - 1)
+        at[calls] = np.where(k >= lo, k, n)
+    return at, call_ts
 
 
 def nearest_above(parent: Sequence[int], i: int, hit: Callable[[int], bool], memo: dict[int, int]) -> int:
@@ -313,18 +502,6 @@ def _index(starts: list[int], threads: list[int]) -> OrderIndex:
                       stop=dict(zip(threads, range(1, n + 1))))
 
 
-def _index_sorted(starts: list[int], threads: list[int]) -> OrderIndex:
-    """:func:`_index` of an order sorted by thread: each thread's run found by bisection, not by a dict per event."""
-    first: dict[int, int] = {}
-    stop: dict[int, int] = {}
-    k, n = 0, len(threads)
-    while k < n:
-        thread = threads[k]
-        first[thread] = k
-        k = stop[thread] = bisect_right(threads, thread, k)
-    return OrderIndex(starts=starts, first=first, stop=stop)
-
-
 def runtime_leaves(tr: Trace, order: list[int], parent: list[int], index: OrderIndex | None = None) -> list[int]:
     """For each runtime call, the innermost host event on its thread that contains it (ends included).
 
@@ -367,7 +544,7 @@ def external_ids_trusted(tr: Trace) -> bool:
 
 
 def link(tr: Trace) -> Links:
-    order, parent, op_parent, launcher, step, roots, tops, index, rleaf = nest_host(tr)
+    order, parent, op_parent, launcher, step, roots, tops, index, rleaf, tree = _nest_host(tr)
     # correlation id -> its first runtime call (later writes win: reversed, the first is written last)
     rt_corrs = [rt.correlation for rt in reversed(tr.runtime)]
     by_corr = dict(zip(rt_corrs, range(len(tr.runtime) - 1, -1, -1)))
@@ -380,7 +557,7 @@ def link(tr: Trace) -> Links:
     if pending and tr.gpu_annotations:
         _link_by_annotation(tr, pending, leaf, linked)
     links = Links(order, parent, op_parent, launcher, leaf, linked, trusted, step, roots, tops)
-    links.order_index, links.device_call = index, launch
+    links.order_index, links.device_call, links.tree = index, launch, tree
     if pending:
         _record_unlinked(links, tr, pending, rt_corrs)
     return links

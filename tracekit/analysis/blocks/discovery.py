@@ -230,17 +230,25 @@ class BlockFinder:
         """
         cores = _Cores(tr, links, self, cats)
         blocks = cores.blocks()
-        owner = [NONE] * len(tr.host)
-        for b, blk in enumerate(blocks):
-            for r in blk.roots:
-                owner[r] = b
-        parent = links.parent
-        for i in links.order:  # parents first: the innermost block root around an event owns it
-            p = parent[i]
-            if owner[i] == NONE and p != NONE:
-                owner[i] = owner[p]
         _assign_steps(links, blocks)
-        return blocks, owner
+        return blocks, _owners(tr, links, blocks)
+
+
+def _owners(tr: Trace, links: Links, blocks: list[Block]) -> list[int]:
+    """Per host event, the block whose root is the innermost around it (itself included), or NONE. A root's subtree
+    is one run of the sweep's positions (link.HostTree): the runs are assigned outermost first, so an inner root's
+    overwrites its block's; a root of two blocks is the later block's."""
+    import numpy as np
+
+    tree = links.host_tree(tr)
+    roots = [(r, b) for b, blk in enumerate(blocks) for r in blk.roots]
+    owner = np.full(len(tr.host), NONE, np.int64)
+    if roots:
+        at = tree.position[[r for r, _ in roots]].tolist()
+        ends = tree.end[at].tolist()
+        for p, b, e in sorted(zip(at, [b for _, b in roots], ends)):
+            owner[p:e] = b
+    return owner[tree.position].tolist()
 
 
 class _Cores:
