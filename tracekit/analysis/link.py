@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, groupby, repeat
 from operator import attrgetter, eq, not_
@@ -112,7 +112,8 @@ def _host_order(host: list[HostEvent]) -> tuple[list[int], OrderIndex]:
     """:func:`host_order`, and that order bisectable (:class:`OrderIndex`)."""
     cols = _HostColumns.of(host)
     order = _sorted_order(cols)
-    return order.tolist(), _order_index(cols.ts[order], cols.thread[order])
+    listed = order.tolist()
+    return listed, _order_index(cols, listed, cols.thread[order])
 
 
 @dataclass(slots=True)
@@ -124,17 +125,29 @@ class _HostColumns:
     dur: Any
     kind: Any
     thread: Any
+    ts_list: list[int]  # the starts as a list: the events' own int objects, for lists built from them
 
     @classmethod
     def of(cls, host: list[HostEvent]) -> _HostColumns:
         import numpy as np
 
         n, i64 = len(host), np.int64
+        ts = [h.ts for h in host]
         threads = [h.thread for h in host]
         one = not n or threads.count(threads[0]) == n  # (one thread: no conversion)
-        return cls(ts=np.fromiter([h.ts for h in host], i64, n), dur=np.fromiter([h.dur for h in host], i64, n),
-                   kind=np.fromiter([h.kind for h in host], i64, n),
+        return cls(ts=np.fromiter(ts, i64, n), dur=np.fromiter([h.dur for h in host], i64, n),
+                   kind=_small_ints([h.kind for h in host]), ts_list=ts,
                    thread=np.full(n, threads[0] if n else 0, i64) if one else np.fromiter(threads, i64, n))
+
+
+def _small_ints(values: list[int]) -> Any:
+    """``values`` as an array: bytes where they all fit one (a C conversion 3x faster), else int64."""
+    import numpy as np
+
+    try:
+        return np.frombuffer(bytes(values), np.uint8)
+    except ValueError:
+        return np.fromiter(values, np.int64, len(values))
 
 
 def _sorted_order(cols: _HostColumns) -> Any:
@@ -170,10 +183,12 @@ def _thread_runs(threads: Any) -> list[tuple[int, int, int]]:
     return list(zip(threads[firsts].tolist(), firsts, [*cuts, n]))
 
 
-def _order_index(starts: Any, threads: Any) -> OrderIndex:
-    """The OrderIndex of an order sorted by thread (``starts``, ``threads``: arrays in that order)."""
+def _order_index(cols: _HostColumns, order: list[int], threads: Any) -> OrderIndex:
+    """The OrderIndex of an order sorted by thread (``threads``: an array in that order); the starts are the
+    events' own ints (no new ones: a list of them lives as long as the links)."""
     runs = _thread_runs(threads)
-    return OrderIndex(starts=starts.tolist(), first={t: a for t, a, _ in runs}, stop={t: b for t, _, b in runs})
+    return OrderIndex(starts=list(map(cols.ts_list.__getitem__, order)), first={t: a for t, a, _ in runs},
+                      stop={t: b for t, _, b in runs})
 
 
 @dataclass(slots=True, kw_only=True)
@@ -186,6 +201,43 @@ class HostTree:
     order: Any  # position -> host index (``Links.order`` as an array)
     position: Any  # host index -> position
     end: Any  # position -> one past the last position of its subtree
+    parent: Any  # position -> its parent's position (n: none)
+    kind: Any  # position -> its event's kind
+    names: HostNames | None = None  # the events' names as ids: built at the first reader's call (names_of)
+
+    def names_of(self, tr: Trace) -> HostNames:
+        """:class:`HostNames` of the trace's host events, built once."""
+        if self.names is None:
+            self.names = HostNames.of(tr.host, tr.names)
+        return self.names
+
+
+@dataclass(slots=True, kw_only=True)
+class HostNames:
+    """The host events' names as a column of ids: which events carry one of a set of names is then an array
+    lookup (:meth:`having`), however many readers ask (the steps, the rules' named ops), after one walk."""
+
+    ids: dict[str, int]  # name -> id
+    column: Any  # host index -> the id of its name
+
+    @classmethod
+    def of(cls, host: list[HostEvent], table: frozenset[str] | None) -> HostNames:
+        import numpy as np
+
+        ids: dict[str, int] = dict(zip(table, range(len(table)))) if table is not None else {}
+        try:
+            column = [ids[h.name] for h in host]
+        except KeyError:  # (no table, or a name not in it: ids as the names come)
+            column = [ids.setdefault(h.name, len(ids)) for h in host]
+        return cls(ids=ids, column=np.fromiter(column, np.int64, len(column)))
+
+    def having(self, names: Iterable[str]) -> Any:
+        """The host indices (ascending, an array) of the events named one of ``names``."""
+        import numpy as np
+
+        wanted = np.zeros(len(self.ids) + 1, bool)
+        wanted[[self.ids[x] for x in names if x in self.ids]] = True
+        return np.flatnonzero(wanted[self.column])
 
 
 def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], list[int | None], list[int], list[int],
@@ -207,21 +259,28 @@ def _nest_host(tr: Trace) -> tuple:
     n = len(host)
     cols = _HostColumns.of(host)
     order = _sorted_order(cols)
+    listed = order.tolist()
+    named = np.empty(n + 1, object)  # position (n: none) -> host index, as the order's own ints
+    named[:n], named[n] = listed, NONE
     t, d, threads = cols.ts[order], cols.dur[order], cols.thread[order]
-    index = _order_index(t, threads)
-    runs = _thread_runs(threads)
-    parent, end, levels = _nest(t, d, runs)
+    index = _order_index(cols, listed, threads)
+    parent, end, levels = _nest(t, d, _thread_runs(threads))
     kind = cols.kind[order]
     launcher = _inherit(parent, levels, kind == OP, None)
     op_parent = _inherit(parent, levels, None, kind >= ANNOTATION)
     position = np.empty(n, np.int64)
     position[order] = np.arange(n)
-    named = np.append(order, NONE)  # position (n: none) -> host index (NONE)
-    step, roots, tops = _steps(tr, named, position, end, kind, op_parent) if tr.info.steps else ([None] * n, [], [])
+    tree = HostTree(order=order, position=position, end=end, parent=parent, kind=kind)
+    step, roots, tops = _steps(tr, tree, named, op_parent) if tr.info.steps else ([None] * n, [], [])
     leaf = _call_leaves(tr, index, t, t + d, parent, named)
-    tree = HostTree(order=order, position=position, end=end)
-    return (order.tolist(), named[parent][position].tolist(), named[op_parent[:n]][position].tolist(),
-            named[launcher[:n]][position].tolist(), step, roots, tops, index, leaf, tree)
+    return (listed, _named(named, parent[position]), _named(named, op_parent[position]),
+            _named(named, launcher[position]), step, roots, tops, index, leaf, tree)
+
+
+def _named(named: Any, at: Any) -> list[int]:
+    """The host indices at positions ``at`` (an array; n: NONE) as the order's own ints (``named``: an object
+    array of them): no new int per entry, in a list that lives as long as the links, and a C-level gather."""
+    return named[at].tolist()
 
 
 def _nest(t: Any, d: Any, runs: list[tuple[int, int, int]]) -> tuple[Any, Any, list[Any]]:
@@ -251,7 +310,8 @@ def _nest_columns(t: Any, d: Any, runs: list[tuple[int, int, int]]) -> tuple[Any
 
     n = len(t)
     end = _closes(t, d, runs)
-    depth = np.arange(1, n + 1) - np.cumsum(np.bincount(end, minlength=n + 1))[:n]
+    depth = np.cumsum(np.bincount(end, minlength=n + 1)[:n])
+    np.subtract(np.arange(1, n + 1), depth, out=depth)
     by_depth = _by_depth(depth)
     return _parents(depth, by_depth), end, depth, by_depth
 
@@ -264,12 +324,15 @@ def _parents(depth: Any, by_depth: Any) -> Any:
 
     n = len(depth)
     level = depth[by_depth]
-    before = np.where(by_depth > 0, by_depth - 1, n)
+    before = by_depth - 1  # (-1 for position 0: the last entry of the padded depths, 0, is never a level up)
     first = np.append(depth, 0)[before] == level - 1
     offset = level * (n + 1)
-    filled = np.maximum.accumulate(np.where(first, offset + before, -1)) - offset
+    filled = np.where(first, offset + before, -1)
+    np.maximum.accumulate(filled, out=filled)
+    filled -= offset
+    filled[(level <= 1) | (filled < 0)] = n
     parent = np.empty(n, np.int64)
-    parent[by_depth] = np.where((level > 1) & (filled >= 0), filled, n)
+    parent[by_depth] = filled
     return parent
 
 
@@ -300,11 +363,12 @@ def _closes(t: Any, d: Any, runs: list[tuple[int, int, int]]) -> Any:
                 continue
         starts, ends = t[lo:hi], t[js] + d[js]
         q = np.searchsorted(starts, ends)  # the first to start at or after the end
-        at = np.minimum(q, hi - lo - 1)
-        instant = (q < hi - lo) & (starts[at] == ends) & (d[lo + at] == 0)  # only zero-length events at the end
-        if instant.any():
+        if long is not None:  # (zero-length events only at the end: they are inside it, the first after is not)
+            at = np.minimum(q, hi - lo - 1)
+            instant = (q < hi - lo) & (starts[at] == ends) & (d[lo + at] == 0)
             q[instant] = np.searchsorted(starts, ends[instant], "right")
-        end[js] = q + lo
+        q += lo
+        end[js] = q
     return end
 
 
@@ -378,18 +442,16 @@ def _step_names(tr: Trace) -> dict[str, int]:
     return {name: s for name in names if (s := _step_number(name)) >= 0}
 
 
-def _steps(tr: Trace, named: Any, position: Any, end: Any, kind: Any, op_parent: Any
-           ) -> tuple[list[int | None], list[int], list[int]]:
+def _steps(tr: Trace, tree: HostTree, named: Any, op_parent: Any) -> tuple[list[int | None], list[int], list[int]]:
     """(each event's step, the ProfilerStep#N events in sweep order, the top ops in index order). A step is handed
     down its subtree, a run of positions (inner steps last: they overwrite); a top op is an op whose op parent is
-    none or no op. The step events are picked out by name in C loops: a few among all the events."""
+    none or no op. The step events are picked out by name (HostNames): a few among all the events."""
     import numpy as np
 
-    host = tr.host
+    host, position, end, kind = tr.host, tree.position, tree.end, tree.kind
     n = len(host)
     names = _step_names(tr)
-    marked = [i for i, h in enumerate(host) if h.name in names] if names else []
-    at = np.sort(position[marked]).tolist()
+    at = np.sort(position[tree.names_of(tr).having(names)]).tolist() if names else []
     rank = np.zeros(n, np.int64)  # per position: 1 + the rank of its step event, 0 for none
     for r, p in enumerate(at, 1):
         rank[p:end[p]] = r
@@ -397,7 +459,7 @@ def _steps(tr: Trace, named: Any, position: Any, end: Any, kind: Any, op_parent:
     table = np.array([None, *(names[host[i].name] for i in roots)], object)
     is_op = kind == OP
     top = is_op & ~np.append(is_op, False)[op_parent[:n]]
-    return table[rank[position]].tolist(), roots, np.sort(named[:n][top]).tolist()
+    return table[rank[position]].tolist(), roots, _named(named, position[np.flatnonzero(top[position])])
 
 
 def _call_leaves(tr: Trace, index: OrderIndex, starts: Any, ends: Any, parent: Any, named: Any) -> list[int]:
@@ -414,7 +476,7 @@ def _call_leaves(tr: Trace, index: OrderIndex, starts: Any, ends: Any, parent: A
     while len(live):
         at[live] = up[at[live]]
         live = live[ends[at[live]] < call_ts[live]]
-    return named[at].tolist()
+    return _named(named, at)
 
 
 def _last_started(tr: Trace, index: OrderIndex, starts: Any, n: int) -> tuple[Any, Any]:
@@ -536,11 +598,13 @@ def runtime_leaves(tr: Trace, order: list[int], parent: list[int], index: OrderI
 
 def external_ids_trusted(tr: Trace) -> bool:
     """In 2022-23 traces a device event's External id is its correlation id: ignore them then."""
-    with_ext = [d for d in tr.device if d.ext_id]
-    if not with_ext:
-        return False
-    same = sum(1 for d in with_ext if d.ext_id == d.correlation)
-    return same * 2 < len(with_ext)
+    return _ids_trusted([d.ext_id for d in tr.device], [d.correlation for d in tr.device])
+
+
+def _ids_trusted(exts: list[int], corrs: list[int]) -> bool:
+    """:func:`external_ids_trusted` of the device events' External ids and correlation ids (C loops)."""
+    with_ext = len(exts) - exts.count(0)
+    return with_ext > 0 and sum(compress(map(eq, exts, corrs), exts)) * 2 < with_ext
 
 
 def link(tr: Trace) -> Links:
@@ -549,10 +613,14 @@ def link(tr: Trace) -> Links:
     rt_corrs = [rt.correlation for rt in reversed(tr.runtime)]
     by_corr = dict(zip(rt_corrs, range(len(tr.runtime) - 1, -1, -1)))
     by_corr.pop(0, None)  # 0: no correlation
-    trusted = external_ids_trusted(tr)
-    launch = list(map(by_corr.get, [d.correlation for d in tr.device]))  # (C loops: one entry per kernel)
-    leaf = [rleaf[r] if r is not None else NONE for r in launch]
-    linked = [r is not None for r in launch]
+    corrs = [d.correlation for d in tr.device]
+    trusted = _ids_trusted([d.ext_id for d in tr.device], corrs)
+    launch = list(map(by_corr.get, corrs))  # (C loops: one entry per kernel)
+    if None in launch:
+        leaf = [rleaf[r] if r is not None else NONE for r in launch]
+        linked = [r is not None for r in launch]
+    else:  # (every kernel launched by a recorded call: the common case, no test per kernel)
+        leaf, linked = list(map(rleaf.__getitem__, launch)), [True] * len(launch)
     pending = [] if all(linked) else _link_by_ext(tr, launch, leaf, linked, trusted)
     if pending and tr.gpu_annotations:
         _link_by_annotation(tr, pending, leaf, linked)
