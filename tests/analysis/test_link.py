@@ -239,10 +239,11 @@ def _swept(tr: Trace) -> tuple:
 
 
 def _overlapping(rng: random.Random, threads: int, count: int) -> list[HostEvent]:
-    """Events at random on few distinct times: ties, zero-length events, and children that outlast their parents
-    (improper nesting, which the column nesting must leave to the sweep)."""
+    """Events at random on few distinct times: ties, zero-length events, children that outlast their parents
+    (improper nesting, which the column nesting must leave to the sweep), now and then a negative duration (the
+    loader drops those; a trace built by hand may hold one)."""
     return [HostEvent(rng.choice((MODULE, ANNOTATION, OP)), f"e{k}", rng.randrange(threads), rng.randrange(40),
-                      rng.choice((0, 0, 1, 2, 5, 9, 30)), 0) for k in range(count)]
+                      rng.choice((0, 0, 1, 2, 5, 9, 30, 30, -2)) if k % 7 else 2, 0) for k in range(count)]
 
 
 def _with_calls(rng: random.Random, host: list[HostEvent], threads: int, steps: bool) -> Trace:

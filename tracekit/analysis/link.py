@@ -374,14 +374,16 @@ def _closes(t: Any, d: Any, runs: list[tuple[int, int, int]]) -> Any:
 
 def _improper(parent: Any, end: Any, depth: Any, runs: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
     """The (first, stop) runs of the threads where the column nesting may differ from the sweep's: some event's
-    parent is no open event one level up, or closes before it. Where none does, the events open at each position
+    parent is no open event one level up, or closes before it, or an event ends before it starts. Where none does, the events open at each position
     are exactly its parent's chain, which is the sweep's stack (the induction in tests/analysis/test_link.py)."""
     import numpy as np
 
     n = len(parent)
     has = parent < n
     up = np.where(has, parent, 0)
-    bad = has & ((depth[up] != depth - 1) | (end[up] <= np.arange(n)) | (end[up] < end)) | (~has & (depth != 1))
+    at = np.arange(n)
+    bad = has & ((depth[up] != depth - 1) | (end[up] <= at) | (end[up] < end)) | (~has & (depth != 1))
+    bad |= end <= at  # (a negative duration: a hand-built trace's; the loader drops them)
     if not bad.any():
         return []
     return [(lo, hi) for _, lo, hi in runs if bad[lo:hi].any()]

@@ -749,9 +749,11 @@ def _softmax_siblings(tr: Trace, links: Links, softmax_ops: list[int], key: Call
     the events under no such key are never visited in Python."""
     import numpy as np
 
+    if not softmax_ops:
+        return []  # (softmax names only on ranges: no softmax op)
     tree = links.host_tree(tr)
     group = _key_groups(tr, tree, [key(i) for i in softmax_ops], is_key)
-    kid = np.flatnonzero((tree.kind == OP) & (group[tree.parent] >= 0))  # positions, in order
+    kid = np.flatnonzero((tree.kind == OP) & (group[tree.parent] >= 0))  # positions, in order (each softmax op's)
     of = group[tree.parent[kid]]
     by_group = np.argsort(of, kind="stable")  # each group's kids together, in order
     of, kid = of[by_group], kid[by_group]
