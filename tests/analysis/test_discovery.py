@@ -14,7 +14,8 @@ from tracekit.analysis.link import NONE, link
 from tracekit.model import ANNOTATION, MODULE, OP, HostEvent, Trace, TraceInfo
 from tracekit.vocab import FoundBy
 
-NAMES = {OP: ["aten::softmax", "aten::_softmax", "aten::bmm", "aten::matmul", "aten::linear", "aten::view", "aten::add"],
+NAMES = {OP: ["aten::softmax", "aten::_softmax", "aten::bmm", "aten::matmul", "aten::linear", "aten::view",
+              "aten::add"],
          ANNOTATION: ["self_attn", "qk_matmul", "ProfilerStep#3", "block"],
          MODULE: ["nn.Module: Attention", "nn.Module: Linear", "nn.Module: Layer"]}
 
@@ -87,7 +88,8 @@ def test_owners_by_subtree_runs_are_the_walks(seed: int, proper: bool) -> None:
     tr = _random_trace(rng, 300, proper)
     links = link(tr)
     n = len(tr.host)
-    blocks = [Block("b", FoundBy.INFERRED, rng.sample(range(n), rng.choice((1, 1, 3)))) for _ in range(rng.randrange(8))]
+    blocks = [Block("b", FoundBy.INFERRED, rng.sample(range(n), rng.choice((1, 1, 3))))
+              for _ in range(rng.randrange(8))]
     if blocks:
         blocks.append(Block("again", FoundBy.INFERRED, [blocks[0].roots[0]]))
     assert discovery._owners(tr, links, blocks) == _walked_owners(links, blocks, n)

@@ -374,8 +374,10 @@ def _closes(t: Any, d: Any, runs: list[tuple[int, int, int]]) -> Any:
 
 def _improper(parent: Any, end: Any, depth: Any, runs: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
     """The (first, stop) runs of the threads where the column nesting may differ from the sweep's: some event's
-    parent is no open event one level up, or closes before it, or an event ends before it starts. Where none does, the events open at each position
-    are exactly its parent's chain, which is the sweep's stack (the induction in tests/analysis/test_link.py)."""
+    parent is no open event one level up, or closes before it, or an event ends before it starts. Where none
+    does, the events open at each position are exactly its parent's chain, which is the sweep's stack: by
+    induction over the positions, as each parent is open at its child and closes no earlier, that chain is open,
+    and its length, the depth less one, is the count of the events open there."""
     import numpy as np
 
     n = len(parent)
@@ -611,18 +613,10 @@ def _ids_trusted(exts: list[int], corrs: list[int]) -> bool:
 
 def link(tr: Trace) -> Links:
     order, parent, op_parent, launcher, step, roots, tops, index, rleaf, tree = _nest_host(tr)
-    # correlation id -> its first runtime call (later writes win: reversed, the first is written last)
     rt_corrs = [rt.correlation for rt in reversed(tr.runtime)]
-    by_corr = dict(zip(rt_corrs, range(len(tr.runtime) - 1, -1, -1)))
-    by_corr.pop(0, None)  # 0: no correlation
     corrs = [d.correlation for d in tr.device]
     trusted = _ids_trusted([d.ext_id for d in tr.device], corrs)
-    launch = list(map(by_corr.get, corrs))  # (C loops: one entry per kernel)
-    if None in launch:
-        leaf = [rleaf[r] if r is not None else NONE for r in launch]
-        linked = [r is not None for r in launch]
-    else:  # (every kernel launched by a recorded call: the common case, no test per kernel)
-        leaf, linked = list(map(rleaf.__getitem__, launch)), [True] * len(launch)
+    launch, leaf, linked = _launches(rt_corrs, corrs, rleaf)
     pending = [] if all(linked) else _link_by_ext(tr, launch, leaf, linked, trusted)
     if pending and tr.gpu_annotations:
         _link_by_annotation(tr, pending, leaf, linked)
@@ -631,6 +625,19 @@ def link(tr: Trace) -> Links:
     if pending:
         _record_unlinked(links, tr, pending, rt_corrs)
     return links
+
+
+def _launches(rt_corrs: list[int], corrs: list[int], rleaf: list[int]
+              ) -> tuple[list[int | None], list[int], list[bool]]:
+    """Per device event (correlation ids ``corrs``): its launch, the first runtime call with its id (``rt_corrs``:
+    the calls' ids, last first), or None; that call's leaf (``rleaf``), or NONE; whether it has a launch."""
+    # correlation id -> its first runtime call (later writes win: reversed, the first is written last)
+    by_corr = dict(zip(rt_corrs, range(len(rt_corrs) - 1, -1, -1)))
+    by_corr.pop(0, None)  # 0: no correlation
+    launch = list(map(by_corr.get, corrs))  # (C loops: one entry per kernel)
+    if None not in launch:  # (every kernel launched by a recorded call: the common case, no test per kernel)
+        return launch, list(map(rleaf.__getitem__, launch)), [True] * len(launch)  # type: ignore[arg-type]
+    return launch, [rleaf[r] if r is not None else NONE for r in launch], [r is not None for r in launch]
 
 
 def _record_unlinked(links: Links, tr: Trace, pending: list[int], rt_corrs: list[int]) -> None:

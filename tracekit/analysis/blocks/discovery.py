@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import compress, repeat
 from operator import eq
+from typing import Any
 
 import orjson
 
