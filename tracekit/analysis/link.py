@@ -248,7 +248,7 @@ def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], li
     whose innermost enclosing op/annotation is no op), in index order, when the trace has steps: found here, so
     no later pass over every host event (tracekit.analysis.stepindex) needs to read them again. Last, each runtime
     call's leaf (:func:`runtime_leaves`), by bisection of the same order (:func:`_call_leaves`)."""
-    return _nest_host(tr)[:9]  # type: ignore[return-value]
+    return _nest_host(tr)[:9]
 
 
 def _nest_host(tr: Trace) -> tuple:
@@ -266,8 +266,8 @@ def _nest_host(tr: Trace) -> tuple:
     index = _order_index(cols, listed, threads)
     parent, end, levels = _nest(t, d, _thread_runs(threads))
     kind = cols.kind[order]
-    launcher = _inherit(parent, levels, kind == OP, None)
-    op_parent = _inherit(parent, levels, None, kind >= ANNOTATION)
+    launcher = _inherit(parent, levels, kind == OP, False)
+    op_parent = _inherit(parent, levels, kind >= ANNOTATION, True)
     position = np.empty(n, np.int64)
     position[order] = np.arange(n)
     tree = HostTree(order=order, position=position, end=end, parent=parent, kind=kind)
@@ -421,21 +421,17 @@ def _levels(depth: Any, by_depth: Any) -> list[Any]:
     return [by_depth[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
-def _inherit(parent: Any, levels: list[Any], own: Any, passes: Any) -> Any:
-    """Per position (and n: none, last), the nearest enclosing position for which ``own`` holds, itself included
-    (``passes`` None), or the nearest strictly enclosing one for which ``passes`` holds (``own`` None); n where
-    none: handed down one level at a time, parents first."""
+def _inherit(parent: Any, levels: list[Any], hit: Any, strict: bool) -> Any:
+    """Per position (and n: none, last), the nearest enclosing position for which ``hit`` holds, itself included
+    unless ``strict``; n where none: handed down one level at a time, parents first."""
     import numpy as np
 
     n = len(parent)
     out = np.full(n + 1, n, np.int64)
-    hit = np.append(passes, False) if passes is not None else None
+    hit = np.append(hit, False)
     for idx in levels:
         up = parent[idx]
-        if own is not None:
-            out[idx] = np.where(own[idx], idx, out[up])
-        else:
-            out[idx] = np.where(hit[up], up, out[up])
+        out[idx] = np.where(hit[up], up, out[up]) if strict else np.where(hit[idx], idx, out[up])
     return out
 
 
