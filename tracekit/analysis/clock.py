@@ -26,8 +26,8 @@ def trace_origin(tr: Trace) -> int:
     slices, runtime calls, device events, GPU annotations, allocations, fwdbwd flows); 0 for a trace without any.
 
     Read before graph replays are mapped: the copies of captured ops carry the capture's times, not this clock."""
-    firsts = [min([e.ts for e in events]) for events in (tr.host, tr.runtime, tr.device, tr.gpu_annotations,
-                                                         tr.memory, tr.flows) if events]  # (a list: faster than map)
+    firsts = [min(map(_TS, events)) for events in (tr.host, tr.runtime, tr.device, tr.gpu_annotations, tr.memory,
+                                                    tr.flows) if events]
     return min(firsts) if firsts else 0
 
 
