@@ -235,9 +235,15 @@ class HostNames:
         """The host indices (ascending, an array) of the events named one of ``names``."""
         import numpy as np
 
+        return np.flatnonzero(self.flags(names)[self.column])
+
+    def flags(self, names: Iterable[str]) -> Any:
+        """Per name id, whether it is one of ``names`` (a bool array to index with ids)."""
+        import numpy as np
+
         wanted = np.zeros(len(self.ids) + 1, bool)
         wanted[[self.ids[x] for x in names if x in self.ids]] = True
-        return np.flatnonzero(wanted[self.column])
+        return wanted
 
 
 def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], list[int | None], list[int], list[int],

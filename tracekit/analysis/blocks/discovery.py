@@ -245,13 +245,14 @@ def _owners(tr: Trace, links: Links, blocks: list[Block]) -> list[int]:
 
     tree = links.host_tree(tr)
     roots = [(r, b) for b, blk in enumerate(blocks) for r in blk.roots]
-    owner = np.full(len(tr.host), NONE, np.int64)
+    owner = np.zeros(len(tr.host), np.int64)  # per position: 1 + the owning block, 0 for none
     if roots:
         at = tree.position[[r for r, _ in roots]].tolist()
         ends = tree.end[at].tolist()
         for p, b, e in sorted(zip(at, [b for _, b in roots], ends)):
-            owner[p:e] = b
-    return owner[tree.position].tolist()
+            owner[p:e] = b + 1
+    table = np.array([NONE, *range(len(blocks))], object)  # (shared ints: none made per event)
+    return table[owner[tree.position]].tolist()
 
 
 class _Cores:
@@ -504,11 +505,16 @@ class _NamedOps:
         self.softmax = {n for n in names if SOFTMAX_OPS.match(n)}
         self.products = {n for n in names if MATMUL_OPS.match(n)}
         self.ops = _ops_named(tr, links, self.fused | self.softmax | self.products)
+        self._names = links.host_tree(tr).names_of(tr) if self.ops else None
 
     def of(self, names: set[str]) -> list[int]:
-        """The ops named one of ``names`` (one of the three sets), in index order."""
-        host = self.host
-        return [i for i in self.ops if host[i].name in names] if names else []
+        """The ops named one of ``names`` (one of the three sets), in index order: their name ids looked up."""
+        if not names or self._names is None:
+            return []
+        import numpy as np
+
+        ops = np.array(self.ops, np.int64)
+        return ops[self._names.flags(names)[self._names.column[ops]]].tolist()
 
 
 def _ops_named(tr: Trace, links: Links, names: set[str]) -> list[int]:
