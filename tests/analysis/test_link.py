@@ -324,3 +324,27 @@ def test_each_subtree_is_one_run_of_the_order(seed: int) -> None:
         assert set(links.order[p + 1: int(tree.end[p])]) == below
         assert int(tree.position[i]) == p and int(tree.kind[p]) == host[i].kind
         assert int(tree.parent[p]) == (int(tree.position[parent[i]]) if parent[i] != NONE else len(host))
+
+
+@pytest.mark.parametrize("huge", [False, True])  # (an id beyond int64: looked up by a dict instead)
+@pytest.mark.parametrize("seed", range(15))
+def test_each_kernel_launches_from_the_first_call_with_its_correlation_id(seed: int, huge: bool) -> None:
+    """A device event's launch is the first runtime call (in file order) with its correlation id, none for id 0
+    or an id no call has; its leaf that call's. Ids repeat among the calls (graph replays) and the kernels."""
+    rng = random.Random(seed)
+    host = [HostEvent(OP, f"op{i}", 0, 10 * i, 8, 0) for i in range(30)]
+    tr = Trace(info=TraceInfo(source="random"), threads=[(1, 1)], streams=[(0, 7)], host=host)
+    ids = [0, 1, 2, 3, 5, 8, 2**40] + ([2**64 - 5] if huge else [])
+    for k in range(60):
+        tr.runtime.append(RuntimeEvent("cudaLaunchKernel", 0, rng.randrange(300), 1, rng.choice(ids), 0))
+    for k in range(50):
+        tr.device.append(DeviceEvent(KERNEL, f"kernel{k}", 0, 1000 + k, 5, rng.choice([*ids, 13]), 0))
+    links = link(tr)
+    first = {}
+    for r, rt in enumerate(tr.runtime):
+        first.setdefault(rt.correlation, r)
+    expected = [first.get(d.correlation) if d.correlation else None for d in tr.device]
+    assert links.device_call == expected and None in expected
+    leaves = nest_host(tr)[8]
+    assert [links.device_leaf[j] for j, r in enumerate(expected) if r is not None] == [
+        leaves[r] for r in expected if r is not None]

@@ -632,14 +632,40 @@ def link(tr: Trace) -> Links:
 def _launches(rt_corrs: list[int], corrs: list[int], rleaf: list[int]
               ) -> tuple[list[int | None], list[int], list[bool]]:
     """Per device event (correlation ids ``corrs``): its launch, the first runtime call with its id (``rt_corrs``:
-    the calls' ids, last first), or None; that call's leaf (``rleaf``), or NONE; whether it has a launch."""
-    # correlation id -> its first runtime call (later writes win: reversed, the first is written last)
-    by_corr = dict(zip(rt_corrs, range(len(rt_corrs) - 1, -1, -1)))
-    by_corr.pop(0, None)  # 0: no correlation
-    launch = list(map(by_corr.get, corrs))  # (C loops: one entry per kernel)
+    the calls' ids, last first), or None; that call's leaf (``rleaf``), or NONE; whether it has a launch. By
+    bisection among the calls sorted by id (:func:`_first_calls`), or, with an id beyond int64, by a dict."""
+    try:
+        launch = _first_calls(rt_corrs, corrs)
+    except OverflowError:
+        # correlation id -> its first runtime call (later writes win: reversed, the first is written last)
+        by_corr = dict(zip(rt_corrs, range(len(rt_corrs) - 1, -1, -1)))
+        by_corr.pop(0, None)  # 0: no correlation
+        launch = list(map(by_corr.get, corrs))  # (C loops: one entry per kernel)
     if None not in launch:  # (every kernel launched by a recorded call: the common case, no test per kernel)
         return launch, list(map(rleaf.__getitem__, launch)), [True] * len(launch)  # type: ignore[arg-type]
     return launch, [rleaf[r] if r is not None else NONE for r in launch], [r is not None for r in launch]
+
+
+def _first_calls(rt_corrs: list[int], corrs: list[int]) -> list[int | None]:
+    """Per correlation id of ``corrs``, the first runtime call with it (``rt_corrs``: the calls' ids, last first),
+    or None (and for 0, no correlation): a stable sort of the calls' ids, then a bisection per id. OverflowError
+    for an id beyond int64."""
+    import numpy as np
+
+    m = len(rt_corrs)
+    calls = np.fromiter(rt_corrs, np.int64, m)[::-1]
+    ids = np.fromiter(corrs, np.int64, len(corrs))
+    if not m:
+        return [None] * len(corrs)
+    by_id = np.argsort(calls, kind="stable")  # (equal ids: the first call first)
+    k = np.minimum(np.searchsorted(calls[by_id], ids), m - 1)
+    first = by_id[k]
+    found = (calls[first] == ids) & (ids != 0)
+    if found.all():
+        return first.tolist()
+    out = first.astype(object)
+    out[~found] = None
+    return out.tolist()
 
 
 def _record_unlinked(links: Links, tr: Trace, pending: list[int], rt_corrs: list[int]) -> None:
