@@ -7,6 +7,7 @@ import random
 import pytest
 
 from tracekit.analysis.attribute import attribute_trace
+from tracekit.analysis import link as link_module
 from tracekit.analysis.link import NONE, _host_order, host_order, link, nest_host
 from tracekit.model import ANNOTATION, KERNEL, MODULE, OP, DeviceEvent, HostEvent, RuntimeEvent, Trace, TraceInfo
 from support.builders import TraceBuilder
@@ -194,3 +195,156 @@ def test_device_events_link_to_the_innermost_open_annotation(tmp_path):
                    (120, False, None), (600, True, "layer1.attention"), (400, True, "model_forward"),
                    (810, True, None)]
     assert links.unlinked == [3]
+
+
+# ---------------------------------------------------------------------------------------------
+# The host tree over columns (issue 40): nest_host finds the tree with array operations where the events nest
+# properly, and sweeps a thread in Python where they do not. Both are held to the stack sweep itself, kept here as
+# the reference: a plain walk of the rules in link's docstrings, event by event.
+
+def _closes(host: list[HostEvent], top: int, h: HostEvent) -> bool:
+    """Whether ``h`` closes the open event ``top``: it starts at or after its end; a zero-length ``h`` at its end
+    only when ``top`` is zero-length too (else it is inside ``top``)."""
+    end = host[top].ts + host[top].dur
+    return end <= h.ts if h.dur else end < h.ts or (end == h.ts and not host[top].dur)
+
+
+def _swept(tr: Trace) -> tuple:
+    """(order, parent, op_parent, launcher, step, step roots, top ops, leaf per runtime call) by the stack sweep."""
+    host, n = tr.host, len(tr.host)
+    order = sorted(range(n), key=lambda i: (host[i].thread, host[i].ts, -host[i].dur, host[i].kind))
+    parent, leaf = [NONE] * n, [NONE] * len(tr.runtime)
+    for thread in sorted({h.thread for h in host} | {rt.thread for rt in tr.runtime}):
+        calls = sorted((rt.ts, r) for r, rt in enumerate(tr.runtime) if rt.thread == thread)
+        stack: list[int] = []
+        for i in [i for i in order if host[i].thread == thread] + [None]:
+            while calls and (i is None or calls[0][0] < host[i].ts):  # a call before the next start: its leaf
+                ts, r = calls.pop(0)
+                while stack and host[stack[-1]].ts + host[stack[-1]].dur < ts:
+                    stack.pop()
+                leaf[r] = stack[-1] if stack else NONE
+            if i is not None:
+                while stack and _closes(host, stack[-1], host[i]):
+                    stack.pop()
+                parent[i] = stack[-1] if stack else NONE
+                stack.append(i)
+    op_parent = [_up(parent, parent[i], lambda j: host[j].kind >= ANNOTATION) for i in range(n)]
+    launcher = [_up(parent, i, lambda j: host[j].kind == OP) for i in range(n)]
+    named = [int(h.name[13:]) if h.name.startswith("ProfilerStep#") and tr.info.steps else None for h in host]
+    step = [named[s] if (s := _up(parent, i, lambda j: named[j] is not None)) != NONE else None for i in range(n)]
+    roots = [i for i in order if named[i] is not None]
+    tops = [i for i, h in enumerate(host) if tr.info.steps and h.kind == OP
+            and (op_parent[i] == NONE or host[op_parent[i]].kind != OP)]
+    return order, parent, op_parent, launcher, step, roots, tops, leaf
+
+
+def _overlapping(rng: random.Random, threads: int, count: int) -> list[HostEvent]:
+    """Events at random on few distinct times: ties, zero-length events, children that outlast their parents
+    (improper nesting, which the column nesting must leave to the sweep), now and then a negative duration (the
+    loader drops those; a trace built by hand may hold one)."""
+    return [HostEvent(rng.choice((MODULE, ANNOTATION, OP)), f"e{k}", rng.randrange(threads), rng.randrange(40),
+                      rng.choice((0, 0, 1, 2, 5, 9, 30, 30, -2)) if k % 7 else 2, 0) for k in range(count)]
+
+
+def _with_calls(rng: random.Random, host: list[HostEvent], threads: int, steps: bool) -> Trace:
+    """``host`` in a trace with ProfilerSteps among its events and runtime calls at the events' starts and ends,
+    one off them, and on a thread with no host event."""
+    for k, i in enumerate(rng.sample(range(len(host)), min(3, len(host)))):
+        host[i].name = f"ProfilerStep#{k + 1}"
+    tr = Trace(info=TraceInfo(source="random", steps=[1, 2, 3] if steps else []),
+               threads=[(1, t) for t in range(threads + 1)], host=host)
+    edges = [t for h in host for t in (h.ts, h.ts + h.dur)]
+    for k in range(80):
+        ts = rng.choice(edges) + rng.choice((0, 0, 0, -1, 1))
+        tr.runtime.append(RuntimeEvent("cudaLaunchKernel", rng.randrange(threads + 1), ts, 1, k + 1, 0))
+    return tr
+
+
+@pytest.mark.parametrize("steps", [True, False])
+@pytest.mark.parametrize("seed", range(60))
+def test_the_columns_give_the_stack_sweeps_tree_ties_instants_and_overlaps_included(seed: int, steps: bool) -> None:
+    """nest_host against the sweep itself on properly nested events (three threads, zero-length events at their
+    parents' ends, twins) and on events that overlap at random (children outlasting their parents), with runtime
+    calls at every edge: the tree, what it hands down, the steps, the top ops and each call's leaf."""
+    rng = random.Random(seed)
+    if seed % 2:
+        host = _overlapping(rng, 3, rng.choice((1, 5, 60, 200)))
+    else:
+        host = []
+        for thread in (0, 1, 2):
+            for start, end in ((0, 120), (120, 200)):
+                host.append(HostEvent(rng.choice((MODULE, ANNOTATION, OP)), "root", thread, start, end - start, 0))
+                _nested(rng, thread, start, end, 1, host)
+        host += [HostEvent(OP, "end", h.thread, h.ts + h.dur, 0, 0) for h in rng.sample(host, 5)]
+    rng.shuffle(host)
+    tr = _with_calls(rng, host, 3, steps)
+    order, parent, op_parent, launcher, step, roots, tops, index, leaf = nest_host(tr)
+    assert (order, parent, op_parent, launcher, step, roots, tops, leaf) == _swept(tr)
+    assert index.starts == [host[i].ts for i in order]
+    assert {t: index.run(t) for t in range(4)} == {
+        t: (min((k for k, i in enumerate(order) if host[i].thread == t), default=0),
+            max((k + 1 for k, i in enumerate(order) if host[i].thread == t), default=0)) for t in range(4)}
+
+
+def test_improperly_nested_threads_are_swept_and_only_those() -> None:
+    """The column nesting holds only where each event closes no later than its parent: a thread where a child
+    outlasts its parent (here one op, 5-15, under a range 0-10, then an op at 12, which the sweep puts under the
+    child) is swept in Python, the properly nested one beside it is not, and both come out as the sweep's."""
+    host = [HostEvent(ANNOTATION, "range", 0, 0, 10, 0), HostEvent(OP, "child", 0, 5, 10, 0),
+            HostEvent(OP, "later", 0, 12, 1, 0),
+            HostEvent(ANNOTATION, "range", 1, 0, 10, 0), HostEvent(OP, "child", 1, 5, 5, 0),
+            HostEvent(OP, "later", 1, 12, 1, 0)]
+    tr = Trace(info=TraceInfo(source="hand"), threads=[(1, 1), (1, 2)], host=host)
+    cols = link_module._HostColumns.of(host)
+    order = link_module._sorted_order(cols)
+    runs = link_module._thread_runs(cols.thread[order])
+    t, d = cols.ts[order], cols.dur[order]
+    assert link_module._improper(*link_module._nest_columns(t, d, runs)[:3], runs) == [(0, 3)]
+    order_, parent = nest_host(tr)[:2]
+    assert parent == [NONE, 0, 1, NONE, 3, NONE]  # "later" is the outlasting child's on thread 0, no one's on 1
+    assert (order_, parent) == _swept(tr)[:2]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_each_subtree_is_one_run_of_the_order(seed: int) -> None:
+    """HostTree: an event's descendants (by the parent links) are exactly the positions from it to its end, and
+    the tree's parent, kind and position columns are those of the links, on proper and improper nestings."""
+    rng = random.Random(seed)
+    host = _overlapping(rng, 2, 150) if seed % 2 else []
+    if not host:
+        for start, end in ((0, 120), (130, 200)):
+            host.append(HostEvent(OP, "root", 0, start, end - start, 0))
+            _nested(rng, 0, start, end, 1, host)
+    links = link(Trace(info=TraceInfo(source="random"), threads=[(1, 1), (1, 2)], host=host))
+    tree = links.tree
+    assert tree is not None and tree.order.tolist() == links.order
+    parent = links.parent
+    for p, i in enumerate(links.order):
+        below = {j for j in range(len(host)) if j != i and _up(parent, parent[j], lambda k: k == i) == i}
+        assert set(links.order[p + 1: int(tree.end[p])]) == below
+        assert int(tree.position[i]) == p and int(tree.kind[p]) == host[i].kind
+        assert int(tree.parent[p]) == (int(tree.position[parent[i]]) if parent[i] != NONE else len(host))
+
+
+@pytest.mark.parametrize("huge", [False, True])  # (an id beyond int64: looked up by a dict instead)
+@pytest.mark.parametrize("seed", range(15))
+def test_each_kernel_launches_from_the_first_call_with_its_correlation_id(seed: int, huge: bool) -> None:
+    """A device event's launch is the first runtime call (in file order) with its correlation id, none for id 0
+    or an id no call has; its leaf that call's. Ids repeat among the calls (graph replays) and the kernels."""
+    rng = random.Random(seed)
+    host = [HostEvent(OP, f"op{i}", 0, 10 * i, 8, 0) for i in range(30)]
+    tr = Trace(info=TraceInfo(source="random"), threads=[(1, 1)], streams=[(0, 7)], host=host)
+    ids = [0, 1, 2, 3, 5, 8, 2**40] + ([2**64 - 5] if huge else [])
+    for k in range(60):
+        tr.runtime.append(RuntimeEvent("cudaLaunchKernel", 0, rng.randrange(300), 1, rng.choice(ids), 0))
+    for k in range(50):
+        tr.device.append(DeviceEvent(KERNEL, f"kernel{k}", 0, 1000 + k, 5, rng.choice([*ids, 13]), 0))
+    links = link(tr)
+    first = {}
+    for r, rt in enumerate(tr.runtime):
+        first.setdefault(rt.correlation, r)
+    expected = [first.get(d.correlation) if d.correlation else None for d in tr.device]
+    assert links.device_call == expected and None in expected
+    leaves = nest_host(tr)[8]
+    assert [links.device_leaf[j] for j, r in enumerate(expected) if r is not None] == [
+        leaves[r] for r in expected if r is not None]

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress, groupby, islice, repeat
+from itertools import compress, groupby, repeat
 from operator import attrgetter, eq, not_
+from typing import Any
 
 from ..model import ANNOTATION, OP, HostEvent, Trace
 from ..vocab import UnlinkedReason
@@ -21,6 +22,7 @@ from ..vocab import UnlinkedReason
 NONE = -1
 _KIND = attrgetter("kind")
 _EXT = attrgetter("ext_id")
+_NAME = attrgetter("name")
 
 
 @dataclass(slots=True)
@@ -43,12 +45,19 @@ class Links:
     # per device event: the first runtime call with its correlation id (the launch), None where none; empty when the
     # Links were built by hand (tracekit.analysis.idle then looks the calls up itself)
     device_call: list[int | None] = field(default_factory=list)
+    tree: HostTree | None = None  # the nesting as arrays (HostTree), from link; None when built by hand
 
     def index_of_order(self, tr: Trace) -> OrderIndex:
         """:class:`OrderIndex` of ``order``, built at the first call when linking did not need it."""
         if self.order_index is None:
             self.order_index = order_index(tr, self.order)
         return self.order_index
+
+    def host_tree(self, tr: Trace) -> HostTree:
+        """:class:`HostTree` of the nesting: link's, else (Links built by hand) the trace's nested again."""
+        if self.tree is None:
+            self.tree = _nest_host(tr)[9]
+        return self.tree
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,64 +109,336 @@ def host_order(host: list[HostEvent]) -> list[int]:
 
 
 def _host_order(host: list[HostEvent]) -> tuple[list[int], OrderIndex]:
-    """:func:`host_order`, and that order bisectable (:class:`OrderIndex`), from the same key lists.
+    """:func:`host_order`, and that order bisectable (:class:`OrderIndex`)."""
+    cols = _HostColumns.of(host)
+    order = _sorted_order(cols)
+    listed = order.tolist()
+    return listed, _order_index(cols, listed, cols.thread[order])
 
-    Sorted by ts alone first, a key list of the events' own ints, then runs of equal ts re-sorted by
-    the rest, then a stable sort by thread. The same order as one sort on 4-tuples, without building
-    them: those were 100 MB per GB of trace, freed at once, and at 10 GB fresh pages to fault in again.
-    """
-    n = len(host)
-    ts = [h.ts for h in host]
-    order = sorted(range(n), key=ts.__getitem__)
-    in_order = list(map(ts.__getitem__, order))
-    tied = list(compress(range(1, n), map(eq, in_order, islice(in_order, 1, None))))  # order[k] ties order[k-1]
-    k, end_k = 0, len(tied)
-    while k < end_k:  # each run of equal ts: order[start:end]
-        start, end = tied[k] - 1, tied[k] + 1
-        k += 1
-        while k < end_k and tied[k] == end:
-            end += 1
-            k += 1
-        order[start:end] = sorted(order[start:end], key=lambda i: (host[i].thread, -host[i].dur, host[i].kind))
-    threads = [h.thread for h in host]
-    if not n or threads.count(threads[0]) == n:  # one thread: the ties' re-sort kept each ts in place
-        return order, _index_sorted(in_order, threads)
-    del in_order
-    order.sort(key=threads.__getitem__)
-    return order, _index_sorted(list(map(ts.__getitem__, order)), list(map(threads.__getitem__, order)))
+
+@dataclass(slots=True)
+class _HostColumns:
+    """The host events' fields that nesting reads, as int64 arrays in file order: built once (a list of each field
+    in a C loop, converted in C), so that sorting and nesting run as array operations, not per event in Python."""
+
+    ts: Any
+    dur: Any
+    kind: Any
+    thread: Any
+    ts_list: list[int]  # the starts as a list: the events' own int objects, for lists built from them
+
+    @classmethod
+    def of(cls, host: list[HostEvent]) -> _HostColumns:
+        import numpy as np
+
+        n, i64 = len(host), np.int64
+        ts = [h.ts for h in host]
+        threads = [h.thread for h in host]
+        one = not n or threads.count(threads[0]) == n  # (one thread: no conversion)
+        return cls(ts=np.fromiter(ts, i64, n), dur=np.fromiter([h.dur for h in host], i64, n),
+                   kind=_small_ints([h.kind for h in host]), ts_list=ts,
+                   thread=np.full(n, threads[0] if n else 0, i64) if one else np.fromiter(threads, i64, n))
+
+
+def _small_ints(values: list[int]) -> Any:
+    """``values`` as an array: bytes where they all fit one (a C conversion 3x faster), else int64."""
+    import numpy as np
+
+    try:
+        return np.frombuffer(bytes(values), np.uint8)
+    except ValueError:
+        return np.fromiter(values, np.int64, len(values))
+
+
+def _sorted_order(cols: _HostColumns) -> Any:
+    """Indices by (thread, ts, -dur, kind), ties in file order: a stable sort by ts (traces are nearly in time
+    order: it runs in about linear time), then only the runs of equal ts re-sorted by the rest, then a stable sort
+    by thread where there are several."""
+    import numpy as np
+
+    order = np.argsort(cols.ts, kind="stable")
+    in_order = cols.ts[order]
+    tied = in_order[1:] == in_order[:-1]  # position k + 1 ties position k
+    if tied.any():
+        member = np.zeros(len(order), bool)
+        member[1:] |= tied
+        member[:-1] |= tied
+        at = np.flatnonzero(member)  # the positions in runs of equal ts
+        run = np.cumsum(np.concatenate(([True], ~tied)))[at]  # each one's run (runs stay in place)
+        idx = order[at]
+        order[at] = idx[np.lexsort((cols.kind[idx], -cols.dur[idx], cols.thread[idx], run))]
+    threads = cols.thread[order]
+    if len(order) and threads.min() != threads.max():
+        order = order[np.argsort(threads, kind="stable")]
+    return order
+
+
+def _thread_runs(threads: Any) -> list[tuple[int, int, int]]:
+    """(thread, first, stop) positions of each thread's run in an order sorted by thread."""
+    import numpy as np
+
+    n = len(threads)
+    cuts = (np.flatnonzero(threads[1:] != threads[:-1]) + 1).tolist() if n else []
+    firsts = [0, *cuts] if n else []
+    return list(zip(threads[firsts].tolist(), firsts, [*cuts, n]))
+
+
+def _order_index(cols: _HostColumns, order: list[int], threads: Any) -> OrderIndex:
+    """The OrderIndex of an order sorted by thread (``threads``: an array in that order); the starts are the
+    events' own ints (no new ones: a list of them lives as long as the links)."""
+    runs = _thread_runs(threads)
+    return OrderIndex(starts=list(map(cols.ts_list.__getitem__, order)), first={t: a for t, a, _ in runs},
+                      stop={t: b for t, _, b in runs})
+
+
+@dataclass(slots=True, kw_only=True)
+class HostTree:
+    """The host nesting in sweep positions (``Links.order``), as arrays: where each event sits in the order and
+    where its subtree ends. Parents come first in the order and an event's descendants are exactly the events
+    pushed while it is on the sweep's stack, so each subtree is one run of positions: readers that hand a figure
+    down the tree (the owning block) assign runs instead of walking the events."""
+
+    order: Any  # position -> host index (``Links.order`` as an array)
+    position: Any  # host index -> position
+    end: Any  # position -> one past the last position of its subtree
+    parent: Any  # position -> its parent's position (n: none)
+    kind: Any  # position -> its event's kind
+    names: HostNames | None = None  # the events' names as ids: built at the first reader's call (names_of)
+
+    def names_of(self, tr: Trace) -> HostNames:
+        """:class:`HostNames` of the trace's host events, built once."""
+        if self.names is None:
+            self.names = HostNames.of(tr.host, tr.names)
+        return self.names
+
+
+@dataclass(slots=True, kw_only=True)
+class HostNames:
+    """The host events' names as a column of ids: which events carry one of a set of names is then an array
+    lookup (:meth:`having`), however many readers ask (the steps, the rules' named ops), after one walk."""
+
+    ids: dict[str, int]  # name -> id
+    column: Any  # host index -> the id of its name
+
+    @classmethod
+    def of(cls, host: list[HostEvent], table: frozenset[str] | None) -> HostNames:
+        import numpy as np
+
+        ids: dict[str, int] = dict(zip(table, range(len(table)))) if table is not None else {}
+        try:
+            column = [ids[h.name] for h in host]
+        except KeyError:  # (no table, or a name not in it: ids as the names come)
+            column = [ids.setdefault(h.name, len(ids)) for h in host]
+        return cls(ids=ids, column=np.fromiter(column, np.int64, len(column)))
+
+    def having(self, names: Iterable[str]) -> Any:
+        """The host indices (ascending, an array) of the events named one of ``names``."""
+        import numpy as np
+
+        return np.flatnonzero(self.flags(names)[self.column])
+
+    def flags(self, names: Iterable[str]) -> Any:
+        """Per name id, whether it is one of ``names`` (a bool array to index with ids)."""
+        import numpy as np
+
+        wanted = np.zeros(len(self.ids) + 1, bool)
+        wanted[[self.ids[x] for x in names if x in self.ids]] = True
+        return wanted
 
 
 def nest_host(tr: Trace) -> tuple[list[int], list[int], list[int], list[int], list[int | None], list[int], list[int],
                                   OrderIndex, list[int]]:
-    """One stack sweep per thread; O(n log n) for the sort, linear after. It also hands each event the
-    ``ProfilerStep#N`` around it (None outside steps), inherited down the nesting, when the trace has steps, and
-    lists the ProfilerStep#N events themselves and the top-level ops (ops whose innermost enclosing op/annotation
-    is no op), in index order: found here, where each name and parent is read anyway, so no later
-    pass over every host event (tracekit.analysis.stepindex) needs to read them again. Last, each runtime call's
-    leaf (:func:`runtime_leaves`), read off the same sweep's stack as the calls go by in time order."""
+    """The host tree of :func:`host_order`'s stack sweep, found over columns (:func:`_nest`), and what it hands down
+    (:func:`_inherit`): each event's op parent, launcher and ``ProfilerStep#N`` (None outside steps, and for all
+    when the trace has no steps); the ProfilerStep#N events themselves, in sweep order, and the top-level ops (ops
+    whose innermost enclosing op/annotation is no op), in index order, when the trace has steps: found here, so
+    no later pass over every host event (tracekit.analysis.stepindex) needs to read them again. Last, each runtime
+    call's leaf (:func:`runtime_leaves`), by bisection of the same order (:func:`_call_leaves`)."""
+    return _nest_host(tr)[:9]
+
+
+def _nest_host(tr: Trace) -> tuple:
+    """:func:`nest_host`'s figures, then the :class:`HostTree` that :func:`link` keeps."""
+    import numpy as np
+
     host = tr.host
     n = len(host)
-    parent = [NONE] * n
-    op_parent = [NONE] * n
-    launcher = [NONE] * n
-    step: list[int | None] = [None] * n
-    roots: list[int] = []
-    tops: list[int] = []
-    leaf = [NONE] * len(tr.runtime)
-    order, index = _host_order(host)
-    calls, call_index = _calls_in_time_order(tr)
-    step_names = _step_names(tr) if tr.info.steps else {}
-    out = (parent, op_parent, launcher, step, roots, tops, leaf)
-    for thread in sorted(index.first, key=index.first.__getitem__):  # each thread's run of ``order``, in order
-        lo, hi = index.run(thread)
-        c_lo, c_hi = call_index.run(thread)
-        _sweep(host, zip(order[lo:hi], index.starts[lo:hi]),  # (slices: an islice would walk up to lo)
-               chain(zip(calls[c_lo:c_hi], call_index.starts[c_lo:c_hi]), _NO_CALL), step_names, out)
-    if tr.info.steps:
-        tops.sort()
-    else:
-        tops.clear()
-    return order, parent, op_parent, launcher, step, roots, tops, index, leaf
+    cols = _HostColumns.of(host)
+    order = _sorted_order(cols)
+    listed = order.tolist()
+    named = np.empty(n + 1, object)  # position (n: none) -> host index, as the order's own ints
+    named[:n], named[n] = listed, NONE
+    t, d, threads = cols.ts[order], cols.dur[order], cols.thread[order]
+    index = _order_index(cols, listed, threads)
+    parent, end, levels = _nest(t, d, _thread_runs(threads))
+    kind = cols.kind[order]
+    launcher = _inherit(parent, levels, kind == OP, False)
+    op_parent = _inherit(parent, levels, kind >= ANNOTATION, True)
+    position = np.empty(n, np.int64)
+    position[order] = np.arange(n)
+    tree = HostTree(order=order, position=position, end=end, parent=parent, kind=kind)
+    step, roots, tops = _steps(tr, tree, named, op_parent) if tr.info.steps else ([None] * n, [], [])
+    leaf = _call_leaves(tr, index, t, t + d, parent, named)
+    return (listed, _named(named, parent[position]), _named(named, op_parent[position]),
+            _named(named, launcher[position]), step, roots, tops, index, leaf, tree)
+
+
+def _named(named: Any, at: Any) -> list[int]:
+    """The host indices at positions ``at`` (an array; n: NONE) as the order's own ints (``named``: an object
+    array of them): no new int per entry, in a list that lives as long as the links, and a C-level gather."""
+    return named[at].tolist()
+
+
+def _nest(t: Any, d: Any, runs: list[tuple[int, int, int]]) -> tuple[Any, Any, list[Any]]:
+    """(parent, end, levels) of the positions of the order (starts ``t``, durations ``d``): each one's parent in the
+    stack sweep (n: none) and the position that pops it (one past its subtree), and the positions at each depth,
+    shallowest first (:func:`_levels`).
+
+    The sweep closes an event by the next that starts at or after its end, except that a zero-length event at
+    its end, when it started earlier, is still inside it; a zero-length event is closed by whatever comes next.
+    Where every event closes no later than its parent (properly nested events: all real traces), the events open
+    at a position are those whose close lies beyond it, so depths are a running count and each parent is the last
+    event one level up: array operations (:func:`_nest_columns`). :func:`_improper` checks that this is what the
+    sweep itself would do; a thread where it is not is swept in Python (:func:`_sweep_run`).
+    """
+    parent, end, depth, by_depth = _nest_columns(t, d, runs)
+    improper = _improper(parent, end, depth, runs)
+    for lo, hi in improper:
+        p, e, k = _sweep_run(t[lo:hi].tolist(), d[lo:hi].tolist(), lo, len(t))
+        parent[lo:hi], end[lo:hi], depth[lo:hi] = p, e, k
+    return parent, end, _levels(depth, _by_depth(depth) if improper else by_depth)
+
+
+def _nest_columns(t: Any, d: Any, runs: list[tuple[int, int, int]]) -> tuple[Any, Any, Any, Any]:
+    """:func:`_nest` for properly nested events: ends by bisection (:func:`_closes`), depths by a running count of
+    the opens and closes, parents by bisection among the positions one level up. Also the positions by depth."""
+    import numpy as np
+
+    n = len(t)
+    end = _closes(t, d, runs)
+    depth = np.cumsum(np.bincount(end, minlength=n + 1)[:n])
+    np.subtract(np.arange(1, n + 1), depth, out=depth)
+    by_depth = _by_depth(depth)
+    return _parents(depth, by_depth), end, depth, by_depth
+
+
+def _parents(depth: Any, by_depth: Any) -> Any:
+    """Each position's parent (n: none) where the nesting is proper: the position before it where that one is a
+    level up (a first child), else the parent of the last position before it at its depth (a later sibling's).
+    Each level's first children, filled forward over the level (keys offset by depth keep the levels apart)."""
+    import numpy as np
+
+    n = len(depth)
+    level = depth[by_depth]
+    before = by_depth - 1  # (-1 for position 0: the last entry of the padded depths, 0, is never a level up)
+    first = np.append(depth, 0)[before] == level - 1
+    offset = level * (n + 1)
+    filled = np.where(first, offset + before, -1)
+    np.maximum.accumulate(filled, out=filled)
+    filled -= offset
+    filled[(level <= 1) | (filled < 0)] = n
+    parent = np.empty(n, np.int64)
+    parent[by_depth] = filled
+    return parent
+
+
+def _by_depth(depth: Any) -> Any:
+    """The positions sorted by (depth, position): a stable sort, in 16 bits where the depths fit (a radix sort)."""
+    import numpy as np
+
+    small = len(depth) and depth.max() < 1 << 15
+    return np.argsort(depth.astype(np.int16) if small else depth, kind="stable")
+
+
+def _closes(t: Any, d: Any, runs: list[tuple[int, int, int]]) -> Any:
+    """Per position, the position of the event that closes it (the thread's stop if none): for an event with a
+    length, the first of its thread to start at its end with a length (those come first at equal ts) or to start
+    after its end; for a zero-length event, the next."""
+    import numpy as np
+
+    n = len(t)
+    end = np.arange(1, n + 1)
+    long = np.flatnonzero(d) if not d.all() else None  # (None: every event has a length)
+    for _, lo, hi in runs:
+        if long is None:
+            js: Any = slice(lo, hi)
+        else:
+            a, b = np.searchsorted(long, (lo, hi)).tolist()
+            js = long[a:b]
+            if not len(js):
+                continue
+        starts, ends = t[lo:hi], t[js] + d[js]
+        q = np.searchsorted(starts, ends)  # the first to start at or after the end
+        if long is not None:  # (zero-length events only at the end: they are inside it, the first after is not)
+            at = np.minimum(q, hi - lo - 1)
+            instant = (q < hi - lo) & (starts[at] == ends) & (d[lo + at] == 0)
+            q[instant] = np.searchsorted(starts, ends[instant], "right")
+        q += lo
+        end[js] = q
+    return end
+
+
+def _improper(parent: Any, end: Any, depth: Any, runs: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """The (first, stop) runs of the threads where the column nesting may differ from the sweep's: some event's
+    parent is no open event one level up, or closes before it, or an event ends before it starts. Where none
+    does, the events open at each position are exactly its parent's chain, which is the sweep's stack: by
+    induction over the positions, as each parent is open at its child and closes no earlier, that chain is open,
+    and its length, the depth less one, is the count of the events open there."""
+    import numpy as np
+
+    n = len(parent)
+    has = parent < n
+    up = np.where(has, parent, 0)
+    at = np.arange(n)
+    bad = has & ((depth[up] != depth - 1) | (end[up] <= at) | (end[up] < end)) | (~has & (depth != 1))
+    bad |= end <= at  # (a negative duration: a hand-built trace's; the loader drops them)
+    if not bad.any():
+        return []
+    return [(lo, hi) for _, lo, hi in runs if bad[lo:hi].any()]
+
+
+def _sweep_run(t: list[int], d: list[int], lo: int, n: int) -> tuple[list[int], list[int], list[int]]:
+    """The stack sweep itself over one thread's run of positions ``lo``.. (starts ``t``, durations ``d``), for
+    improperly nested events: (parent, end, depth) as :func:`_nest` gives them."""
+    m = len(t)
+    parent, end, depth = [n] * m, [lo + m] * m, [1] * m
+    stack: list[int] = []
+    for k in range(m):
+        ts, zero = t[k], not d[k]
+        while stack:
+            top = stack[-1]
+            top_end = t[top] + d[top]
+            if top_end > ts or (zero and top_end == ts and d[top]):
+                break
+            end[stack.pop()] = lo + k
+        if stack:
+            parent[k] = lo + stack[-1]
+        depth[k] = len(stack) + 1
+        stack.append(k)
+    return parent, end, depth
+
+
+def _levels(depth: Any, by_depth: Any) -> list[Any]:
+    """The positions at each depth (``by_depth``: sorted by depth, then position), shallowest first: a level's
+    parents are all in the levels before it."""
+    import numpy as np
+
+    cuts = np.cumsum(np.bincount(depth)).tolist()
+    return [by_depth[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def _inherit(parent: Any, levels: list[Any], hit: Any, strict: bool) -> Any:
+    """Per position (and n: none, last), the nearest enclosing position for which ``hit`` holds, itself included
+    unless ``strict``; n where none: handed down one level at a time, parents first."""
+    import numpy as np
+
+    n = len(parent)
+    out = np.full(n + 1, n, np.int64)
+    hit = np.append(hit, False)
+    for idx in levels:
+        up = parent[idx]
+        out[idx] = np.where(hit[up], up, out[up]) if strict else np.where(hit[idx], idx, out[up])
+    return out
 
 
 def _step_names(tr: Trace) -> dict[str, int]:
@@ -167,93 +448,69 @@ def _step_names(tr: Trace) -> dict[str, int]:
     return {name: s for name in names if (s := _step_number(name)) >= 0}
 
 
-def _calls_in_time_order(tr: Trace) -> tuple[list[int], OrderIndex]:
-    """The runtime calls by (thread, ts), ties in file order, and that order's :class:`OrderIndex`. Both key
-    lists in one walk over the calls (as fast as two comprehensions)."""
+def _steps(tr: Trace, tree: HostTree, named: Any, op_parent: Any) -> tuple[list[int | None], list[int], list[int]]:
+    """(each event's step, the ProfilerStep#N events in sweep order, the top ops in index order). A step is handed
+    down its subtree, a run of positions (inner steps last: they overwrite); a top op is an op whose op parent is
+    none or no op. The step events are picked out by name (HostNames): a few among all the events."""
+    import numpy as np
+
+    host, position, end, kind = tr.host, tree.position, tree.end, tree.kind
+    n = len(host)
+    names = _step_names(tr)
+    at = np.sort(position[tree.names_of(tr).having(names)]).tolist() if names else []
+    rank = np.zeros(n, np.int64)  # per position: 1 + the rank of its step event, 0 for none
+    for r, p in enumerate(at, 1):
+        rank[p:end[p]] = r
+    roots = named[at].tolist() if at else []
+    table = np.array([None, *(names[host[i].name] for i in roots)], object)
+    is_op = kind == OP
+    top = is_op & ~np.append(is_op, False)[op_parent[:n]]
+    return table[rank[position]].tolist(), roots, _named(named, position[np.flatnonzero(top[position])])
+
+
+def _call_leaves(tr: Trace, index: OrderIndex, starts: Any, ends: Any, parent: Any, named: Any) -> list[int]:
+    """Each runtime call's leaf (:func:`runtime_leaves`): the last host event on its thread to start at or before
+    it (by bisection), else the first around that one, outwards, that ends at or after it: what the sweep's stack
+    holds at the call, ends included. All calls a level at a time: the calls still outside move up together."""
+    import numpy as np
+
+    n = len(parent)
+    at, call_ts = _last_started(tr, index, starts, n)
+    ends = np.append(ends, np.iinfo(np.int64).max)  # (n, no event: never ends)
+    up = np.append(parent, n)
+    live = np.flatnonzero(ends[at] < call_ts)
+    while len(live):
+        at[live] = up[at[live]]
+        live = live[ends[at[live]] < call_ts[live]]
+    return _named(named, at)
+
+
+def _last_started(tr: Trace, index: OrderIndex, starts: Any, n: int) -> tuple[Any, Any]:
+    """(per runtime call, the position of the last host event on its thread to start at or before it (n: none);
+    the calls' times). The calls' times and threads in one walk; each thread's calls bisect its run."""
+    import numpy as np
+
     ts: list[int] = []
     threads: list[int] = []
     add_ts, add_thread = ts.append, threads.append
     for rt in tr.runtime:
         add_ts(rt.ts)
         add_thread(rt.thread)
-    calls = sorted(range(len(ts)), key=ts.__getitem__)
-    if threads and threads.count(threads[0]) != len(threads):
-        calls.sort(key=threads.__getitem__)
-    return calls, _index_sorted(list(map(ts.__getitem__, calls)), list(map(threads.__getitem__, calls)))
-
-
-_NEVER = float("inf")  # the end of the bottom of the stack (it outlasts every event), and the time of no call
-_NO_CALL: tuple[tuple[int, float], ...] = ((NONE, _NEVER),)  # after a thread's last runtime call
-
-
-def _sweep(host: list[HostEvent], run: Iterable[tuple[int, int]], calls: Iterator[tuple[int, float]],
-           step_names: dict[str, int], out: tuple[list, ...]) -> None:
-    """The stack sweep of one thread's events (``run``: (index, ts) in :func:`host_order`), filling ``out``.
-
-    The innermost open event's own figures, and what it hands its children (op parent, launcher, step, whether
-    an op under it is a top op), are locals; the stack keeps the enclosing events' as one tuple each. An event
-    is closed by the next that starts at or after its end, except that a zero-length event at its end, when it
-    started earlier, is still inside it (:func:`_close_for_instant`). The thread's runtime calls (``calls``:
-    (index, ts) by time, then ``_NO_CALL``) are met between the events: each call's leaf is the innermost event
-    open at it, ends included, once every event that starts at or before it is in.
-    """
-    parent, op_parent, launcher, step, roots, tops, leaf = out
-    stack: list[tuple] = []
-    push, pop = stack.append, stack.pop
-    top, top_end, c_opp, c_launch, c_step, c_top = NONE, _NEVER, NONE, NONE, None, True
-    r, call_ts = next(calls)
-    for i, ts in run:
-        while call_ts < ts:
-            while top_end < call_ts:  # (what the next event would close anyway: it starts later)
-                top, top_end, c_opp, c_launch, c_step, c_top = pop()
-            leaf[r] = top
-            r, call_ts = next(calls)
-        h = host[i]
-        dur = h.dur
-        if dur:
-            while top_end <= ts:
-                top, top_end, c_opp, c_launch, c_step, c_top = pop()
-        else:
-            top, top_end, c_opp, c_launch, c_step, c_top = _close_for_instant(
-                host, stack, (top, top_end, c_opp, c_launch, c_step, c_top), ts)
-        parent[i] = top
-        op_parent[i] = c_opp
-        push((top, top_end, c_opp, c_launch, c_step, c_top))
-        if h.name in step_names:
-            c_step = step_names[h.name]
-            roots.append(i)
-        step[i] = c_step
-        kind = h.kind
-        if kind == OP:
-            launcher[i] = c_launch = c_opp = i
-            if c_top:
-                tops.append(i)  # (whatever its step now: backward ops get theirs later, blocks.backward)
-            c_top = False
-        else:
-            launcher[i] = c_launch
-            if kind >= ANNOTATION:
-                c_opp, c_top = i, True
-        top, top_end = i, ts + dur
-    _calls_after(stack, top, top_end, r, call_ts, calls, leaf)
-
-
-def _close_for_instant(host: list[HostEvent], stack: list[tuple], state: tuple, ts: int) -> tuple:
-    """The stack state a zero-length event at ``ts`` sees: the events it closes popped. Those that ended before
-    it, and a zero-length one at the same ts; not one that ends at ts and started earlier (it is inside that)."""
-    while state[1] < ts or (state[1] == ts and not host[state[0]].dur):
-        state = stack.pop()
-    return state
-
-
-def _calls_after(stack: list[tuple], top: int, top_end: float, r: int, call_ts: float,
-                 calls: Iterator[tuple[int, float]], leaf: list[int]) -> None:
-    """The leaves of a thread's calls at or after its last event's start: as in the sweep, with nothing left to
-    come but the calls."""
-    while r != NONE:
-        while top_end < call_ts:
-            top, top_end = stack.pop()[:2]
-        leaf[r] = top
-        r, call_ts = next(calls)
+    m = len(ts)
+    call_ts, call_thread = np.fromiter(ts, np.int64, m), np.fromiter(threads, np.int64, m)
+    at = np.full(m, n, np.int64)
+    if not m:
+        return at, call_ts
+    if call_thread.min() == call_thread.max():
+        groups: list[tuple[int, Any]] = [(threads[0], slice(None))]
+    else:
+        by_thread = np.argsort(call_thread, kind="stable")
+        groups = [(t, by_thread[a:b]) for t, a, b in _thread_runs(call_thread[by_thread])]
+    for thread, calls in groups:
+        lo, hi = index.run(thread)
+        k = np.searchsorted(starts[lo:hi], call_ts[calls], "right") + (lo - 1)
+        at[calls] = np.where(k >= lo, k, n)
+    return at, call_ts
 
 
 def nearest_above(parent: Sequence[int], i: int, hit: Callable[[int], bool], memo: dict[int, int]) -> int:
@@ -313,18 +570,6 @@ def _index(starts: list[int], threads: list[int]) -> OrderIndex:
                       stop=dict(zip(threads, range(1, n + 1))))
 
 
-def _index_sorted(starts: list[int], threads: list[int]) -> OrderIndex:
-    """:func:`_index` of an order sorted by thread: each thread's run found by bisection, not by a dict per event."""
-    first: dict[int, int] = {}
-    stop: dict[int, int] = {}
-    k, n = 0, len(threads)
-    while k < n:
-        thread = threads[k]
-        first[thread] = k
-        k = stop[thread] = bisect_right(threads, thread, k)
-    return OrderIndex(starts=starts, first=first, stop=stop)
-
-
 def runtime_leaves(tr: Trace, order: list[int], parent: list[int], index: OrderIndex | None = None) -> list[int]:
     """For each runtime call, the innermost host event on its thread that contains it (ends included).
 
@@ -359,31 +604,68 @@ def runtime_leaves(tr: Trace, order: list[int], parent: list[int], index: OrderI
 
 def external_ids_trusted(tr: Trace) -> bool:
     """In 2022-23 traces a device event's External id is its correlation id: ignore them then."""
-    with_ext = [d for d in tr.device if d.ext_id]
-    if not with_ext:
-        return False
-    same = sum(1 for d in with_ext if d.ext_id == d.correlation)
-    return same * 2 < len(with_ext)
+    return _ids_trusted([d.ext_id for d in tr.device], [d.correlation for d in tr.device])
+
+
+def _ids_trusted(exts: list[int], corrs: list[int]) -> bool:
+    """:func:`external_ids_trusted` of the device events' External ids and correlation ids (C loops)."""
+    with_ext = len(exts) - exts.count(0)
+    return with_ext > 0 and sum(compress(map(eq, exts, corrs), exts)) * 2 < with_ext
 
 
 def link(tr: Trace) -> Links:
-    order, parent, op_parent, launcher, step, roots, tops, index, rleaf = nest_host(tr)
-    # correlation id -> its first runtime call (later writes win: reversed, the first is written last)
+    order, parent, op_parent, launcher, step, roots, tops, index, rleaf, tree = _nest_host(tr)
     rt_corrs = [rt.correlation for rt in reversed(tr.runtime)]
-    by_corr = dict(zip(rt_corrs, range(len(tr.runtime) - 1, -1, -1)))
-    by_corr.pop(0, None)  # 0: no correlation
-    trusted = external_ids_trusted(tr)
-    launch = list(map(by_corr.get, [d.correlation for d in tr.device]))  # (C loops: one entry per kernel)
-    leaf = [rleaf[r] if r is not None else NONE for r in launch]
-    linked = [r is not None for r in launch]
+    corrs = [d.correlation for d in tr.device]
+    trusted = _ids_trusted([d.ext_id for d in tr.device], corrs)
+    launch, leaf, linked = _launches(rt_corrs, corrs, rleaf)
     pending = [] if all(linked) else _link_by_ext(tr, launch, leaf, linked, trusted)
     if pending and tr.gpu_annotations:
         _link_by_annotation(tr, pending, leaf, linked)
     links = Links(order, parent, op_parent, launcher, leaf, linked, trusted, step, roots, tops)
-    links.order_index, links.device_call = index, launch
+    links.order_index, links.device_call, links.tree = index, launch, tree
     if pending:
         _record_unlinked(links, tr, pending, rt_corrs)
     return links
+
+
+def _launches(rt_corrs: list[int], corrs: list[int], rleaf: list[int]
+              ) -> tuple[list[int | None], list[int], list[bool]]:
+    """Per device event (correlation ids ``corrs``): its launch, the first runtime call with its id (``rt_corrs``:
+    the calls' ids, last first), or None; that call's leaf (``rleaf``), or NONE; whether it has a launch. By
+    bisection among the calls sorted by id (:func:`_first_calls`), or, with an id beyond int64, by a dict."""
+    try:
+        launch = _first_calls(rt_corrs, corrs)
+    except OverflowError:
+        # correlation id -> its first runtime call (later writes win: reversed, the first is written last)
+        by_corr = dict(zip(rt_corrs, range(len(rt_corrs) - 1, -1, -1)))
+        by_corr.pop(0, None)  # 0: no correlation
+        launch = list(map(by_corr.get, corrs))  # (C loops: one entry per kernel)
+    if None not in launch:  # (every kernel launched by a recorded call: the common case, no test per kernel)
+        return launch, list(map(rleaf.__getitem__, launch)), [True] * len(launch)  # type: ignore[arg-type]
+    return launch, [rleaf[r] if r is not None else NONE for r in launch], [r is not None for r in launch]
+
+
+def _first_calls(rt_corrs: list[int], corrs: list[int]) -> list[int | None]:
+    """Per correlation id of ``corrs``, the first runtime call with it (``rt_corrs``: the calls' ids, last first),
+    or None (and for 0, no correlation): a stable sort of the calls' ids, then a bisection per id. OverflowError
+    for an id beyond int64."""
+    import numpy as np
+
+    m = len(rt_corrs)
+    calls = np.fromiter(rt_corrs, np.int64, m)[::-1]
+    ids = np.fromiter(corrs, np.int64, len(corrs))
+    if not m:
+        return [None] * len(corrs)
+    by_id = np.argsort(calls, kind="stable")  # (equal ids: the first call first)
+    k = np.minimum(np.searchsorted(calls[by_id], ids), m - 1)
+    first = by_id[k]
+    found = (calls[first] == ids) & (ids != 0)
+    if found.all():
+        return first.tolist()
+    out = first.astype(object)
+    out[~found] = None
+    return out.tolist()
 
 
 def _record_unlinked(links: Links, tr: Trace, pending: list[int], rt_corrs: list[int]) -> None:

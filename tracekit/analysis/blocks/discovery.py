@@ -12,11 +12,14 @@ GEMM → softmax → GEMM run of kernels that none owns an ``inferred`` one. A s
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import compress
+from itertools import compress, repeat
+from operator import eq
+from typing import Any
 
 import orjson
 
@@ -27,7 +30,7 @@ from ...vocab import (
     QUANTIZED_LINEAR_OPS, Category, CoreKind, FoundBy, OpPattern, Phase, anchored, compact_kernel_name,
     opens_fused_block,
 )
-from ..link import NONE, Links, nearest_above
+from ..link import NONE, HostTree, Links, nearest_above
 from .compiled import Regions, core_names, region_events, region_work
 
 DEFAULT_SCOPE = r"attention|attn|SelfAttention|MultiheadAttention"
@@ -230,17 +233,26 @@ class BlockFinder:
         """
         cores = _Cores(tr, links, self, cats)
         blocks = cores.blocks()
-        owner = [NONE] * len(tr.host)
-        for b, blk in enumerate(blocks):
-            for r in blk.roots:
-                owner[r] = b
-        parent = links.parent
-        for i in links.order:  # parents first: the innermost block root around an event owns it
-            p = parent[i]
-            if owner[i] == NONE and p != NONE:
-                owner[i] = owner[p]
         _assign_steps(links, blocks)
-        return blocks, owner
+        return blocks, _owners(tr, links, blocks)
+
+
+def _owners(tr: Trace, links: Links, blocks: list[Block]) -> list[int]:
+    """Per host event, the block whose root is the innermost around it (itself included), or NONE. A root's subtree
+    is one run of the sweep's positions (link.HostTree): the runs are assigned outermost first, so an inner root's
+    overwrites its block's; a root of two blocks is the later block's."""
+    import numpy as np
+
+    tree = links.host_tree(tr)
+    roots = [(r, b) for b, blk in enumerate(blocks) for r in blk.roots]
+    owner = np.zeros(len(tr.host), np.int64)  # per position: 1 + the owning block, 0 for none
+    if roots:
+        at = tree.position[[r for r, _ in roots]].tolist()
+        ends = tree.end[at].tolist()
+        for p, b, e in sorted(zip(at, [b for _, b in roots], ends)):
+            owner[p:e] = b + 1
+    table = np.array([NONE, *range(len(blocks))], object)  # (shared ints: none made per event)
+    return table[owner[tree.position]].tolist()
 
 
 class _Cores:
@@ -251,7 +263,7 @@ class _Cores:
         self.tr, self.links, self.finder = tr, links, finder
         self._key_of: dict[int, int] = {}  # non-op host event -> its sibling key (sibling_key)
         names = tr.names if tr.names is not None else frozenset(h.name for h in tr.host)
-        self.ops = _NamedOps(tr, names)
+        self.ops = _NamedOps(tr, links, names)
         self.fused_ops = self.ops.of(self.ops.fused)
         self.is_fused = set(self.fused_ops)
         self.eager = _eager_triples(tr, links, self.ops, self.sibling_key, self.is_key)
@@ -387,10 +399,10 @@ class _Cores:
 
     def _open_scopes(self, cats: Sequence[Category], claimed: dict[int, _Claim]) -> dict[int, list[int]]:
         """Unclaimed scopes around a softmax kernel -> [] (their kernels, filled by _scope_kernels)."""
-        leaf, softmax = self.links.device_leaf, Category.SOFTMAX
+        leaf = self.links.device_leaf
         open_scopes: dict[int, list[int]] = {}
-        for j, c in enumerate(cats):
-            if c == softmax and leaf[j] != NONE:
+        for j in _of_category(cats, Category.SOFTMAX):
+            if leaf[j] != NONE:
                 sc = self.scope_around(leaf[j])
                 if sc != NONE and sc not in claimed:
                     open_scopes[sc] = []
@@ -399,9 +411,10 @@ class _Cores:
     def _scope_kernels(self, cats: Sequence[Category], open_scopes: dict[int, list[int]], containers: set[int]) -> None:
         """Each open scope's GEMM and softmax kernels; a layer container's are none, nor a breaker op's GEMMs."""
         host, leaf, launcher = self.tr.host, self.links.device_leaf, self.links.launcher
-        softmax, matmul = Category.SOFTMAX, Category.MATMUL
-        for j, c in enumerate(cats):
-            if (c != matmul and c != softmax) or leaf[j] == NONE:
+        matmul = Category.MATMUL
+        for j in sorted(_of_category(cats, matmul) + _of_category(cats, Category.SOFTMAX)):
+            c = cats[j]
+            if leaf[j] == NONE:
                 continue
             sc = self.scope_around(leaf[j])
             if sc not in open_scopes or sc in containers:
@@ -486,33 +499,47 @@ class _NamedOps:
     eager-ops) and matrix products (linear attention), found in one walk over the host events for all three, and
     none when the file has none of those names."""
 
-    def __init__(self, tr: Trace, names: frozenset[str]) -> None:
+    def __init__(self, tr: Trace, links: Links, names: frozenset[str]) -> None:
         self.host = tr.host
         self.fused = {n for n in names if opens_fused_block(n)}
         self.softmax = {n for n in names if SOFTMAX_OPS.match(n)}
         self.products = {n for n in names if MATMUL_OPS.match(n)}
-        self.ops = _ops_named(tr.host, self.fused | self.softmax | self.products)
+        self.ops = _ops_named(tr, links, self.fused | self.softmax | self.products)
+        self._names = links.host_tree(tr).names_of(tr) if self.ops else None
 
     def of(self, names: set[str]) -> list[int]:
-        """The ops named one of ``names`` (one of the three sets), in index order."""
-        host = self.host
-        return [i for i in self.ops if host[i].name in names] if names else []
+        """The ops named one of ``names`` (one of the three sets), in index order: their name ids looked up."""
+        if not names or self._names is None:
+            return []
+        import numpy as np
+
+        ops = np.array(self.ops, np.int64)
+        return ops[self._names.flags(names)[self._names.column[ops]]].tolist()
 
 
-def _ops_named(host: list[HostEvent], names: set[str]) -> list[int]:
-    """The ops named one of ``names``, in index order: no walk when there is none."""
-    return [i for i, h in enumerate(host) if h.name in names and h.kind == OP] if names else []
+def _ops_named(tr: Trace, links: Links, names: set[str]) -> list[int]:
+    """The ops named one of ``names``, in index order (the names' column: link.HostNames); none when none is."""
+    if not names:
+        return []
+    tree = links.host_tree(tr)
+    named = tree.names_of(tr).having(names)
+    return named[tree.kind[tree.position[named]] == OP].tolist()
 
 
 def _kernel_sites(links: Links, cats: Sequence[Category] | None) -> dict[int, list[int]]:
     """Launch-site host event -> its fused attention kernels (none on CPU-only traces)."""
     kernels: dict[int, list[int]] = defaultdict(list)
     if cats is not None:
-        leaf, fa = links.device_leaf, Category.FUSED_ATTENTION
-        for j, c in enumerate(cats):
-            if c == fa and leaf[j] != NONE:
+        leaf = links.device_leaf
+        for j in _of_category(cats, Category.FUSED_ATTENTION):
+            if leaf[j] != NONE:
                 kernels[leaf[j]].append(j)
     return kernels
+
+
+def _of_category(cats: Sequence[Category], category: Category) -> list[int]:
+    """The device events of ``category``, in index order (C loops: a few among many kernels)."""
+    return list(compress(range(len(cats)), map(eq, cats, repeat(category))))
 
 
 def _around(parent: Sequence[int], claimed: dict[int, _Claim]) -> set[int]:
@@ -575,11 +602,16 @@ def _dims_text(tr: Trace, i: int) -> str:
 
 
 def _dims(tr: Trace, i: int) -> list | None:
+    """An op's recorded input dims (its ``Input Dims``, a JSON list), or None. (Read, never changed, by the rules.)"""
     rec = tr.op_inputs.get(i)
-    if rec is None or not rec.dims:
-        return None
+    return _parsed_dims(rec.dims) if rec is not None and rec.dims else None
+
+
+@lru_cache(maxsize=1 << 12)
+def _parsed_dims(text: bytes) -> list | None:
+    """A recorded ``Input Dims`` text parsed, or None: memoised, as every layer records the same few shapes."""
     try:
-        dims = orjson.loads(rec.dims)
+        dims = orjson.loads(text)
     except orjson.JSONDecodeError:
         return None
     return dims if isinstance(dims, list) else None
@@ -711,38 +743,72 @@ def _eager_triples(tr: Trace, links: Links, ops: _NamedOps, key: Callable[[int],
     if not ops.softmax:
         return []  # no softmax op in the file (fused attention models): the walk is skipped
     out: list[_Eager] = []
-    for sibs in _softmax_siblings(tr, links, ops.of(ops.softmax), key, is_key):
-        out += _triples_among(tr, sibs, ops.softmax)
+    for sibs, softmaxes in _softmax_siblings(tr, links, ops.of(ops.softmax), key, is_key):
+        out += _triples_among(tr, sibs, softmaxes)
     return out
 
 
 def _softmax_siblings(tr: Trace, links: Links, softmax_ops: list[int], key: Callable[[int], int],
-                     is_key: Callable[[HostEvent], bool]) -> list[list[int]]:
-    """The ops (parents first) under each sibling key that has a softmax op among its ops. Only the events whose
-    parent is such a key, or a range or module between one and its ops, are read: C loops pick them out of the
-    order, and parents come first in it, so such a range is known before anything under it (``is_key``: whether
-    a range or module is a key itself, which ends that chain)."""
-    host, parent, order = tr.host, links.parent, links.order
-    key_of = {k: k for k in map(key, softmax_ops)}  # a key, or a range or module between it and its ops -> the key
-    kids: dict[int, list[int]] = defaultdict(list)
-    for i in compress(order, map(key_of.__contains__, map(parent.__getitem__, order))):
-        h = host[i]
-        if h.kind == OP:
-            kids[key_of[parent[i]]].append(i)
-        elif i not in key_of and not is_key(h):
-            key_of[i] = key_of[parent[i]]
-    return list(kids.values())
+                      is_key: Callable[[HostEvent], bool]) -> list[tuple[list[int], list[int]]]:
+    """The ops (parents first) under each sibling key that has a softmax op among its ops, and where the softmax
+    ops are among them; keys in the order of their first op. An op is a key's when its parent is the key or a
+    range or module between one and its ops (:func:`_key_groups`). Over the nesting's columns (link.HostTree):
+    the events under no such key are never visited in Python."""
+    import numpy as np
+
+    if not softmax_ops:
+        return []  # (softmax names only on ranges: no softmax op)
+    tree = links.host_tree(tr)
+    group = _key_groups(tr, tree, [key(i) for i in softmax_ops], is_key)
+    kid = np.flatnonzero((tree.kind == OP) & (group[tree.parent] >= 0))  # positions, in order (each softmax op's)
+    of = group[tree.parent[kid]]
+    by_group = np.argsort(of, kind="stable")  # each group's kids together, in order
+    of, kid = of[by_group], kid[by_group]
+    firsts = np.flatnonzero(np.concatenate(([True], of[1:] != of[:-1]))).tolist()
+    soft = np.zeros(len(tree.order), bool)
+    soft[tree.position[softmax_ops]] = True
+    sibs, softs = tree.order[kid].tolist(), np.flatnonzero(soft[kid]).tolist()
+    stops = [*firsts[1:], len(sibs)]
+    out = []
+    for a, b in sorted(zip(firsts, stops), key=lambda ab: by_group[ab[0]]):  # (by each group's first kid)
+        k = bisect_left(softs, a)
+        out.append((sibs[a:b], [s - a for s in softs[k:bisect_left(softs, b, k)]]))
+    return out
 
 
-def _triples_among(tr: Trace, sibs: list[int], soft_names: set[str]) -> list[_Eager]:
-    """The triples among one key's sibling ops, left to right: products are not shared between calls."""
+def _key_groups(tr: Trace, tree: HostTree, keys: list[int], is_key: Callable[[HostEvent], bool]) -> Any:
+    """Per position (and n: none, last), the position of the sibling key whose group it heads (n for NONE), or -1:
+    the keys themselves, and the ranges and modules under one (or under one of those) that are no key (``is_key``),
+    found a level at a time: parents first, as the sweep's order has them."""
+    import numpy as np
+
+    n = len(tree.order)
+    group = np.full(n + 1, -1, np.int64)
+    at = np.array(keys, np.int64)
+    at = np.where(at == NONE, n, tree.position[np.maximum(at, 0)])
+    group[at] = at
+    open_ = (tree.kind != OP) & (group[:n] < 0)  # ranges and modules not yet placed
+    host, order, up = tr.host, tree.order, tree.parent
+    while True:
+        new = np.flatnonzero(open_ & (group[up] >= 0))
+        if not len(new):
+            return group
+        open_[new] = False
+        new = new[[not is_key(host[i]) for i in order[new].tolist()]]
+        group[new] = group[up[new]]
+
+
+def _triples_among(tr: Trace, sibs: list[int], softmaxes: list[int]) -> list[_Eager]:
+    """The triples among one key's sibling ops (the softmax ops at ``softmaxes``), left to right: products are not
+    shared between calls."""
     host = tr.host
     out: list[_Eager] = []
     used = -1  # the last sibling position a triple took
     first = -1  # the first sibling position of the last chain
-    for pos, i in enumerate(sibs):
-        if pos <= used or host[i].name not in soft_names:
+    for pos in softmaxes:
+        if pos <= used:
             continue
+        i = sibs[pos]
         lo = _product_near(host, sibs, pos, -1, used)
         hi = _product_near(host, sibs, pos, 1, len(sibs))
         if lo is None or hi is None or not _shapes_agree(tr, sibs, lo, pos, hi):
@@ -891,9 +957,8 @@ def _like_input(dims: list[int] | None, ref: list[int] | None) -> bool:
 def _product_near(host: Sequence[HostEvent], sibs: list[int], pos: int, step: int, stop: int) -> int | None:
     """The nearest product op from ``pos`` in direction ``step`` within MAX_EAGER_GAP siblings (layout glue not
     counted: GAP_FREE_GLUE), before any breaker or other softmax, not reaching ``stop``; None if there is none."""
-    k = pos + step
     gap = 0
-    while k != stop and 0 <= k < len(sibs) and gap <= MAX_EAGER_GAP:
+    for k in range(pos + step, min(stop, len(sibs)) if step > 0 else max(stop, -1), step):
         what = _sibling_class(host[sibs[k]].name)
         if what == _PRODUCT:
             return k
@@ -901,7 +966,8 @@ def _product_near(host: Sequence[HostEvent], sibs: list[int], pos: int, step: in
             return None
         if what == _COUNTED:
             gap += 1
-        k += step
+            if gap > MAX_EAGER_GAP:
+                return None
     return None
 
 
