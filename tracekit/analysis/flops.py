@@ -34,7 +34,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import compress, repeat
 from math import prod
+from operator import itemgetter, lt
 from typing import NamedTuple, Protocol
 
 import orjson
@@ -604,28 +606,40 @@ def _group(tr: Trace, units: dict[int, list[int]], costs: dict[int, OpCost], dev
            cats: Sequence[str], dev_share: Sequence[int], roles: RoleLookup | None) -> dict[_GroupKey, list[int]]:
     """Counted ops with equal figures merged: ``[calls, busy ns]`` per (block, category, role, cost).
 
-    One dict update per counted op; the few distinct keys are summed per block, category and role afterwards.
-    An op's kernels sit in the block and category of its longest one.
+    One dict update per counted op, its key's parts read as columns in C; the few distinct keys are summed per
+    block, category and role afterwards. An op's kernels sit in the block and category of its longest one.
     """
-    groups: dict[_GroupKey, list[int]] = {}
-    n_roles = len(roles) if roles is not None else 0
+    us, jss = list(units), list(units.values())
+    longest = list(map(itemgetter(0), jss))  # (an op with one kernel, most of them: that one)
+    ns = list(map(dev_share.__getitem__, longest))
     dev = tr.device
-    for u, js in units.items():
-        if len(js) == 1:
-            longest = js[0]
-            ns = dev_share[longest]
-        else:
-            durs = [dev[j].dur for j in js]
-            longest = js[durs.index(max(durs))]  # (the first of the longest, as max with a key gives it)
-            ns = sum(map(dev_share.__getitem__, js))
-        key = (dev_owner[longest], cats[longest], roles[u] if u < n_roles else None, costs[u])  # type: ignore[index]
-        g = groups.get(key)
+    for k in compress(range(len(jss)), map(lt, repeat(1), map(len, jss))):  # several kernels
+        js = jss[k]
+        durs = [dev[j].dur for j in js]
+        longest[k] = js[durs.index(max(durs))]  # (the first of the longest, as max with a key gives it)
+        ns[k] = sum(map(dev_share.__getitem__, js))
+    # (each column made whole before the loop: a C loop at a time runs faster than the maps interleaved)
+    keys = zip(list(map(dev_owner.__getitem__, longest)), list(map(cats.__getitem__, longest)),
+               list(_roles_of(us, roles)), list(map(costs.__getitem__, us)))
+    groups: dict[_GroupKey, list[int]] = {}
+    for key, n in zip(keys, ns):
+        g = groups.get(key)  # type: ignore[arg-type]
         if g is None:
-            groups[key] = [1, ns]
+            groups[key] = [1, n]  # type: ignore[index]
         else:
             g[0] += 1
-            g[1] += ns
+            g[1] += n
     return groups
+
+
+def _roles_of(us: list[int], roles: RoleLookup | None) -> Iterable[str | None]:
+    """Each op's matmul role (None where ``roles`` has none for it)."""
+    n_roles = len(roles) if roles is not None else 0
+    if roles is None or not us:
+        return repeat(None, len(us))
+    if max(us) < n_roles:
+        return map(roles.__getitem__, us)
+    return [roles[u] if u < n_roles else None for u in us]
 
 
 def _sums(groups: dict[_GroupKey, list[int]], peaks: DevicePeaks | None, device: str | None,
@@ -637,6 +651,7 @@ def _sums(groups: dict[_GroupKey, list[int]], peaks: DevicePeaks | None, device:
     reason kept is the first part's that is not None.
     """
     at_peak: dict[int, Efficiency] = {}  # id(cost) -> one call's time at peak (and reason) on this device
+    parts: dict[tuple[int, int], _Part] = {}  # (id(cost), calls) -> what those calls add (few distinct pairs)
     sums: dict[tuple[int, str | None], Efficiency] = {}
     names: dict[str, str] = {}  # category -> its plain str (orjson), made once per category
     for (b, cat, role, c), (n, ns) in groups.items():
@@ -647,10 +662,13 @@ def _sums(groups: dict[_GroupKey, list[int]], peaks: DevicePeaks | None, device:
         if c.kind == FLOPS_NONE:
             _note_uncounted(sums, keys, c.why)
             continue
-        ref = at_peak.get(id(c))  # (by identity: equal costs give equal figures, and a tuple's hash is not kept)
-        if ref is None:
-            ref = at_peak[id(c)] = _unit_efficiency(c, 0, peaks, device)
-        _accumulate(sums, keys, n, ns, c, ref)
+        part = parts.get((id(c), n))  # (by identity: equal costs give equal figures, and a tuple's hash is not kept)
+        if part is None:
+            ref = at_peak.get(id(c))
+            if ref is None:
+                ref = at_peak[id(c)] = _unit_efficiency(c, 0, peaks, device)
+            part = parts[(id(c), n)] = _part(n, c, ref)
+        _accumulate(sums, keys, n, ns, part)
         if c.kind == FLOPS_BOUNDS:
             for key in keys:
                 _add_range(sums[key], n, c, peaks)
@@ -666,11 +684,29 @@ def _note_uncounted(sums: dict[tuple[int, str | None], Efficiency], keys: Sequen
         e.reason = e.reason or why
 
 
+class _Part(NamedTuple):
+    """What ``n`` calls of one cost add to a sum: FLOPs, bytes, seconds at peak (None where the device's peak is
+    unknown), the reason one call's figures carry, and its dtype class (at most one: _unit_efficiency's)."""
+
+    flops: float
+    bytes: float
+    compute_s: float | None
+    memory_s: float | None
+    reason: str | None
+    dtypes: tuple[str, ...]
+
+
+def _part(n: int, c: OpCost, ref: Efficiency) -> _Part:
+    """``n`` calls of cost ``c`` (``ref``: one call at peak)."""
+    return _Part(n * c.flops, n * c.bytes, None if ref.compute_s is None else n * ref.compute_s,
+                 None if ref.memory_s is None else n * ref.memory_s, ref.reason, ref.dtypes)
+
+
 def _accumulate(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[tuple[int, str | None]], n: int,
-                ns: int, c: OpCost, ref: Efficiency) -> None:
-    """``n`` calls of cost ``c`` (``ref``: one call at peak) taking ``ns`` of busy time, summed into each key's
-    Efficiency in place, as :meth:`Efficiency.add` sums (without a part object per group; the products once)."""
-    flops, nbytes, cs, ms = _products(n, c, ref)
+                ns: int, part: _Part) -> None:
+    """``n`` calls (what they add: ``part``) taking ``ns`` of busy time, summed into each key's Efficiency in place,
+    as :meth:`Efficiency.add` sums (without a part object per group)."""
+    flops, nbytes, cs, ms, reason, dtypes = part
     for key in keys:
         e = sums.get(key)
         if e is None:
@@ -681,26 +717,20 @@ def _accumulate(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[t
         e.compute_s = None if e.compute_s is None or cs is None else e.compute_s + cs
         e.memory_s = None if e.memory_s is None or ms is None else e.memory_s + ms
         e.ops += n
-    if ref.reason is not None or ref.dtypes:  # (else nothing to merge)
-        _add_reason_and_dtype(sums, keys, ref)
+    if reason is not None or dtypes:  # (else nothing to merge)
+        _add_reason_and_dtype(sums, keys, reason, dtypes)
 
 
 def _add_reason_and_dtype(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[tuple[int, str | None]],
-                          ref: Efficiency) -> None:
-    """The first reason a key gets is kept; the call's dtype joins each key's, sorted (as Efficiency.add merges)."""
-    dtype = ref.dtypes[0] if ref.dtypes else None  # (one at most: _unit_efficiency's)
+                          reason: str | None, dtypes: tuple[str, ...]) -> None:
+    """The first reason a key gets is kept; the calls' dtype (one at most: _unit_efficiency's) joins each key's,
+    sorted (as Efficiency.add merges)."""
     for key in keys:
         e = sums[key]
         if e.reason is None:
-            e.reason = ref.reason
-        if dtype is not None and dtype not in e.dtypes:  # (a key without dtypes yet, most often: takes the call's)
-            e.dtypes = tuple(sorted({*e.dtypes, *ref.dtypes})) if e.dtypes else ref.dtypes
-
-
-def _products(n: int, c: OpCost, ref: Efficiency) -> tuple[float, float, float | None, float | None]:
-    """``n`` calls' FLOPs, bytes and seconds at peak (None where the device's peak is unknown)."""
-    return (n * c.flops, n * c.bytes, None if ref.compute_s is None else n * ref.compute_s,
-            None if ref.memory_s is None else n * ref.memory_s)
+            e.reason = reason
+        if dtypes and dtypes[0] not in e.dtypes:  # (a key without dtypes yet, most often: takes the call's)
+            e.dtypes = tuple(sorted({*e.dtypes, *dtypes})) if e.dtypes else dtypes
 
 
 def _add_range(e: Efficiency, n: int, c: OpCost, peaks: DevicePeaks | None) -> None:

@@ -104,35 +104,39 @@ def _device_pass(links: Links, blocks: Sequence[Block], dev_owner: Sequence[int]
     kinds: dict[int, list[int]] = defaultdict(list)
     for j, (b, ls) in enumerate(zip(dev_owner, launch_step)):
         if b == NONE:
-            if ls is not None:
-                events[ls].append(j)
-                kinds[ls].append(OUTSIDE)
-            continue
-        s = block_step[b]
+            s, kind = ls, OUTSIDE
+        else:
+            s, kind = block_step[b], ATTENTION
+            if s is None:  # (a block outside every step: its events are in their launching op's)
+                s, kind = ls, STEPLESS
         if s is not None:
             events[s].append(j)
-            kinds[s].append(ATTENTION)
-        elif ls is not None:
-            events[ls].append(j)
-            kinds[ls].append(STEPLESS)
+            kinds[s].append(kind)
     index.events, index.kinds, index.launched = events, kinds, launched
 
 
 def step_busy(dev: Sequence[DeviceEvent], js: list[int], kinds: list[int]) -> StepBusy:
     """:class:`StepBusy` of the device events ``js`` (ascending, each of kind ``kinds[k]``): one sort by start and one
-    sweep keep three first-come splits at once (busy.busy_time's, each with its own running end): all the events,
-    the attention ones and the outside ones. The running ends start at the first start, which no end is below:
-    the same split as starting from none."""
+    sweep (:func:`_sweep`)."""
     if not js:
         return StepBusy()
     evs = list(map(dev.__getitem__, js))
     ts = [e.ts for e in evs]
     ends = [e.ts + e.dur for e in evs]
     order = sorted(range(len(js)), key=ts.__getitem__)  # (stable: the first is the lowest index among the first)
-    lo = ts[order[0]]
-    m = ma = mo = lo  # the running ends: all, attention, outside
+    busy, att, share = _sweep(ts, ends, order, kinds)
+    out = list(map(eq, kinds, repeat(OUTSIDE)))
+    return StepBusy(busy_ns=busy, attention_ns=att, first=js[order[0]], start=ts[order[0]], end=max(ends),
+                    outside=list(compress(js, out)), share=list(compress(share, out)))
+
+
+def _sweep(ts: list[int], ends: list[int], order: list[int], kinds: list[int]) -> tuple[int, int, list[int]]:
+    """Three first-come splits at once (busy.busy_time's, each with its own running end), in ``order`` (by start):
+    all the events' busy union, the attention ones', and each outside event's share among the outside ones. The
+    running ends start at the first start, which no end is below: the same split as starting from none."""
+    m = ma = mo = ts[order[0]]  # the running ends: all, attention, outside
     busy = att = 0
-    share = [0] * len(js)
+    share = [0] * len(ts)
     for k in order:
         t, e = ts[k], ends[k]
         if e > m:
@@ -146,6 +150,4 @@ def step_busy(dev: Sequence[DeviceEvent], js: list[int], kinds: list[int]) -> St
         elif c == OUTSIDE and e > mo:
             share[k] = e - (t if t > mo else mo)
             mo = e
-    out = list(map(eq, kinds, repeat(OUTSIDE)))
-    return StepBusy(busy_ns=busy, attention_ns=att, first=js[order[0]], start=lo, end=max(ends),
-                    outside=list(compress(js, out)), share=list(compress(share, out)))
+    return busy, att, share
