@@ -274,6 +274,7 @@ def _plain_steps(ctx) -> tuple[list, list]:
     from tracekit.analysis.clock import first_event, relative_us
     from tracekit.analysis.link import NONE
     from tracekit.analysis.rest import _ModuleOf
+    from tracekit.model import MODULE
     from tracekit.results.attribution import StepFigures
     from tracekit.vocab import CATEGORIES
 
@@ -303,7 +304,16 @@ def _plain_steps(ctx) -> tuple[list, list]:
         whole.append(StepFigures(step=s, busy_us=busy_time(evs)[0] / 1000, span_us=(end - start) / 1000,
                                  attention_us=busy_time([dev[j] for j in attention.get(s, [])])[0] / 1000,
                                  start_us=relative_us(start, ctx.origin), end_us=relative_us(end, ctx.origin)))
-    module, rest = _ModuleOf(tr, links), []
+    any_module, rest = _ModuleOf(tr, links).any, []
+
+    def module(i: int) -> str | None:  # the nn.Module events above i (itself included), outermost first
+        chain = []
+        while i != NONE:
+            if tr.host[i].kind == MODULE:
+                chain.insert(0, i)
+            i = links.parent[i]
+        return module_kind(tr.host[chain[1] if len(chain) > 1 else chain[0]].name) if chain else None
+
     for s in sorted(outside):
         js = outside[s]
         c, mods, by_leaf = dict.fromkeys(CATEGORIES, 0), defaultdict(int), defaultdict(int)
@@ -311,7 +321,7 @@ def _plain_steps(ctx) -> tuple[list, list]:
             c[ctx.cats[j]] += ns
             by_leaf[links.device_leaf[j]] += ns
         for lf, ns in by_leaf.items():
-            if module.any and module(lf) is not None:
+            if any_module and module(lf) is not None:
                 mods[module(lf)] += ns
         rest.append((s, c, sorted(mods.items(), key=lambda kv: -kv[1])))
     return whole, rest

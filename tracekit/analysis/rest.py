@@ -119,7 +119,7 @@ class _ModuleOf:
         self.any = (any(n.startswith("nn.Module: ") for n in tr.names) if tr.names is not None
                     else any(map(MODULE.__eq__, map(attrgetter("kind"), tr.host))))
         self.memo: dict[int, str | None] = {}  # nn.Module event -> its top-level module's class
-        self._pair: dict[int, tuple[int, int]] = {NONE: (NONE, NONE)}  # event -> (outermost module, its child)
+        self._outermost: set[int] = set()  # the outermost modules met so far (no module around them)
         self._kinds: dict[str, str] = {}  # module event name -> module_kind (layers repeat their names)
 
     def __call__(self, i: int) -> str | None:
@@ -152,29 +152,35 @@ class _ModuleOf:
 
     def _named(self, m: int) -> str | None:
         """The top-level module of nn.Module event ``m`` (its outermost, or that one's child on the way to ``m``),
-        by class."""
-        outer, inner = self._modules(m)
-        raw = self.host[inner if inner != NONE else outer].name
+        by class; kept for every module on the way up to one whose answer is known (a module's answer is its
+        nearest module's, unless that one is the outermost: then it is its own), so each is looked at once."""
+        host, parent, memo, outermost = self.host, self.parent, self.memo, self._outermost
+        path = [m]  # the modules from m up, innermost first
+        k = parent[m]
+        while True:
+            while k != NONE and host[k].kind != MODULE:
+                k = parent[k]
+            if k == NONE or k in memo:
+                break
+            path.append(k)
+            k = parent[k]
+        if k == NONE:  # path[-1] is the outermost: its answer is its own, and its child's (and below) the child's
+            top = path.pop()
+            outermost.add(top)
+            memo[top] = self._kind(top)
+            if not path:
+                return memo[top]
+            got = self._kind(path[-1])
+        else:
+            got = self._kind(path[-1]) if k in outermost else memo[k]
+        for q in path:
+            memo[q] = got
+        return got
+
+    def _kind(self, m: int) -> str:
+        """module_kind of module event ``m``'s name, once per distinct name (layers repeat their names)."""
+        raw = self.host[m].name
         name = self._kinds.get(raw)
         if name is None:
             name = self._kinds[raw] = module_kind(raw)
         return name
-
-    def _modules(self, i: int) -> tuple[int, int]:
-        """(outermost nn.Module around ``i``, the next one inside it on the way to ``i``), NONE where none; each
-        event's pair kept, so that a tree's events are walked once however many launching ops ask."""
-        host, parent, pair = self.host, self.parent, self._pair
-        path = []
-        k = i
-        while k not in pair:
-            path.append(k)
-            k = parent[k]
-        outer, inner = pair[k]
-        for k in reversed(path):  # outermost first: each event's pair from its parent's
-            if host[k].kind == MODULE:
-                if outer == NONE:
-                    outer = k
-                elif inner == NONE:
-                    inner = k
-            pair[k] = (outer, inner)
-        return outer, inner
