@@ -1221,3 +1221,13 @@ def test_block_efficiency_over_columns_is_the_plain_walk(tmp_path, seed):
 @pytest.mark.parametrize("rel", REAL_SAMPLES)
 def test_block_efficiency_over_columns_is_the_plain_walk_on_real_traces(rel):
     _assert_efficiency_as_plain(REAL / rel)
+
+
+def test_a_timed_copy_is_the_same_figures_over_another_time():
+    """Efficiency.timed sets each field itself (no keyword __init__): every field but the time must come across."""
+    values = {"flops": 1.5, "bytes": 2.5, "time_ns": 3, "compute_s": 4.5, "memory_s": 5.5, "ops": 6, "reason": "r",
+              "dtypes": ("bf16",), "bounded": 7, "flops_span": 8.5, "compute_span_s": 9.5, "bounds_why": "w"}
+    assert set(values) == {f.name for f in dataclasses.fields(Efficiency)}  # (a new field: add it here and there)
+    e = Efficiency(**values)
+    copy = e.timed(99)
+    assert copy == dataclasses.replace(e, time_ns=99) and copy is not e and e.time_ns == 3

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import compress, repeat
@@ -642,41 +642,86 @@ def _roles_of(us: list[int], roles: RoleLookup | None) -> Iterable[str | None]:
     return [roles[u] if u < n_roles else None for u in us]
 
 
+_Key = Hashable  # a sum's key within its block: None (the block's own), a category or a matmul role
+_Shape = list[tuple[_Key, Efficiency, list[int]]]  # a block's sums before timing: (key, figures, its groups)
+
+
 def _sums(groups: dict[_GroupKey, list[int]], peaks: DevicePeaks | None, device: str | None,
-          ) -> dict[tuple[int, str | None], Efficiency]:
-    """Per (block, None | category | role): the groups summed into one Efficiency each (key None: the block's own).
+          ) -> dict[int, list[tuple[_Key, Efficiency]]]:
+    """Per block: its groups summed into one Efficiency per key (None: the block's own; a category; a role), in
+    the order the keys come.
+
+    A block's figures other than time are a function of its groups' (category, role, cost, calls) in order, and
+    blocks repeat them (layer after layer, step after step): they are summed once per distinct sequence
+    (:func:`_shape`), and each block takes a copy timed by its own groups' busy ns (integer sums, so the copy's
+    figures are the ones its own sums would have made).
+    """
+    blocks: dict[int, tuple[list[tuple[str, str | None, int, int]], list[OpCost], list[int]]] = {}
+    for (b, cat, role, c), (n, ns) in groups.items():
+        got = blocks.get(b)
+        if got is None:
+            got = blocks[b] = ([], [], [])
+        got[0].append((cat, role, id(c), n))  # (by identity: the costs are alive in ``groups``)
+        got[1].append(c)
+        got[2].append(ns)
+    shapes: dict[tuple[tuple[str, str | None, int, int], ...], _Shape] = {}
+    memo = _Memo(peaks, device)
+    out: dict[int, list[tuple[_Key, Efficiency]]] = {}
+    for b, (calls, costs, nss) in blocks.items():
+        sig = tuple(calls)
+        shape = shapes.get(sig)
+        if shape is None:
+            shape = shapes[sig] = _shape(calls, costs, memo)
+        out[b] = [(k, e.timed(sum(map(nss.__getitem__, ks)))) for k, e, ks in shape]
+    return out
+
+
+class _Memo:
+    """What the sums look up per distinct cost: one call's figures at peak, ``n`` calls' part, a category's str."""
+
+    def __init__(self, peaks: DevicePeaks | None, device: str | None) -> None:
+        self.peaks, self.device = peaks, device
+        self.parts: dict[tuple[int, int], _Part] = {}  # (id(cost), calls) -> what those calls add
+        self.names: dict[str, str] = {}  # category -> its plain str (orjson)
+
+    def part(self, c: OpCost, n: int) -> _Part:
+        got = self.parts.get((id(c), n))
+        if got is None:
+            got = self.parts[(id(c), n)] = _part(n, c, _unit_efficiency(c, 0, self.peaks, self.device))
+        return got
+
+    def name(self, cat: str) -> str:
+        got = self.names.get(cat)
+        if got is None:
+            got = self.names[cat] = str(cat)
+        return got
+
+
+def _shape(calls: list[tuple[str, str | None, int, int]], costs: list[OpCost], memo: _Memo) -> _Shape:
+    """One block's groups (``calls``: category, role, id(cost), calls; ``costs``: the costs) summed per key, with no
+    busy time yet: (key, figures, the positions of the groups whose time the key's sum takes), in key order.
 
     Efficiency is the accumulator: one per key, updated in place (as :meth:`Efficiency.add` sums, written out:
     a method call and a part object per group would cost more than the sums). Every part has ops > 0, so the
     reason kept is the first part's that is not None.
     """
-    at_peak: dict[int, Efficiency] = {}  # id(cost) -> one call's time at peak (and reason) on this device
-    parts: dict[tuple[int, int], _Part] = {}  # (id(cost), calls) -> what those calls add (few distinct pairs)
-    sums: dict[tuple[int, str | None], Efficiency] = {}
-    names: dict[str, str] = {}  # category -> its plain str (orjson), made once per category
-    for (b, cat, role, c), (n, ns) in groups.items():
-        name = names.get(cat)
-        if name is None:
-            name = names[cat] = str(cat)
-        keys = ((b, None), (b, name), (b, str(role))) if role else ((b, None), (b, name))
+    sums: dict[_Key, Efficiency] = {}
+    timed: dict[_Key, list[int]] = {}
+    for i, ((cat, role, _, n), c) in enumerate(zip(calls, costs)):
+        keys = (None, memo.name(cat), str(role)) if role else (None, memo.name(cat))
         if c.kind == FLOPS_NONE:
             _note_uncounted(sums, keys, c.why)
             continue
-        part = parts.get((id(c), n))  # (by identity: equal costs give equal figures, and a tuple's hash is not kept)
-        if part is None:
-            ref = at_peak.get(id(c))
-            if ref is None:
-                ref = at_peak[id(c)] = _unit_efficiency(c, 0, peaks, device)
-            part = parts[(id(c), n)] = _part(n, c, ref)
-        _accumulate(sums, keys, n, ns, part)
+        _accumulate(sums, keys, n, 0, memo.part(c, n))
+        for key in keys:
+            timed.setdefault(key, []).append(i)
         if c.kind == FLOPS_BOUNDS:
             for key in keys:
-                _add_range(sums[key], n, c, peaks)
-    return sums
+                _add_range(sums[key], n, c, memo.peaks)
+    return [(k, e, timed.get(k, [])) for k, e in sums.items()]
 
 
-def _note_uncounted(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[tuple[int, str | None]],
-                    why: str | None) -> None:
+def _note_uncounted(sums: dict[_Key, Efficiency], keys: Sequence[_Key], why: str | None) -> None:
     """Calls with no FLOP count (issue 44: vLLM's attention records no lengths): only their reason, where nothing
     else gives one -- never a figure."""
     for key in keys:
@@ -702,8 +747,7 @@ def _part(n: int, c: OpCost, ref: Efficiency) -> _Part:
                  None if ref.memory_s is None else n * ref.memory_s, ref.reason, ref.dtypes)
 
 
-def _accumulate(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[tuple[int, str | None]], n: int,
-                ns: int, part: _Part) -> None:
+def _accumulate(sums: dict[_Key, Efficiency], keys: Sequence[_Key], n: int, ns: int, part: _Part) -> None:
     """``n`` calls (what they add: ``part``) taking ``ns`` of busy time, summed into each key's Efficiency in place,
     as :meth:`Efficiency.add` sums (without a part object per group)."""
     flops, nbytes, cs, ms, reason, dtypes = part
@@ -721,8 +765,8 @@ def _accumulate(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[t
         _add_reason_and_dtype(sums, keys, reason, dtypes)
 
 
-def _add_reason_and_dtype(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[tuple[int, str | None]],
-                          reason: str | None, dtypes: tuple[str, ...]) -> None:
+def _add_reason_and_dtype(sums: dict[_Key, Efficiency], keys: Sequence[_Key], reason: str | None,
+                          dtypes: tuple[str, ...]) -> None:
     """The first reason a key gets is kept; the calls' dtype (one at most: _unit_efficiency's) joins each key's,
     sorted (as Efficiency.add merges)."""
     for key in keys:
@@ -761,17 +805,21 @@ def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[
     device = tr.info.gpus[0] if tr.info.gpus else None
     units, costs = _counted_ops(tr, links, owned)
     groups = _group(tr, units, costs, dev_owner, cats, dev_share, roles)
-    effs: list[Efficiency | None] = [None] * nblocks
-    for (b, k), e in _sums(groups, lookup(device), device).items():
-        if k is None:
-            effs[b] = e
-        else:
-            by_cat[b][k] = e
     empty = NO_FORMULA if units else NO_SHAPES  # nothing usable anywhere: as good as no shapes recorded
-    for b in range(nblocks):
-        if effs[b] is None:
-            effs[b] = Efficiency(ops=0, reason=empty)
-    return effs, by_cat
+    return _by_block(_sums(groups, lookup(device), device), by_cat, empty)
+
+
+def _by_block(sums: dict[int, list[tuple[_Key, Efficiency]]], by_cat: list[dict[str, Efficiency]], empty: str,
+              ) -> tuple[list[Efficiency | None], list[dict[str, Efficiency]]]:
+    """Each block's own sum (``empty``'s reason where it has none) and its sums per category and role."""
+    effs: list[Efficiency | None] = [None] * len(by_cat)
+    for b, block in sums.items():
+        for k, e in block:
+            if k is None:
+                effs[b] = e
+            else:
+                by_cat[b][k] = e  # type: ignore[index]
+    return [e if e is not None else Efficiency(ops=0, reason=empty) for e in effs], by_cat
 
 
 def device_info(gpus: Sequence[str], has_device: bool) -> DeviceInfo:
