@@ -1231,3 +1231,42 @@ def test_a_timed_copy_is_the_same_figures_over_another_time():
     e = Efficiency(**values)
     copy = e.timed(99)
     assert copy == dataclasses.replace(e, time_ns=99) and copy is not e and e.time_ns == 3
+
+
+def _random_part(rng) -> Efficiency:
+    """A part as blocks give them: counted calls with figures (seconds at peak unknown on an unknown device), or
+    none with a reason; some counted as ranges."""
+    if rng.random() < 0.2:
+        return Efficiency(ops=0, reason=rng.choice((None, "no shapes", "no formula")))
+    peaks = rng.random() < 0.8
+    bounded = rng.choice((0, 0, 1))
+    return Efficiency(flops=rng.choice((0.0, rng.uniform(0, 1e12))), bytes=rng.uniform(0, 1e9),
+                      time_ns=rng.randint(0, 10**9), compute_s=rng.uniform(0, 1e-3) if peaks else None,
+                      memory_s=rng.uniform(0, 1e-3) if peaks else None, ops=rng.randint(1, 5),
+                      reason=None if peaks and rng.random() < 0.7 else rng.choice(("unknown device", "no fp8 peak")),
+                      dtypes=rng.choice(((), ("bf16",), ("fp32",), ("bf16", "fp32"))), bounded=bounded,
+                      flops_span=rng.uniform(0, 1e9) if bounded else 0.0,
+                      compute_span_s=rng.uniform(0, 1e-4) if bounded else 0.0,
+                      bounds_why=rng.choice((None, "varlen", "paged")) if bounded else None)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_summed_efficiency_is_each_part_added_in_turn(seed):
+    """sum_efficiency(_maps) keep their sums in locals: the figures must be Efficiency.add's, part by part."""
+    import random
+
+    rng = random.Random(seed)
+    maps = [{k: _random_part(rng) for k in rng.sample(["matmul", "softmax", "projection", "other"], rng.randint(0, 4))}
+            for _ in range(rng.randint(0, 40))]
+    want: dict[str, Efficiency] = {}
+    for m in maps:
+        for k, e in m.items():
+            want.setdefault(k, Efficiency()).add(e)
+    assert repr(sum_efficiency_maps(maps)) == repr(want)
+    parts = [m.get("matmul") for m in maps]
+    total = None
+    for p in parts:
+        if p is not None:
+            total = total or Efficiency()
+            total.add(p)
+    assert repr(sum_efficiency(parts)) == repr(total)
