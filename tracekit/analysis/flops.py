@@ -588,11 +588,14 @@ def _counted_ops(tr: Trace, links: Links, owned: Iterable[Sequence[int]],
     units: dict[int, list[int]] = defaultdict(list)
     costs: dict[int, OpCost] = {}
     memo: dict[int, int] = {}
-    for la, js in by_launcher.items():
-        c = own[la]
+    for (la, js), c in zip(by_launcher.items(), own.values()):  # (``own`` is in ``by_launcher``'s order)
         if c is not None:
             if not (c.matrix and la in covered):  # else a parent whose children's products were counted
-                units[la].extend(js)
+                got = units.get(la)
+                if got is None:
+                    units[la] = js  # (by_launcher's own list: read no further)
+                else:
+                    got.extend(js)
                 costs[la] = c
             continue
         p = _fallback(tr, op_parent, la, memo)
