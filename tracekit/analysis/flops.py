@@ -626,9 +626,9 @@ def _group(tr: Trace, units: dict[int, list[int]], costs: dict[int, OpCost], dev
                list(_roles_of(us, roles)), list(map(costs.__getitem__, us)))
     groups: dict[_GroupKey, list[int]] = {}
     for key, n in zip(keys, ns):
-        g = groups.get(key)  # type: ignore[arg-type]
+        g = groups.get(key)
         if g is None:
-            groups[key] = [1, n]  # type: ignore[index]
+            groups[key] = [1, n]
         else:
             g[0] += 1
             g[1] += n

@@ -164,6 +164,7 @@ class _ModuleOf:
                 break
             path.append(k)
             k = parent[k]
+        got: str | None
         if k == NONE:  # path[-1] is the outermost: its answer is its own, and its child's (and below) the child's
             top = path.pop()
             outermost.add(top)

@@ -273,7 +273,7 @@ class _FactCollector:
         self._add_rows(groups, owned, owners, names, lnames, tags, cats, busy_ns)
         return facts
 
-    def _tags(self, owners: list[int], las: list[int], lnames: list[str], groups: list[GroupFacts]) -> list[str]:
+    def _tags(self, owners: list[int], las: list[int], lnames: list[str], groups: list[GroupFacts]) -> list[HintTag]:
         """Each owned kernel's launcher tag (untagged without a launcher); SDPA calls and GEMM dtypes counted on the
         way, as :meth:`launcher_tag` counts them."""
         tags: list[Any] = list(map(self._name_tags.__getitem__, lnames))
@@ -310,7 +310,7 @@ class _FactCollector:
 
     @staticmethod
     def _add_rows(groups: list[GroupFacts], owned: list[int], owners: list[int], names: list[str], lnames: list[str],
-                  tags: list[str], cats: Sequence[str], busy_ns: Sequence[int]) -> None:
+                  tags: list[HintTag], cats: Sequence[str], busy_ns: Sequence[int]) -> None:
         """Each kernel (``names``: the owned events' kernel names) counted with its busy µs on its row of its
         block's facts, in event order (each row's float sum in the order the per-event walk made it)."""
         rows: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}  # regexes run once per distinct row
