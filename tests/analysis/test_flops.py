@@ -1270,3 +1270,12 @@ def test_summed_efficiency_is_each_part_added_in_turn(seed):
             total = total or Efficiency()
             total.add(p)
     assert repr(sum_efficiency(parts)) == repr(total)
+
+
+def test_equal_costs_are_one_group_whatever_their_objects():
+    """Groups merge ops of equal cost (as equal keys merge): two records that give the same figures are one cost,
+    the first met standing for both, however many objects op_cost handed out."""
+    a, b, other = OpCost(8.0, 4.0, "bf16", True), OpCost(8.0, 4.0, "bf16", True), OpCost(1.0, 4.0, "bf16", True)
+    assert a is not b
+    distinct, index = flops_mod._distinct_costs([a, other, b, a, other])
+    assert distinct == [a, other] and distinct[0] is a and index == [0, 1, 0, 0, 1]

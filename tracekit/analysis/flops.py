@@ -537,7 +537,8 @@ class RoleLookup(Protocol):
     def __getitem__(self, i: int) -> str | None: ...
 
 
-_GroupKey = tuple[int, str, str | None, OpCost]  # (block, category, matmul role, cost of one call)
+# block -> (category, matmul role, index of the cost of one call) -> [calls, busy ns]
+_Groups = dict[int, dict[tuple[str, str | None, int], list[int]]]
 
 
 def _kernels_by_launcher(links: Links, owned: Iterable[Sequence[int]]) -> dict[int, list[int]]:
@@ -606,8 +607,9 @@ def _counted_ops(tr: Trace, links: Links, owned: Iterable[Sequence[int]],
 
 
 def _group(tr: Trace, units: dict[int, list[int]], costs: dict[int, OpCost], dev_owner: Sequence[int],
-           cats: Sequence[str], dev_share: Sequence[int], roles: RoleLookup | None) -> dict[_GroupKey, list[int]]:
-    """Counted ops with equal figures merged: ``[calls, busy ns]`` per (block, category, role, cost).
+           cats: Sequence[str], dev_share: Sequence[int], roles: RoleLookup | None) -> tuple[_Groups, list[OpCost]]:
+    """Counted ops with equal figures merged, per block: ``[calls, busy ns]`` per (category, role, cost), the cost
+    as an index into the distinct costs (returned beside: equal costs are one, as equal keys are one).
 
     One dict update per counted op, its key's parts read as columns in C; the few distinct keys are summed per
     block, category and role afterwards. An op's kernels sit in the block and category of its longest one.
@@ -621,18 +623,39 @@ def _group(tr: Trace, units: dict[int, list[int]], costs: dict[int, OpCost], dev
         durs = [dev[j].dur for j in js]
         longest[k] = js[durs.index(max(durs))]  # (the first of the longest, as max with a key gives it)
         ns[k] = sum(map(dev_share.__getitem__, js))
+    distinct, index = _distinct_costs(list(map(costs.__getitem__, us)))
     # (each column made whole before the loop: a C loop at a time runs faster than the maps interleaved)
-    keys = zip(list(map(dev_owner.__getitem__, longest)), list(map(cats.__getitem__, longest)),
-               list(_roles_of(us, roles)), list(map(costs.__getitem__, us)))
-    groups: dict[_GroupKey, list[int]] = {}
-    for key, n in zip(keys, ns):
-        g = groups.get(key)
+    groups: _Groups = {}
+    last, mine = NONE, {}
+    for b, cat, role, cost, n in zip(list(map(dev_owner.__getitem__, longest)), list(map(cats.__getitem__, longest)),
+                                     list(_roles_of(us, roles)), index, ns):
+        if b != last:  # (a block's ops mostly come in a run: its dict looked up once per run)
+            got = groups.get(b)
+            mine = got if got is not None else groups.setdefault(b, {})
+            last = b
+        key = (cat, role, cost)
+        g = mine.get(key)
         if g is None:
-            groups[key] = [1, n]
+            mine[key] = [1, n]
         else:
             g[0] += 1
             g[1] += n
-    return groups
+    return groups, distinct
+
+
+def _distinct_costs(unit_costs: list[OpCost]) -> tuple[list[OpCost], list[int]]:
+    """The distinct costs (equal ones are one: the first met stands for them) and each op's index into them; the
+    look-up is by object first (a few objects: op_cost's cache hands the same one for the same record)."""
+    distinct: list[OpCost] = []
+    first: dict[OpCost, int] = {}
+    by_id: dict[int, int] = {}
+    for i, c in dict(zip(map(id, unit_costs), unit_costs)).items():  # (the objects, alive in ``unit_costs``)
+        k = first.get(c)
+        if k is None:
+            k = first[c] = len(distinct)
+            distinct.append(c)
+        by_id[i] = k
+    return distinct, list(map(by_id.__getitem__, map(id, unit_costs)))
 
 
 def _roles_of(us: list[int], roles: RoleLookup | None) -> Iterable[str | None]:
@@ -649,7 +672,7 @@ _Key = Hashable  # a sum's key within its block: None (the block's own), a categ
 _Shape = list[tuple[_Key, Efficiency, list[int]]]  # a block's sums before timing: (key, figures, its groups)
 
 
-def _sums(groups: dict[_GroupKey, list[int]], peaks: DevicePeaks | None, device: str | None,
+def _sums(groups: _Groups, distinct: list[OpCost], peaks: DevicePeaks | None, device: str | None,
           ) -> dict[int, list[tuple[_Key, Efficiency]]]:
     """Per block: its groups summed into one Efficiency per key (None: the block's own; a category; a role), in
     the order the keys come.
@@ -659,24 +682,20 @@ def _sums(groups: dict[_GroupKey, list[int]], peaks: DevicePeaks | None, device:
     (:func:`_shape`), and each block takes a copy timed by its own groups' busy ns (integer sums, so the copy's
     figures are the ones its own sums would have made).
     """
-    blocks: dict[int, tuple[list[tuple[str, str | None, int, int]], list[OpCost], list[int]]] = {}
-    for (b, cat, role, c), (n, ns) in groups.items():
-        got = blocks.get(b)
-        if got is None:
-            got = blocks[b] = ([], [], [])
-        got[0].append((cat, role, id(c), n))  # (by identity: the costs are alive in ``groups``)
-        got[1].append(c)
-        got[2].append(ns)
-    shapes: dict[tuple[tuple[str, str | None, int, int], ...], _Shape] = {}
+    shapes: dict[tuple[tuple[tuple[str, str | None, int], ...], tuple[int, ...]], _Shape] = {}
     memo = _Memo(peaks, device)
     out: dict[int, list[tuple[_Key, Efficiency]]] = {}
-    for b, (calls, costs, nss) in blocks.items():
-        sig = tuple(calls)
+    for b, mine in groups.items():
+        sig = (tuple(mine), tuple(map(_CALLS, mine.values())))
         shape = shapes.get(sig)
         if shape is None:
-            shape = shapes[sig] = _shape(calls, costs, memo)
+            shape = shapes[sig] = _shape(sig[0], sig[1], distinct, memo)
+        nss = list(map(_BUSY, mine.values()))
         out[b] = [(k, e.timed(sum(map(nss.__getitem__, ks)))) for k, e, ks in shape]
     return out
+
+
+_CALLS, _BUSY = itemgetter(0), itemgetter(1)
 
 
 class _Memo:
@@ -700,9 +719,11 @@ class _Memo:
         return got
 
 
-def _shape(calls: list[tuple[str, str | None, int, int]], costs: list[OpCost], memo: _Memo) -> _Shape:
-    """One block's groups (``calls``: category, role, id(cost), calls; ``costs``: the costs) summed per key, with no
-    busy time yet: (key, figures, the positions of the groups whose time the key's sum takes), in key order.
+def _shape(groups: tuple[tuple[str, str | None, int], ...], calls: tuple[int, ...], distinct: list[OpCost],
+           memo: _Memo) -> _Shape:
+    """One block's groups (``groups``: category, role, cost's index in ``distinct``; ``calls``: each one's calls)
+    summed per key, with no busy time yet: (key, figures, the positions of the groups whose time the key's sum
+    takes), in key order.
 
     Efficiency is the accumulator: one per key, updated in place (as :meth:`Efficiency.add` sums, written out:
     a method call and a part object per group would cost more than the sums). Every part has ops > 0, so the
@@ -710,7 +731,8 @@ def _shape(calls: list[tuple[str, str | None, int, int]], costs: list[OpCost], m
     """
     sums: dict[_Key, Efficiency] = {}
     timed: dict[_Key, list[int]] = {}
-    for i, ((cat, role, _, n), c) in enumerate(zip(calls, costs)):
+    for i, ((cat, role, cost), n) in enumerate(zip(groups, calls)):
+        c = distinct[cost]
         keys = (None, memo.name(cat), str(role)) if role else (None, memo.name(cat))
         if c.kind == FLOPS_NONE:
             _note_uncounted(sums, keys, c.why)
@@ -807,9 +829,9 @@ def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[
         return [Efficiency(ops=0, reason=NO_SHAPES) for _ in range(nblocks)], by_cat
     device = tr.info.gpus[0] if tr.info.gpus else None
     units, costs = _counted_ops(tr, links, owned)
-    groups = _group(tr, units, costs, dev_owner, cats, dev_share, roles)
+    groups, distinct = _group(tr, units, costs, dev_owner, cats, dev_share, roles)
     empty = NO_FORMULA if units else NO_SHAPES  # nothing usable anywhere: as good as no shapes recorded
-    return _by_block(_sums(groups, lookup(device), device), by_cat, empty)
+    return _by_block(_sums(groups, distinct, lookup(device), device), by_cat, empty)
 
 
 def _by_block(sums: dict[int, list[tuple[_Key, Efficiency]]], by_cat: list[dict[str, Efficiency]], empty: str,
