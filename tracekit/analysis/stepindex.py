@@ -122,23 +122,25 @@ def step_busy(dev: Sequence[DeviceEvent], js: list[int], kinds: list[int]) -> St
         return StepBusy()
     evs = list(map(dev.__getitem__, js))
     ts = [e.ts for e in evs]
-    ends = [e.ts + e.dur for e in evs]
     order = sorted(range(len(js)), key=ts.__getitem__)  # (stable: the first is the lowest index among the first)
-    busy, att, share = _sweep(ts, ends, order, kinds)
+    busy, att, share, end = _sweep(evs, ts, order, kinds)
     out = list(map(eq, kinds, repeat(OUTSIDE)))
-    return StepBusy(busy_ns=busy, attention_ns=att, first=js[order[0]], start=ts[order[0]], end=max(ends),
+    return StepBusy(busy_ns=busy, attention_ns=att, first=js[order[0]], start=ts[order[0]], end=end,
                     outside=list(compress(js, out)), share=list(compress(share, out)))
 
 
-def _sweep(ts: list[int], ends: list[int], order: list[int], kinds: list[int]) -> tuple[int, int, list[int]]:
-    """Three first-come splits at once (busy.busy_time's, each with its own running end), in ``order`` (by start):
-    all the events' busy union, the attention ones', and each outside event's share among the outside ones. The
-    running ends start at the first start, which no end is below: the same split as starting from none."""
+def _sweep(evs: list[DeviceEvent], ts: list[int], order: list[int], kinds: list[int],
+           ) -> tuple[int, int, list[int], int]:
+    """Three first-come splits at once (busy.busy_time's, each with its own running end), in ``order`` (by start;
+    ``ts``: the events' starts): all the events' busy union, the attention ones', and each outside event's share
+    among the outside ones; and the last end. The running ends start at the first start, which no end is below:
+    the same split as starting from none."""
     m = ma = mo = ts[order[0]]  # the running ends: all, attention, outside
     busy = att = 0
     share = [0] * len(ts)
     for k in order:
-        t, e = ts[k], ends[k]
+        t = ts[k]
+        e = t + evs[k].dur
         if e > m:
             busy += e - (t if t > m else m)
             m = e
@@ -150,4 +152,4 @@ def _sweep(ts: list[int], ends: list[int], order: list[int], kinds: list[int]) -
         elif c == OUTSIDE and e > mo:
             share[k] = e - (t if t > mo else mo)
             mo = e
-    return busy, att, share
+    return busy, att, share, m
