@@ -37,6 +37,7 @@ from tracekit.model import OP, HostEvent, OpInputs, Trace, TraceInfo
 from support.builders import TraceBuilder, attribute_built, with_dims
 from support.builders import two_fp32_products
 from support.traces import read_events
+from support.randtrace import REAL_SAMPLES, context_after, random_trace
 from tracekit.results.efficiency import NO_FORMULA
 from math import prod
 
@@ -1157,3 +1158,124 @@ def test_no_real_trace_counts_more_than_its_roof_allows() -> None:
                     checked += 1
                     assert e.roof_pct <= 100.0 + 1e-6, (p.name, b.name, e)
     assert checked > 1000
+
+
+# -- block efficiency over columns (issue 40), against the plain walk it replaced ------------------------------------
+def _plain_block_efficiency(ctx) -> tuple[list, list]:
+    """Each block's efficiency as the per-op walk made it: each counted op's key from its longest kernel, the
+    groups in first-seen order, and each group's calls summed into its keys one field at a time."""
+    from tracekit.analysis.roles import GemmRoles
+
+    tr, links, owner, cats, share = ctx.tr, ctx.links, ctx.dev_owner, ctx.cats, ctx.walk.dev_share
+    nblocks, roles = len(ctx.block_results), GemmRoles(tr, ctx.walk.roles)
+    units, costs = flops_mod._counted_ops(tr, links, ctx.device_time.members.values())
+    groups: dict = {}
+    for u, js in units.items():
+        durs = [tr.device[j].dur for j in js]
+        longest = js[durs.index(max(durs))]
+        g = groups.setdefault((owner[longest], cats[longest], roles[u], costs[u]), [0, 0])
+        g[0] += 1
+        g[1] += sum(share[j] for j in js)
+    device = tr.info.gpus[0] if tr.info.gpus else None
+    sums, peaks = {}, lookup(device)
+    for (b, cat, role, c), (n, ns) in groups.items():
+        keys = [(b, None), (b, str(cat))] + ([(b, str(role))] if role else [])
+        if c.kind == flops_mod.FLOPS_NONE:
+            flops_mod._note_uncounted(sums, keys, c.why)
+            continue
+        ref = flops_mod._unit_efficiency(c, 0, peaks, device)
+        for key in keys:
+            e = sums.setdefault(key, Efficiency())
+            e.flops, e.bytes, e.time_ns, e.ops = e.flops + n * c.flops, e.bytes + n * c.bytes, e.time_ns + ns, e.ops + n
+            e.compute_s = None if e.compute_s is None or ref.compute_s is None else e.compute_s + n * ref.compute_s
+            e.memory_s = None if e.memory_s is None or ref.memory_s is None else e.memory_s + n * ref.memory_s
+            e.reason = ref.reason if e.reason is None else e.reason
+            if ref.dtypes and ref.dtypes[0] not in e.dtypes:
+                e.dtypes = tuple(sorted({*e.dtypes, *ref.dtypes}))
+            if c.kind == flops_mod.FLOPS_BOUNDS:
+                flops_mod._add_range(e, n, c, peaks)
+    effs, by_cat = [None] * nblocks, [{} for _ in range(nblocks)]
+    for (b, k), e in sums.items():
+        if k is None:
+            effs[b] = e
+        else:
+            by_cat[b][k] = e
+    empty = NO_FORMULA if units else NO_SHAPES
+    return [e if e is not None else Efficiency(ops=0, reason=empty) for e in effs], by_cat
+
+
+def _assert_efficiency_as_plain(path: Path) -> None:
+    ctx = context_after(path, "add-efficiency")
+    if not ctx.tr.op_inputs:
+        pytest.skip("no recorded shapes: no count to compare")
+    got = ([r.efficiency for r in ctx.block_results], [r.efficiency_by_category for r in ctx.block_results])
+    assert repr(got) == repr(_plain_block_efficiency(ctx))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_block_efficiency_over_columns_is_the_plain_walk(tmp_path, seed):
+    _assert_efficiency_as_plain(random_trace(tmp_path, seed, sdpa=seed % 3 == 0))
+
+
+@requires_real
+@pytest.mark.parametrize("rel", REAL_SAMPLES)
+def test_block_efficiency_over_columns_is_the_plain_walk_on_real_traces(rel):
+    _assert_efficiency_as_plain(REAL / rel)
+
+
+def test_a_timed_copy_is_the_same_figures_over_another_time():
+    """Efficiency.timed sets each field itself (no keyword __init__): every field but the time must come across."""
+    values = {"flops": 1.5, "bytes": 2.5, "time_ns": 3, "compute_s": 4.5, "memory_s": 5.5, "ops": 6, "reason": "r",
+              "dtypes": ("bf16",), "bounded": 7, "flops_span": 8.5, "compute_span_s": 9.5, "bounds_why": "w"}
+    assert set(values) == {f.name for f in dataclasses.fields(Efficiency)}  # (a new field: add it here and there)
+    e = Efficiency(**values)
+    copy = e.timed(99)
+    assert copy == dataclasses.replace(e, time_ns=99) and copy is not e and e.time_ns == 3
+
+
+def _random_part(rng) -> Efficiency:
+    """A part as blocks give them: counted calls with figures (seconds at peak unknown on an unknown device), or
+    none with a reason; some counted as ranges."""
+    if rng.random() < 0.2:
+        return Efficiency(ops=0, reason=rng.choice((None, "no shapes", "no formula")))
+    peaks = rng.random() < 0.8
+    bounded = rng.choice((0, 0, 1))
+    return Efficiency(flops=rng.choice((0.0, rng.uniform(0, 1e12))), bytes=rng.uniform(0, 1e9),
+                      time_ns=rng.randint(0, 10**9), compute_s=rng.uniform(0, 1e-3) if peaks else None,
+                      memory_s=rng.uniform(0, 1e-3) if peaks else None, ops=rng.randint(1, 5),
+                      reason=None if peaks and rng.random() < 0.7 else rng.choice(("unknown device", "no fp8 peak")),
+                      dtypes=rng.choice(((), ("bf16",), ("fp32",), ("bf16", "fp32"))), bounded=bounded,
+                      flops_span=rng.uniform(0, 1e9) if bounded else 0.0,
+                      compute_span_s=rng.uniform(0, 1e-4) if bounded else 0.0,
+                      bounds_why=rng.choice((None, "varlen", "paged")) if bounded else None)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_summed_efficiency_is_each_part_added_in_turn(seed):
+    """sum_efficiency(_maps) keep their sums in locals: the figures must be Efficiency.add's, part by part."""
+    import random
+
+    rng = random.Random(seed)
+    maps = [{k: _random_part(rng) for k in rng.sample(["matmul", "softmax", "projection", "other"], rng.randint(0, 4))}
+            for _ in range(rng.randint(0, 40))]
+    want: dict[str, Efficiency] = {}
+    for m in maps:
+        for k, e in m.items():
+            want.setdefault(k, Efficiency()).add(e)
+    assert repr(sum_efficiency_maps(maps)) == repr(want)
+    parts = [m.get("matmul") for m in maps]
+    total = None
+    for p in parts:
+        if p is not None:
+            total = total or Efficiency()
+            total.add(p)
+    assert repr(sum_efficiency(parts)) == repr(total)
+
+
+def test_equal_costs_are_one_group_whatever_their_objects():
+    """Groups merge ops of equal cost (as equal keys merge): two records that give the same figures are one cost,
+    the first met standing for both, however many objects op_cost handed out."""
+    a, b, other = OpCost(8.0, 4.0, "bf16", True), OpCost(8.0, 4.0, "bf16", True), OpCost(1.0, 4.0, "bf16", True)
+    assert a is not b
+    distinct, index = flops_mod._distinct_costs([a, other, b, a, other])
+    assert distinct == [a, other] and distinct[0] is a and index == [0, 1, 0, 0, 1]

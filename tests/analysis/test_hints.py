@@ -29,6 +29,7 @@ from tracekit.analysis.hints.rules import Group, _names, _t, evaluate
 from tracekit.hardware import platform
 from support.builders import attribute_built
 from support.paths import requires_real
+from support.randtrace import REAL_SAMPLES, context_after, random_trace
 from support.traces import read_events
 from tracekit.analysis.hints.facts import _cat_tag, _Inputs
 from tracekit.model import OpInputs
@@ -1355,3 +1356,49 @@ def test_merged_facts_sum_the_fused_estimates_per_step_and_keep_one_backend():
     mixed = merge_facts([{("k", "forward"): GroupFacts(fused_us_by_step={1: 10.0}, fused_backend="cudnn")},
                          {("k", "forward"): c}])
     assert mixed is not None and mixed[("k", "forward")].fused_backend is None  # two backends: no one name
+
+
+# -- hint facts over columns (issue 40), against the per-kernel walk they replaced ----------------------------------
+def _plain_collect(collector, block_keys, dev_owner, cats, busy_ns) -> dict:
+    """The kernel rows as the per-event walk made them: each owned kernel's launcher tag by the collector's own
+    ``launcher_tag`` (which counts SDPA calls and GEMM dtypes on the way), its row and busy µs, in event order."""
+    from tracekit.analysis.hints.facts import _kernel_tag
+    from tracekit.vocab import compact_kernel_name
+
+    tr, links, facts = collector._tr, collector._links, {}
+    for j, b in enumerate(dev_owner):
+        if b == -1:
+            continue
+        g = facts.setdefault(block_keys[b], GroupFacts())
+        lf = links.device_leaf[j]
+        la = links.launcher[lf] if lf != -1 else -1
+        lname = tr.host[la].name if la != -1 else ""
+        tag = collector.launcher_tag(la, g, b, lname) if la != -1 else HintTag.UNTAGGED
+        name, cat = tr.device[j].name, cats[j]
+        row = (compact_kernel_name(name), cat, lname, _kernel_tag(name, cat, tag))
+        acc = g.kernels.setdefault(row, [0, 0.0])
+        acc[0] += 1
+        acc[1] = busy_ns[j] / 1000 if acc[0] == 1 else acc[1] + busy_ns[j] / 1000
+    return facts
+
+
+def _assert_facts_as_plain(path: Path) -> None:
+    from tracekit.analysis.hints.facts import _FactCollector
+
+    ctx = context_after(path, "split-stages")
+    keys = [(r.kind, str(r.phase), r.step) for r in ctx.block_results]
+    args = (keys, ctx.dev_owner, ctx.cats, ctx.walk.dev_share)
+    got = _FactCollector(ctx.tr, ctx.links).collect(*args)
+    want = _plain_collect(_FactCollector(ctx.tr, ctx.links), *args)
+    assert repr(got) == repr(want)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_hint_facts_over_columns_are_the_per_kernel_walk(tmp_path, seed):
+    _assert_facts_as_plain(random_trace(tmp_path, seed, sdpa=seed % 2 == 1))
+
+
+@requires_real
+@pytest.mark.parametrize("rel", REAL_SAMPLES)
+def test_hint_facts_over_columns_are_the_per_kernel_walk_on_real_traces(rel):
+    _assert_facts_as_plain(REAL / rel)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from support.builders import TraceBuilder, host_core
-from support.paths import REAL
+from support.paths import REAL, requires_real
+from support.randtrace import REAL_SAMPLES, context_after, random_trace
 from support.traces import read_events
 
 from tracekit import analyze
@@ -262,3 +263,86 @@ def test_check_refuses_top_kernels_beyond_the_outside_busy_time():
         r.check("t")
     StepRest(step=1, categories={"matmul": 10.0}, top_kernels=[("k", "matmul", 1, 10.0)],
              idle_by_cause={"launch": 1.0}).check("t")
+
+
+# -- the step index over columns (issue 40): one sweep per step, against the plain walk it replaced -----------------
+def _plain_steps(ctx) -> tuple[list, list]:
+    """The whole-step figures and the rest of each step as the per-event walk made them: each step's events, those
+    its blocks own and those no block owns, each list's busy time by its own busy_time call, the module looked up
+    per launching op."""
+    from tracekit.analysis.busy import block_window, busy_time
+    from tracekit.analysis.clock import first_event, relative_us
+    from tracekit.analysis.link import NONE
+    from tracekit.analysis.rest import _ModuleOf
+    from tracekit.model import MODULE
+    from tracekit.results.attribution import StepFigures
+    from tracekit.vocab import CATEGORIES
+
+    tr, links, dev = ctx.tr, ctx.links, ctx.tr.device
+    step, owner, free_at = links.step, ctx.dev_owner, ctx.device_time.free_at
+    events, attention, outside = defaultdict(list), defaultdict(list), defaultdict(list)
+    for j, b in enumerate(owner):
+        ls = step[links.device_leaf[j]] if links.device_leaf[j] != NONE else None
+        s = ctx.blocks[b].step if b != NONE else None
+        if b != NONE and s is not None:
+            events[s].append(j)
+            attention[s].append(j)
+        elif ls is not None:
+            events[ls].append(j)
+            if b == NONE:
+                outside[ls].append(j)
+    names = {f"ProfilerStep#{n}": n for n in tr.info.steps}
+    roots = defaultdict(list)
+    for i in links.step_roots:
+        if names.get(tr.host[i].name) == step[i]:
+            roots[step[i]].append(tr.host[i])
+    whole = []
+    for s in sorted(roots):
+        js = events.get(s, [])
+        evs = [dev[j] for j in js]
+        start, end = block_window(evs, roots[s], free_at[first_event(js, evs)] if js else -1)
+        whole.append(StepFigures(step=s, busy_us=busy_time(evs)[0] / 1000, span_us=(end - start) / 1000,
+                                 attention_us=busy_time([dev[j] for j in attention.get(s, [])])[0] / 1000,
+                                 start_us=relative_us(start, ctx.origin), end_us=relative_us(end, ctx.origin)))
+    any_module, rest = _ModuleOf(tr, links).any, []
+
+    def module(i: int) -> str | None:  # the nn.Module events above i (itself included), outermost first
+        chain = []
+        while i != NONE:
+            if tr.host[i].kind == MODULE:
+                chain.insert(0, i)
+            i = links.parent[i]
+        return module_kind(tr.host[chain[1] if len(chain) > 1 else chain[0]].name) if chain else None
+
+    for s in sorted(outside):
+        js = outside[s]
+        c, mods, by_leaf = dict.fromkeys(CATEGORIES, 0), defaultdict(int), defaultdict(int)
+        for j, ns in zip(js, busy_time([dev[j] for j in js])[1]):
+            c[ctx.cats[j]] += ns
+            by_leaf[links.device_leaf[j]] += ns
+        for lf, ns in by_leaf.items():
+            if any_module and module(lf) is not None:
+                mods[module(lf)] += ns
+        rest.append((s, c, sorted(mods.items(), key=lambda kv: -kv[1])))
+    return whole, rest
+
+
+def _assert_steps_as_plain(path: Path) -> None:
+    ctx = context_after(path, "assemble-device")
+    whole, rest = _plain_steps(ctx)
+    summary = ctx.result.traces[0]
+    assert repr(summary.step_figures) == repr(whole)
+    got = {r.step: (r.categories, list(r.modules.items())) for r in summary.step_rest}
+    for s, c, mods in rest:  # (the steps that launched nothing outside blocks: zeros, checked by the tests above)
+        assert got[s] == ({k: v / 1000 for k, v in c.items()}, [(k, v / 1000) for k, v in mods])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_step_figures_over_columns_are_the_plain_walks(tmp_path, seed):
+    _assert_steps_as_plain(random_trace(tmp_path, seed, sdpa=seed % 3 == 0))
+
+
+@requires_real
+@pytest.mark.parametrize("rel", REAL_SAMPLES)
+def test_step_figures_over_columns_are_the_plain_walks_on_real_traces(rel):
+    _assert_steps_as_plain(REAL / rel)

@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import compress, repeat
 from math import prod
+from operator import itemgetter, lt
 from typing import NamedTuple, Protocol
 
 import orjson
@@ -535,7 +537,8 @@ class RoleLookup(Protocol):
     def __getitem__(self, i: int) -> str | None: ...
 
 
-_GroupKey = tuple[int, str, str | None, OpCost]  # (block, category, matmul role, cost of one call)
+# block -> (category, matmul role, index of the cost of one call) -> [calls, busy ns]
+_Groups = dict[int, dict[tuple[str, str | None, int], list[int]]]
 
 
 def _kernels_by_launcher(links: Links, owned: Iterable[Sequence[int]]) -> dict[int, list[int]]:
@@ -586,11 +589,14 @@ def _counted_ops(tr: Trace, links: Links, owned: Iterable[Sequence[int]],
     units: dict[int, list[int]] = defaultdict(list)
     costs: dict[int, OpCost] = {}
     memo: dict[int, int] = {}
-    for la, js in by_launcher.items():
-        c = own[la]
+    for (la, js), c in zip(by_launcher.items(), own.values()):  # (``own`` is in ``by_launcher``'s order)
         if c is not None:
             if not (c.matrix and la in covered):  # else a parent whose children's products were counted
-                units[la].extend(js)
+                got = units.get(la)
+                if got is None:
+                    units[la] = js  # (by_launcher's own list: read no further)
+                else:
+                    got.extend(js)
                 costs[la] = c
             continue
         p = _fallback(tr, op_parent, la, memo)
@@ -601,64 +607,146 @@ def _counted_ops(tr: Trace, links: Links, owned: Iterable[Sequence[int]],
 
 
 def _group(tr: Trace, units: dict[int, list[int]], costs: dict[int, OpCost], dev_owner: Sequence[int],
-           cats: Sequence[str], dev_share: Sequence[int], roles: RoleLookup | None) -> dict[_GroupKey, list[int]]:
-    """Counted ops with equal figures merged: ``[calls, busy ns]`` per (block, category, role, cost).
+           cats: Sequence[str], dev_share: Sequence[int], roles: RoleLookup | None) -> tuple[_Groups, list[OpCost]]:
+    """Counted ops with equal figures merged, per block: ``[calls, busy ns]`` per (category, role, cost), the cost
+    as an index into the distinct costs (returned beside: equal costs are one, as equal keys are one).
 
-    One dict update per counted op; the few distinct keys are summed per block, category and role afterwards.
-    An op's kernels sit in the block and category of its longest one.
+    One dict update per counted op, its key's parts read as columns in C; the few distinct keys are summed per
+    block, category and role afterwards. An op's kernels sit in the block and category of its longest one.
     """
-    groups: dict[_GroupKey, list[int]] = {}
-    n_roles = len(roles) if roles is not None else 0
+    us, jss = list(units), list(units.values())
+    longest = list(map(itemgetter(0), jss))  # (an op with one kernel, most of them: that one)
+    ns = list(map(dev_share.__getitem__, longest))
     dev = tr.device
-    for u, js in units.items():
-        if len(js) == 1:
-            longest = js[0]
-            ns = dev_share[longest]
-        else:
-            durs = [dev[j].dur for j in js]
-            longest = js[durs.index(max(durs))]  # (the first of the longest, as max with a key gives it)
-            ns = sum(map(dev_share.__getitem__, js))
-        key = (dev_owner[longest], cats[longest], roles[u] if u < n_roles else None, costs[u])  # type: ignore[index]
-        g = groups.get(key)
+    for k in compress(range(len(jss)), map(lt, repeat(1), map(len, jss))):  # several kernels
+        js = jss[k]
+        durs = [dev[j].dur for j in js]
+        longest[k] = js[durs.index(max(durs))]  # (the first of the longest, as max with a key gives it)
+        ns[k] = sum(map(dev_share.__getitem__, js))
+    distinct, index = _distinct_costs(list(map(costs.__getitem__, us)))
+    # (each column made whole before the loop: a C loop at a time runs faster than the maps interleaved)
+    groups: _Groups = {}
+    last, mine = NONE, {}
+    for b, cat, role, cost, n in zip(list(map(dev_owner.__getitem__, longest)), list(map(cats.__getitem__, longest)),
+                                     list(_roles_of(us, roles)), index, ns):
+        if b != last:  # (a block's ops mostly come in a run: its dict looked up once per run)
+            got = groups.get(b)
+            mine = got if got is not None else groups.setdefault(b, {})
+            last = b
+        key = (cat, role, cost)
+        g = mine.get(key)
         if g is None:
-            groups[key] = [1, ns]
+            mine[key] = [1, n]
         else:
             g[0] += 1
-            g[1] += ns
-    return groups
+            g[1] += n
+    return groups, distinct
 
 
-def _sums(groups: dict[_GroupKey, list[int]], peaks: DevicePeaks | None, device: str | None,
-          ) -> dict[tuple[int, str | None], Efficiency]:
-    """Per (block, None | category | role): the groups summed into one Efficiency each (key None: the block's own).
+def _distinct_costs(unit_costs: list[OpCost]) -> tuple[list[OpCost], list[int]]:
+    """The distinct costs (equal ones are one: the first met stands for them) and each op's index into them; the
+    look-up is by object first (a few objects: op_cost's cache hands the same one for the same record)."""
+    distinct: list[OpCost] = []
+    first: dict[OpCost, int] = {}
+    by_id: dict[int, int] = {}
+    for i, c in dict(zip(map(id, unit_costs), unit_costs)).items():  # (the objects, alive in ``unit_costs``)
+        k = first.get(c)
+        if k is None:
+            k = first[c] = len(distinct)
+            distinct.append(c)
+        by_id[i] = k
+    return distinct, list(map(by_id.__getitem__, map(id, unit_costs)))
+
+
+def _roles_of(us: list[int], roles: RoleLookup | None) -> Iterable[str | None]:
+    """Each op's matmul role (None where ``roles`` has none for it)."""
+    n_roles = len(roles) if roles is not None else 0
+    if roles is None or not us:
+        return repeat(None, len(us))
+    if max(us) < n_roles:
+        return map(roles.__getitem__, us)
+    return [roles[u] if u < n_roles else None for u in us]
+
+
+_Key = Hashable  # a sum's key within its block: None (the block's own), a category or a matmul role
+_Shape = list[tuple[_Key, Efficiency, list[int]]]  # a block's sums before timing: (key, figures, its groups)
+
+
+def _sums(groups: _Groups, distinct: list[OpCost], peaks: DevicePeaks | None, device: str | None,
+          ) -> dict[int, list[tuple[_Key, Efficiency]]]:
+    """Per block: its groups summed into one Efficiency per key (None: the block's own; a category; a role), in
+    the order the keys come.
+
+    A block's figures other than time are a function of its groups' (category, role, cost, calls) in order, and
+    blocks repeat them (layer after layer, step after step): they are summed once per distinct sequence
+    (:func:`_shape`), and each block takes a copy timed by its own groups' busy ns (integer sums, so the copy's
+    figures are the ones its own sums would have made).
+    """
+    shapes: dict[tuple[tuple[tuple[str, str | None, int], ...], tuple[int, ...]], _Shape] = {}
+    memo = _Memo(peaks, device)
+    out: dict[int, list[tuple[_Key, Efficiency]]] = {}
+    for b, mine in groups.items():
+        sig = (tuple(mine), tuple(map(_CALLS, mine.values())))
+        shape = shapes.get(sig)
+        if shape is None:
+            shape = shapes[sig] = _shape(sig[0], sig[1], distinct, memo)
+        nss = list(map(_BUSY, mine.values()))
+        out[b] = [(k, e.timed(sum(map(nss.__getitem__, ks)))) for k, e, ks in shape]
+    return out
+
+
+_CALLS, _BUSY = itemgetter(0), itemgetter(1)
+
+
+class _Memo:
+    """What the sums look up per distinct cost: one call's figures at peak, ``n`` calls' part, a category's str."""
+
+    def __init__(self, peaks: DevicePeaks | None, device: str | None) -> None:
+        self.peaks, self.device = peaks, device
+        self.parts: dict[tuple[int, int], _Part] = {}  # (id(cost), calls) -> what those calls add
+        self.names: dict[str, str] = {}  # category -> its plain str (orjson)
+
+    def part(self, c: OpCost, n: int) -> _Part:
+        got = self.parts.get((id(c), n))
+        if got is None:
+            got = self.parts[(id(c), n)] = _part(n, c, _unit_efficiency(c, 0, self.peaks, self.device))
+        return got
+
+    def name(self, cat: str) -> str:
+        got = self.names.get(cat)
+        if got is None:
+            got = self.names[cat] = str(cat)
+        return got
+
+
+def _shape(groups: tuple[tuple[str, str | None, int], ...], calls: tuple[int, ...], distinct: list[OpCost],
+           memo: _Memo) -> _Shape:
+    """One block's groups (``groups``: category, role, cost's index in ``distinct``; ``calls``: each one's calls)
+    summed per key, with no busy time yet: (key, figures, the positions of the groups whose time the key's sum
+    takes), in key order.
 
     Efficiency is the accumulator: one per key, updated in place (as :meth:`Efficiency.add` sums, written out:
     a method call and a part object per group would cost more than the sums). Every part has ops > 0, so the
     reason kept is the first part's that is not None.
     """
-    at_peak: dict[int, Efficiency] = {}  # id(cost) -> one call's time at peak (and reason) on this device
-    sums: dict[tuple[int, str | None], Efficiency] = {}
-    names: dict[str, str] = {}  # category -> its plain str (orjson), made once per category
-    for (b, cat, role, c), (n, ns) in groups.items():
-        name = names.get(cat)
-        if name is None:
-            name = names[cat] = str(cat)
-        keys = ((b, None), (b, name), (b, str(role))) if role else ((b, None), (b, name))
+    sums: dict[_Key, Efficiency] = {}
+    timed: dict[_Key, list[int]] = {}
+    for i, ((cat, role, cost), n) in enumerate(zip(groups, calls)):
+        c = distinct[cost]
+        keys = (None, memo.name(cat), str(role)) if role else (None, memo.name(cat))
         if c.kind == FLOPS_NONE:
             _note_uncounted(sums, keys, c.why)
             continue
-        ref = at_peak.get(id(c))  # (by identity: equal costs give equal figures, and a tuple's hash is not kept)
-        if ref is None:
-            ref = at_peak[id(c)] = _unit_efficiency(c, 0, peaks, device)
-        _accumulate(sums, keys, n, ns, c, ref)
+        _accumulate(sums, keys, n, 0, memo.part(c, n))
+        for key in keys:
+            timed.setdefault(key, []).append(i)
         if c.kind == FLOPS_BOUNDS:
             for key in keys:
-                _add_range(sums[key], n, c, peaks)
-    return sums
+                _add_range(sums[key], n, c, memo.peaks)
+    return [(k, e, timed.get(k, [])) for k, e in sums.items()]
 
 
-def _note_uncounted(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[tuple[int, str | None]],
-                    why: str | None) -> None:
+def _note_uncounted(sums: dict[_Key, Efficiency], keys: Sequence[_Key], why: str | None) -> None:
     """Calls with no FLOP count (issue 44: vLLM's attention records no lengths): only their reason, where nothing
     else gives one -- never a figure."""
     for key in keys:
@@ -666,11 +754,28 @@ def _note_uncounted(sums: dict[tuple[int, str | None], Efficiency], keys: Sequen
         e.reason = e.reason or why
 
 
-def _accumulate(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[tuple[int, str | None]], n: int,
-                ns: int, c: OpCost, ref: Efficiency) -> None:
-    """``n`` calls of cost ``c`` (``ref``: one call at peak) taking ``ns`` of busy time, summed into each key's
-    Efficiency in place, as :meth:`Efficiency.add` sums (without a part object per group; the products once)."""
-    flops, nbytes, cs, ms = _products(n, c, ref)
+class _Part(NamedTuple):
+    """What ``n`` calls of one cost add to a sum: FLOPs, bytes, seconds at peak (None where the device's peak is
+    unknown), the reason one call's figures carry, and its dtype class (at most one: _unit_efficiency's)."""
+
+    flops: float
+    bytes: float
+    compute_s: float | None
+    memory_s: float | None
+    reason: str | None
+    dtypes: tuple[str, ...]
+
+
+def _part(n: int, c: OpCost, ref: Efficiency) -> _Part:
+    """``n`` calls of cost ``c`` (``ref``: one call at peak)."""
+    return _Part(n * c.flops, n * c.bytes, None if ref.compute_s is None else n * ref.compute_s,
+                 None if ref.memory_s is None else n * ref.memory_s, ref.reason, ref.dtypes)
+
+
+def _accumulate(sums: dict[_Key, Efficiency], keys: Sequence[_Key], n: int, ns: int, part: _Part) -> None:
+    """``n`` calls (what they add: ``part``) taking ``ns`` of busy time, summed into each key's Efficiency in place,
+    as :meth:`Efficiency.add` sums (without a part object per group)."""
+    flops, nbytes, cs, ms, reason, dtypes = part
     for key in keys:
         e = sums.get(key)
         if e is None:
@@ -681,26 +786,20 @@ def _accumulate(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[t
         e.compute_s = None if e.compute_s is None or cs is None else e.compute_s + cs
         e.memory_s = None if e.memory_s is None or ms is None else e.memory_s + ms
         e.ops += n
-    if ref.reason is not None or ref.dtypes:  # (else nothing to merge)
-        _add_reason_and_dtype(sums, keys, ref)
+    if reason is not None or dtypes:  # (else nothing to merge)
+        _add_reason_and_dtype(sums, keys, reason, dtypes)
 
 
-def _add_reason_and_dtype(sums: dict[tuple[int, str | None], Efficiency], keys: Sequence[tuple[int, str | None]],
-                          ref: Efficiency) -> None:
-    """The first reason a key gets is kept; the call's dtype joins each key's, sorted (as Efficiency.add merges)."""
-    dtype = ref.dtypes[0] if ref.dtypes else None  # (one at most: _unit_efficiency's)
+def _add_reason_and_dtype(sums: dict[_Key, Efficiency], keys: Sequence[_Key], reason: str | None,
+                          dtypes: tuple[str, ...]) -> None:
+    """The first reason a key gets is kept; the calls' dtype (one at most: _unit_efficiency's) joins each key's,
+    sorted (as Efficiency.add merges)."""
     for key in keys:
         e = sums[key]
         if e.reason is None:
-            e.reason = ref.reason
-        if dtype is not None and dtype not in e.dtypes:  # (a key without dtypes yet, most often: takes the call's)
-            e.dtypes = tuple(sorted({*e.dtypes, *ref.dtypes})) if e.dtypes else ref.dtypes
-
-
-def _products(n: int, c: OpCost, ref: Efficiency) -> tuple[float, float, float | None, float | None]:
-    """``n`` calls' FLOPs, bytes and seconds at peak (None where the device's peak is unknown)."""
-    return (n * c.flops, n * c.bytes, None if ref.compute_s is None else n * ref.compute_s,
-            None if ref.memory_s is None else n * ref.memory_s)
+            e.reason = reason
+        if dtypes and dtypes[0] not in e.dtypes:  # (a key without dtypes yet, most often: takes the call's)
+            e.dtypes = tuple(sorted({*e.dtypes, *dtypes})) if e.dtypes else dtypes
 
 
 def _add_range(e: Efficiency, n: int, c: OpCost, peaks: DevicePeaks | None) -> None:
@@ -730,18 +829,22 @@ def block_efficiency(tr: Trace, links: Links, nblocks: int, dev_owner: Sequence[
         return [Efficiency(ops=0, reason=NO_SHAPES) for _ in range(nblocks)], by_cat
     device = tr.info.gpus[0] if tr.info.gpus else None
     units, costs = _counted_ops(tr, links, owned)
-    groups = _group(tr, units, costs, dev_owner, cats, dev_share, roles)
-    effs: list[Efficiency | None] = [None] * nblocks
-    for (b, k), e in _sums(groups, lookup(device), device).items():
-        if k is None:
-            effs[b] = e
-        else:
-            by_cat[b][k] = e
+    groups, distinct = _group(tr, units, costs, dev_owner, cats, dev_share, roles)
     empty = NO_FORMULA if units else NO_SHAPES  # nothing usable anywhere: as good as no shapes recorded
-    for b in range(nblocks):
-        if effs[b] is None:
-            effs[b] = Efficiency(ops=0, reason=empty)
-    return effs, by_cat
+    return _by_block(_sums(groups, distinct, lookup(device), device), by_cat, empty)
+
+
+def _by_block(sums: dict[int, list[tuple[_Key, Efficiency]]], by_cat: list[dict[str, Efficiency]], empty: str,
+              ) -> tuple[list[Efficiency | None], list[dict[str, Efficiency]]]:
+    """Each block's own sum (``empty``'s reason where it has none) and its sums per category and role."""
+    effs: list[Efficiency | None] = [None] * len(by_cat)
+    for b, block in sums.items():
+        for k, e in block:
+            if k is None:
+                effs[b] = e
+            else:
+                by_cat[b][k] = e  # type: ignore[index]
+    return [e if e is not None else Efficiency(ops=0, reason=empty) for e in effs], by_cat
 
 
 def device_info(gpus: Sequence[str], has_device: bool) -> DeviceInfo:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from operator import attrgetter
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..model import MODULE, Trace
 from ..results.rest import StepRest
@@ -27,14 +27,16 @@ from .stepindex import StepIndex
 
 def step_rest(tr: Trace, links: Links, cats: Sequence[Category], index: StepIndex) -> list[StepRest]:
     """Each step's figures outside attention, in step order; [] on a trace without steps. ``index``: each step's
-    events and top-level host ops (tracekit.analysis.stepindex), found once for this and the whole-step figures."""
+    events, their busy split and top-level host ops (tracekit.analysis.stepindex), found once for this and the
+    whole-step figures."""
     if not tr.info.steps:
         return []
-    outside, launched, ops, by_name = index.outside, index.launched, index.ops_ns, index.ops_by_name
+    busy, launched, ops, by_name = index.busy, index.launched, index.ops_ns, index.ops_by_name
     module = _ModuleOf(tr, links)
     out = []
     for s in sorted(set(tr.info.steps) & (set(launched) | set(ops))):
-        c, mods = _outside(tr, links, cats, outside.get(s, []), module)
+        b = busy.get(s)
+        c, mods = _outside(links, cats, b.outside, b.share, module) if b is not None else (_no_categories(), {})
         out.append(StepRest(step=s, categories={k: v / 1000 for k, v in c.items()},
                             modules={k: v / 1000 for k, v in sorted(mods.items(), key=lambda kv: -kv[1])},
                             kernels=launched[s], host_ops_us=ops.get(s, 0) / 1000,
@@ -42,11 +44,14 @@ def step_rest(tr: Trace, links: Links, cats: Sequence[Category], index: StepInde
     return out
 
 
-def _outside(tr: Trace, links: Links, cats: Sequence[Category], js: list[int],
+def _no_categories() -> dict[str, int]:
+    return dict.fromkeys(CATEGORIES, 0)
+
+
+def _outside(links: Links, cats: Sequence[Category], js: list[int], share: list[int],
              module: _ModuleOf) -> tuple[dict[str, int], dict[str, int]]:
-    """The events' busy ns (first-come split among them) by category and by top-level module."""
-    _, share = busy_time([tr.device[j] for j in js])
-    c = dict.fromkeys(CATEGORIES, 0)
+    """The events' busy ns (``share``: their first-come split among them) by category and by top-level module."""
+    c = _no_categories()
     mods: dict[str, int] = defaultdict(int)
     leaf = links.device_leaf
     by_leaf: dict[int, int] = defaultdict(int)  # the module is looked up once per launching op, not per kernel
@@ -54,8 +59,7 @@ def _outside(tr: Trace, links: Links, cats: Sequence[Category], js: list[int],
         c[cats[j]] += ns
         by_leaf[leaf[j]] += ns
     if module.any:
-        for lf, ns in by_leaf.items():
-            m = module(lf)
+        for m, ns in zip(module.of_leaves(by_leaf), by_leaf.values()):
             if m is not None:
                 mods[m] += ns
     return c, mods
@@ -115,7 +119,7 @@ class _ModuleOf:
         self.any = (any(n.startswith("nn.Module: ") for n in tr.names) if tr.names is not None
                     else any(map(MODULE.__eq__, map(attrgetter("kind"), tr.host))))
         self.memo: dict[int, str | None] = {}  # nn.Module event -> its top-level module's class
-        self._pair: dict[int, tuple[int, int]] = {NONE: (NONE, NONE)}  # event -> (outermost module, its child)
+        self._outermost: set[int] = set()  # the outermost modules met so far (no module around them)
         self._kinds: dict[str, str] = {}  # module event name -> module_kind (layers repeat their names)
 
     def __call__(self, i: int) -> str | None:
@@ -129,31 +133,55 @@ class _ModuleOf:
             got = self.memo[i] = self._named(i)
         return got
 
+    def of_leaves(self, leaves: Iterable[int]) -> list[str | None]:
+        """:meth:`__call__` of each of ``leaves`` (distinct launching ops, or NONE): an op's answer is its parent's
+        (the nearest module above it is its parent's), so it is worked out once per distinct parent, not per op."""
+        host, parent = self.host, self.parent
+        by_parent: dict[int, str | None] = {}
+        out: list[str | None] = []
+        for lf in leaves:
+            if lf == NONE or host[lf].kind == MODULE:
+                out.append(self(lf))
+                continue
+            p = parent[lf]
+            got = by_parent.get(p, "")
+            if got == "":
+                got = by_parent[p] = self(p)
+            out.append(got)
+        return out
+
     def _named(self, m: int) -> str | None:
         """The top-level module of nn.Module event ``m`` (its outermost, or that one's child on the way to ``m``),
-        by class."""
-        outer, inner = self._modules(m)
-        raw = self.host[inner if inner != NONE else outer].name
+        by class; kept for every module on the way up to one whose answer is known (a module's answer is its
+        nearest module's, unless that one is the outermost: then it is its own), so each is looked at once."""
+        host, parent, memo, outermost = self.host, self.parent, self.memo, self._outermost
+        path = [m]  # the modules from m up, innermost first
+        k = parent[m]
+        while True:
+            while k != NONE and host[k].kind != MODULE:
+                k = parent[k]
+            if k == NONE or k in memo:
+                break
+            path.append(k)
+            k = parent[k]
+        got: str | None
+        if k == NONE:  # path[-1] is the outermost: its answer is its own, and its child's (and below) the child's
+            top = path.pop()
+            outermost.add(top)
+            memo[top] = self._kind(top)
+            if not path:
+                return memo[top]
+            got = self._kind(path[-1])
+        else:
+            got = self._kind(path[-1]) if k in outermost else memo[k]
+        for q in path:
+            memo[q] = got
+        return got
+
+    def _kind(self, m: int) -> str:
+        """module_kind of module event ``m``'s name, once per distinct name (layers repeat their names)."""
+        raw = self.host[m].name
         name = self._kinds.get(raw)
         if name is None:
             name = self._kinds[raw] = module_kind(raw)
         return name
-
-    def _modules(self, i: int) -> tuple[int, int]:
-        """(outermost nn.Module around ``i``, the next one inside it on the way to ``i``), NONE where none; each
-        event's pair kept, so that a tree's events are walked once however many launching ops ask."""
-        host, parent, pair = self.host, self.parent, self._pair
-        path = []
-        k = i
-        while k not in pair:
-            path.append(k)
-            k = parent[k]
-        outer, inner = pair[k]
-        for k in reversed(path):  # outermost first: each event's pair from its parent's
-            if host[k].kind == MODULE:
-                if outer == NONE:
-                    outer = k
-                elif inner == NONE:
-                    inner = k
-            pair[k] = (outer, inner)
-        return outer, inner

@@ -11,26 +11,49 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import eq
 
-from ..model import HostEvent, Trace
+from ..model import DeviceEvent, HostEvent, Trace
 from .blocks.discovery import Block
 from .graphs import replay_threads
 from .link import NONE, Links
 
 
+# What a step's device event is to the step's figures (StepIndex.kinds): owned by one of the step's blocks; owned
+# by no block (the rest of the step); or owned by a block outside every step (in the step by its launching op).
+ATTENTION, OUTSIDE, STEPLESS = 1, 2, 0
+
+
+@dataclass(slots=True, kw_only=True)
+class StepBusy:
+    """One step's device figures, from one first-come sweep over its events by start (busy.busy_time's split):
+    the busy union of all of them (``busy_ns``) and of those its blocks own (``attention_ns``); the first start, the
+    event that has it (``first``: the lowest index among those, clock.first_event's) and the last end; and each
+    event no block owns, in index order, with its first-come share among those events (``outside``, ``share``)."""
+
+    busy_ns: int = 0
+    attention_ns: int = 0
+    first: int = -1  # -1: the step launched nothing
+    start: int = 0
+    end: int = 0
+    outside: list[int] = field(default_factory=list)
+    share: list[int] = field(default_factory=list)
+
+
 @dataclass(slots=True, kw_only=True)
 class StepIndex:
     """Per step number: its ProfilerStep#N ranges, its device events (``events``: a block's step for the events
-    blocks own, else the launching op's; ``attention``: those its blocks own), by the launching op's step the
-    events no block owns (``outside``) and all it launched (``launched``), and its top-level host ops' ns."""
+    blocks own, else the launching op's) with what each is to the step (``kinds``: ATTENTION, OUTSIDE or STEPLESS),
+    all it launched (``launched``), its top-level host ops' ns, and its device figures (``busy``, one sweep)."""
 
     roots: dict[int, list[HostEvent]] = field(default_factory=dict)
     events: dict[int, list[int]] = field(default_factory=dict)
-    attention: dict[int, list[int]] = field(default_factory=dict)
-    outside: dict[int, list[int]] = field(default_factory=dict)
+    kinds: dict[int, list[int]] = field(default_factory=dict)
     launched: Counter[int] = field(default_factory=Counter)
     ops_ns: dict[int, int] = field(default_factory=dict)
     ops_by_name: dict[int, dict[str, int]] = field(default_factory=dict)
+    busy: dict[int, StepBusy] = field(default_factory=dict)
 
 
 def step_index(tr: Trace, links: Links, blocks: Sequence[Block], dev_owner: Sequence[int]) -> StepIndex:
@@ -39,6 +62,8 @@ def step_index(tr: Trace, links: Links, blocks: Sequence[Block], dev_owner: Sequ
     if tr.info.steps:
         _host_pass(tr, links, index)
         _device_pass(links, blocks, dev_owner, index)
+        dev = tr.device
+        index.busy = {s: step_busy(dev, js, index.kinds[s]) for s, js in index.events.items()}
     return index
 
 
@@ -69,25 +94,62 @@ def _host_pass(tr: Trace, links: Links, index: StepIndex) -> None:
 
 
 def _device_pass(links: Links, blocks: Sequence[Block], dev_owner: Sequence[int], index: StepIndex) -> None:
-    """Each device event into its step's lists (see :class:`StepIndex`)."""
+    """Each device event into its step's list, with what it is to the step (see :class:`StepIndex`)."""
     step = links.step
     # (each event's launching step, and each block's step, looked up once: the loop below only appends)
     launch_step = [step[lf] if lf != NONE else None for lf in links.device_leaf]
     block_step = [b.step for b in blocks]
     launched: Counter[int] = Counter(s for s in launch_step if s is not None)
     events: dict[int, list[int]] = defaultdict(list)
-    attention: dict[int, list[int]] = defaultdict(list)
-    outside: dict[int, list[int]] = defaultdict(list)
+    kinds: dict[int, list[int]] = defaultdict(list)
     for j, (b, ls) in enumerate(zip(dev_owner, launch_step)):
         if b == NONE:
-            if ls is not None:
-                outside[ls].append(j)
-                events[ls].append(j)
-            continue
-        s = block_step[b]
+            s, kind = ls, OUTSIDE
+        else:
+            s, kind = block_step[b], ATTENTION
+            if s is None:  # (a block outside every step: its events are in their launching op's)
+                s, kind = ls, STEPLESS
         if s is not None:
-            attention[s].append(j)
             events[s].append(j)
-        elif ls is not None:
-            events[ls].append(j)
-    index.events, index.attention, index.outside, index.launched = events, attention, outside, launched
+            kinds[s].append(kind)
+    index.events, index.kinds, index.launched = events, kinds, launched
+
+
+def step_busy(dev: Sequence[DeviceEvent], js: list[int], kinds: list[int]) -> StepBusy:
+    """:class:`StepBusy` of the device events ``js`` (ascending, each of kind ``kinds[k]``): one sort by start and one
+    sweep (:func:`_sweep`)."""
+    if not js:
+        return StepBusy()
+    evs = list(map(dev.__getitem__, js))
+    ts = [e.ts for e in evs]
+    order = sorted(range(len(js)), key=ts.__getitem__)  # (stable: the first is the lowest index among the first)
+    busy, att, share, end = _sweep(evs, ts, order, kinds)
+    out = list(map(eq, kinds, repeat(OUTSIDE)))
+    return StepBusy(busy_ns=busy, attention_ns=att, first=js[order[0]], start=ts[order[0]], end=end,
+                    outside=list(compress(js, out)), share=list(compress(share, out)))
+
+
+def _sweep(evs: list[DeviceEvent], ts: list[int], order: list[int], kinds: list[int],
+           ) -> tuple[int, int, list[int], int]:
+    """Three first-come splits at once (busy.busy_time's, each with its own running end), in ``order`` (by start;
+    ``ts``: the events' starts): all the events' busy union, the attention ones', and each outside event's share
+    among the outside ones; and the last end. The running ends start at the first start, which no end is below:
+    the same split as starting from none."""
+    m = ma = mo = ts[order[0]]  # the running ends: all, attention, outside
+    busy = att = 0
+    share = [0] * len(ts)
+    for k in order:
+        t = ts[k]
+        e = t + evs[k].dur
+        if e > m:
+            busy += e - (t if t > m else m)
+            m = e
+        c = kinds[k]
+        if c == ATTENTION:
+            if e > ma:
+                att += e - (t if t > ma else ma)
+                ma = e
+        elif c == OUTSIDE and e > mo:
+            share[k] = e - (t if t > mo else mo)
+            mo = e
+    return busy, att, share, m

@@ -15,8 +15,8 @@ from ..results.attribution import BlockResult, Coverage, StepFigures, Totals, Tr
 from ..results.efficiency import sum_efficiency, sum_efficiency_maps
 from ..vocab import IDLE_CAUSES, MATMUL_ROLES, Category, Phase, TimeBase, UNLINKED_REASONS, is_launch_bound
 from .blocks.discovery import short_kernel_name
-from .busy import block_window, busy_time
-from .clock import first_event, relative_us
+from .busy import block_window, window
+from .clock import relative_us
 from .link import NONE, Links
 from .stepindex import StepIndex
 
@@ -114,19 +114,19 @@ def by_count(names: Counter[str]) -> dict[str, int]:
 def whole_steps(tr: Trace, index: StepIndex, free_at: list[int], origin: int = 0) -> list[StepFigures]:
     """Per ProfilerStep#N, all the device work of the step, not only attention's: the events its host ops launched
     (and those its blocks own), their busy union, and their span by the blocks' rule (:func:`block_window`, the
-    ProfilerStep range as the host side). What the user waits for per step, beside the attention figures."""
+    ProfilerStep range as the host side). What the user waits for per step, beside the attention figures. The
+    device side is the step index's sweep (tracekit.analysis.stepindex.step_busy)."""
     if not tr.info.steps:
         return []
-    dev = tr.device
-    roots, events, attention = index.roots, index.events, index.attention
+    roots, busy = index.roots, index.busy
     out = []
     for s in sorted(roots):
-        js = events.get(s, [])
-        evs = [dev[j] for j in js]
-        start, end = block_window(evs, roots[s], free_at[first_event(js, evs)] if js else -1)
-        out.append(StepFigures(step=s, busy_us=busy_time(evs)[0] / 1000, span_us=(end - start) / 1000,
-                               attention_us=busy_time([dev[j] for j in attention.get(s, [])])[0] / 1000,
+        b = busy.get(s)
+        if b is None or b.first < 0:
+            start, end = block_window((), roots[s])
+        else:
+            start, end = window(b.start, b.end, roots[s], free_at[b.first])
+        out.append(StepFigures(step=s, busy_us=(b.busy_ns if b else 0) / 1000, span_us=(end - start) / 1000,
+                               attention_us=(b.attention_ns if b else 0) / 1000,
                                start_us=relative_us(start, origin), end_us=relative_us(end, origin)))
     return out
-
-

@@ -9,8 +9,11 @@ softmax, a 5-D repeat_kv copy). The rules (:mod:`.rules`) read only these rows a
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from functools import lru_cache
+from itertools import compress, repeat
+from operator import is_, ne
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -205,6 +208,24 @@ def _sdpa_masked(inp: _Inputs, i: int) -> bool:
     return not (len(conc) > 5 and conc[5] == "True")
 
 
+_GEMM = "\0gemm"  # (_FactCollector._name_tag: a GEMM launcher, whose input dtype is counted per kernel)
+
+
+class _NameTags(dict):
+    """Launcher name -> :meth:`_FactCollector._name_tag`, worked out on the first look-up of each name: a hit is
+    one C-level dict look-up per kernel."""
+
+    __slots__ = ("_of",)
+
+    def __init__(self, of: Callable[[str], HintTag | str | None]) -> None:
+        super().__init__()
+        self._of = of
+
+    def __missing__(self, name: str) -> HintTag | str | None:
+        got = self[name] = self._of(name)
+        return got
+
+
 class _FactCollector:
     """One trace's fact gathering. A class, not closures, so that each concept is one method: counting events on
     rows (``collect``), a launcher's tag (``launcher_tag``), the SDPA context walk and the repeat_kv walk.
@@ -212,7 +233,8 @@ class _FactCollector:
     The memos are attributes, filled once per trace, so each host op is walked at most once.
     """
 
-    __slots__ = ("_tr", "_host", "_links", "_op_parent", "_inp", "_up", "_seen_ops", "_five_d_clones", "_no_sdpa")
+    __slots__ = ("_tr", "_host", "_links", "_op_parent", "_inp", "_up", "_seen_ops", "_five_d_clones", "_no_sdpa",
+                 "_name_tags")
 
     def __init__(self, tr: Trace, links: Links) -> None:
         self._tr = tr
@@ -227,45 +249,101 @@ class _FactCollector:
         # No SDPA op and no math-path op anywhere in the file: every op's context is empty, and the walk is skipped.
         names = tr.names
         self._no_sdpa = names is not None and not any(n == _SDPA_OP or _MATH_OP.match(n) for n in names)
+        self._name_tags = _NameTags(self._name_tag)  # launcher name -> its tag where the name alone decides it
 
     def collect(self, block_keys: Sequence[tuple[Any, ...]], dev_owner: Sequence[int], cats: Sequence[str],
                 busy_ns: Sequence[int]) -> dict[tuple[Any, ...], GroupFacts]:
         """Each owned device event counted on its kernel row, under its block's key ((kind, phase), or with the
-        block's step: (kind, phase, step))."""
-        dev, host = self._tr.device, self._host
-        leaf, launcher = self._links.device_leaf, self._links.launcher
-        launcher_tag = self.launcher_tag
+        block's step: (kind, phase, step)).
+
+        Over columns of the owned events (picked in C): each launcher's name, then each kernel's tag -- one dict
+        look-up where the name alone decides it (:meth:`_name_tag`), the launcher's walk otherwise -- and the
+        GEMM kernels' dtypes counted in one go; then one loop adds each kernel to its row."""
+        host, launcher = self._host, self._links.launcher
+        owned = list(compress(range(len(dev_owner)), map(ne, dev_owner, repeat(NONE))))
+        owners = list(map(dev_owner.__getitem__, owned))
+        las = [launcher[lf] if lf != NONE else NONE for lf in map(self._links.device_leaf.__getitem__, owned)]
+        lnames = [host[la].name if la != NONE else "" for la in las]
         facts: dict[tuple[Any, ...], GroupFacts] = {}
+        for b in dict.fromkeys(owners):  # (the groups in the order their first kernels come)
+            facts.setdefault(block_keys[b], GroupFacts())
+        groups: list[Any] = [facts.get(k) for k in block_keys]  # (None: a block without kernels, never looked up)
+        tags = self._tags(owners, las, lnames, groups)
+        names = [e.name for e in map(self._tr.device.__getitem__, owned)]
+        self._add_rows(groups, owned, owners, names, lnames, tags, cats, busy_ns)
+        return facts
+
+    def _tags(self, owners: list[int], las: list[int], lnames: list[str], groups: list[GroupFacts]) -> list[HintTag]:
+        """Each owned kernel's launcher tag (untagged without a launcher); SDPA calls and GEMM dtypes counted on the
+        way, as :meth:`launcher_tag` counts them."""
+        tags: list[Any] = list(map(self._name_tags.__getitem__, lnames))
+        launcher_tag = self.launcher_tag
+        for k in compress(range(len(tags)), map(is_, tags, repeat(None))):  # (inputs or ancestors decide)
+            la = las[k]
+            b = owners[k]
+            tags[k] = launcher_tag(la, groups[b], b, lnames[k]) if la != NONE else _UNTAGGED
+        gemms = list(compress(range(len(tags)), map(is_, tags, repeat(_GEMM))))
+        if gemms:
+            self._count_gemms(gemms, owners, las, groups)
+            for k in gemms:
+                tags[k] = _UNTAGGED
+        return tags
+
+    def _count_gemms(self, ks: list[int], owners: list[int], las: list[int], groups: list[GroupFacts]) -> None:
+        """The kernels ``ks`` of GEMM launchers, counted per block by their ops' input dtype (:meth:`_count_gemm`,
+        per distinct ``Input type`` text and per block rather than per kernel)."""
+        inputs = self._tr.op_inputs
+        raw = [rec.types if rec is not None else None for rec in map(inputs.get, map(las.__getitem__, ks))]
+        dtype = {t: self._gemm_dtype(t) for t in dict.fromkeys(raw)}
+        for (b, d), n in Counter(zip(map(owners.__getitem__, ks), map(dtype.__getitem__, raw))).items():
+            if d == 16:
+                groups[b].gemm_16bit += n
+            elif d == 32:
+                groups[b].gemm_fp32 += n
+
+    def _gemm_dtype(self, raw: bytes | None) -> int | None:
+        """16 or 32: a GEMM's recorded ``Input type`` starts with a 16-bit or an fp32 tensor (None: neither)."""
+        types = self._inp.as_list(raw) if raw is not None else None
+        if types and types[0] in _SIXTEEN_BIT:
+            return 16
+        return 32 if types and types[0] == "float" else None
+
+    @staticmethod
+    def _add_rows(groups: list[GroupFacts], owned: list[int], owners: list[int], names: list[str], lnames: list[str],
+                  tags: list[HintTag], cats: Sequence[str], busy_ns: Sequence[int]) -> None:
+        """Each kernel (``names``: the owned events' kernel names) counted with its busy µs on its row of its
+        block's facts, in event order (each row's float sum in the order the per-event walk made it)."""
         rows: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}  # regexes run once per distinct row
-        last, g = NONE, GroupFacts()  # (a block's events mostly come in a run: its facts looked up once per run)
-        for j, b in enumerate(dev_owner):
-            if b == NONE:
-                continue
-            if b != last:
-                key = block_keys[b]
-                got = facts.get(key)
-                g = got if got is not None else facts.setdefault(key, GroupFacts())
-                last = b
-            lf = leaf[j]
-            la = launcher[lf] if lf != NONE else NONE
-            if la != NONE:
-                lname = host[la].name
-                tag = launcher_tag(la, g, b, lname)
-            else:
-                tag, lname = _UNTAGGED, ""
-            name = dev[j].name
+        for j, b, name, lname, tag in zip(owned, owners, names, lnames, tags):
             cat = cats[j]
             memo = (name, cat, lname, tag)
             row = rows.get(memo)
             if row is None:
                 row = rows[memo] = (compact_kernel_name(name), cat, lname, _kernel_tag(name, cat, tag))
-            acc = g.kernels.get(row)
+            kernels = groups[b].kernels
+            acc = kernels.get(row)
             if acc is None:
-                g.kernels[row] = [1, busy_ns[j] / 1000]
+                kernels[row] = [1, busy_ns[j] / 1000]
             else:
                 acc[0] += 1
                 acc[1] += busy_ns[j] / 1000
-        return facts
+
+    def _name_tag(self, name: str) -> HintTag | str | None:
+        """The tag launcher ops named ``name`` give whatever their place and inputs, where the name alone decides:
+        no SDPA in the file (so no context to walk) and a kind whose tag is fixed, or a reshape-like op in a file
+        with no 5-D clone (no repeat_kv to find). ``_GEMM``: a GEMM (untagged; its input dtype counted per
+        kernel). None: the op's inputs or ancestors decide (:meth:`launcher_tag`)."""
+        if not self._no_sdpa:
+            return None
+        kind = _op_kind(name)
+        tag = _FIXED_TAGS.get(kind)
+        if tag is not None:
+            return tag
+        if kind == OpKind.GEMM:
+            return _GEMM
+        if kind == OpKind.RESHAPE and not self._any_five_d_clone():
+            return _UNTAGGED
+        return None
 
     def launcher_tag(self, la: int, g: GroupFacts, b: int, name: str) -> HintTag:
         """The tag launcher op ``la`` (named ``name``) gives its kernels in block ``b``; the SDPA call above it is
