@@ -466,3 +466,44 @@ def test_a_worker_reads_through_its_own_descriptor_of_the_same_file(tmp_path: Pa
         os.close(fd)
     with pytest.raises(OSError):
         os.fstat(own)
+
+
+def test_a_windows_result_comes_back_through_its_ring_slot() -> None:
+    """A worker pickles its window's result into the ring slot it is told (``_task``), and the parent loads it from
+    there (``_result``): the very result ``_work`` gives. A result bigger than the slot comes through the pipe."""
+    window = _doc(_events_text(400))[len('{"schemaVersion": 1, "traceEvents": '): -len(', "traceName": "t"}')]
+    assert window[:1] == b"[" and window[-1:] == b"]"
+    want = pload._work(window, len(window), ({}, {}, {}, {}))
+    assert want is not None and want[0] == 400
+    for slot_size, through_ring in ((1 << 20, True), (4096, False)):
+        pload._RING[:] = [mmap.mmap(-1, 4096), mmap.mmap(-1, slot_size)]
+        try:
+            got = pload._task(window, len(window), ({}, {}, {}, {}), 1)
+            assert isinstance(got, int) == through_ring
+            assert pload._result(got, 1) == want  # type: ignore[arg-type]
+            assert pload._RING[0][:] == bytes(4096)  # (another slot is left alone)
+        finally:
+            pload._close_ring()
+    assert pload._task(b"[" + window[1:-1] + b",]", len(window) + 1, ({}, {}, {}, {}), 0) is None  # not decoded
+
+
+def test_the_pools_worker_handler_does_not_spin_on_results(tmp_path: Path, windows_sent: list[int],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool's worker-handler thread wakes when a worker exits or the pool's state changes, not whenever a result
+    waits in the result pipe for the result thread: the stock pool's loop turned ~1,000 times over these 180 windows
+    (its CPU was 0.25 s of the parent's 0.7 s on a 1 GB trace); the output is the serial path's."""
+    from multiprocessing.pool import Pool
+
+    path = _busy_trace(tmp_path / "busy.json", layers=600)
+    serial = _model(path, 1)
+    turns: list[int] = []
+    maintain = Pool._maintain_pool
+
+    def counting(*args: object) -> None:
+        turns.append(1)
+        maintain(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Pool, "_maintain_pool", staticmethod(counting))
+    assert _model(path, 2) == serial
+    assert len(windows_sent) > 150
+    assert len(turns) < len(windows_sent) // 4

@@ -7,7 +7,8 @@ order, renumbering threads and streams first seen in a window, so tables, first-
 lists and drop counters are those of the serial path (tracekit.load): the output is byte-identical.
 A plain file's windows are passed over by the parent, which reads only the end of each to find its cut
 (``FileWindow``), and each worker reads its own from the file; a gzip's are inflated by the parent and
-copied through a ring of shared memory.
+copied through a ring of shared memory. Each window's result comes back pickled in its own slot of that ring,
+not through the pool's pipe (``_task``).
 
 A window's cut is only a candidate until a worker decodes it. When one does not decode (a cut
 inside a string, a syntax error) or the reader needs its slow path, the file is re-read serially
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import pickle
 import time
 from array import array
 from collections import Counter, deque
@@ -159,6 +161,34 @@ def _work(slot: int | bytes | FileWindow, size: int, tables: _Tables) -> tuple[A
             b.steps, list(b.shapes_seen), b.range_profiler, list(b.names))
 
 
+def _task(window: int | bytes | FileWindow, size: int, tables: _Tables, out: int) -> int | bytes | None:
+    """(In a worker) ``_work`` on a window, its result pickled into ring slot ``out``: the pickle's size; or the
+    pickle itself, where it does not fit there; None when the window does not decode.
+
+    Why the ring: a result sent through the pool's pipe (megabytes a window) keeps the pipe readable while it
+    flows, and the pool's worker-handler thread, which waits on that pipe, spins meanwhile (on a 1 GB trace
+    0.25 s of the parent's CPU), besides the result thread's reads and copies. The slot is the window's own:
+    the parent sends no window to it before it has loaded this result (``_InOrder._send``)."""
+    res = _work(window, size, tables)
+    if res is None:
+        return None
+    ring = _RING[out]
+    ring.seek(0)
+    try:
+        pickle.dump(res, ring, protocol=pickle.HIGHEST_PROTOCOL)  # (written frame by frame: no copy in between)
+    except ValueError:  # beyond the slot (mmap.write: "data out of range"): through the pipe, as it is
+        return pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
+    return ring.tell()
+
+
+def _result(got: int | bytes, out: int) -> tuple[Any, ...]:
+    """(In the parent) the result ``_task`` left in ring slot ``out`` (``got``: its size), or sent itself."""
+    if isinstance(got, bytes):
+        return pickle.loads(got)
+    with memoryview(_RING[out]) as view, view[:got] as data:
+        return pickle.loads(data)
+
+
 def _builder(tables: _Tables) -> TraceBuilder:
     """A builder for one window that knows the threads and streams the parent knew when it sent it."""
     b = TraceBuilder(TraceInfo(source=""))
@@ -282,8 +312,6 @@ def _merge(b: TraceBuilder, res: tuple[Any, ...], read_dropped: Counter[str]) ->
 def load_parallel(b: TraceBuilder, path: Path, progress: Callable[[int, int], None] | None,
                   decode_workers: int, chunk: int | None = None) -> tuple[Trace, ReadSummary]:
     """``b.build`` over ``path``'s batches, decoded and ingested in ``decode_workers`` forked processes."""
-    import multiprocessing  # (here: small files never pay for the import)
-
     chunk = chunk or PARALLEL_CHUNK  # (read at call time: tests make it small, to get many windows from a small file)
     inflight = decode_workers + 1
     # Address space only: pages are used as windows touch them (a plain file's windows stay below two chunks).
@@ -293,8 +321,7 @@ def load_parallel(b: TraceBuilder, path: Path, progress: Callable[[int, int], No
     except OSError:
         pass  # the reader says what is wrong
     try:
-        pool = multiprocessing.get_context("fork").Pool(decode_workers, initializer=worker_init,
-                                                        initargs=(os.getpid(),))
+        pool = _quiet_pool(decode_workers)
     except BaseException:
         _close_ring()
         raise
@@ -307,6 +334,24 @@ def load_parallel(b: TraceBuilder, path: Path, progress: Callable[[int, int], No
     merge.read_dropped.update(read.dropped)
     read.dropped = merge.read_dropped
     return b.finish(merge.n, read)
+
+
+def _quiet_pool(workers: int) -> Pool:
+    """A pool of ``workers`` forked processes whose worker-handler thread wakes only when a worker exits, a result
+    empties its cache, or it is closed or terminated: not whenever the result pipe holds data.
+
+    Why: the stock pool's handler also waits on the result pipe, which it never reads; until the result thread
+    (waiting for the GIL) has read a result, every wait returns at once and the handler spins (a 264 MB trace:
+    1,400 turns of its loop, 0.07 s of the parent's CPU). It needs no such wake-up without ``maxtasksperchild``
+    (its pool replaces only workers that exited, and those wake it): ``ThreadPool`` waits on the same one pipe."""
+    import multiprocessing.pool  # (here: small files never pay for the import)
+
+    class QuietPool(multiprocessing.pool.Pool):
+        def _get_sentinels(self) -> list:  # (multiprocessing.pool.ThreadPool's own)
+            return [self._change_notifier._reader]  # type: ignore[attr-defined]
+
+    return QuietPool(workers, initializer=worker_init, initargs=(os.getpid(),),
+                     context=multiprocessing.get_context("fork"))
 
 
 _TERMINATE_S = 10.0  # how long Pool.terminate() may take before its workers are killed and its queue locks freed
@@ -351,7 +396,7 @@ class _InOrder:
         self.b = b
         self.pool = pool
         self.inflight = inflight  # windows sent and not merged, at most: one ring slot each
-        self.pending: deque[AsyncResult] = deque()
+        self.pending: deque[tuple[int, AsyncResult]] = deque()  # (the ring slot of its window and result, result)
         self.read_dropped: Counter[str] = Counter()  # the reader's drops in the windows merged, in order
         self.n = 0  # events merged
         self.merged = 0  # windows merged (all proven)
@@ -416,25 +461,27 @@ class _InOrder:
             self._merge_next()
         if self.failed:
             return  # (its slot may still be read: the window is the serial path's now)
-        slot: int | bytes | FileWindow = self.sent % self.inflight
+        out = self.sent % self.inflight  # (its result comes back through the same slot)
+        slot: int | bytes | FileWindow = out
         if isinstance(piece, FileWindow):
             slot, size = piece, piece.size
         else:
-            ring, size = _RING[self.sent % self.inflight], len(piece)
+            ring, size = _RING[out], len(piece)
             if size <= len(ring):
                 ring[:size] = piece
             else:  # a gzip read can inflate far beyond a chunk: such a window goes through the pipe
                 slot = bytes(piece)
         tables = (dict(self.b.threads), dict(self.b.raw_threads), dict(self.b.streams), dict(self.b.raw_streams))
-        self.pending.append(self.pool.apply_async(_work, (slot, size, tables)))
+        self.pending.append((out, self.pool.apply_async(_task, (slot, size, tables, out))))
         self.sent += 1
 
     def _merge_next(self) -> None:
-        res = self.pending.popleft().get()
-        if res is None:
+        out, pending = self.pending.popleft()
+        got = pending.get()
+        if got is None:
             self.failed = True
         elif not self.failed:
-            self.n += _merge(self.b, res, self.read_dropped)
+            self.n += _merge(self.b, _result(got, out), self.read_dropped)
             self.merged += 1
 
     def _drain(self) -> None:
@@ -452,7 +499,7 @@ class _InOrder:
         hold no such lock. On the success path nothing is in flight by now: this costs nothing there.
         """
         deadline = time.monotonic() + _SETTLE_S
-        for res in self.pending:
+        for _, res in self.pending:
             res.wait(max(0.0, deadline - time.monotonic()))
         self.pending.clear()
 
