@@ -344,7 +344,8 @@ def _merge(b: TraceBuilder, res: tuple[Any, ...], read_dropped: Counter[str],
 
 def load_parallel(b: TraceBuilder, path: Path, progress: Callable[[int, int], None] | None,
                   decode_workers: int, chunk: int | None = None) -> tuple[Trace, ReadSummary]:
-    """``b.build`` over ``path``'s batches, decoded and ingested in ``decode_workers`` forked processes."""
+    """``b.build`` over ``path``'s batches, decoded and ingested in ``decode_workers`` processes: forked workers,
+    and the parent itself as one of them where ``_parent_cycle`` says so."""
     chunk = chunk or PARALLEL_CHUNK  # (read at call time: tests make it small, to get many windows from a small file)
     inflight = decode_workers + 1
     # Address space only: pages are used as windows touch them (a plain file's windows stay below two chunks).
@@ -442,9 +443,10 @@ class _Own(NamedTuple):
 
 
 class _InOrder:
-    """The parent's side of a parallel read: windows sent to the pool through the ring, their results merged
-    strictly in the order sent, and where that stopped (``failed``: a window did not decode, or the reader
-    met what only the serial path handles; ``merged`` windows are proven)."""
+    """The parent's side of a parallel read: windows sent to the pool through the ring (or kept for the parent to
+    decode itself, one of every ``cycle``), their results merged strictly in the order sent, and where that stopped
+    (``failed``: a window did not decode, or the reader met what only the serial path handles; ``merged`` windows
+    are proven)."""
 
     def __init__(self, b: TraceBuilder, pool: Pool, inflight: int, cycle: int = 0):
         self.b = b
