@@ -570,3 +570,27 @@ def test_a_window_that_does_not_decode_is_reread_serially_whoever_decodes_it(tmp
     assert _model(path, 2) == serial
     assert REREADS == [bad]
     assert (windows[bad].offset in own) == (bad % 2 == 1)
+
+
+def test_the_parent_decodes_its_own_windows_while_a_worker_finishes_an_earlier_one(
+        tmp_path: Path, windows_sent: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Waiting for a worker's window, the parent decodes its own windows sent after it (merged in their turn, with
+    threads and streams renumbered where earlier windows met new ones): it does not sit idle. Same model."""
+    import time
+
+    path = _busy_trace(tmp_path / "busy.json")
+    serial = _model(path, 1)
+    work = pload._work
+
+    def slow(*args: object) -> object:  # (forked: the worker sees it) each worker's window takes 0.1 s at least
+        time.sleep(0.1)
+        return work(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pload, "_work", slow)
+    order: list[str] = []
+    own, merge = pload._InOrder._own, pload._merge
+    monkeypatch.setattr(pload._InOrder, "_own", lambda self, job: order.append("own") or own(self, job))
+    monkeypatch.setattr(pload, "_merge", lambda *a: order.append("merge") or merge(*a))
+    assert _model(path, 2) == serial
+    assert order[:2] == ["own", "merge"]  # window 1 (the parent's) decoded before window 0 (the worker's) came back
+    assert order.count("own") == len(windows_sent) // 2

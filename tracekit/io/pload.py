@@ -28,7 +28,7 @@ from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec.structs import astuple
@@ -434,12 +434,17 @@ def terminate(pool: Pool) -> None:
 _SETTLE_S = 30.0
 
 
-class _Own(NamedTuple):
+class _Own:
     """A window the parent decodes itself (``_InOrder._own``), where a worker's would be: a ring slot, the window's
-    bytes or a FileWindow, and its size."""
+    bytes or a FileWindow, and its size; once decoded, what ``_merge`` takes of it (None: it did not decode)."""
 
-    window: int | bytes | FileWindow
-    size: int
+    __slots__ = ("window", "size", "done", "result")
+
+    def __init__(self, *, window: int | bytes | FileWindow, size: int) -> None:
+        self.window = window
+        self.size = size
+        self.done = False
+        self.result: tuple[Any, ...] | None = None
 
 
 class _InOrder:
@@ -531,7 +536,7 @@ class _InOrder:
                 slot = bytes(piece)
         job: AsyncResult | _Own
         if self.cycle and self.sent % self.cycle == self.cycle - 1:
-            job = _Own(slot, size)
+            job = _Own(window=slot, size=size)
         else:
             tables = (dict(self.b.threads), dict(self.b.raw_threads), dict(self.b.streams), dict(self.b.raw_streams))
             job = self.pool.apply_async(_task, (slot, size, tables, out))
@@ -539,34 +544,49 @@ class _InOrder:
         self.sent += 1
 
     def _merge_next(self) -> None:
-        out, job = self.pending.popleft()
+        out, job = self.pending[0]
         if isinstance(job, _Own):
-            self._own(job)
-            return
-        got = job.get()
-        if got is None:
+            if not job.done:
+                self._own(job)
+            self.pending.popleft()
+            res, rows = job.result, _events
+        else:
+            while not job.ready() and self._own_ahead():
+                pass  # (the parent's own windows sent after it, decoded while the worker finishes)
+            self.pending.popleft()
+            got = job.get()
+            res, rows = (_result(got, out) if got is not None else None), _rows
+        if res is None:
             self.failed = True
         elif not self.failed:
-            self.n += _merge(self.b, _result(got, out), self.read_dropped)
+            self.n += _merge(self.b, res, self.read_dropped, rows)
             self.merged += 1
 
+    def _own_ahead(self) -> bool:
+        """Decode the first of the parent's own windows in flight that it has not decoded yet; False if none."""
+        for _, job in self.pending:
+            if isinstance(job, _Own) and not job.done:
+                self._own(job)
+                return True
+        return False
+
     def _own(self, job: _Own) -> None:
-        """Decode and ingest one of the parent's own windows, as a worker would, and merge its events as they are.
+        """Decode and ingest one of the parent's own windows alone, as a worker would; its result, the events as
+        they are, is merged in its turn (with the threads and streams renumbered, as a worker's, where windows
+        before it that were not merged yet met new ones).
 
         Why: a worker's events cost about as much again to hand over as to decode and ingest (taken apart into
         columns, pickled, unpickled and rebuilt: ~290 ns an event on two cores); the parent's own need none of it."""
+        job.done = True
         if self.failed:
             return
         b = self.b
         tables = (b.threads, b.raw_threads, b.streams, b.raw_streams)  # (copied by the window's builder)
         done = _ingested(job.window, job.size, tables)
-        if done is None:
-            self.failed = True
-            return
-        own, n, read_dropped = done
-        self.n += _merge(b, _result_of(own, n, read_dropped, tables, list), self.read_dropped, _events)
-        own.release()
-        self.merged += 1
+        if done is not None:
+            own, n, read_dropped = done
+            job.result = _result_of(own, n, read_dropped, tables, list)
+            own.release()
 
     def _drain(self) -> None:
         """Merge every window in flight, in order, up to the first that fails."""
