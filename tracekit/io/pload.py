@@ -394,10 +394,11 @@ def _parent_cycle(decode_workers: int, plain: bool) -> int:
     cycle of this many itself, and a pool of one worker fewer the others; 0 where the pool decodes every window.
 
     Why only two workers' worth, of a plain file: there, merging the one worker's windows leaves the parent about
-    half idle, and its own windows cost nothing to hand over (x8: the load's CPU 1.25 -> 1.14 s, the serial path's
-    0.99 s; two processes on two cores, as busy as each other). With more workers, merging their windows is more of
-    the parent's time, and taking a worker's share on top would make it the slowest; a gzip's parent inflates
-    every byte (a third of the serial CPU) besides."""
+    half idle, and its own windows cost nothing to hand over (x8, the load's CPU: 1.25 s with two workers, 1.10 s
+    with one and the parent, 0.96 s serially; the parent and the worker each about half). With more workers,
+    merging their windows is more of the parent's time, and a worker's share on top would make it the slowest
+    process; a gzip's parent inflates every byte besides (x8.json.gz: the parent then took 1.27 s, the wall 1.36 ->
+    1.78 s)."""
     return 2 if decode_workers == 2 and plain else 0
 
 
