@@ -546,6 +546,7 @@ class _InOrder:
 
     def _merge_next(self) -> None:
         out, job = self.pending[0]
+        rows: Callable[[type, Any, str, list[int] | None], list]
         if isinstance(job, _Own):
             if not job.done:
                 self._own(job)
