@@ -594,3 +594,16 @@ def test_the_parent_decodes_its_own_windows_while_a_worker_finishes_an_earlier_o
     assert _model(path, 2) == serial
     assert order[:2] == ["own", "merge"]  # window 1 (the parent's) decoded before window 0 (the worker's) came back
     assert order.count("own") == len(windows_sent) // 2
+
+
+def test_the_parents_own_windows_may_come_through_the_ring(tmp_path: Path, windows_sent: list[int],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window the reader does not pass over (near a plain file's end, or any of a gzip's) comes through a ring
+    slot; the parent decodes such a window of its own from there: the serial path's model."""
+    path = _busy_trace(tmp_path / "busy.json.gz", layers=600)
+    serial = _model(path, 1)
+    monkeypatch.setattr(pload, "_parent_cycle", lambda workers, plain: 2)  # (a gzip's parent would not, by default)
+    own = _own_windows(monkeypatch)
+    assert _model(path, 2) == serial
+    assert own and set(own) == {-1}  # (ring slots, not FileWindows)
+    assert REREADS == []  # (each decoded there: no serial re-read)
