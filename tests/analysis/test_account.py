@@ -371,3 +371,13 @@ def test_a_block_whose_only_idle_is_its_tail_is_split_block_by_block(tmp_path):
     _assert_matches_reference(ctx)
     (r,) = ctx.block_results
     assert r.idle_gaps is not None and r.idle_gaps.flat[2:].tolist() != [0] * 7
+
+
+@pytest.mark.parametrize("seed", range(0, 60, 6))
+def test_windows_too_wide_for_int64_take_the_block_by_block_split(tmp_path, monkeypatch, seed):
+    """A window (or the device's work) as wide as _WIDE might overflow int64 differences: such blocks go through
+    split() one by one, with the same figures (here every window counts as too wide)."""
+    from tracekit.analysis import idle
+
+    monkeypatch.setattr(idle, "_WIDE", 0)
+    _assert_matches_reference(_through_account(_random_trace(tmp_path, seed)))
