@@ -3,7 +3,9 @@
 Why one index: the whole-step figures (tracekit.analysis.totals.whole_steps) and the rest of the step
 (tracekit.analysis.rest.step_rest) both need each step's ProfilerStep ranges, its device events and its top-level
 host ops. Each of those is a walk over every host or device event of a GB trace, so they are walked once here, by
-one pass over the host events and one over the device events, and both figures read the result.
+one pass over the host events and one over the device events, and both figures read the result. Each step's busy
+figures (its busy union, its attention's, the first-come split of its events outside blocks) come from one sort and
+one sweep of its events (issue 40: three busy_time walks over three lists before).
 """
 
 from __future__ import annotations
@@ -133,8 +135,9 @@ def _sweep(evs: list[DeviceEvent], ts: list[int], order: list[int], kinds: list[
            ) -> tuple[int, int, list[int], int]:
     """Three first-come splits at once (busy.busy_time's, each with its own running end), in ``order`` (by start;
     ``ts``: the events' starts): all the events' busy union, the attention ones', and each outside event's share
-    among the outside ones; and the last end. The running ends start at the first start, which no end is below:
-    the same split as starting from none."""
+    among the outside ones; and the last end (the running end of all: no duration is negative, the loader drops
+    those). The running ends start at the first start, which no end is below: the same split as starting from
+    none."""
     m = ma = mo = ts[order[0]]  # the running ends: all, attention, outside
     busy = att = 0
     share = [0] * len(ts)
