@@ -81,7 +81,6 @@ def _host_pass(tr: Trace, links: Links, index: StepIndex) -> None:
         if names.get(host[i].name) == step[i]:
             roots[step[i]].append(host[i])  # type: ignore[index]
     skip = replay_threads(tr) if tr.graphs is not None and tr.graphs.launches else frozenset()
-    total: dict[int, int] = defaultdict(int)
     by_name: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for i in links.top_ops:
         s = step[i]
@@ -90,8 +89,8 @@ def _host_pass(tr: Trace, links: Links, index: StepIndex) -> None:
         h = host[i]
         if skip and h.thread in skip:
             continue
-        total[s] += h.dur
         by_name[s][h.name] += h.dur
+    total = {s: sum(ns.values()) for s, ns in by_name.items()}  # (integers: the same sums as op by op)
     index.roots, index.ops_ns, index.ops_by_name = roots, total, by_name
 
 
