@@ -348,6 +348,9 @@ def _assert_steps_as_plain(path: Path) -> None:
         assert got[s] == ({k: v / 1000 for k, v in c.items()}, [(k, v / 1000) for k, v in mods])
     host = {r.step: (r.host_ops_us, list(r.host_ops.items())) for r in summary.step_rest if r.host_ops}
     assert host == _plain_host_ops(ctx)
+    leaf, step = ctx.links.device_leaf, ctx.links.step
+    launched = [step[leaf[j]] for j in range(len(ctx.tr.device)) if leaf[j] != -1]
+    assert {r.step: r.kernels for r in summary.step_rest} == {r.step: launched.count(r.step) for r in summary.step_rest}
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -100,7 +100,9 @@ def _device_pass(links: Links, blocks: Sequence[Block], dev_owner: Sequence[int]
     # (each event's launching step, and each block's step, looked up once: the loop below only appends)
     launch_step = [step[lf] if lf != NONE else None for lf in links.device_leaf]
     block_step = [b.step for b in blocks]
-    launched: Counter[int] = Counter(s for s in launch_step if s is not None)
+    counted: Counter[int | None] = Counter(launch_step)  # (counted in C; those launched outside every step dropped)
+    counted.pop(None, None)
+    launched: Counter[int] = counted  # type: ignore[assignment]
     events: dict[int, list[int]] = defaultdict(list)
     kinds: dict[int, list[int]] = defaultdict(list)
     for j, (b, ls) in enumerate(zip(dev_owner, launch_step)):
