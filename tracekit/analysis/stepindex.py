@@ -75,11 +75,6 @@ def _host_pass(tr: Trace, links: Links, index: StepIndex) -> None:
     the host nesting's sweep, so this reads only their events. A graph replay's copies of captured ops carry the
     capture's times and are left out of the ops."""
     host, step = tr.host, links.step
-    names = {f"ProfilerStep#{n}": n for n in tr.info.steps}
-    roots: dict[int, list[HostEvent]] = defaultdict(list)
-    for i in links.step_roots:
-        if names.get(host[i].name) == step[i]:
-            roots[step[i]].append(host[i])  # type: ignore[index]
     skip = replay_threads(tr) if tr.graphs is not None and tr.graphs.launches else frozenset()
     by_name: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for i in links.top_ops:
@@ -91,7 +86,18 @@ def _host_pass(tr: Trace, links: Links, index: StepIndex) -> None:
             continue
         by_name[s][h.name] += h.dur
     total = {s: sum(ns.values()) for s, ns in by_name.items()}  # (integers: the same sums as op by op)
-    index.roots, index.ops_ns, index.ops_by_name = roots, total, by_name
+    index.roots, index.ops_ns, index.ops_by_name = _roots(tr, links), total, by_name
+
+
+def _roots(tr: Trace, links: Links) -> dict[int, list[HostEvent]]:
+    """Each step's ProfilerStep#N ranges: the step roots named for a step of the trace, that step's."""
+    host, step = tr.host, links.step
+    names = {f"ProfilerStep#{n}": n for n in tr.info.steps}
+    roots: dict[int, list[HostEvent]] = defaultdict(list)
+    for i in links.step_roots:
+        if names.get(host[i].name) == step[i]:
+            roots[step[i]].append(host[i])  # type: ignore[index]
+    return roots
 
 
 def _device_pass(links: Links, blocks: Sequence[Block], dev_owner: Sequence[int], index: StepIndex) -> None:
