@@ -327,6 +327,17 @@ def _plain_steps(ctx) -> tuple[list, list]:
     return whole, rest
 
 
+def _plain_host_ops(ctx) -> dict:
+    """Per step: its top-level host ops' ns in all and by name, op by op (no graph replay in these traces)."""
+    total, by_name = defaultdict(int), defaultdict(lambda: defaultdict(int))
+    for i in ctx.links.top_ops:
+        s = ctx.links.step[i]
+        if s is not None:
+            total[s] += ctx.tr.host[i].dur
+            by_name[s][ctx.tr.host[i].name] += ctx.tr.host[i].dur
+    return {s: (total[s] / 1000, [(k, v / 1000) for k, v in by_name[s].items()]) for s in total}
+
+
 def _assert_steps_as_plain(path: Path) -> None:
     ctx = context_after(path, "assemble-device")
     whole, rest = _plain_steps(ctx)
@@ -335,6 +346,11 @@ def _assert_steps_as_plain(path: Path) -> None:
     got = {r.step: (r.categories, list(r.modules.items())) for r in summary.step_rest}
     for s, c, mods in rest:  # (the steps that launched nothing outside blocks: zeros, checked by the tests above)
         assert got[s] == ({k: v / 1000 for k, v in c.items()}, [(k, v / 1000) for k, v in mods])
+    host = {r.step: (r.host_ops_us, list(r.host_ops.items())) for r in summary.step_rest if r.host_ops}
+    assert host == _plain_host_ops(ctx)
+    leaf, step = ctx.links.device_leaf, ctx.links.step
+    launched = [step[leaf[j]] for j in range(len(ctx.tr.device)) if leaf[j] != -1]
+    assert {r.step: r.kernels for r in summary.step_rest} == {r.step: launched.count(r.step) for r in summary.step_rest}
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -88,8 +88,18 @@ class _Random:
             sd = b.op("aten::scaled_dot_product_attention", t + 1, 20)
             with_dims(sd, [[1, 2, 8, 16], [1, 2, 8, 16], [1, 2, 8, 16], [1, 2, 8, 8] if rng.random() < 0.5 else [],
                            [], []], [_BF16] * 4 + ["Scalar", "Scalar"])
-            b.op("aten::_scaled_dot_product_flash_attention", t + 2, 15)
-            self.launches(t + 2, 1)
+            backend = rng.choice(("aten::_scaled_dot_product_flash_attention",
+                                  "aten::_scaled_dot_product_attention_math", None))
+            if backend is None:  # SDPA launching its kernel itself
+                self.launches(t + 2, 1)
+                return
+            b.op(backend, t + 2, 15)
+            if backend.endswith("_math"):  # the math path: its own products and softmax under SDPA
+                for j, name in enumerate(("aten::bmm", "aten::_softmax", "aten::bmm")):
+                    with_dims(b.op(name, t + 3 + 4 * j, 3), [[4, 8, 16], [4, 16, 8]], [_BF16, _BF16])
+                    self.launches(t + 3 + 4 * j, 1)
+            else:
+                self.launches(t + 2, 1)
             return
         for j, name in enumerate(("aten::bmm", "aten::_softmax", "aten::bmm")):
             with_dims(b.op(name, t + 1 + 10 * j, 8), [[4, 8, 16], [4, 16, 8]], [_BF16, _BF16])

@@ -3,7 +3,9 @@
 Why one index: the whole-step figures (tracekit.analysis.totals.whole_steps) and the rest of the step
 (tracekit.analysis.rest.step_rest) both need each step's ProfilerStep ranges, its device events and its top-level
 host ops. Each of those is a walk over every host or device event of a GB trace, so they are walked once here, by
-one pass over the host events and one over the device events, and both figures read the result.
+one pass over the host events and one over the device events, and both figures read the result. Each step's busy
+figures (its busy union, its attention's, the first-come split of its events outside blocks) come from one sort and
+one sweep of its events (issue 40: three busy_time walks over three lists before).
 """
 
 from __future__ import annotations
@@ -73,13 +75,7 @@ def _host_pass(tr: Trace, links: Links, index: StepIndex) -> None:
     the host nesting's sweep, so this reads only their events. A graph replay's copies of captured ops carry the
     capture's times and are left out of the ops."""
     host, step = tr.host, links.step
-    names = {f"ProfilerStep#{n}": n for n in tr.info.steps}
-    roots: dict[int, list[HostEvent]] = defaultdict(list)
-    for i in links.step_roots:
-        if names.get(host[i].name) == step[i]:
-            roots[step[i]].append(host[i])  # type: ignore[index]
     skip = replay_threads(tr) if tr.graphs is not None and tr.graphs.launches else frozenset()
-    total: dict[int, int] = defaultdict(int)
     by_name: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for i in links.top_ops:
         s = step[i]
@@ -88,9 +84,20 @@ def _host_pass(tr: Trace, links: Links, index: StepIndex) -> None:
         h = host[i]
         if skip and h.thread in skip:
             continue
-        total[s] += h.dur
         by_name[s][h.name] += h.dur
-    index.roots, index.ops_ns, index.ops_by_name = roots, total, by_name
+    total = {s: sum(ns.values()) for s, ns in by_name.items()}  # (integers: the same sums as op by op)
+    index.roots, index.ops_ns, index.ops_by_name = _roots(tr, links), total, by_name
+
+
+def _roots(tr: Trace, links: Links) -> dict[int, list[HostEvent]]:
+    """Each step's ProfilerStep#N ranges: the step roots named for a step of the trace, that step's."""
+    host, step = tr.host, links.step
+    names = {f"ProfilerStep#{n}": n for n in tr.info.steps}
+    roots: dict[int, list[HostEvent]] = defaultdict(list)
+    for i in links.step_roots:
+        if names.get(host[i].name) == step[i]:
+            roots[step[i]].append(host[i])  # type: ignore[index]
+    return roots
 
 
 def _device_pass(links: Links, blocks: Sequence[Block], dev_owner: Sequence[int], index: StepIndex) -> None:
@@ -99,7 +106,9 @@ def _device_pass(links: Links, blocks: Sequence[Block], dev_owner: Sequence[int]
     # (each event's launching step, and each block's step, looked up once: the loop below only appends)
     launch_step = [step[lf] if lf != NONE else None for lf in links.device_leaf]
     block_step = [b.step for b in blocks]
-    launched: Counter[int] = Counter(s for s in launch_step if s is not None)
+    counted: Counter[int | None] = Counter(launch_step)  # (counted in C; those launched outside every step dropped)
+    counted.pop(None, None)
+    launched: Counter[int] = counted  # type: ignore[assignment]
     events: dict[int, list[int]] = defaultdict(list)
     kinds: dict[int, list[int]] = defaultdict(list)
     for j, (b, ls) in enumerate(zip(dev_owner, launch_step)):
@@ -133,8 +142,9 @@ def _sweep(evs: list[DeviceEvent], ts: list[int], order: list[int], kinds: list[
            ) -> tuple[int, int, list[int], int]:
     """Three first-come splits at once (busy.busy_time's, each with its own running end), in ``order`` (by start;
     ``ts``: the events' starts): all the events' busy union, the attention ones', and each outside event's share
-    among the outside ones; and the last end. The running ends start at the first start, which no end is below:
-    the same split as starting from none."""
+    among the outside ones; and the last end (the running end of all: no duration is negative, the loader drops
+    those). The running ends start at the first start, which no end is below: the same split as starting from
+    none."""
     m = ma = mo = ts[order[0]]  # the running ends: all, attention, outside
     busy = att = 0
     share = [0] * len(ts)

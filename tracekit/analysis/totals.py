@@ -95,7 +95,8 @@ def device_coverage(tr: Trace, links: Links, share: list[int], total_busy: int, 
     for j, reason in zip(links.unlinked, links.unlinked_reason):
         by_reason[reason] += share[j]
     fused = Category.FUSED_ATTENTION
-    outside = [j for j in compress(range(len(cats)), map(eq, cats, repeat(fused))) if dev_owner[j] == NONE]
+    outside = ([j for j in compress(range(len(cats)), map(eq, cats, repeat(fused))) if dev_owner[j] == NONE]
+               if fused in cats else [])  # (an eager trace has none: one look, stopping at the first)
     names = Counter(short_kernel_name(tr.device[j].name) for j in outside)
     return Coverage(device_us=total_busy / 1000, linked_us=linked_ns / 1000, in_blocks_us=in_blocks_ns / 1000,
                     unlinked_us=(total_busy - linked_ns) / 1000, device_events=len(share),

@@ -74,6 +74,7 @@ class SdpaContext(StrEnum):
 # The tags the per-event path returns, bound as globals: on Python 3.11 ``HintTag.X`` takes the slow attribute path
 # (EnumType defines __getattr__), ~10x a global look-up, and that path runs once per device event.
 _UNTAGGED, _SDPA_MATH, _MASK, _REPEAT_KV = HintTag.UNTAGGED, HintTag.SDPA_MATH, HintTag.MASK, HintTag.REPEAT_KV
+_MATH_CONTEXT, _SDPA_CONTEXT = SdpaContext.MATH, SdpaContext.SDPA
 
 
 _MATH_OP = re.compile(r"aten::_scaled_dot_product_attention_math\w*$")
@@ -277,6 +278,8 @@ class _FactCollector:
         """Each owned kernel's launcher tag (untagged without a launcher); SDPA calls and GEMM dtypes counted on the
         way, as :meth:`launcher_tag` counts them."""
         tags: list[Any] = list(map(self._name_tags.__getitem__, lnames))
+        if not self._no_sdpa:  # (before the inputs and dtypes: an op under SDPA's math path is SDPA's, uncounted)
+            self._sdpa_contexts(tags, owners, las, groups)
         launcher_tag = self.launcher_tag
         for k in compress(range(len(tags)), map(is_, tags, repeat(None))):  # (inputs or ancestors decide)
             la = las[k]
@@ -288,6 +291,22 @@ class _FactCollector:
             for k in gemms:
                 tags[k] = _UNTAGGED
         return tags
+
+    def _sdpa_contexts(self, tags: list[Any], owners: list[int], las: list[int], groups: list[GroupFacts]) -> None:
+        """In a file with SDPA calls: each kernel whose launcher runs under SDPA's math path (or SDPA with no backend
+        op between) tagged so, whatever its name says, and each SDPA call counted once per block (as
+        :meth:`launcher_tag` does first)."""
+        seen, inp, context = self._seen_ops, self._inp, self.context
+        for k, (la, b) in enumerate(zip(las, owners)):
+            if la == NONE:
+                continue
+            ctx, sdpa = context(la)
+            if sdpa != NONE and (b, sdpa) not in seen:  # one call per (block, op), however many kernels
+                seen.add((b, sdpa))
+                groups[b].sdpa_calls += 1
+                groups[b].sdpa_masked += _sdpa_masked(inp, sdpa)
+            if ctx is _MATH_CONTEXT or ctx is _SDPA_CONTEXT:
+                tags[k] = _SDPA_MATH
 
     def _count_gemms(self, ks: list[int], owners: list[int], las: list[int], groups: list[GroupFacts]) -> None:
         """The kernels ``ks`` of GEMM launchers, counted per block by their ops' input dtype (:meth:`_count_gemm`,
@@ -329,12 +348,11 @@ class _FactCollector:
                 acc[1] += busy_ns[j] / 1000
 
     def _name_tag(self, name: str) -> HintTag | str | None:
-        """The tag launcher ops named ``name`` give whatever their place and inputs, where the name alone decides:
-        no SDPA in the file (so no context to walk) and a kind whose tag is fixed, or a reshape-like op in a file
-        with no 5-D clone (no repeat_kv to find). ``_GEMM``: a GEMM (untagged; its input dtype counted per
-        kernel). None: the op's inputs or ancestors decide (:meth:`launcher_tag`)."""
-        if not self._no_sdpa:
-            return None
+        """The tag launcher ops named ``name`` give outside SDPA whatever their place and inputs, where the name
+        alone decides: a kind whose tag is fixed, or a reshape-like op in a file with no 5-D clone (no repeat_kv to
+        find). ``_GEMM``: a GEMM (untagged; its input dtype counted per
+        kernel). None: the op's inputs or ancestors decide (:meth:`launcher_tag`). In a file with SDPA calls, the
+        SDPA context decides first (:meth:`_sdpa_contexts`)."""
         kind = _op_kind(name)
         tag = _FIXED_TAGS.get(kind)
         if tag is not None:
