@@ -112,7 +112,8 @@ def _host_order(host: list[HostEvent]) -> tuple[list[int], OrderIndex]:
     """:func:`host_order`, and that order bisectable (:class:`OrderIndex`)."""
     cols = _HostColumns.of(host)
     order = _sorted_order(cols)
-    return order.tolist(), _order_index(cols, order, cols.thread[order])
+    listed = order.tolist()
+    return listed, _order_index(cols, listed, cols.thread[order])
 
 
 @dataclass(slots=True)
@@ -182,13 +183,11 @@ def _thread_runs(threads: Any) -> list[tuple[int, int, int]]:
     return list(zip(threads[firsts].tolist(), firsts, [*cuts, n]))
 
 
-def _order_index(cols: _HostColumns, order: Any, threads: Any) -> OrderIndex:
-    """The OrderIndex of an order sorted by thread (``order``, ``threads``: arrays); the starts are the events'
-    own ints (no new ones: a list of them lives as long as the links)."""
-    import numpy as np
-
+def _order_index(cols: _HostColumns, order: list[int], threads: Any) -> OrderIndex:
+    """The OrderIndex of an order sorted by thread (``threads``: an array in that order); the starts are the
+    events' own ints (no new ones: a list of them lives as long as the links)."""
     runs = _thread_runs(threads)
-    return OrderIndex(starts=np.array(cols.ts_list, object)[order].tolist(), first={t: a for t, a, _ in runs},
+    return OrderIndex(starts=list(map(cols.ts_list.__getitem__, order)), first={t: a for t, a, _ in runs},
                       stop={t: b for t, _, b in runs})
 
 
@@ -270,7 +269,7 @@ def _nest_host(tr: Trace) -> tuple:
     named[:n], named[n] = order, NONE
     listed = named[:n].tolist()
     t, d, threads = cols.ts[order], cols.dur[order], cols.thread[order]
-    index = _order_index(cols, order, threads)
+    index = _order_index(cols, listed, threads)
     parent, end, levels = _nest(t, d, _thread_runs(threads))
     kind = cols.kind[order]
     launcher = _inherit(parent, levels, kind == OP, False)
