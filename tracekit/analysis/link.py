@@ -229,7 +229,7 @@ class HostNames:
             column = [ids[h.name] for h in host]
         except KeyError:  # (no table, or a name not in it: ids as the names come)
             column = [ids.setdefault(h.name, len(ids)) for h in host]
-        return cls(ids=ids, column=np.fromiter(column, np.int64, len(column)))
+        return cls(ids=ids, column=np.fromiter(column, np.int32 if len(ids) < 1 << 31 else np.int64, len(column)))
 
     def having(self, names: Iterable[str]) -> Any:
         """The host indices (ascending, an array) of the events named one of ``names``."""
@@ -276,7 +276,9 @@ def _nest_host(tr: Trace) -> tuple:
     op_parent = _inherit(parent, levels, kind >= ANNOTATION, True)
     position = np.empty(n, np.int64)
     position[order] = np.arange(n)
-    tree = HostTree(order=order, position=position, end=end, parent=parent, kind=kind)
+    i32 = np.int32 if n < 1 << 31 else np.int64  # (kept as long as the links: the narrowest that holds n)
+    tree = HostTree(order=order.astype(i32), position=position.astype(i32), end=end.astype(i32),
+                    parent=parent.astype(i32), kind=kind)
     step, roots, tops = _steps(tr, tree, named, op_parent) if tr.info.steps else ([None] * n, [], [])
     leaf = _call_leaves(tr, index, t, t + d, parent, named)
     return (listed, _named(named, parent[position]), _named(named, op_parent[position]),
