@@ -191,7 +191,7 @@ def _order_index(cols: _HostColumns, order: list[int], threads: Any) -> OrderInd
                       stop={t: b for t, _, b in runs})
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)  # (arrays: compared as objects, never element-wise)
 class HostTree:
     """The host nesting in sweep positions (``Links.order``), as arrays: where each event sits in the order and
     where its subtree ends. Parents come first in the order and an event's descendants are exactly the events
@@ -212,7 +212,7 @@ class HostTree:
         return self.names
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class HostNames:
     """The host events' names as a column of ids: which events carry one of a set of names is then an array
     lookup (:meth:`having`), however many readers ask (the steps, the rules' named ops), after one walk."""
