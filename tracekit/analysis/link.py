@@ -268,20 +268,24 @@ def _nest_host(tr: Trace) -> tuple:
     named = np.empty(n + 1, object)  # position (n: none) -> host index: one int each, shared by every list
     named[:n], named[n] = order, NONE
     listed = named[:n].tolist()
-    t, d, threads = cols.ts[order], cols.dur[order], cols.thread[order]
+    t, d, threads, kind = cols.ts[order], cols.dur[order], cols.thread[order], cols.kind[order]
     index = _order_index(cols, listed, threads)
+    del cols  # (the columns in file order: not needed past here, freed before the nesting's own arrays)
     parent, end, levels = _nest(t, d, _thread_runs(threads))
-    kind = cols.kind[order]
+    del threads
     launcher = _inherit(parent, levels, kind == OP, False)
     op_parent = _inherit(parent, levels, kind >= ANNOTATION, True)
-    position = np.empty(n, np.int64)
-    position[order] = np.arange(n)
-    i32 = np.int32 if n < 1 << 31 else np.int64  # (kept as long as the links: the narrowest that holds n)
-    tree = HostTree(order=order.astype(i32), position=position.astype(i32), end=end.astype(i32),
-                    parent=parent.astype(i32), kind=kind)
-    step, roots, tops = _steps(tr, tree, named, op_parent) if tr.info.steps else ([None] * n, [], [])
+    del levels
     leaf = _call_leaves(tr, index, t, t + d, parent, named)
-    return (listed, _named(named, parent[position]), _named(named, op_parent[position]),
+    del t, d  # (each array the size of the trace is freed once read: the peak is what 10 GB runs feel)
+    i32 = np.int32 if n < 1 << 31 else np.int64  # (kept as long as the links: the narrowest that holds n)
+    position = np.empty(n, i32)
+    position[order] = np.arange(n, dtype=i32)
+    tree = HostTree(order=order.astype(i32), position=position, end=end.astype(i32), parent=parent.astype(i32),
+                    kind=kind)
+    del order, end, parent
+    step, roots, tops = _steps(tr, tree, named, op_parent) if tr.info.steps else ([None] * n, [], [])
+    return (listed, _named(named, tree.parent[position]), _named(named, op_parent[position]),
             _named(named, launcher[position]), step, roots, tops, index, leaf, tree)
 
 
@@ -333,9 +337,11 @@ def _parents(depth: Any, by_depth: Any) -> Any:
     n = len(depth)
     level = depth[by_depth]
     before = by_depth - 1  # (-1 for position 0: the last entry of the padded depths, 0, is never a level up)
-    first = np.append(depth, 0)[before] == level - 1
+    first = np.append(depth, 0)[before] + 1 == level
     offset = level * (n + 1)
-    filled = np.where(first, offset + before, -1)
+    before += offset
+    filled = np.where(first, before, -1)
+    del before, first
     np.maximum.accumulate(filled, out=filled)
     filled -= offset
     filled[(level <= 1) | (filled < 0)] = n
@@ -392,8 +398,13 @@ def _improper(parent: Any, end: Any, depth: Any, runs: list[tuple[int, int, int]
     has = parent < n
     up = np.where(has, parent, 0)
     at = np.arange(n)
-    bad = has & ((depth[up] != depth - 1) | (end[up] <= at) | (end[up] < end)) | (~has & (depth != 1))
-    bad |= end <= at  # (a negative duration: a hand-built trace's; the loader drops them)
+    bad = end <= at  # (a negative duration: a hand-built trace's; the loader drops them)
+    above = end[up]  # (one array at a time: these are the size of the trace)
+    bad |= has & ((above <= at) | (above < end))
+    above = depth[up]
+    above += 1
+    bad |= has & (above != depth)
+    bad |= ~has & (depth != 1)
     if not bad.any():
         return []
     return [(lo, hi) for _, lo, hi in runs if bad[lo:hi].any()]
