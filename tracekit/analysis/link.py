@@ -191,7 +191,7 @@ def _order_index(cols: _HostColumns, order: list[int], threads: Any) -> OrderInd
                       stop={t: b for t, _, b in runs})
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)  # (arrays: compared as objects, never element-wise)
 class HostTree:
     """The host nesting in sweep positions (``Links.order``), as arrays: where each event sits in the order and
     where its subtree ends. Parents come first in the order and an event's descendants are exactly the events
@@ -212,7 +212,7 @@ class HostTree:
         return self.names
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class HostNames:
     """The host events' names as a column of ids: which events carry one of a set of names is then an array
     lookup (:meth:`having`), however many readers ask (the steps, the rules' named ops), after one walk."""
@@ -229,7 +229,7 @@ class HostNames:
             column = [ids[h.name] for h in host]
         except KeyError:  # (no table, or a name not in it: ids as the names come)
             column = [ids.setdefault(h.name, len(ids)) for h in host]
-        return cls(ids=ids, column=np.fromiter(column, np.int64, len(column)))
+        return cls(ids=ids, column=np.fromiter(column, np.int32 if len(ids) < 1 << 31 else np.int64, len(column)))
 
     def having(self, names: Iterable[str]) -> Any:
         """The host indices (ascending, an array) of the events named one of ``names``."""
@@ -265,21 +265,27 @@ def _nest_host(tr: Trace) -> tuple:
     n = len(host)
     cols = _HostColumns.of(host)
     order = _sorted_order(cols)
-    listed = order.tolist()
-    named = np.empty(n + 1, object)  # position (n: none) -> host index, as the order's own ints
-    named[:n], named[n] = listed, NONE
-    t, d, threads = cols.ts[order], cols.dur[order], cols.thread[order]
+    named = np.empty(n + 1, object)  # position (n: none) -> host index: one int each, shared by every list
+    named[:n], named[n] = order, NONE
+    listed = named[:n].tolist()
+    t, d, threads, kind = cols.ts[order], cols.dur[order], cols.thread[order], cols.kind[order]
     index = _order_index(cols, listed, threads)
+    del cols  # (the columns in file order: not needed past here, freed before the nesting's own arrays)
     parent, end, levels = _nest(t, d, _thread_runs(threads))
-    kind = cols.kind[order]
+    del threads
     launcher = _inherit(parent, levels, kind == OP, False)
     op_parent = _inherit(parent, levels, kind >= ANNOTATION, True)
-    position = np.empty(n, np.int64)
-    position[order] = np.arange(n)
-    tree = HostTree(order=order, position=position, end=end, parent=parent, kind=kind)
-    step, roots, tops = _steps(tr, tree, named, op_parent) if tr.info.steps else ([None] * n, [], [])
+    del levels
     leaf = _call_leaves(tr, index, t, t + d, parent, named)
-    return (listed, _named(named, parent[position]), _named(named, op_parent[position]),
+    del t, d  # (each array the size of the trace is freed once read: the peak is what 10 GB runs feel)
+    i32 = np.int32 if n < 1 << 31 else np.int64  # (kept as long as the links: the narrowest that holds n)
+    position = np.empty(n, i32)
+    position[order] = np.arange(n, dtype=i32)
+    tree = HostTree(order=order.astype(i32), position=position, end=end.astype(i32), parent=parent.astype(i32),
+                    kind=kind)
+    del order, end, parent
+    step, roots, tops = _steps(tr, tree, named, op_parent) if tr.info.steps else ([None] * n, [], [])
+    return (listed, _named(named, tree.parent[position]), _named(named, op_parent[position]),
             _named(named, launcher[position]), step, roots, tops, index, leaf, tree)
 
 
@@ -331,9 +337,11 @@ def _parents(depth: Any, by_depth: Any) -> Any:
     n = len(depth)
     level = depth[by_depth]
     before = by_depth - 1  # (-1 for position 0: the last entry of the padded depths, 0, is never a level up)
-    first = np.append(depth, 0)[before] == level - 1
+    first = np.append(depth, 0)[before] + 1 == level
     offset = level * (n + 1)
-    filled = np.where(first, offset + before, -1)
+    before += offset
+    filled = np.where(first, before, -1)
+    del before, first
     np.maximum.accumulate(filled, out=filled)
     filled -= offset
     filled[(level <= 1) | (filled < 0)] = n
@@ -390,8 +398,13 @@ def _improper(parent: Any, end: Any, depth: Any, runs: list[tuple[int, int, int]
     has = parent < n
     up = np.where(has, parent, 0)
     at = np.arange(n)
-    bad = has & ((depth[up] != depth - 1) | (end[up] <= at) | (end[up] < end)) | (~has & (depth != 1))
-    bad |= end <= at  # (a negative duration: a hand-built trace's; the loader drops them)
+    bad = end <= at  # (a negative duration: a hand-built trace's; the loader drops them)
+    above = end[up]  # (one array at a time: these are the size of the trace)
+    bad |= has & ((above <= at) | (above < end))
+    above = depth[up]
+    above += 1
+    bad |= has & (above != depth)
+    bad |= ~has & (depth != 1)
     if not bad.any():
         return []
     return [(lo, hi) for _, lo, hi in runs if bad[lo:hi].any()]

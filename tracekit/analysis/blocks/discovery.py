@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from operator import eq
 from typing import Any
 
@@ -743,9 +743,25 @@ def _eager_triples(tr: Trace, links: Links, ops: _NamedOps, key: Callable[[int],
     if not ops.softmax:
         return []  # no softmax op in the file (fused attention models): the walk is skipped
     out: list[_Eager] = []
-    for sibs, softmaxes in _softmax_siblings(tr, links, ops.of(ops.softmax), key, is_key):
-        out += _triples_among(tr, sibs, softmaxes)
+    groups = _softmax_siblings(tr, links, ops.of(ops.softmax), key, is_key)
+    for (sibs, softmaxes), classes in zip(groups, _sibling_classes(tr, links, [sibs for sibs, _ in groups])):
+        out += _triples_among(tr, sibs, softmaxes, classes)
     return out
+
+
+def _sibling_classes(tr: Trace, links: Links, groups: list[list[int]]) -> list[list[int]]:
+    """Each sibling's :func:`_sibling_class`, per group: once per distinct name, then looked up by the names'
+    ids (link.HostNames) for all siblings at once, so that the walks read a list, not each op's name."""
+    import numpy as np
+
+    names = links.host_tree(tr).names_of(tr)
+    by_id = [0] * (len(names.ids) + 1)
+    for name, k in names.ids.items():
+        by_id[k] = _sibling_class(name)
+    flat = np.fromiter(chain.from_iterable(groups), np.int64, sum(map(len, groups)))
+    classes = np.array(by_id, np.int64)[names.column[flat]].tolist()
+    cuts = [0, *accumulate(map(len, groups))]
+    return [classes[a:b] for a, b in zip(cuts, cuts[1:])]
 
 
 def _softmax_siblings(tr: Trace, links: Links, softmax_ops: list[int], key: Callable[[int], int],
@@ -798,10 +814,9 @@ def _key_groups(tr: Trace, tree: HostTree, keys: list[int], is_key: Callable[[Ho
         group[new] = group[up[new]]
 
 
-def _triples_among(tr: Trace, sibs: list[int], softmaxes: list[int]) -> list[_Eager]:
-    """The triples among one key's sibling ops (the softmax ops at ``softmaxes``), left to right: products are not
-    shared between calls."""
-    host = tr.host
+def _triples_among(tr: Trace, sibs: list[int], softmaxes: list[int], classes: list[int]) -> list[_Eager]:
+    """The triples among one key's sibling ops (the softmax ops at ``softmaxes``; each one's _sibling_class in
+    ``classes``), left to right: products are not shared between calls."""
     out: list[_Eager] = []
     used = -1  # the last sibling position a triple took
     first = -1  # the first sibling position of the last chain
@@ -809,12 +824,12 @@ def _triples_among(tr: Trace, sibs: list[int], softmaxes: list[int]) -> list[_Ea
         if pos <= used:
             continue
         i = sibs[pos]
-        lo = _product_near(host, sibs, pos, -1, used)
-        hi = _product_near(host, sibs, pos, 1, len(sibs))
+        lo = _product_near(classes, pos, -1, used)
+        hi = _product_near(classes, pos, 1, len(sibs))
         if lo is None or hi is None or not _shapes_agree(tr, sibs, lo, pos, hi):
             continue
-        lo, start = _first_score(tr, sibs, lo, used)
-        end = _last_context(tr, sibs, hi)
+        lo, start = _first_score(tr, sibs, lo, used, classes)
+        end = _last_context(tr, sibs, hi, classes)
         join = _one_chain(tr, sibs, used, start, first) if out else None
         if join is not None:
             out[-1] = _joined(out[-1], sibs, used, start, end, join)
@@ -835,31 +850,30 @@ def _joined(prev: _Eager, sibs: list[int], used: int, start: int, end: int, join
                   None if join == "one-chain" and prev.core is None else core + more)
 
 
-def _first_score(tr: Trace, sibs: list[int], lo: int, used: int) -> tuple[int, int]:
+def _first_score(tr: Trace, sibs: list[int], lo: int, used: int, classes: list[int]) -> tuple[int, int]:
     """(the score product, the first sibling of the call): products before the score product with no breaker or
     softmax between (within MAX_EAGER_GAP, layout glue not counted) compute the same scores in parts: Longformer's
     window einsum before its mask einsum, BigBird's band products, a relative-position product (never a
     projection)."""
-    host = tr.host
     start = lo
-    k = _product_near(host, sibs, lo, -1, used)
+    k = _product_near(classes, lo, -1, used)
     while k is not None and not _projection(tr, sibs[k]):
         start = k
-        k = _product_near(host, sibs, k, -1, used)
+        k = _product_near(classes, k, -1, used)
     return lo, start
 
 
-def _last_context(tr: Trace, sibs: list[int], hi: int) -> int:
+def _last_context(tr: Trace, sibs: list[int], hi: int, classes: list[int]) -> int:
     """The last sibling of the call from its context product at ``hi``: products after it with no breaker or
     softmax between (within MAX_EAGER_GAP) that are no next call's scores (no softmax follows them before a
     breaker) compute the same context in parts: Longformer's global columns by matmul, then its window by einsum
     (never a projection)."""
     host = tr.host
     end = hi
-    k = _product_near(host, sibs, hi, 1, len(sibs))
+    k = _product_near(classes, hi, 1, len(sibs))
     while k is not None and not _projection(tr, sibs[k]) and _product_near_softmax(host, sibs, k) is None:
         end = k
-        k = _product_near(host, sibs, k, 1, len(sibs))
+        k = _product_near(classes, k, 1, len(sibs))
     return end
 
 
@@ -954,12 +968,13 @@ def _like_input(dims: list[int] | None, ref: list[int] | None) -> bool:
     return len(dims) == len(ref) and dims[-1] == ref[-1] and all(a <= b for a, b in zip(dims[:-1], ref[:-1]))
 
 
-def _product_near(host: Sequence[HostEvent], sibs: list[int], pos: int, step: int, stop: int) -> int | None:
+def _product_near(classes: list[int], pos: int, step: int, stop: int) -> int | None:
     """The nearest product op from ``pos`` in direction ``step`` within MAX_EAGER_GAP siblings (layout glue not
-    counted: GAP_FREE_GLUE), before any breaker or other softmax, not reaching ``stop``; None if there is none."""
+    counted: GAP_FREE_GLUE), before any breaker or other softmax, not reaching ``stop``; None if there is none.
+    (``classes``: each sibling's _sibling_class.)"""
     gap = 0
-    for k in range(pos + step, min(stop, len(sibs)) if step > 0 else max(stop, -1), step):
-        what = _sibling_class(host[sibs[k]].name)
+    for k in range(pos + step, min(stop, len(classes)) if step > 0 else max(stop, -1), step):
+        what = classes[k]
         if what == _PRODUCT:
             return k
         if what == _STOP:
