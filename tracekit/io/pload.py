@@ -48,8 +48,9 @@ MIN_PARALLEL = 64 << 20
 # ``--decode-workers 2`` peaked below the serial path on a 1 GB trace, as fast as with 32 MB
 # (benchmarks/README.md).
 PARALLEL_CHUNK = 8 << 20
-# Workers a big file gets by default: the parent reads, copies and merges about 40% of the serial CPU
-# time itself, so past 3-4 workers more only add memory (about one window each).
+# Workers a big file gets by default: with 3 or more the parent only reads and merges (with 2, of a plain file, it
+# decodes every other window itself: _parent_cycle), and merging each worker's windows takes it about 40% of what
+# decoding them took the worker, so past 3-4 workers more only add memory (about one window each).
 MAX_DEFAULT_WORKERS = 4
 _GZ_RATIO = 10  # traces inflate 10-30x: a .gz above MIN_PARALLEL / 10 is taken for a big one
 
