@@ -234,8 +234,7 @@ class _FactCollector:
     The memos are attributes, filled once per trace, so each host op is walked at most once.
     """
 
-    __slots__ = ("_tr", "_host", "_links", "_op_parent", "_inp", "_up", "_seen_ops", "_five_d_clones", "_no_sdpa",
-                 "_name_tags")
+    __slots__ = ("_tr", "_host", "_links", "_op_parent", "_inp", "_up", "_seen_ops", "_five_d_clones", "_no_sdpa")
 
     def __init__(self, tr: Trace, links: Links) -> None:
         self._tr = tr
@@ -250,7 +249,6 @@ class _FactCollector:
         # No SDPA op and no math-path op anywhere in the file: every op's context is empty, and the walk is skipped.
         names = tr.names
         self._no_sdpa = names is not None and not any(n == _SDPA_OP or _MATH_OP.match(n) for n in names)
-        self._name_tags = _NameTags(self._name_tag)  # launcher name -> its tag where the name alone decides it
 
     def collect(self, block_keys: Sequence[tuple[Any, ...]], dev_owner: Sequence[int], cats: Sequence[str],
                 busy_ns: Sequence[int]) -> dict[tuple[Any, ...], GroupFacts]:
@@ -277,7 +275,10 @@ class _FactCollector:
     def _tags(self, owners: list[int], las: list[int], lnames: list[str], groups: list[GroupFacts]) -> list[HintTag]:
         """Each owned kernel's launcher tag (untagged without a launcher); SDPA calls and GEMM dtypes counted on the
         way, as :meth:`launcher_tag` counts them."""
-        tags: list[Any] = list(map(self._name_tags.__getitem__, lnames))
+        # (launcher name -> its tag where the name alone decides it: a local, since it holds a bound method of self,
+        # and as an attribute that cycle would keep the collector, the links and their lists alive while the CLI's
+        # garbage collector is paused, about 40 MB at 1 GB of trace)
+        tags: list[Any] = list(map(_NameTags(self._name_tag).__getitem__, lnames))
         if not self._no_sdpa:  # (before the inputs and dtypes: an op under SDPA's math path is SDPA's, uncounted)
             self._sdpa_contexts(tags, owners, las, groups)
         launcher_tag = self.launcher_tag
