@@ -5,6 +5,7 @@ Keys beyond the contracts are additive; the golden files in tests/golden/ pin th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import orjson
@@ -23,7 +24,7 @@ from ..results.rows import layer_or_own  # issue 38: a pair's layers
 from ..results.sweep import RunRow, run_rows
 from ..results.timeline import Timeline
 from ..vocab import IDLE_CAUSES, LaneKind
-from .base import Renderer
+from .base import Renderer, Result
 from .optables import basis_of, kernel_rows  # issue 42: --by op/kernel
 from .stagetable import stage_diff_dict, stages_key  # issue 44: serving stages
 
@@ -41,14 +42,22 @@ def to_dict(result: Attribution, tool: str, ranks: RankView | None = None, inter
 
     ``ranks`` (docs/attribution.md, "Ranks") is there for a folder of ranks, or when passed (``--by rank``).
     ``intervals`` adds each block's device intervals (``--with-intervals``: they outweigh the rest of the JSON)."""
+    out = _head_dict(result, tool)
+    out["blocks"] = [_block_dict(b, intervals) for b in result.blocks]
+    out.update(_tail_dict(result, tool, ranks, intervals))
+    return out
+
+
+def _head_dict(result: Attribution, tool: str) -> dict:
+    """The keys before ``blocks`` (:func:`to_dict`)."""
+    return {"schema_version": SCHEMA_VERSION, "tool": tool, "source": result.source, "time_base": result.time_base,
+            "traces": [_trace_dict(s) for s in result.traces]}
+
+
+def _tail_dict(result: Attribution, tool: str, ranks: RankView | None, intervals: bool) -> dict:
+    """The keys after ``blocks`` (:func:`to_dict`)."""
     t = result.totals
     out: dict = {
-        "schema_version": SCHEMA_VERSION,
-        "tool": tool,
-        "source": result.source,
-        "time_base": result.time_base,
-        "traces": [_trace_dict(s) for s in result.traces],
-        "blocks": [_block_dict(b, intervals) for b in result.blocks],
         "totals": _totals_dict(t, per_step(result)),
         "top_kernels": [{"name": n, "category": c, "count": k, "total_us": round(us, 3)}
                         for n, c, k, us in result.top_kernels],
@@ -550,6 +559,45 @@ class JSONRenderer(Renderer):
 
     def render_diff(self, result: DiffResult) -> str:
         return _dumps(diff_to_dict(result, self.tool))
+
+    def stream(self, result: Result) -> Iterator[str]:
+        """:meth:`render`'s text in pieces, an attribution's blocks one at a time (the same bytes).
+
+        Why: the whole output as one dict, then as bytes, then as text, were alive together at the run's peak of
+        memory (at 1 GB of trace about 80 MB over the analysis's own, in the CLI's ``-o`` write); a block's dict
+        and text now live only while it is written. Only the default layout streams (``--by kernel`` and ``--by
+        rank`` add or reshape keys: their outputs are small enough whole)."""
+        if not isinstance(result, Attribution) or self.by in ("kernel", "rank"):
+            yield self.render(result)
+            return
+        yield from _streamed(result, self.tool, self.with_intervals)
+
+
+_BLOCK_INDENT = b"    "  # a block's own lines inside "blocks": [ ... ] at the top level, under OPT_INDENT_2
+_STREAM_BATCH = 1 << 20  # bytes of blocks' JSON handed to the writer at a time
+
+
+def _streamed(result: Attribution, tool: str, intervals: bool) -> Iterator[str]:
+    """``_dumps(to_dict(result, tool, intervals=intervals))`` in pieces: the keys before ``blocks`` and after it
+    dumped as two dicts and joined around the blocks, each block dumped alone and indented two levels. orjson
+    writes no raw newline inside a string (it escapes them), so indenting every line of a block is exact."""
+    head = orjson.dumps(_head_dict(result, tool), option=orjson.OPT_INDENT_2)
+    tail = orjson.dumps(_tail_dict(result, tool, None, intervals), option=orjson.OPT_INDENT_2)
+    assert head.endswith(b"\n}") and tail.startswith(b"{\n")
+    if not result.blocks:
+        yield (head[:-2] + b',\n  "blocks": [],\n' + tail[2:] + b"\n").decode()
+        return
+    batch = [head[:-2] + b',\n  "blocks": [\n']
+    size = 0
+    for i, b in enumerate(result.blocks):
+        text = orjson.dumps(_block_dict(b, intervals), option=orjson.OPT_INDENT_2)
+        batch.append((b",\n" if i else b"") + _BLOCK_INDENT + text.replace(b"\n", b"\n" + _BLOCK_INDENT))
+        size += len(text)
+        if size >= _STREAM_BATCH:
+            yield b"".join(batch).decode()
+            batch, size = [], 0
+    batch.append(b"\n  ],\n" + tail[2:] + b"\n")
+    yield b"".join(batch).decode()
 
 
 def _dumps(obj: dict) -> str:
