@@ -260,8 +260,9 @@ def test_device_busy_over_columns_matches_the_first_come_walk(seed):
     rng = random.Random(seed)
     evs = _events(rng, rng.randint(0, 40))
     total, share, free_at, cols = device_busy(evs)
-    assert (total, share, free_at) == _ref_busy(evs)
-    assert busy_time(evs)[1] == share  # (busy_time, which other stages call, agrees)
+    assert share.typecode == free_at.typecode == "q"  # (int64 arrays: no int object per event held)
+    assert (total, list(share), list(free_at)) == _ref_busy(evs)
+    assert busy_time(evs)[1] == list(share)  # (busy_time, which other stages call, agrees)
     assert cols.ts.tolist() == [e.ts for e in evs] and cols.end.tolist() == [e.ts + e.dur for e in evs]
     assert cols.order.tolist() == sorted(range(len(evs)), key=lambda k: (evs[k].ts, k))
 
@@ -286,7 +287,7 @@ def test_device_work_merged_over_columns_matches_the_sorted_merge(seed, streams)
             want.setdefault(ids[e.stream] if len(set(ids)) > 1 else ids[0], []).append((e.ts, e.ts + e.dur))
     for cols in (None, device_busy(evs)[3]):
         got = _device_work(tr, cols)
-        got_merged = {d: (iv.starts, iv.ends) for d, iv in got.items() if iv.starts}
+        got_merged = {d: (list(iv.starts), list(iv.ends)) for d, iv in got.items() if iv.starts}
         assert got_merged == {d: _ref_merged(s) for d, s in want.items()}
         for d, iv in got.items():  # the lengths the idle split asks for agree with the reference's intervals
             ref = _Intervals(want.get(d, []))

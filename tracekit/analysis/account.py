@@ -93,8 +93,8 @@ class DeviceTime:
     """The whole device's busy time, measured once: what block figures, coverage and step figures share."""
 
     members: dict[int, list[int]]  # block -> its device events, in event order
-    free_at: list[int]  # per device event: when the device finished the work queued before it (-1: never busy)
-    share: list[int]  # per device event: its first-come share of the device's busy time, ns
+    free_at: Sequence[int]  # per device event: when the device finished the work queued before it (-1: never busy)
+    share: Sequence[int]  # per device event: its first-come share of the device's busy time, ns
     total_ns: int  # the device's busy union
     in_blocks_ns: int  # the part of it that blocks own
     columns: DeviceColumns  # every event's start and end, read once for the figures of every block
@@ -257,7 +257,7 @@ class DeviceBlocks:
     """The device blocks' figures, and what the later stages read across all of them: each owned event's share of
     its block's busy time (efficiency, hints) and the kernel table by step."""
 
-    def __init__(self, tr: Trace, links: Links, cats: list[Category], free_at: list[int], idle: IdleSplitter,
+    def __init__(self, tr: Trace, links: Links, cats: list[Category], free_at: Sequence[int], idle: IdleSplitter,
                  origin: int = 0) -> None:
         self.tr, self.links, self.cats, self.free_at, self.idle = tr, links, cats, free_at, idle
         self.origin, self.streams = origin, tuple(tr.streams)  # the trace's clock and stream table (clock.py)

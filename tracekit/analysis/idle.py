@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, MutableSequence, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import sub
@@ -108,8 +108,9 @@ class _Intervals:
     __slots__ = ("_cum", "arrays", "ends", "starts")
 
     def __init__(self, spans: Iterable[tuple[int, int]]) -> None:
-        self.starts: list[int] = []
-        self.ends: list[int] = []
+        # (lists here; int64 arrays where _merged built them from the device's work: no int object per interval)
+        self.starts: MutableSequence[int] = []
+        self.ends: MutableSequence[int] = []
         self._cum: list[int] | None = None  # _cum[k]: ns of the first k intervals, built at the first length()
         self.arrays: tuple[np.ndarray, np.ndarray] | None = None  # starts and ends as int64 arrays, where built so
         for s, e in sorted(spans):
@@ -257,7 +258,7 @@ def _merged(ts: np.ndarray, end: np.ndarray, keep: np.ndarray) -> _Intervals:
     last[:-1] = new[1:]
     out = _Intervals(())
     out.arrays = s[new], running[last]
-    out.starts, out.ends = out.arrays[0].tolist(), out.arrays[1].tolist()
+    out.starts, out.ends = array("q", out.arrays[0].tobytes()), array("q", out.arrays[1].tobytes())
     return out
 
 

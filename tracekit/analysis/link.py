@@ -8,9 +8,10 @@ A device event none of them links gets the reason of the first :data:`UNLINKED_R
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, groupby, repeat
 from operator import attrgetter, eq, not_
@@ -27,18 +28,24 @@ _NAME = attrgetter("name")
 
 @dataclass(slots=True)
 class Links:
-    """Host nesting plus device→host links, as parallel index lists."""
+    """Host nesting plus device→host links, as parallel index sequences.
 
-    order: list[int]  # host events sorted per thread by (ts, -dur, kind): parents before children
-    parent: list[int]  # innermost enclosing host event, any kind
-    op_parent: list[int]  # innermost enclosing op/annotation (the profiler's own tree)
-    launcher: list[int]  # innermost enclosing op (kind OP), itself included
-    device_leaf: list[int]  # per device event: innermost host event around its launch, or NONE
+    :func:`link` gives the per-event ones (``order`` to ``device_leaf``, and ``top_ops``) as machine-integer
+    arrays (:func:`index_column`), not lists: a list holds one int object per host index (32 bytes, plus its
+    8-byte slot), which at 1 GB of trace is about 20 MB of the run's peak; readers index, slice and iterate them
+    as they would a list. Links built by hand may hold lists.
+    """
+
+    order: Sequence[int]  # host events sorted per thread by (ts, -dur, kind): parents before children
+    parent: Sequence[int]  # innermost enclosing host event, any kind
+    op_parent: Sequence[int]  # innermost enclosing op/annotation (the profiler's own tree)
+    launcher: Sequence[int]  # innermost enclosing op (kind OP), itself included
+    device_leaf: Sequence[int]  # per device event: innermost host event around its launch, or NONE
     device_linked: list[bool]  # per device event: linked to a launch or op at all
     external_ids_trusted: bool
     step: list[int | None]  # per host event: the ProfilerStep#N around it (None outside steps)
     step_roots: list[int] = field(default_factory=list)  # the ProfilerStep#N events themselves, in sweep order
-    top_ops: list[int] = field(default_factory=list)  # ops inside no other op (top level), in index order; if steps
+    top_ops: Sequence[int] = field(default_factory=list)  # ops inside no other op (top level), in index order; if steps
     unlinked: list[int] = field(default_factory=list)  # the device events not linked, in index order
     unlinked_reason: list[UnlinkedReason] = field(default_factory=list)  # parallel to ``unlinked``
     order_index: OrderIndex | None = None  # ``order`` bisectable (index_of_order); None until someone needs it
@@ -183,7 +190,7 @@ def _thread_runs(threads: Any) -> list[tuple[int, int, int]]:
     return list(zip(threads[firsts].tolist(), firsts, [*cuts, n]))
 
 
-def _order_index(cols: _HostColumns, order: list[int], threads: Any) -> OrderIndex:
+def _order_index(cols: _HostColumns, order: Sequence[int], threads: Any) -> OrderIndex:
     """The OrderIndex of an order sorted by thread (``threads``: an array in that order); the starts are the
     events' own ints (no new ones: a list of them lives as long as the links)."""
     runs = _thread_runs(threads)
@@ -265,9 +272,9 @@ def _nest_host(tr: Trace) -> tuple:
     n = len(host)
     cols = _HostColumns.of(host)
     order = _sorted_order(cols)
-    named = np.empty(n + 1, object)  # position (n: none) -> host index: one int each, shared by every list
+    named = np.empty(n + 1, np.int64)  # position (n: none) -> host index
     named[:n], named[n] = order, NONE
-    listed = named[:n].tolist()
+    listed = index_column(order)
     t, d, threads, kind = cols.ts[order], cols.dur[order], cols.thread[order], cols.kind[order]
     index = _order_index(cols, listed, threads)
     del cols  # (the columns in file order: not needed past here, freed before the nesting's own arrays)
@@ -289,10 +296,20 @@ def _nest_host(tr: Trace) -> tuple:
             _named(named, launcher[position]), step, roots, tops, index, leaf, tree)
 
 
-def _named(named: Any, at: Any) -> list[int]:
-    """The host indices at positions ``at`` (an array; n: NONE) as the order's own ints (``named``: an object
-    array of them): no new int per entry, in a list that lives as long as the links, and a C-level gather."""
-    return named[at].tolist()
+def _named(named: Any, at: Any) -> array[int]:
+    """The host indices at positions ``at`` (an array; n: NONE), ``named`` being the order with NONE appended:
+    a C-level gather into an :func:`index_column`."""
+    return index_column(named[at])
+
+
+def index_column(values: Any) -> array[int]:
+    """A numpy array of host or device indices (NONE included) as an ``array.array`` of C ints (of int64 where an
+    index needs more): what :class:`Links` keeps per event, at 4 bytes an entry and no int object per index."""
+    import numpy as np
+
+    if not len(values) or (int(values.max()) < 2**31 and int(values.min()) >= -(2**31)):
+        return array("i", values.astype(np.intc).tobytes())
+    return array("q", values.astype(np.int64).tobytes())
 
 
 def _nest(t: Any, d: Any, runs: list[tuple[int, int, int]]) -> tuple[Any, Any, list[Any]]:
@@ -461,7 +478,7 @@ def _step_names(tr: Trace) -> dict[str, int]:
     return {name: s for name in names if (s := _step_number(name)) >= 0}
 
 
-def _steps(tr: Trace, tree: HostTree, named: Any, op_parent: Any) -> tuple[list[int | None], list[int], list[int]]:
+def _steps(tr: Trace, tree: HostTree, named: Any, op_parent: Any) -> tuple[list[int | None], list[int], Sequence[int]]:
     """(each event's step, the ProfilerStep#N events in sweep order, the top ops in index order). A step is handed
     down its subtree, a run of positions (inner steps last: they overwrite); a top op is an op whose op parent is
     none or no op. The step events are picked out by name (HostNames): a few among all the events."""
@@ -481,7 +498,7 @@ def _steps(tr: Trace, tree: HostTree, named: Any, op_parent: Any) -> tuple[list[
     return table[rank[position]].tolist(), roots, _named(named, position[np.flatnonzero(top[position])])
 
 
-def _call_leaves(tr: Trace, index: OrderIndex, starts: Any, ends: Any, parent: Any, named: Any) -> list[int]:
+def _call_leaves(tr: Trace, index: OrderIndex, starts: Any, ends: Any, parent: Any, named: Any) -> array[int]:
     """Each runtime call's leaf (:func:`runtime_leaves`): the last host event on its thread to start at or before
     it (by bisection), else the first around that one, outwards, that ends at or after it: what the sweep's stack
     holds at the call, ends included. All calls a level at a time: the calls still outside move up together."""
@@ -571,7 +588,7 @@ class OrderIndex:
         return self.first.get(thread, 0), self.stop.get(thread, 0)
 
 
-def order_index(tr: Trace, order: list[int]) -> OrderIndex:
+def order_index(tr: Trace, order: Sequence[int]) -> OrderIndex:
     hs = [tr.host[i] for i in order]
     return _index([h.ts for h in hs], [h.thread for h in hs])
 
@@ -583,7 +600,8 @@ def _index(starts: list[int], threads: list[int]) -> OrderIndex:
                       stop=dict(zip(threads, range(1, n + 1))))
 
 
-def runtime_leaves(tr: Trace, order: list[int], parent: list[int], index: OrderIndex | None = None) -> list[int]:
+def runtime_leaves(tr: Trace, order: Sequence[int], parent: Sequence[int],
+                   index: OrderIndex | None = None) -> list[int]:
     """For each runtime call, the innermost host event on its thread that contains it (ends included).
 
     The last host event on the thread to start at or before the call (a bisection of ``order``) is
@@ -642,11 +660,12 @@ def link(tr: Trace) -> Links:
     return links
 
 
-def _launches(rt_corrs: list[int], corrs: list[int], rleaf: list[int]
-              ) -> tuple[list[int | None], list[int], list[bool]]:
+def _launches(rt_corrs: list[int], corrs: list[int], rleaf: Sequence[int]
+              ) -> tuple[list[int | None], array[int], list[bool]]:
     """Per device event (correlation ids ``corrs``): its launch, the first runtime call with its id (``rt_corrs``:
     the calls' ids, last first), or None; that call's leaf (``rleaf``), or NONE; whether it has a launch. By
-    bisection among the calls sorted by id (:func:`_first_calls`), or, with an id beyond int64, by a dict."""
+    bisection among the calls sorted by id (:func:`_first_calls`), or, with an id beyond int64, by a dict.
+    The leaves are an array of ``rleaf``'s type (:func:`index_column`)."""
     try:
         launch = _first_calls(rt_corrs, corrs)
     except OverflowError:
@@ -654,9 +673,10 @@ def _launches(rt_corrs: list[int], corrs: list[int], rleaf: list[int]
         by_corr = dict(zip(rt_corrs, range(len(rt_corrs) - 1, -1, -1)))
         by_corr.pop(0, None)  # 0: no correlation
         launch = list(map(by_corr.get, corrs))  # (C loops: one entry per kernel)
+    code = rleaf.typecode if isinstance(rleaf, array) else "q"
     if None not in launch:  # (every kernel launched by a recorded call: the common case, no test per kernel)
-        return launch, list(map(rleaf.__getitem__, launch)), [True] * len(launch)  # type: ignore[arg-type]
-    return launch, [rleaf[r] if r is not None else NONE for r in launch], [r is not None for r in launch]
+        return launch, array(code, map(rleaf.__getitem__, launch)), [True] * len(launch)  # type: ignore[arg-type]
+    return launch, array(code, [rleaf[r] if r is not None else NONE for r in launch]), [r is not None for r in launch]
 
 
 def _first_calls(rt_corrs: list[int], corrs: list[int]) -> list[int | None]:
@@ -687,7 +707,7 @@ def _record_unlinked(links: Links, tr: Trace, pending: list[int], rt_corrs: list
     links.unlinked_reason = unlinked_reasons([tr.device[j].correlation for j in links.unlinked], rt_corrs)
 
 
-def _link_by_ext(tr: Trace, launch: list[int | None], leaf: list[int], linked: list[bool], trusted: bool
+def _link_by_ext(tr: Trace, launch: list[int | None], leaf: MutableSequence[int], linked: list[bool], trusted: bool
                  ) -> list[int]:
     """The device events no launch call claims, tied by External id to the first op that carries it (when the
     trace's ids are trusted); returns those still unlinked. Once per trace, its loop only over the unlinked."""
@@ -768,7 +788,7 @@ def _annotations_by_ext(host: list[HostEvent]) -> dict[int, int]:
     return ann_host
 
 
-def _link_by_annotation(tr: Trace, pending: list[int], leaf: list[int], linked: list[bool]) -> None:
+def _link_by_annotation(tr: Trace, pending: list[int], leaf: MutableSequence[int], linked: list[bool]) -> None:
     """Innermost gpu_user_annotation on the same stream that overlaps the event's start."""
     ann_host = _annotations_by_ext(tr.host)
     anns = sorted(tr.gpu_annotations, key=lambda a: (a.stream, a.ts, -a.dur))

@@ -85,7 +85,7 @@ def over_steps(per_step: dict[tuple[str, str, int | None], list]) -> dict[tuple[
     return {k: (n, ns / 1000) for k, (n, ns) in out.items()}
 
 
-def device_coverage(tr: Trace, links: Links, share: list[int], total_busy: int, in_blocks_ns: int,
+def device_coverage(tr: Trace, links: Links, share: Sequence[int], total_busy: int, in_blocks_ns: int,
                     cats: Sequence[Category], dev_owner: list[int]) -> Coverage:
     """How much device time is linked to host ops, how much of it lies in blocks, why the rest is unlinked
     (each unlinked event's busy share under the reason the linker gave it), and the fused attention kernels
@@ -112,7 +112,7 @@ def by_count(names: Counter[str]) -> dict[str, int]:
     return dict(sorted(names.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def whole_steps(tr: Trace, index: StepIndex, free_at: list[int], origin: int = 0) -> list[StepFigures]:
+def whole_steps(tr: Trace, index: StepIndex, free_at: Sequence[int], origin: int = 0) -> list[StepFigures]:
     """Per ProfilerStep#N, all the device work of the step, not only attention's: the events its host ops launched
     (and those its blocks own), their busy union, and their span by the blocks' rule (:func:`block_window`, the
     ProfilerStep range as the host side). What the user waits for per step, beside the attention figures. The

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import replace
 
 from ...model import OP, Trace
@@ -176,7 +177,7 @@ def _orphan_backward(tr: Trace, links: Links, blocks: list[Block], owner: list[i
     return True
 
 
-def _regions(parent: list[int], orphans: list[int],
+def _regions(parent: Sequence[int], orphans: list[int],
              pairs: list[tuple[int, int]]) -> tuple[dict[int, list[int]], dict[int, int]]:
     """Paired backward op around orphans (NONE: none) -> the orphans, and backward op -> its forward op."""
     fwd_of: dict[int, int] = {}

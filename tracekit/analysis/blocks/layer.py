@@ -127,7 +127,7 @@ class _Tree:
             got = self._ffn[a] = any(self._ffn_in(self.order[y - 1:x - 1 if x else None:-1]) for x, y in runs)
         return got
 
-    def _ffn_in(self, sub: list[int]) -> bool:
+    def _ffn_in(self, sub: Sequence[int]) -> bool:
         host = self.host
         maybe = compress(sub, map(self._maybe.__contains__, map(_NAME, map(host.__getitem__, sub))))
         return any(self.is_ffn(host[k].name, host[k].kind) for k in maybe)
