@@ -607,3 +607,20 @@ def test_the_parents_own_windows_may_come_through_the_ring(tmp_path: Path, windo
     assert _model(path, 2) == serial
     assert own and set(own) == {-1}  # (ring slots, not FileWindows)
     assert REREADS == []  # (each decoded there: no serial re-read)
+
+
+def test_the_quiet_pools_handler_waits_on_the_change_notifier_alone() -> None:
+    """_quiet_pool overrides a private method of multiprocessing's Pool (``_get_sentinels``, what its worker-handler
+    thread waits on): the handler must still call it by that name, and the override must leave out the result pipe
+    that the stock one adds. A Python that renames it fails here instead of quietly spinning the handler again."""
+    import multiprocessing.pool
+
+    assert "_get_sentinels" in multiprocessing.pool.Pool.__init__.__code__.co_names  # (handed to the handler there)
+    pool = pload._quiet_pool(1)
+    try:
+        stock = multiprocessing.pool.Pool._get_sentinels(pool)
+        assert pool._get_sentinels() == [pool._change_notifier._reader]
+        assert [pool._change_notifier._reader] in pool._worker_handler._args  # what the handler waits on
+        assert len(stock) > 1 and pool._change_notifier._reader in stock  # (the stock one adds the result pipe)
+    finally:
+        pload.terminate(pool)
