@@ -296,13 +296,26 @@ class _Gunzip:
         self.d: _Inflater = _zlib.decompressobj(wbits=31)
 
     def read(self, n: int) -> bytes:
-        out: list[bytes] = []
-        size = 0
+        out = bytearray()
+        try:
+            self.read_into(out, n)
+        except _GzipTruncated:
+            raise _GzipTruncated(bytes(out)) from None
+        return bytes(out)
+
+    def read_into(self, out: bytearray, n: int) -> None:
+        """Inflate at least ``n`` more bytes (fewer at the end) onto the end of ``out``.
+
+        Why onto the caller's buffer: each inflated piece is copied once, where joining the pieces first and then
+        appending the joined bytes copied each twice into fresh memory, about 0.9 s of CPU per GB inflated.
+        On a cut-short stream, what was inflated is in ``out`` when _GzipTruncated is raised."""
+        size = len(out)
+        n += size
         while size < n:
             data = self.raw.read(self.step)
             if not data:
                 if not self.d.eof:
-                    raise _GzipTruncated(b"".join(out))
+                    raise _GzipTruncated(b"")
                 break
             while data:
                 if self.d.eof:  # between members: padding, or the next member's header
@@ -312,11 +325,9 @@ class _Gunzip:
                     if not b"\x1f\x8b".startswith(data[:2]):
                         raise zlib.error("not a gzip member after the end of the stream")
                     self.d = _zlib.decompressobj(wbits=31)
-                piece = self.d.decompress(data)
-                out.append(piece)
-                size += len(piece)
+                out += self.d.decompress(data)
                 data = self.d.unused_data if self.d.eof else b""
-        return b"".join(out)
+            size = len(out)
 
 
 class _Source(Protocol):
@@ -381,11 +392,26 @@ class EventStream:
         """
         return self._fetch(f, 0, True)
 
-    def _fetch(self, f: _Source, n: int, reuse: bool) -> bytes | memoryview:
+    def _extend(self, f: _Source, buf: bytearray) -> None:
+        """``buf +=`` the next chunk: a gzip's inflated straight onto it (_Gunzip.read_into), a plain file's
+        through the scratch view (``_read_view``)."""
+        if isinstance(f, _Gunzip):
+            self._fetch(f, 0, False, buf)
+        else:
+            buf += self._read_view(f)
+
+    def _fetch(self, f: _Source, n: int, reuse: bool, into: bytearray | None = None) -> bytes | memoryview:
+        """The next chunk (at least ``n`` bytes); with ``into`` (a gzip's), inflated onto its end instead, and
+        b"" returned. Either way its bytes are counted, and the end, a cut-short stream or an error judged."""
         if self._eof:
             return b""
+        held = len(into) if into is not None else 0
         try:
-            data = self._read_chunk(f, max(n, self.chunk), reuse)
+            if into is not None:
+                cast(_Gunzip, f).read_into(into, max(n, self.chunk))
+                data: bytes | memoryview = b""
+            else:
+                data = self._read_chunk(f, max(n, self.chunk), reuse)
         except _GzipTruncated as exc:
             data = exc.tail
             self._summary.damaged = True
@@ -396,9 +422,10 @@ class EventStream:
             raise TraceReadError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
         except _INFLATE_ERRORS as exc:  # the deflate stream is corrupt
             raise TraceReadError(f"{self.path}: corrupt gzip data ({exc})") from None
-        if not data:
+        got = len(data) + (len(into) - held if into is not None else 0)
+        if not got:
             self._eof = True
-        self._summary.bytes_read += len(data)
+        self._summary.bytes_read += got
         if self.progress is not None and self._raw is not None:
             self.progress(self._raw.tell(), self._size)
         return data
@@ -452,7 +479,7 @@ class EventStream:
                     if rest is not None:
                         buf, fresh = rest, False
                         continue
-                buf += self._read_view(f)
+                self._extend(f, buf)
                 continue
             nxt = yield from self._batch(f, buf, fresh)
             if nxt == _ENDED:
