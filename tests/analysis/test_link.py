@@ -115,7 +115,7 @@ def test_the_host_tree_its_launchers_steps_and_top_ops_follow_the_nesting(seed: 
     assert any(h.dur == 0 and parent[i] != NONE and h.ts == host[parent[i]].ts + host[parent[i]].dur
                for i, h in enumerate(host))  # (the zero-length rule was exercised)
     tr.info.steps = []
-    assert tuple(map(list, nest_host(tr)[4:7])) == ([None] * len(host), [], [])  # no steps: none read, no top ops listed
+    assert tuple(map(list, nest_host(tr)[4:7])) == ([None] * len(host), [], [])  # no steps: none read, no top ops
 
 
 @pytest.mark.parametrize("threads", [1, 3])  # (one thread takes a shortcut: no sort by thread)
