@@ -272,7 +272,7 @@ def _nest_host(tr: Trace) -> tuple:
     n = len(host)
     cols = _HostColumns.of(host)
     order = _sorted_order(cols)
-    named = np.empty(n + 1, np.int64)  # position (n: none) -> host index
+    named = np.empty(n + 1, np.int64)  # position (n: none) -> host index (NONE)
     named[:n], named[n] = order, NONE
     listed = index_column(order)
     t, d, threads, kind = cols.ts[order], cols.dur[order], cols.thread[order], cols.kind[order]
@@ -292,14 +292,8 @@ def _nest_host(tr: Trace) -> tuple:
                     kind=kind)
     del order, end, parent
     step, roots, tops = _steps(tr, tree, named, op_parent) if tr.info.steps else ([None] * n, [], [])
-    return (listed, _named(named, tree.parent[position]), _named(named, op_parent[position]),
-            _named(named, launcher[position]), step, roots, tops, index, leaf, tree)
-
-
-def _named(named: Any, at: Any) -> array[int]:
-    """The host indices at positions ``at`` (an array; n: NONE), ``named`` being the order with NONE appended:
-    a C-level gather into an :func:`index_column`."""
-    return index_column(named[at])
+    return (listed, index_column(named[tree.parent[position]]), index_column(named[op_parent[position]]),
+            index_column(named[launcher[position]]), step, roots, tops, index, leaf, tree)
 
 
 def index_column(values: Any) -> array[int]:
@@ -495,7 +489,7 @@ def _steps(tr: Trace, tree: HostTree, named: Any, op_parent: Any) -> tuple[list[
     table = np.array([None, *(names[host[i].name] for i in roots)], object)
     is_op = kind == OP
     top = is_op & ~np.append(is_op, False)[op_parent[:n]]
-    return table[rank[position]].tolist(), roots, _named(named, position[np.flatnonzero(top[position])])
+    return table[rank[position]].tolist(), roots, index_column(named[position[np.flatnonzero(top[position])]])
 
 
 def _call_leaves(tr: Trace, index: OrderIndex, starts: Any, ends: Any, parent: Any, named: Any) -> array[int]:
@@ -512,7 +506,7 @@ def _call_leaves(tr: Trace, index: OrderIndex, starts: Any, ends: Any, parent: A
     while len(live):
         at[live] = up[at[live]]
         live = live[ends[at[live]] < call_ts[live]]
-    return _named(named, at)
+    return index_column(named[at])
 
 
 def _last_started(tr: Trace, index: OrderIndex, starts: Any, n: int) -> tuple[Any, Any]:
