@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from support.builders import TraceBuilder, attention_block
 from support.paths import REAL, real_trace_files
@@ -418,3 +420,45 @@ def test_percent_encoded_and_yaml_secrets_are_gone(tmp_path):
         assert red.pop(k) != orig.pop(k), k
     assert red == orig  # everything else, events included, is unchanged
     assert _attribution_json(out) == _attribution_json(src)
+
+
+def _rules_with_literals():
+    from tracekit.redact import REDACT_RULES
+
+    return [r for r in REDACT_RULES if r.needs]
+
+
+@pytest.mark.parametrize("rule", _rules_with_literals(), ids=lambda r: r.name)
+def test_a_rule_is_skipped_only_where_it_could_not_match(rule):
+    """``RedactRule.needs``: every match of such a rule holds one of its literals, so skipping the rule where none
+    is in the text changes nothing. Checked on text drawn from the rule's own pattern (hypothesis's ``from_regex``:
+    its alternatives, classes and repeats), each match the pattern then finds in it."""
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(st.from_regex(rule.pattern))
+    def every_match_holds_a_literal(text: bytes) -> None:
+        for m in rule.pattern.finditer(text):
+            assert any(literal in m.group() for literal in rule.needs), m.group()
+
+    every_match_holds_a_literal()
+
+
+@pytest.mark.parametrize(("text", "secrets"), [
+    (b'"sk_live_0123456789abcdefghij"', True),
+    (b'"rk_test_0123456789abcdefghij"', True),
+    (b'"/home/alice/x.py"', True),
+    (b'"\\/Users\\/bobby\\/y.py"', True),
+    (b'"C:\\\\Users\\\\carol\\\\z.py"', True),
+    (b'"d:\\\\\\\\documents and settings\\\\\\\\dave\\\\\\\\w"', True),
+    (b'"sk_other", "/usr/home", "C:/Users", "homes of Users", "C:\\\\Program Files"', False),  # near misses
+])
+def test_skipping_rules_by_their_literals_gives_the_same_bytes(text, secrets, monkeypatch):
+    """The copy is byte for byte what every rule run everywhere gives (the rules' ``needs`` emptied)."""
+    import dataclasses
+
+    import tracekit.redact as redact
+
+    skipped = redact.redact_bytes(text)
+    monkeypatch.setattr(redact, "REDACT_RULES", tuple(dataclasses.replace(r, needs=()) for r in redact.REDACT_RULES))
+    assert skipped == redact.redact_bytes(text)
+    assert (skipped != text) == secrets
