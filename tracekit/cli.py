@@ -31,7 +31,7 @@ from .memory import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, mallopt, one_shot
 from .output import to_stdout, write_all, write_report  # noqa: F401  (write_all: kept for callers of the CLI's)
 from .progress import Progress
 from .reports import refuse_clobber
-from .results.rows import TABLE_GROUPINGS
+from .vocab import TABLE_GROUPINGS
 from .text import printable
 
 if TYPE_CHECKING:

@@ -476,3 +476,52 @@ class StepChoice(StrEnum):
     MEDIAN = "median"  # the default: the step of median span among those with attention blocks
     REQUESTED = "requested"  # the step asked for (``tracekit report --step N``)
     ALL = "all"  # the trace has no steps: every block
+
+
+# -- groupings: the ways blocks are summed into rows (tracekit.results.rows sums them) ---------------------------
+class Grouping(StrEnum):
+    """The rows a table (``--by``) or a DataFrame (``to_dataframe(by=)``) sums blocks into."""
+
+    KIND = "kind"
+    BLOCK = "block"
+    LAYER = "layer"
+    STEP = "step"
+    RUN = "run"
+    RANK = "rank"
+    KERNEL = "kernel"
+    OP = "op"
+    STAGE = "stage"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupingRule:
+    """One way to group blocks: in tables (``--by``), in DataFrames (``to_dataframe(by=)``), or both."""
+
+    grouping: Grouping
+    table: bool
+    frame: bool
+    why: str
+
+
+GROUPINGS: tuple[GroupingRule, ...] = (
+    GroupingRule(grouping=Grouping.KIND, table=True, frame=True,
+                 why="instance numbers folded: layer3.attention and layer4.attention are one row"),
+    GroupingRule(grouping=Grouping.BLOCK, table=True, frame=True, why="every block, by step and ordinal"),
+    GroupingRule(grouping=Grouping.LAYER, table=True, frame=True, why="one row per block name over its steps"),
+    GroupingRule(grouping=Grouping.STEP, table=True, frame=True,
+                 why="one row per ProfilerStep: the step-to-step spread"),
+    GroupingRule(grouping=Grouping.RUN, table=True, frame=True,
+                 why="a folder of runs (a sweep): blocks' source is their run (tracekit.run.runs)"),
+    GroupingRule(grouping=Grouping.RANK, table=True, frame=False,
+                 why="a folder of ranks: one row per rank and their spread, the straggler view"),
+    GroupingRule(grouping=Grouping.KERNEL, table=True, frame=True,
+                 why="every kernel the blocks own, by time: the kernel table every result carries (issue 42)"),
+    GroupingRule(grouping=Grouping.OP, table=True, frame=True,
+                 why="each counted op call shape on its own roofline (TFLOP/s, GB/s, % of roof, bound), as TraceLens's "
+                     "GEMM/SDPA tables: a block's pooled figure hides fast GEMMs beside slow vector work; computed "
+                     "only when asked (analyze(by='op'), --by op)"),
+    GroupingRule(grouping=Grouping.STAGE, table=True, frame=True,
+                 why="a serving trace's prefill, decode and mixed iterations and the time outside them (issue 44): "
+                     "device busy time, attention share, split, efficiency and idle per stage"),
+)
+TABLE_GROUPINGS: tuple[str, ...] = tuple(g.grouping.value for g in GROUPINGS if g.table)
