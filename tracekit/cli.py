@@ -172,7 +172,7 @@ def _n(k: int, word: str) -> str:
 def _percent(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
     if value is None:
         return None
-    from .run.api import parse_percent
+    from .analysis.gate import parse_percent
 
     try:
         return parse_percent(value)
@@ -270,7 +270,7 @@ def _gate_runs(result: Any, pct: float, on: str | None, latency: tuple[Any, Any]
     if any(ms is not None for ms in latency):
         raise UsageError("--latency-before/--latency-after give one latency, and these are folders of runs: "
                          "put each run's measured.json beside its traces")
-    from .run.api import gate_runs
+    from .analysis.gate import gate_runs
     from .vocab import Compared
 
     bad = [p.run for p in gate_runs(result, pct, on=None if on is None else Compared(on))]
@@ -296,7 +296,7 @@ def _run_verdict_line(p: Any, head: str) -> str:
 
 def _latencies(before: str | None, after: str | None) -> tuple[Any, Any]:
     """``--latency-before``/``--latency-after`` as measurements; a malformed one is a usage error (one line)."""
-    from .run.api import parse_latency
+    from .analysis.gate import parse_latency
 
     out = []
     for text, side in ((before, "before"), (after, "after")):
@@ -312,7 +312,7 @@ def _gate(result: Any, pct: float | None, on: str | None, given: tuple[Any, Any]
     if pct is None:
         return None, ""
     from .errors import InconclusiveError
-    from .run.api import gate
+    from .analysis.gate import gate
     from .vocab import Compared
 
     try:

@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..analysis.classify import Classifier
 from ..analysis.compare import diff_attributions
-from ..analysis.gate import gate, gate_runs, parse_latency, parse_percent  # noqa: F401  (the CI gate, for the CLI)
 from ..errors import UsageError
 from ..results.attribution import Attribution
 from ..results.diff import DiffResult
 from ..results.rows import FRAME_GROUPINGS
-from ..results.whatif import MASKS, WhatIf
-from ..calibration import BACKENDS
 from .execute import attribute_inputs
 from .inputs import Inputs, ProgressFn, discover
 from .plan import plan
 from .runs import Discovered, Run, attribute_runs, diff_run_results, diff_runs, discover_runs, runs_of, several_runs
+
+if TYPE_CHECKING:  # (loaded by whatif and the report's path only: a trace's attribute needs neither)
+    from ..results.whatif import WhatIf
 
 
 def analyze(path: str | os.PathLike | Inputs | Discovered, scope: str | None = None,
@@ -161,10 +162,6 @@ def diff(before: str | os.PathLike | Inputs | Attribution, after: str | os.PathL
                       decode_workers=decode_workers)
 
 
-WHATIF_BACKENDS: tuple[str, ...] = ("best", "all", *BACKENDS)
-WHATIF_MASKS: tuple[str, ...] = ("auto", *MASKS)
-
-
 def whatif(path: str | os.PathLike | Inputs, backend: str = "best", mask: str = "auto",
            scope: str | None = None, calibration: str | os.PathLike | None = None) -> list[WhatIf]:
     """Predict what a fused attention kernel would take for each eager block of one trace (``tracekit whatif``).
@@ -177,10 +174,14 @@ def whatif(path: str | os.PathLike | Inputs, backend: str = "best", mask: str = 
     ``$TRACEKIT_CALIBRATION`` names, if any (a bad one: a warning on each result, and the built-in entries). Each
     result's ``check()`` holds. docs/whatif.md.
     """
-    if backend not in WHATIF_BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose from {', '.join(WHATIF_BACKENDS)}")
-    if mask not in WHATIF_MASKS:
-        raise ValueError(f"unknown mask {mask!r}; choose from {', '.join(WHATIF_MASKS)}")
+    from ..calibration import BACKENDS
+    from ..results.whatif import MASKS
+
+    backends, masks = ("best", "all", *BACKENDS), ("auto", *MASKS)
+    if backend not in backends:
+        raise ValueError(f"unknown backend {backend!r}; choose from {', '.join(backends)}")
+    if mask not in masks:
+        raise ValueError(f"unknown mask {mask!r}; choose from {', '.join(masks)}")
     from ..io.calibration_file import user_calibrations
 
     entries, warnings = user_calibrations(calibration)  # a bad file fails before the trace is read
@@ -217,6 +218,8 @@ def analyze_for_report(path: Inputs | Discovered, scope: str | None = None, jobs
     page's "What if" section), made from the analysed trace in the same pass. A result of several traces (ranks,
     workers) carries the one line that says why there is none. ``tracekit attribute`` never comes here.
     """
+    from ..results.whatif import WhatIf
+
     how = plan(scope=scope, jobs=jobs, decode_workers=decode_workers, progress=progress, whatif=True)
     if isinstance(path, Discovered) and len(path.runs) > 1:
         result = attribute_runs(path, how)
