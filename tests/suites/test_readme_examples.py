@@ -68,3 +68,14 @@ def test_the_readme_is_a_short_start_that_links_every_page_of_the_site() -> None
             "attribution", "cli", "api", "performance"]
     assert [p for p in jobs if f"(docs/{p}.md)" not in text] == []
     assert all((ROOT / "docs" / f"{p}.md").exists() for p in jobs)
+
+
+def test_the_quick_start_names_every_runtime_dependency() -> None:
+    """The README says what ``pip install .`` brings in: exactly pyproject's dependencies (numpy was missing once)."""
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    names = {re.match(r"[A-Za-z0-9_.-]+", d)[0].lower() for d in deps}  # type: ignore[index]
+    said = re.search(r"\(dependencies: ([^)]*)\)", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert said is not None
+    assert set(re.findall(r"`([^`]+)`", said[1])) == names
