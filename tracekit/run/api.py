@@ -21,7 +21,7 @@ from .inputs import Inputs, ProgressFn, discover
 from .plan import plan
 from .runs import Discovered, Run, attribute_runs, diff_run_results, diff_runs, discover_runs, runs_of, several_runs
 
-if TYPE_CHECKING:  # (loaded by whatif and the report's path only: a trace's attribute needs neither)
+if TYPE_CHECKING:  # (imported at run time where it is used: whatif and the report's path)
     from ..results.whatif import WhatIf
 
 
