@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.builders import CPU_PID, TID, TraceBuilder, capture, graph_launch, host_core, replay_kernels
 from support.paths import GRAPHS, REAL, SAMPLES
 from support.traces import read_events
@@ -708,3 +710,90 @@ def test_graph_replay_idle_once_all_other_is_split_by_a_walk_of_the_raw_json(nam
         seen += 1
     assert seen
     assert res.totals.idle_by_cause["other"] == 0 and res.totals.idle_by_cause["queued"] > 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A window with other device work in it: its gaps split as array operations (idle.BATCH_GAPS and up) must give
+# what the gap-by-gap rules give
+
+def _with_batch(at: int, fn):
+    """``fn()`` with idle.BATCH_GAPS set to ``at`` (1: every window with other work takes the array path)."""
+    import tracekit.analysis.idle as idle_mod
+
+    was = idle_mod.BATCH_GAPS
+    idle_mod.BATCH_GAPS = at
+    try:
+        return fn()
+    finally:
+        idle_mod.BATCH_GAPS = was
+
+
+def test_the_array_path_splits_other_work_sync_and_waits_as_worked_out_by_hand(monkeypatch):
+    """Block kernels A 10..20 (launched at 2 by T0), B 40..50 (launched at 25 by T0, which sat in a stream sync
+    22..24 after a cudaStreamWaitEvent at 21), C 60..70 (launched at 55 by T1); a kernel outside the block on the
+    device's other stream runs 30..35, launched at 29 by T1. Window 0..80, no host ops. Gaps:
+    0..10: launch 0..2 = 2, queued 2..10 = 8; 20..40: before the call at 25, sync 22..24 = 2 and launch 3; after
+    it elsewhere 30..35 = 5, and T0's last call before the launch was the wait: event_wait 10; 50..60: launch
+    50..55 = 5, queued 5; tail 70..80: other 10. Sum 50 = 80 - 30 busy."""
+    import tracekit.analysis.idle as idle_mod
+
+    rt = [_rt("cudaLaunchKernel", T0, 2, 1, 1), _rt("cudaStreamWaitEvent", T0, 21, 0, 0),
+          _rt("cudaStreamSynchronize", T0, 22, 2, 0), _rt("cudaLaunchKernel", T0, 25, 1, 2),
+          _rt("cudaLaunchKernel", T1, 29, 1, 4), _rt("cudaLaunchKernel", T1, 55, 1, 3)]
+    other = DeviceEvent(kind="kernel", name="k", stream=1, ts=30, dur=5, correlation=4, ext_id=0)
+    tr = Trace(info=TraceInfo(source="hand"), runtime=rt, device=[_k(10, 10, 1), _k(40, 10, 2), _k(60, 10, 3), other],
+               streams=[(0, 7), (0, 8)])
+    took: list[bool] = []
+    real = IdleSplitter._foreign_rows
+    monkeypatch.setattr(IdleSplitter, "_foreign_rows", lambda *a: took.append(True) or real(*a))
+    want = _c(launch=10, sync=2, elsewhere=5, event_wait=10, queued=13, other=10)
+    assert _with_batch(1, lambda: IdleSplitter(tr).split([0, 1, 2], 0, 80, [T0])) == want
+    assert took == [True]
+    assert _with_batch(idle_mod.BATCH_GAPS, lambda: IdleSplitter(tr).split([0, 1, 2], 0, 80, [T0])) == want
+    assert took == [True]  # (three gaps and a tail: under BATCH_GAPS, gap by gap)
+
+
+_NAMES = ("cudaLaunchKernel", "cudaStreamSynchronize", "cudaStreamWaitEvent", "cudaMemcpyAsync", "cudaMemcpy")
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_window_splits_the_same_by_array_operations_as_gap_by_gap(data):
+    """Random kernels on two streams of one device (and sometimes a second device), launched early or late by two
+    threads that also sync, copy and queue stream waits, some without a launch call; a random block of them in a
+    random window. The array path (BATCH_GAPS 1) gives the same causes and the same gap rows as the rules applied
+    gap by gap, and the causes sum to the window less the block's busy time."""
+    n = data.draw(st.integers(2, 30))
+    dev, rt = [], []
+    for k in range(n):
+        ts, dur = data.draw(st.integers(0, 300)), data.draw(st.integers(0, 20))
+        corr = data.draw(st.sampled_from([k + 1, k + 1, k + 1, 0, n + 100]))  # (n + 100: no call has it)
+        dev.append(DeviceEvent(kind="kernel", name="k", stream=data.draw(st.sampled_from([0, 0, 1, 2])), ts=ts,
+                               dur=dur, correlation=corr, ext_id=0))
+        if corr == k + 1:
+            rt.append(_rt("cudaLaunchKernel", data.draw(st.sampled_from([T0, T1])), ts - data.draw(
+                st.integers(-5, 40)), data.draw(st.integers(0, 3)), corr))
+    for _ in range(data.draw(st.integers(0, 8))):
+        rt.append(_rt(data.draw(st.sampled_from(_NAMES[1:])), data.draw(st.sampled_from([T0, T1])),
+                      data.draw(st.integers(-20, 320)), data.draw(st.integers(0, 15)), 0))
+    rt.sort(key=lambda r: r.ts)
+    streams = [(0, 7), (0, 8), (data.draw(st.sampled_from([0, 1])), 9)]
+    tr = Trace(info=TraceInfo(source="hand"), runtime=rt, device=dev, streams=streams)
+    js = sorted(data.draw(st.sets(st.integers(0, n - 1), min_size=1)))
+    lo = min(dev[j].ts for j in js) - data.draw(st.integers(0, 10))
+    hi = max(dev[j].ts + dev[j].dur for j in js) + data.draw(st.integers(0, 10))
+    threads = data.draw(st.sampled_from([[T0], [T0, T1], []]))
+    host = data.draw(st.lists(st.tuples(st.integers(-10, 300), st.integers(0, 30)).map(lambda p: (p[0], p[0] + p[1])),
+                              max_size=3))
+
+    def run(at: int) -> tuple[dict[str, int], list[int]]:
+        from array import array
+        gaps = array("q")
+        got = _with_batch(at, lambda: IdleSplitter(tr).split(js, lo, hi, threads, gaps, host))
+        return got, gaps.tolist()
+
+    batch, loop = run(1), run(10**9)
+    assert batch == loop
+    busy = sum(e - s for s, e in _Intervals((dev[j].ts, dev[j].ts + dev[j].dur) for j in js
+                                            if dev[j].dur > 0).pieces(lo, hi))
+    assert sum(batch[0].values()) == (hi - lo) - busy

@@ -105,7 +105,7 @@ def zero_causes() -> dict[str, int]:
 class _Intervals:
     """One thread's sync calls, merged into disjoint intervals sorted by start (ns)."""
 
-    __slots__ = ("_cum", "arrays", "ends", "starts")
+    __slots__ = ("_cum", "arrays", "cum_array", "ends", "starts")
 
     def __init__(self, spans: Iterable[tuple[int, int]]) -> None:
         # (lists here; int64 arrays where _merged built them from the device's work: no int object per interval)
@@ -113,6 +113,7 @@ class _Intervals:
         self.ends: MutableSequence[int] = []
         self._cum: list[int] | None = None  # _cum[k]: ns of the first k intervals, built at the first length()
         self.arrays: tuple[np.ndarray, np.ndarray] | None = None  # starts and ends as int64 arrays, where built so
+        self.cum_array: np.ndarray | None = None  # _lengths' running sums, built at its first call
         for s, e in sorted(spans):
             if self.ends and s <= self.ends[-1]:
                 self.ends[-1] = max(self.ends[-1], e)
@@ -227,6 +228,19 @@ _BY_PIECE = {p: tuple((_IX[r.cause], r.source, r.when) for r in IDLE_RULES if r.
 _SOURCES = {p: tuple(x for _, x, _ in rules if x) for p, rules in _BY_PIECE.items()}
 _LAST = {p: rules[-1][0] for p, rules in _BY_PIECE.items()}  # each piece's last rule: it takes what is left
 _WIDE = 2**62  # a window or the device's work this wide or wider: its differences might not fit int64 (split())
+# The after-piece's rules where they read as IdleSplitter._foreign_rows splits them: the device's other work (its
+# only source) to the first, the rest to the second where the launching thread queued a stream wait before, else to
+# the last. None if the rules ever read otherwise: then every gap goes through _gap.
+_AFTER_SPLIT = ((_BY_PIECE[AFTER][0][0], _BY_PIECE[AFTER][1][0])
+                if [(bool(x), w) for _, x, w in _BY_PIECE[AFTER]] == [(True, ""), (False, STREAM_WAIT), (False, "")]
+                and _SOURCES[AFTER] == (DEVICE,) else None)
+# The before-piece's rules where they read so too: the launching thread's blocking calls (its only source) to the
+# first, the rest to the last. None otherwise: then such gaps go through _gap.
+_BEFORE_SPLIT = ((_BY_PIECE[BEFORE][0][0], _BY_PIECE[BEFORE][1][0])
+                 if [(x, w) for _, x, w in _BY_PIECE[BEFORE]] == [(LAUNCHER_SYNC, ""), ("", "")] else None)
+# A window with other device work in it and at least this many gaps has them split as array operations: a step of a
+# trace without attention blocks (tens of thousands of gaps); below it numpy's overhead outweighs the loop's.
+BATCH_GAPS = 64
 
 
 def _device_work(tr: Trace, columns: DeviceColumns | None = None) -> dict[object, _Intervals]:
@@ -289,7 +303,8 @@ class IdleSplitter:
         self._held = {t: {LAUNCHER_SYNC: [iv]} for t, iv in self.sync.items()}  # per thread, rule host-held's source
         self._work: dict[object, _Intervals] | None = None  # built at the first gap that needs it
         # (most traces queue no stream wait: then no pass over the calls for them)
-        self._any_wait = any(_WAIT.fullmatch(n) for n in names)
+        self._wait_names = {n for n in names if _WAIT.fullmatch(n)}  # (the pattern once per distinct name)
+        self._any_wait = bool(self._wait_names)
         self._waits: dict[int, tuple[list[int], list[bool]]] | None = None if self._any_wait else {}
 
     def call(self, j: int) -> int | None:
@@ -315,11 +330,64 @@ class IdleSplitter:
         tail = bool(found) and not found[-1][2]  # (only the span's tail reads the host ops: built when there is one)
         src = {BLOCK_SYNC: self._blocking(threads), DEVICE: foreign, HOST_OP: [_Intervals(host)] if tail else []}
         live = {p: any(map(src.get, xs)) for p, xs in _SOURCES.items()}  # the pieces with a source to consult
+        batch = self._foreign_rows(found, src, live) if live[AFTER] and len(found) >= BATCH_GAPS else None
+        if batch is not None:
+            if gaps is not None:
+                gaps.frombytes(batch.tobytes())
+            return dict(zip(IDLE_CAUSES, batch[:, 2:].sum(axis=0).tolist()))  # (int64: a window is under _WIDE)
         rows = self._rows(found, src, live)
         if gaps is not None:
             gaps.extend(array("q", rows))  # (an array from a list converts in one C loop; extend(list) item by item)
         w = 2 + _NC  # (the sums column-wise, from the gaps' rows: no per-gap adding in Python)
         return {c: sum(rows[2 + x::w]) for x, c in enumerate(IDLE_CAUSES)}
+
+    def _foreign_rows(self, found: list[tuple[int, int, list[int]]], src: dict[str, list[_Intervals]],
+                      live: dict[str, bool]) -> np.ndarray | None:
+        """:meth:`_rows` of a window where the device ran other work (the after-piece's source is live), as array
+        operations: each gap one kernel ends is cut at its launch call, the piece before goes to the before-piece's
+        last rule (launch) and the piece after to the device-busy rule as far as the other work covers it
+        (``_lengths``), the rest to the stream-wait rule where the launching thread's last call was a stream wait,
+        else to the after-piece's last (queued). The gaps this does not fit (the span's tail, several kernels or
+        none with a launch call, a launching thread with blocking calls) go through :meth:`_gap` one by one. None
+        where the whole window must take :meth:`_rows`: work on several devices, or spans too wide for int64
+        differences. Why: a step of a trace without attention blocks (issue 42's page) is one window with a gap
+        between most kernels and other streams' work in it: there _gap's calls cost 60% of the analysis."""
+        import numpy as np
+
+        work = src[DEVICE]
+        if _AFTER_SPLIT is None or len(work) != 1 or not work[0].starts:
+            return None
+        if work[0].ends[-1] - work[0].starts[0] >= _WIDE or found[-1][1] - found[0][0] >= _WIDE:
+            return None
+        n = len(found)
+        g0 = np.fromiter([f[0] for f in found], np.int64, n)
+        g1 = np.fromiter([f[1] for f in found], np.int64, n)
+        one = np.fromiter([len(f[2]) == 1 for f in found], np.bool_, n)
+        reg = np.flatnonzero(one)
+        a, b = g0[reg], g1[reg]
+        issued, odd, calls = self._issued([found[k][2][0] for k in reg.tolist()], a, b)
+        rows = np.zeros((n, 2 + _NC), np.int64)
+        rows[:, 0], rows[:, 1] = g0, g1
+        rows[reg, 2 + _LAST[BEFORE]] += issued - a
+        other = _lengths(work[0], issued, b)
+        busy, wait = _AFTER_SPLIT
+        rows[reg, 2 + busy] += other
+        rest = b - issued - other
+        if self._any_wait:  # (rule stream-wait-event: the rest is event_wait where the launch came after a wait)
+            waited = np.fromiter([r is not None and self._waited_event(r) for r in calls], np.bool_, len(calls))
+            waited &= rest > 0
+            rows[reg[waited], 2 + wait] += rest[waited]
+            rest[waited] = 0
+        rows[reg, 2 + _LAST[AFTER]] += rest
+        odd = self._held_rows(rows, reg, odd, calls, a, issued)
+        call = self.call if self.graph_call else self.launch.__getitem__
+        out: list[int] = []
+        for k in sorted([*np.flatnonzero(~one).tolist(), *reg[odd].tolist()]):
+            g = found[k]
+            self._gap(g[0], g[1], g[2], src, live, call, out)
+            rows[k] = out
+            out.clear()
+        return rows
 
     def split_regular(self, ts: np.ndarray, end: np.ndarray, block: np.ndarray, js: np.ndarray,
                       windows: list[tuple[int, int] | None]) -> dict[int, tuple[array, dict[str, int]]]:
@@ -362,10 +430,38 @@ class IdleSplitter:
         np.add.at(idle, gb, g1 - g0)
         bad |= cand & (_lengths(work, lo, hi) > (hi - lo) - idle)  # other work ran in the window
         enders = j[at].tolist()
-        issued, odd = self._issued(enders, g0, g1)
+        issued, odd, _ = self._issued(enders, g0, g1)
         rows = self._batch_rows(g0, g1, issued)
         self._odd_rows(rows, odd, enders)
         return _by_block(rows, gb, bad)
+
+    def _held_rows(self, rows: np.ndarray, reg: np.ndarray, odd: list[int], calls: list[RuntimeEvent | None],
+                   a: np.ndarray, issued: np.ndarray) -> list[int]:
+        """Of the gaps ``odd`` (positions in ``reg``, the rows' gaps that one kernel ends), those whose launching
+        thread made blocking calls: the piece before the launch call moved from the before-piece's last rule to its
+        first as far as that thread's blocking calls cover it, per thread as array operations (rule host-held).
+        The rest of ``odd`` (no launch call) is returned, for :meth:`_gap`."""
+        if _BEFORE_SPLIT is None or not odd:
+            return odd
+        held_ix, last_ix = _BEFORE_SPLIT
+        by_thread: dict[int, list[int]] = {}
+        rest = []
+        for k in odd:
+            r = calls[k]
+            if r is None or r.thread not in self.sync:
+                rest.append(k)
+            else:
+                by_thread.setdefault(r.thread, []).append(k)
+        for t, ks in by_thread.items():
+            iv = self.sync[t]
+            if iv.ends[-1] - iv.starts[0] >= _WIDE:
+                rest += ks
+                continue
+            at = reg[ks]
+            got = _lengths(iv, a[ks], issued[ks])
+            rows[at, 2 + held_ix] += got
+            rows[at, 2 + last_ix] -= got
+        return sorted(rest)
 
     def _odd_rows(self, rows: np.ndarray, odd: list[int], enders: list[int]) -> None:
         """The rows of the gaps ``odd`` (by position in ``rows``) as :meth:`_gap` splits them, each ended by one
@@ -392,9 +488,11 @@ class IdleSplitter:
         bad[bk[:-1][several]] = True
         return bad
 
-    def _issued(self, enders: list[int], g0: np.ndarray, g1: np.ndarray) -> tuple[np.ndarray, list[int]]:
-        """Each gap's cut: its kernel's launch call's start, clamped to the gap; and the gaps the short way does not
-        split (no launch call, or a launching thread that made blocking calls, the call after the gap opened)."""
+    def _issued(self, enders: list[int], g0: np.ndarray, g1: np.ndarray
+                ) -> tuple[np.ndarray, list[int], list[RuntimeEvent | None]]:
+        """Each gap's cut: its kernel's launch call's start, clamped to the gap; the gaps the short way does not
+        split (no launch call, or a launching thread that made blocking calls, the call after the gap opened); and
+        each gap's launch call (None: none)."""
         import numpy as np
 
         missing, found = self._calls(enders)
@@ -408,7 +506,11 @@ class IdleSplitter:
             if held:
                 holds = np.fromiter([r.thread in held for r in found], np.bool_, len(found))
                 odd[np.flatnonzero(has)[holds & (issued[has] != g0[has])]] = True
-        return issued, np.flatnonzero(odd).tolist()
+        calls: list[RuntimeEvent | None] = list(found)
+        if missing:
+            it, gone = iter(found), set(missing)
+            calls = [None if k in gone else next(it) for k in range(len(enders))]
+        return issued, np.flatnonzero(odd).tolist(), calls
 
     def _calls(self, enders: list[int]) -> tuple[list[int], list[RuntimeEvent]]:
         """The positions of the kernels ``enders`` without a launch call, and the launch calls of the others."""
@@ -504,11 +606,14 @@ class IdleSplitter:
     def _waited(self, call: int) -> bool:
         """Whether the launching thread's last call before ``call`` (of its launches and stream waits) was a
         stream wait (rule ``stream-wait-event``)."""
+        return self._waited_event(self.tr.runtime[call])
+
+    def _waited_event(self, r: RuntimeEvent) -> bool:
+        """:meth:`_waited` of the launch call ``r``."""
         if self._waits is None:
-            self._waits = _stream_waits(self.tr, self.launch)
+            self._waits = _stream_waits(self.tr, self.launch, self._wait_names)
         if not self._waits:
             return False
-        r = self.tr.runtime[call]
         t = self._waits.get(r.thread)
         if t is None:
             return False
@@ -568,28 +673,35 @@ def _lengths(iv: _Intervals, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
     if not iv.starts or iv.ends[-1] - iv.starts[0] >= _WIDE:
         return np.full(len(a), np.iinfo(np.int64).max if iv.starts else 0, np.int64)
-    starts, ends = iv.arrays if iv.arrays is not None else (np.array(iv.starts, np.int64), np.array(iv.ends, np.int64))
-    cum = np.zeros(len(starts) + 1, np.int64)
-    np.cumsum(ends - starts, out=cum[1:])
+    if iv.arrays is None:
+        iv.arrays = np.array(iv.starts, np.int64), np.array(iv.ends, np.int64)
+    starts, ends = iv.arrays
+    cum = iv.cum_array
+    if cum is None:  # (kept: each step's window asks again of the whole device's work)
+        cum = iv.cum_array = np.zeros(len(starts) + 1, np.int64)
+        np.cumsum(ends - starts, out=cum[1:])
     lo, hi = np.searchsorted(starts, a, "right"), np.searchsorted(starts, b, "left")
     inside = np.where(hi > lo, cum[hi] - cum[lo] - np.maximum(0, ends[hi - 1] - b), 0)
     return inside + np.where(lo > 0, np.maximum(0, np.minimum(ends[lo - 1], b) - a), 0)
 
 
-def _stream_waits(tr: Trace, launch: Sequence[int | None]) -> dict[int, tuple[list[int], list[bool]]]:
+def _stream_waits(tr: Trace, launch: Sequence[int | None],
+                  wait_names: set[str]) -> dict[int, tuple[list[int], list[bool]]]:
     """Per host thread, the start times of its launch calls and stream-wait calls, sorted, each flagged True for
-    a stream wait; empty when the trace has no stream wait (most traces: no pass over the device events)."""
+    a stream wait; empty when the trace has no stream wait (most traces: no pass over the device events).
+    ``wait_names``: the distinct call names that are stream waits."""
     rt = tr.runtime
-    waits = [i for i, r in enumerate(rt) if _WAIT.fullmatch(r.name)]
+    waits = [i for i, r in enumerate(rt) if r.name in wait_names] if wait_names else []
     if not waits:
         return {}
     launches = {c for c in launch if c is not None}
     rows: dict[int, list[tuple[int, bool]]] = {}
     for i in sorted(launches) + waits:
-        rows.setdefault(rt[i].thread, []).append((rt[i].ts, i in launches))
+        r = rt[i]
+        rows.setdefault(r.thread, []).append((r.ts, i in launches))
     out = {}
     for t, row in rows.items():
-        row.sort(key=lambda x: (x[0], x[1]))  # (a wait and a launch at one instant: the wait first)
+        row.sort()  # (by time; a wait and a launch at one instant: the wait first, False before True)
         out[t] = ([ts for ts, _ in row], [not is_launch for _, is_launch in row])
     return out
 
