@@ -360,7 +360,9 @@ def summarize(tr: Trace, facts: GraphFacts, rm: ReplayMap, cats: Sequence[Catego
     def busy(js: set[int]) -> int:
         return sum(dev[j].dur for j in js)
 
-    unmapped = Counter(short_kernel_name(dev[j].name) for j in rm.replayed if j not in rm.mapped)
+    unmapped: Counter[str] = Counter()
+    for name, k in Counter(dev[j].name for j in rm.replayed if j not in rm.mapped).items():
+        unmapped[short_kernel_name(name)] += k  # (per distinct name, in the order of first appearance as before)
     launches = [r for c in facts.captures for r in c.launches]
     # (only beside graph launches: an eager trace's attention is all eager, and a walk of every event costs)
     eager_att = _eager_attention(cats, replayed) if facts.launches else 0

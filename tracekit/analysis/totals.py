@@ -97,7 +97,9 @@ def device_coverage(tr: Trace, links: Links, share: Sequence[int], total_busy: i
     fused = Category.FUSED_ATTENTION
     outside = ([j for j in compress(range(len(cats)), map(eq, cats, repeat(fused))) if dev_owner[j] == NONE]
                if fused in cats else [])  # (an eager trace has none: one look, stopping at the first)
-    names = Counter(short_kernel_name(tr.device[j].name) for j in outside)
+    names: Counter[str] = Counter()
+    for name, k in Counter(tr.device[j].name for j in outside).items():
+        names[short_kernel_name(name)] += k  # (per distinct name, in the order of first appearance as before)
     return Coverage(device_us=total_busy / 1000, linked_us=linked_ns / 1000, in_blocks_us=in_blocks_ns / 1000,
                     unlinked_us=(total_busy - linked_ns) / 1000, device_events=len(share),
                     linked_events=sum(links.device_linked),

@@ -68,15 +68,17 @@ def _sequence_pairs(tr: Trace, reached: set[int]) -> list[tuple[int, int]]:
     host = tr.host
     seq_host, seq_nr, seq_fwd = tr.seq_host, tr.seq_nr, tr.seq_fwd
     fwd_by_seq: dict[int, list[int]] = defaultdict(list)
-    for k in range(len(seq_host)):
-        if seq_fwd[k] == 0:
-            fwd_by_seq[seq_nr[k]].append(seq_host[k])
+    for i, nr, ft in zip(seq_host, seq_nr, seq_fwd):
+        if ft == 0:
+            fwd_by_seq[nr].append(i)
+    # (the one-thread check once per number, not once per backward op that carries it)
+    one_thread = {nr: fwd for nr, fwd in fwd_by_seq.items() if all(host[f].thread == host[fwd[0]].thread for f in fwd)}
     pairs: list[tuple[int, int]] = []
-    for k in range(len(seq_host)):
-        i = seq_host[k]
-        fwd = fwd_by_seq.get(seq_nr[k]) if seq_fwd[k] != 0 and i not in reached else None
-        if fwd and all(host[f].thread == host[fwd[0]].thread for f in fwd):
-            pairs += [(f, i) for f in fwd]
+    for i, nr, ft in zip(seq_host, seq_nr, seq_fwd):
+        if ft != 0 and i not in reached:
+            fwd = one_thread.get(nr)
+            if fwd:
+                pairs += [(f, i) for f in fwd]
     return pairs
 
 

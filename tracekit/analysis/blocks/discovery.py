@@ -1009,6 +1009,7 @@ def _assign_steps(links: Links, blocks: list[Block]) -> None:
 # ---------------------------------------------------------------------------------------------
 # Blocks found from device kernels alone (no host op shows them)
 
+@lru_cache(maxsize=1 << 16)  # (called per kernel by some passes: a trace has a few thousand distinct names)
 def short_kernel_name(name: str) -> str:
     """``void ns::kernel<…>(…)`` → ``ns::kernel``: a readable block name for fused kernels."""
     n = compact_kernel_name(name)
