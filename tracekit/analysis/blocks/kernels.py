@@ -138,12 +138,16 @@ class _KernelRun:
     def walk(self, g: list[int]) -> None:
         """One stream's events in start order; only free kernels and those met while a run is open are looked at."""
         owner, linked, step = self.dev_owner, self.links.device_linked, self._step
-        watch = self.any_before
+        watch, members_any, memo = self.any_before, self.any_members, self.memo
+        cats, dev, fused = self.cats, self.tr.device, Category.FUSED_ATTENTION
         for k, j in enumerate(g):
             free = owner[j] == NONE and linked[j]
             if self.lead is not None and self._follows_lead(k, j, free):
                 continue
             if free or self.members:  # (else the common case: a kernel a host block owns, no run open)
+                if not self.members and cats[j] != fused and (not members_any or
+                                                              _member_of(dev[j].name, memo) is None):
+                    continue  # (a free kernel that is no attention kernel and no group's, with no run open: nothing)
                 step(j, free)
             elif watch:
                 self._note_lead(k, j)

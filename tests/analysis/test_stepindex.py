@@ -1,0 +1,57 @@
+"""The per-step device figures (tracekit.analysis.stepindex): one first-come sweep, in Python for small steps and as
+array operations for large ones (ARRAY_SWEEP), checked against unions worked out here by merging intervals."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracekit.analysis import stepindex
+from tracekit.analysis.stepindex import ATTENTION, OUTSIDE, STEPLESS, step_busy
+from tracekit.model import DeviceEvent
+
+
+def _union(spans: list[tuple[int, int]]) -> int:
+    """ns covered by the spans, each instant once (sort and merge)."""
+    total, end = 0, None
+    for s, e in sorted(spans):
+        if end is None or s > end:
+            total += e - s
+            end = e
+        elif e > end:
+            total += e - end
+            end = e
+    return total
+
+
+_EVENTS = st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 5000),
+                             st.sampled_from([ATTENTION, OUTSIDE, STEPLESS])), min_size=1, max_size=400)
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=_EVENTS, base=st.sampled_from([0, 1_700_000_000_000_000_000]))
+def test_a_step_sweeps_the_same_in_python_and_as_arrays_and_matches_the_unions(events, base):
+    """Random events (ties, zero lengths, nesting; epoch-sized ns too): both sweeps give the same figures, and
+    those are the unions of all events and of the attention ones, outside shares that add up to the outside
+    events' union (each at most its own length), the first start and the last end."""
+    dev = [DeviceEvent(kind="kernel", name="k", stream=0, ts=base + t, dur=d, correlation=0, ext_id=0)
+           for t, d, _ in events]
+    js, kinds = list(range(len(dev))), [k for _, _, k in events]
+    was = stepindex.ARRAY_SWEEP
+    try:
+        stepindex.ARRAY_SWEEP = 1
+        arrays = step_busy(dev, js, kinds)
+        stepindex.ARRAY_SWEEP = 10**9
+        loop = step_busy(dev, js, kinds)
+    finally:
+        stepindex.ARRAY_SWEEP = was
+    assert arrays == loop
+    spans = [(e.ts, e.ts + e.dur) for e in dev]
+    assert arrays.busy_ns == _union(spans)
+    assert arrays.attention_ns == _union([s for s, k in zip(spans, kinds) if k == ATTENTION])
+    out = [j for j in js if kinds[j] == OUTSIDE]
+    assert arrays.outside == out
+    assert sum(arrays.share) == _union([spans[j] for j in out])
+    assert all(0 <= sh <= dev[j].dur for j, sh in zip(out, arrays.share))
+    assert (arrays.start, arrays.end) == (min(s for s, _ in spans), max(e for _, e in spans))
+    assert arrays.first == min(js, key=lambda j: (dev[j].ts, j))
