@@ -175,12 +175,25 @@ def _block_query_lens(tr: Trace, owner: Sequence[int]) -> dict[int, int]:
     return out
 
 
-def _block_stage(blk: Block, res: BlockResult | None, query_len: int | None) -> tuple[str, str, bool] | None:
+def _block_stage(blk: Block, res: BlockResult | None, query_len: int | None,
+                 memo: dict[tuple[frozenset[str], int | None], tuple[str, str, bool] | None] | None = None,
+                 ) -> tuple[str, str, bool] | None:
     """(stage, rule, serving) of one block by the first shape rule with an opinion; None when none has one. Its
-    names: its core's (evidence) and its kernels' (a fused op's block names the op, its kernel says decode)."""
+    names: its core's (evidence) and its kernels' (a fused op's block names the op, its kernel says decode).
+    ``memo``: answers by (names, query length), which decide them (a serving trace's blocks repeat a few)."""
     names = set(blk.evidence.names if blk.evidence is not None else ())
     if res is not None and res.intervals is not None:
         names.update(res.intervals.names)
+    if memo is None:
+        return _stage_of(names, query_len)
+    key = (frozenset(names), query_len)
+    if key not in memo:
+        memo[key] = _stage_of(names, query_len)
+    return memo[key]
+
+
+def _stage_of(names: set[str], query_len: int | None) -> tuple[str, str, bool] | None:
+    """:func:`_block_stage` of a block's names and query length."""
     facts = _Facts(names=" ".join(sorted(names)).lower(), query_len=query_len)
     for rule in SHAPE_RULES:
         got = rule.stage(facts)
@@ -246,7 +259,9 @@ def _named_blocks(tr: Trace, text: str, blocks: Sequence[Block], owner: Sequence
     if not blocks or not _shows_serving(tr, text):
         return []
     lens = _block_query_lens(tr, owner)
-    named = [_block_stage(b, results[k] if k < len(results) else None, lens.get(k)) for k, b in enumerate(blocks)]
+    memo: dict[tuple[frozenset[str], int | None], tuple[str, str, bool] | None] = {}
+    named = [_block_stage(b, results[k] if k < len(results) else None, lens.get(k), memo)
+             for k, b in enumerate(blocks)]
     return named if any(n is not None and n[2] for n in named) else []
 
 
