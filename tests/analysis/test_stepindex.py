@@ -55,3 +55,41 @@ def test_a_step_sweeps_the_same_in_python_and_as_arrays_and_matches_the_unions(e
     assert all(0 <= sh <= dev[j].dur for j, sh in zip(out, arrays.share))
     assert (arrays.start, arrays.end) == (min(s for s, _ in spans), max(e for _, e in spans))
     assert arrays.first == min(js, key=lambda j: (dev[j].ts, j))
+
+
+_OWNERS = st.lists(st.tuples(st.integers(-1, 5), st.one_of(st.none(), st.integers(0, 4))), min_size=1, max_size=600)
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=_OWNERS, block_steps=st.lists(st.one_of(st.none(), st.integers(0, 4)), min_size=6, max_size=6))
+def test_events_group_by_step_the_same_in_python_and_as_arrays(events, block_steps):
+    """Each device event (its block, -1 for none; its launching op's step) goes to its block's step as attention,
+    to its launching op's as outside, or (a block outside every step) to its launching op's as stepless; the
+    array grouping gives the same lists, in the same order of steps, as the loop, and this reading of the rule."""
+    from types import SimpleNamespace
+
+    from tracekit.analysis.stepindex import StepIndex, _device_pass
+
+    owners = [b for b, _ in events]
+    links = SimpleNamespace(step=[s for _, s in events], device_leaf=list(range(len(events))))
+    blocks = [SimpleNamespace(step=s) for s in block_steps]
+    got = {}
+    was = stepindex.ARRAY_SWEEP
+    try:
+        for at in (1, 10**9):
+            stepindex.ARRAY_SWEEP = at
+            index = StepIndex()
+            _device_pass(links, blocks, owners, index)
+            got[at] = (list(index.events.items()), list(index.kinds.items()), dict(index.launched))
+    finally:
+        stepindex.ARRAY_SWEEP = was
+    assert got[1] == got[10**9]
+    want: dict[int, list[tuple[int, int]]] = {}
+    for j, (b, ls) in enumerate(events):
+        s, k = (ls, OUTSIDE) if b == -1 else (block_steps[b], ATTENTION)
+        if b != -1 and s is None:
+            s, k = ls, STEPLESS
+        if s is not None:
+            want.setdefault(s, []).append((j, k))
+    assert got[1][0] == [(s, [j for j, _ in v]) for s, v in want.items()]
+    assert got[1][1] == [(s, [k for _, k in v]) for s, v in want.items()]

@@ -114,6 +114,13 @@ def _device_pass(links: Links, blocks: Sequence[Block], dev_owner: Sequence[int]
     counted: Counter[int | None] = Counter(launch_step)  # (counted in C; those launched outside every step dropped)
     counted.pop(None, None)
     launched: Counter[int] = counted  # type: ignore[assignment]
+    if len(dev_owner) >= ARRAY_SWEEP:
+        try:
+            index.events, index.kinds = _group_arrays(dev_owner, launch_step, block_step)
+            index.launched = launched
+            return
+        except OverflowError:  # (a step number past int64: steps are held below 2**63, but Links may be built by hand)
+            pass
     events: dict[int, list[int]] = defaultdict(list)
     kinds: dict[int, list[int]] = defaultdict(list)
     for j, (b, ls) in enumerate(zip(dev_owner, launch_step)):
@@ -127,6 +134,32 @@ def _device_pass(links: Links, blocks: Sequence[Block], dev_owner: Sequence[int]
             events[s].append(j)
             kinds[s].append(kind)
     index.events, index.kinds, index.launched = events, kinds, launched
+
+
+def _group_arrays(dev_owner: Sequence[int], launch_step: list[int | None], block_step: list[int | None],
+                  ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """:func:`_device_pass`'s grouping as array operations: each event's step and kind (its block's step, else its
+    launching op's), then the events of each step in index order by one stable sort. Steps in order of their
+    first event, as the loop's dicts have them."""
+    import numpy as np
+
+    n = len(dev_owner)
+    ls = np.fromiter([-1 if x is None else x for x in launch_step], np.int64, n)
+    owner = np.fromiter(dev_owner, np.int64, n)
+    owned = owner != NONE
+    bs = np.fromiter([-1 if x is None else x for x in block_step], np.int64, len(block_step))
+    step = np.where(owned, bs[np.where(owned, owner, 0)] if len(bs) else -1, ls)
+    kind = np.where(owned, ATTENTION, OUTSIDE)
+    stepless = owned & (step == -1)  # (a block outside every step: its events are in their launching op's)
+    step[stepless], kind[stepless] = ls[stepless], STEPLESS
+    at = np.flatnonzero(step != -1)
+    order = at[np.argsort(step[at], kind="stable")]
+    keys, starts = np.unique(step[order], return_index=True)
+    bounds = [*starts.tolist(), len(order)]
+    by_first = sorted(range(len(keys)), key=lambda g: order[bounds[g]])  # (steps in order of their first event)
+    events = {int(keys[g]): order[bounds[g]:bounds[g + 1]].tolist() for g in by_first}
+    kinds = {int(keys[g]): kind[order[bounds[g]:bounds[g + 1]]].tolist() for g in by_first}
+    return events, kinds
 
 
 def step_busy(dev: Sequence[DeviceEvent], js: list[int], kinds: list[int]) -> StepBusy:
