@@ -131,3 +131,30 @@ def test_benchmark_baseline_that_is_no_folder_nor_commit_is_a_one_line_error(tmp
                           timeout=300, cwd=ROOT)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().startswith("Error: --baseline no-such-ref-xyz:") and len(proc.stderr.splitlines()) == 1
+
+
+def test_benchmark_classes_pairs_each_kind_of_trace_or_says_it_is_absent(tmp_path):
+    """--classes: one row per kind of trace in CLASSES, each with this checkout's and the baseline's medians and
+    their ratios, or 'skipped' naming the shared trace that is absent (a fresh clone has none)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench import CLASSES
+
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench.py"), "--classes", "--smoke",
+                           "--baseline", str(ROOT), "--work", str(tmp_path)], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines()[2:]}
+    assert list(rows) == [c.name for c in CLASSES]
+    for c in CLASSES:
+        fields = rows[c.name].split()
+        if (REAL / c.trace).is_file():
+            this, base, wall, cpu = map(float, fields[2:6])
+            assert this > 0 and base > 0 and wall > 0 and cpu > 0
+        else:
+            assert fields[1] == "skipped:"
+
+
+def test_benchmark_classes_without_a_baseline_is_a_usage_error():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench.py"), "--classes", "--smoke"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2 and "--classes pairs against a baseline" in proc.stderr
