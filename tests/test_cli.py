@@ -627,3 +627,28 @@ def test_by_op_and_by_kernel_on_the_command_line(tmp_path):
     kernels = run_cli("attribute", path, "--by", "kernel", "--format", "csv", check=True).stdout
     assert kernels.splitlines()[0] == "kernel,category,calls,time_us,time_per_step_us,steps"
     assert len(kernels.splitlines()) == 1 + 2  # the GEMM kernel (both bmm) and the softmax kernel
+
+
+_SHOW_BLAS = ("import os, tracekit.cli as c\n"
+              "c.cli = lambda **k: print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+              "c.main()\n")
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "1"), ("3", "3")])
+def test_the_command_line_runs_numpy_with_one_blas_thread_unless_told(given, seen):
+    """The console entry point sets OPENBLAS_NUM_THREADS=1 before any command runs (numpy's thread pool would spin
+    on the second core for nothing: tracekit calls no BLAS routine); a value the user set is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    proc = subprocess.run([sys.executable, "-c", _SHOW_BLAS], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == seen
+
+
+def test_importing_tracekit_leaves_the_blas_settings_alone():
+    """A notebook's process: importing and using the library sets nothing in the environment."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    code = "import os, tracekit, tracekit.cli; print(os.environ.get('OPENBLAS_NUM_THREADS'))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.stdout.strip() == "None", proc.stderr
