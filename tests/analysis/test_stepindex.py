@@ -1,27 +1,15 @@
 """The per-step device figures (tracekit.analysis.stepindex): one first-come sweep, in Python for small steps and as
-array operations for large ones (ARRAY_SWEEP), checked against unions worked out here by merging intervals."""
+array operations for large ones (ARRAY_SWEEP), checked against unions worked out by merging intervals (support)."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.traces import busy_union
 
 from tracekit.analysis import stepindex
 from tracekit.analysis.stepindex import ATTENTION, OUTSIDE, STEPLESS, step_busy
 from tracekit.model import DeviceEvent
-
-
-def _union(spans: list[tuple[int, int]]) -> int:
-    """ns covered by the spans, each instant once (sort and merge)."""
-    total, end = 0, None
-    for s, e in sorted(spans):
-        if end is None or s > end:
-            total += e - s
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
 
 
 _EVENTS = st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 5000),
@@ -47,11 +35,11 @@ def test_a_step_sweeps_the_same_in_python_and_as_arrays_and_matches_the_unions(e
         stepindex.ARRAY_SWEEP = was
     assert arrays == loop
     spans = [(e.ts, e.ts + e.dur) for e in dev]
-    assert arrays.busy_ns == _union(spans)
-    assert arrays.attention_ns == _union([s for s, k in zip(spans, kinds) if k == ATTENTION])
+    assert arrays.busy_ns == busy_union(spans)
+    assert arrays.attention_ns == busy_union([s for s, k in zip(spans, kinds) if k == ATTENTION])
     out = [j for j in js if kinds[j] == OUTSIDE]
     assert arrays.outside == out
-    assert sum(arrays.share) == _union([spans[j] for j in out])
+    assert sum(arrays.share) == busy_union([spans[j] for j in out])
     assert all(0 <= sh <= dev[j].dur for j, sh in zip(out, arrays.share))
     assert (arrays.start, arrays.end) == (min(s for s, _ in spans), max(e for _, e in spans))
     assert arrays.first == min(js, key=lambda j: (dev[j].ts, j))

@@ -48,8 +48,9 @@ def ns_of(ts: float) -> int:
 
 
 def busy_union(intervals: list[tuple[float, float]]) -> float:
-    """The length of the union of ``(start, end)`` intervals: busy time counted once where they overlap."""
-    total, end = 0.0, None
+    """The length of the union of ``(start, end)`` intervals: busy time counted once where they overlap (exact
+    for integer ns, epoch-sized ones too: integers in, an integer out)."""
+    total, end = 0, None
     for s, e in sorted(intervals):
         if end is None or s > end:
             total += e - s
