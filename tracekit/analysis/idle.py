@@ -366,19 +366,17 @@ class IdleSplitter:
         reg = np.flatnonzero(one)
         a, b = g0[reg], g1[reg]
         issued, odd, calls = self._issued([found[k][2][0] for k in reg.tolist()], a, b)
-        rows = np.zeros((n, 2 + _NC), np.int64)
-        rows[:, 0], rows[:, 1] = g0, g1
-        rows[reg, 2 + _LAST[BEFORE]] += issued - a
+        rows = np.zeros((n, 2 + _NC), np.int64)  # (the other gaps' rows: _gap's, below)
+        rows[reg] = self._batch_rows(a, b, issued)  # the short way; then the after-piece's first two rules
         other = _lengths(work[0], issued, b)
         busy, wait = _AFTER_SPLIT
         rows[reg, 2 + busy] += other
-        rest = b - issued - other
+        rows[reg, 2 + _LAST[AFTER]] -= other
         if self._any_wait:  # (rule stream-wait-event: the rest is event_wait where the launch came after a wait)
             waited = np.fromiter([r is not None and self._waited_event(r) for r in calls], np.bool_, len(calls))
-            waited &= rest > 0
-            rows[reg[waited], 2 + wait] += rest[waited]
-            rest[waited] = 0
-        rows[reg, 2 + _LAST[AFTER]] += rest
+            at, rest = reg[waited], (b - issued - other)[waited]
+            rows[at, 2 + wait] += rest
+            rows[at, 2 + _LAST[AFTER]] -= rest
         odd = self._held_rows(rows, reg, odd, calls, a, issued)
         call = self.call if self.graph_call else self.launch.__getitem__
         out: list[int] = []
