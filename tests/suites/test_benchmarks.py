@@ -3,6 +3,7 @@ timing figures come from running benchmarks/bench.py by hand, never from the tes
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -158,3 +159,36 @@ def test_benchmark_classes_without_a_baseline_is_a_usage_error():
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench.py"), "--classes", "--smoke"],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2 and "--classes pairs against a baseline" in proc.stderr
+
+
+def test_phases_split_one_cli_run_and_add_up():
+    """benchmarks/phases.py: each phase timed once per fresh process, the table's total their sum and the share
+    after the model is built the analysis, check and output over it; the output phase renders exactly what
+    `tracekit attribute --format json` writes (the same renderer, title and tool)."""
+    import resource  # (POSIX only, as the phases' CPU times are compared with the child's)
+
+    sample = SAMPLES / "cpu_eager_256.pt.trace.json.gz"
+    script = str(ROOT / "benchmarks" / "phases.py")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    one = subprocess.run([sys.executable, script, str(sample), "--json"], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = json.loads(one.stdout.splitlines()[-1])
+    child_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    phases = ("import", "load", "analysis", "check", "output")
+    assert sum(run[k] for k in phases) <= child_cpu  # disjoint phases of the child's own CPU time
+    cli = subprocess.run([sys.executable, "-m", "tracekit", "attribute", str(sample), "--format", "json"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT, check=True)
+    assert run["output_chars"] == len(cli.stdout)
+    assert all(run[k] >= 0 for k in phases)
+
+    proc = subprocess.run([sys.executable, script, str(sample), "--reps", "2"], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, check=True)
+    rows = {line[:28].strip(): line[28:].split() for line in proc.stdout.splitlines()[1:]}
+    assert list(rows) == ["import", "load", "analysis", "check", "output", "total", "after the model is built"]
+    secs = {k: float(v[0]) for k, v in rows.items()}
+    assert secs["total"] == pytest.approx(sum(secs[k] for k in phases), abs=0.003)  # (each printed to 1 ms)
+    after = secs["analysis"] + secs["check"] + secs["output"]
+    assert secs["after the model is built"] == pytest.approx(after, abs=0.002)
+    assert float(rows["after the model is built"][1].rstrip("%")) == pytest.approx(100 * after / secs["total"],
+                                                                                   abs=1.0)
